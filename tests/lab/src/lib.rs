@@ -1,0 +1,1 @@
+//! The lab: a real local x402 world for tests and the demo.
