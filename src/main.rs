@@ -1,4 +1,5 @@
 use clap::{Parser, Subcommand};
+use x402_probe::cmd;
 
 /// Tells paying AI agents which x402 pay-per-call APIs they can trust, with evidence.
 #[derive(Parser)]
@@ -9,11 +10,33 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Probe one URL now and print a report (free checks; paid ones only with --pay).
+    Probe(cmd::probe::Args),
+    /// Print the definition of one rubric check (e.g. `explain R3`).
+    Explain(cmd::explain::Args),
+    /// Score a subject from an inputs document under a rubric.
+    Score(cmd::score::Args),
+    /// Recompute stored score documents and fail on any byte that differs.
+    Recompute(cmd::recompute::Args),
+    /// Bring the local lab up, probe and score every lab endpoint, print one line each, shut down.
+    Demo(cmd::demo::Args),
+}
 
 fn main() {
     let cli = Cli::parse();
-    let code = match cli.command {};
-    #[allow(unreachable_code)]
-    std::process::exit(code)
+    let result = match cli.command {
+        Command::Probe(a) => cmd::probe::run(a),
+        Command::Explain(a) => cmd::explain::run(a),
+        Command::Score(a) => cmd::score::run(a),
+        Command::Recompute(a) => cmd::recompute::run(a),
+        Command::Demo(a) => cmd::demo::run(a),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("x402-probe: {e:#}");
+            std::process::exit(2)
+        }
+    }
 }

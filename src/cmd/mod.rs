@@ -1,2 +1,8 @@
 //! One file per subcommand. Each exposes `Args` (clap) and `run(args) -> anyhow::Result<i32>`,
-//! the process exit code.
+//! returning the process exit code.
+
+pub mod demo;
+pub mod explain;
+pub mod probe;
+pub mod recompute;
+pub mod score;
