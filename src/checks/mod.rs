@@ -1,0 +1,5 @@
+//! Checks: pure functions from observations to outcomes with receipts.
+
+pub mod conformance;
+pub mod screen;
+pub mod sniff;

@@ -1,0 +1,1 @@
+//! S5: does the declared content type match the bytes.

@@ -1,0 +1,1 @@
+//! Check definitions from probes/, embedded in the binary.

@@ -1,0 +1,4 @@
+//! Probers: one file per kind of IO. Everything here touches the network; nothing here decides.
+
+pub mod http;
+pub mod netguard;

@@ -1,0 +1,1 @@
+//! Address guard (SSRF).

@@ -1,0 +1,1 @@
+//! The rubric file: typed, validated, content-addressed.

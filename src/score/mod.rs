@@ -1,0 +1,1 @@
+//! The scorer: rubric + outcome history + as_of -> score document. Pure.
