@@ -43,7 +43,9 @@ impl std::str::FromStr for Outcome {
             "fail" => Ok(Outcome::Fail),
             "na" => Ok(Outcome::Na),
             "unmeasured" => Ok(Outcome::Unmeasured),
-            other => Err(format!("unknown outcome {other:?} (pass, fail, na, unmeasured)")),
+            other => Err(format!(
+                "unknown outcome {other:?} (pass, fail, na, unmeasured)"
+            )),
         }
     }
 }
@@ -79,4 +81,47 @@ pub struct CheckResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<f64>,
     pub receipt: Receipt,
+}
+
+/// What a pure check function returns: the outcome, one readable line, and structured detail for the
+/// receipt. The caller (who knows the vantage, the time and the bytes) wraps it into a [`CheckResult`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conclusion {
+    pub outcome: Outcome,
+    pub evidence: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub detail: serde_json::Value,
+}
+
+impl Conclusion {
+    pub fn new(outcome: Outcome, evidence: impl Into<String>) -> Self {
+        Conclusion {
+            outcome,
+            evidence: evidence.into(),
+            value: None,
+            detail: serde_json::Value::Null,
+        }
+    }
+    pub fn pass(evidence: impl Into<String>) -> Self {
+        Self::new(Outcome::Pass, evidence)
+    }
+    pub fn fail(evidence: impl Into<String>) -> Self {
+        Self::new(Outcome::Fail, evidence)
+    }
+    pub fn na(evidence: impl Into<String>) -> Self {
+        Self::new(Outcome::Na, evidence)
+    }
+    pub fn unmeasured(reason: impl Into<String>) -> Self {
+        Self::new(Outcome::Unmeasured, reason)
+    }
+    pub fn with_detail(mut self, detail: serde_json::Value) -> Self {
+        self.detail = detail;
+        self
+    }
+    pub fn with_value(mut self, value: f64) -> Self {
+        self.value = Some(value);
+        self
+    }
 }
