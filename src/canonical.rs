@@ -1,1 +1,227 @@
 //! RFC 8785 canonical JSON (JCS).
+//!
+//! Written here rather than taken from a crate so that its two subtle rules are visible and tested
+//! against the RFC's own examples: numbers are IEEE 754 doubles printed the way ECMAScript's
+//! `Number.prototype.toString` prints them (shortest round-trip digits, exponent form outside
+//! 1e-7..1e21), and object keys are sorted by their UTF-16 code units, not by UTF-8 bytes.
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// Why a value could not be canonicalised.
+#[derive(Debug, thiserror::Error)]
+pub enum CanonicalError {
+    #[error("cannot turn the value into JSON: {0}")]
+    Serialize(#[from] serde_json::Error),
+}
+
+/// The RFC 8785 canonical bytes of a JSON value.
+pub fn to_canonical_bytes(value: &serde_json::Value) -> Vec<u8> {
+    let mut out = String::new();
+    write_value(&mut out, value);
+    out.into_bytes()
+}
+
+/// The RFC 8785 canonical bytes of anything serde can turn into JSON.
+pub fn canonical_bytes_of<T: Serialize>(value: &T) -> Result<Vec<u8>, CanonicalError> {
+    let json = serde_json::to_value(value)?;
+    Ok(to_canonical_bytes(&json))
+}
+
+/// Lowercase hex SHA-256 of the canonical bytes of a JSON value.
+pub fn canonical_sha256(value: &serde_json::Value) -> String {
+    hex::encode(Sha256::digest(to_canonical_bytes(value)))
+}
+
+fn write_value(out: &mut String, value: &serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(n) => {
+            // JCS numbers are doubles: an integer beyond 2^53 is printed as the double it becomes.
+            let as_double = n.as_f64().unwrap_or(0.0);
+            out.push_str(&format_number(as_double));
+        }
+        Value::String(s) => write_string(out, s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+            out.push('{');
+            for (i, (key, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(out, key);
+                out.push(':');
+                write_value(out, item);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn write_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\u{c}' => out.push_str("\\f"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// A finite double as ECMAScript's `Number.prototype.toString` prints it (ECMA-262, 7.1.12.1).
+///
+/// Rust's `{:e}` gives the shortest digits that round-trip (the same digits ECMAScript asks for);
+/// only the placement of the decimal point and the exponent differ, and that is done here.
+/// Non-finite values cannot occur in a `serde_json::Value`; they print as `null` defensively.
+pub fn format_number(x: f64) -> String {
+    if !x.is_finite() {
+        return "null".to_string();
+    }
+    if x == 0.0 {
+        return "0".to_string(); // also for -0
+    }
+    let sci = format!("{:e}", x.abs());
+    let (mantissa, exponent) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let k = digits.len() as i32;
+    let n = exponent + 1; // the decimal point sits after n digits
+    let mut out = String::new();
+    if x < 0.0 {
+        out.push('-');
+    }
+    if k <= n && n <= 21 {
+        out.push_str(&digits);
+        out.extend(std::iter::repeat_n('0', (n - k) as usize));
+    } else if 0 < n && n <= 21 {
+        out.push_str(&digits[..n as usize]);
+        out.push('.');
+        out.push_str(&digits[n as usize..]);
+    } else if -6 < n && n <= 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', (-n) as usize));
+        out.push_str(&digits);
+    } else {
+        out.push_str(&digits[..1]);
+        if k > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push('e');
+        out.push(if n - 1 >= 0 { '+' } else { '-' });
+        out.push_str(&(n - 1).abs().to_string());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RFC 8785 Appendix B: IEEE 754 bit patterns and their canonical text.
+    #[test]
+    fn rfc8785_appendix_b_numbers() {
+        let cases: [(u64, &str); 24] = [
+            (0x0000000000000000, "0"),
+            (0x8000000000000000, "0"),
+            (0x0000000000000001, "5e-324"),
+            (0x8000000000000001, "-5e-324"),
+            (0x7fefffffffffffff, "1.7976931348623157e+308"),
+            (0xffefffffffffffff, "-1.7976931348623157e+308"),
+            (0x4340000000000000, "9007199254740992"),
+            (0xc340000000000000, "-9007199254740992"),
+            (0x4430000000000000, "295147905179352830000"),
+            (0x44b52d02c7e14af5, "9.999999999999997e+22"),
+            (0x44b52d02c7e14af6, "1e+23"),
+            (0x44b52d02c7e14af7, "1.0000000000000001e+23"),
+            (0x444b1ae4d6e2ef4e, "999999999999999700000"),
+            (0x444b1ae4d6e2ef4f, "999999999999999900000"),
+            (0x444b1ae4d6e2ef50, "1e+21"),
+            (0x3eb0c6f7a0b5ed8c, "9.999999999999997e-7"),
+            (0x3eb0c6f7a0b5ed8d, "0.000001"),
+            (0x41b3de4355555553, "333333333.3333332"),
+            (0x41b3de4355555554, "333333333.33333325"),
+            (0x41b3de4355555555, "333333333.3333333"),
+            (0x41b3de4355555556, "333333333.3333334"),
+            (0x41b3de4355555557, "333333333.33333343"),
+            (0xbecbf647612f3696, "-0.0000033333333333333333"),
+            (0x43143ff3c1cb0959, "1424953923781206.2"),
+        ];
+        for (bits, expected) in cases {
+            assert_eq!(
+                format_number(f64::from_bits(bits)),
+                expected,
+                "bits {bits:#018x}"
+            );
+        }
+    }
+
+    /// RFC 8785 section 3.2.2: the worked example of a whole document.
+    #[test]
+    fn rfc8785_section_3_2_2_example() {
+        let input = r#"{
+  "numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],
+  "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/",
+  "literals": [null, true, false]
+}"#;
+        let value: serde_json::Value = serde_json::from_str(input).unwrap();
+        let expected = "{\"literals\":[null,true,false],\"numbers\":[333333333.3333333,1e+30,4.5,0.002,1e-27],\"string\":\"\u{20ac}$\\u000f\\nA'B\\\"\\\\\\\\\\\"/\"}";
+        assert_eq!(
+            String::from_utf8(to_canonical_bytes(&value)).unwrap(),
+            expected
+        );
+    }
+
+    /// RFC 8785 section 3.2.3: keys sort by UTF-16 code units (the emoji's surrogates sort before
+    /// U+FB33 although its UTF-8 bytes would sort after).
+    #[test]
+    fn rfc8785_section_3_2_3_key_order() {
+        let input = r#"{
+  "\u20ac": "Euro Sign",
+  "\r": "Carriage Return",
+  "\ufb33": "Hebrew Letter Dalet With Dagesh",
+  "1": "One",
+  "\ud83d\ude00": "Emoji: Grinning Face",
+  "\u0080": "Control",
+  "\u00f6": "Latin Small Letter O With Diaeresis"
+}"#;
+        let value: serde_json::Value = serde_json::from_str(input).unwrap();
+        let text = String::from_utf8(to_canonical_bytes(&value)).unwrap();
+        let expected = "{\"\\r\":\"Carriage Return\",\"1\":\"One\",\"\u{80}\":\"Control\",\
+            \"\u{f6}\":\"Latin Small Letter O With Diaeresis\",\"\u{20ac}\":\"Euro Sign\",\
+            \"\u{1f600}\":\"Emoji: Grinning Face\",\"\u{fb33}\":\"Hebrew Letter Dalet With Dagesh\"}";
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn integers_and_nesting() {
+        let value = serde_json::json!({"b": [1, 2.0, -3, {"z": 1, "a": "x"}], "a": 1e21, "c": 123456789012_i64});
+        let text = String::from_utf8(to_canonical_bytes(&value)).unwrap();
+        assert_eq!(
+            text,
+            r#"{"a":1e+21,"b":[1,2,-3,{"a":"x","z":1}],"c":123456789012}"#
+        );
+    }
+}

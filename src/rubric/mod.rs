@@ -1,1 +1,400 @@
 //! The rubric file: typed, validated, content-addressed.
+//!
+//! A rubric is the specification of the score: weights, curves, gates, grades, decay, verdict rules
+//! and Monte Carlo settings are read from it and never written twice in code. Its id is the SHA-256
+//! of the file's bytes, so a score names exactly the rubric it was computed under. Unknown fields are
+//! refused: a field this scorer does not understand could change the meaning of a score.
+
+mod validate;
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+/// The rubric shipped with the binary, byte for byte `rubrics/x402-endpoint.json`.
+pub const EMBEDDED_DEFAULT: &[u8] = include_bytes!("../../rubrics/x402-endpoint.json");
+
+/// Why a rubric file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RubricError {
+    #[error("the rubric is not valid JSON of the expected shape: {0}")]
+    Parse(#[from] serde_json::Error),
+    #[error("the rubric is invalid: {0}")]
+    Invalid(String),
+}
+
+/// Whether a check's evidence comes from free probes or paid calls (sets its default half-life).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Free,
+    Paid,
+}
+
+/// How a check's evidence becomes a value in [0, 1].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// The decayed share of passes.
+    Rate,
+    /// A measured p95 mapped through the check's curve.
+    Curve,
+}
+
+/// What a new revision of the subject does to the earlier evidence of a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnRevision {
+    /// Earlier evidence halves its weight at each later revision.
+    Half,
+    /// Earlier evidence is dropped.
+    Reset,
+}
+
+/// The condition under which a gate fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateWhen {
+    /// The decayed weight of the check's fails is at least `value`.
+    FailWeightGte,
+    /// The check's latest outcomes are an unbroken run of fails spanning at least `value` hours.
+    FailingForHours,
+    /// The check failed at most `value` hours before `as_of`.
+    FailedWithinHours,
+}
+
+/// A verdict, ordered from the most to the least severe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Down,
+    Avoid,
+    Caution,
+    Unverified,
+    Ok,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Down => "down",
+            Verdict::Avoid => "avoid",
+            Verdict::Caution => "caution",
+            Verdict::Unverified => "unverified",
+            Verdict::Ok => "ok",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dimension {
+    pub id: String,
+    pub weight: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Decay {
+    /// Half-life in days of free-check evidence.
+    pub free: f64,
+    /// Half-life in days of paid-check evidence.
+    pub paid: f64,
+}
+
+/// The statistic a curve reads; only `p95` is defined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CurveInput {
+    P95,
+}
+
+/// The space in which a curve interpolates between its points; only `log` (of x) is defined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CurveSpace {
+    Log,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Curve {
+    pub input: CurveInput,
+    pub space: CurveSpace,
+    /// `(x, y)`: x in ms strictly increasing, y in points (0..=100) non-increasing.
+    pub points: Vec<(f64, f64)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Check {
+    pub id: String,
+    pub dimension: String,
+    pub weight: f64,
+    pub kind: Kind,
+    pub metric: Metric,
+    #[serde(default)]
+    pub on_revision: Option<OnRevision>,
+    #[serde(default)]
+    pub half_life_days: Option<f64>,
+    #[serde(default)]
+    pub curve: Option<Curve>,
+    pub title: String,
+    pub measure: String,
+    pub validity: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gate {
+    pub flag: String,
+    pub check: String,
+    pub when: GateWhen,
+    pub value: f64,
+    #[serde(default)]
+    pub clear_after_passes: Option<u32>,
+    #[serde(default)]
+    pub cap: Option<f64>,
+    #[serde(default)]
+    pub verdict: Option<Verdict>,
+    #[serde(default)]
+    pub stale: bool,
+    #[serde(default)]
+    pub watch: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GradeStep {
+    pub grade: String,
+    pub min: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfidenceStep {
+    pub level: String,
+    pub max_width: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerdictRules {
+    pub probe_check: String,
+    pub min_probes: u32,
+    pub min_span_days: f64,
+    pub paid_within_days: f64,
+    pub avoid_grades: Vec<String>,
+    pub caution_grades: Vec<String>,
+    pub caution_confidence: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Outlook {
+    pub recent_days: f64,
+    pub baseline_days: f64,
+    pub delta: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Watch {
+    pub revision_days: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MonteCarlo {
+    pub draws: u32,
+    /// Lower and upper percentile of the band, e.g. `[10, 90]`.
+    pub band: (f64, f64),
+}
+
+/// The value metrics the scorer knows how to compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueMetric {
+    PricePercentile,
+    UsdPerValidKib,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValueRules {
+    pub inside_score: bool,
+    pub metrics: Vec<ValueMetric>,
+    /// Prose; the scorer implements it as: same category, R4 and R5 pass rates >= 0.8.
+    pub price_percentile_among: String,
+}
+
+/// The file as written; [`Rubric`] is this after validation.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RubricFile {
+    schema: String,
+    id: String,
+    version: String,
+    title: String,
+    description: String,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    notes: Option<String>,
+    subject_types: Vec<String>,
+    dimensions: Vec<Dimension>,
+    decay: Decay,
+    checks: Vec<Check>,
+    gates: Vec<Gate>,
+    grades: Vec<GradeStep>,
+    confidence: Vec<ConfidenceStep>,
+    verdict: VerdictRules,
+    outlook: Outlook,
+    watch: Watch,
+    monte_carlo: MonteCarlo,
+    value: ValueRules,
+    #[serde(default)]
+    changelog: Vec<String>,
+}
+
+/// A validated rubric and the SHA-256 of the bytes it was read from.
+#[derive(Debug, Clone)]
+pub struct Rubric {
+    pub schema: String,
+    pub id: String,
+    pub version: String,
+    pub title: String,
+    pub description: String,
+    pub notes: Option<String>,
+    pub subject_types: Vec<String>,
+    pub dimensions: Vec<Dimension>,
+    pub decay: Decay,
+    pub checks: Vec<Check>,
+    pub gates: Vec<Gate>,
+    pub grades: Vec<GradeStep>,
+    pub confidence: Vec<ConfidenceStep>,
+    pub verdict: VerdictRules,
+    pub outlook: Outlook,
+    pub watch: Watch,
+    pub monte_carlo: MonteCarlo,
+    pub value: ValueRules,
+    pub changelog: Vec<String>,
+    major_version: u64,
+    sha256: String,
+}
+
+/// The schema identifier this scorer understands.
+pub const SUPPORTED_SCHEMA: &str = "swarmmemo.rubric/1";
+
+impl Rubric {
+    /// Parse and validate a rubric file; the id is the SHA-256 of exactly these bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Rubric, RubricError> {
+        let file: RubricFile = serde_json::from_slice(bytes)?;
+        let major_version = validate::major_version(&file.version)?;
+        validate::validate(&file)?;
+        let RubricFile {
+            schema,
+            id,
+            version,
+            title,
+            description,
+            url: _,
+            notes,
+            subject_types,
+            dimensions,
+            decay,
+            checks,
+            gates,
+            grades,
+            confidence,
+            verdict,
+            outlook,
+            watch,
+            monte_carlo,
+            value,
+            changelog,
+        } = file;
+        Ok(Rubric {
+            schema,
+            id,
+            version,
+            title,
+            description,
+            notes,
+            subject_types,
+            dimensions,
+            decay,
+            checks,
+            gates,
+            grades,
+            confidence,
+            verdict,
+            outlook,
+            watch,
+            monte_carlo,
+            value,
+            changelog,
+            major_version,
+            sha256: hex::encode(Sha256::digest(bytes)),
+        })
+    }
+
+    /// The rubric embedded in the binary (`rubrics/x402-endpoint.json`).
+    pub fn embedded_default() -> Rubric {
+        // The embedded file is validated by a unit test, so this cannot fail in a built binary.
+        Rubric::from_bytes(EMBEDDED_DEFAULT).expect("the embedded rubric is valid")
+    }
+
+    /// Lowercase hex SHA-256 of the rubric file's bytes: the rubric's content address.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// The major version (`1` for `1.0.0-draft.1`); scores across major versions never compare.
+    pub fn major_version(&self) -> u64 {
+        self.major_version
+    }
+
+    pub fn check(&self, id: &str) -> Option<&Check> {
+        self.checks.iter().find(|c| c.id == id)
+    }
+
+    pub fn dimension(&self, id: &str) -> Option<&Dimension> {
+        self.dimensions.iter().find(|d| d.id == id)
+    }
+
+    /// Half-life in days of a check's evidence: its own override, else the decay of its kind.
+    pub fn half_life_days(&self, check: &Check) -> f64 {
+        check.half_life_days.unwrap_or(match check.kind {
+            Kind::Free => self.decay.free,
+            Kind::Paid => self.decay.paid,
+        })
+    }
+
+    /// The grade of a (capped) score: the first step whose `min` it reaches.
+    pub fn grade_for(&self, score: f64) -> &str {
+        self.grades
+            .iter()
+            .find(|g| score >= g.min)
+            .or(self.grades.last())
+            .map(|g| g.grade.as_str())
+            .unwrap_or("")
+    }
+
+    /// The confidence level of a band width: the first step whose `max_width` it does not exceed.
+    pub fn confidence_for(&self, width: f64) -> &str {
+        self.confidence
+            .iter()
+            .find(|c| width <= c.max_width)
+            .or(self.confidence.last())
+            .map(|c| c.level.as_str())
+            .unwrap_or("")
+    }
+}
+
+/// The major version of a semantic version string (`"1.0.0-draft.1"` -> 1).
+pub fn major_version_of(version: &str) -> Result<u64, RubricError> {
+    validate::major_version(version)
+}
+
+#[cfg(test)]
+mod tests;
