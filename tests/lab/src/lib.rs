@@ -1,7 +1,25 @@
 //! The lab: a real local x402 world for tests and the demo.
 //!
-//! `chain` starts anvil, `rpc` talks JSON-RPC to it, `token` deploys and drives the EIP-3009 token.
+//! `Lab::start` brings up, in about a second: an anvil chain (`chain`, `rpc`), the EIP-3009 token and a
+//! fake twin (`token`), a facilitator with honest and dishonest kinds (`facilitator`), one resource
+//! server per named scenario (`scenarios`, `quote`, `server`, `tls`) and a discovery catalogue
+//! (`catalogue`). Dropping the `Lab` stops all of it, anvil included.
 
+pub mod catalogue;
 pub mod chain;
+pub mod facilitator;
+pub mod quote;
 pub mod rpc;
+pub mod scenarios;
+pub mod server;
+pub mod tls;
 pub mod token;
+
+mod lab;
+
+pub use lab::{Lab, LabEndpoint, LabOptions, Manifest, ManifestEndpoint};
+
+/// Install rustls' ring provider as the process default (once; later calls are no-ops).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

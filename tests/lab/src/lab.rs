@@ -1,0 +1,395 @@
+//! Bringing the whole lab up, describing it (the manifest), and taking it down.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use alloy::primitives::{Address, U256};
+use alloy::signers::local::PrivateKeySigner;
+use anyhow::{Context, Result};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::catalogue::{self, RunningCatalogue};
+use crate::chain::Anvil;
+use crate::facilitator::{self, FacilitatorAccounts, FacilitatorClient, RunningFacilitator};
+use crate::quote::{self, QuoteContext};
+use crate::rpc::Rpc;
+use crate::scenarios::{self, Listing, Protocol, Reliability, Scenario, Transport};
+use crate::server::{self, RunningEndpoint, Shared};
+use crate::tls::{Lifetime, TestCa};
+use crate::token::Token;
+
+/// What the payer wallet holds at the start: 1000 USDC.
+pub const PAYER_FUNDS: u64 = 1_000_000_000;
+
+/// Knobs for a lab.
+#[derive(Debug, Clone)]
+pub struct LabOptions {
+    /// Only these scenarios (by name); all when `None`.
+    pub scenarios: Option<Vec<String>>,
+    /// The `slow` scenario's time to first byte, ms.
+    pub slow_ms: u64,
+    /// The `flaky` scenario's failure share.
+    pub flaky_share: f64,
+}
+
+impl Default for LabOptions {
+    fn default() -> Self {
+        LabOptions {
+            scenarios: None,
+            slow_ms: 4000,
+            flaky_share: 0.5,
+        }
+    }
+}
+
+/// One running scenario endpoint.
+pub struct LabEndpoint {
+    pub scenario: Scenario,
+    /// The subject URL to probe.
+    pub url: String,
+    _server: RunningEndpoint,
+}
+
+/// The lab's description, printed by `lab up` and read by tests and the demo.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct Manifest {
+    pub rpc: String,
+    pub chain_id: u64,
+    pub token: String,
+    pub fake_token: String,
+    pub payer: String,
+    pub payer_key_file: PathBuf,
+    pub ca_file: PathBuf,
+    pub catalogue: String,
+    pub facilitators: BTreeMap<String, String>,
+    pub endpoints: Vec<ManifestEndpoint>,
+}
+
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct ManifestEndpoint {
+    pub scenario: String,
+    pub summary: String,
+    pub url: String,
+    pub expect: BTreeMap<String, String>,
+}
+
+/// A running lab. Dropping it stops every server and the chain, and removes its files.
+pub struct Lab {
+    pub rpc: Rpc,
+    pub chain_id: u64,
+    pub token: Token,
+    pub fake_token: Token,
+    pub payer: Address,
+    pub pay_to: Address,
+    pub attacker: Address,
+    pub other_wallet: Address,
+    pub payer_key_file: PathBuf,
+    pub ca_file: PathBuf,
+    pub ca_pem: String,
+    pub facilitator_urls: BTreeMap<String, String>,
+    pub catalogue_url: String,
+    pub endpoints: Vec<LabEndpoint>,
+    pub startup_time: Duration,
+    // Field order is drop order: servers first, then the chain, then the files.
+    _catalogue: RunningCatalogue,
+    _facilitator: RunningFacilitator,
+    anvil: Anvil,
+    dir: LabDir,
+}
+
+impl Lab {
+    pub async fn start() -> Result<Lab> {
+        Lab::start_with(LabOptions::default()).await
+    }
+
+    pub async fn start_with(options: LabOptions) -> Result<Lab> {
+        crate::install_crypto_provider();
+        let started = Instant::now();
+        let dir = LabDir::create()?;
+        let anvil = Anvil::start().await.context("starting anvil")?;
+        let rpc = anvil.rpc().context("connecting to anvil")?;
+        let chain_id = anvil.chain_id();
+        let accounts = anvil.accounts();
+        let deployer = accounts[0].address;
+        let facilitator_accounts = FacilitatorAccounts {
+            honest: accounts[1].address,
+            dishonest: accounts[2].address,
+            attacker: accounts[5].address,
+        };
+        let pay_to = accounts[3].address;
+        let other_wallet = accounts[4].address;
+
+        let token = Token::deploy(&rpc, deployer, quote::TOKEN_NAME, quote::TOKEN_VERSION)
+            .await
+            .context("deploying the lab token")?;
+        // Same code, another EIP-712 name: a 402 that declares "USDC" for it lies about the asset.
+        let fake_token = Token::deploy(&rpc, deployer, "USDC Lookalike", quote::TOKEN_VERSION)
+            .await
+            .context("deploying the fake token")?;
+
+        // The payer is a fresh key (not a public dev key), funded with tokens and a little gas money
+        // for the one approval the dishonest facilitator needs.
+        let payer_signer = PrivateKeySigner::random();
+        let payer = payer_signer.address();
+        let payer_key_file = dir.path().join("payer.key");
+        write_private_file(
+            &payer_key_file,
+            &format!("0x{}\n", hex::encode(payer_signer.to_bytes())),
+        )?;
+        drop(payer_signer);
+        token
+            .mint(payer, U256::from(PAYER_FUNDS))
+            .await
+            .context("funding the payer")?;
+        rpc.set_balance(payer, U256::from(10u128.pow(18))).await?;
+        rpc.impersonate(payer).await?;
+        token
+            .approve(payer, facilitator_accounts.dishonest, U256::MAX)
+            .await
+            .context("granting the dishonest facilitator its allowance")?;
+
+        let ca = TestCa::new()?;
+        let ca_file = dir.path().join("ca.pem");
+        std::fs::write(&ca_file, ca.pem()).context("writing the CA file")?;
+        let mut tls_configs = BTreeMap::new();
+        for lifetime in [
+            Lifetime::Good,
+            Lifetime::ExpiresInDays(5),
+            Lifetime::Expired,
+        ] {
+            tls_configs.insert(format!("{lifetime:?}"), ca.leaf(lifetime)?.server_config()?);
+        }
+
+        let facilitator =
+            facilitator::start(token.clone(), chain_id, facilitator_accounts.clone()).await?;
+        let shared = Arc::new(Shared {
+            facilitators: FacilitatorClient::new(facilitator.base_urls.clone())?,
+            token: token.clone(),
+        });
+
+        let mut endpoints = Vec::new();
+        for mut scenario in selected_scenarios(&options)? {
+            match &mut scenario.reliability {
+                Reliability::SlowTtfb(ms) => *ms = options.slow_ms,
+                Reliability::Flaky(share) => *share = options.flaky_share,
+                _ => {}
+            }
+            let tls = match scenario.transport {
+                Transport::Https(lifetime) => tls_configs.get(&format!("{lifetime:?}")).cloned(),
+                Transport::Http => None,
+            };
+            let ctx = QuoteContext {
+                chain_id,
+                token: token.address(),
+                fake_token: fake_token.address(),
+                pay_to,
+                other_wallet,
+                resource: String::new(),
+            };
+            let running = server::start(scenario.clone(), tls, ctx, shared.clone()).await?;
+            endpoints.push(LabEndpoint {
+                url: running.url.clone(),
+                scenario,
+                _server: running,
+            });
+        }
+
+        let items = endpoints
+            .iter()
+            .filter_map(|e| {
+                catalogue_item(
+                    e,
+                    chain_id,
+                    token.address(),
+                    fake_token.address(),
+                    pay_to,
+                    other_wallet,
+                )
+            })
+            .collect();
+        let catalogue = catalogue::start(items).await?;
+
+        Ok(Lab {
+            rpc,
+            chain_id,
+            token,
+            fake_token,
+            payer,
+            pay_to,
+            attacker: facilitator_accounts.attacker,
+            other_wallet,
+            payer_key_file,
+            ca_file,
+            ca_pem: ca.pem().to_string(),
+            facilitator_urls: facilitator
+                .base_urls
+                .iter()
+                .map(|(k, v)| (k.name().to_string(), v.clone()))
+                .collect(),
+            catalogue_url: catalogue.url.clone(),
+            endpoints,
+            startup_time: started.elapsed(),
+            _catalogue: catalogue,
+            _facilitator: facilitator,
+            anvil,
+            dir,
+        })
+    }
+
+    /// The running endpoint of a scenario.
+    pub fn endpoint(&self, scenario: &str) -> Option<&LabEndpoint> {
+        self.endpoints.iter().find(|e| e.scenario.name == scenario)
+    }
+
+    /// The PID of the lab's anvil (so tests can check it is gone after the lab).
+    pub fn anvil_pid(&self) -> u32 {
+        self.anvil.pid()
+    }
+
+    pub fn rpc_url(&self) -> &str {
+        self.anvil.rpc_url()
+    }
+
+    /// The lab's directory (key file, CA file).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn manifest(&self) -> Manifest {
+        Manifest {
+            rpc: self.anvil.rpc_url().to_string(),
+            chain_id: self.chain_id,
+            token: self.token.address().to_checksum(None),
+            fake_token: self.fake_token.address().to_checksum(None),
+            payer: self.payer.to_checksum(None),
+            payer_key_file: self.payer_key_file.clone(),
+            ca_file: self.ca_file.clone(),
+            catalogue: format!("{}/discovery/resources", self.catalogue_url),
+            facilitators: self.facilitator_urls.clone(),
+            endpoints: self
+                .endpoints
+                .iter()
+                .map(|e| ManifestEndpoint {
+                    scenario: e.scenario.name.to_string(),
+                    summary: e.scenario.summary.to_string(),
+                    url: e.url.clone(),
+                    expect: e
+                        .scenario
+                        .expect
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Stop everything now (dropping the lab does the same).
+    pub fn stop(self) {}
+}
+
+fn selected_scenarios(options: &LabOptions) -> Result<Vec<Scenario>> {
+    let all = scenarios::all();
+    match &options.scenarios {
+        None => Ok(all),
+        Some(names) => names
+            .iter()
+            .map(|n| {
+                all.iter()
+                    .find(|s| s.name == n)
+                    .cloned()
+                    .with_context(|| format!("no scenario named {n:?}"))
+            })
+            .collect(),
+    }
+}
+
+/// The catalogue's entry for an endpoint: what its first 402 quotes (or half the price for
+/// `price-mismatch`), or nothing for `unlisted`.
+fn catalogue_item(
+    e: &LabEndpoint,
+    chain_id: u64,
+    token: Address,
+    fake_token: Address,
+    pay_to: Address,
+    other_wallet: Address,
+) -> Option<Value> {
+    let s = &e.scenario;
+    if s.listing == Listing::Unlisted {
+        return None;
+    }
+    let ctx = QuoteContext {
+        chain_id,
+        token,
+        fake_token,
+        pay_to,
+        other_wallet,
+        resource: e.url.clone(),
+    };
+    let mut requirement = quote::requirement(s, &ctx, 0);
+    if s.listing == Listing::DifferentPrice {
+        let half = (quote::PRICE / 2).to_string();
+        for key in ["amount", "maxAmountRequired"] {
+            if requirement.get(key).is_some() {
+                requirement[key] = Value::String(half.clone());
+            }
+        }
+    }
+    let version = match s.protocol {
+        Protocol::V2 => 2,
+        Protocol::V1 => 1,
+    };
+    Some(json!({
+        "resource": e.url,
+        "type": "http",
+        "x402Version": version,
+        "accepts": [requirement],
+        "lastUpdated": "2026-11-01T00:00:00Z",
+        "metadata": {"category": "weather", "provider": "Lab Weather Ltd", "scenario": s.name},
+    }))
+}
+
+fn write_private_file(path: &Path, contents: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    f.write_all(contents.as_bytes())?;
+    Ok(())
+}
+
+/// A private temporary directory, removed on drop.
+struct LabDir(PathBuf);
+
+impl LabDir {
+    fn create() -> Result<LabDir> {
+        use std::os::unix::fs::DirBuilderExt;
+        let name = format!(
+            "x402-lab-{}-{}",
+            std::process::id(),
+            hex::encode(rand::random::<[u8; 6]>())
+        );
+        let path = std::env::temp_dir().join(name);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        Ok(LabDir(path))
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for LabDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

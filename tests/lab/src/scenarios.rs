@@ -1,0 +1,739 @@
+//! The catalogue of named scenarios: what each lab endpoint does, and what the rubric's checks should
+//! conclude about it (`expect`, the lab's promise and the probes' acceptance table).
+//!
+//! Expectations are written by hand from the scenario's intent, never computed by code that mirrors the
+//! probe: a shared baseline for an honest endpoint, then explicit overrides per scenario. A check left out
+//! of a scenario's map is one the scenario makes no promise about (typically `unmeasured`, because the
+//! probe cannot see that far, e.g. no 402 to parse).
+
+use std::collections::BTreeMap;
+
+use crate::tls::Lifetime;
+
+/// How the endpoint is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Https(Lifetime),
+    Http,
+}
+
+/// Which x402 version the endpoint speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// `PAYMENT-REQUIRED` header, `PAYMENT-SIGNATURE`, `PAYMENT-RESPONSE`.
+    V2,
+    /// JSON body, `X-PAYMENT`, `X-PAYMENT-RESPONSE`.
+    V1,
+}
+
+/// A fault in the published payment requirements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuoteFault {
+    None,
+    /// v2 header plus a body that is also a PaymentRequired, identical to the header.
+    HeaderAndBodyAgree,
+    /// v2 header plus a body PaymentRequired with another amount.
+    HeaderBodyDisagree,
+    BadBase64,
+    BadJson,
+    MissingAccepts,
+    /// `amount` is `"0.01"`.
+    AmountNotInteger,
+    /// `payTo` in lower case (not EIP-55).
+    PayToLowercase,
+    /// `network` is `"anvil"` instead of `eip155:31337`.
+    NetworkNotCaip2,
+    MaxTimeout(u64),
+    /// `scheme` is `"stream"`.
+    UnknownScheme,
+    /// The asset is the fake token, whose EIP-712 domain differs from the declared `extra`.
+    FakeAsset,
+    /// The bazaar extension's `schema` is not a valid JSON Schema.
+    InvalidBazaarSchema,
+    /// Only a Permit2 transfer method is offered.
+    Permit2Only,
+    /// 25 USDC per call, above any sane probe cap.
+    Expensive,
+    /// Base mainnet and its USDC: not on the lab probe's allowlist.
+    OffAllowlistNetwork,
+    /// The first quote is the normal price; every later 402 asks for three times as much.
+    PriceRisesAfterFirst,
+}
+
+/// Text published in the description and docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextFault {
+    None,
+    Injection,
+    SecretAsk,
+    HiddenUnicode,
+}
+
+/// How the endpoint answers unpaid requests.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Reliability {
+    Normal,
+    /// Waits this long before sending the response head.
+    SlowTtfb(u64),
+    /// Answers 503 to this share of requests, deterministically spread (request i fails when
+    /// floor((i+1)*share) > floor(i*share)).
+    Flaky(f64),
+    /// Nothing listens on the port.
+    Down,
+    Status500,
+    /// 200 with the content, without payment.
+    Free200,
+    /// 302 to the same resource on 127.0.0.2 (another host).
+    RedirectOffHost,
+    /// 302 to itself, forever.
+    RedirectLoop,
+    /// 307 to another path on the same host, which answers the 402.
+    RedirectSameHost,
+    /// Declares `application/json` and sends HTML with a script.
+    ContentTypeLies,
+}
+
+/// What happens after a valid payment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paid {
+    Honest,
+    /// Settles, then answers 500 (charge without delivery).
+    SettleThen500,
+    /// Settles and answers 200 with an empty body.
+    EmptyOutput,
+    /// Settles and answers 200 with JSON that does not match the declared output.
+    InvalidOutput,
+    /// Settles, but the `PAYMENT-RESPONSE` names a transaction that does not exist.
+    FakePaymentResponse,
+    /// Delivers without ever settling, and sends no `PAYMENT-RESPONSE`.
+    NoSettlement,
+    /// Settles, answers 500, and refunds within the declared window.
+    RefundKept,
+    /// Settles, answers 500, declares a refund rule and never refunds.
+    RefundBroken,
+}
+
+/// Which facilitator the endpoint settles through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FacilitatorKind {
+    Honest,
+    /// Settles the authorization, then pulls the same amount again from an allowance.
+    DoublePull,
+    /// Ignores the authorization and pulls three times the amount from an allowance.
+    Overcharge,
+    /// Ignores the authorization and pulls the amount to another address.
+    WrongPayee,
+    /// Claims success with a made-up transaction hash; nothing is sent.
+    FakeHash,
+}
+
+impl FacilitatorKind {
+    pub const ALL: [FacilitatorKind; 5] = [
+        FacilitatorKind::Honest,
+        FacilitatorKind::DoublePull,
+        FacilitatorKind::Overcharge,
+        FacilitatorKind::WrongPayee,
+        FacilitatorKind::FakeHash,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            FacilitatorKind::Honest => "honest",
+            FacilitatorKind::DoublePull => "double-pull",
+            FacilitatorKind::Overcharge => "overcharge",
+            FacilitatorKind::WrongPayee => "wrong-payee",
+            FacilitatorKind::FakeHash => "fake-hash",
+        }
+    }
+}
+
+/// Hostile behaviour at the HTTP level (raw bytes, not a well-behaved server).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hostile {
+    /// A 402 whose body is 64 MiB.
+    HugeBody,
+    /// A response head with 1 MiB of headers.
+    HugeHeader,
+    /// Sends the response head one byte per second.
+    Slowloris,
+    /// A 402 whose body is gzip (not asked for) that inflates to 1 GiB.
+    GzipBomb,
+    /// A 402 whose chunked body never ends.
+    EndlessChunked,
+}
+
+/// How the discovery catalogue lists the endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listing {
+    /// With the same requirements the 402 quotes.
+    AsQuoted,
+    /// With half the quoted price.
+    DifferentPrice,
+    Unlisted,
+}
+
+/// What `/.well-known/x402-operator.json` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operator {
+    /// Lists the quoted payTo.
+    ListsPayTo,
+    /// Lists only another wallet.
+    ListsOther,
+    Absent,
+    Malformed,
+}
+
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub transport: Transport,
+    pub protocol: Protocol,
+    pub quote: QuoteFault,
+    pub text: TextFault,
+    pub reliability: Reliability,
+    pub paid: Paid,
+    pub facilitator: FacilitatorKind,
+    pub hostile: Option<Hostile>,
+    pub listing: Listing,
+    pub operator: Operator,
+    /// The outcome each check should reach: `pass`, `fail` or `na`.
+    pub expect: BTreeMap<&'static str, &'static str>,
+}
+
+/// Free checks of an honest endpoint.
+const HONEST_FREE: [(&str, &str); 14] = [
+    ("R1", "pass"),
+    ("R2", "pass"),
+    ("R3", "pass"),
+    ("C1", "pass"),
+    ("C2", "pass"),
+    ("C3", "pass"),
+    ("C4", "na"),
+    ("C5", "pass"),
+    ("H1", "pass"),
+    ("H4", "pass"),
+    ("S1", "pass"),
+    ("S2", "pass"),
+    ("S4", "pass"),
+    ("S5", "pass"),
+];
+
+/// Paid checks of an honest endpoint.
+const HONEST_PAID: [(&str, &str); 11] = [
+    ("R4", "pass"),
+    ("R5", "pass"),
+    ("R6", "na"),
+    ("R7", "pass"),
+    ("C6", "pass"),
+    ("H5", "pass"),
+    ("H6", "pass"),
+    ("H7", "pass"),
+    ("H8", "pass"),
+    ("H9", "na"),
+    ("S3", "pass"),
+];
+
+/// The free checks that mean anything when a response arrived but no 402 could be read.
+const NO_QUOTE: [(&str, &str); 6] = [
+    ("R1", "pass"),
+    ("R2", "pass"),
+    ("R3", "pass"),
+    ("C1", "fail"),
+    ("S1", "pass"),
+    ("S5", "pass"),
+];
+
+/// Paid checks of an endpoint that charges, then answers 500 without a receipt.
+const CHARGED_WITHOUT_DELIVERY: [(&str, &str); 8] = [
+    ("R4", "fail"),
+    ("R7", "pass"),
+    ("C6", "fail"),
+    ("H5", "pass"),
+    ("H6", "pass"),
+    ("H7", "pass"),
+    ("H8", "fail"),
+    ("R6", "na"),
+];
+
+struct Builder(Scenario);
+
+impl Builder {
+    fn new(name: &'static str, summary: &'static str) -> Builder {
+        let mut expect = BTreeMap::new();
+        expect.extend(HONEST_FREE);
+        expect.extend(HONEST_PAID);
+        Builder(Scenario {
+            name,
+            summary,
+            transport: Transport::Https(Lifetime::Good),
+            protocol: Protocol::V2,
+            quote: QuoteFault::None,
+            text: TextFault::None,
+            reliability: Reliability::Normal,
+            paid: Paid::Honest,
+            facilitator: FacilitatorKind::Honest,
+            hostile: None,
+            listing: Listing::AsQuoted,
+            operator: Operator::ListsPayTo,
+            expect,
+        })
+    }
+    fn transport(mut self, t: Transport) -> Self {
+        self.0.transport = t;
+        self
+    }
+    fn v1(mut self) -> Self {
+        self.0.protocol = Protocol::V1;
+        self
+    }
+    fn quote(mut self, q: QuoteFault) -> Self {
+        self.0.quote = q;
+        self
+    }
+    fn text(mut self, t: TextFault) -> Self {
+        self.0.text = t;
+        self
+    }
+    fn reliability(mut self, r: Reliability) -> Self {
+        self.0.reliability = r;
+        self
+    }
+    fn paid(mut self, p: Paid) -> Self {
+        self.0.paid = p;
+        self
+    }
+    fn facilitator(mut self, f: FacilitatorKind) -> Self {
+        self.0.facilitator = f;
+        self
+    }
+    fn hostile(mut self, h: Hostile) -> Self {
+        self.0.hostile = Some(h);
+        self
+    }
+    fn listing(mut self, l: Listing) -> Self {
+        self.0.listing = l;
+        self
+    }
+    fn operator(mut self, o: Operator) -> Self {
+        self.0.operator = o;
+        self
+    }
+    /// Override some expectations.
+    fn expect(mut self, pairs: &[(&'static str, &'static str)]) -> Self {
+        self.0.expect.extend(pairs.iter().copied());
+        self
+    }
+    /// Replace all expectations.
+    fn expect_only(mut self, pairs: &[(&'static str, &'static str)]) -> Self {
+        self.0.expect = pairs.iter().copied().collect();
+        self
+    }
+    /// Drop the paid expectations (the probe refuses to pay, or cannot).
+    fn unpayable(mut self) -> Self {
+        for (id, _) in HONEST_PAID {
+            self.0.expect.remove(id);
+        }
+        self
+    }
+    /// Drop some expectations (the probe cannot see that far).
+    fn forget(mut self, ids: &[&str]) -> Self {
+        for id in ids {
+            self.0.expect.remove(*id);
+        }
+        self
+    }
+    fn paid_expect(mut self, pairs: &[(&'static str, &'static str)]) -> Self {
+        for (id, _) in HONEST_PAID {
+            self.0.expect.remove(id);
+        }
+        self.0.expect.extend(pairs.iter().copied());
+        self
+    }
+    fn build(self) -> Scenario {
+        self.0
+    }
+}
+
+/// Every scenario of the lab, in a stable order. Names are unique.
+pub fn all() -> Vec<Scenario> {
+    use Builder as B;
+    let secs = |s: u64| QuoteFault::MaxTimeout(s);
+    vec![
+        // Honest baselines.
+        B::new(
+            "honest-v2",
+            "x402 v2, valid bazaar extension, honest facilitator",
+        )
+        .build(),
+        B::new("honest-v1", "x402 v1 body, X-PAYMENT, honest facilitator")
+            .v1()
+            .build(),
+        B::new(
+            "control",
+            "the prober's own known-answer endpoint (honest v2, fixed output)",
+        )
+        .build(),
+        B::new(
+            "header-body-agree",
+            "v2 header and a body carrying the same PaymentRequired",
+        )
+        .quote(QuoteFault::HeaderAndBodyAgree)
+        .expect(&[("C4", "pass")])
+        .build(),
+        // Conformance faults.
+        B::new(
+            "header-body-disagree",
+            "v2 header and body carry different amounts",
+        )
+        .quote(QuoteFault::HeaderBodyDisagree)
+        .expect(&[("C4", "fail")])
+        .build(),
+        B::new("bad-base64", "PAYMENT-REQUIRED is not base64")
+            .quote(QuoteFault::BadBase64)
+            .expect_only(&NO_QUOTE)
+            .build(),
+        B::new("bad-json", "PAYMENT-REQUIRED decodes to broken JSON")
+            .quote(QuoteFault::BadJson)
+            .expect_only(&NO_QUOTE)
+            .build(),
+        B::new("missing-accepts", "PaymentRequired without accepts")
+            .quote(QuoteFault::MissingAccepts)
+            .expect_only(&NO_QUOTE)
+            .build(),
+        B::new("amount-not-integer", "amount is \"0.01\"")
+            .quote(QuoteFault::AmountNotInteger)
+            .expect(&[("C2", "fail")])
+            .unpayable()
+            .build(),
+        B::new("payto-lowercase", "payTo in lower case (not EIP-55)")
+            .quote(QuoteFault::PayToLowercase)
+            .expect(&[("C2", "fail")])
+            .build(),
+        B::new(
+            "network-not-caip2",
+            "network \"anvil\" instead of eip155:31337",
+        )
+        .quote(QuoteFault::NetworkNotCaip2)
+        .expect(&[("C2", "fail")])
+        .forget(&["C3"])
+        .unpayable()
+        .build(),
+        B::new("timeout-5", "maxTimeoutSeconds 5: too short to settle")
+            .quote(secs(5))
+            .expect(&[("C2", "fail")])
+            .paid_expect(&[("R4", "fail"), ("H7", "pass"), ("H8", "pass"), ("R6", "na")])
+            .build(),
+        B::new("timeout-9999", "maxTimeoutSeconds 9999")
+            .quote(secs(9999))
+            .expect(&[("C2", "fail")])
+            .build(),
+        B::new("unknown-scheme", "scheme \"stream\"")
+            .quote(QuoteFault::UnknownScheme)
+            .expect(&[("C2", "fail")])
+            .unpayable()
+            .build(),
+        B::new(
+            "fake-asset",
+            "asset is a token whose EIP-712 domain is not the declared one",
+        )
+        .quote(QuoteFault::FakeAsset)
+        .expect(&[("C3", "fail")])
+        .unpayable()
+        .build(),
+        B::new(
+            "invalid-bazaar-schema",
+            "bazaar extension whose schema is not JSON Schema",
+        )
+        .quote(QuoteFault::InvalidBazaarSchema)
+        .expect(&[("C5", "fail")])
+        .build(),
+        B::new("permit2-only", "offers only the Permit2 transfer method")
+            .quote(QuoteFault::Permit2Only)
+            .unpayable()
+            .build(),
+        B::new("expensive", "25 USDC per call")
+            .quote(QuoteFault::Expensive)
+            .unpayable()
+            .build(),
+        B::new(
+            "off-allowlist-network",
+            "Base mainnet USDC: not on the lab allowlist",
+        )
+        .quote(QuoteFault::OffAllowlistNetwork)
+        .forget(&["C3"])
+        .unpayable()
+        .build(),
+        B::new("price-rises", "the price triples after the first 402")
+            .quote(QuoteFault::PriceRisesAfterFirst)
+            .forget(&["H1"])
+            .unpayable()
+            .build(),
+        // Text.
+        B::new(
+            "injection-description",
+            "description carries a prompt injection",
+        )
+        .text(TextFault::Injection)
+        .expect(&[("S2", "fail")])
+        .build(),
+        B::new(
+            "secret-ask",
+            "docs ask for the wallet's seed phrase in a header",
+        )
+        .text(TextFault::SecretAsk)
+        .expect(&[("S4", "fail")])
+        .forget(&["S2"])
+        .build(),
+        B::new(
+            "hidden-unicode",
+            "description hides text with zero-width and bidi characters",
+        )
+        .text(TextFault::HiddenUnicode)
+        .expect(&[("S2", "fail")])
+        .build(),
+        B::new(
+            "content-type-lies",
+            "declares application/json, sends HTML with a script",
+        )
+        .reliability(Reliability::ContentTypeLies)
+        .expect(&[("S5", "fail")])
+        .build(),
+        // Transport.
+        B::new("plain-http", "HTTP only")
+            .transport(Transport::Http)
+            .expect(&[("S1", "fail")])
+            .build(),
+        B::new("cert-expiring", "certificate expires in 5 days")
+            .transport(Transport::Https(Lifetime::ExpiresInDays(5)))
+            .expect(&[("S1", "fail")])
+            .build(),
+        B::new("cert-expired", "certificate expired yesterday")
+            .transport(Transport::Https(Lifetime::Expired))
+            .expect_only(&[
+                ("R1", "fail"),
+                ("R2", "fail"),
+                ("R3", "fail"),
+                ("S1", "fail"),
+            ])
+            .build(),
+        B::new("redirect-off-host", "302 to another host")
+            .reliability(Reliability::RedirectOffHost)
+            .expect_only(&[
+                ("R1", "pass"),
+                ("R2", "fail"),
+                ("R3", "pass"),
+                ("C1", "fail"),
+                ("S1", "fail"),
+            ])
+            .build(),
+        B::new("redirect-loop", "302 to itself, forever")
+            .reliability(Reliability::RedirectLoop)
+            .expect_only(&[
+                ("R1", "pass"),
+                ("R2", "fail"),
+                ("R3", "pass"),
+                ("C1", "fail"),
+                ("S1", "pass"),
+            ])
+            .build(),
+        B::new(
+            "redirect-same-host",
+            "307 to another path on the same host, which answers 402",
+        )
+        .reliability(Reliability::RedirectSameHost)
+        .build(),
+        // Reliability.
+        B::new("slow", "waits 4 s before answering")
+            .reliability(Reliability::SlowTtfb(4000))
+            .expect(&[("R3", "fail")])
+            .build(),
+        B::new("flaky", "answers 503 to half of the requests")
+            .reliability(Reliability::Flaky(0.5))
+            .expect_only(&[("R1", "pass"), ("S1", "pass")])
+            .build(),
+        B::new("down", "nothing listens")
+            .reliability(Reliability::Down)
+            .expect_only(&[("R1", "fail"), ("R2", "fail"), ("R3", "fail")])
+            .build(),
+        B::new("status-500", "answers 500")
+            .reliability(Reliability::Status500)
+            .expect_only(&[
+                ("R1", "pass"),
+                ("R2", "fail"),
+                ("R3", "pass"),
+                ("C1", "fail"),
+                ("S1", "pass"),
+            ])
+            .build(),
+        B::new("free-200", "answers 200 with the content without payment")
+            .reliability(Reliability::Free200)
+            .expect_only(&[
+                ("R1", "pass"),
+                ("R2", "fail"),
+                ("R3", "pass"),
+                ("C1", "fail"),
+                ("S1", "pass"),
+                ("S5", "pass"),
+            ])
+            .build(),
+        // Paid behaviour.
+        B::new("charge-without-delivery", "settles, then answers 500")
+            .paid(Paid::SettleThen500)
+            .paid_expect(&CHARGED_WITHOUT_DELIVERY)
+            .build(),
+        B::new("empty-output", "settles and answers 200 with an empty body")
+            .paid(Paid::EmptyOutput)
+            .expect(&[("R5", "fail"), ("H8", "fail")])
+            .forget(&["S3"])
+            .build(),
+        B::new(
+            "invalid-output",
+            "settles and answers JSON that does not match the declared output",
+        )
+        .paid(Paid::InvalidOutput)
+        .expect(&[("R5", "fail"), ("H8", "fail")])
+        .build(),
+        B::new(
+            "fake-payment-response",
+            "PAYMENT-RESPONSE names a transaction that does not exist",
+        )
+        .paid(Paid::FakePaymentResponse)
+        .expect(&[("C6", "fail")])
+        .build(),
+        B::new(
+            "no-settlement",
+            "delivers without settling and without a receipt",
+        )
+        .paid(Paid::NoSettlement)
+        .expect(&[("C6", "fail")])
+        .forget(&["H5", "H6"])
+        .build(),
+        B::new(
+            "facilitator-fake-hash",
+            "the facilitator claims success with a made-up transaction",
+        )
+        .facilitator(FacilitatorKind::FakeHash)
+        .expect(&[("C6", "fail")])
+        .forget(&["H5", "H6"])
+        .build(),
+        B::new(
+            "double-pull",
+            "the facilitator pulls the amount a second time",
+        )
+        .facilitator(FacilitatorKind::DoublePull)
+        .expect(&[("H7", "fail")])
+        .build(),
+        B::new("overcharge", "the facilitator pulls three times the quote")
+            .facilitator(FacilitatorKind::Overcharge)
+            .expect(&[("H5", "fail")])
+            .build(),
+        B::new("wrong-payee", "the facilitator pays another address")
+            .facilitator(FacilitatorKind::WrongPayee)
+            .expect(&[("H6", "fail")])
+            .build(),
+        B::new(
+            "refund-kept",
+            "declares a refund rule; charges without delivery; refunds in time",
+        )
+        .paid(Paid::RefundKept)
+        .paid_expect(&CHARGED_WITHOUT_DELIVERY)
+        .expect(&[("H9", "pass")])
+        .build(),
+        B::new(
+            "refund-broken",
+            "declares a refund rule; charges without delivery; never refunds",
+        )
+        .paid(Paid::RefundBroken)
+        .paid_expect(&CHARGED_WITHOUT_DELIVERY)
+        .expect(&[("H9", "fail")])
+        .build(),
+        // Listing and operator.
+        B::new(
+            "price-mismatch",
+            "the catalogue lists half the quoted price",
+        )
+        .listing(Listing::DifferentPrice)
+        .expect(&[("H1", "fail")])
+        .build(),
+        B::new("unlisted", "not in the catalogue")
+            .listing(Listing::Unlisted)
+            .expect(&[("H1", "na")])
+            .build(),
+        B::new(
+            "operator-mismatch",
+            "the operator file lists another wallet",
+        )
+        .operator(Operator::ListsOther)
+        .expect(&[("H4", "fail")])
+        .build(),
+        B::new("no-operator-file", "no operator file")
+            .operator(Operator::Absent)
+            .expect(&[("H4", "na")])
+            .build(),
+        B::new(
+            "operator-file-malformed",
+            "the operator file is not valid JSON",
+        )
+        .operator(Operator::Malformed)
+        .expect(&[("H4", "fail")])
+        .build(),
+        // Hostile.
+        B::new("huge-body", "a 402 with a 64 MiB body")
+            .hostile(Hostile::HugeBody)
+            .expect_only(&[("R1", "pass"), ("R2", "pass"), ("C1", "pass")])
+            .build(),
+        B::new("huge-header", "a response head with 1 MiB of headers")
+            .hostile(Hostile::HugeHeader)
+            .expect_only(&[("R1", "fail")])
+            .build(),
+        B::new("slowloris", "sends the response head one byte per second")
+            .hostile(Hostile::Slowloris)
+            .expect_only(&[("R1", "fail")])
+            .build(),
+        B::new(
+            "gzip-bomb",
+            "a 402 whose unasked-for gzip body inflates to 1 GiB",
+        )
+        .hostile(Hostile::GzipBomb)
+        .expect_only(&[
+            ("R1", "pass"),
+            ("R2", "pass"),
+            ("C1", "pass"),
+            ("S5", "fail"),
+        ])
+        .build(),
+        B::new("endless-chunked", "a 402 whose chunked body never ends")
+            .hostile(Hostile::EndlessChunked)
+            .expect_only(&[("R1", "pass"), ("R2", "pass"), ("C1", "pass")])
+            .build(),
+    ]
+}
+
+/// One scenario by name.
+pub fn by_name(name: &str) -> Option<Scenario> {
+    all().into_iter().find(|s| s.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_expectations_are_valid() {
+        let all = all();
+        let mut names: Vec<_> = all.iter().map(|s| s.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), all.len(), "duplicate scenario names");
+        for s in &all {
+            for (id, want) in &s.expect {
+                assert!(
+                    ["pass", "fail", "na"].contains(want),
+                    "{}: {id} => {want}",
+                    s.name
+                );
+                assert!(id.len() == 2, "{}: odd check id {id}", s.name);
+            }
+        }
+    }
+}

@@ -1,0 +1,570 @@
+//! The resource servers: one listener per scenario, HTTP or HTTPS, speaking x402 v1 or v2 honestly or
+//! with the scenario's deliberate faults. Hostile scenarios bypass HTTP framing and write raw bytes.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use alloy::primitives::{Address, U256};
+use anyhow::{Context, Result};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+
+use crate::facilitator::FacilitatorClient;
+use crate::quote::{self, QuoteContext};
+use crate::scenarios::{Hostile, Paid, Protocol, QuoteFault, Reliability, Scenario, Transport};
+use crate::token::Token;
+
+/// The path of the paid resource on every endpoint.
+pub const RESOURCE_PATH: &str = "/weather";
+/// Where `redirect-same-host` sends its clients.
+const MOVED_PATH: &str = "/v2/weather";
+const OPERATOR_PATH: &str = "/.well-known/x402-operator.json";
+
+/// What every endpoint shares: the facilitators and the chain (for refunds).
+pub struct Shared {
+    pub facilitators: FacilitatorClient,
+    pub token: Token,
+}
+
+struct Endpoint {
+    scenario: Scenario,
+    quote: QuoteContext,
+    shared: Arc<Shared>,
+    /// Requests answered so far (flaky's deterministic pattern).
+    requests: AtomicU64,
+    /// 402s served so far (the price that rises after the first).
+    quotes: AtomicU64,
+}
+
+/// A running endpoint: its subject URL and the task that serves it (aborted on drop).
+pub struct RunningEndpoint {
+    pub url: String,
+    pub addr: SocketAddr,
+    _tasks: JoinSet<()>,
+}
+
+/// Start the listener of one scenario. `tls` is the server configuration for HTTPS scenarios.
+pub async fn start(
+    scenario: Scenario,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    mut quote: QuoteContext,
+    shared: Arc<Shared>,
+) -> Result<RunningEndpoint> {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("binding a scenario listener")?;
+    let addr = listener.local_addr()?;
+    let scheme = match scenario.transport {
+        Transport::Https(_) => "https",
+        Transport::Http => "http",
+    };
+    let url = format!("{scheme}://{addr}{RESOURCE_PATH}");
+    quote.resource = url.clone();
+    let mut tasks = JoinSet::new();
+    if scenario.reliability == Reliability::Down {
+        // Nothing listens: the port is closed again at once, so connections are refused.
+        drop(listener);
+        return Ok(RunningEndpoint {
+            url,
+            addr,
+            _tasks: tasks,
+        });
+    }
+    let endpoint = Arc::new(Endpoint {
+        scenario,
+        quote,
+        shared,
+        requests: AtomicU64::new(0),
+        quotes: AtomicU64::new(0),
+    });
+    let acceptor = match endpoint.scenario.transport {
+        Transport::Https(_) => Some(TlsAcceptor::from(
+            tls.context("an HTTPS scenario needs a TLS config")?,
+        )),
+        Transport::Http => None,
+    };
+    tasks.spawn(accept_loop(listener, acceptor, endpoint));
+    Ok(RunningEndpoint {
+        url,
+        addr,
+        _tasks: tasks,
+    })
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: Option<TlsAcceptor>,
+    endpoint: Arc<Endpoint>,
+) {
+    // Connections live in this set, so aborting the loop closes them all.
+    let mut connections = JoinSet::new();
+    loop {
+        let (tcp, _) = match listener.accept().await {
+            Ok(conn) => conn,
+            Err(_) => continue,
+        };
+        while connections.try_join_next().is_some() {}
+        let acceptor = acceptor.clone();
+        let endpoint = endpoint.clone();
+        connections.spawn(async move {
+            match acceptor {
+                Some(acceptor) => {
+                    // A client that refuses our certificate ends the handshake; nothing to do then.
+                    let handshake =
+                        tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp));
+                    if let Ok(Ok(tls)) = handshake.await {
+                        serve(tls, endpoint).await;
+                    }
+                }
+                None => serve(tcp, endpoint).await,
+            }
+        });
+    }
+}
+
+async fn serve<S>(stream: S, endpoint: Arc<Endpoint>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    if let Some(hostile) = endpoint.scenario.hostile {
+        let _ = hostile_response(stream, hostile, &endpoint).await;
+        return;
+    }
+    let service = service_fn(move |req| {
+        let endpoint = endpoint.clone();
+        async move { Ok::<_, Infallible>(handle(endpoint, req).await) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}
+
+type Resp = Response<Full<Bytes>>;
+
+fn respond(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Resp {
+    let mut resp = Response::new(Full::new(body.into()));
+    *resp.status_mut() = status;
+    if let Ok(v) = HeaderValue::from_str(content_type) {
+        resp.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    resp
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Resp {
+    respond(status, "application/json", body.to_string())
+}
+
+fn with_header(mut resp: Resp, name: &'static str, value: &str) -> Resp {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        resp.headers_mut().insert(name, v);
+    }
+    resp
+}
+
+async fn handle(endpoint: Arc<Endpoint>, req: Request<Incoming>) -> Resp {
+    let scenario = &endpoint.scenario;
+    let path = req.uri().path().to_string();
+    if path == OPERATOR_PATH {
+        return match quote::operator_file(scenario, &endpoint.quote) {
+            Some(file) => respond(StatusCode::OK, "application/json", file),
+            None => respond(StatusCode::NOT_FOUND, "text/plain", "no operator file\n"),
+        };
+    }
+    if path == "/docs" {
+        return respond(
+            StatusCode::OK,
+            "text/plain; charset=utf-8",
+            quote::docs(scenario.text),
+        );
+    }
+    let n = endpoint.requests.fetch_add(1, Ordering::SeqCst);
+    match scenario.reliability {
+        Reliability::SlowTtfb(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+        Reliability::Flaky(share) => {
+            if ((n + 1) as f64 * share).floor() > (n as f64 * share).floor() {
+                return respond(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "text/plain",
+                    "try again later\n",
+                );
+            }
+        }
+        Reliability::Status500 => {
+            return respond(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "text/plain",
+                "internal error\n",
+            );
+        }
+        Reliability::RedirectOffHost if path == RESOURCE_PATH => {
+            let port = endpoint.quote.resource.rsplit(':').next().unwrap_or("443");
+            let port = port.split('/').next().unwrap_or("443");
+            let target = format!("https://127.0.0.2:{port}{RESOURCE_PATH}");
+            return with_header(
+                respond(StatusCode::FOUND, "text/plain", ""),
+                "location",
+                &target,
+            );
+        }
+        Reliability::RedirectLoop => {
+            return with_header(
+                respond(StatusCode::FOUND, "text/plain", ""),
+                "location",
+                RESOURCE_PATH,
+            );
+        }
+        Reliability::RedirectSameHost if path == RESOURCE_PATH => {
+            return with_header(
+                respond(StatusCode::TEMPORARY_REDIRECT, "text/plain", ""),
+                "location",
+                MOVED_PATH,
+            );
+        }
+        _ => {}
+    }
+    let serves_resource = path == RESOURCE_PATH
+        || (scenario.reliability == Reliability::RedirectSameHost && path == MOVED_PATH);
+    if !serves_resource {
+        return respond(StatusCode::NOT_FOUND, "text/plain", "not found\n");
+    }
+    if scenario.reliability == Reliability::Free200 {
+        return json_response(StatusCode::OK, &resource_output(scenario));
+    }
+    let payment = req
+        .headers()
+        .get("payment-signature")
+        .or_else(|| req.headers().get("x-payment"))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    // Drain a small request body; nothing here reads it.
+    let _ = Limited::new(req.into_body(), 64 * 1024).collect().await;
+    match payment {
+        None => payment_required(&endpoint, None),
+        Some(p) => paid(&endpoint, &p).await,
+    }
+}
+
+fn resource_output(scenario: &Scenario) -> Value {
+    if scenario.name == "control" {
+        quote::control_output()
+    } else {
+        quote::output()
+    }
+}
+
+/// The current PaymentRequired of this endpoint (advancing the quote counter).
+fn current_quote(endpoint: &Endpoint) -> Value {
+    let nth = endpoint.quotes.fetch_add(1, Ordering::SeqCst);
+    quote::payment_required(&endpoint.scenario, &endpoint.quote, nth)
+}
+
+/// A 402 carrying the current requirements, optionally with an error string.
+fn payment_required(endpoint: &Endpoint, error: Option<&str>) -> Resp {
+    let scenario = &endpoint.scenario;
+    let mut pr = current_quote(endpoint);
+    if let Some(e) = error {
+        pr["error"] = Value::String(e.into());
+    }
+    match scenario.protocol {
+        Protocol::V1 => json_response(StatusCode::PAYMENT_REQUIRED, &pr),
+        Protocol::V2 => {
+            let body = match (scenario.quote, scenario.reliability) {
+                (_, Reliability::ContentTypeLies) => Bytes::from_static(
+                    b"<!doctype html><html><body><script>fetch('/steal?c='+document.cookie)</script></body></html>",
+                ),
+                (QuoteFault::HeaderAndBodyAgree, _) => Bytes::from(pr.to_string()),
+                (QuoteFault::HeaderBodyDisagree, _) => {
+                    let mut other = pr.clone();
+                    if let Some(first) = other["accepts"].get_mut(0) {
+                        first["amount"] = Value::String((quote::PRICE * 2).to_string());
+                    }
+                    Bytes::from(other.to_string())
+                }
+                _ => Bytes::from_static(b"{}"),
+            };
+            let resp = respond(StatusCode::PAYMENT_REQUIRED, "application/json", body);
+            with_header(
+                resp,
+                "payment-required",
+                &quote::encode_header(scenario, &pr),
+            )
+        }
+    }
+}
+
+fn decode_payment(value: &str) -> Option<Value> {
+    let bytes = STANDARD.decode(value.trim()).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The requirement the payload pays, or None. v2 matches `accepted` by deep equality (as the reference
+/// server does); v1 by scheme and network.
+fn matching_requirement(endpoint: &Endpoint, payload: &Value) -> Option<Value> {
+    // Match against the price this endpoint quotes now.
+    let pr = quote::payment_required(
+        &endpoint.scenario,
+        &endpoint.quote,
+        endpoint.quotes.load(Ordering::SeqCst),
+    );
+    let accepts = pr.get("accepts")?.as_array()?.clone();
+    match endpoint.scenario.protocol {
+        Protocol::V2 => {
+            let accepted = payload.get("accepted")?;
+            accepts.into_iter().find(|a| a == accepted)
+        }
+        Protocol::V1 => accepts.into_iter().find(|a| {
+            a.get("scheme") == payload.get("scheme") && a.get("network") == payload.get("network")
+        }),
+    }
+}
+
+fn receipt_header(protocol: Protocol) -> &'static str {
+    match protocol {
+        Protocol::V2 => "payment-response",
+        Protocol::V1 => "x-payment-response",
+    }
+}
+
+async fn paid(endpoint: &Arc<Endpoint>, header_value: &str) -> Resp {
+    let scenario = &endpoint.scenario;
+    let Some(payload) = decode_payment(header_value) else {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            &json!({"error": "malformed payment header"}),
+        );
+    };
+    let Some(requirement) = matching_requirement(endpoint, &payload) else {
+        return payment_required(endpoint, Some("No matching payment requirements"));
+    };
+    let version = payload
+        .get("x402Version")
+        .and_then(Value::as_u64)
+        .unwrap_or(1);
+    let facilitator = &endpoint.shared.facilitators;
+    let kind = scenario.facilitator;
+    match facilitator
+        .verify(kind, version, &payload, &requirement)
+        .await
+    {
+        Ok(v) if v.get("isValid").and_then(Value::as_bool) == Some(true) => {}
+        Ok(v) => {
+            let reason = v
+                .get("invalidReason")
+                .and_then(Value::as_str)
+                .unwrap_or("invalid_payment");
+            return payment_required(endpoint, Some(reason));
+        }
+        Err(e) => {
+            return json_response(
+                StatusCode::BAD_GATEWAY,
+                &json!({"error": format!("facilitator: {e:#}")}),
+            );
+        }
+    }
+    let output = resource_output(scenario);
+    if scenario.paid == Paid::NoSettlement {
+        return json_response(StatusCode::OK, &output);
+    }
+    let settled = match facilitator
+        .settle(kind, version, &payload, &requirement)
+        .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            return json_response(
+                StatusCode::BAD_GATEWAY,
+                &json!({"error": format!("facilitator: {e:#}")}),
+            );
+        }
+    };
+    if settled.get("success").and_then(Value::as_bool) != Some(true) {
+        let resp = payment_required(endpoint, Some("settlement failed"));
+        let header = STANDARD.encode(settled.to_string());
+        return with_header(resp, receipt_header(scenario.protocol), &header);
+    }
+    let mut receipt = settled.clone();
+    match scenario.paid {
+        Paid::SettleThen500 | Paid::RefundBroken => {
+            return respond(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "text/plain",
+                "upstream failed\n",
+            );
+        }
+        Paid::RefundKept => {
+            refund_later(endpoint.clone(), &payload, &requirement);
+            return respond(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "text/plain",
+                "upstream failed\n",
+            );
+        }
+        Paid::FakePaymentResponse => {
+            receipt["transaction"] =
+                Value::String(format!("0x{}", hex::encode(rand::random::<[u8; 32]>())));
+        }
+        _ => {}
+    }
+    let header = STANDARD.encode(receipt.to_string());
+    let resp = match scenario.paid {
+        Paid::EmptyOutput => respond(StatusCode::OK, "application/json", Bytes::new()),
+        Paid::InvalidOutput => {
+            json_response(StatusCode::OK, &json!({"temperature": "hot", "ok": 1}))
+        }
+        _ => json_response(StatusCode::OK, &output),
+    };
+    with_header(resp, receipt_header(scenario.protocol), &header)
+}
+
+/// Refund the payer from the payee's wallet a moment after the failure (the payee is an unlocked dev
+/// account, so the lab can send from it).
+fn refund_later(endpoint: Arc<Endpoint>, payload: &Value, requirement: &Value) {
+    let payer = payload
+        .pointer("/payload/authorization/from")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse::<Address>().ok());
+    let amount = requirement
+        .get("amount")
+        .or_else(|| requirement.get("maxAmountRequired"))
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse::<U256>().ok());
+    let (Some(payer), Some(amount)) = (payer, amount) else {
+        return;
+    };
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let token = &endpoint.shared.token;
+        if let Err(e) = token.transfer(endpoint.quote.pay_to, payer, amount).await {
+            eprintln!("lab: refund failed: {e:#}");
+        }
+    });
+}
+
+/// Read a request head (bounded) so the client has finished sending before we misbehave.
+async fn read_request_head<S: AsyncRead + Unpin>(stream: &mut S) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 64 * 1024 {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Ok(())
+}
+
+async fn hostile_response<S>(
+    mut stream: S,
+    hostile: Hostile,
+    endpoint: &Endpoint,
+) -> std::io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    tokio::time::timeout(Duration::from_secs(5), read_request_head(&mut stream))
+        .await
+        .map_err(|_| std::io::Error::other("request head timeout"))??;
+    let pr = current_quote(endpoint);
+    let pr_header = quote::encode_header(&endpoint.scenario, &pr);
+    match hostile {
+        Hostile::HugeBody => {
+            const SIZE: usize = 64 << 20;
+            let head = format!(
+                "HTTP/1.1 402 Payment Required\r\npayment-required: {pr_header}\r\ncontent-type: application/json\r\ncontent-length: {SIZE}\r\n\r\n"
+            );
+            stream.write_all(head.as_bytes()).await?;
+            stream.write_all(b"{\"pad\":\"").await?;
+            let chunk = vec![b'a'; 64 * 1024];
+            let mut sent = 8;
+            while sent + chunk.len() <= SIZE - 2 {
+                stream.write_all(&chunk).await?;
+                sent += chunk.len();
+            }
+            stream.write_all(&vec![b'a'; SIZE - 2 - sent]).await?;
+            stream.write_all(b"\"}").await?;
+        }
+        Hostile::HugeHeader => {
+            stream
+                .write_all(b"HTTP/1.1 402 Payment Required\r\n")
+                .await?;
+            let line = format!("x-pad: {}\r\n", "a".repeat(1000));
+            for _ in 0..1024 {
+                stream.write_all(line.as_bytes()).await?;
+            }
+            stream.write_all(b"content-length: 2\r\n\r\n{}").await?;
+        }
+        Hostile::Slowloris => {
+            let head = format!(
+                "HTTP/1.1 402 Payment Required\r\npayment-required: {pr_header}\r\ncontent-length: 2\r\n\r\n{{}}"
+            );
+            for b in head.as_bytes() {
+                stream.write_all(&[*b]).await?;
+                stream.flush().await?;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+        Hostile::GzipBomb => {
+            let bomb = gzip_bomb().await;
+            let head = format!(
+                "HTTP/1.1 402 Payment Required\r\npayment-required: {pr_header}\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\ncontent-length: {}\r\n\r\n",
+                bomb.len()
+            );
+            stream.write_all(head.as_bytes()).await?;
+            stream.write_all(&bomb).await?;
+        }
+        Hostile::EndlessChunked => {
+            let head = format!(
+                "HTTP/1.1 402 Payment Required\r\npayment-required: {pr_header}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+            );
+            stream.write_all(head.as_bytes()).await?;
+            stream.write_all(b"1\r\n[\r\n").await?;
+            let piece = "{\"k\":1},".repeat(128);
+            let chunk = format!("{:x}\r\n{piece}\r\n", piece.len());
+            loop {
+                stream.write_all(chunk.as_bytes()).await?;
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+    }
+    stream.flush().await?;
+    stream.shutdown().await
+}
+
+/// How many zero bytes the gzip bomb inflates to.
+pub const GZIP_BOMB_INFLATED: usize = 1 << 30;
+
+/// A gzip stream of 1 GiB of zeros (about 1 MB), made once per process on first use.
+pub async fn gzip_bomb() -> Bytes {
+    static BOMB: tokio::sync::OnceCell<Bytes> = tokio::sync::OnceCell::const_new();
+    BOMB.get_or_init(|| async {
+        tokio::task::spawn_blocking(|| {
+            use std::io::Write;
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            let zeros = vec![0u8; 1 << 20];
+            for _ in 0..(GZIP_BOMB_INFLATED >> 20) {
+                let _ = enc.write_all(&zeros);
+            }
+            Bytes::from(enc.finish().unwrap_or_default())
+        })
+        .await
+        .unwrap_or_default()
+    })
+    .await
+    .clone()
+}
