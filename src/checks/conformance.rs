@@ -1,1 +1,565 @@
-//! C1, C2, C4, C5: conformance of the 402.
+//! C1, C2, C4, C5 and the pure half of C3: conformance of the 402. Pure functions from what the
+//! parser made of a response to a [`Conclusion`] whose detail names every deviation by its code.
+//!
+//! Decisions where the rubric is silent (kept consistent with the check definitions):
+//! - C1 measures the *published* shape. Lenient decoding lets us read more than a strict client
+//!   would, but reading it is not passing: URL-safe or unpadded base64, a string `x402Version`,
+//!   a v1 object in the header or a v2 object only in the body all fail C1, with their codes.
+//! - C2 counts only its five rules (scheme, network, amount, payTo, maxTimeoutSeconds) and the
+//!   entry's asset being present and an address; other deviations (a lower-case asset, a
+//!   missing `extra.name`) are listed as notes and do not fail it. No entries at all fails C2.
+//!   For a non-EVM network (e.g. Solana) payTo is checked as that network's address form.
+//! - C2 and C5 fail, not `na`, when a response arrived without any PaymentRequired: the endpoint
+//!   offers nothing well-formed and nothing discoverable.
+//! - C4 compares the two decoded objects as JSON values (key order ignored, `1` and `1.0` differ),
+//!   exactly as sent; a v2 header beside a different v1 body fails.
+//! - C5 v1 reads the first entry that carries an `outputSchema`.
+
+use alloy::primitives::{Address, B256};
+use serde_json::{Value, json};
+
+use crate::evidence::Conclusion;
+use crate::x402::eip712::TokenDomain;
+use crate::x402::network::canonical_usdc;
+use crate::x402::types::{Deviation, Parsed402, PaymentRequired, Requirement, Source};
+
+/// Codes that make C1 fail (besides an entry that is not an object, and for v1 an entry without
+/// its `resource`).
+const C1_CODES: &[&str] = &[
+    "header.base64_url_safe",
+    "header.base64_unpadded",
+    "header.version_not_2",
+    "body.v2_without_header",
+    "x402Version.missing",
+    "x402Version.string",
+    "x402Version.not_integer",
+    "x402Version.unsupported",
+    "resource.missing",
+    "resource.not_object",
+    "resource.url.missing",
+    "resource.url.not_string",
+    "accepts.missing",
+    "accepts.not_array",
+    "accepts.empty",
+];
+
+/// Entry fields whose deviations fail C2 (`""` is the entry itself, e.g. not an object).
+const C2_FIELDS: &[&str] = &[
+    "",
+    "scheme",
+    "network",
+    "amount",
+    "payTo",
+    "maxTimeoutSeconds",
+];
+
+fn is_c1_deviation(deviation: &Deviation, version: u8) -> bool {
+    if C1_CODES.contains(&deviation.code.as_str()) {
+        return true;
+    }
+    match deviation.entry_field() {
+        Some((_, "")) => true,
+        Some((_, "resource")) => version == 1,
+        _ => false,
+    }
+}
+
+fn is_c2_deviation(deviation: &Deviation) -> bool {
+    if matches!(
+        deviation.code.as_str(),
+        "accepts.missing" | "accepts.not_array" | "accepts.empty"
+    ) {
+        return true;
+    }
+    match deviation.entry_field() {
+        Some((_, "asset")) => !deviation.code.ends_with(".not_checksummed"),
+        Some((_, field)) => C2_FIELDS.contains(&field),
+        None => false,
+    }
+}
+
+/// C1, PaymentRequired parses: `x402Version`, `resource` and a non-empty `accepts`, from the v2
+/// header or the v1 body. `response_arrived` is false when we got no HTTP response at all.
+pub fn c1(parsed: &Parsed402, response_arrived: bool) -> Conclusion {
+    if !response_arrived {
+        return Conclusion::unmeasured("no response arrived, so there was no 402 to read");
+    }
+    let Some(required) = &parsed.required else {
+        return failed(
+            "no PaymentRequired in the PAYMENT-REQUIRED header or the body",
+            &parsed.deviations,
+            &[],
+        )
+        .with_detail(detail(parsed, &parsed.deviations, &[]));
+    };
+    let (counted, notes): (Vec<Deviation>, Vec<Deviation>) = parsed
+        .deviations
+        .iter()
+        .cloned()
+        .partition(|d| is_c1_deviation(d, required.x402_version));
+    let base = detail(parsed, &counted, &notes);
+    if counted.is_empty() {
+        let carrier = match parsed.source {
+            Source::Header => "the PAYMENT-REQUIRED header",
+            _ => "the v1 body",
+        };
+        Conclusion::pass(format!(
+            "x402 v{} PaymentRequired from {carrier}: {} accepts entr{}, resource {}",
+            required.x402_version,
+            required.accepts.len(),
+            if required.accepts.len() == 1 {
+                "y"
+            } else {
+                "ies"
+            },
+            required.resource_url().unwrap_or("(none)")
+        ))
+        .with_detail(base)
+    } else {
+        failed(
+            "the PaymentRequired departs from the published shape",
+            &counted,
+            &notes,
+        )
+        .with_detail(base)
+    }
+}
+
+/// C2, requirements well-formed: every entry has a CAIP-2 network (v1: or a known v1 name), an
+/// amount that is a decimal integer string, an EIP-55 checksummed payTo, `maxTimeoutSeconds` in
+/// 30..=3600 and a known scheme.
+pub fn c2(required: &PaymentRequired) -> Conclusion {
+    let (counted, notes): (Vec<Deviation>, Vec<Deviation>) = required
+        .deviations
+        .iter()
+        .filter(|d| d.entry_field().is_some() || d.code.starts_with("accepts."))
+        .cloned()
+        .partition(is_c2_deviation);
+    let detail = json!({
+        "entries": required.accepts.len(),
+        "deviations": deviation_list(&counted),
+        "notes": deviation_list(&notes),
+    });
+    if counted.is_empty() {
+        Conclusion::pass(format!(
+            "all {} accepts entr{} well-formed",
+            required.accepts.len(),
+            if required.accepts.len() == 1 {
+                "y"
+            } else {
+                "ies"
+            }
+        ))
+        .with_detail(detail)
+    } else {
+        failed("requirements are not well-formed", &counted, &notes).with_detail(detail)
+    }
+}
+
+/// C2 from a whole parse: unmeasured without a response, fail without a PaymentRequired.
+pub fn c2_of(parsed: &Parsed402, response_arrived: bool) -> Conclusion {
+    match (&parsed.required, response_arrived) {
+        (_, false) => Conclusion::unmeasured("no response arrived, so there were no requirements"),
+        (Some(required), true) => c2(required),
+        (None, true) => missing_payment_required(parsed),
+    }
+}
+
+/// What was read from the token contract through our RPC. A field is `None` when the call
+/// reverted or returned nothing usable (the token lacks it), which counts against the endpoint;
+/// an RPC that could not be reached is `on_chain: None` in [`c3_compare`] instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenDomainSeen {
+    pub name: Option<String>,
+    pub version: Option<String>,
+    pub domain_separator: Option<B256>,
+}
+
+/// C3's pure half, asset real: the asset is the canonical USDC of `chain_id` or a declared token,
+/// `extra.name`/`extra.version` equal the token's `name()`/`version()`, and the token's
+/// `DOMAIN_SEPARATOR()` equals the one computed from `extra` (so a signature would verify).
+pub fn c3_compare(
+    requirement: &Requirement,
+    chain_id: u64,
+    on_chain: Option<&TokenDomainSeen>,
+    declared_assets: &[Address],
+) -> Conclusion {
+    let Some(seen) = on_chain else {
+        return Conclusion::unmeasured("the token contract was not read (RPC unavailable)");
+    };
+    if let Some(network_chain) = requirement.chain_id()
+        && network_chain != chain_id
+    {
+        return Conclusion::unmeasured(format!(
+            "the requirement is on chain {network_chain} but the token was read on chain {chain_id}"
+        ));
+    }
+    let at = |field: &str| format!("accepts[{}].{field}", requirement.index);
+    let mut problems = Vec::new();
+    let Some(asset) = requirement.asset_address() else {
+        problems.push(Deviation::new(
+            format!("{}.not_address", at("asset")),
+            format!("asset {:?} is not an EVM address", requirement.asset),
+        ));
+        return failed("the asset is not a token address", &problems, &[])
+            .with_detail(json!({ "deviations": deviation_list(&problems) }));
+    };
+    let canonical = canonical_usdc(chain_id).filter(|(address, _, _)| *address == asset);
+    let declared = declared_assets.contains(&asset);
+    if canonical.is_none() && !declared {
+        problems.push(Deviation::new(
+            format!("{}.not_recognised", at("asset")),
+            format!(
+                "{} is neither the canonical USDC of chain {chain_id} nor a declared token",
+                asset.to_checksum(None)
+            ),
+        ));
+    }
+    for (field, declared_value, seen_value) in [
+        ("name", &requirement.extra_name, &seen.name),
+        ("version", &requirement.extra_version, &seen.version),
+    ] {
+        match (declared_value, seen_value) {
+            (None, _) => problems.push(Deviation::new(
+                format!("{}.missing", at(&format!("extra.{field}"))),
+                format!("no extra.{field} to compare with the token's {field}()"),
+            )),
+            (Some(_), None) => problems.push(Deviation::new(
+                format!("token.{field}.unreadable"),
+                format!("the token returned no {field}()"),
+            )),
+            (Some(ours), Some(theirs)) if ours != theirs => problems.push(Deviation::new(
+                format!("{}.mismatch", at(&format!("extra.{field}"))),
+                format!("extra.{field} is {ours:?}, the token's {field}() is {theirs:?}"),
+            )),
+            _ => {}
+        }
+    }
+    let expected_separator = match (&requirement.extra_name, &requirement.extra_version) {
+        (Some(name), Some(version)) => Some(
+            TokenDomain {
+                name: name.clone(),
+                version: version.clone(),
+                chain_id,
+                verifying_contract: asset,
+            }
+            .separator(),
+        ),
+        _ => None,
+    };
+    match (expected_separator, seen.domain_separator) {
+        (_, None) => problems.push(Deviation::new(
+            "token.domain_separator.unreadable",
+            "the token returned no DOMAIN_SEPARATOR()",
+        )),
+        (Some(ours), Some(theirs)) if ours != theirs => problems.push(Deviation::new(
+            format!("{}.mismatch", at("extra.domain_separator")),
+            format!(
+                "the domain from extra hashes to {ours}, the token's DOMAIN_SEPARATOR() is {theirs}"
+            ),
+        )),
+        _ => {}
+    }
+    let detail = json!({
+        "asset": asset.to_checksum(None),
+        "chain_id": chain_id,
+        "canonical_usdc": canonical.is_some(),
+        "declared": declared,
+        "expected_domain_separator": expected_separator.map(|s| s.to_string()),
+        "seen": {
+            "name": seen.name,
+            "version": seen.version,
+            "domain_separator": seen.domain_separator.map(|s| s.to_string()),
+        },
+        "deviations": deviation_list(&problems),
+    });
+    if problems.is_empty() {
+        let which = if canonical.is_some() {
+            "canonical USDC"
+        } else {
+            "a declared token"
+        };
+        Conclusion::pass(format!(
+            "{} is {which} on chain {chain_id}; name, version and domain separator match",
+            asset.to_checksum(None)
+        ))
+        .with_detail(detail)
+    } else {
+        failed(
+            "the asset or its EIP-712 domain does not check out",
+            &problems,
+            &[],
+        )
+        .with_detail(detail)
+    }
+}
+
+/// C4, header and body agree: `na` unless there is both a decoded header object and a body that
+/// is itself a PaymentRequired (has `x402Version` and `accepts`); then they must be equal.
+pub fn c4(parsed: &Parsed402) -> Conclusion {
+    let (Some(header), Some(body)) = (&parsed.header_object, &parsed.body_object) else {
+        return Conclusion::na("the header and a PaymentRequired body are not both present");
+    };
+    if body.get("x402Version").is_none() || body.get("accepts").is_none() {
+        return Conclusion::na("the body is not itself a PaymentRequired");
+    }
+    if header == body {
+        return Conclusion::pass(
+            "the PAYMENT-REQUIRED header and the body decode to the same object",
+        )
+        .with_detail(json!({ "deviations": [] }));
+    }
+    let mut differences = Vec::new();
+    collect_differences(header, body, String::new(), &mut differences);
+    let problems = vec![Deviation::new(
+        "header_body.differ",
+        format!("differ at {}", differences.join(", ")),
+    )];
+    failed(
+        "the PAYMENT-REQUIRED header and the body differ",
+        &problems,
+        &[],
+    )
+    .with_detail(json!({
+        "deviations": deviation_list(&problems),
+        "paths": differences,
+    }))
+}
+
+/// JSON-pointer paths where `a` and `b` differ (at most a few, to keep receipts short).
+fn collect_differences(a: &Value, b: &Value, path: String, out: &mut Vec<String>) {
+    const MAX_PATHS: usize = 20;
+    if out.len() >= MAX_PATHS || a == b {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            for key in a.keys().chain(b.keys().filter(|k| !a.contains_key(*k))) {
+                let child = format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"));
+                match (a.get(key), b.get(key)) {
+                    (Some(x), Some(y)) => collect_differences(x, y, child, out),
+                    _ if out.len() < MAX_PATHS => out.push(child),
+                    _ => {}
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                collect_differences(x, y, format!("{path}/{i}"), out);
+            }
+        }
+        _ => out.push(if path.is_empty() { "/".into() } else { path }),
+    }
+}
+
+/// C5, discovery schema. v2: `extensions.bazaar` with `info.input` and `info.output`, a `schema`
+/// that compiles as JSON Schema (remote references are never fetched) and `info` valid against it.
+/// v1: an entry's `outputSchema` with `input` and `output` objects.
+pub fn c5(required: &PaymentRequired) -> Conclusion {
+    let problems = if required.x402_version == 2 {
+        bazaar_problems(required)
+    } else {
+        output_schema_problems(required)
+    };
+    let detail = json!({ "deviations": deviation_list(&problems) });
+    if problems.is_empty() {
+        let what = if required.x402_version == 2 {
+            "the bazaar extension has input and output, and its schema compiles and validates them"
+        } else {
+            "the outputSchema has input and output objects"
+        };
+        Conclusion::pass(what).with_detail(detail)
+    } else {
+        failed("no valid discovery schema", &problems, &[]).with_detail(detail)
+    }
+}
+
+/// C5 from a whole parse: unmeasured without a response, fail without a PaymentRequired.
+pub fn c5_of(parsed: &Parsed402, response_arrived: bool) -> Conclusion {
+    match (&parsed.required, response_arrived) {
+        (_, false) => Conclusion::unmeasured("no response arrived, so there was no schema to read"),
+        (Some(required), true) => c5(required),
+        (None, true) => missing_payment_required(parsed),
+    }
+}
+
+fn bazaar_problems(required: &PaymentRequired) -> Vec<Deviation> {
+    let mut problems = Vec::new();
+    let Some(bazaar) = required
+        .extensions
+        .as_ref()
+        .and_then(|extensions| extensions.get("bazaar"))
+    else {
+        problems.push(Deviation::new(
+            "extensions.bazaar.missing",
+            "no bazaar extension (extensions.bazaar)",
+        ));
+        return problems;
+    };
+    let Some(bazaar) = bazaar.as_object() else {
+        problems.push(Deviation::new(
+            "extensions.bazaar.not_object",
+            "extensions.bazaar is not an object",
+        ));
+        return problems;
+    };
+    let info = bazaar.get("info");
+    match info {
+        Some(Value::Object(info)) => {
+            for part in ["input", "output"] {
+                match info.get(part) {
+                    Some(Value::Object(_)) => {}
+                    None | Some(Value::Null) => problems.push(Deviation::new(
+                        format!("extensions.bazaar.info.{part}.missing"),
+                        format!("the bazaar info has no {part}"),
+                    )),
+                    Some(_) => problems.push(Deviation::new(
+                        format!("extensions.bazaar.info.{part}.not_object"),
+                        format!("the bazaar info's {part} is not an object"),
+                    )),
+                }
+            }
+        }
+        None | Some(Value::Null) => problems.push(Deviation::new(
+            "extensions.bazaar.info.missing",
+            "the bazaar extension has no info",
+        )),
+        Some(_) => problems.push(Deviation::new(
+            "extensions.bazaar.info.not_object",
+            "the bazaar extension's info is not an object",
+        )),
+    }
+    let Some(schema) = bazaar.get("schema").filter(|s| !s.is_null()) else {
+        problems.push(Deviation::new(
+            "extensions.bazaar.schema.missing",
+            "the bazaar extension has no schema",
+        ));
+        return problems;
+    };
+    // Offline: a `$ref` to anything outside the schema itself is an error, never a fetch.
+    let validator = match jsonschema::options().offline().build(schema) {
+        Ok(validator) => validator,
+        Err(e) => {
+            problems.push(Deviation::new(
+                "extensions.bazaar.schema.invalid",
+                format!("the schema is not a valid JSON Schema: {e}"),
+            ));
+            return problems;
+        }
+    };
+    if let Some(info) = info.filter(|i| i.is_object()) {
+        let errors: Vec<String> = validator
+            .iter_errors(info)
+            .take(3)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        if !errors.is_empty() {
+            problems.push(Deviation::new(
+                "extensions.bazaar.info.does_not_validate",
+                format!(
+                    "info does not validate against the schema: {}",
+                    errors.join("; ")
+                ),
+            ));
+        }
+    }
+    problems
+}
+
+fn output_schema_problems(required: &PaymentRequired) -> Vec<Deviation> {
+    let carrying = required
+        .accepts
+        .iter()
+        .find(|r| r.entry.get("outputSchema").is_some_and(|s| !s.is_null()));
+    let Some(requirement) = carrying else {
+        return vec![Deviation::new(
+            "accepts.outputSchema.missing",
+            "no accepts entry carries an outputSchema",
+        )];
+    };
+    let at = format!("accepts[{}].outputSchema", requirement.index);
+    let Some(schema) = requirement
+        .entry
+        .get("outputSchema")
+        .and_then(Value::as_object)
+    else {
+        return vec![Deviation::new(
+            format!("{at}.not_object"),
+            "outputSchema is not an object",
+        )];
+    };
+    let mut problems = Vec::new();
+    for part in ["input", "output"] {
+        match schema.get(part) {
+            Some(Value::Object(_)) => {}
+            None | Some(Value::Null) => problems.push(Deviation::new(
+                format!("{at}.{part}.missing"),
+                format!("outputSchema has no {part}"),
+            )),
+            Some(_) => problems.push(Deviation::new(
+                format!("{at}.{part}.not_object"),
+                format!("outputSchema's {part} is not an object"),
+            )),
+        }
+    }
+    problems
+}
+
+fn missing_payment_required(parsed: &Parsed402) -> Conclusion {
+    failed(
+        "no PaymentRequired in the response",
+        &parsed.deviations,
+        &[],
+    )
+    .with_detail(json!({ "deviations": deviation_list(&parsed.deviations) }))
+}
+
+fn detail(parsed: &Parsed402, counted: &[Deviation], notes: &[Deviation]) -> Value {
+    json!({
+        "source": parsed.source,
+        "version": parsed.version,
+        "deviations": deviation_list(counted),
+        "notes": deviation_list(notes),
+    })
+}
+
+fn deviation_list(deviations: &[Deviation]) -> Value {
+    Value::Array(
+        deviations
+            .iter()
+            .map(|d| json!({ "code": d.code, "message": d.message }))
+            .collect(),
+    )
+}
+
+/// A fail whose one-line evidence names the codes (the first few; all are in the detail).
+fn failed(summary: &str, counted: &[Deviation], notes: &[Deviation]) -> Conclusion {
+    const SHOWN: usize = 6;
+    let mut codes: Vec<&str> = counted
+        .iter()
+        .take(SHOWN)
+        .map(|d| d.code.as_str())
+        .collect();
+    if counted.len() > SHOWN {
+        codes.push("...");
+    }
+    let mut evidence = format!("{summary}: {}", codes.join(", "));
+    if !notes.is_empty() {
+        evidence.push_str(&format!(" (+{} other deviation(s) noted)", notes.len()));
+    }
+    Conclusion::fail(evidence)
+}
+
+/// The codes a conclusion's detail names as counted against the endpoint.
+pub fn deviation_codes(conclusion: &Conclusion) -> Vec<String> {
+    conclusion
+        .detail
+        .get("deviations")
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .filter_map(|d| d.get("code").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}

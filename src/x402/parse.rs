@@ -1,0 +1,1149 @@
+//! Lenient parsing, strict reporting: read whatever an endpoint sent as far as it can be read, and
+//! record every departure from the published shape as a [`Deviation`].
+//!
+//! Order of carriers (as the reference clients, made more tolerant): the v2 `PAYMENT-REQUIRED`
+//! header, then the body as v2, then the body as v1. The body is only held against the server when
+//! there is no usable header: with v2 the body is the server's own business.
+
+use std::collections::HashMap;
+
+use alloy::primitives::Address;
+use base64::Engine as _;
+use base64::alphabet;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::network::{AddressKind, address_kind, is_caip2, is_known_v1_name};
+use super::types::{
+    Deviation, Parsed402, PaymentRequired, Requirement, Resource, SettlementResponse, Source,
+    is_decimal_integer,
+};
+
+/// Largest decoded `PAYMENT-REQUIRED` (or receipt) header accepted. Bazaar schemas make these
+/// headers large, so this is well above the ~8 KiB other clients use.
+pub const MAX_HEADER_DECODED_BYTES: usize = 64 * 1024;
+/// Largest body the parser looks into; the prober bounds bodies too, this keeps the parser safe alone.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// Schemes this build knows. Other schemes are recorded (`scheme.unknown`) and not paid.
+pub const KNOWN_SCHEMES: &[&str] = &["exact", "upto"];
+/// v2 `extra.assetTransferMethod` values of the exact EVM scheme.
+pub const KNOWN_TRANSFER_METHODS: &[&str] = &["eip3009", "permit2", "erc7710"];
+/// `maxTimeoutSeconds` outside this range is a deviation (C2).
+pub const MAX_TIMEOUT_RANGE: std::ops::RangeInclusive<u64> = 30..=3600;
+
+/// Header names (lower case).
+pub const PAYMENT_REQUIRED_HEADER: &str = "payment-required";
+pub const PAYMENT_RESPONSE_HEADER: &str = "payment-response";
+pub const X_PAYMENT_RESPONSE_HEADER: &str = "x-payment-response";
+
+/// Read an unpaid response. `headers` are `(name, value)` pairs; names are compared without regard
+/// to case. Never panics and never fails: what could not be read is in `deviations`.
+pub fn parse_payment_required(status: u16, headers: &[(String, String)], body: &[u8]) -> Parsed402 {
+    let mut deviations = Vec::new();
+    if status != 402 {
+        deviations.push(Deviation::new(
+            "status.not_402",
+            format!("HTTP status {status}; an unpaid x402 call answers 402"),
+        ));
+    }
+
+    let header = read_header_object(headers, &mut deviations);
+    let body = read_body_object(body, header.is_none(), &mut deviations);
+
+    let header_object = header.as_ref().map(|(value, _)| value.clone());
+    let body_object = body.as_ref().map(|(value, _)| value.clone());
+
+    let chosen = match (header, body) {
+        (Some((value, bytes)), _) => Some((Carrier::Header, value, bytes)),
+        (None, Some((value, bytes))) if looks_like_payment_required(&value) => {
+            Some((Carrier::Body, value, bytes))
+        }
+        (None, _) => None,
+    };
+
+    let Some((carrier, object, bytes)) = chosen else {
+        deviations.push(Deviation::new(
+            "payment_required.missing",
+            "no PAYMENT-REQUIRED header and no PaymentRequired (x402Version, accepts) in the body",
+        ));
+        return Parsed402 {
+            source: Source::None,
+            version: None,
+            header_object,
+            body_object,
+            required: None,
+            deviations,
+        };
+    };
+
+    let required = interpret(carrier, &object, &bytes);
+    let source = match (carrier, required.x402_version) {
+        (Carrier::Header, _) => Source::Header,
+        (Carrier::Body, 2) => Source::BodyV2,
+        (Carrier::Body, _) => Source::BodyV1,
+    };
+    match (carrier, required.x402_version) {
+        (Carrier::Header, 1) => deviations.push(Deviation::new(
+            "header.version_not_2",
+            "the PAYMENT-REQUIRED header carries a v1 object; the header is v2's carrier",
+        )),
+        (Carrier::Body, 2) => deviations.push(Deviation::new(
+            "body.v2_without_header",
+            "a v2 PaymentRequired only in the body; v2 clients read it from the PAYMENT-REQUIRED header",
+        )),
+        _ => {}
+    }
+    deviations.extend(required.deviations.iter().cloned());
+    Parsed402 {
+        source,
+        version: Some(required.x402_version),
+        header_object,
+        body_object,
+        required: Some(required),
+        deviations,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Carrier {
+    Header,
+    Body,
+}
+
+/// A body object is taken for a PaymentRequired when it has either of the two keys only a
+/// PaymentRequired has; `{}` or `{"error": ...}` is not one.
+fn looks_like_payment_required(value: &Value) -> bool {
+    value.get("x402Version").is_some() || value.get("accepts").is_some()
+}
+
+/// The first header with this name, ignoring case; a repeat is recorded under `code_prefix`.
+fn find_header<'a>(
+    headers: &'a [(String, String)],
+    name: &str,
+    code_prefix: &str,
+    deviations: &mut Vec<Deviation>,
+) -> Option<&'a str> {
+    let mut found = headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str());
+    let first = found.next()?;
+    if found.next().is_some() {
+        deviations.push(Deviation::new(
+            format!("{code_prefix}.duplicate"),
+            format!("more than one {name} header; the first was read"),
+        ));
+    }
+    Some(first)
+}
+
+/// Decode the `PAYMENT-REQUIRED` header to a JSON object, with the decoded bytes (for raw entries).
+fn read_header_object(
+    headers: &[(String, String)],
+    deviations: &mut Vec<Deviation>,
+) -> Option<(Value, Vec<u8>)> {
+    let text = find_header(headers, PAYMENT_REQUIRED_HEADER, "header", deviations)?;
+    let bytes = decode_header_value(text, "header", deviations)?;
+    let value = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(value) => value,
+        Err(e) => {
+            deviations.push(Deviation::new(
+                "header.bad_json",
+                format!("the decoded PAYMENT-REQUIRED header is not JSON: {e}"),
+            ));
+            return None;
+        }
+    };
+    if !value.is_object() {
+        deviations.push(Deviation::new(
+            "header.not_object",
+            format!(
+                "the decoded PAYMENT-REQUIRED header is a JSON {}, not an object",
+                json_type(&value)
+            ),
+        ));
+        return None;
+    }
+    Some((value, bytes))
+}
+
+/// Decode a base64 header value leniently: standard or URL-safe alphabet, with or without padding.
+/// Anything but standard padded base64 is recorded under `code_prefix`.
+pub(crate) fn decode_header_value(
+    text: &str,
+    code_prefix: &str,
+    deviations: &mut Vec<Deviation>,
+) -> Option<Vec<u8>> {
+    let text = text.trim();
+    if text.is_empty() {
+        deviations.push(Deviation::new(
+            format!("{code_prefix}.empty"),
+            "the header is present but empty",
+        ));
+        return None;
+    }
+    // Four characters carry three bytes; allow the padding slack before refusing unread.
+    let max_encoded = MAX_HEADER_DECODED_BYTES.div_ceil(3) * 4;
+    if text.len() > max_encoded {
+        deviations.push(Deviation::new(
+            format!("{code_prefix}.too_large"),
+            format!(
+                "{} base64 characters; the limit is {max_encoded} ({MAX_HEADER_DECODED_BYTES} bytes decoded)",
+                text.len()
+            ),
+        ));
+        return None;
+    }
+    let url_safe = text.contains(['-', '_']);
+    let standard_only = text.contains(['+', '/']);
+    if url_safe && standard_only {
+        deviations.push(Deviation::new(
+            format!("{code_prefix}.bad_base64"),
+            "mixes the standard (+/) and URL-safe (-_) base64 alphabets",
+        ));
+        return None;
+    }
+    let indifferent =
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
+    let engine = if url_safe {
+        GeneralPurpose::new(&alphabet::URL_SAFE, indifferent)
+    } else {
+        GeneralPurpose::new(&alphabet::STANDARD, indifferent)
+    };
+    let bytes = match engine.decode(text) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            deviations.push(Deviation::new(
+                format!("{code_prefix}.bad_base64"),
+                format!("not base64: {e}"),
+            ));
+            return None;
+        }
+    };
+    if url_safe {
+        deviations.push(Deviation::new(
+            format!("{code_prefix}.base64_url_safe"),
+            "uses the URL-safe base64 alphabet; x402 specifies standard base64",
+        ));
+    }
+    if !text.len().is_multiple_of(4) {
+        deviations.push(Deviation::new(
+            format!("{code_prefix}.base64_unpadded"),
+            "base64 without '=' padding; x402 specifies padded standard base64",
+        ));
+    }
+    if bytes.len() > MAX_HEADER_DECODED_BYTES {
+        deviations.push(Deviation::new(
+            format!("{code_prefix}.too_large"),
+            format!(
+                "{} bytes decoded; the limit is {MAX_HEADER_DECODED_BYTES}",
+                bytes.len()
+            ),
+        ));
+        return None;
+    }
+    Some(bytes)
+}
+
+/// Parse the body as a JSON object. Problems are recorded only when `held_against` (no usable
+/// header), because a v2 server may send any body it likes.
+fn read_body_object(
+    body: &[u8],
+    held_against: bool,
+    deviations: &mut Vec<Deviation>,
+) -> Option<(Value, Vec<u8>)> {
+    let mut note = |code: &str, message: String| {
+        if held_against {
+            deviations.push(Deviation::new(code, message));
+        }
+    };
+    let body = match body.strip_prefix(b"\xEF\xBB\xBF") {
+        Some(rest) => {
+            note(
+                "body.bom",
+                "the body starts with a UTF-8 byte order mark".into(),
+            );
+            rest
+        }
+        None => body,
+    };
+    if body.trim_ascii().is_empty() {
+        return None;
+    }
+    if body.len() > MAX_BODY_BYTES {
+        note(
+            "body.too_large",
+            format!(
+                "{} bytes; the parser reads bodies up to {MAX_BODY_BYTES}",
+                body.len()
+            ),
+        );
+        return None;
+    }
+    let value = match serde_json::from_slice::<Value>(body) {
+        Ok(value) => value,
+        Err(e) => {
+            note("body.bad_json", format!("the body is not JSON: {e}"));
+            return None;
+        }
+    };
+    if !value.is_object() {
+        note(
+            "body.not_object",
+            format!("the body is a JSON {}, not an object", json_type(&value)),
+        );
+        return None;
+    }
+    Some((value, body.to_vec()))
+}
+
+/// Interpret one JSON object as a PaymentRequired. `bytes` is the exact JSON text of `object`, from
+/// which each `accepts` entry's raw text is taken.
+fn interpret(carrier: Carrier, object: &Value, bytes: &[u8]) -> PaymentRequired {
+    let mut deviations = Vec::new();
+    let declared = read_version(object, &mut deviations);
+    let version = declared.unwrap_or_else(|| infer_version(carrier, object));
+
+    let error = match object.get("error") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => {
+            deviations.push(Deviation::new(
+                "error.not_string",
+                format!("error is a JSON {}, not a string", json_type(other)),
+            ));
+            None
+        }
+    };
+
+    let resource_raw = object.get("resource").cloned();
+    let resource = if version == 2 {
+        read_resource(object.get("resource"), &mut deviations)
+    } else {
+        None
+    };
+
+    let accepts = read_accepts(object, bytes, version, &mut deviations);
+
+    let extensions = match object.get("extensions") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(map)) => Some(map.clone()),
+        Some(other) => {
+            deviations.push(Deviation::new(
+                "extensions.not_object",
+                format!("extensions is a JSON {}, not an object", json_type(other)),
+            ));
+            None
+        }
+    };
+
+    PaymentRequired {
+        x402_version: version,
+        error,
+        resource,
+        resource_raw,
+        accepts,
+        extensions,
+        deviations,
+    }
+}
+
+/// The declared version when it is 1 or 2 (a string is accepted with a deviation).
+fn read_version(object: &Value, deviations: &mut Vec<Deviation>) -> Option<u8> {
+    let version = match object.get("x402Version") {
+        None | Some(Value::Null) => {
+            deviations.push(Deviation::new(
+                "x402Version.missing",
+                "no x402Version; the version was inferred",
+            ));
+            return None;
+        }
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(v) => v,
+            None => {
+                deviations.push(Deviation::new(
+                    "x402Version.not_integer",
+                    format!("x402Version {n} is not a positive integer"),
+                ));
+                return None;
+            }
+        },
+        Some(Value::String(s)) => match s.trim().parse::<u64>() {
+            Ok(v) if (1..=2).contains(&v) => {
+                deviations.push(Deviation::new(
+                    "x402Version.string",
+                    format!("x402Version is the string {s:?}; it is a JSON number"),
+                ));
+                v
+            }
+            _ => {
+                deviations.push(Deviation::new(
+                    "x402Version.not_integer",
+                    format!("x402Version is the string {s:?}"),
+                ));
+                return None;
+            }
+        },
+        Some(other) => {
+            deviations.push(Deviation::new(
+                "x402Version.not_integer",
+                format!("x402Version is a JSON {}", json_type(other)),
+            ));
+            return None;
+        }
+    };
+    match version {
+        1 => Some(1),
+        2 => Some(2),
+        other => {
+            deviations.push(Deviation::new(
+                "x402Version.unsupported",
+                format!("x402Version {other} is neither 1 nor 2; read by its fields"),
+            ));
+            None
+        }
+    }
+}
+
+/// Without a usable declared version: the header is v2's carrier; a body is read as v2 when its
+/// entries use v2's `amount` and not v1's `maxAmountRequired`, else as v1.
+fn infer_version(carrier: Carrier, object: &Value) -> u8 {
+    if carrier == Carrier::Header {
+        return 2;
+    }
+    let entries = object.get("accepts").and_then(Value::as_array);
+    let uses =
+        |field: &str| entries.is_some_and(|entries| entries.iter().any(|e| e.get(field).is_some()));
+    if uses("amount") && !uses("maxAmountRequired") {
+        2
+    } else {
+        1
+    }
+}
+
+fn read_resource(value: Option<&Value>, deviations: &mut Vec<Deviation>) -> Option<Resource> {
+    let object = match value {
+        None | Some(Value::Null) => {
+            deviations.push(Deviation::new(
+                "resource.missing",
+                "no top-level resource object",
+            ));
+            return None;
+        }
+        Some(Value::Object(object)) => object,
+        Some(Value::String(url)) => {
+            deviations.push(Deviation::new(
+                "resource.not_object",
+                "resource is a bare string; v2 wants {url, description, mimeType}",
+            ));
+            return Some(Resource {
+                url: url.clone(),
+                description: None,
+                mime_type: None,
+            });
+        }
+        Some(other) => {
+            deviations.push(Deviation::new(
+                "resource.not_object",
+                format!("resource is a JSON {}, not an object", json_type(other)),
+            ));
+            return None;
+        }
+    };
+    let url = optional_string(object, "url", "resource.url", deviations);
+    let description = optional_string(object, "description", "resource.description", deviations);
+    let mime_type = optional_string(object, "mimeType", "resource.mimeType", deviations);
+    match url {
+        Some(url) => Some(Resource {
+            url,
+            description,
+            mime_type,
+        }),
+        None => {
+            if !object.contains_key("url") {
+                deviations.push(Deviation::new(
+                    "resource.url.missing",
+                    "the resource object has no url",
+                ));
+            }
+            None
+        }
+    }
+}
+
+fn read_accepts(
+    object: &Value,
+    bytes: &[u8],
+    version: u8,
+    deviations: &mut Vec<Deviation>,
+) -> Vec<Requirement> {
+    let entries = match object.get("accepts") {
+        None | Some(Value::Null) => {
+            deviations.push(Deviation::new("accepts.missing", "no accepts array"));
+            return Vec::new();
+        }
+        Some(Value::Array(entries)) => entries,
+        Some(other) => {
+            deviations.push(Deviation::new(
+                "accepts.not_array",
+                format!("accepts is a JSON {}, not an array", json_type(other)),
+            ));
+            return Vec::new();
+        }
+    };
+    if entries.is_empty() {
+        deviations.push(Deviation::new(
+            "accepts.empty",
+            "accepts is an empty array: nothing can be paid",
+        ));
+        return Vec::new();
+    }
+    let mut raws = raw_accepts(bytes).filter(|raws| raws.len() == entries.len());
+    entries
+        .iter()
+        .enumerate()
+        .map(|(index, entry)| {
+            let raw = raws
+                .as_mut()
+                .map(|raws| std::mem::replace(&mut raws[index], placeholder_raw()))
+                .or_else(|| serde_json::value::to_raw_value(entry).ok())
+                .unwrap_or_else(placeholder_raw);
+            let requirement = read_requirement(index, raw, entry, version);
+            deviations.extend(requirement.deviations.iter().cloned());
+            requirement
+        })
+        .collect()
+}
+
+/// Each `accepts` entry's exact text. Duplicate keys resolve as in `serde_json::Value` (the last
+/// one wins), so these line up with the parsed entries.
+fn raw_accepts(bytes: &[u8]) -> Option<Vec<Box<RawValue>>> {
+    let top: HashMap<String, Box<RawValue>> = serde_json::from_slice(bytes).ok()?;
+    serde_json::from_str(top.get("accepts")?.get()).ok()
+}
+
+fn placeholder_raw() -> Box<RawValue> {
+    RawValue::NULL.to_owned()
+}
+
+/// Read one entry into typed views, recording every deviation under `accepts[<index>]`.
+fn read_requirement(index: usize, raw: Box<RawValue>, entry: &Value, version: u8) -> Requirement {
+    let at = |field: &str| format!("accepts[{index}].{field}");
+    let mut deviations = Vec::new();
+    let mut requirement = Requirement {
+        index,
+        raw,
+        entry: entry.clone(),
+        scheme: None,
+        network: None,
+        amount: None,
+        asset: None,
+        pay_to: None,
+        max_timeout_seconds: None,
+        extra_name: None,
+        extra_version: None,
+        asset_transfer_method: None,
+        description: None,
+        mime_type: None,
+        resource: None,
+        output_schema: None,
+        deviations: Vec::new(),
+    };
+    let Some(fields) = entry.as_object() else {
+        requirement.deviations.push(Deviation::new(
+            format!("accepts[{index}].not_object"),
+            format!("the entry is a JSON {}, not an object", json_type(entry)),
+        ));
+        return requirement;
+    };
+
+    requirement.scheme = required_string(fields, "scheme", &at("scheme"), &mut deviations);
+    if let Some(scheme) = &requirement.scheme
+        && !KNOWN_SCHEMES.contains(&scheme.as_str())
+    {
+        deviations.push(Deviation::new(
+            format!("{}.unknown", at("scheme")),
+            format!("scheme {scheme:?} is not one of {KNOWN_SCHEMES:?}"),
+        ));
+    }
+
+    requirement.network = required_string(fields, "network", &at("network"), &mut deviations);
+    if let Some(network) = &requirement.network {
+        check_network(network, version, &at("network"), &mut deviations);
+    }
+
+    requirement.amount = read_amount(fields, version, &at("amount"), &mut deviations);
+
+    let kind = requirement
+        .network
+        .as_deref()
+        .map_or(AddressKind::Evm, address_kind);
+    requirement.asset = required_string(fields, "asset", &at("asset"), &mut deviations);
+    if let Some(asset) = &requirement.asset {
+        check_address(asset, kind, &at("asset"), &mut deviations);
+    }
+    requirement.pay_to = required_string(fields, "payTo", &at("payTo"), &mut deviations);
+    if let Some(pay_to) = &requirement.pay_to {
+        check_address(pay_to, kind, &at("payTo"), &mut deviations);
+    }
+
+    requirement.max_timeout_seconds =
+        read_max_timeout(fields, &at("maxTimeoutSeconds"), &mut deviations);
+
+    read_extra(
+        &mut requirement,
+        fields,
+        kind,
+        &at("extra"),
+        &mut deviations,
+    );
+
+    requirement.description =
+        optional_string(fields, "description", &at("description"), &mut deviations);
+    requirement.mime_type = optional_string(fields, "mimeType", &at("mimeType"), &mut deviations);
+    requirement.resource = if version == 1 {
+        required_string(fields, "resource", &at("resource"), &mut deviations)
+    } else {
+        optional_string(fields, "resource", &at("resource"), &mut deviations)
+    };
+    requirement.output_schema = match fields.get("outputSchema") {
+        None | Some(Value::Null) => None,
+        Some(schema @ Value::Object(_)) => Some(schema.clone()),
+        Some(other) => {
+            deviations.push(Deviation::new(
+                format!("{}.not_object", at("outputSchema")),
+                format!("outputSchema is a JSON {}, not an object", json_type(other)),
+            ));
+            None
+        }
+    };
+
+    requirement.deviations = deviations;
+    requirement
+}
+
+fn check_network(network: &str, version: u8, at: &str, deviations: &mut Vec<Deviation>) {
+    if is_caip2(network) {
+        return;
+    }
+    if version == 1 {
+        if !is_known_v1_name(network) {
+            deviations.push(Deviation::new(
+                format!("{at}.unknown"),
+                format!("network {network:?} is neither CAIP-2 nor a known v1 network name"),
+            ));
+        }
+    } else {
+        let hint = if is_known_v1_name(network) {
+            " (a v1 name)"
+        } else {
+            ""
+        };
+        deviations.push(Deviation::new(
+            format!("{at}.not_caip2"),
+            format!("network {network:?}{hint} is not a CAIP-2 chain id such as eip155:8453"),
+        ));
+    }
+}
+
+/// v2's `amount` or v1's `maxAmountRequired`; the other version's name is read with a deviation.
+fn read_amount(
+    fields: &Map<String, Value>,
+    version: u8,
+    at: &str,
+    deviations: &mut Vec<Deviation>,
+) -> Option<String> {
+    let (own, other) = if version == 2 {
+        ("amount", "maxAmountRequired")
+    } else {
+        ("maxAmountRequired", "amount")
+    };
+    let value = match (fields.get(own), fields.get(other)) {
+        (Some(value), _) if !value.is_null() => value,
+        (_, Some(value)) if !value.is_null() => {
+            deviations.push(Deviation::new(
+                format!("{at}.wrong_field"),
+                format!("the price is in {other}; a v{version} requirement names it {own}"),
+            ));
+            value
+        }
+        _ => {
+            deviations.push(Deviation::new(
+                format!("{at}.missing"),
+                format!("no {own} (the price)"),
+            ));
+            return None;
+        }
+    };
+    let text = match value {
+        Value::String(text) => text.clone(),
+        Value::Number(n) => {
+            deviations.push(Deviation::new(
+                format!("{at}.not_string"),
+                format!("the price is the JSON number {n}; it is a decimal string"),
+            ));
+            return Some(n.to_string());
+        }
+        other => {
+            deviations.push(Deviation::new(
+                format!("{at}.not_string"),
+                format!("the price is a JSON {}, not a string", json_type(other)),
+            ));
+            return None;
+        }
+    };
+    if !is_decimal_integer(&text) {
+        deviations.push(Deviation::new(
+            format!("{at}.not_integer_string"),
+            format!(
+                "the price {text:?} is not a decimal integer of atomic units (digits only, no sign, point, exponent or leading zero)"
+            ),
+        ));
+    } else if alloy::primitives::U256::from_str_radix(&text, 10).is_err() {
+        deviations.push(Deviation::new(
+            format!("{at}.too_large"),
+            format!("the price {text} does not fit 256 bits"),
+        ));
+    }
+    Some(text)
+}
+
+fn check_address(text: &str, kind: AddressKind, at: &str, deviations: &mut Vec<Deviation>) {
+    match kind {
+        AddressKind::Evm => {
+            let Some(hex_part) = text.strip_prefix("0x") else {
+                deviations.push(Deviation::new(
+                    format!("{at}.not_address"),
+                    format!("{text:?} is not a 0x-prefixed EVM address"),
+                ));
+                return;
+            };
+            if hex_part.len() != 40 || !hex_part.bytes().all(|b| b.is_ascii_hexdigit()) {
+                deviations.push(Deviation::new(
+                    format!("{at}.not_address"),
+                    format!("{text:?} is not 20 bytes of hex"),
+                ));
+                return;
+            }
+            if Address::parse_checksummed(text, None).is_err() {
+                let expected = hex_part
+                    .parse::<Address>()
+                    .map(|a| a.to_checksum(None))
+                    .unwrap_or_default();
+                deviations.push(Deviation::new(
+                    format!("{at}.not_checksummed"),
+                    format!("{text} is not EIP-55 checksummed (expected {expected})"),
+                ));
+            }
+        }
+        AddressKind::Solana => {
+            const BASE58: &str = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+            let ok = (32..=44).contains(&text.len()) && text.chars().all(|c| BASE58.contains(c));
+            if !ok {
+                deviations.push(Deviation::new(
+                    format!("{at}.not_address"),
+                    format!("{text:?} is not a base58 Solana address"),
+                ));
+            }
+        }
+        AddressKind::Other => {}
+    }
+}
+
+/// An integer number of seconds. An integral float or a digit string is read, with a deviation.
+fn read_max_timeout(
+    fields: &Map<String, Value>,
+    at: &str,
+    deviations: &mut Vec<Deviation>,
+) -> Option<u64> {
+    let seconds = match fields.get("maxTimeoutSeconds") {
+        None | Some(Value::Null) => {
+            deviations.push(Deviation::new(
+                format!("{at}.missing"),
+                "no maxTimeoutSeconds",
+            ));
+            return None;
+        }
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(seconds) => seconds,
+            None => {
+                let integral = n
+                    .as_f64()
+                    .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u32::MAX as f64);
+                deviations.push(Deviation::new(
+                    format!("{at}.not_integer"),
+                    format!("maxTimeoutSeconds {n} is not a non-negative JSON integer"),
+                ));
+                // Safe: the filter bounds it to a whole number within u32.
+                integral.map(|f| f as u64)?
+            }
+        },
+        Some(Value::String(text)) => {
+            deviations.push(Deviation::new(
+                format!("{at}.not_integer"),
+                format!("maxTimeoutSeconds is the string {text:?}; it is a JSON integer"),
+            ));
+            if !is_decimal_integer(text) {
+                return None;
+            }
+            text.parse().ok()?
+        }
+        Some(other) => {
+            deviations.push(Deviation::new(
+                format!("{at}.not_integer"),
+                format!("maxTimeoutSeconds is a JSON {}", json_type(other)),
+            ));
+            return None;
+        }
+    };
+    if !MAX_TIMEOUT_RANGE.contains(&seconds) {
+        deviations.push(Deviation::new(
+            format!("{at}.out_of_range"),
+            format!(
+                "maxTimeoutSeconds {seconds} is outside {}..={} seconds",
+                MAX_TIMEOUT_RANGE.start(),
+                MAX_TIMEOUT_RANGE.end()
+            ),
+        ));
+    }
+    Some(seconds)
+}
+
+/// `extra`: the EIP-712 domain name and version the exact EVM scheme signs with.
+fn read_extra(
+    requirement: &mut Requirement,
+    fields: &Map<String, Value>,
+    kind: AddressKind,
+    at: &str,
+    deviations: &mut Vec<Deviation>,
+) {
+    let extra = match fields.get("extra") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(extra)) => Some(extra),
+        Some(other) => {
+            deviations.push(Deviation::new(
+                format!("{at}.not_object"),
+                format!("extra is a JSON {}, not an object", json_type(other)),
+            ));
+            return;
+        }
+    };
+    let empty = Map::new();
+    let extra_fields = extra.unwrap_or(&empty);
+    requirement.extra_name =
+        optional_string(extra_fields, "name", &format!("{at}.name"), deviations);
+    requirement.extra_version = optional_string(
+        extra_fields,
+        "version",
+        &format!("{at}.version"),
+        deviations,
+    );
+    requirement.asset_transfer_method = optional_string(
+        extra_fields,
+        "assetTransferMethod",
+        &format!("{at}.assetTransferMethod"),
+        deviations,
+    );
+    if let Some(method) = &requirement.asset_transfer_method
+        && !KNOWN_TRANSFER_METHODS.contains(&method.as_str())
+    {
+        deviations.push(Deviation::new(
+            format!("{at}.assetTransferMethod.unknown"),
+            format!("assetTransferMethod {method:?} is not one of {KNOWN_TRANSFER_METHODS:?}"),
+        ));
+    }
+    // Clients refuse to sign an exact EVM payment without the token's EIP-712 domain.
+    let signs_eip712 = kind == AddressKind::Evm && requirement.scheme.as_deref() == Some("exact");
+    if signs_eip712 {
+        for (field, view) in [
+            ("name", &requirement.extra_name),
+            ("version", &requirement.extra_version),
+        ] {
+            if view.is_none() && !extra_fields.contains_key(field) {
+                deviations.push(Deviation::new(
+                    format!("{at}.{field}.missing"),
+                    format!("no extra.{field}: the EIP-712 domain to sign with is not given"),
+                ));
+            }
+        }
+    }
+}
+
+fn required_string(
+    fields: &Map<String, Value>,
+    key: &str,
+    at: &str,
+    deviations: &mut Vec<Deviation>,
+) -> Option<String> {
+    if matches!(fields.get(key), None | Some(Value::Null)) {
+        deviations.push(Deviation::new(format!("{at}.missing"), format!("no {key}")));
+        return None;
+    }
+    optional_string(fields, key, at, deviations)
+}
+
+fn optional_string(
+    fields: &Map<String, Value>,
+    key: &str,
+    at: &str,
+    deviations: &mut Vec<Deviation>,
+) -> Option<String> {
+    match fields.get(key) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(text.clone()),
+        Some(other) => {
+            deviations.push(Deviation::new(
+                format!("{at}.not_string"),
+                format!("{key} is a JSON {}, not a string", json_type(other)),
+            ));
+            None
+        }
+    }
+}
+
+pub(crate) fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Read the settlement receipt of a paid call from `PAYMENT-RESPONSE` (v2) or `X-PAYMENT-RESPONSE`
+/// (v1; some v1 servers use the v2 name, so both are tried, v2's first). Header names are compared
+/// without regard to case. A receipt that cannot be read, or lacks a boolean `success`, is an error;
+/// lesser departures are in the receipt's `deviations`.
+pub fn parse_settlement_response(
+    headers: &[(String, String)],
+) -> Result<SettlementResponse, Deviation> {
+    let mut deviations = Vec::new();
+    let v2 = find_header(
+        headers,
+        PAYMENT_RESPONSE_HEADER,
+        "payment_response",
+        &mut deviations,
+    );
+    let v1 = find_header(
+        headers,
+        X_PAYMENT_RESPONSE_HEADER,
+        "payment_response",
+        &mut deviations,
+    );
+    let (header_name, text) = match (v2, v1) {
+        (Some(text), other) => {
+            if other.is_some() {
+                deviations.push(Deviation::new(
+                    "payment_response.both_headers",
+                    "both PAYMENT-RESPONSE and X-PAYMENT-RESPONSE; PAYMENT-RESPONSE was read",
+                ));
+            }
+            (PAYMENT_RESPONSE_HEADER, text)
+        }
+        (None, Some(text)) => (X_PAYMENT_RESPONSE_HEADER, text),
+        (None, None) => {
+            return Err(Deviation::new(
+                "payment_response.missing",
+                "no PAYMENT-RESPONSE or X-PAYMENT-RESPONSE header",
+            ));
+        }
+    };
+    let Some(bytes) = decode_header_value(text, "payment_response", &mut deviations) else {
+        // A failed decode always records its reason last.
+        return Err(deviations.pop().unwrap_or_else(|| {
+            Deviation::new(
+                "payment_response.bad_base64",
+                "the header could not be decoded",
+            )
+        }));
+    };
+    let object: Value = serde_json::from_slice(&bytes).map_err(|e| {
+        Deviation::new(
+            "payment_response.bad_json",
+            format!("the decoded {header_name} header is not JSON: {e}"),
+        )
+    })?;
+    let Some(fields) = object.as_object() else {
+        return Err(Deviation::new(
+            "payment_response.not_object",
+            format!(
+                "the decoded {header_name} header is a JSON {}",
+                json_type(&object)
+            ),
+        ));
+    };
+    let success = match fields.get("success") {
+        Some(Value::Bool(success)) => *success,
+        Some(other) => {
+            return Err(Deviation::new(
+                "payment_response.success.not_bool",
+                format!("success is a JSON {}, not a boolean", json_type(other)),
+            ));
+        }
+        None => {
+            return Err(Deviation::new(
+                "payment_response.success.missing",
+                "the receipt has no success field",
+            ));
+        }
+    };
+    let mut string = |key: &str| {
+        optional_string(
+            fields,
+            key,
+            &format!("payment_response.{key}"),
+            &mut deviations,
+        )
+    };
+    let error_reason = string("errorReason");
+    let error_message = string("errorMessage");
+    let payer = string("payer");
+    let transaction = string("transaction");
+    let network = string("network");
+    let amount = string("amount");
+    let extensions = match fields.get("extensions") {
+        Some(Value::Object(map)) => Some(map.clone()),
+        _ => None,
+    };
+    if success {
+        let is_hash = transaction.as_deref().is_some_and(|tx| {
+            tx.strip_prefix("0x")
+                .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+        });
+        if !is_hash {
+            deviations.push(Deviation::new(
+                "payment_response.transaction.not_hash",
+                format!(
+                    "a successful settlement names no 0x 32-byte transaction hash ({transaction:?})"
+                ),
+            ));
+        }
+    }
+    Ok(SettlementResponse {
+        header_name: header_name.to_string(),
+        success,
+        error_reason,
+        error_message,
+        payer,
+        transaction,
+        network,
+        amount,
+        extensions,
+        object,
+        deviations,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+
+    fn headers(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn codes(deviations: &[Deviation]) -> Vec<&str> {
+        deviations.iter().map(|d| d.code.as_str()).collect()
+    }
+
+    #[test]
+    fn base64_variants_decode_with_the_right_deviations() {
+        let payload = br#"{"a":"???>>>"}"#;
+        let standard = STANDARD.encode(payload);
+        assert!(standard.contains(['+', '/']));
+        let mut found = Vec::new();
+        assert_eq!(
+            decode_header_value(&standard, "header", &mut found).as_deref(),
+            Some(&payload[..])
+        );
+        assert!(found.is_empty());
+
+        let url = URL_SAFE_NO_PAD.encode(payload);
+        assert!(url.contains(['-', '_']));
+        let mut found = Vec::new();
+        assert_eq!(
+            decode_header_value(&url, "header", &mut found).as_deref(),
+            Some(&payload[..])
+        );
+        assert_eq!(
+            codes(&found),
+            ["header.base64_url_safe", "header.base64_unpadded"]
+        );
+
+        let mut found = Vec::new();
+        assert_eq!(decode_header_value("ab+c-d", "header", &mut found), None);
+        assert_eq!(codes(&found), ["header.bad_base64"]);
+    }
+
+    #[test]
+    fn oversized_header_is_refused_unread() {
+        let big = "A".repeat(MAX_HEADER_DECODED_BYTES * 2);
+        let parsed = parse_payment_required(402, &headers(&[("PAYMENT-REQUIRED", &big)]), b"");
+        assert!(parsed.has_deviation("header.too_large"));
+        assert!(parsed.required.is_none());
+    }
+
+    #[test]
+    fn raw_entries_are_the_exact_text() {
+        let body = br#"{"x402Version": 1, "accepts": [ {"scheme" : "exact",
+            "maxTimeoutSeconds": 60.50} ]}"#;
+        let parsed = parse_payment_required(402, &[], body);
+        let required = parsed.required.expect("v1 body");
+        assert_eq!(
+            required.accepts[0].raw.get(),
+            "{\"scheme\" : \"exact\",\n            \"maxTimeoutSeconds\": 60.50}"
+        );
+    }
+
+    #[test]
+    fn header_wins_over_body_and_body_is_not_held_against_it() {
+        let header = STANDARD
+            .encode(br#"{"x402Version":2,"resource":{"url":"https://a.example/x"},"accepts":[]}"#);
+        let parsed = parse_payment_required(
+            402,
+            &headers(&[("Payment-Required", &header)]),
+            b"<html>pay</html>",
+        );
+        assert_eq!(parsed.source, Source::Header);
+        assert_eq!(codes(&parsed.deviations), ["accepts.empty"]);
+    }
+
+    #[test]
+    fn settlement_response_both_names() {
+        let receipt = STANDARD.encode(
+            br#"{"success":true,"transaction":"0x1111111111111111111111111111111111111111111111111111111111111111","network":"eip155:31337","payer":"0x857b06519E91e3A54538791bDbb0E22373e36b66"}"#,
+        );
+        for name in ["PAYMENT-RESPONSE", "x-payment-response", "Payment-Response"] {
+            let parsed =
+                parse_settlement_response(&headers(&[(name, &receipt)])).expect("a valid receipt");
+            assert!(parsed.success);
+            assert_eq!(parsed.network.as_deref(), Some("eip155:31337"));
+            assert!(parsed.deviations.is_empty(), "{:?}", parsed.deviations);
+        }
+        let err =
+            parse_settlement_response(&headers(&[("content-type", "x")])).expect_err("no receipt");
+        assert_eq!(err.code, "payment_response.missing");
+        let err = parse_settlement_response(&headers(&[("payment-response", "%%%")]))
+            .expect_err("bad base64");
+        assert_eq!(err.code, "payment_response.bad_base64");
+        let no_success = STANDARD.encode(br#"{"transaction":""}"#);
+        let err = parse_settlement_response(&headers(&[("payment-response", &no_success)]))
+            .expect_err("no success");
+        assert_eq!(err.code, "payment_response.success.missing");
+        let failed = STANDARD
+            .encode(br#"{"success":false,"errorReason":"insufficient_funds","transaction":""}"#);
+        let parsed = parse_settlement_response(&headers(&[("X-PAYMENT-RESPONSE", &failed)]))
+            .expect("a failed settlement is still a receipt");
+        assert!(!parsed.success);
+        assert_eq!(parsed.error_reason.as_deref(), Some("insufficient_funds"));
+        assert_eq!(parsed.header_name, "x-payment-response");
+    }
+}

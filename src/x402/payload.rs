@@ -1,0 +1,320 @@
+//! Building the payment a paid call sends: the authorization to sign, the token domain to sign it
+//! under, and the `PAYMENT-SIGNATURE` (v2) / `X-PAYMENT` (v1) header. Pure: the caller passes the
+//! time and the signature.
+//!
+//! Strict when encoding: standard padded base64 of compact JSON, amounts and times as decimal
+//! strings, and in v2 the chosen `accepts` entry echoed as received (the reference server looks
+//! for an entry deep-equal to `accepted`, so a re-serialised entry could fail to match).
+
+use alloy::primitives::{Address, B256, U256};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::eip712::{Authorization, TokenDomain};
+use super::network::chain_id_of;
+use super::parse::decode_header_value;
+use super::types::{Deviation, PaymentRequired, Requirement};
+
+/// Header names as sent (canonical upper case).
+pub const PAYMENT_SIGNATURE_HEADER: &str = "PAYMENT-SIGNATURE";
+pub const X_PAYMENT_HEADER: &str = "X-PAYMENT";
+
+/// `validAfter` is set this far back, as every reference client does, to absorb clock skew.
+pub const VALID_AFTER_SKEW_SECONDS: u64 = 600;
+
+/// A request header carrying the payment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentHeader {
+    pub name: &'static str,
+    pub value: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PayloadError {
+    #[error("accepts[{index}] has no usable {field}")]
+    MissingField { index: usize, field: &'static str },
+    #[error("accepts[{index}].{field} {value:?} is not valid: {why}")]
+    InvalidField {
+        index: usize,
+        field: &'static str,
+        value: String,
+        why: &'static str,
+    },
+    #[error("the authorization pays {to}, the requirement's payTo is {pay_to}")]
+    RecipientMismatch { to: Address, pay_to: Address },
+    #[error("the authorization moves {value}, the requirement quotes {amount}")]
+    AmountMismatch { value: U256, amount: U256 },
+    #[error("x402Version {0} has no payment header this build can write")]
+    UnsupportedVersion(u8),
+    #[error("encoding the payment payload: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// The token's EIP-712 domain for an entry: `extra.name`, `extra.version`, the network's chain id
+/// and the asset.
+pub fn token_domain_for(requirement: &Requirement) -> Result<TokenDomain, PayloadError> {
+    let index = requirement.index;
+    let missing = |field| PayloadError::MissingField { index, field };
+    let name = requirement
+        .extra_name
+        .clone()
+        .ok_or(missing("extra.name"))?;
+    let version = requirement
+        .extra_version
+        .clone()
+        .ok_or(missing("extra.version"))?;
+    let network = requirement.network.as_deref().ok_or(missing("network"))?;
+    let chain_id = chain_id_of(network).ok_or_else(|| PayloadError::InvalidField {
+        index,
+        field: "network",
+        value: network.to_string(),
+        why: "not an EVM chain this build knows",
+    })?;
+    let verifying_contract = address_field(requirement, "asset", requirement.asset.as_deref())?;
+    Ok(TokenDomain {
+        name,
+        version,
+        chain_id,
+        verifying_contract,
+    })
+}
+
+/// The authorization a reference client would sign for this entry at `now_unix`: pay exactly the
+/// quoted amount to `payTo`, valid from ten minutes back until `maxTimeoutSeconds` from now.
+pub fn authorization_for(
+    requirement: &Requirement,
+    from: Address,
+    now_unix: u64,
+    nonce: B256,
+) -> Result<Authorization, PayloadError> {
+    let index = requirement.index;
+    let to = address_field(requirement, "payTo", requirement.pay_to.as_deref())?;
+    let value = quoted_amount(requirement)?;
+    let timeout = requirement
+        .max_timeout_seconds
+        .ok_or(PayloadError::MissingField {
+            index,
+            field: "maxTimeoutSeconds",
+        })?;
+    Ok(Authorization {
+        from,
+        to,
+        value,
+        valid_after: now_unix.saturating_sub(VALID_AFTER_SKEW_SECONDS),
+        valid_before: now_unix.saturating_add(timeout),
+        nonce,
+    })
+}
+
+/// The payment header for `requirement` (an entry of `required`), given the signed authorization.
+///
+/// Refuses an authorization that pays anyone but `payTo` or anything but the quoted amount: the
+/// probe never sends a payment that differs from the quote.
+pub fn build_payment_header(
+    required: &PaymentRequired,
+    requirement: &Requirement,
+    authorization: &Authorization,
+    signature: &[u8; 65],
+) -> Result<PaymentHeader, PayloadError> {
+    let pay_to = address_field(requirement, "payTo", requirement.pay_to.as_deref())?;
+    if authorization.to != pay_to {
+        return Err(PayloadError::RecipientMismatch {
+            to: authorization.to,
+            pay_to,
+        });
+    }
+    let amount = quoted_amount(requirement)?;
+    if authorization.value != amount {
+        return Err(PayloadError::AmountMismatch {
+            value: authorization.value,
+            amount,
+        });
+    }
+    let payload = ExactEvmPayload {
+        signature: format!("0x{}", hex::encode(signature)),
+        authorization: AuthorizationJson {
+            from: authorization.from.to_checksum(None),
+            to: authorization.to.to_checksum(None),
+            value: authorization.value.to_string(),
+            valid_after: authorization.valid_after.to_string(),
+            valid_before: authorization.valid_before.to_string(),
+            nonce: format!("{:#x}", authorization.nonce),
+        },
+    };
+    let (name, json) = match required.x402_version {
+        2 => {
+            let accepted = compact_raw(&requirement.raw)?;
+            let body = PayloadV2 {
+                x402_version: 2,
+                resource: required.resource_raw.as_ref(),
+                accepted: &accepted,
+                payload,
+                extensions: required.extensions.as_ref(),
+            };
+            (PAYMENT_SIGNATURE_HEADER, serde_json::to_string(&body)?)
+        }
+        1 => {
+            let index = requirement.index;
+            let body = PayloadV1 {
+                x402_version: 1,
+                scheme: requirement
+                    .scheme
+                    .as_deref()
+                    .ok_or(PayloadError::MissingField {
+                        index,
+                        field: "scheme",
+                    })?,
+                network: requirement
+                    .network
+                    .as_deref()
+                    .ok_or(PayloadError::MissingField {
+                        index,
+                        field: "network",
+                    })?,
+                payload,
+            };
+            (X_PAYMENT_HEADER, serde_json::to_string(&body)?)
+        }
+        other => return Err(PayloadError::UnsupportedVersion(other)),
+    };
+    Ok(PaymentHeader {
+        name,
+        value: STANDARD.encode(json),
+    })
+}
+
+/// Decode a payment header value back to its JSON (leniently, as a server would). For tests and
+/// the lab's servers.
+pub fn decode_payment_header(value: &str) -> Result<Value, Deviation> {
+    let mut deviations = Vec::new();
+    let Some(bytes) = decode_header_value(value, "payment", &mut deviations) else {
+        return Err(deviations.pop().unwrap_or_else(|| {
+            Deviation::new("payment.bad_base64", "the header could not be decoded")
+        }));
+    };
+    serde_json::from_slice(&bytes)
+        .map_err(|e| Deviation::new("payment.bad_json", format!("not JSON: {e}")))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PayloadV2<'a> {
+    x402_version: u8,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource: Option<&'a Value>,
+    accepted: &'a RawValue,
+    payload: ExactEvmPayload,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extensions: Option<&'a Map<String, Value>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PayloadV1<'a> {
+    x402_version: u8,
+    scheme: &'a str,
+    network: &'a str,
+    payload: ExactEvmPayload,
+}
+
+#[derive(Serialize)]
+struct ExactEvmPayload {
+    signature: String,
+    authorization: AuthorizationJson,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AuthorizationJson {
+    from: String,
+    to: String,
+    value: String,
+    valid_after: String,
+    valid_before: String,
+    nonce: String,
+}
+
+fn address_field(
+    requirement: &Requirement,
+    field: &'static str,
+    text: Option<&str>,
+) -> Result<Address, PayloadError> {
+    let index = requirement.index;
+    let text = text.ok_or(PayloadError::MissingField { index, field })?;
+    super::types::parse_address_any_case(text).ok_or_else(|| PayloadError::InvalidField {
+        index,
+        field,
+        value: text.to_string(),
+        why: "not a 0x-prefixed 20-byte hex address",
+    })
+}
+
+fn quoted_amount(requirement: &Requirement) -> Result<U256, PayloadError> {
+    let index = requirement.index;
+    let text = requirement
+        .amount
+        .as_deref()
+        .ok_or(PayloadError::MissingField {
+            index,
+            field: "amount",
+        })?;
+    requirement
+        .amount_value()
+        .ok_or_else(|| PayloadError::InvalidField {
+            index,
+            field: "amount",
+            value: text.to_string(),
+            why: "not a decimal integer string of at most 256 bits",
+        })
+}
+
+/// The entry's JSON text without insignificant whitespace, every token kept as written (numbers
+/// are not re-formatted, strings not re-escaped).
+fn compact_raw(raw: &RawValue) -> Result<Box<RawValue>, serde_json::Error> {
+    let text = raw.get();
+    let mut out = String::with_capacity(text.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in text.chars() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+            out.push(c);
+        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+            out.push(c);
+        }
+    }
+    RawValue::from_string(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compacting_keeps_strings_and_numbers_as_written() {
+        let raw = RawValue::from_string(
+            "{ \"a\" : \"x y \\\" z\" ,\n \"b\": [1.50, 2e3 ,\t\"\\\\\"] }".to_string(),
+        )
+        .expect("valid JSON");
+        let compact = compact_raw(&raw).expect("compacts");
+        assert_eq!(
+            compact.get(),
+            "{\"a\":\"x y \\\" z\",\"b\":[1.50,2e3,\"\\\\\"]}"
+        );
+        let before: Value = serde_json::from_str(raw.get()).expect("json");
+        let after: Value = serde_json::from_str(compact.get()).expect("json");
+        assert_eq!(before, after);
+    }
+}
