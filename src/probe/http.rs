@@ -1,1 +1,1162 @@
-//! HTTP/TLS prober.
+//! HTTP/TLS prober: one request, observed phase by phase, surviving whatever the endpoint does.
+//!
+//! [`fetch`] never panics and never returns an error: every failure is recorded in the
+//! [`Exchange`] with the phase it happened in. Per hop it resolves the name itself, runs every
+//! address through the [`netguard`](super::netguard) (unless `allow_private`), connects to the
+//! checked address itself (so DNS rebinding cannot bypass the guard), does TLS with a verifier
+//! that records webpki's verdict, sends one HTTP/1.1 request over hyper's connection API with a
+//! bounded head, then reads the body as a stream under a byte cap and a whole-body deadline.
+//! Redirects are followed only on the same scheme, host and port. Every phase has its own
+//! timeout, and all of it runs under one overall deadline.
+//!
+//! A thin driver: nothing here knows about x402.
+
+mod decode;
+mod target;
+mod tls;
+
+use std::error::Error as StdError;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use rustls_pki_types::{CertificateDer, ServerName};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, timeout_at};
+
+use super::netguard;
+
+pub use decode::{DecodeError, MAX_RATIO, RATIO_FLOOR_BYTES, decode_body_bounded};
+pub use target::{Scheme, Target};
+
+/// hyper refuses a read buffer smaller than this.
+const HYPER_MIN_BUF: usize = 8192;
+/// The read buffer never needs to be larger than the head cap plus some room for body chunks.
+const READ_BUF_ROOM: usize = 16 * 1024;
+
+/// Per-phase time limits, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Timeouts {
+    pub dns_ms: u64,
+    /// Per connection attempt (each resolved address gets its own attempt).
+    pub connect_ms: u64,
+    pub tls_ms: u64,
+    /// From the start of writing the request to the complete response head.
+    pub first_byte_ms: u64,
+    /// The whole body, from the head to the last byte: total time, not idle time, so a server
+    /// that trickles one byte a second is still stopped.
+    pub body_ms: u64,
+    /// Everything, including redirects.
+    pub overall_ms: u64,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            dns_ms: 5_000,
+            connect_ms: 5_000,
+            tls_ms: 5_000,
+            first_byte_ms: 10_000,
+            body_ms: 15_000,
+            overall_ms: 30_000,
+        }
+    }
+}
+
+/// How to fetch. `Default` is the production setting: public addresses only, webpki roots only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FetchConfig {
+    /// Allow loopback, private and other non-public addresses (the local lab and tests only).
+    pub allow_private: bool,
+    /// Extra trust anchors (DER) added to the webpki roots, e.g. a lab CA. Serialised as base64.
+    #[serde(with = "b64::cert_list")]
+    pub extra_roots: Vec<CertificateDer<'static>>,
+    /// Finish the handshake even when the certificate does not verify, so the rest of the
+    /// exchange is still observed. The verdict is then only in `Exchange::tls`
+    /// (`verified: false`, `verify_error`); `Exchange::error` stays about the rest.
+    pub observe_invalid_tls: bool,
+    pub timeouts: Timeouts,
+    /// Cap on the response head (status line and headers), in bytes.
+    pub max_header_bytes: usize,
+    /// Cap on the number of response headers.
+    pub max_headers: usize,
+    /// Cap on the stored body; more is not read (`body_truncated`).
+    pub max_body_bytes: usize,
+    /// Same-host redirects followed at most.
+    pub max_redirects: usize,
+    pub user_agent: String,
+}
+
+impl Default for FetchConfig {
+    fn default() -> Self {
+        FetchConfig {
+            allow_private: false,
+            extra_roots: Vec::new(),
+            observe_invalid_tls: false,
+            timeouts: Timeouts::default(),
+            max_header_bytes: 64 * 1024,
+            max_headers: 100,
+            max_body_bytes: 1024 * 1024,
+            max_redirects: 5,
+            user_agent: concat!("x402-probe/", env!("CARGO_PKG_VERSION")).to_string(),
+        }
+    }
+}
+
+/// What to send.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FetchRequest {
+    pub method: String,
+    pub url: String,
+    /// Sent in order. `Host`, `Content-Length` and `Accept-Encoding` are ignored: the fetcher
+    /// sets the first two itself and never asks for compression.
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
+    #[serde(default, with = "b64::bytes")]
+    pub body: Vec<u8>,
+}
+
+impl FetchRequest {
+    /// A `GET` with no extra headers.
+    pub fn get(url: impl Into<String>) -> FetchRequest {
+        FetchRequest {
+            method: "GET".to_string(),
+            url: url.into(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    /// Adds a header (builder style).
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+}
+
+/// Everything observed while fetching one URL.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Exchange {
+    /// The URL as requested.
+    pub url: String,
+    /// Every hop tried, in order (several when same-host redirects were followed).
+    pub hops: Vec<Hop>,
+    /// The last response head seen, with its (bounded) body. Present even when `error` is set
+    /// if a head arrived (e.g. an off-host redirect, or a body cut short).
+    pub response: Option<HttpResponse>,
+    pub error: Option<FetchError>,
+    /// TLS as seen on the last hop, when the server presented a certificate chain.
+    pub tls: Option<TlsSeen>,
+    /// The last hop's phases; `ttfb_ms`, `last_byte_ms` and `total_ms` count from the start of
+    /// the whole fetch (redirects included), as the caller experienced it.
+    pub timings: Timings,
+    /// The address of the last hop's connection (or the last one tried).
+    pub remote_addr: Option<String>,
+}
+
+impl Exchange {
+    /// The URL of the last hop (the requested one when there were no redirects).
+    pub fn final_url(&self) -> &str {
+        self.hops
+            .last()
+            .map_or(self.url.as_str(), |h| h.url.as_str())
+    }
+
+    /// The response status, if a head arrived.
+    pub fn status(&self) -> Option<u16> {
+        self.response.as_ref().map(|r| r.status)
+    }
+}
+
+/// One request/response on one connection.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Hop {
+    pub url: String,
+    pub remote_addr: Option<String>,
+    pub status: Option<u16>,
+    /// The `Location` header of a redirect response.
+    pub location: Option<String>,
+    /// `Some(verified)` on https hops whose server presented a chain.
+    pub tls_verified: Option<bool>,
+    /// Phases of this hop; `ttfb_ms`, `last_byte_ms` and `total_ms` count from the hop's start.
+    pub timings: Timings,
+}
+
+/// Phase timings in milliseconds; `None` where a phase did not happen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    /// Name resolution (`None` for an IP literal).
+    pub dns_ms: Option<f64>,
+    /// TCP connect, all attempts.
+    pub connect_ms: Option<f64>,
+    /// TLS handshake.
+    pub tls_ms: Option<f64>,
+    /// Time to first byte: until the complete response head was received.
+    pub ttfb_ms: Option<f64>,
+    /// Until the last body byte (or the last byte kept, when truncated at the cap).
+    pub last_byte_ms: Option<f64>,
+    pub total_ms: Option<f64>,
+}
+
+/// A response head and its bounded body.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HttpResponse {
+    pub status: u16,
+    /// Names lower-cased, values as lossy UTF-8; in the order received, except that repeats of
+    /// a name are listed together at the first occurrence's place.
+    pub headers: Vec<(String, String)>,
+    /// The raw body as received (still compressed if the server compressed it), at most
+    /// `max_body_bytes`. Serialised as base64.
+    #[serde(with = "b64::bytes")]
+    pub body: Vec<u8>,
+    /// The server sent more than `max_body_bytes` (the rest was not read).
+    pub body_truncated: bool,
+    /// sha256 (hex) of `body` as stored.
+    pub body_sha256: String,
+    /// Size of the head as received: status line, header lines and the blank line (computed
+    /// from the parsed head, so whitespace variations are not counted exactly).
+    pub head_bytes: usize,
+}
+
+impl HttpResponse {
+    pub fn new(
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+        body_truncated: bool,
+        head_bytes: usize,
+    ) -> HttpResponse {
+        let body_sha256 = hex::encode(Sha256::digest(&body));
+        HttpResponse {
+            status,
+            headers,
+            body,
+            body_truncated,
+            body_sha256,
+            head_bytes,
+        }
+    }
+
+    /// The first value of header `name`, compared case-insensitively.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of header `name`, in order.
+    pub fn header_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.headers
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// What the TLS handshake showed. Present whenever the server presented a certificate chain,
+/// including when verification failed and the handshake was stopped.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TlsSeen {
+    /// e.g. `TLSv1.3`; `None` when the handshake did not complete.
+    pub version: Option<String>,
+    /// IANA name, e.g. `TLS13_AES_256_GCM_SHA384`; `None` when the handshake did not complete.
+    pub cipher: Option<String>,
+    /// The negotiated ALPN protocol, if any.
+    pub alpn: Option<String>,
+    /// The server name sent (`None` for an IP literal: no SNI then).
+    pub sni: Option<String>,
+    /// The peer's chain as sent, leaf first; serialised as base64 DER.
+    #[serde(with = "b64::bytes_list")]
+    pub chain_der: Vec<Vec<u8>>,
+    /// Unix seconds.
+    pub leaf_not_before: Option<i64>,
+    /// Unix seconds.
+    pub leaf_not_after: Option<i64>,
+    pub leaf_subject: Option<String>,
+    pub leaf_issuer: Option<String>,
+    /// The chain verified against the webpki roots (plus `extra_roots`) for this host, now.
+    pub verified: bool,
+    pub verify_error: Option<String>,
+}
+
+/// Where a fetch failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Dns,
+    Guard,
+    Connect,
+    Tls,
+    /// Building or sending the request (a bad URL or header given by the caller is here too).
+    Request,
+    /// Waiting for and parsing the response head.
+    Head,
+    Body,
+    Redirect,
+}
+
+/// What kind of failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FetchErrorKind {
+    Timeout,
+    Refused,
+    /// The peer closed or reset the connection early.
+    Reset,
+    /// The address guard refused the destination.
+    Blocked,
+    TlsInvalid,
+    /// A cap was hit (response head size or header count).
+    TooLarge,
+    /// The peer broke HTTP or TLS.
+    Protocol,
+    RedirectOffHost,
+    RedirectLoop,
+    /// More than `max_redirects` same-host redirects, each to a new URL.
+    TooManyRedirects,
+    BadUrl,
+    Other,
+}
+
+/// A failure, with the phase it happened in and a message a human can act on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{phase:?} failed ({kind:?}): {message}")]
+pub struct FetchError {
+    pub phase: Phase,
+    pub kind: FetchErrorKind,
+    pub message: String,
+}
+
+impl FetchError {
+    pub fn new(phase: Phase, kind: FetchErrorKind, message: impl Into<String>) -> FetchError {
+        FetchError {
+            phase,
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// Fetches `req.url` as configured. Never panics, never fails: see [`Exchange::error`].
+pub async fn fetch(cfg: &FetchConfig, req: &FetchRequest) -> Exchange {
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(cfg.timeouts.overall_ms);
+    let mut exchange = Exchange {
+        url: req.url.clone(),
+        ..Exchange::default()
+    };
+    let mut target = match Target::parse(&req.url) {
+        Ok(target) => target,
+        Err(message) => {
+            exchange.error = Some(FetchError::new(
+                Phase::Request,
+                FetchErrorKind::BadUrl,
+                message,
+            ));
+            exchange.timings.total_ms = Some(ms_since(started));
+            return exchange;
+        }
+    };
+    let mut method = req.method.clone();
+    let mut body = req.body.clone();
+    let mut visited = vec![target.url()];
+    loop {
+        let hop_started = Instant::now();
+        let mut run = HopRun::new(&target, hop_started);
+        let opened = run.open(cfg, &method, &req.headers, &body, deadline).await;
+        let open = match opened {
+            Ok(open) => open,
+            Err(error) => {
+                exchange.error = Some(error);
+                exchange.record(run, started);
+                break;
+            }
+        };
+        let decision = redirect_decision(&target, &open, &visited, cfg.max_redirects);
+        if let RedirectDecision::Follow(next) = decision {
+            let status = open.status;
+            drop(open);
+            run.hop.timings.total_ms = Some(ms_since(hop_started));
+            exchange.record(run, started);
+            visited.push(next.url());
+            target = next;
+            if status == 303 || ((status == 301 || status == 302) && method == "POST") {
+                if method != "HEAD" {
+                    method = "GET".to_string();
+                }
+                body.clear();
+            }
+            continue;
+        }
+        let (response, body_error) = run.read_body(open, cfg, deadline).await;
+        exchange.response = Some(response);
+        exchange.error = match decision {
+            RedirectDecision::Refuse(error) => Some(error),
+            _ => body_error,
+        };
+        exchange.record(run, started);
+        break;
+    }
+    exchange.timings.total_ms = Some(ms_since(started));
+    exchange
+}
+
+impl Exchange {
+    /// Adds a finished hop and makes it the exchange's current view (tls, address, timings).
+    fn record(&mut self, run: HopRun, fetch_started: Instant) {
+        let offset = ms_between(fetch_started, run.started);
+        let t = run.hop.timings;
+        self.timings = Timings {
+            dns_ms: t.dns_ms,
+            connect_ms: t.connect_ms,
+            tls_ms: t.tls_ms,
+            ttfb_ms: t.ttfb_ms.map(|v| v + offset),
+            last_byte_ms: t.last_byte_ms.map(|v| v + offset),
+            total_ms: None,
+        };
+        self.remote_addr = run.hop.remote_addr.clone();
+        self.tls = run.tls;
+        self.hops.push(run.hop);
+    }
+}
+
+enum RedirectDecision {
+    /// Not a redirect (or one without `Location`): this is the final response.
+    Final,
+    Follow(Target),
+    /// A redirect we will not follow; the response is still read and kept.
+    Refuse(FetchError),
+}
+
+fn redirect_decision(
+    current: &Target,
+    open: &OpenHop,
+    visited: &[String],
+    max_redirects: usize,
+) -> RedirectDecision {
+    if !matches!(open.status, 301 | 302 | 303 | 307 | 308) {
+        return RedirectDecision::Final;
+    }
+    let Some(location) = header_value(&open.headers, "location") else {
+        return RedirectDecision::Final;
+    };
+    let refuse = |kind, message: String| {
+        RedirectDecision::Refuse(FetchError::new(Phase::Redirect, kind, message))
+    };
+    let next = match current.resolve(location) {
+        Ok(next) => next,
+        Err(why) => {
+            return refuse(
+                FetchErrorKind::BadUrl,
+                format!("redirect to {location:?} cannot be followed: {why}"),
+            );
+        }
+    };
+    if !current.same_origin(&next) {
+        return refuse(
+            FetchErrorKind::RedirectOffHost,
+            format!(
+                "{} redirects off host to {} (only same scheme, host and port are followed)",
+                current.origin(),
+                next.url()
+            ),
+        );
+    }
+    if visited.contains(&next.url()) {
+        return refuse(
+            FetchErrorKind::RedirectLoop,
+            format!("redirect loop: {} was already visited", next.url()),
+        );
+    }
+    // `visited` holds the first URL plus every followed redirect.
+    if visited.len() > max_redirects {
+        return refuse(
+            FetchErrorKind::TooManyRedirects,
+            format!(
+                "more than {max_redirects} redirects; not following to {}",
+                next.url()
+            ),
+        );
+    }
+    RedirectDecision::Follow(next)
+}
+
+/// The state of one hop while it runs: what has been observed so far, kept even on failure.
+struct HopRun {
+    target: Target,
+    started: Instant,
+    hop: Hop,
+    tls: Option<TlsSeen>,
+}
+
+/// A hop whose response head has arrived; the body is still on the wire.
+struct OpenHop {
+    status: u16,
+    headers: Vec<(String, String)>,
+    head_bytes: usize,
+    body: Incoming,
+    /// Drives the connection; aborting it closes the socket.
+    _connection: AbortOnDrop,
+}
+
+impl HopRun {
+    fn new(target: &Target, started: Instant) -> HopRun {
+        HopRun {
+            target: target.clone(),
+            started,
+            hop: Hop {
+                url: target.url(),
+                ..Hop::default()
+            },
+            tls: None,
+        }
+    }
+
+    fn phase_deadline(&self, limit_ms: u64, overall: Instant) -> Instant {
+        (Instant::now() + Duration::from_millis(limit_ms)).min(overall)
+    }
+
+    async fn open(
+        &mut self,
+        cfg: &FetchConfig,
+        method: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+        deadline: Instant,
+    ) -> Result<OpenHop, FetchError> {
+        let addrs = self.resolve(cfg, deadline).await?;
+        if !cfg.allow_private {
+            guard(&self.target.host, &addrs)?;
+        }
+        let tcp = self.connect(cfg, &addrs, deadline).await?;
+        match self.target.scheme {
+            Scheme::Http => {
+                self.request(cfg, tcp, method, headers, body, deadline)
+                    .await
+            }
+            Scheme::Https => {
+                let tls = self.handshake(cfg, tcp, deadline).await?;
+                self.request(cfg, tls, method, headers, body, deadline)
+                    .await
+            }
+        }
+    }
+
+    async fn resolve(
+        &mut self,
+        cfg: &FetchConfig,
+        deadline: Instant,
+    ) -> Result<Vec<SocketAddr>, FetchError> {
+        let port = self.target.port;
+        if let Some(ip) = self.target.ip {
+            return Ok(vec![SocketAddr::new(ip, port)]);
+        }
+        let phase_started = Instant::now();
+        let lookup = tokio::net::lookup_host((self.target.host.as_str(), port));
+        let result = timeout_at(self.phase_deadline(cfg.timeouts.dns_ms, deadline), lookup).await;
+        self.hop.timings.dns_ms = Some(ms_since(phase_started));
+        let host = &self.target.host;
+        let addrs = match result {
+            Err(_) => {
+                return Err(FetchError::new(
+                    Phase::Dns,
+                    FetchErrorKind::Timeout,
+                    format!(
+                        "resolving {host} took longer than {} ms",
+                        cfg.timeouts.dns_ms
+                    ),
+                ));
+            }
+            Ok(Err(e)) => {
+                return Err(FetchError::new(
+                    Phase::Dns,
+                    FetchErrorKind::Other,
+                    format!("cannot resolve {host}: {e}"),
+                ));
+            }
+            Ok(Ok(found)) => found,
+        };
+        let mut unique: Vec<SocketAddr> = Vec::new();
+        for addr in addrs {
+            if !unique.contains(&addr) {
+                unique.push(addr);
+            }
+        }
+        if unique.is_empty() {
+            return Err(FetchError::new(
+                Phase::Dns,
+                FetchErrorKind::Other,
+                format!("{host} resolves to no address"),
+            ));
+        }
+        Ok(unique)
+    }
+
+    async fn connect(
+        &mut self,
+        cfg: &FetchConfig,
+        addrs: &[SocketAddr],
+        deadline: Instant,
+    ) -> Result<TcpStream, FetchError> {
+        let phase_started = Instant::now();
+        let mut failures = Vec::new();
+        let mut last_kind = FetchErrorKind::Other;
+        for addr in addrs {
+            self.hop.remote_addr = Some(addr.to_string());
+            if Instant::now() >= deadline {
+                last_kind = FetchErrorKind::Timeout;
+                failures.push(format!("{addr}: overall deadline reached"));
+                break;
+            }
+            let attempt = timeout_at(
+                self.phase_deadline(cfg.timeouts.connect_ms, deadline),
+                TcpStream::connect(addr),
+            )
+            .await;
+            match attempt {
+                Ok(Ok(stream)) => {
+                    self.hop.timings.connect_ms = Some(ms_since(phase_started));
+                    // Small request, latency measured: no Nagle delay.
+                    let _ = stream.set_nodelay(true);
+                    return Ok(stream);
+                }
+                Ok(Err(e)) => {
+                    last_kind = io_kind(&e);
+                    failures.push(format!("{addr}: {e}"));
+                }
+                Err(_) => {
+                    last_kind = FetchErrorKind::Timeout;
+                    failures.push(format!(
+                        "{addr}: no connection within {} ms",
+                        cfg.timeouts.connect_ms
+                    ));
+                }
+            }
+        }
+        self.hop.timings.connect_ms = Some(ms_since(phase_started));
+        Err(FetchError::new(
+            Phase::Connect,
+            last_kind,
+            format!(
+                "cannot connect to {}: {}",
+                self.target.host,
+                failures.join("; ")
+            ),
+        ))
+    }
+
+    async fn handshake(
+        &mut self,
+        cfg: &FetchConfig,
+        tcp: TcpStream,
+        deadline: Instant,
+    ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, FetchError> {
+        let (config, verifier) = tls::client_config(&cfg.extra_roots, cfg.observe_invalid_tls)
+            .map_err(|message| FetchError::new(Phase::Tls, FetchErrorKind::Other, message))?;
+        let (server_name, sni) = match self.target.ip {
+            Some(ip) => (ServerName::IpAddress(ip.into()), None),
+            None => {
+                let name = ServerName::try_from(self.target.host.clone()).map_err(|e| {
+                    FetchError::new(
+                        Phase::Tls,
+                        FetchErrorKind::BadUrl,
+                        format!("{:?} is not a valid TLS server name: {e}", self.target.host),
+                    )
+                })?;
+                (name, Some(self.target.host.clone()))
+            }
+        };
+        let connector = tokio_rustls::TlsConnector::from(config);
+        let phase_started = Instant::now();
+        let result = timeout_at(
+            self.phase_deadline(cfg.timeouts.tls_ms, deadline),
+            connector.connect(server_name, tcp),
+        )
+        .await;
+        self.hop.timings.tls_ms = Some(ms_since(phase_started));
+        let seen = verifier.seen();
+        if let Some(seen) = &seen {
+            let leaf = seen
+                .chain_der
+                .first()
+                .map(|der| tls::leaf_facts(der))
+                .unwrap_or_default();
+            self.tls = Some(TlsSeen {
+                sni: sni.clone(),
+                chain_der: seen.chain_der.clone(),
+                leaf_not_before: leaf.not_before,
+                leaf_not_after: leaf.not_after,
+                leaf_subject: leaf.subject,
+                leaf_issuer: leaf.issuer,
+                verified: seen.error.is_none(),
+                verify_error: seen.error.clone(),
+                ..TlsSeen::default()
+            });
+            self.hop.tls_verified = Some(seen.error.is_none());
+        }
+        let stream = match result {
+            Err(_) => {
+                return Err(FetchError::new(
+                    Phase::Tls,
+                    FetchErrorKind::Timeout,
+                    format!("TLS handshake not done within {} ms", cfg.timeouts.tls_ms),
+                ));
+            }
+            Ok(Err(e)) => {
+                let refused_by_verifier =
+                    !cfg.observe_invalid_tls && seen.as_ref().is_some_and(|s| s.error.is_some());
+                let kind = if refused_by_verifier {
+                    FetchErrorKind::TlsInvalid
+                } else {
+                    match io_kind(&e) {
+                        FetchErrorKind::Other => FetchErrorKind::Protocol,
+                        other => other,
+                    }
+                };
+                return Err(FetchError::new(
+                    Phase::Tls,
+                    kind,
+                    format!("TLS handshake with {} failed: {e}", self.target.host),
+                ));
+            }
+            Ok(Ok(stream)) => stream,
+        };
+        let (_, connection) = stream.get_ref();
+        let version = connection.protocol_version().map(tls::version_name);
+        let cipher = connection.negotiated_cipher_suite().map(tls::cipher_name);
+        let alpn = connection
+            .alpn_protocol()
+            .map(|p| String::from_utf8_lossy(p).into_owned());
+        let tls_seen = self.tls.get_or_insert_with(|| TlsSeen {
+            sni,
+            verified: false,
+            verify_error: Some("the certificate verifier was never consulted".to_string()),
+            ..TlsSeen::default()
+        });
+        tls_seen.version = version;
+        tls_seen.cipher = cipher;
+        tls_seen.alpn = alpn;
+        Ok(stream)
+    }
+
+    async fn request<S>(
+        &mut self,
+        cfg: &FetchConfig,
+        stream: S,
+        method: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+        deadline: Instant,
+    ) -> Result<OpenHop, FetchError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let request = build_request(cfg, &self.target, method, headers, body)?;
+        let mut builder = hyper::client::conn::http1::Builder::new();
+        builder
+            .max_buf_size(
+                cfg.max_header_bytes
+                    .saturating_add(READ_BUF_ROOM)
+                    .max(HYPER_MIN_BUF),
+            )
+            .max_header_size(cfg.max_header_bytes)
+            .max_headers(cfg.max_headers);
+        let head_deadline = self.phase_deadline(cfg.timeouts.first_byte_ms, deadline);
+        let (mut sender, connection) =
+            match timeout_at(head_deadline, builder.handshake(TokioIo::new(stream))).await {
+                Ok(Ok(parts)) => parts,
+                Ok(Err(e)) => {
+                    return Err(FetchError::new(
+                        Phase::Request,
+                        FetchErrorKind::Other,
+                        format!(
+                            "cannot start HTTP/1.1 on the connection: {}",
+                            error_chain(&e)
+                        ),
+                    ));
+                }
+                Err(_) => {
+                    return Err(FetchError::new(
+                        Phase::Request,
+                        FetchErrorKind::Timeout,
+                        "HTTP/1.1 setup timed out",
+                    ));
+                }
+            };
+        let connection = AbortOnDrop(tokio::spawn(async move {
+            // Its errors reach us through `send_request` and the body.
+            let _ = connection.await;
+        }));
+        let response = match timeout_at(head_deadline, sender.send_request(request)).await {
+            Err(_) => {
+                return Err(FetchError::new(
+                    Phase::Head,
+                    FetchErrorKind::Timeout,
+                    format!(
+                        "no complete response head within {} ms",
+                        cfg.timeouts.first_byte_ms
+                    ),
+                ));
+            }
+            Ok(Err(e)) => return Err(head_error(cfg, &e)),
+            Ok(Ok(response)) => response,
+        };
+        self.hop.timings.ttfb_ms = Some(ms_since(self.started));
+        let (parts, body) = response.into_parts();
+        let status = parts.status.as_u16();
+        let headers: Vec<(String, String)> = parts
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                (
+                    name.as_str().to_string(),
+                    String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        self.hop.status = Some(status);
+        self.hop.location = header_value(&headers, "location").map(str::to_string);
+        let head_bytes = head_size(parts.status, &headers);
+        Ok(OpenHop {
+            status,
+            headers,
+            head_bytes,
+            body,
+            _connection: connection,
+        })
+    }
+
+    /// Reads the body under the byte cap and the whole-body deadline. A body cut short (by the
+    /// deadline, a reset or a protocol error) is still returned, with the error beside it.
+    async fn read_body(
+        &mut self,
+        open: OpenHop,
+        cfg: &FetchConfig,
+        deadline: Instant,
+    ) -> (HttpResponse, Option<FetchError>) {
+        let body_deadline = self.phase_deadline(cfg.timeouts.body_ms, deadline);
+        let cap = cfg.max_body_bytes;
+        let OpenHop {
+            status,
+            headers,
+            head_bytes,
+            mut body,
+            _connection,
+        } = open;
+        let mut bytes: Vec<u8> = Vec::new();
+        let mut truncated = false;
+        let mut error = None;
+        loop {
+            match timeout_at(body_deadline, body.frame()).await {
+                Err(_) => {
+                    error = Some(FetchError::new(
+                        Phase::Body,
+                        FetchErrorKind::Timeout,
+                        format!(
+                            "body not complete within {} ms ({} bytes received)",
+                            cfg.timeouts.body_ms,
+                            bytes.len()
+                        ),
+                    ));
+                    break;
+                }
+                Ok(None) => break,
+                Ok(Some(Err(e))) => {
+                    error = Some(body_error(&e, bytes.len()));
+                    break;
+                }
+                Ok(Some(Ok(frame))) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue; // trailers carry no body bytes
+                    };
+                    let room = cap.saturating_sub(bytes.len());
+                    if data.len() > room {
+                        bytes.extend_from_slice(&data[..room]);
+                        truncated = true;
+                        break;
+                    }
+                    bytes.extend_from_slice(&data);
+                }
+            }
+        }
+        drop(body);
+        drop(_connection);
+        let elapsed = ms_since(self.started);
+        if error.is_none() {
+            self.hop.timings.last_byte_ms = Some(elapsed);
+        }
+        self.hop.timings.total_ms = Some(elapsed);
+        (
+            HttpResponse::new(status, headers, bytes, truncated, head_bytes),
+            error,
+        )
+    }
+}
+
+/// Refuses the hop if any resolved address is not public: a name that mixes public and private
+/// addresses is itself suspicious, and the connection could land on either.
+fn guard(host: &str, addrs: &[SocketAddr]) -> Result<(), FetchError> {
+    for addr in addrs {
+        let ip = addr.ip();
+        if let Some(reason) = netguard::is_forbidden(ip) {
+            let what = match ip {
+                IpAddr::V6(v6) => match netguard::embedded_ipv4(v6) {
+                    Some((how, v4)) => format!("{ip} ({} of {v4})", how.as_str()),
+                    None => ip.to_string(),
+                },
+                IpAddr::V4(_) => ip.to_string(),
+            };
+            let subject = if host == ip.to_string() {
+                what
+            } else {
+                format!("{host} resolves to {what}")
+            };
+            return Err(FetchError::new(
+                Phase::Guard,
+                FetchErrorKind::Blocked,
+                format!("{subject}: {reason}; refused (allow_private is off)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn build_request(
+    cfg: &FetchConfig,
+    target: &Target,
+    method: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> Result<http::Request<Full<Bytes>>, FetchError> {
+    let bad = |message: String| FetchError::new(Phase::Request, FetchErrorKind::Other, message);
+    let method = http::Method::from_bytes(method.as_bytes())
+        .map_err(|_| bad(format!("invalid HTTP method {method:?}")))?;
+    let mut builder = http::Request::builder()
+        .method(method)
+        .uri(target.path_and_query.as_str())
+        .header(http::header::HOST, target.host_header());
+    let mut has_user_agent = false;
+    for (name, value) in headers {
+        let name = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| bad(format!("invalid request header name {name:?}")))?;
+        if name == http::header::HOST
+            || name == http::header::CONTENT_LENGTH
+            || name == http::header::ACCEPT_ENCODING
+        {
+            continue;
+        }
+        has_user_agent |= name == http::header::USER_AGENT;
+        let value = http::HeaderValue::from_str(value)
+            .map_err(|_| bad(format!("invalid value for request header {name}")))?;
+        builder = builder.header(name, value);
+    }
+    if !has_user_agent && !cfg.user_agent.is_empty() {
+        let value = http::HeaderValue::from_str(&cfg.user_agent)
+            .map_err(|_| bad("invalid user_agent in the fetch configuration".to_string()))?;
+        builder = builder.header(http::header::USER_AGENT, value);
+    }
+    builder
+        .body(Full::new(Bytes::copy_from_slice(body)))
+        .map_err(|e| bad(format!("cannot build the request: {e}")))
+}
+
+fn head_error(cfg: &FetchConfig, e: &hyper::Error) -> FetchError {
+    let chain = error_chain(e);
+    if e.is_parse_too_large() {
+        return FetchError::new(
+            Phase::Head,
+            FetchErrorKind::TooLarge,
+            format!(
+                "response head over the cap of {} bytes or {} headers: {chain}",
+                cfg.max_header_bytes, cfg.max_headers
+            ),
+        );
+    }
+    if e.is_parse() || e.is_parse_status() {
+        return FetchError::new(
+            Phase::Head,
+            FetchErrorKind::Protocol,
+            format!("malformed response head: {chain}"),
+        );
+    }
+    if e.is_user() {
+        return FetchError::new(
+            Phase::Request,
+            FetchErrorKind::Other,
+            format!("request refused by the HTTP client: {chain}"),
+        );
+    }
+    if e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
+        return FetchError::new(
+            Phase::Head,
+            FetchErrorKind::Reset,
+            format!("connection closed before a complete response head: {chain}"),
+        );
+    }
+    let kind = io_source_kind(e).unwrap_or(FetchErrorKind::Other);
+    FetchError::new(Phase::Head, kind, format!("no response head: {chain}"))
+}
+
+fn body_error(e: &hyper::Error, received: usize) -> FetchError {
+    let chain = error_chain(e);
+    let (kind, what) = if e.is_incomplete_message() {
+        (FetchErrorKind::Reset, "connection closed mid-body")
+    } else if e.is_parse() {
+        (FetchErrorKind::Protocol, "malformed body framing")
+    } else {
+        match io_source_kind(e) {
+            Some(kind) => (kind, "body read failed"),
+            None => (FetchErrorKind::Protocol, "body read failed"),
+        }
+    };
+    FetchError::new(
+        Phase::Body,
+        kind,
+        format!("{what} after {received} bytes: {chain}"),
+    )
+}
+
+/// The kind of the first `io::Error` in the source chain, if any.
+fn io_source_kind(e: &(dyn StdError + 'static)) -> Option<FetchErrorKind> {
+    let mut current: Option<&(dyn StdError + 'static)> = Some(e);
+    while let Some(err) = current {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return Some(io_kind(io));
+        }
+        current = err.source();
+    }
+    None
+}
+
+fn io_kind(e: &std::io::Error) -> FetchErrorKind {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::ConnectionRefused => FetchErrorKind::Refused,
+        K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::UnexpectedEof => {
+            FetchErrorKind::Reset
+        }
+        K::TimedOut => FetchErrorKind::Timeout,
+        _ => FetchErrorKind::Other,
+    }
+}
+
+/// `outer: inner: innermost`, so the message says what actually went wrong.
+fn error_chain(e: &(dyn StdError + 'static)) -> String {
+    let mut message = e.to_string();
+    let mut current = e.source();
+    while let Some(err) = current {
+        let text = err.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        current = err.source();
+    }
+    message
+}
+
+fn header_value<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+/// `HTTP/1.1 402 Payment Required\r\n`, each `name: value\r\n`, and the final `\r\n`.
+fn head_size(status: http::StatusCode, headers: &[(String, String)]) -> usize {
+    let reason = status.canonical_reason().unwrap_or("");
+    let status_line = "HTTP/1.1 ".len() + 3 + 1 + reason.len() + 2;
+    let lines: usize = headers.iter().map(|(n, v)| n.len() + 2 + v.len() + 2).sum();
+    status_line + lines + 2
+}
+
+fn ms_since(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1000.0
+}
+
+fn ms_between(earlier: Instant, later: Instant) -> f64 {
+    later.saturating_duration_since(earlier).as_secs_f64() * 1000.0
+}
+
+/// Aborts the task (here: the connection driver, closing the socket) when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Serde helpers: byte strings as standard base64.
+mod b64 {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+
+    pub mod bytes {
+        use super::*;
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_str(&STANDARD.encode(v))
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+            let text = String::deserialize(d)?;
+            STANDARD.decode(text).map_err(serde::de::Error::custom)
+        }
+    }
+
+    pub mod bytes_list {
+        use super::*;
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(v: &[Vec<u8>], s: S) -> Result<S::Ok, S::Error> {
+            s.collect_seq(v.iter().map(|b| STANDARD.encode(b)))
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<u8>>, D::Error> {
+            let texts = Vec::<String>::deserialize(d)?;
+            texts
+                .into_iter()
+                .map(|t| STANDARD.decode(t).map_err(serde::de::Error::custom))
+                .collect()
+        }
+    }
+
+    pub mod cert_list {
+        use super::*;
+        use rustls_pki_types::CertificateDer;
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(
+            v: &[CertificateDer<'static>],
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            s.collect_seq(v.iter().map(|c| STANDARD.encode(c.as_ref())))
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Vec<CertificateDer<'static>>, D::Error> {
+            let texts = Vec::<String>::deserialize(d)?;
+            texts
+                .into_iter()
+                .map(|t| {
+                    STANDARD
+                        .decode(t)
+                        .map(CertificateDer::from)
+                        .map_err(serde::de::Error::custom)
+                })
+                .collect()
+        }
+    }
+}
