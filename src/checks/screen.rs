@@ -1,1 +1,0 @@
-//! Screens (S2, S3, S4): deterministic rules with receipts.

@@ -1,0 +1,311 @@
+//! The pattern rules: regular expressions over the folded text (lower case, Latin diacritics
+//! removed, whitespace collapsed to single spaces, lookalikes folded; see `normalise`).
+//!
+//! Each rule has a stable id that receipts name. Rules are written for a family of phrasings,
+//! never for one sentence: a verb from a list, a few free words, a noun from a list. Where a
+//! language puts the verb last (German), both orders are written. Rules about asking for secrets
+//! are "negatable": a match preceded or followed by a negation ("never share your private key",
+//! "API key not required") is not an ask.
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+use super::Category;
+
+pub(super) struct Rule {
+    pub id: &'static str,
+    pub category: Category,
+    /// Suppressed when a negation stands right before or after, or inside the match.
+    pub negatable: bool,
+    /// Also run over the leetspeak view of the text (word rules only).
+    pub leet: bool,
+    pub regex: Regex,
+}
+
+/// Up to `n` free words between two parts of a phrase.
+fn gap(n: usize) -> String {
+    format!(r"(?: \S+){{0,{n}}}?")
+}
+
+// Shared vocabularies.
+const EN_QUALIFIER: &str = r"(?:previous|prior|earlier|above|preceding|former|original|initial|system|developer|safety|your|all|any|existing|old|current|given)";
+const EN_RULE_NOUN: &str = r"(?:instructions?|prompts?|rules|directives?|guidelines|guidance|guardrails|context|messages|commands|orders|constraints|programming|polic(?:y|ies)|restrictions|directions|training)";
+const EN_ASK_VERB: &str = r"(?:enter|provide|send|paste|share|submit|input|give|include|type|upload|supply|pass|post|attach|tell us|reveal|reply with|respond with|forward|export|disclose|fill in|put|email|dm|message us)";
+const EN_NEED: &str = r"(?:needs?|requires?|required|must (?:have|provide|include|send)|asks? for)";
+const PRIVATE_KEY: &str = r"(?:(?:private|secret|signing|wallet|priv)[ _-]?keys?|privkeys?)";
+const SEED_PHRASE: &str = r"(?:(?:seed|recovery|mnemonic|backup|secret|wallet)[ _-]?(?:phrase|words)|mnemonics?|(?:12|24|twelve|twenty-four)[ -]words?(?: phrase| seed)?)";
+const PASSWORD: &str = r"(?:passwords?|passphrases?|passcodes?|pin codes?|2fa codes?|otp codes?|one-time (?:codes?|passwords?)|login credentials|credentials)";
+const API_SECRET: &str = r"(?:api[ _-]?(?:keys?|secrets?|tokens?)|access[ _-]?tokens?|bearer tokens?|auth(?:orization)?[ _-]?tokens?|secret tokens?|session (?:tokens?|cookies?)|client[ _-]?secrets?|jwts?|openai keys?)";
+const AUTH_HEADER: &str = r"(?:authorization|proxy-authorization|x-api-key|api-key|cookies?|x-auth-token|x-access-token|bearer)";
+const FUND_NOUN: &str = r"(?:funds|balances?|usdc|eth|tokens|assets|crypto|money|coins|holdings|wallet|savings)";
+const URLISH: &str = r"(?:https?://|www\.|[a-z0-9-]+\.[a-z]{2,}\b)";
+
+struct Spec {
+    id: &'static str,
+    category: Category,
+    negatable: bool,
+    leet: bool,
+    pattern: String,
+}
+
+fn word_rule(id: &'static str, category: Category, pattern: String) -> Spec {
+    Spec {
+        id,
+        category,
+        negatable: false,
+        leet: true,
+        pattern,
+    }
+}
+
+fn secret_rule(id: &'static str, pattern: String) -> Spec {
+    Spec {
+        id,
+        category: Category::SecretAsk,
+        negatable: true,
+        leet: true,
+        pattern,
+    }
+}
+
+fn literal_rule(id: &'static str, category: Category, pattern: String) -> Spec {
+    Spec {
+        id,
+        category,
+        negatable: false,
+        leet: false,
+        pattern,
+    }
+}
+
+fn specs() -> Vec<Spec> {
+    use Category::*;
+    let g2 = gap(2);
+    let g3 = gap(3);
+    let g4 = gap(4);
+    let g6 = gap(6);
+    let g8 = gap(8);
+    vec![
+        // ---- Injection: overriding earlier instructions ----
+        word_rule("inj.ignore-previous", Injection, format!(
+            r"\b(?:ignore|disregard|forget|override|bypass|discard|abandon|neglect|overlook|dismiss|drop|skip)\b{g3} {EN_QUALIFIER}(?: \S+){{0,2}}? {EN_RULE_NOUN}\b")),
+        word_rule("inj.ignore-previous", Injection,
+            r"\b(?:ignore|disregard|forget)\b(?: (?:all|everything|anything|what|whatever|that|the|you|were|was|have|been|told|said|written|stated|is|i|we|ve|'ve))*? (?:above|before|previously|earlier|so far|until now|up to now)\b".to_string()),
+        word_rule("inj.ignore-previous", Injection, format!(
+            r"\b(?:ignora|olvida|olvide|olviden|descarta|descarte|omite|omita|desatiende|desobedece|haz caso omiso de|ignore|ignoren|ignorad|ignorem|esqueca|esquece|esquecam|desconsidere|desconsidera|despreze|ignori|ignorate|dimentica|dimentichi|tralascia)\b{g3} (?:instrucciones|indicaciones|reglas|ordenes|directrices|normas|consignas|instrucoes|regras|ordens|diretrizes|orientacoes|comandos|istruzioni|regole|indicazioni|direttive)\b")),
+        word_rule("inj.ignore-previous", Injection, format!(
+            r"\b(?:ignore|ignorez|ignorer|oublie|oubliez|oublier|ne tiens pas compte|ne tenez pas compte)\b(?: \S+){{0,2}}? (?:les|tes|vos|toutes|ces|leurs|des)\b{g2} (?:instructions|consignes|regles|directives|ordres|indications)\b")),
+        word_rule("inj.ignore-previous", Injection, format!(
+            r"\b(?:ignoriere|ignorier|ignorieren sie|ignoriert|vergiss|vergesst|vergessen sie|missachte|missachten sie|verwirf|verwerfen sie)\b{g3} (?:anweisungen|instruktionen|regeln|befehle|vorgaben|richtlinien|anordnungen)\b")),
+        word_rule("inj.ignore-previous", Injection, format!(
+            r"\b(?:vorherigen|bisherigen|vorigen|obigen|fruheren|alten|ursprunglichen|system)\w* (?:anweisungen|instruktionen|regeln|befehle|vorgaben){g2} (?:ignorieren|vergessen|missachten)\b")),
+        word_rule("inj.ignore-previous", Injection, format!(
+            r"\b(?:игнорируй|игнорируйте|проигнорируй|проигнорируйте|забудь|забудьте|отбрось|отбросьте|не обращай внимания на|не обращайте внимания на|не следуй|не следуйте|отмени|отмените)\b{g3} (?:инструкци|указани|правил|команд|установк|директив|ограничени)\w*")),
+        word_rule("inj.ignore-previous", Injection,
+            r"(?:忽略|忽视|无视|無視|忽視|忘记|忘記|忘掉|不要理会|不要理會|不要遵守|不要遵循|放弃|放棄|抛弃|拋棄)[^。！？.!?]{0,12}(?:指令|指示|规则|規則|提示|设定|設定|要求|命令|约束|約束|限制)".to_string()),
+        word_rule("inj.ignore-previous", Injection, format!(
+            r"\b{EN_QUALIFIER} (?:instructions|rules|directives|guidelines){g2} (?:no longer apply|(?:are|is) (?:void|null|cancel(?:l)?ed|revoked|overridden|superseded|suspended)|do not apply|don't apply)\b")),
+
+        // ---- Injection: new role or persona ----
+        word_rule("inj.role-override", Injection,
+            r"\byou are (?:now|no longer|from now on)\b(?: (?:a|an|the|my|in|free|unrestricted|jailbroken|dan|operating|acting|going to|allowed|permitted|authorized|required|an?))".to_string()),
+        word_rule("inj.role-override", Injection,
+            r"\bfrom now on,? (?:you|your|always|only|respond|reply|answer|act|behave|ignore|never|pretend)\b".to_string()),
+        word_rule("inj.role-override", Injection,
+            r"\b(?:pretend|imagine|assume) (?:that )?(?:you are|you're|to be|you were)\b".to_string()),
+        word_rule("inj.role-override", Injection,
+            r"\b(?:act|behave|respond|reply|roleplay|role-play) as (?:if you (?:are|were) )?(?:an? |the )?(?:unrestricted|unfiltered|uncensored|jailbroken|evil|malicious|rogue|dan\b|developer mode|ai (?:with|without)|assistant (?:with|without)|model (?:with|without))".to_string()),
+        word_rule("inj.role-override", Injection,
+            r"\b(?:(?:enable|enter|activate|switch to|turn on)\b (?:the )?(?:developer|dev|god|dan|jailbreak|debug|sudo|admin|unrestricted) mode\b|developer mode (?:enabled|activated|on)\b|do anything now\b)".to_string()),
+        word_rule("inj.role-override", Injection,
+            r"\byour (?:new|real|actual|true|only|primary) (?:task|role|goal|job|objective|purpose|mission|instructions?|persona|identity) (?:is|are|will be)\b".to_string()),
+        word_rule("inj.role-override", Injection,
+            r"\b(?:ahora eres|a partir de ahora (?:eres|seras|actua|actuas|responde|respondes|debes|tu)|finge (?:ser|que eres)|tu es maintenant|vous etes maintenant|desormais,? tu|a partir de maintenant,? (?:tu|vous)|fais semblant d'etre|faites semblant d'etre|du bist (?:jetzt|nun|ab sofort|ab jetzt)|ab (?:jetzt|sofort) bist du|von nun an (?:bist du|antwortest du|wirst du)|tu so,? als|tun sie so,? als|agora voce e|a partir de agora,? voce|a partir de agora (?:e|sera|seja|aja|responda)|finja (?:ser|que voce e)|ora sei|da ora in poi (?:sei|rispondi|devi)|fingi di essere)\b".to_string()),
+        word_rule("inj.role-override", Injection,
+            r"(?:你现在是|你現在是|从现在开始你|從現在開始你|从现在起你|從現在起你|假装你是|假裝你是|你不再是|\bтеперь ты\b|\bотныне ты\b|\bс этого момента ты\b|\bпритворись\b|\bпредставь,? что ты\b|\bты больше не\b)".to_string()),
+
+        // ---- Injection: addressed to the model ----
+        word_rule("inj.addressed-to-agent", Injection, format!(
+            r"\b(?:note|message|instructions?|attention|important|notice|memo|reminder)\b[^.!?]{{0,20}}\b(?:to|for)\b (?:all |any |the |every )?(?:ai|llm|gpt|claude|assistant|agent|language model|model|bot|chatbot|crawler)s?\b{g3}\s*[:,!-]{g8} (?:must|should|ignore|disregard|forget|do not|don't|never|always|call|send|transfer|reveal|print|output|tell|say|include|approve|pay|follow)\b")),
+        word_rule("inj.addressed-to-agent", Injection,
+            r"(?:^|[.!?:;] )(?:system|assistant|ai|agent|model|llm)\s*: (?:the (?:assistant|agent|model|ai)|you|ignore|disregard|forget|after|before|always|never|must|do not|from now)\b".to_string()),
+        word_rule("inj.addressed-to-agent", Injection,
+            r"\b(?:hey|hi|hello|dear|attention) (?:ai|assistant|agent|model|llm|chatbot|claude|chatgpt|gpt)\b,? ".to_string()),
+        literal_rule("inj.chat-template", Injection,
+            r"(?:<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id)\|>|\[/?inst\]|<</?sys>>|</?(?:system|assistant)>|(?:^|\s)#{1,3} ?(?:system|new instructions?|instructions?)\s*:)".to_string()),
+
+        // ---- Injection: leaking the prompt or the environment ----
+        word_rule("inj.reveal-prompt", Injection, format!(
+            r"\b(?:reveal|print|show|output|repeat|display|leak|dump|disclose|expose|share|write out|spell out|recite|tell me|give me|send me|paste)\b{g3} (?:your (?:\S+ ){{0,2}}?(?:prompt|instructions|guidelines|rules|directives|configuration|environment variables|env vars|context)|(?:the )?(?:system|initial|original|hidden|secret|internal|developer|pre) (?:prompt|instructions|message)|(?:the )?(?:contents? of )?(?:your |the )?(?:environment variables|env vars|\.env file))\b")),
+        word_rule("inj.reveal-prompt", Injection,
+            r"\bwhat (?:is|are|'s) your (?:system prompt|initial instructions|instructions|rules|guidelines)\b".to_string()),
+        word_rule("inj.reveal-prompt", Injection, format!(
+            r"\b(?:revela|muestra|imprime|dime|comparte|repite|revele|revelez|affiche|affichez|montre|montrez|repete|repetez|donne|donnez|zeige|zeig|verrate|wiederhole|mostre|mostra|imprima|diga|repita|rivela|stampa|ripeti)\b{g3} (?:prompt (?:del sistema|systeme|du systeme|initial|do sistema|di sistema)|instrucciones (?:del sistema|iniciales|ocultas)|tus instrucciones|(?:tes|vos) (?:instructions|consignes)|system-?prompt|(?:deine|ihre) (?:anweisungen|instruktionen|systemanweisungen)|(?:suas|tuas) instrucoes|le tue istruzioni)\b")),
+        word_rule("inj.reveal-prompt", Injection,
+            r"(?:(?:显示|輸出|输出|泄露|泄漏|告诉我|告訴我|打印|透露|给我|給我|复述|複述)[^。！？]{0,10}(?:系统提示|系統提示|系统指令|系統指令|提示词|提示詞|初始指令|系统设定)|\b(?:покажи|выведи|раскрой|сообщи|напечатай|повтори)\w*(?: \S+){0,3}? (?:системн\w* (?:промпт|инструкци|подсказк)\w*|сво(?:и|ё|й) (?:инструкци|промпт)\w*))".to_string()),
+
+        // ---- Injection: moving the agent's money ----
+        word_rule("inj.send-funds", Injection, format!(
+            r"\b(?:send|transfer|wire|move|pay|deposit|forward|sweep|withdraw|bridge)\b{g3} (?:all|your|the entire|the whole|the remaining|remaining|entire|whole|every|max|maximum) (?:of )?(?:\S+ ){{0,3}}?{FUND_NOUN}\b")),
+        literal_rule("inj.send-funds", Injection,
+            r"\b(?:send|transfer|wire|deposit|forward|tip|donate)\b(?: \S+){0,6}? (?:to|into|at) 0x[0-9a-f]{40}\b".to_string()),
+        word_rule("inj.send-funds", Injection, format!(
+            r"\b(?:envia|envie|enviad|transfiere|transfiera|manda|mande|deposita|transfira|transfere|deposite|envoie|envoyez|transfere|transferez|virez|vire|deposez|sende|senden sie|schicke|schicken sie|uberweise|uberweisen sie|transferiere|transferieren sie)\b{g3} (?:(?:todos|todo|tus|sus|los|el|tu|su|os|o|seus|seu|sua|suas|a|tous|tout|tes|vos|les|le|ton|votre|alle|all|dein|deine|ihr|ihre|das|die|gesamtes?|gesamten) )*(?:fondos|saldo|usdc|tokens|criptomonedas|dinero|activos|fundos|criptomoedas|dinheiro|ativos|fonds|solde|jetons|cryptos?|argent|actifs|guthaben|gelder|geld|token|kryptowahrung|vermogen|mittel)\b")),
+        word_rule("inj.send-funds", Injection,
+            r"(?:\b(?:отправ|перевед|переве|перечисл|вывед|скин)\w*(?: \S+){0,3}? (?:(?:все|свои|весь|свой|ваши|ваш) )*(?:средства|баланс|деньги|токены|usdc|активы|крипт\w*)|(?:转账|转移|转出|发送|转给|汇款|打款|轉帳|轉移)[^。！？]{0,18}(?:资金|余额|代币|代幣|餘額|資金|usdc)|把[^。！？]{0,10}(?:资金|余额|代币|usdc|钱)[^。！？]{0,10}(?:转|发|打))".to_string()),
+
+        // ---- Injection: calling something else, exfiltration, concealment ----
+        word_rule("inj.call-other", Injection, format!(
+            r"\binstead(?: of \S+(?: \S+){{0,4}}?)?,? (?:always )?(?:call|use|invoke|query|fetch|visit|contact|request|send)\b{g6} (?:{URLISH}|tool|endpoint|api|function|url|server)")),
+        word_rule("inj.call-other", Injection, format!(
+            r"\b(?:call|invoke|use|query|fetch|visit|request|contact)\b{g3} https?://\S+ instead\b")),
+        word_rule("inj.call-other", Injection,
+            r"\b(?:must|should|always|first)\b(?: now)? (?:call|invoke|use|run|execute|trigger)\b (?:the )?(?:tool|function|plugin|action)\b".to_string()),
+        word_rule("inj.call-other", Injection, format!(
+            r"\b(?:fetch|visit|open|load|read|go to|navigate to|browse to|retrieve|download)\b{g3} https?://\S+{g8} (?:and|then) (?:follow|execute|obey|run|do|carry out|apply)\b")),
+        word_rule("inj.call-other", Injection,
+            r"\bfollow (?:the |these |those |any )?(?:instructions|directions|commands|orders|steps) (?:at|on|from|in|found at) https?://".to_string()),
+        word_rule("inj.exfiltrate", Injection, format!(
+            r"\b(?:exfiltrat\w*|(?:send|post|forward|upload|leak|share|include|append|submit|report|copy|attach|transmit|collect)\b{g6} (?:conversation|chat history|chat log|messages|user data|user'?s? data|personal data|private data|credentials|api (?:keys?|tokens?)|tokens|secrets?|session|cookies?|environment variables|env vars|memory|previous messages|system prompt|private keys?|wallet keys?|emails?|email address(?:es)?|passwords?)\b{g8} (?:to|into|at|via) (?:{URLISH}|webhook|this (?:url|endpoint|address)|our (?:server|endpoint)))")),
+        word_rule("inj.conceal", Injection,
+            r"\b(?:(?:do not|don't|dont|never)\b (?:tell|inform|mention|reveal|disclose|show|alert|notify|warn|let)\b(?: \S+){0,2}? (?:the )?(?:user|human|operator|owner|person|anyone|them)\b|without (?:telling|informing|notifying|alerting|asking|warning|letting) (?:the )?(?:user|human|operator|owner|anyone)\b|(?:secretly|silently|quietly|covertly|discreetly|stealthily|invisibly)\b (?:\S+ ){0,2}?(?:send|transfer|call|forward|include|append|pay|approve|execute|run|add|insert|post|upload|redirect|recommend|mention|sign)\b)".to_string()),
+
+        // ---- Phishing ----
+        word_rule("phish.claim-airdrop", Phishing, format!(
+            r"(?:\bclaim\b{g3} (?:airdrop|airdrops|reward|rewards|tokens|bonus|nft|prize|allocation|giveaway|free)\b|\b(?:free|exclusive|limited|surprise|bonus|limited-time) (?:\S+ ){{0,2}}?(?:airdrop|giveaway|mint|drop)\b|\bgiveaway\b|\bairdrop\b{g2} (?:is )?(?:live|now|ending|ends|available|claimable)\b)")),
+        word_rule("phish.claim-airdrop", Phishing, format!(
+            r"(?:\b(?:reclama|reclame|reclamez|reclamer|resgate|reivindique|fordere|beanspruche|hol dir|sichere dir)\b{g3} (?:airdrop|recompensa|recompense|tokens|premio|jetons|bonus|belohnung|token)\b|(?:领取|領取|认领|認領|免费获得|免费领)[^。！？]{{0,6}}(?:空投|奖励|獎勵|代币|代幣)|\b(?:получи|забери|заберите|получите)\w*(?: \S+){{0,2}}? (?:аирдроп|айрдроп|эирдроп|эйрдроп|airdrop|награду|бонус|токены))")),
+        word_rule("phish.verify-wallet", Phishing, format!(
+            r"\b(?:verify|validate|sync|synchroni[sz]e|connect|link|authenticate|unlock|restore|rectify|revalidate|reactivate|secure|confirm|recover|migrate|whitelist)\b (?:your )(?:\S+ )?(?:wallet|account|seed|funds)\b{g4} (?:(?:at|on|via|through|using|visit|go to) {URLISH}|here\b|now\b|immediately\b|to (?:avoid|continue|keep|prevent|receive|claim|unlock|restore|get)\b)")),
+        word_rule("phish.verify-wallet", Phishing,
+            r"(?:\b(?:verifiez|verifie|validez|connectez|synchronisez|debloquez)\b (?:votre|ton) (?:portefeuille|wallet|compte)\b|\b(?:verifica|verifique|valida|conecta|conecte|sincroniza|sincronice|desbloquea)\b (?:tu|su|sua|seu|a sua) (?:billetera|cartera|wallet|monedero|carteira)\b|\b(?:verifiziere|verifizieren sie|bestatige|bestatigen sie|verbinde|verbinden sie|synchronisiere)\b (?:deine|ihre|dein|ihr) (?:wallet|geldborse)\b|(?:验证|驗證|连接|連接|同步|解锁|解鎖)(?:你的|您的)?(?:钱包|錢包)|\b(?:подтверди|верифицируй|подключи|синхронизируй|разблокируй)\w* (?:свой |ваш )?кошел\w*)".to_string()),
+        word_rule("phish.urgency", Phishing,
+            r"(?:\byour (?:wallet|account|funds|access|listing|api key|address|api access)\b(?: \S+){0,2}? (?:has been|have been|was|were|is|will be) (?:flagged|suspended|locked|compromised|frozen|restricted|disabled|blocked|deactivated|terminated|blacklisted)\b|\b(?:expires?|suspended|terminated|locked|deleted) (?:today|tonight|in \d+ (?:hours?|minutes?))\b)".to_string()),
+        word_rule("phish.sign-to-claim", Phishing, format!(
+            r"\bsign\b{g3} (?:permit|approval|message|transaction|signature|typed data)s?\b{g6} (?:to|and) (?:claim|receive|unlock|get|collect|redeem|activate)\b")),
+        literal_rule("phish.unlimited-approval", Phishing,
+            r"(?:\b(?:approve|authori[sz]e|grant)\b(?: \S+){0,3}? (?:unlimited|infinite|max|maximum|all) (?:\S+ ){0,2}?(?:spending|spend|allowance|approvals?|usdc|tokens?|funds)\b|\bsetapprovalforall\b|\bincreaseallowance\b)".to_string()),
+
+        // ---- Malware ----
+        literal_rule("malware.pipe-to-shell", Malware,
+            r"(?:\b(?:curl|wget|iwr|irm|invoke-webrequest|invoke-restmethod)\b[^|\n]{0,300}\|\s*(?:sudo\s+)?(?:(?:ba|z|da|k|c|tc)?sh|python[23]?|perl|ruby|node|iex|invoke-expression)\b|\bbase64 (?:-d|--decode|-di)\b[^|\n]{0,60}\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b|\b(?:ba)?sh\s+(?:-c\s+\S?\$\(|<\(\s*)(?:curl|wget)\b)".to_string()),
+        literal_rule("malware.powershell", Malware,
+            r"(?:\bpowershell(?:\.exe)?\b[^\n]{0,120}\s-(?:e|ec|en|enc|enco|encod|encode|encoded|encodedcommand)\s+[a-z0-9+/=]{20,}|\b(?:iex|invoke-expression)\b\s*\(?\s*\(?\s*new-object\s+(?:system\.)?net\.webclient|\b(?:downloadstring|downloadfile|frombase64string)\s*\()".to_string()),
+        literal_rule("malware.reverse-shell", Malware,
+            r"(?:/dev/tcp/\S|\bnc(?:at)?\s+(?:-\w+\s+)*-e\s+/bin/|\bmkfifo\b[^\n]{0,80}\bnc\b)".to_string()),
+        literal_rule("malware.destructive", Malware,
+            r"(?:\brm\s+-(?:rf|fr)\s+(?:/|~|\$home|\*)(?:\s|$|\*)|:\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:|\bmkfs(?:\.\w+)?\s+/dev/|\bdd\s+if=/dev/(?:zero|random|urandom)\s+of=/dev/)".to_string()),
+        literal_rule("malware.executable-link", Malware,
+            r#"\b(?:https?|ftp)://[^\s/]+/[^\s"'<>]*?\.(?:exe|scr|bat|cmd|pif|ps1|vbs|vbe|jse|wsf|hta|msi|apk|dmg|pkg|jar|lnk|iso)(?:[?#][^\s"'<>]*)?(?:$|[\s"'<>)\].,;])"#.to_string()),
+        literal_rule("malware.script-injection", Malware,
+            r"(?:<script\b|\bjavascript:|\bon(?:error|load|mouseover|focus)\s*=|<iframe\b|\bdocument\.cookie\b|\beval\s*\(\s*atob\s*\()".to_string()),
+        literal_rule("malware.code-exec", Malware,
+            r"\b(?:os\.system|os\.popen|subprocess\.\w+|child_process\.\w+|exec|eval|system)\s*\([^)]{0,200}\b(?:curl|wget|bash|/bin/sh|powershell|nc)\b".to_string()),
+
+        // ---- Secret asks ----
+        secret_rule("secret.private-key", format!(
+            r"(?:\b{EN_ASK_VERB}\b(?: \S+){{0,5}}? {PRIVATE_KEY}\b|\b{EN_NEED}\b{g3} (?:your |the |a )?(?:\S+ )?{PRIVATE_KEY}\b|\b{PRIVATE_KEY}\b(?: \S+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b|\bwhat(?: is|'s) your (?:\S+ )?{PRIVATE_KEY}\b)")),
+        secret_rule("secret.seed-phrase", format!(
+            r"(?:\b{EN_ASK_VERB}\b(?: \S+){{0,5}}? {SEED_PHRASE}\b|\b{EN_NEED}\b{g3} (?:your |the |a )?(?:\S+ )?{SEED_PHRASE}\b|\b{SEED_PHRASE}\b(?: \S+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b|\bwhat(?: is|'s|are) your (?:\S+ )?{SEED_PHRASE}\b)")),
+        secret_rule("secret.password", format!(
+            r"(?:\b{EN_ASK_VERB}\b(?: \S+){{0,4}}? (?:your |the |us |me )?(?:\S+ )?{PASSWORD}\b|\b{EN_NEED}\b{g3} (?:your |the )(?:\S+ )?{PASSWORD}\b|\bwhat(?: is|'s) your (?:\S+ )?{PASSWORD}\b|\b(?:re-?enter|log in with|sign in with|login with) your (?:\S+ )?{PASSWORD}\b)")),
+        secret_rule("secret.api-key", format!(
+            r"(?:\b{EN_ASK_VERB}\b(?: \S+){{0,4}}? {API_SECRET}\b|\b{EN_NEED}\b{g3} (?:your |the |an |a |valid )?(?:\S+ )?{API_SECRET}\b|\b{API_SECRET}\b(?: \S+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b)")),
+        secret_rule("secret.auth-header", format!(
+            r"(?:\b(?:send|include|pass|provide|add|attach|set|forward|{EN_NEED})\b{g4} (?:the |your |an? )?{AUTH_HEADER}\b(?: \S+){{0,2}}?(?: header\b|:| token\b)|\b(?:authorization|proxy-authorization)\s*:\s*(?:bearer|basic|token)\b)")),
+        secret_rule("secret.private-key", format!(
+            r"(?:\b(?:introduce|introduzca|ingresa|ingrese|envia|envie|proporciona|proporcione|comparte|comparta|escribe|escriba|pega|pegue|dinos|danos|facilita|facilite|necesita|necesitamos|digite|insira|forneca|compartilhe|informe|cole|passe|mande|diga)\b{g3} (?:clave privada|llave privada|clave secreta|chave privada|chave secreta)\b|\b(?:entre[rz]?|saisi(?:r|s|ssez)|envoy(?:er|ez)|envoie|fourni(?:r|s|ssez)|partag(?:er|ez|e)|coll(?:er|ez|e)|donn(?:er|ez|e)|indiqu(?:er|ez)|communiqu(?:er|ez)|tap(?:er|ez))\b{g3} (?:cle privee|cle secrete)\b)")),
+        secret_rule("secret.seed-phrase", format!(
+            r"(?:\b(?:introduce|introduzca|ingresa|ingrese|envia|envie|proporciona|proporcione|comparte|comparta|escribe|escriba|pega|pegue|dinos|danos|facilita|facilite|digite|insira|forneca|compartilhe|informe|cole|passe|mande|diga)\b{g3} (?:frase semilla|frase de recuperacion|palabras de recuperacion|mnemonico|frase semente|frase-semente|frase de recuperacao|palavras de recuperacao|mnemonica)\b|\b(?:entre[rz]?|saisi(?:r|s|ssez)|envoy(?:er|ez)|envoie|fourni(?:r|s|ssez)|partag(?:er|ez|e)|coll(?:er|ez|e)|donn(?:er|ez|e)|indiqu(?:er|ez)|communiqu(?:er|ez)|tap(?:er|ez))\b{g3} (?:phrase de recuperation|phrase secrete|phrase mnemonique|mots de recuperation)\b)")),
+        secret_rule("secret.password", format!(
+            r"(?:\b(?:introduce|introduzca|ingresa|ingrese|envia|envie|proporciona|proporcione|comparte|comparta|escribe|escriba|dinos|danos|digite|insira|forneca|compartilhe|informe|mande|diga)\b{g3} (?:contrasena|senha|clave de acceso)\b|\b(?:entre[rz]?|saisi(?:r|s|ssez)|envoy(?:er|ez)|envoie|fourni(?:r|s|ssez)|partag(?:er|ez|e)|donn(?:er|ez|e)|indiqu(?:er|ez)|communiqu(?:er|ez)|tap(?:er|ez))\b{g3} (?:mot de passe|identifiants)\b)")),
+        secret_rule("secret.private-key", format!(
+            r"(?:\b(?:gib|gebe|geben sie|sende|senden sie|schicke|schicken sie|teile|teilen sie|nenne|nennen sie|trage|tragen sie|fuge|fugen sie)\b{g3} (?:privat\w* schlussel|geheim\w* schlussel|seed-?phrase|wiederherstellungsphrase|passwort|kennwort|zugangsdaten|api-?schlussel)\w*|\b(?:privat\w* schlussel|seed-?phrase|wiederherstellungsphrase|passwort|kennwort|zugangsdaten)\b(?: \S+){{0,4}}? (?:eingeben|angeben|senden|schicken|mitteilen|eintragen|einfugen|teilen)\b)")),
+        secret_rule("secret.private-key",
+            r"(?:(?:输入|輸入|提供|发送|發送|告诉|告訴|分享|填写|填寫|粘贴|貼上|提交|上传|上傳|发给|發給|给我|給我)[^。！？]{0,10}(?:私钥|私鑰|助记词|助記詞|种子短语|种子词|恢复短语|密码|密碼|密钥|密鑰|秘钥)|\b(?:введи|введите|отправь|отправьте|пришли|пришлите|укажи|укажите|сообщи|сообщите|поделись|поделитесь|вставь|вставьте|скинь|скиньте|дай|дайте|предостав)\w*(?: \S+){0,3}? (?:приватн\w* ключ|секретн\w* ключ|сид-?фраз|seed-?фраз|мнемони|парол|фраз\w* восстановлени|секретн\w* фраз|api-?ключ)\w*)".to_string()),
+    ]
+}
+
+/// All rules, compiled once.
+pub(super) fn rules() -> &'static [Rule] {
+    static RULES: OnceLock<Vec<Rule>> = OnceLock::new();
+    RULES.get_or_init(|| {
+        specs()
+            .into_iter()
+            .map(|spec| Rule {
+                id: spec.id,
+                category: spec.category,
+                negatable: spec.negatable,
+                leet: spec.leet,
+                // The patterns are constants of this file; the unit tests compile every one.
+                regex: Regex::new(&spec.pattern)
+                    .unwrap_or_else(|e| panic!("screen rule {} does not compile: {e}", spec.id)),
+            })
+            .collect()
+    })
+}
+
+fn negation_words() -> &'static Regex {
+    static NEGATION: OnceLock<Regex> = OnceLock::new();
+    NEGATION.get_or_init(|| {
+        Regex::new(
+            r"(?:\b(?:never|not|no|nor|don't|dont|doesn't|doesnt|won't|will not|cannot|can't|without|unlike|instead of|rather than|neither|nunca|jamais|ni|nie|niemals|kein\w*|nao|non|никогда|не|нет|без)\b|无需|無需|不要|不需要|不用|勿|绝不|絕不|从不|從不|无须|無須)",
+        )
+        .expect("the negation pattern is a valid regex")
+    })
+}
+
+/// Whether a secret-ask match is negated: a negation word in the few words before it, inside
+/// it, or right after it ("API key not required").
+pub(super) fn is_negated(folded: &str, start: usize, end: usize) -> bool {
+    let mut before = start.saturating_sub(40);
+    while !folded.is_char_boundary(before) {
+        before += 1;
+    }
+    let mut after = (end + 16).min(folded.len());
+    while !folded.is_char_boundary(after) {
+        after -= 1;
+    }
+    // Only look back to the start of the sentence: "Never share it. Enter your key" is an ask.
+    let window_before = &folded[before..start];
+    let sentence_start = window_before
+        .rfind(['.', '!', '?', ';', '。', '！', '？'])
+        .map_or(0, |i| i + 1);
+    let tail = &folded[end..after];
+    let tail_to_stop = tail.split(['.', '!', '?', ';', ',', '。']).next().unwrap_or("");
+    negation_words().is_match(&window_before[sentence_start..])
+        || negation_words().is_match(&folded[start..end])
+        || negation_words().is_match(tail_to_stop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_compiles_and_ids_are_namespaced() {
+        let all = rules();
+        assert!(all.len() > 30);
+        for rule in all {
+            let prefix = match rule.category {
+                Category::Injection => "inj.",
+                Category::HiddenText => "unicode.",
+                Category::Phishing => "phish.",
+                Category::Malware => "malware.",
+                Category::SecretAsk => "secret.",
+            };
+            assert!(rule.id.starts_with(prefix), "{} is not under {prefix}", rule.id);
+        }
+    }
+
+    #[test]
+    fn negation_is_found_before_inside_and_after() {
+        let text = "never share your private key";
+        assert!(is_negated(text, 6, text.len()));
+        let text = "api key not required";
+        assert!(is_negated(text, 0, 7));
+        let text = "we never log. enter your private key";
+        assert!(!is_negated(text, 14, text.len()));
+    }
+}

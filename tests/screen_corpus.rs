@@ -1,0 +1,128 @@
+//! The screen against a labelled corpus of x402 descriptions.
+//!
+//! `tests/data/screen/benign.jsonl` and `malicious.jsonl` hold one `{"text", "note", "split"}`
+//! object per line (malicious lines also name their `category`). A line counts as flagged when
+//! the screen reports any finding. Precision and recall are printed for the whole corpus and for
+//! each split: `dev` is what the rules were tuned on; `holdout` was written with it, before any
+//! rule existed, and kept out of tuning, so its numbers are the honest estimate. Run with
+//! `--nocapture` to see the table and every misclassified line.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use x402_probe::checks::screen::{Category, screen};
+
+#[derive(Debug, Deserialize)]
+struct Line {
+    text: String,
+    note: String,
+    split: String,
+    #[serde(default)]
+    category: Option<Category>,
+}
+
+fn load(name: &str) -> Vec<Line> {
+    let path = format!("{}/tests/data/screen/{name}", env!("CARGO_MANIFEST_DIR"));
+    let raw = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"));
+    raw.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("{name} line {}: {e}", i + 1))
+        })
+        .collect()
+}
+
+#[derive(Default, Debug, Clone, Copy)]
+struct Counts {
+    true_positive: usize,
+    false_positive: usize,
+    true_negative: usize,
+    false_negative: usize,
+}
+
+impl Counts {
+    fn precision(&self) -> f64 {
+        let flagged = self.true_positive + self.false_positive;
+        if flagged == 0 { 1.0 } else { self.true_positive as f64 / flagged as f64 }
+    }
+    fn recall(&self) -> f64 {
+        let malicious = self.true_positive + self.false_negative;
+        if malicious == 0 { 1.0 } else { self.true_positive as f64 / malicious as f64 }
+    }
+}
+
+#[test]
+fn screen_corpus_precision_and_recall() {
+    let benign = load("benign.jsonl");
+    let malicious = load("malicious.jsonl");
+    assert!(benign.len() >= 150, "need at least 150 benign lines, have {}", benign.len());
+    assert!(malicious.len() >= 75, "need at least 75 malicious lines, have {}", malicious.len());
+
+    let mut by_split: BTreeMap<String, Counts> = BTreeMap::new();
+    let mut total = Counts::default();
+    let mut right_category = 0usize;
+    let mut misclassified = Vec::new();
+
+    for line in &benign {
+        let screening = screen(&line.text);
+        let counts = by_split.entry(line.split.clone()).or_default();
+        if screening.is_clean() {
+            counts.true_negative += 1;
+            total.true_negative += 1;
+        } else {
+            counts.false_positive += 1;
+            total.false_positive += 1;
+            let rules: Vec<&str> = screening.findings.iter().map(|f| f.rule.as_str()).collect();
+            misclassified.push(format!(
+                "FALSE POSITIVE [{}] {} -- {:?} fired {:?}",
+                line.split, line.note, line.text, rules
+            ));
+        }
+    }
+    for line in &malicious {
+        let screening = screen(&line.text);
+        let counts = by_split.entry(line.split.clone()).or_default();
+        if screening.is_clean() {
+            counts.false_negative += 1;
+            total.false_negative += 1;
+            misclassified.push(format!(
+                "FALSE NEGATIVE [{}] {} -- {:?}",
+                line.split, line.note, line.text
+            ));
+        } else {
+            counts.true_positive += 1;
+            total.true_positive += 1;
+            if line.category.is_some_and(|c| screening.has(c)) {
+                right_category += 1;
+            }
+        }
+    }
+
+    println!("screen corpus: {} benign, {} malicious lines", benign.len(), malicious.len());
+    for (split, c) in by_split.iter().chain(std::iter::once((&"all".to_string(), &total))) {
+        println!(
+            "  {split:8} precision {:.3} recall {:.3}  (tp {}, fp {}, tn {}, fn {})",
+            c.precision(),
+            c.recall(),
+            c.true_positive,
+            c.false_positive,
+            c.true_negative,
+            c.false_negative
+        );
+    }
+    println!(
+        "  flagged malicious lines whose labelled category fired: {right_category}/{}",
+        total.true_positive
+    );
+    for m in &misclassified {
+        println!("  {m}");
+    }
+
+    // Floors chosen for the holdout half: the dev half is expected to do better.
+    let holdout = by_split.get("holdout").copied().unwrap_or_default();
+    assert!(holdout.precision() >= 0.95, "holdout precision {:.3}", holdout.precision());
+    assert!(holdout.recall() >= 0.85, "holdout recall {:.3}", holdout.recall());
+    assert!(total.precision() >= 0.95, "precision {:.3}", total.precision());
+    assert!(total.recall() >= 0.90, "recall {:.3}", total.recall());
+}
