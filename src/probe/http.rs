@@ -533,20 +533,18 @@ impl HopRun {
         body: &[u8],
         deadline: Instant,
     ) -> Result<OpenHop, FetchError> {
+        // Caller mistakes (bad method or header) are found before any traffic.
+        let request = build_request(cfg, &self.target, method, headers, body)?;
         let addrs = self.resolve(cfg, deadline).await?;
         if !cfg.allow_private {
             guard(&self.target.host, &addrs)?;
         }
         let tcp = self.connect(cfg, &addrs, deadline).await?;
         match self.target.scheme {
-            Scheme::Http => {
-                self.request(cfg, tcp, method, headers, body, deadline)
-                    .await
-            }
+            Scheme::Http => self.request(cfg, tcp, request, deadline).await,
             Scheme::Https => {
                 let tls = self.handshake(cfg, tcp, deadline).await?;
-                self.request(cfg, tls, method, headers, body, deadline)
-                    .await
+                self.request(cfg, tls, request, deadline).await
             }
         }
     }
@@ -752,15 +750,12 @@ impl HopRun {
         &mut self,
         cfg: &FetchConfig,
         stream: S,
-        method: &str,
-        headers: &[(String, String)],
-        body: &[u8],
+        request: http::Request<Full<Bytes>>,
         deadline: Instant,
     ) -> Result<OpenHop, FetchError>
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let request = build_request(cfg, &self.target, method, headers, body)?;
         let mut builder = hyper::client::conn::http1::Builder::new();
         builder
             .max_buf_size(
