@@ -195,14 +195,14 @@ async fn handle(endpoint: Arc<Endpoint>, req: Request<Incoming>) -> Resp {
     let n = endpoint.requests.fetch_add(1, Ordering::SeqCst);
     match scenario.reliability {
         Reliability::SlowTtfb(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
-        Reliability::Flaky(share) => {
-            if ((n + 1) as f64 * share).floor() > (n as f64 * share).floor() {
-                return respond(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "text/plain",
-                    "try again later\n",
-                );
-            }
+        Reliability::Flaky(share)
+            if ((n + 1) as f64 * share).floor() > (n as f64 * share).floor() =>
+        {
+            return respond(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                "try again later\n",
+            );
         }
         Reliability::Status500 => {
             return respond(
@@ -504,7 +504,8 @@ where
                 .write_all(b"HTTP/1.1 402 Payment Required\r\n")
                 .await?;
             let line = format!("x-pad: {}\r\n", "a".repeat(1000));
-            for _ in 0..1024 {
+            // A little over 1 MiB of header lines.
+            for _ in 0..1100 {
                 stream.write_all(line.as_bytes()).await?;
             }
             stream.write_all(b"content-length: 2\r\n\r\n{}").await?;

@@ -1,0 +1,823 @@
+//! Each scenario, proved from outside: a plain HTTP client (reqwest), raw sockets for the hostile ones,
+//! and chain reads. None of this uses the probe.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use alloy::primitives::{Address, U256};
+use common::*;
+use serde_json::Value;
+use x402_lab::LabOptions;
+
+fn amount(pr: &Value) -> &str {
+    let r = &pr["accepts"][0];
+    r.get("amount")
+        .or_else(|| r.get("maxAmountRequired"))
+        .and_then(Value::as_str)
+        .unwrap()
+}
+
+// ---------- honest baselines ----------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn honest_v2_quotes_in_the_header_and_settles_exactly_once() {
+    let lab = lab(&["honest-v2"]).await;
+    let resp = unpaid(&lab, "honest-v2").await;
+    assert_eq!(
+        header(&resp, "content-type").as_deref(),
+        Some("application/json")
+    );
+    let (pr, body) = quote(resp).await;
+    assert_eq!(body, b"{}", "v2 body carries nothing");
+    assert_eq!(pr["x402Version"], 2);
+    assert_eq!(pr["resource"]["url"], url(&lab, "honest-v2"));
+    let req = &pr["accepts"][0];
+    assert_eq!(req["scheme"], "exact");
+    assert_eq!(req["network"], format!("eip155:{}", lab.chain_id));
+    assert_eq!(req["amount"], "10000");
+    assert_eq!(req["payTo"], lab.pay_to.to_checksum(None));
+    assert_eq!(req["asset"], lab.token.address().to_checksum(None));
+    let bazaar = &pr["extensions"]["bazaar"];
+    assert!(bazaar["info"]["input"].is_object() && bazaar["info"]["output"].is_object());
+    assert_eq!(
+        bazaar["schema"]["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
+
+    let payer_before = balance(&lab, lab.payer).await;
+    let payee_before = balance(&lab, lab.pay_to).await;
+    let (resp, nonce, (name, value)) = pay(&lab, "honest-v2").await;
+    assert_eq!(resp.status().as_u16(), 200);
+    let receipt = decode_b64_json(&header(&resp, "payment-response").expect("receipt header"));
+    let out: Value = resp.json().await.unwrap();
+    assert_eq!(out, x402_lab::quote::output());
+    assert_eq!(receipt["success"], true);
+    let tx = receipt["transaction"].as_str().unwrap();
+    assert_eq!(
+        transfers_in(&lab, tx).await,
+        vec![(lab.payer, lab.pay_to, price())]
+    );
+    assert!(
+        lab.token
+            .authorization_state(lab.payer, nonce)
+            .await
+            .unwrap()
+    );
+    assert_eq!(balance(&lab, lab.payer).await, payer_before - price());
+    assert_eq!(balance(&lab, lab.pay_to).await, payee_before + price());
+
+    // A replay of the same payment is refused and moves nothing.
+    let replay = client(&lab)
+        .get(url(&lab, "honest-v2"))
+        .header(name, value)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replay.status().as_u16(), 402);
+    let again = decode_b64_json(&header(&replay, "payment-required").unwrap());
+    assert_eq!(again["error"], "invalid_exact_evm_nonce_already_used");
+    assert_eq!(balance(&lab, lab.payer).await, payer_before - price());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn honest_v1_quotes_in_the_body_and_answers_x_payment() {
+    let lab = lab(&["honest-v1"]).await;
+    let resp = unpaid(&lab, "honest-v1").await;
+    assert!(header(&resp, "payment-required").is_none());
+    let (pr, _) = quote(resp).await;
+    assert_eq!(pr["x402Version"], 1);
+    let req = &pr["accepts"][0];
+    assert_eq!(req["maxAmountRequired"], "10000");
+    assert_eq!(req["resource"], url(&lab, "honest-v1"));
+    assert!(req["outputSchema"]["input"].is_object() && req["outputSchema"]["output"].is_object());
+    let before = balance(&lab, lab.payer).await;
+    let (resp, _, (name, _)) = pay(&lab, "honest-v1").await;
+    assert_eq!(name, "x-payment");
+    assert_eq!(resp.status().as_u16(), 200);
+    let receipt = decode_b64_json(&header(&resp, "x-payment-response").expect("v1 receipt"));
+    assert_eq!(receipt["success"], true);
+    assert_eq!(balance(&lab, lab.payer).await, before - price());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_gives_its_known_answer() {
+    let lab = lab(&["control"]).await;
+    let (resp, _, _) = pay(&lab, "control").await;
+    assert_eq!(resp.status().as_u16(), 200);
+    assert_eq!(
+        resp.json::<Value>().await.unwrap(),
+        x402_lab::quote::control_output()
+    );
+}
+
+// ---------- conformance faults ----------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_and_body_agree_or_disagree() {
+    let lab = lab(&["header-body-agree", "header-body-disagree"]).await;
+    let (pr, body) = quote(unpaid(&lab, "header-body-agree").await).await;
+    assert_eq!(serde_json::from_slice::<Value>(&body).unwrap(), pr);
+    let (pr, body) = quote(unpaid(&lab, "header-body-disagree").await).await;
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_ne!(body, pr);
+    assert_eq!(amount(&pr), "10000");
+    assert_eq!(amount(&body), "20000");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_payment_required_headers() {
+    use base64::Engine;
+    let lab = lab(&["bad-base64", "bad-json", "missing-accepts"]).await;
+    let resp = unpaid(&lab, "bad-base64").await;
+    assert_eq!(resp.status().as_u16(), 402);
+    let h = header(&resp, "payment-required").unwrap();
+    assert!(
+        base64::engine::general_purpose::STANDARD
+            .decode(&h)
+            .is_err()
+    );
+    assert!(
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(&h)
+            .is_err()
+    );
+
+    let resp = unpaid(&lab, "bad-json").await;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(header(&resp, "payment-required").unwrap())
+        .unwrap();
+    assert!(serde_json::from_slice::<Value>(&bytes).is_err());
+
+    let (pr, _) = quote(unpaid(&lab, "missing-accepts").await).await;
+    assert!(pr.get("accepts").is_none());
+    assert_eq!(pr["x402Version"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_requirement_fields() {
+    let names = [
+        "amount-not-integer",
+        "payto-lowercase",
+        "network-not-caip2",
+        "timeout-5",
+        "timeout-9999",
+        "unknown-scheme",
+        "permit2-only",
+        "expensive",
+        "off-allowlist-network",
+    ];
+    let lab = lab(&names).await;
+    let req = |pr: &Value| pr["accepts"][0].clone();
+    let q = |n: &'static str| {
+        let lab = &lab;
+        async move { quote(unpaid(lab, n).await).await.0 }
+    };
+    assert_eq!(req(&q("amount-not-integer").await)["amount"], "0.01");
+    let pay_to = req(&q("payto-lowercase").await)["payTo"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(pay_to, pay_to.to_lowercase());
+    assert_ne!(pay_to, lab.pay_to.to_checksum(None));
+    assert!(Address::parse_checksummed(&pay_to, None).is_err());
+    let network = req(&q("network-not-caip2").await)["network"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!network.contains(':'));
+    assert_eq!(req(&q("timeout-5").await)["maxTimeoutSeconds"], 5);
+    assert_eq!(req(&q("timeout-9999").await)["maxTimeoutSeconds"], 9999);
+    assert_eq!(req(&q("unknown-scheme").await)["scheme"], "stream");
+    assert_eq!(
+        req(&q("permit2-only").await)["extra"]["assetTransferMethod"],
+        "permit2"
+    );
+    assert_eq!(req(&q("expensive").await)["amount"], "25000000");
+    let off = req(&q("off-allowlist-network").await);
+    assert_eq!(off["network"], "eip155:8453");
+    assert_eq!(off["asset"], x402_lab::quote::BASE_USDC);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_five_second_timeout_is_too_short_to_settle() {
+    let lab = lab(&["timeout-5"]).await;
+    let before = balance(&lab, lab.payer).await;
+    let (resp, nonce, _) = pay(&lab, "timeout-5").await;
+    assert_eq!(resp.status().as_u16(), 402);
+    let pr = decode_b64_json(&header(&resp, "payment-required").unwrap());
+    assert_eq!(
+        pr["error"],
+        "invalid_exact_evm_payload_authorization_valid_before"
+    );
+    assert!(
+        !lab.token
+            .authorization_state(lab.payer, nonce)
+            .await
+            .unwrap()
+    );
+    assert_eq!(balance(&lab, lab.payer).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fake_asset_declares_a_domain_the_contract_does_not_have() {
+    let lab = lab(&["fake-asset"]).await;
+    let (pr, _) = quote(unpaid(&lab, "fake-asset").await).await;
+    let req = &pr["accepts"][0];
+    assert_eq!(req["asset"], lab.fake_token.address().to_checksum(None));
+    assert_eq!(req["extra"]["name"], "USDC");
+    assert_ne!(lab.fake_token.name().await.unwrap(), "USDC");
+    // And a payment signed for the declared domain is refused on chain.
+    let before = balance(&lab, lab.payer).await;
+    let (resp, _, _) = pay(&lab, "fake-asset").await;
+    assert_eq!(resp.status().as_u16(), 402);
+    assert_eq!(balance(&lab, lab.payer).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_bazaar_schema_is_not_a_schema() {
+    let lab = lab(&["invalid-bazaar-schema"]).await;
+    let (pr, _) = quote(unpaid(&lab, "invalid-bazaar-schema").await).await;
+    let schema = &pr["extensions"]["bazaar"]["schema"];
+    assert_eq!(schema["type"], "objekt");
+    assert!(schema["properties"].is_number());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_price_rises_after_the_first_quote_and_old_payments_are_refused() {
+    let lab = lab(&["price-rises"]).await;
+    let (first, _) = quote(unpaid(&lab, "price-rises").await).await;
+    let (second, _) = quote(unpaid(&lab, "price-rises").await).await;
+    assert_eq!(amount(&first), "10000");
+    assert_eq!(amount(&second), "30000");
+    let (name, value, _) = payment(&lab, &first);
+    let resp = client(&lab)
+        .get(url(&lab, "price-rises"))
+        .header(name, value)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 402);
+}
+
+// ---------- texts ----------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn texts_carry_injection_secret_asks_and_hidden_characters() {
+    let lab = lab(&[
+        "injection-description",
+        "secret-ask",
+        "hidden-unicode",
+        "honest-v2",
+    ])
+    .await;
+    let desc = |pr: &Value| pr["resource"]["description"].as_str().unwrap().to_string();
+    let d = desc(&quote(unpaid(&lab, "injection-description").await).await.0);
+    assert!(d.contains("ignore all previous instructions"));
+    let (pr, _) = quote(unpaid(&lab, "secret-ask").await).await;
+    assert!(desc(&pr).contains("seed phrase"));
+    assert!(pr["extensions"]["bazaar"]["info"]["input"]["headers"]["X-Wallet-Seed"].is_string());
+    let docs = client(&lab)
+        .get(url(&lab, "secret-ask").replace("/weather", "/docs"))
+        .send()
+        .await
+        .unwrap();
+    assert!(docs.text().await.unwrap().contains("seed phrase"));
+    let d = desc(&quote(unpaid(&lab, "hidden-unicode").await).await.0);
+    assert!(d.contains('\u{200B}') && d.contains('\u{202E}'));
+    let d = desc(&quote(unpaid(&lab, "honest-v2").await).await.0);
+    assert!(
+        d.chars()
+            .all(|c| !c.is_control() && c != '\u{200B}' && c != '\u{202E}')
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_type_lies_about_the_bytes() {
+    let lab = lab(&["content-type-lies"]).await;
+    let resp = unpaid(&lab, "content-type-lies").await;
+    assert_eq!(
+        header(&resp, "content-type").as_deref(),
+        Some("application/json")
+    );
+    let body = resp.text().await.unwrap();
+    assert!(serde_json::from_str::<Value>(&body).is_err());
+    assert!(body.starts_with("<!doctype html>") && body.contains("<script>"));
+}
+
+// ---------- transport ----------
+
+fn leaf_not_after(resp: &reqwest::Response) -> i64 {
+    let info = resp
+        .extensions()
+        .get::<reqwest::tls::TlsInfo>()
+        .expect("TLS info");
+    let der = info.peer_certificate().expect("peer certificate");
+    let (_, cert) = x509_parser::parse_x509_certificate(der).expect("X.509");
+    cert.validity().not_after.timestamp()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transport_variants() {
+    let lab = lab(&[
+        "plain-http",
+        "cert-expiring",
+        "cert-expired",
+        "honest-v2",
+        "down",
+    ])
+    .await;
+    assert!(url(&lab, "plain-http").starts_with("http://"));
+    assert_eq!(unpaid(&lab, "plain-http").await.status().as_u16(), 402);
+
+    let now = now() as i64;
+    let good = unpaid(&lab, "honest-v2").await;
+    assert!(leaf_not_after(&good) - now > 300 * 86400);
+    let expiring = unpaid(&lab, "cert-expiring").await;
+    let left = leaf_not_after(&expiring) - now;
+    assert!(
+        (4 * 86400..=5 * 86400).contains(&left),
+        "expires in {left} s"
+    );
+
+    // A verifying client refuses the expired certificate; a blind one sees it expired yesterday.
+    let err = client(&lab)
+        .get(url(&lab, "cert-expired"))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{err:?}").to_lowercase().contains("expired"),
+        "{err:?}"
+    );
+    let blind = reqwest::Client::builder()
+        .tls_danger_accept_invalid_certs(true)
+        .tls_info(true)
+        .build()
+        .unwrap();
+    let resp = blind.get(url(&lab, "cert-expired")).send().await.unwrap();
+    assert!(leaf_not_after(&resp) < now);
+
+    let err = client(&lab)
+        .get(url(&lab, "down"))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.is_connect(), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirects() {
+    let lab = lab(&["redirect-off-host", "redirect-loop", "redirect-same-host"]).await;
+    let resp = unpaid(&lab, "redirect-off-host").await;
+    assert_eq!(resp.status().as_u16(), 302);
+    let target = reqwest::Url::parse(&header(&resp, "location").unwrap()).unwrap();
+    let origin = reqwest::Url::parse(&url(&lab, "redirect-off-host")).unwrap();
+    assert_ne!(target.host_str(), origin.host_str());
+
+    let resp = unpaid(&lab, "redirect-loop").await;
+    assert_eq!(resp.status().as_u16(), 302);
+    assert_eq!(header(&resp, "location").as_deref(), Some("/weather"));
+    let following = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(lab.ca_pem.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let err = following
+        .get(url(&lab, "redirect-loop"))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.is_redirect(), "{err:?}");
+
+    let resp = unpaid(&lab, "redirect-same-host").await;
+    assert_eq!(resp.status().as_u16(), 307);
+    assert_eq!(header(&resp, "location").as_deref(), Some("/v2/weather"));
+    let resp = following
+        .get(url(&lab, "redirect-same-host"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 402);
+}
+
+// ---------- reliability ----------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_waits_before_the_first_byte() {
+    let options = LabOptions {
+        slow_ms: 1500,
+        ..LabOptions::default()
+    };
+    let lab = lab_with(&["slow"], options).await;
+    let started = Instant::now();
+    let resp = unpaid(&lab, "slow").await;
+    assert!(started.elapsed() >= Duration::from_millis(1500));
+    assert_eq!(resp.status().as_u16(), 402);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flaky_fails_its_configured_share() {
+    for share in [0.5, 0.25] {
+        let lab = lab_with(
+            &["flaky"],
+            LabOptions {
+                flaky_share: share,
+                ..LabOptions::default()
+            },
+        )
+        .await;
+        let mut failures = 0;
+        for _ in 0..20 {
+            match unpaid(&lab, "flaky").await.status().as_u16() {
+                503 => failures += 1,
+                402 => {}
+                other => panic!("unexpected status {other}"),
+            }
+        }
+        assert_eq!(failures as f64, 20.0 * share);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_500_and_free_200() {
+    let lab = lab(&["status-500", "free-200"]).await;
+    assert_eq!(unpaid(&lab, "status-500").await.status().as_u16(), 500);
+    let resp = unpaid(&lab, "free-200").await;
+    assert_eq!(resp.status().as_u16(), 200);
+    assert_eq!(
+        resp.json::<Value>().await.unwrap(),
+        x402_lab::quote::output()
+    );
+}
+
+// ---------- paid behaviour ----------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn charge_without_delivery_settles_then_fails() {
+    let lab = lab(&["charge-without-delivery"]).await;
+    let before = balance(&lab, lab.payer).await;
+    let (resp, nonce, _) = pay(&lab, "charge-without-delivery").await;
+    assert_eq!(resp.status().as_u16(), 500);
+    assert!(header(&resp, "payment-response").is_none());
+    assert!(
+        lab.token
+            .authorization_state(lab.payer, nonce)
+            .await
+            .unwrap(),
+        "the authorization was used"
+    );
+    assert_eq!(balance(&lab, lab.payer).await, before - price());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_and_invalid_outputs_are_charged() {
+    let lab = lab(&["empty-output", "invalid-output"]).await;
+    let before = balance(&lab, lab.payer).await;
+    let (resp, _, _) = pay(&lab, "empty-output").await;
+    assert_eq!(resp.status().as_u16(), 200);
+    assert!(resp.bytes().await.unwrap().is_empty());
+    let (resp, _, _) = pay(&lab, "invalid-output").await;
+    assert_eq!(resp.status().as_u16(), 200);
+    let out: Value = resp.json().await.unwrap();
+    assert!(out.get("city").is_none() && out.get("temp_c").is_none());
+    assert_eq!(
+        balance(&lab, lab.payer).await,
+        before - price() * U256::from(2)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fake_receipts_name_transactions_that_do_not_exist() {
+    let lab = lab(&["fake-payment-response", "facilitator-fake-hash"]).await;
+    // The endpoint settles for real but lies in its receipt.
+    let before = balance(&lab, lab.payer).await;
+    let (resp, nonce, _) = pay(&lab, "fake-payment-response").await;
+    assert_eq!(resp.status().as_u16(), 200);
+    let receipt = decode_b64_json(&header(&resp, "payment-response").unwrap());
+    let tx = receipt["transaction"].as_str().unwrap();
+    assert!(
+        rpc(&lab, "eth_getTransactionReceipt", serde_json::json!([tx]))
+            .await
+            .is_null()
+    );
+    assert!(
+        lab.token
+            .authorization_state(lab.payer, nonce)
+            .await
+            .unwrap()
+    );
+    assert_eq!(balance(&lab, lab.payer).await, before - price());
+    // The facilitator claims a settlement it never sent: nothing moves.
+    let (resp, nonce, _) = pay(&lab, "facilitator-fake-hash").await;
+    assert_eq!(resp.status().as_u16(), 200);
+    let receipt = decode_b64_json(&header(&resp, "payment-response").unwrap());
+    let tx = receipt["transaction"].as_str().unwrap();
+    assert!(
+        rpc(&lab, "eth_getTransactionReceipt", serde_json::json!([tx]))
+            .await
+            .is_null()
+    );
+    assert!(
+        !lab.token
+            .authorization_state(lab.payer, nonce)
+            .await
+            .unwrap()
+    );
+    assert_eq!(balance(&lab, lab.payer).await, before - price());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_settlement_delivers_for_free() {
+    let lab = lab(&["no-settlement"]).await;
+    let before = balance(&lab, lab.payer).await;
+    let (resp, nonce, _) = pay(&lab, "no-settlement").await;
+    assert_eq!(resp.status().as_u16(), 200);
+    assert!(header(&resp, "payment-response").is_none());
+    assert!(
+        !lab.token
+            .authorization_state(lab.payer, nonce)
+            .await
+            .unwrap()
+    );
+    assert_eq!(balance(&lab, lab.payer).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dishonest_facilitators_move_the_wrong_money_on_chain() {
+    let lab = lab(&["double-pull", "overcharge", "wrong-payee"]).await;
+    let payee = lab.pay_to;
+    // Second pull: the authorization settles, then the same amount is pulled again.
+    let before = balance(&lab, lab.payer).await;
+    let (resp, nonce, _) = pay(&lab, "double-pull").await;
+    assert_eq!(resp.status().as_u16(), 200);
+    assert!(
+        lab.token
+            .authorization_state(lab.payer, nonce)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        balance(&lab, lab.payer).await,
+        before - price() * U256::from(2)
+    );
+
+    // Overcharge: three times the quote, in the transaction the receipt names.
+    let before = balance(&lab, lab.payer).await;
+    let (resp, _, _) = pay(&lab, "overcharge").await;
+    let receipt = decode_b64_json(&header(&resp, "payment-response").unwrap());
+    let moved = transfers_in(&lab, receipt["transaction"].as_str().unwrap()).await;
+    assert_eq!(moved, vec![(lab.payer, payee, price() * U256::from(3))]);
+    assert_eq!(
+        balance(&lab, lab.payer).await,
+        before - price() * U256::from(3)
+    );
+
+    // Wrong payee: the quoted amount, to someone else.
+    let payee_before = balance(&lab, payee).await;
+    let (resp, _, _) = pay(&lab, "wrong-payee").await;
+    let receipt = decode_b64_json(&header(&resp, "payment-response").unwrap());
+    let moved = transfers_in(&lab, receipt["transaction"].as_str().unwrap()).await;
+    assert_eq!(moved, vec![(lab.payer, lab.attacker, price())]);
+    assert_eq!(balance(&lab, payee).await, payee_before);
+}
+
+async fn operator_file(lab: &x402_lab::Lab, scenario: &str) -> reqwest::Response {
+    let u = url(lab, scenario).replace("/weather", "/.well-known/x402-operator.json");
+    client(lab).get(u).send().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refunds_kept_and_broken() {
+    let lab = lab(&["refund-kept", "refund-broken"]).await;
+    for scenario in ["refund-kept", "refund-broken"] {
+        let file: Value = operator_file(&lab, scenario).await.json().await.unwrap();
+        assert_eq!(file["refund"]["on"], "charged_without_delivery");
+        assert_eq!(
+            file["refund"]["within_seconds"],
+            x402_lab::quote::REFUND_WINDOW_SECS
+        );
+    }
+    let before = balance(&lab, lab.payer).await;
+    let (resp, _, _) = pay(&lab, "refund-kept").await;
+    assert_eq!(resp.status().as_u16(), 500);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while balance(&lab, lab.payer).await != before {
+        assert!(Instant::now() < deadline, "no refund within 10 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (resp, _, _) = pay(&lab, "refund-broken").await;
+    assert_eq!(resp.status().as_u16(), 500);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(balance(&lab, lab.payer).await, before - price());
+}
+
+// ---------- listing and operator ----------
+
+async fn catalogue(lab: &x402_lab::Lab) -> Vec<Value> {
+    let mut items = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page: Value = reqwest::get(format!(
+            "{}?type=http&limit=2&offset={offset}",
+            lab.manifest().catalogue
+        ))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+        let got = page["items"].as_array().unwrap().clone();
+        offset += got.len();
+        items.extend(got);
+        if got_all(&page, offset) {
+            return items;
+        }
+    }
+}
+
+fn got_all(page: &Value, offset: usize) -> bool {
+    page["items"].as_array().unwrap().is_empty()
+        || offset as u64 >= page["pagination"]["total"].as_u64().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalogue_lists_prices_some_of_them_wrong() {
+    let lab = lab(&[
+        "honest-v2",
+        "honest-v1",
+        "price-mismatch",
+        "unlisted",
+        "expensive",
+    ])
+    .await;
+    let items = catalogue(&lab).await;
+    assert_eq!(
+        items.len(),
+        4,
+        "all but the unlisted one, over several pages"
+    );
+    let listed = |s: &str| {
+        items
+            .iter()
+            .find(|i| i["resource"] == url(&lab, s))
+            .cloned()
+    };
+    assert!(listed("unlisted").is_none());
+    for s in ["honest-v2", "honest-v1", "expensive"] {
+        let (pr, _) = quote(unpaid(&lab, s).await).await;
+        assert_eq!(amount(&listed(s).unwrap()), amount(&pr), "{s}");
+    }
+    let (pr, _) = quote(unpaid(&lab, "price-mismatch").await).await;
+    assert_eq!(amount(&listed("price-mismatch").unwrap()), "5000");
+    assert_eq!(amount(&pr), "10000");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_files() {
+    let lab = lab(&[
+        "honest-v2",
+        "operator-mismatch",
+        "no-operator-file",
+        "operator-file-malformed",
+    ])
+    .await;
+    let wallets = |v: Value| -> Vec<String> {
+        v["wallets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["address"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let honest: Value = operator_file(&lab, "honest-v2").await.json().await.unwrap();
+    assert_eq!(honest["schema"], "x402-probe.operator/1");
+    assert_eq!(wallets(honest), vec![lab.pay_to.to_checksum(None)]);
+    let other: Value = operator_file(&lab, "operator-mismatch")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(!wallets(other).contains(&lab.pay_to.to_checksum(None)));
+    assert_eq!(
+        operator_file(&lab, "no-operator-file")
+            .await
+            .status()
+            .as_u16(),
+        404
+    );
+    let broken = operator_file(&lab, "operator-file-malformed").await;
+    assert_eq!(broken.status().as_u16(), 200);
+    assert!(serde_json::from_str::<Value>(&broken.text().await.unwrap()).is_err());
+}
+
+// ---------- hostile ----------
+
+/// A raw TLS connection to a lab endpoint that has sent a GET, for reading bytes as they come.
+async fn raw_get(
+    lab: &x402_lab::Lab,
+    scenario: &str,
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    use tokio::io::AsyncWriteExt;
+    let u = reqwest::Url::parse(&url(lab, scenario)).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    let der = rustls_pki_types::pem::PemObject::from_pem_slice(lab.ca_pem.as_bytes()).unwrap();
+    roots.add(der).unwrap();
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect((u.host_str().unwrap(), u.port().unwrap()))
+        .await
+        .unwrap();
+    let name = rustls_pki_types::ServerName::try_from(u.host_str().unwrap().to_string()).unwrap();
+    let mut tls = connector.connect(name, tcp).await.unwrap();
+    tls.write_all(format!("GET {} HTTP/1.1\r\nhost: x\r\n\r\n", u.path()).as_bytes())
+        .await
+        .unwrap();
+    tls
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_header_sends_a_megabyte_before_the_blank_line() {
+    use tokio::io::AsyncReadExt;
+    let lab = lab(&["huge-header"]).await;
+    let mut s = raw_get(&lab, "huge-header").await;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 16384];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed early");
+        head.extend_from_slice(&buf[..n]);
+    }
+    assert!(head.len() > 1 << 20, "head is {} bytes", head.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slowloris_sends_one_byte_a_second() {
+    use tokio::io::AsyncReadExt;
+    let lab = lab(&["slowloris"]).await;
+    let mut s = raw_get(&lab, "slowloris").await;
+    let started = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 64];
+    while got.len() < 3 {
+        let n = s.read(&mut buf).await.unwrap();
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(1900),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(got.len() <= 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_body_and_endless_chunks_keep_coming() {
+    let lab = lab(&["huge-body", "endless-chunked"]).await;
+    let resp = unpaid(&lab, "huge-body").await;
+    assert_eq!(resp.status().as_u16(), 402);
+    assert_eq!(resp.content_length(), Some(64 << 20));
+    let mut resp = unpaid(&lab, "endless-chunked").await;
+    assert_eq!(resp.status().as_u16(), 402);
+    assert_eq!(
+        header(&resp, "transfer-encoding").as_deref(),
+        Some("chunked")
+    );
+    let mut read = 0usize;
+    while read < 4 << 20 {
+        let chunk = tokio::time::timeout(Duration::from_secs(5), resp.chunk())
+            .await
+            .unwrap()
+            .unwrap();
+        read += chunk.expect("still going").len();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gzip_bomb_inflates_a_thousandfold() {
+    use std::io::Read;
+    let lab = lab(&["gzip-bomb"]).await;
+    let resp = unpaid(&lab, "gzip-bomb").await;
+    assert_eq!(header(&resp, "content-encoding").as_deref(), Some("gzip"));
+    let compressed = resp.bytes().await.unwrap();
+    assert!(
+        compressed.len() < 2 << 20,
+        "{} bytes on the wire",
+        compressed.len()
+    );
+    let inflated = tokio::task::spawn_blocking(move || {
+        let mut dec = flate2::read::GzDecoder::new(&compressed[..]);
+        let mut buf = vec![0u8; 1 << 20];
+        let mut total = 0u64;
+        loop {
+            match dec.read(&mut buf).unwrap() {
+                0 => return total,
+                n => total += n as u64,
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(inflated, x402_lab::server::GZIP_BOMB_INFLATED as u64);
+}
