@@ -102,10 +102,7 @@ pub fn format_number(x: f64) -> String {
     if x == 0.0 {
         return "0".to_string(); // also for -0
     }
-    let sci = format!("{:e}", x.abs());
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let (digits, exponent) = tie_to_even(x.abs(), scientific(&format!("{:e}", x.abs())));
     let k = digits.len() as i32;
     let n = exponent + 1; // the decimal point sits after n digits
     let mut out = String::new();
@@ -134,6 +131,46 @@ pub fn format_number(x: f64) -> String {
         out.push_str(&(n - 1).abs().to_string());
     }
     out
+}
+
+/// Digits and exponent of Rust's scientific text (`"1.25e3"` -> `("125", 3)`).
+fn scientific(text: &str) -> (String, i32) {
+    let (mantissa, exponent) = text.split_once('e').unwrap_or((text, "0"));
+    let digits = mantissa.chars().filter(|c| *c != '.').collect();
+    (digits, exponent.parse().unwrap_or(0))
+}
+
+/// ECMAScript breaks a tie between two shortest digit strings equally close to the value by
+/// taking the even one; Rust's shortest formatting may take the other. A tie means the value is
+/// exactly the midpoint: its exact decimal expansion has one digit more, a 5.
+fn tie_to_even(x: f64, shortest: (String, i32)) -> (String, i32) {
+    let (digits, exponent) = shortest;
+    let k = digits.len();
+    let (wide, wide_exp) = scientific(&format!("{:.*e}", k, x));
+    if wide.len() != k + 1 || !wide.ends_with('5') || wide_exp != exponent {
+        return (digits, exponent);
+    }
+    // 780 digits hold the exact expansion of any double: exact when the rest are zeros.
+    let (exact, _) = scientific(&format!("{:.780e}", x));
+    if !exact.starts_with(&wide) || !exact[k + 1..].bytes().all(|b| b == b'0') {
+        return (digits, exponent);
+    }
+    let lower = wide[..k].to_string();
+    let lower_is_even = lower.bytes().last().is_some_and(|b| (b - b'0') % 2 == 0);
+    if lower_is_even {
+        return (lower, exponent);
+    }
+    // The upper neighbour: lower + 1 in the last place (a carry out of all nines keeps Rust's).
+    let mut upper: Vec<u8> = lower.into_bytes();
+    for b in upper.iter_mut().rev() {
+        if *b == b'9' {
+            *b = b'0';
+        } else {
+            *b += 1;
+            return (String::from_utf8(upper).unwrap_or(digits), exponent);
+        }
+    }
+    (digits, exponent)
 }
 
 #[cfg(test)]

@@ -196,6 +196,13 @@ fn validate_gates(file: &RubricFile) -> Result<(), RubricError> {
         if g.clear_after_passes == Some(0) {
             return Err(invalid(format!("{name} clear_after_passes must be >= 1")));
         }
+        // Only a fail-weight gate needs passes to clear: the other two clear on the next pass
+        // (failing_for_hours) or with time (failed_within_hours) by their own definition.
+        if g.clear_after_passes.is_some() && g.when != super::GateWhen::FailWeightGte {
+            return Err(invalid(format!(
+                "{name}: clear_after_passes is only defined for fail_weight_gte gates"
+            )));
+        }
         if g.cap.is_none() && g.verdict.is_none() && !g.stale && !g.watch {
             return Err(invalid(format!(
                 "{name} does nothing (no cap, verdict, stale or watch)"

@@ -1,0 +1,193 @@
+//! The score document: everything a reader needs to check a score, and the inputs to recompute
+//! it. The format is described in `rubrics/README.md` ("The score document"). It is published as
+//! RFC 8785 canonical JSON followed by one newline, so it can be compared byte for byte.
+
+use super::gates::GateState;
+use super::input::Provenance;
+use super::montecarlo::Sampler;
+use super::outlook::Outlook;
+use super::points::Points;
+use super::tally::CheckState;
+use super::value::Value;
+use super::verdict::{Reason, VerdictBlock};
+use crate::rubric::{GateWhen, Kind, Metric, OnRevision, Verdict};
+use serde::Serialize;
+
+/// Names this document format.
+pub const FORMAT: &str = "x402-probe.score/1";
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScoreDocument {
+    pub format: &'static str,
+    /// The scorer's method version; a change to how a score is computed changes it.
+    pub method: &'static str,
+    pub rubric: RubricRef,
+    /// SHA-256 of the canonical inputs (also the Monte Carlo seed).
+    pub inputs_sha256: String,
+    pub provenance: Provenance,
+    pub subject: SubjectRef,
+    pub as_of: String,
+    /// Exactly the sum of the dimensions' (and so the checks') contributions.
+    pub score: Points,
+    /// `score` after every binding cap: what the grade is read from.
+    pub capped_score: Points,
+    /// Sum of the weights of the dimensions scored (100 when none left the total).
+    pub denominator: f64,
+    pub band: Band,
+    pub confidence: String,
+    pub grade: String,
+    /// True while the subject is unverified: the grade is not a verdict on the subject.
+    pub grade_provisional: bool,
+    pub verdict: VerdictBlock,
+    pub stale: bool,
+    pub watch: WatchBlock,
+    pub dimensions: Vec<DimensionDoc>,
+    /// Checks scored over no evidence, held at the prior (value 50).
+    pub prior_held: Vec<PriorHeld>,
+    /// Every gate of the rubric, binding or not.
+    pub gates: Vec<GateDoc>,
+    pub cap: CapDoc,
+    pub outlook: Outlook,
+    pub value: Value,
+    /// Checks in the history that this rubric does not have (kept, not scored).
+    pub ignored_checks: Vec<String>,
+    /// The inputs exactly as scored.
+    pub inputs: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RubricRef {
+    pub id: String,
+    pub version: String,
+    pub major: u64,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SubjectRef {
+    pub id: String,
+    pub url: String,
+    pub category: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Band {
+    pub low: f64,
+    pub high: f64,
+    pub width: f64,
+    pub percentiles: (f64, f64),
+    pub draws: u32,
+    pub sampler: Sampler,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WatchBlock {
+    pub on_watch: bool,
+    pub reasons: Vec<Reason>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DimensionDoc {
+    pub id: String,
+    pub weight: f64,
+    /// False when nothing in it is scorable: it left the total.
+    pub scored: bool,
+    /// The most it can contribute on the published scale.
+    pub points: f64,
+    pub contribution: Points,
+    pub checks: Vec<CheckDoc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckDoc {
+    pub id: String,
+    pub title: String,
+    pub metric: Metric,
+    pub kind: Kind,
+    pub weight: f64,
+    pub half_life_days: f64,
+    pub on_revision: Option<OnRevision>,
+    pub state: CheckState,
+    pub passes: u32,
+    pub fails: u32,
+    pub nas: u32,
+    pub unmeasured: u32,
+    /// Decayed, revision-adjusted weight of the pass and fail outcomes.
+    pub evidence_weight: f64,
+    /// 0..=100 (null for `na`).
+    pub value: Option<f64>,
+    /// Curve checks: the weighted p95 in ms (null when the p95 is a failed request or no data).
+    pub p95_ms: Option<f64>,
+    /// The most it can contribute on the published scale (0 when not scorable).
+    pub points: f64,
+    pub contribution: Points,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PriorHeld {
+    pub check: String,
+    pub points: f64,
+    pub contribution: Points,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GateDoc {
+    pub flag: String,
+    pub check: String,
+    pub when: GateWhen,
+    pub threshold: f64,
+    pub binding: bool,
+    pub cap: Option<f64>,
+    pub verdict: Option<Verdict>,
+    pub stale: bool,
+    pub watch: bool,
+    pub clear_after_passes: Option<u32>,
+    pub fail_weight: Option<f64>,
+    pub passes_since_last_fail: Option<u32>,
+    pub failing_hours: Option<f64>,
+    pub hours_since_last_fail: Option<f64>,
+    pub reason: String,
+}
+
+impl GateDoc {
+    pub fn from_state(s: &GateState) -> GateDoc {
+        use super::points::round4;
+        GateDoc {
+            flag: s.gate.flag.clone(),
+            check: s.gate.check.clone(),
+            when: s.gate.when,
+            threshold: s.gate.value,
+            binding: s.binding,
+            cap: s.gate.cap,
+            verdict: s.gate.verdict,
+            stale: s.gate.stale,
+            watch: s.gate.watch,
+            clear_after_passes: s.gate.clear_after_passes,
+            fail_weight: s.fail_weight.map(round4),
+            passes_since_last_fail: s.passes_since_last_fail,
+            failing_hours: s.failing_hours.map(round4),
+            hours_since_last_fail: s.hours_since_last_fail.map(round4),
+            reason: s.reason.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CapDoc {
+    /// The lowest cap among binding gates, if any.
+    pub cap: Option<f64>,
+    /// Whether it held the score down (`capped_score < score`).
+    pub binding: bool,
+    /// Flags of the binding gates with a cap.
+    pub from: Vec<String>,
+}
+
+impl ScoreDocument {
+    /// The published bytes: canonical JSON and a newline.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, crate::canonical::CanonicalError> {
+        let mut bytes = crate::canonical::canonical_bytes_of(self)?;
+        bytes.push(b'\n');
+        Ok(bytes)
+    }
+}

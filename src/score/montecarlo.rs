@@ -1,0 +1,272 @@
+//! The Monte Carlo band: draws from each check's posterior, summed with the checks' points,
+//! capped inside every draw, and read at the rubric's band percentiles.
+//!
+//! Posteriors (see `rubrics/README.md`, "Prior" and "Uncertainty of a p95"):
+//! - a check with no evidence: its value is uniform on [0, 1] (the prior, mean 0.5);
+//! - a rate check: Beta(1 + decayed passes, 1 + decayed fails);
+//! - a curve check: the quantile level `U ~ Beta(0.95 (n + 1), 0.05 (n + 1))` with `n` the
+//!   effective sample size, and the value is the curve at the weighted quantile at `U`.
+//!
+//! Two samplers draw from the same posteriors. The reference draws every Beta as a ratio of two
+//! gamma draws; the fast one (published) builds an inverse-CDF table per check once per subject
+//! and reads one uniform per check per draw from it. Both use one generator seeded by the
+//! input digest, and draw checks in rubric order inside each draw.
+
+use super::beta::{TABLE_CELLS, beta_by_gammas, quantile_table, regularized_incomplete_beta};
+use super::curve::WeightedSample;
+use super::rng::Xoshiro256StarStar;
+
+/// What one check's value is drawn from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Posterior {
+    Uniform,
+    Beta {
+        a: f64,
+        b: f64,
+    },
+    CurveQuantile {
+        a: f64,
+        b: f64,
+        sample: WeightedSample,
+        /// The curve's value (0..=1) at each of `sample.values`.
+        values: Vec<f64>,
+    },
+}
+
+/// One scorable check in the draw: its points (the most it can contribute) and its posterior.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Term {
+    pub points: f64,
+    pub posterior: Posterior,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sampler {
+    /// Inverse-CDF tables built once per subject (published).
+    InverseCdfTable,
+    /// One Beta per check per draw from two gamma draws (the reference).
+    GammaRatio,
+}
+
+/// `draws` totals (points), each capped at `cap`.
+pub fn draw_totals(
+    terms: &[Term],
+    draws: u32,
+    cap: Option<f64>,
+    seed: &[u8; 32],
+    sampler: Sampler,
+) -> Vec<f64> {
+    let mut rng = Xoshiro256StarStar::from_digest(seed);
+    let cap = cap.unwrap_or(f64::INFINITY);
+    let mut totals = Vec::with_capacity(draws as usize);
+    match sampler {
+        Sampler::GammaRatio => {
+            for _ in 0..draws {
+                let total: f64 = terms
+                    .iter()
+                    .map(|t| t.points * reference_draw(&mut rng, &t.posterior))
+                    .sum();
+                totals.push(total.min(cap));
+            }
+        }
+        Sampler::InverseCdfTable => {
+            let tables = build_tables(terms);
+            for _ in 0..draws {
+                let mut total = 0.0;
+                for (term, table) in terms.iter().zip(&tables) {
+                    total += term.points * table.read(rng.next_f64());
+                }
+                totals.push(total.min(cap));
+            }
+        }
+    }
+    totals
+}
+
+fn reference_draw(rng: &mut Xoshiro256StarStar, posterior: &Posterior) -> f64 {
+    match posterior {
+        Posterior::Uniform => rng.next_f64(),
+        Posterior::Beta { a, b } => beta_by_gammas(rng, *a, *b),
+        Posterior::CurveQuantile {
+            a,
+            b,
+            sample,
+            values,
+        } => {
+            let level = beta_by_gammas(rng, *a, *b);
+            let target = level * sample.total_weight();
+            let index = sample.cumulative.partition_point(|c| *c < target);
+            values[index.min(values.len() - 1)]
+        }
+    }
+}
+
+/// A per-check table read with one uniform.
+enum Table {
+    Uniform,
+    /// Quantiles at `i / TABLE_CELLS`; read by linear interpolation.
+    Quantiles(Vec<f64>),
+    /// A discrete distribution: `values[i]` with cumulative probability `cumulative[i]`.
+    Discrete {
+        cumulative: Vec<f64>,
+        values: Vec<f64>,
+    },
+}
+
+impl Table {
+    fn read(&self, u: f64) -> f64 {
+        match self {
+            Table::Uniform => u,
+            Table::Quantiles(q) => {
+                let position = u * TABLE_CELLS as f64;
+                let i = (position as usize).min(TABLE_CELLS - 1);
+                let t = position - i as f64;
+                q[i] + t * (q[i + 1] - q[i])
+            }
+            Table::Discrete { cumulative, values } => {
+                let i = cumulative.partition_point(|c| *c <= u);
+                values[i.min(values.len() - 1)]
+            }
+        }
+    }
+}
+
+fn build_tables(terms: &[Term]) -> Vec<Table> {
+    // Checks probed together often share a posterior exactly: build each distinct table once.
+    let mut built: Vec<((u64, u64), usize)> = Vec::new();
+    let mut tables: Vec<Table> = Vec::with_capacity(terms.len());
+    for term in terms {
+        let table = match &term.posterior {
+            Posterior::Uniform => Table::Uniform,
+            Posterior::Beta { a, b } => {
+                let key = (a.to_bits(), b.to_bits());
+                match built.iter().find(|(k, _)| *k == key) {
+                    Some((_, i)) => match &tables[*i] {
+                        Table::Quantiles(q) => Table::Quantiles(q.clone()),
+                        _ => Table::Quantiles(quantile_table(*a, *b)),
+                    },
+                    None => {
+                        built.push((key, tables.len()));
+                        Table::Quantiles(quantile_table(*a, *b))
+                    }
+                }
+            }
+            Posterior::CurveQuantile {
+                a,
+                b,
+                sample,
+                values,
+            } => {
+                // P(index <= i) = P(U <= cumulative[i] / total): exact, one CDF value per
+                // measurement. The last is 1 by construction.
+                let total = sample.total_weight();
+                let mut cumulative: Vec<f64> = sample
+                    .cumulative
+                    .iter()
+                    .map(|c| regularized_incomplete_beta(c / total, *a, *b))
+                    .collect();
+                if let Some(last) = cumulative.last_mut() {
+                    *last = 1.0;
+                }
+                Table::Discrete {
+                    cumulative,
+                    values: values.clone(),
+                }
+            }
+        };
+        tables.push(table);
+    }
+    tables
+}
+
+/// The nearest-rank percentile `p` (0..=100) of `sorted` (ascending): the value at rank
+/// `ceil(p / 100 * n)`, counting from 1 (rank 0 reads the smallest).
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
+    sorted[rank.saturating_sub(1).min(sorted.len() - 1)]
+}
+
+/// The band `(low, high)` of the totals at the two percentiles.
+pub fn band(mut totals: Vec<f64>, low_pct: f64, high_pct: f64) -> (f64, f64) {
+    totals.sort_by(f64::total_cmp);
+    (percentile(&totals, low_pct), percentile(&totals, high_pct))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<f64> = (1..=4000).map(f64::from).collect();
+        assert_eq!(percentile(&v, 10.0), 400.0);
+        assert_eq!(percentile(&v, 90.0), 3600.0);
+        assert_eq!(percentile(&v, 0.0), 1.0);
+        assert_eq!(percentile(&v, 100.0), 4000.0);
+    }
+
+    #[test]
+    fn same_seed_same_draws_and_caps_bound_every_draw() {
+        let terms = vec![
+            Term {
+                points: 60.0,
+                posterior: Posterior::Beta { a: 5.0, b: 2.0 },
+            },
+            Term {
+                points: 40.0,
+                posterior: Posterior::Uniform,
+            },
+        ];
+        for sampler in [Sampler::InverseCdfTable, Sampler::GammaRatio] {
+            let a = draw_totals(&terms, 500, None, &[3u8; 32], sampler);
+            let b = draw_totals(&terms, 500, None, &[3u8; 32], sampler);
+            assert_eq!(a, b);
+            let capped = draw_totals(&terms, 500, Some(39.0), &[3u8; 32], sampler);
+            assert!(capped.iter().all(|t| *t <= 39.0));
+            assert!(capped.iter().zip(&a).all(|(c, u)| c <= u));
+        }
+    }
+
+    #[test]
+    fn fast_and_reference_agree_on_a_band() {
+        let sample =
+            WeightedSample::new((1..=30).map(|i| (f64::from(i * 100), 1.0)).collect()).unwrap();
+        let values: Vec<f64> = sample.values.iter().map(|v| 1.0 - v / 3000.0).collect();
+        let n = sample.effective_n;
+        let terms = vec![
+            Term {
+                points: 50.0,
+                posterior: Posterior::Beta { a: 9.0, b: 3.0 },
+            },
+            Term {
+                points: 30.0,
+                posterior: Posterior::CurveQuantile {
+                    a: 0.95 * (n + 1.0),
+                    b: 0.05 * (n + 1.0),
+                    sample,
+                    values,
+                },
+            },
+            Term {
+                points: 20.0,
+                posterior: Posterior::Uniform,
+            },
+        ];
+        let fast = band(
+            draw_totals(&terms, 40_000, None, &[1u8; 32], Sampler::InverseCdfTable),
+            10.0,
+            90.0,
+        );
+        let slow = band(
+            draw_totals(&terms, 40_000, None, &[2u8; 32], Sampler::GammaRatio),
+            10.0,
+            90.0,
+        );
+        assert!((fast.0 - slow.0).abs() < 0.5, "{fast:?} vs {slow:?}");
+        assert!((fast.1 - slow.1).abs() < 0.5, "{fast:?} vs {slow:?}");
+    }
+}

@@ -1,0 +1,147 @@
+//! Points on the published scale, and how a set of check values becomes them.
+//!
+//! Every check's contribution is rounded once to 4 decimals and held as an integer number of
+//! ten-thousandths; the score is defined as the sum of those integers, so the published
+//! contributions add up to the published score exactly, digit for digit.
+
+use super::tally::{CheckState, Tally};
+use crate::rubric::Rubric;
+use serde::{Serialize, Serializer};
+
+/// Ten-thousandths of a point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
+pub struct Points(pub i64);
+
+pub const SCALE: f64 = 10_000.0;
+
+impl Points {
+    /// Round half away from zero to the nearest ten-thousandth.
+    pub fn from_f64(x: f64) -> Points {
+        Points((x * SCALE).round() as i64)
+    }
+    pub fn as_f64(self) -> f64 {
+        self.0 as f64 / SCALE
+    }
+}
+
+impl std::ops::Add for Points {
+    type Output = Points;
+    fn add(self, other: Points) -> Points {
+        Points(self.0 + other.0)
+    }
+}
+
+impl std::ops::Sub for Points {
+    type Output = Points;
+    fn sub(self, other: Points) -> Points {
+        Points(self.0 - other.0)
+    }
+}
+
+impl std::iter::Sum for Points {
+    fn sum<I: Iterator<Item = Points>>(iter: I) -> Points {
+        Points(iter.map(|p| p.0).sum())
+    }
+}
+
+impl Serialize for Points {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.as_f64())
+    }
+}
+
+/// A float rounded to 4 decimals, for every other published number.
+pub fn round4(x: f64) -> f64 {
+    if x.is_finite() {
+        Points::from_f64(x).as_f64()
+    } else {
+        x
+    }
+}
+
+/// How the checks' values became points.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Breakdown {
+    /// Sum of the weights of the dimensions with something scorable (100 when all are).
+    pub denominator: f64,
+    /// Per dimension (rubric order): its check weight total over scorable checks (0 = left out).
+    pub dimension_check_weight: Vec<f64>,
+    /// Per check (rubric order): the most it can contribute (0 when not scorable).
+    pub max_points: Vec<f64>,
+    /// Per check: its rounded contribution.
+    pub contributions: Vec<Points>,
+    /// The score: the sum of `contributions`.
+    pub total: Points,
+}
+
+/// A check is scorable when it applies to the subject (not `na`) and carries weight.
+pub fn is_scorable(weight: f64, tally: &Tally) -> bool {
+    tally.state != CheckState::Na && weight > 0.0
+}
+
+/// Renormalise over what is scorable and turn values into rounded contributions.
+pub fn breakdown(rubric: &Rubric, tallies: &[Tally]) -> Breakdown {
+    let dimension_check_weight: Vec<f64> = rubric
+        .dimensions
+        .iter()
+        .map(|d| {
+            rubric
+                .checks
+                .iter()
+                .zip(tallies)
+                .filter(|(c, t)| c.dimension == d.id && is_scorable(c.weight, t))
+                .map(|(c, _)| c.weight)
+                .sum()
+        })
+        .collect();
+    let denominator: f64 = rubric
+        .dimensions
+        .iter()
+        .zip(&dimension_check_weight)
+        .filter(|(_, w)| **w > 0.0)
+        .map(|(d, _)| d.weight)
+        .sum();
+    let mut max_points = Vec::with_capacity(rubric.checks.len());
+    let mut contributions = Vec::with_capacity(rubric.checks.len());
+    for (check, tally) in rubric.checks.iter().zip(tallies) {
+        let dim = rubric
+            .dimensions
+            .iter()
+            .position(|d| d.id == check.dimension);
+        let points = match dim {
+            Some(i) if denominator > 0.0 && is_scorable(check.weight, tally) => {
+                100.0
+                    * (rubric.dimensions[i].weight / denominator)
+                    * (check.weight / dimension_check_weight[i])
+            }
+            _ => 0.0,
+        };
+        max_points.push(points);
+        contributions.push(Points::from_f64(points * tally.value));
+    }
+    let total = contributions.iter().copied().sum();
+    Breakdown {
+        denominator,
+        dimension_check_weight,
+        max_points,
+        contributions,
+        total,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding_and_exact_sums() {
+        assert_eq!(Points::from_f64(12.34567).0, 123_457);
+        assert_eq!(Points::from_f64(-12.34567).0, -123_457);
+        assert_eq!(Points::from_f64(0.00004).0, 0);
+        assert_eq!(Points::from_f64(0.00005).0, 1);
+        assert_eq!(round4(1.0 / 3.0), 0.3333);
+        let parts = [Points(3333), Points(3333), Points(3334)];
+        assert_eq!(parts.iter().copied().sum::<Points>().as_f64(), 1.0);
+        assert_eq!(serde_json::to_string(&Points(1_234_500)).unwrap(), "123.45");
+    }
+}

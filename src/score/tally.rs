@@ -1,0 +1,153 @@
+//! From the outcome history to one summary per check: its state (scored, held at the prior, or
+//! `na`), its decayed pass and fail weights, and its value in [0, 1].
+
+use super::ScoreError;
+use super::curve::{WeightedSample, interpolate};
+use super::decay::{decay_factor, revision_factor};
+use super::input::{Entry, Inputs};
+use crate::evidence::Outcome;
+use crate::rubric::{Check, Metric, Rubric};
+
+/// The value of a check scored over no evidence: the mean of the uniform prior.
+pub const PRIOR_VALUE: f64 = 0.5;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckState {
+    /// Scored from evidence.
+    Scored,
+    /// No evidence: held at the prior (value 0.5) and listed as such.
+    Prior,
+    /// Does not apply to this subject: leaves its dimension, which renormalises.
+    Na,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tally {
+    pub state: CheckState,
+    /// Outcomes counted (weight > 0 after revision rules; unmeasured never counts).
+    pub passes: u32,
+    pub fails: u32,
+    pub nas: u32,
+    pub unmeasured: u32,
+    /// Decayed, revision-adjusted weights.
+    pub pass_weight: f64,
+    pub fail_weight: f64,
+    /// Curve checks: the weighted measurements (fails at +inf).
+    pub sample: Option<WeightedSample>,
+    /// Curve checks: the weighted p95 in ms (`inf` when the p95 is a failed request).
+    pub p95_ms: Option<f64>,
+    /// The check's value in [0, 1].
+    pub value: f64,
+}
+
+impl Tally {
+    pub fn evidence_weight(&self) -> f64 {
+        self.pass_weight + self.fail_weight
+    }
+}
+
+/// The weight an entry carries for scoring: decay by the check's half-life times its revision rule.
+pub fn entry_weight(rubric: &Rubric, check: &Check, inputs: &Inputs, entry: &Entry) -> f64 {
+    let age = inputs.as_of.ms - entry.at.ms;
+    decay_factor(age, rubric.half_life_days(check))
+        * revision_factor(check.on_revision, inputs.later_revisions(entry))
+}
+
+/// One tally per rubric check, in rubric order, over the entries for which `keep` holds.
+pub fn tally_all(
+    rubric: &Rubric,
+    inputs: &Inputs,
+    keep: &dyn Fn(&Entry) -> bool,
+) -> Result<Vec<Tally>, ScoreError> {
+    rubric
+        .checks
+        .iter()
+        .map(|check| {
+            let entries = inputs
+                .history
+                .iter()
+                .filter(|e| e.check == check.id && keep(e));
+            tally_check(rubric, check, inputs, entries)
+        })
+        .collect()
+}
+
+fn tally_check<'a>(
+    rubric: &Rubric,
+    check: &Check,
+    inputs: &Inputs,
+    entries: impl Iterator<Item = &'a Entry>,
+) -> Result<Tally, ScoreError> {
+    let mut t = Tally {
+        state: CheckState::Prior,
+        passes: 0,
+        fails: 0,
+        nas: 0,
+        unmeasured: 0,
+        pass_weight: 0.0,
+        fail_weight: 0.0,
+        sample: None,
+        p95_ms: None,
+        value: PRIOR_VALUE,
+    };
+    let mut latest: Option<Outcome> = None;
+    let mut measurements = Vec::new();
+    for e in entries {
+        if e.outcome == Outcome::Unmeasured {
+            t.unmeasured += 1;
+            continue;
+        }
+        let w = entry_weight(rubric, check, inputs, e);
+        if w <= 0.0 {
+            continue; // dropped by a reset (or decayed past what a double can hold)
+        }
+        latest = Some(e.outcome);
+        match e.outcome {
+            Outcome::Pass => {
+                t.passes += 1;
+                t.pass_weight += w;
+                if check.metric == Metric::Curve {
+                    let ms = e.value.ok_or_else(|| {
+                        ScoreError::Input(format!(
+                            "history[{}]: a pass of curve check {} needs its value in ms",
+                            e.position, check.id
+                        ))
+                    })?;
+                    measurements.push((ms, w));
+                }
+            }
+            Outcome::Fail => {
+                t.fails += 1;
+                t.fail_weight += w;
+                // A curve check fails when the request never completed: slower than any point.
+                measurements.push((f64::INFINITY, w));
+            }
+            Outcome::Na => t.nas += 1,
+            Outcome::Unmeasured => {}
+        }
+    }
+    match latest {
+        None => {}
+        Some(Outcome::Na) => {
+            t.state = CheckState::Na;
+            t.value = 0.0;
+        }
+        Some(_) => {
+            t.state = CheckState::Scored;
+            match (&check.metric, &check.curve) {
+                (Metric::Curve, Some(curve)) => {
+                    let sample = WeightedSample::new(measurements);
+                    if let Some(s) = &sample {
+                        let p95 = s.quantile(0.95);
+                        t.p95_ms = Some(p95);
+                        t.value = interpolate(curve, p95) / 100.0;
+                    }
+                    t.sample = sample;
+                }
+                _ => t.value = t.pass_weight / t.evidence_weight(),
+            }
+        }
+    }
+    Ok(t)
+}
