@@ -78,7 +78,12 @@ fn subject(rubric: &Rubric, i: u64) -> Inputs {
     Inputs::from_value(doc).expect("generated inputs are valid")
 }
 
-fn measure(rubric: &Rubric, subjects: &[Inputs], sampler: Sampler, rounds: usize) -> (f64, Vec<(f64, f64)>) {
+fn measure(
+    rubric: &Rubric,
+    subjects: &[Inputs],
+    sampler: Sampler,
+    rounds: usize,
+) -> (f64, Vec<(f64, f64)>) {
     let mut bands = Vec::new();
     let start = Instant::now();
     for round in 0..rounds {
@@ -108,7 +113,12 @@ fn main() {
     // Warm up both paths once.
     let _ = measure(&rubric, &subjects[..2], Sampler::InverseCdfTable, 1);
     let _ = measure(&rubric, &subjects[..2], Sampler::GammaRatio, 1);
-    let (fast, fast_bands) = measure(&rubric, &subjects, Sampler::InverseCdfTable, if quick { 1 } else { 5 });
+    let (fast, fast_bands) = measure(
+        &rubric,
+        &subjects,
+        Sampler::InverseCdfTable,
+        if quick { 1 } else { 5 },
+    );
     let (reference, reference_bands) = measure(&rubric, &subjects, Sampler::GammaRatio, 1);
     let mut largest = 0.0f64;
     let mut widest = 0.0f64;
@@ -118,7 +128,15 @@ fn main() {
     }
     println!("fast (inverse-CDF tables, published): {fast:>9.1} subjects/s per core");
     println!("reference (gamma-ratio Beta draws):   {reference:>9.1} subjects/s per core");
-    println!("speed-up fast/reference:              {:>9.2}x", fast / reference);
-    println!("largest band difference:              {largest:>9.4} points (goal <= 0.5; widest band {widest:.2})");
-    println!("goal >= 1000 subjects/s per core:     {}", if fast >= 1000.0 { "met" } else { "NOT met" });
+    println!(
+        "speed-up fast/reference:              {:>9.2}x",
+        fast / reference
+    );
+    println!(
+        "largest band difference:              {largest:>9.4} points (goal <= 0.5; widest band {widest:.2})"
+    );
+    println!(
+        "goal >= 1000 subjects/s per core:     {}",
+        if fast >= 1000.0 { "met" } else { "NOT met" }
+    );
 }
