@@ -2,3 +2,4 @@
 
 pub mod http;
 pub mod netguard;
+pub mod rpc;

@@ -1,0 +1,315 @@
+//! The fixed RPC: one configured JSON-RPC URL through which every chain fact is read.
+//!
+//! It is reached with the same HTTP prober as the endpoints (fresh connection, timeouts, bounded
+//! bodies), but the address guard does not apply: the operator chose this URL. Every failure is an
+//! [`RpcError`], which chain-dependent checks turn into `unmeasured`, never `fail`.
+
+use alloy::primitives::{Address, B256, Bytes, U256};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::probe::http::{FetchConfig, FetchRequest, fetch};
+
+/// Why a chain read failed. None of these says anything about the subject.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RpcError {
+    #[error("RPC {url} unreachable during {method}: {message}")]
+    Unreachable {
+        url: String,
+        method: String,
+        message: String,
+    },
+    #[error("RPC {method} failed with code {code}: {message}")]
+    Node {
+        method: String,
+        code: i64,
+        message: String,
+    },
+    #[error("RPC {method} answered something that is not a JSON-RPC result: {message}")]
+    BadResponse { method: String, message: String },
+}
+
+/// A settled transaction's receipt, as far as the checks need it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TxReceipt {
+    pub transaction_hash: B256,
+    pub block_number: u64,
+    pub block_hash: B256,
+    pub status_ok: bool,
+    pub logs: Vec<LogEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogEntry {
+    pub address: Address,
+    pub topics: Vec<B256>,
+    pub data: Bytes,
+    pub transaction_hash: Option<B256>,
+    pub block_number: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Rpc {
+    url: String,
+    http: FetchConfig,
+}
+
+impl Rpc {
+    pub fn new(url: impl Into<String>) -> Rpc {
+        let http = FetchConfig {
+            allow_private: true,
+            ..FetchConfig::default()
+        };
+        Rpc {
+            url: url.into(),
+            http,
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub async fn call(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let mut req =
+            FetchRequest::get(self.url.clone()).with_header("content-type", "application/json");
+        req.method = "POST".into();
+        req.body = body.to_string().into_bytes();
+        let ex = fetch(&self.http, &req).await;
+        let unreachable = |message: String| RpcError::Unreachable {
+            url: self.url.clone(),
+            method: method.to_string(),
+            message,
+        };
+        if let Some(e) = &ex.error {
+            return Err(unreachable(e.message.clone()));
+        }
+        let resp = ex
+            .response
+            .ok_or_else(|| unreachable("no response".into()))?;
+        let bad = |message: String| RpcError::BadResponse {
+            method: method.to_string(),
+            message,
+        };
+        if resp.body_truncated {
+            return Err(bad("response larger than the body cap".into()));
+        }
+        let v: Value = serde_json::from_slice(&resp.body).map_err(|e| {
+            bad(format!(
+                "HTTP {} with a body that is not JSON: {e}",
+                resp.status
+            ))
+        })?;
+        if let Some(err) = v.get("error") {
+            return Err(RpcError::Node {
+                method: method.to_string(),
+                code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
+                message: err
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+            });
+        }
+        v.get("result")
+            .cloned()
+            .ok_or_else(|| bad("no result".into()))
+    }
+
+    pub async fn chain_id(&self) -> Result<u64, RpcError> {
+        let v = self.call("eth_chainId", json!([])).await?;
+        parse_quantity(&v).ok_or_else(|| self.bad("eth_chainId", &v))
+    }
+
+    pub async fn block_number(&self) -> Result<u64, RpcError> {
+        let v = self.call("eth_blockNumber", json!([])).await?;
+        parse_quantity(&v).ok_or_else(|| self.bad("eth_blockNumber", &v))
+    }
+
+    /// `eth_call` at the latest block.
+    pub async fn eth_call(&self, to: Address, data: &[u8]) -> Result<Bytes, RpcError> {
+        let params = json!([{"to": to, "data": format!("0x{}", hex::encode(data))}, "latest"]);
+        let v = self.call("eth_call", params).await?;
+        v.as_str()
+            .and_then(|s| s.parse::<Bytes>().ok())
+            .ok_or_else(|| self.bad("eth_call", &v))
+    }
+
+    /// The receipt, or `None` when the node does not know the transaction.
+    pub async fn receipt(&self, tx: B256) -> Result<Option<TxReceipt>, RpcError> {
+        let v = self.call("eth_getTransactionReceipt", json!([tx])).await?;
+        if v.is_null() {
+            return Ok(None);
+        }
+        parse_receipt(&v)
+            .map(Some)
+            .ok_or_else(|| self.bad("eth_getTransactionReceipt", &v))
+    }
+
+    /// Logs of `address` with the given topics (None = any) over a block range.
+    pub async fn logs(
+        &self,
+        address: Address,
+        topics: &[Option<B256>],
+        from_block: u64,
+        to_block: u64,
+    ) -> Result<Vec<LogEntry>, RpcError> {
+        let topics: Vec<Value> = topics
+            .iter()
+            .map(|t| t.map_or(Value::Null, |t| json!(t)))
+            .collect();
+        let filter = json!({
+            "address": address,
+            "topics": topics,
+            "fromBlock": format!("0x{from_block:x}"),
+            "toBlock": format!("0x{to_block:x}"),
+        });
+        let v = self.call("eth_getLogs", json!([filter])).await?;
+        let arr = v.as_array().ok_or_else(|| self.bad("eth_getLogs", &v))?;
+        arr.iter()
+            .map(|l| parse_log(l).ok_or_else(|| self.bad("eth_getLogs", l)))
+            .collect()
+    }
+
+    /// Latest block timestamp (unix seconds).
+    pub async fn latest_timestamp(&self) -> Result<u64, RpcError> {
+        let v = self
+            .call("eth_getBlockByNumber", json!(["latest", false]))
+            .await?;
+        v.get("timestamp")
+            .and_then(parse_quantity)
+            .ok_or_else(|| self.bad("eth_getBlockByNumber", &v))
+    }
+
+    fn bad(&self, method: &str, v: &Value) -> RpcError {
+        let mut text = v.to_string();
+        text.truncate(200);
+        RpcError::BadResponse {
+            method: method.to_string(),
+            message: format!("unexpected {text}"),
+        }
+    }
+}
+
+fn parse_quantity(v: &Value) -> Option<u64> {
+    u64::from_str_radix(v.as_str()?.strip_prefix("0x")?, 16).ok()
+}
+
+fn parse_log(v: &Value) -> Option<LogEntry> {
+    Some(LogEntry {
+        address: v.get("address")?.as_str()?.parse().ok()?,
+        topics: v
+            .get("topics")?
+            .as_array()?
+            .iter()
+            .map(|t| t.as_str()?.parse().ok())
+            .collect::<Option<Vec<B256>>>()?,
+        data: v.get("data")?.as_str()?.parse().ok()?,
+        transaction_hash: v
+            .get("transactionHash")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse().ok()),
+        block_number: v.get("blockNumber").and_then(parse_quantity),
+    })
+}
+
+fn parse_receipt(v: &Value) -> Option<TxReceipt> {
+    Some(TxReceipt {
+        transaction_hash: v.get("transactionHash")?.as_str()?.parse().ok()?,
+        block_number: parse_quantity(v.get("blockNumber")?)?,
+        block_hash: v.get("blockHash")?.as_str()?.parse().ok()?,
+        status_ok: v.get("status").and_then(parse_quantity) == Some(1),
+        logs: v
+            .get("logs")?
+            .as_array()?
+            .iter()
+            .map(parse_log)
+            .collect::<Option<Vec<_>>>()?,
+    })
+}
+
+/// ABI-decode a `string` return value.
+pub fn decode_string(data: &[u8]) -> Option<String> {
+    if data.len() < 64 {
+        return None;
+    }
+    let offset = usize::try_from(U256::from_be_slice(&data[..32])).ok()?;
+    let len_end = offset.checked_add(32)?;
+    let len = usize::try_from(U256::from_be_slice(data.get(offset..len_end)?)).ok()?;
+    let bytes = data.get(len_end..len_end.checked_add(len)?)?;
+    String::from_utf8(bytes.to_vec()).ok()
+}
+
+/// Function selectors of the token reads this tool makes.
+pub mod selector {
+    /// `name()`
+    pub const NAME: [u8; 4] = [0x06, 0xfd, 0xde, 0x03];
+    /// `version()`
+    pub const VERSION: [u8; 4] = [0x54, 0xfd, 0x4d, 0x50];
+    /// `DOMAIN_SEPARATOR()`
+    pub const DOMAIN_SEPARATOR: [u8; 4] = [0x36, 0x44, 0xe5, 0x15];
+    /// `authorizationState(address,bytes32)`
+    pub const AUTHORIZATION_STATE: [u8; 4] = [0xe9, 0x4a, 0x01, 0x02];
+    /// `balanceOf(address)`
+    pub const BALANCE_OF: [u8; 4] = [0x70, 0xa0, 0x82, 0x31];
+}
+
+/// What a token says its EIP-712 domain is (C3's chain read).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenDomainRead {
+    pub name: String,
+    pub version: String,
+    pub domain_separator: B256,
+}
+
+impl Rpc {
+    pub async fn token_domain(&self, token: Address) -> Result<TokenDomainRead, RpcError> {
+        let name = self.eth_call(token, &selector::NAME).await?;
+        let version = self.eth_call(token, &selector::VERSION).await?;
+        let sep = self.eth_call(token, &selector::DOMAIN_SEPARATOR).await?;
+        let bad = |what: &str| RpcError::BadResponse {
+            method: "eth_call".into(),
+            message: format!("{what} of {token} is not ABI-encoded as expected"),
+        };
+        Ok(TokenDomainRead {
+            name: decode_string(&name).ok_or_else(|| bad("name()"))?,
+            version: decode_string(&version).ok_or_else(|| bad("version()"))?,
+            domain_separator: (sep.len() == 32)
+                .then(|| B256::from_slice(&sep))
+                .ok_or_else(|| bad("DOMAIN_SEPARATOR()"))?,
+        })
+    }
+
+    /// `authorizationState(authorizer, nonce)`: true once the nonce is used or canceled.
+    pub async fn authorization_state(
+        &self,
+        token: Address,
+        authorizer: Address,
+        nonce: B256,
+    ) -> Result<bool, RpcError> {
+        let mut data = selector::AUTHORIZATION_STATE.to_vec();
+        data.extend_from_slice(authorizer.into_word().as_slice());
+        data.extend_from_slice(nonce.as_slice());
+        let out = self.eth_call(token, &data).await?;
+        if out.len() != 32 {
+            return Err(RpcError::BadResponse {
+                method: "eth_call".into(),
+                message: "authorizationState did not return one word".into(),
+            });
+        }
+        Ok(out[31] == 1)
+    }
+
+    pub async fn balance_of(&self, token: Address, owner: Address) -> Result<U256, RpcError> {
+        let mut data = selector::BALANCE_OF.to_vec();
+        data.extend_from_slice(owner.into_word().as_slice());
+        let out = self.eth_call(token, &data).await?;
+        (out.len() == 32)
+            .then(|| U256::from_be_slice(&out))
+            .ok_or_else(|| RpcError::BadResponse {
+                method: "eth_call".into(),
+                message: "balanceOf did not return one word".into(),
+            })
+    }
+}
