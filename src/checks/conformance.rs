@@ -21,7 +21,9 @@ use serde_json::{Value, json};
 use crate::evidence::Conclusion;
 use crate::x402::eip712::TokenDomain;
 use crate::x402::network::canonical_usdc;
-use crate::x402::types::{Deviation, Parsed402, PaymentRequired, Requirement, Source};
+use crate::x402::types::{
+    Deviation, Parsed402, PaymentRequired, Requirement, Source, printable_prefix,
+};
 
 /// Codes that make C1 fail (besides an entry that is not an object, and for v1 an entry without
 /// its `resource`).
@@ -112,7 +114,7 @@ pub fn c1(parsed: &Parsed402, response_arrived: bool) -> Conclusion {
             } else {
                 "ies"
             },
-            required.resource_url().unwrap_or("(none)")
+            printable_prefix(required.resource_url().unwrap_or("(none)"), 200)
         ))
         .with_detail(base)
     } else {
@@ -141,16 +143,11 @@ pub fn c2(required: &PaymentRequired) -> Conclusion {
         "notes": deviation_list(&notes),
     });
     if counted.is_empty() {
-        Conclusion::pass(format!(
-            "all {} accepts entr{} well-formed",
-            required.accepts.len(),
-            if required.accepts.len() == 1 {
-                "y"
-            } else {
-                "ies"
-            }
-        ))
-        .with_detail(detail)
+        let entries = match required.accepts.len() {
+            1 => "the accepts entry is".to_string(),
+            n => format!("all {n} accepts entries are"),
+        };
+        Conclusion::pass(format!("{entries} well-formed")).with_detail(detail)
     } else {
         failed("requirements are not well-formed", &counted, &notes).with_detail(detail)
     }
@@ -329,13 +326,15 @@ pub fn c4(parsed: &Parsed402) -> Conclusion {
 /// JSON-pointer paths where `a` and `b` differ (at most a few, to keep receipts short).
 fn collect_differences(a: &Value, b: &Value, path: String, out: &mut Vec<String>) {
     const MAX_PATHS: usize = 20;
+    const MAX_KEY_CHARS: usize = 60;
     if out.len() >= MAX_PATHS || a == b {
         return;
     }
     match (a, b) {
         (Value::Object(a), Value::Object(b)) => {
             for key in a.keys().chain(b.keys().filter(|k| !a.contains_key(*k))) {
-                let child = format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"));
+                let shown = printable_prefix(key, MAX_KEY_CHARS);
+                let child = format!("{path}/{}", shown.replace('~', "~0").replace('/', "~1"));
                 match (a.get(key), b.get(key)) {
                     (Some(x), Some(y)) => collect_differences(x, y, child, out),
                     _ if out.len() < MAX_PATHS => out.push(child),

@@ -66,7 +66,7 @@ pub fn parse_payment_required(status: u16, headers: &[(String, String)], body: &
     let Some((carrier, object, bytes)) = chosen else {
         deviations.push(Deviation::new(
             "payment_required.missing",
-            "no PAYMENT-REQUIRED header and no PaymentRequired (x402Version, accepts) in the body",
+            "no usable PAYMENT-REQUIRED header and no PaymentRequired (x402Version, accepts) in the body",
         ));
         return Parsed402 {
             source: Source::None,

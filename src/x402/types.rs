@@ -34,10 +34,12 @@ pub struct Deviation {
 }
 
 impl Deviation {
+    /// Messages quote what an endpoint sent, so they are bounded and made printable here: a hostile
+    /// 60 KiB field must not become a 60 KiB receipt line.
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
         Deviation {
             code: code.into(),
-            message: message.into(),
+            message: printable_prefix(&message.into(), MAX_MESSAGE_CHARS),
         }
     }
 
@@ -62,6 +64,30 @@ impl std::fmt::Display for Deviation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.code, self.message)
     }
+}
+
+/// Longest deviation message kept, in characters.
+pub const MAX_MESSAGE_CHARS: usize = 300;
+
+/// At most `max` characters of `text`, control characters escaped, with `...` when cut. For
+/// putting endpoint-supplied text into evidence lines.
+pub fn printable_prefix(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    let mut written = 0;
+    for c in text.chars() {
+        let piece: String = if c.is_control() {
+            c.escape_default().collect()
+        } else {
+            c.to_string()
+        };
+        written += piece.chars().count();
+        if written > max {
+            out.push_str("...");
+            break;
+        }
+        out.push_str(&piece);
+    }
+    out
 }
 
 /// What the parser made of one unpaid response.
@@ -231,6 +257,15 @@ mod tests {
         assert_eq!(d.entry_field(), Some((3, "")));
         assert_eq!(Deviation::new("accepts.empty", "").entry_field(), None);
         assert_eq!(Deviation::new("accepts[x].a.b", "").entry_field(), None);
+    }
+
+    #[test]
+    fn messages_are_bounded_and_printable() {
+        let d = Deviation::new("x", format!("a\nb{}", "z".repeat(1000)));
+        assert!(d.message.starts_with("a\\nb"));
+        assert!(d.message.chars().count() <= MAX_MESSAGE_CHARS + 3);
+        assert!(d.message.ends_with("..."));
+        assert_eq!(printable_prefix("short", 10), "short");
     }
 
     #[test]
