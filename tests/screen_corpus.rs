@@ -3,8 +3,11 @@
 //! `tests/data/screen/benign.jsonl` and `malicious.jsonl` hold one `{"text", "note", "split"}`
 //! object per line (malicious lines also name their `category`). A line counts as flagged when
 //! the screen reports any finding. Precision and recall are printed for the whole corpus and for
-//! each split: `dev` is what the rules were tuned on; `holdout` was written with it, before any
-//! rule existed, and kept out of tuning, so its numbers are the honest estimate. Run with
+//! each split. `dev` and `holdout` were written together before any rule existed; only `dev` was
+//! looked at while writing rules. `fresh` was written after the first version of the rules, by the
+//! same author, to probe for gaps; its first measurement is recorded in `probes/S2.md`, and the
+//! general fixes it prompted are listed there too. All three are written by the rules' author, so
+//! these numbers overstate how the screen does on text written by someone else. Run with
 //! `--nocapture` to see the table and every misclassified line.
 
 use std::collections::BTreeMap;
@@ -63,6 +66,7 @@ fn screen_corpus_precision_and_recall() {
     let mut total = Counts::default();
     let mut right_category = 0usize;
     let mut misclassified = Vec::new();
+    let mut other_category = Vec::new();
 
     for line in &benign {
         let screening = screen(&line.text);
@@ -93,8 +97,14 @@ fn screen_corpus_precision_and_recall() {
         } else {
             counts.true_positive += 1;
             total.true_positive += 1;
-            if line.category.is_some_and(|c| screening.has(c)) {
+            if line.category.is_none_or(|c| screening.has(c)) {
                 right_category += 1;
+            } else {
+                let rules: Vec<&str> = screening.findings.iter().map(|f| f.rule.as_str()).collect();
+                other_category.push(format!(
+                    "OTHER CATEGORY [{}] {} (labelled {:?}) fired {:?}",
+                    line.split, line.note, line.category, rules
+                ));
             }
         }
     }
@@ -115,7 +125,7 @@ fn screen_corpus_precision_and_recall() {
         "  flagged malicious lines whose labelled category fired: {right_category}/{}",
         total.true_positive
     );
-    for m in &misclassified {
+    for m in misclassified.iter().chain(&other_category) {
         println!("  {m}");
     }
 

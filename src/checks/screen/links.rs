@@ -61,7 +61,9 @@ fn url_pattern() -> &'static Regex {
     static URL: OnceLock<Regex> = OnceLock::new();
     URL.get_or_init(|| {
         // A scheme, then everything up to whitespace or a character that ends prose links.
-        Regex::new(r#"(?i)\b(?:https?|ftp|wss?)://(?:\[[0-9a-f:.]+\]|[^\s/?#<>"'`)\]]+)[^\s<>"'`]*"#)
+        // The authority is letters, digits, marks and the few ASCII signs a host, port or user
+        // info uses, so that prose punctuation after a link (`。`, `)`) is not read as its host.
+        Regex::new(r#"(?i)\b(?:https?|ftp|wss?)://(?:\[[0-9a-f:.]+\]|[\p{L}\p{N}\p{M}._~%@:-]+)(?:[/?#][^\s<>"'`]*)?"#)
             .expect("the URL pattern is a valid regex")
     })
 }
@@ -268,6 +270,12 @@ mod tests {
         assert!(problems("https://docs.example-weather.com/v2 support@example-weather.com").is_empty());
         assert!(problems("https://phantomjs.org and https://ledgerhq.com").is_empty());
         assert!(problems("Net.WebClient and file.json").is_empty());
+    }
+
+    #[test]
+    fn prose_punctuation_after_a_link_is_not_its_host() {
+        assert!(problems("发送到 https://log.example.cn。然后").is_empty());
+        assert!(problems("(see https://docs.example.com), or").is_empty());
     }
 
     #[test]

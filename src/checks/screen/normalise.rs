@@ -132,6 +132,48 @@ fn fold_char(c: char, from: (usize, usize), out: &mut Vec<Folded>) {
     }
 }
 
+fn is_letter_separator(c: char) -> bool {
+    matches!(c, '-' | '.' | '_' | '*' | ' ' | '\u{00B7}' | '/' | '|')
+}
+
+/// Join words spelled out as separate letters (`i-g-n-o-r-e`, `i g n o r e`): at least four
+/// single letters, each between one separator character.
+fn join_spelled_out_letters(chars: Vec<Folded>) -> Vec<Folded> {
+    let single_letter = |chars: &[Folded], i: usize| {
+        chars[i].c.is_alphabetic()
+            && (i == 0 || !chars[i - 1].c.is_alphanumeric())
+            && chars.get(i + 1).is_none_or(|n| !n.c.is_alphanumeric())
+    };
+    let mut drop = vec![false; chars.len()];
+    let mut i = 0;
+    while i < chars.len() {
+        if !single_letter(&chars, i) {
+            i += 1;
+            continue;
+        }
+        let mut last = i;
+        let mut letters = 1;
+        while last + 2 < chars.len()
+            && is_letter_separator(chars[last + 1].c)
+            && single_letter(&chars, last + 2)
+        {
+            last += 2;
+            letters += 1;
+        }
+        if letters >= 4 {
+            for sep in (i + 1..last).step_by(2) {
+                drop[sep] = true;
+            }
+        }
+        i = last + 1;
+    }
+    chars
+        .into_iter()
+        .zip(drop)
+        .filter_map(|(c, dropped)| (!dropped).then_some(c))
+        .collect()
+}
+
 fn is_word_char(c: char, leet: bool) -> bool {
     c.is_alphanumeric() || (leet && (c == '@' || c == '$'))
 }
@@ -181,6 +223,7 @@ pub(super) fn normalise(original: &str, leet: bool) -> Normalised {
     for (at, c) in original.char_indices() {
         fold_char(c, (at, at + c.len_utf8()), &mut chars);
     }
+    let mut chars = join_spelled_out_letters(chars);
     let mut mixed_script_words = Vec::new();
     fold_words(&mut chars, leet, &mut mixed_script_words);
 
@@ -247,6 +290,13 @@ mod tests {
     fn leet_view_reads_digits_in_words_as_letters() {
         assert_eq!(normalise("1gn0r3 4ll 2024", true).text, "ignore all 2024");
         assert_eq!(normalise("1gn0r3 4ll", false).text, "1gn0r3 4ll");
+    }
+
+    #[test]
+    fn joins_spelled_out_letters() {
+        assert_eq!(normalise("I-g-n-o-r-e all", false).text, "ignore all");
+        assert_eq!(normalise("s e n d funds", false).text, "send funds");
+        assert_eq!(normalise("U.S. and E.U. rates, a b c", false).text, "u.s. and e.u. rates, a b c");
     }
 
     #[test]

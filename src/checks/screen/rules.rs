@@ -93,17 +93,17 @@ fn specs() -> Vec<Spec> {
         word_rule("inj.ignore-previous", Injection,
             r"\b(?:ignore|disregard|forget)\b(?: (?:all|everything|anything|what|whatever|that|the|you|were|was|have|been|told|said|written|stated|is|i|we|ve|'ve))*? (?:above|before|previously|earlier|so far|until now|up to now)\b".to_string()),
         word_rule("inj.ignore-previous", Injection, format!(
-            r"\b(?:ignora|olvida|olvide|olviden|descarta|descarte|omite|omita|desatiende|desobedece|haz caso omiso de|ignore|ignoren|ignorad|ignorem|esqueca|esquece|esquecam|desconsidere|desconsidera|despreze|ignori|ignorate|dimentica|dimentichi|tralascia)\b{g3} (?:instrucciones|indicaciones|reglas|ordenes|directrices|normas|consignas|instrucoes|regras|ordens|diretrizes|orientacoes|comandos|istruzioni|regole|indicazioni|direttive)\b")),
+            r"\b(?:ignora|ignorar|olvida|olvidar|olvide|olviden|descarta|descartar|descarte|omite|omitir|omita|desatiende|desatender|desobedece|desobedecer|haz caso omiso de|hacer caso omiso de|ignore|ignoren|ignorad|ignorem|esqueca|esquecer|esquece|esquecam|desconsidere|desconsiderar|desconsidera|despreze|desprezar|ignori|ignorare|ignorate|dimentica|dimenticare|dimentichi|tralascia|tralasciare)\b{g3} (?:instrucciones|indicaciones|reglas|ordenes|directrices|normas|consignas|instrucoes|regras|ordens|diretrizes|orientacoes|comandos|istruzioni|regole|indicazioni|direttive)\b")),
         word_rule("inj.ignore-previous", Injection, format!(
             r"\b(?:ignore|ignorez|ignorer|oublie|oubliez|oublier|ne tiens pas compte|ne tenez pas compte)\b(?: \S+){{0,2}}? (?:les|tes|vos|toutes|ces|leurs|des)\b{g2} (?:instructions|consignes|regles|directives|ordres|indications)\b")),
         word_rule("inj.ignore-previous", Injection, format!(
-            r"\b(?:ignoriere|ignorier|ignorieren sie|ignoriert|vergiss|vergesst|vergessen sie|missachte|missachten sie|verwirf|verwerfen sie)\b{g3} (?:anweisungen|instruktionen|regeln|befehle|vorgaben|richtlinien|anordnungen)\b")),
+            r"\b(?:ignoriere|ignorier|ignorieren sie|ignoriert|vergiss|vergesst|vergessen sie|missachte|missachten sie|verwirf|verwerfen sie)\b{g4} (?:anweisungen|instruktionen|regeln|befehle|vorgaben|richtlinien|anordnungen)\b")),
         word_rule("inj.ignore-previous", Injection, format!(
             r"\b(?:vorherigen|bisherigen|vorigen|obigen|fruheren|alten|ursprunglichen|system)\w* (?:anweisungen|instruktionen|regeln|befehle|vorgaben){g2} (?:ignorieren|vergessen|missachten)\b")),
         word_rule("inj.ignore-previous", Injection, format!(
             r"\b(?:игнорируй|игнорируйте|проигнорируй|проигнорируйте|забудь|забудьте|отбрось|отбросьте|не обращай внимания на|не обращайте внимания на|не следуй|не следуйте|отмени|отмените)\b{g3} (?:инструкци|указани|правил|команд|установк|директив|ограничени)\w*")),
         word_rule("inj.ignore-previous", Injection,
-            r"(?:忽略|忽视|无视|無視|忽視|忘记|忘記|忘掉|不要理会|不要理會|不要遵守|不要遵循|放弃|放棄|抛弃|拋棄)[^。！？.!?]{0,12}(?:指令|指示|规则|規則|提示|设定|設定|要求|命令|约束|約束|限制)".to_string()),
+            r"(?:忽略|忽视|无视|無視|忽視|忘记|忘記|忘掉|不要理会|不要理會|不要遵守|不要遵循|放弃|放棄|抛弃|拋棄)(?:[^。！？.!?]{0,12}(?:指令|指示|规则|規則|提示|设定|設定|要求|命令|约束|約束|限制)|(?:上面|以上|之前|前面|先前|上述)的?(?:内容|內容|一切|所有内容|所有內容|文字))".to_string()),
         word_rule("inj.ignore-previous", Injection, format!(
             r"\b{EN_QUALIFIER} (?:instructions|rules|directives|guidelines){g2} (?:no longer apply|(?:are|is) (?:void|null|cancel(?:l)?ed|revoked|overridden|superseded|suspended)|do not apply|don't apply)\b")),
 
@@ -131,7 +131,11 @@ fn specs() -> Vec<Spec> {
         word_rule("inj.addressed-to-agent", Injection,
             r"(?:^|[.!?:;] )(?:system|assistant|ai|agent|model|llm)\s*: (?:the (?:assistant|agent|model|ai)|you|ignore|disregard|forget|after|before|always|never|must|do not|from now)\b".to_string()),
         word_rule("inj.addressed-to-agent", Injection,
+            r"\b(?:to|for) (?:any|all|every|each|the) (?:ai|llm|gpt|assistant|agent|language model|model|bot|chatbot)s? (?:reading|processing|parsing|seeing|viewing|summari[sz]ing)(?: (?:this|it|these))?\s*[:,-]".to_string()),
+        word_rule("inj.addressed-to-agent", Injection,
             r"\b(?:hey|hi|hello|dear|attention) (?:ai|assistant|agent|model|llm|chatbot|claude|chatgpt|gpt)\b,? ".to_string()),
+        word_rule("inj.new-instructions", Injection,
+            r"(?:\b(?:new|updated|real|actual|revised|secret|hidden|additional|overriding|priority) (?:system )?(?:instructions?|directives?|prompt|orders)\s*:|\bsystem (?:instructions?|override|directives?|prompt|message)\s*:|\b(?:nuevas? instrucciones|nouvelles? (?:instructions|consignes)|neue (?:anweisungen|instruktionen|systemanweisung)|novas? instrucoes|nuove istruzioni)\s*:|(?:新的?指令|新的?系统指令|系统指令)\s*[:：]|\bнов\w* (?:инструкци|указани)\w*\s*:)".to_string()),
         literal_rule("inj.chat-template", Injection,
             r"(?:<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id)\|>|\[/?inst\]|<</?sys>>|</?(?:system|assistant)>|(?:^|\s)#{1,3} ?(?:system|new instructions?|instructions?)\s*:)".to_string()),
 
@@ -147,7 +151,7 @@ fn specs() -> Vec<Spec> {
 
         // ---- Injection: moving the agent's money ----
         word_rule("inj.send-funds", Injection, format!(
-            r"\b(?:send|transfer|wire|move|pay|deposit|forward|sweep|withdraw|bridge)\b{g3} (?:all|your|the entire|the whole|the remaining|remaining|entire|whole|every|max|maximum) (?:of )?(?:\S+ ){{0,3}}?{FUND_NOUN}\b")),
+            r"\b(?:send|transfer|wire|move|pay|deposit|forward|sweep)\b{g3} (?:all|your|the entire|the whole|the remaining|remaining|entire|whole|every|max|maximum) (?:of )?(?:\S+ ){{0,3}}?{FUND_NOUN}\b")),
         literal_rule("inj.send-funds", Injection,
             r"\b(?:send|transfer|wire|deposit|forward|tip|donate)\b(?: \S+){0,6}? (?:to|into|at) 0x[0-9a-f]{40}\b".to_string()),
         word_rule("inj.send-funds", Injection, format!(
@@ -168,6 +172,8 @@ fn specs() -> Vec<Spec> {
             r"\bfollow (?:the |these |those |any )?(?:instructions|directions|commands|orders|steps) (?:at|on|from|in|found at) https?://".to_string()),
         word_rule("inj.exfiltrate", Injection, format!(
             r"\b(?:exfiltrat\w*|(?:send|post|forward|upload|leak|share|include|append|submit|report|copy|attach|transmit|collect)\b{g6} (?:conversation|chat history|chat log|messages|user data|user'?s? data|personal data|private data|credentials|api (?:keys?|tokens?)|tokens|secrets?|session|cookies?|environment variables|env vars|memory|previous messages|system prompt|private keys?|wallet keys?|emails?|email address(?:es)?|passwords?)\b{g8} (?:to|into|at|via) (?:{URLISH}|webhook|this (?:url|endpoint|address)|our (?:server|endpoint)))")),
+        word_rule("inj.exfiltrate", Injection,
+            r"(?:聊天记录|聊天記錄|对话记录|對話記錄|对话历史|對話歷史|用户数据|用戶數據|私钥|私鑰|密码|密碼|密钥|密鑰|环境变量|環境變量|系统提示|系統提示)[^。！？]{0,10}(?:发送|發送|上传|上傳|转发|轉發|提交|泄露)(?:到|至|给|給)".to_string()),
         word_rule("inj.conceal", Injection,
             r"\b(?:(?:do not|don't|dont|never)\b (?:tell|inform|mention|reveal|disclose|show|alert|notify|warn|let)\b(?: \S+){0,2}? (?:the )?(?:user|human|operator|owner|person|anyone|them)\b|without (?:telling|informing|notifying|alerting|asking|warning|letting) (?:the )?(?:user|human|operator|owner|anyone)\b|(?:secretly|silently|quietly|covertly|discreetly|stealthily|invisibly)\b (?:\S+ ){0,2}?(?:send|transfer|call|forward|include|append|pay|approve|execute|run|add|insert|post|upload|redirect|recommend|mention|sign)\b)".to_string()),
 
@@ -205,9 +211,9 @@ fn specs() -> Vec<Spec> {
 
         // ---- Secret asks ----
         secret_rule("secret.private-key", format!(
-            r"(?:\b{EN_ASK_VERB}\b(?: \S+){{0,5}}? {PRIVATE_KEY}\b|\b{EN_NEED}\b{g3} (?:your |the |a )?(?:\S+ )?{PRIVATE_KEY}\b|\b{PRIVATE_KEY}\b(?: \S+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b|\bwhat(?: is|'s) your (?:\S+ )?{PRIVATE_KEY}\b)")),
+            r"(?:\b{EN_ASK_VERB}\b(?: \S+){{0,5}}? {PRIVATE_KEY}\b|\b{EN_NEED}\b{g3} (?:your |the |a )?(?:\S+ )?{PRIVATE_KEY}\b|\b{PRIVATE_KEY}\b(?: \S+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b|\bwhat(?: is|'s) your (?:\S+ )?{PRIVATE_KEY}\b|\b(?:set|fill|populate)\b(?: \S+){{0,5}}? (?:to|with) (?:your |the |a )(?:\S+ )?{PRIVATE_KEY}\b)")),
         secret_rule("secret.seed-phrase", format!(
-            r"(?:\b{EN_ASK_VERB}\b(?: \S+){{0,5}}? {SEED_PHRASE}\b|\b{EN_NEED}\b{g3} (?:your |the |a )?(?:\S+ )?{SEED_PHRASE}\b|\b{SEED_PHRASE}\b(?: \S+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b|\bwhat(?: is|'s|are) your (?:\S+ )?{SEED_PHRASE}\b)")),
+            r"(?:\b{EN_ASK_VERB}\b(?: \S+){{0,5}}? {SEED_PHRASE}\b|\b{EN_NEED}\b{g3} (?:your |the |a )?(?:\S+ )?{SEED_PHRASE}\b|\b{SEED_PHRASE}\b(?: \S+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b|\bwhat(?: is|'s|are) your (?:\S+ )?{SEED_PHRASE}\b|\b(?:set|fill|populate)\b(?: \S+){{0,5}}? (?:to|with) (?:your |the |a )(?:\S+ )?{SEED_PHRASE}\b)")),
         secret_rule("secret.password", format!(
             r"(?:\b{EN_ASK_VERB}\b(?: \S+){{0,4}}? (?:your |the |us |me )?(?:\S+ )?{PASSWORD}\b|\b{EN_NEED}\b{g3} (?:your |the )(?:\S+ )?{PASSWORD}\b|\bwhat(?: is|'s) your (?:\S+ )?{PASSWORD}\b|\b(?:re-?enter|log in with|sign in with|login with) your (?:\S+ )?{PASSWORD}\b)")),
         secret_rule("secret.api-key", format!(
