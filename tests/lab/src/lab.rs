@@ -287,6 +287,11 @@ impl Lab {
         }
     }
 
+    /// Stop the chain only (the servers keep running): for tests of what happens when the RPC dies.
+    pub fn stop_chain(&mut self) {
+        self.anvil.stop();
+    }
+
     /// Stop everything now (dropping the lab does the same).
     pub fn stop(self) {}
 }
