@@ -49,7 +49,7 @@ pub enum RpcError {
         code: i64,
         message: String,
         /// The error's `data` member, for a revert usually the ABI-encoded reason.
-        data: Option<Value>,
+        data: Option<Box<Value>>,
     },
     #[error("{method}: unexpected answer: {detail}")]
     Decode { method: String, detail: String },
@@ -80,8 +80,7 @@ pub struct CallRequest {
     pub data: Bytes,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<U256>,
-    /// `None` lets the node estimate, which also makes it refuse (with the reason) a transaction that
-    /// would revert. Set it to get a reverted transaction mined instead.
+    /// `None` lets the node estimate the gas.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gas: Option<U64>,
 }
@@ -261,7 +260,7 @@ impl Rpc {
                     .and_then(Value::as_str)
                     .unwrap_or("(no message)")
                     .to_owned(),
-                data: error.get("data").cloned(),
+                data: error.get("data").cloned().map(Box::new),
             });
         }
         let Some(result) = envelope.get_mut("result").map(Value::take) else {
@@ -318,7 +317,8 @@ impl Rpc {
     }
 
     /// Sends a transaction from an account the node holds the key for (or impersonates) and returns its
-    /// hash. Without `gas`, a transaction that would revert is refused here, with the reason.
+    /// hash. Anvil mines a transaction that reverts (receipt status 0) and gives no reason here: run the
+    /// same request through [`Rpc::eth_call`] first to learn whether and why it would revert.
     pub async fn send_transaction(&self, tx: &CallRequest) -> Result<TxHash, RpcError> {
         if tx.from.is_none() {
             return Err(RpcError::Decode {

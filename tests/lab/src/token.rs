@@ -138,9 +138,9 @@ pub enum TokenError {
 }
 
 impl TokenError {
-    /// The revert reason when the node refused the call because the token reverted, e.g.
-    /// `authorization is used or canceled`. `None` for other errors, and for a transaction that was
-    /// mined and reverted (it carries no reason; see [`TokenError::Reverted`]).
+    /// The revert reason when the token refused the call, e.g. `authorization is used or canceled`.
+    /// `None` for other errors, and for a transaction that was mined and reverted (a receipt carries no
+    /// reason; see [`TokenError::Reverted`]).
     pub fn revert_reason(&self) -> Option<&str> {
         match self {
             TokenError::Rpc { source, .. } => source.revert_reason(),
@@ -609,9 +609,12 @@ impl Token {
 
     // ------------------------------------------------------------ transactions
     //
-    // Each sends from an account the node can sign for, waits for the receipt and returns the hash of a
-    // successful transaction. A transaction the node sees would revert is refused with the reason
-    // (`TokenError::revert_reason`); one mined and reverted anyway is `TokenError::Reverted`.
+    // Each runs the call first as an `eth_call` (the simulation a careful facilitator makes): a call that
+    // would revert is not sent and comes back with the token's reason (`TokenError::revert_reason`).
+    // Otherwise it sends from an account the node can sign for, waits for the receipt and returns the
+    // hash. A transaction mined and reverted anyway (the chain moved in between) is
+    // `TokenError::Reverted`. To get a reverted transaction mined on purpose, send the calldata with an
+    // explicit gas limit through `Rpc::send_transaction`.
 
     /// Mints `value` to `to` (sent by the owner).
     pub async fn mint(&self, to: Address, value: U256) -> Result<TxHash, TokenError> {
@@ -802,6 +805,11 @@ impl Token {
         calldata: Vec<u8>,
     ) -> Result<TxHash, TokenError> {
         let tx = CallRequest::call(self.address, calldata).with_from(from);
+        // Anvil mines a reverting transaction (status 0) without saying why; the call says why.
+        self.rpc
+            .eth_call(&tx)
+            .await
+            .map_err(|source| TokenError::Rpc { action, source })?;
         let tx_hash = self
             .rpc
             .send_transaction(&tx)
