@@ -1052,7 +1052,7 @@ async fn guard_refuses_private_destinations_before_connecting() {
         format!("http://[::ffff:127.0.0.1]:{port}/"),
         format!("http://[::ffff:7f00:1]:{port}/"),
         format!("http://10.0.0.1:{port}/"),
-        format!("http://169.254.169.254/latest/meta-data/"),
+        "http://169.254.169.254/latest/meta-data/".to_string(),
         format!("http://[fd00::1]:{port}/"),
         format!("http://0.0.0.0:{port}/"),
         format!("http://localhost:{port}/"),
@@ -1101,4 +1101,46 @@ async fn guard_refuses_private_destinations_before_connecting() {
         assert_eq!(ex.status(), Some(402), "{url}: {:?}", ex.error);
     }
     assert_eq!(server.connections.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn numeric_host_forms_are_judged_by_the_address_they_resolve_to() {
+    let server = RawServer::start(serve_402).await;
+    let port = server.port();
+    // 2130706433 and 0x7f.1 are 127.0.0.1 to the system resolver.
+    for url in [
+        format!("http://2130706433:{port}/"),
+        format!("http://0x7f.1:{port}/"),
+    ] {
+        let ex = fetch(&FetchConfig::default(), &FetchRequest::get(&url)).await;
+        let (phase, _, message) = error_of(&ex);
+        assert!(
+            matches!(phase, Phase::Guard | Phase::Dns),
+            "{url}: {phase:?} {message}"
+        );
+        assert_eq!(ex.timings.connect_ms, None, "{url}");
+    }
+    assert_eq!(server.connections.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn overall_deadline_is_named_when_it_cuts_a_phase() {
+    let server = RawServer::start(|stream: TcpStream, _head: String| async move {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        drop(stream);
+    })
+    .await;
+    let mut cfg = local_cfg();
+    cfg.timeouts.overall_ms = 600;
+    let (ex, took) = timed_fetch(&cfg, &FetchRequest::get(server.url("/"))).await;
+    let (phase, kind, message) = error_of(&ex);
+    assert_eq!((phase, kind), (Phase::Head, FetchErrorKind::Timeout));
+    assert!(message.contains("overall deadline (600 ms)"), "{message}");
+    assert!(
+        ex.timings.total_ms.is_some_and(|t| t >= 500.0),
+        "{:?}",
+        ex.timings
+    );
+    assert!(ex.hops[0].timings.total_ms.is_some());
+    assert!(took < Duration::from_secs(3), "{took:?}");
 }

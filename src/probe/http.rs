@@ -9,6 +9,15 @@
 //! Redirects are followed only on the same scheme, host and port. Every phase has its own
 //! timeout, and all of it runs under one overall deadline.
 //!
+//! Choices worth knowing when reading an [`Exchange`]:
+//! - A body cut at `max_body_bytes` is not an error: it is `body_truncated`. A body cut by the
+//!   deadline, a reset or bad framing keeps the bytes received *and* sets `error`.
+//! - With `observe_invalid_tls`, an unverified certificate shows only in `tls.verified` and
+//!   `tls.verify_error`; without it, the handshake stops (`TlsInvalid`) and nothing is sent.
+//! - If any address a name resolves to is refused by the guard, the whole hop is refused.
+//! - An off-host redirect, a loop or too many redirects keep the redirect response as evidence.
+//! - Redirects: 303 (and 301/302 after a POST) continue as GET without a body, as browsers do.
+//!
 //! A thin driver: nothing here knows about x402.
 
 mod decode;
@@ -385,7 +394,6 @@ pub async fn fetch(cfg: &FetchConfig, req: &FetchRequest) -> Exchange {
         if let RedirectDecision::Follow(next) = decision {
             let status = open.status;
             drop(open);
-            run.hop.timings.total_ms = Some(ms_since(hop_started));
             exchange.record(run, started);
             visited.push(next.url());
             target = next;
@@ -412,7 +420,10 @@ pub async fn fetch(cfg: &FetchConfig, req: &FetchRequest) -> Exchange {
 
 impl Exchange {
     /// Adds a finished hop and makes it the exchange's current view (tls, address, timings).
-    fn record(&mut self, run: HopRun, fetch_started: Instant) {
+    fn record(&mut self, mut run: HopRun, fetch_started: Instant) {
+        if run.hop.timings.total_ms.is_none() {
+            run.hop.timings.total_ms = Some(ms_since(run.started));
+        }
         let offset = ms_between(fetch_started, run.started);
         let t = run.hop.timings;
         self.timings = Timings {
@@ -521,10 +532,6 @@ impl HopRun {
         }
     }
 
-    fn phase_deadline(&self, limit_ms: u64, overall: Instant) -> Instant {
-        (Instant::now() + Duration::from_millis(limit_ms)).min(overall)
-    }
-
     async fn open(
         &mut self,
         cfg: &FetchConfig,
@@ -560,7 +567,8 @@ impl HopRun {
         }
         let phase_started = Instant::now();
         let lookup = tokio::net::lookup_host((self.target.host.as_str(), port));
-        let result = timeout_at(self.phase_deadline(cfg.timeouts.dns_ms, deadline), lookup).await;
+        let limit = PhaseLimit::starting_now(cfg.timeouts.dns_ms, cfg, deadline);
+        let result = timeout_at(limit.at, lookup).await;
         self.hop.timings.dns_ms = Some(ms_since(phase_started));
         let host = &self.target.host;
         let addrs = match result {
@@ -568,10 +576,7 @@ impl HopRun {
                 return Err(FetchError::new(
                     Phase::Dns,
                     FetchErrorKind::Timeout,
-                    format!(
-                        "resolving {host} took longer than {} ms",
-                        cfg.timeouts.dns_ms
-                    ),
+                    format!("{host} not resolved {}", limit.describe()),
                 ));
             }
             Ok(Err(e)) => {
@@ -612,14 +617,14 @@ impl HopRun {
             self.hop.remote_addr = Some(addr.to_string());
             if Instant::now() >= deadline {
                 last_kind = FetchErrorKind::Timeout;
-                failures.push(format!("{addr}: overall deadline reached"));
+                failures.push(format!(
+                    "{addr}: overall deadline of {} ms reached",
+                    cfg.timeouts.overall_ms
+                ));
                 break;
             }
-            let attempt = timeout_at(
-                self.phase_deadline(cfg.timeouts.connect_ms, deadline),
-                TcpStream::connect(addr),
-            )
-            .await;
+            let limit = PhaseLimit::starting_now(cfg.timeouts.connect_ms, cfg, deadline);
+            let attempt = timeout_at(limit.at, TcpStream::connect(addr)).await;
             match attempt {
                 Ok(Ok(stream)) => {
                     self.hop.timings.connect_ms = Some(ms_since(phase_started));
@@ -633,10 +638,7 @@ impl HopRun {
                 }
                 Err(_) => {
                     last_kind = FetchErrorKind::Timeout;
-                    failures.push(format!(
-                        "{addr}: no connection within {} ms",
-                        cfg.timeouts.connect_ms
-                    ));
+                    failures.push(format!("{addr}: no connection {}", limit.describe()));
                 }
             }
         }
@@ -675,11 +677,8 @@ impl HopRun {
         };
         let connector = tokio_rustls::TlsConnector::from(config);
         let phase_started = Instant::now();
-        let result = timeout_at(
-            self.phase_deadline(cfg.timeouts.tls_ms, deadline),
-            connector.connect(server_name, tcp),
-        )
-        .await;
+        let limit = PhaseLimit::starting_now(cfg.timeouts.tls_ms, cfg, deadline);
+        let result = timeout_at(limit.at, connector.connect(server_name, tcp)).await;
         self.hop.timings.tls_ms = Some(ms_since(phase_started));
         let seen = verifier.seen();
         if let Some(seen) = &seen {
@@ -706,7 +705,7 @@ impl HopRun {
                 return Err(FetchError::new(
                     Phase::Tls,
                     FetchErrorKind::Timeout,
-                    format!("TLS handshake not done within {} ms", cfg.timeouts.tls_ms),
+                    format!("TLS handshake not done {}", limit.describe()),
                 ));
             }
             Ok(Err(e)) => {
@@ -765,9 +764,9 @@ impl HopRun {
             )
             .max_header_size(cfg.max_header_bytes)
             .max_headers(cfg.max_headers);
-        let head_deadline = self.phase_deadline(cfg.timeouts.first_byte_ms, deadline);
+        let limit = PhaseLimit::starting_now(cfg.timeouts.first_byte_ms, cfg, deadline);
         let (mut sender, connection) =
-            match timeout_at(head_deadline, builder.handshake(TokioIo::new(stream))).await {
+            match timeout_at(limit.at, builder.handshake(TokioIo::new(stream))).await {
                 Ok(Ok(parts)) => parts,
                 Ok(Err(e)) => {
                     return Err(FetchError::new(
@@ -783,7 +782,7 @@ impl HopRun {
                     return Err(FetchError::new(
                         Phase::Request,
                         FetchErrorKind::Timeout,
-                        "HTTP/1.1 setup timed out",
+                        format!("HTTP/1.1 setup not done {}", limit.describe()),
                     ));
                 }
             };
@@ -791,15 +790,12 @@ impl HopRun {
             // Its errors reach us through `send_request` and the body.
             let _ = connection.await;
         }));
-        let response = match timeout_at(head_deadline, sender.send_request(request)).await {
+        let response = match timeout_at(limit.at, sender.send_request(request)).await {
             Err(_) => {
                 return Err(FetchError::new(
                     Phase::Head,
                     FetchErrorKind::Timeout,
-                    format!(
-                        "no complete response head within {} ms",
-                        cfg.timeouts.first_byte_ms
-                    ),
+                    format!("no complete response head {}", limit.describe()),
                 ));
             }
             Ok(Err(e)) => return Err(head_error(cfg, &e)),
@@ -838,7 +834,7 @@ impl HopRun {
         cfg: &FetchConfig,
         deadline: Instant,
     ) -> (HttpResponse, Option<FetchError>) {
-        let body_deadline = self.phase_deadline(cfg.timeouts.body_ms, deadline);
+        let limit = PhaseLimit::starting_now(cfg.timeouts.body_ms, cfg, deadline);
         let cap = cfg.max_body_bytes;
         let OpenHop {
             status,
@@ -851,14 +847,14 @@ impl HopRun {
         let mut truncated = false;
         let mut error = None;
         loop {
-            match timeout_at(body_deadline, body.frame()).await {
+            match timeout_at(limit.at, body.frame()).await {
                 Err(_) => {
                     error = Some(FetchError::new(
                         Phase::Body,
                         FetchErrorKind::Timeout,
                         format!(
-                            "body not complete within {} ms ({} bytes received)",
-                            cfg.timeouts.body_ms,
+                            "body not complete {} ({} bytes received)",
+                            limit.describe(),
                             bytes.len()
                         ),
                     ));
@@ -1082,6 +1078,36 @@ fn ms_between(earlier: Instant, later: Instant) -> f64 {
     later.saturating_duration_since(earlier).as_secs_f64() * 1000.0
 }
 
+/// When a phase must end: after its own limit, or at the overall deadline if that comes first.
+#[derive(Debug, Clone, Copy)]
+struct PhaseLimit {
+    at: Instant,
+    limit_ms: u64,
+    overall_ms: u64,
+    cut_by_overall: bool,
+}
+
+impl PhaseLimit {
+    fn starting_now(limit_ms: u64, cfg: &FetchConfig, overall: Instant) -> PhaseLimit {
+        let own = Instant::now() + Duration::from_millis(limit_ms);
+        PhaseLimit {
+            at: own.min(overall),
+            limit_ms,
+            overall_ms: cfg.timeouts.overall_ms,
+            cut_by_overall: overall < own,
+        }
+    }
+
+    /// Which limit applies, for messages: `within 5000 ms` or `before the overall deadline...`.
+    fn describe(&self) -> String {
+        if self.cut_by_overall {
+            format!("before the overall deadline ({} ms)", self.overall_ms)
+        } else {
+            format!("within {} ms", self.limit_ms)
+        }
+    }
+}
+
 /// Aborts the task (here: the connection driver, closing the socket) when dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -1153,5 +1179,71 @@ mod b64 {
                 })
                 .collect()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fetch_can_be_spawned_on_a_multi_threaded_runtime() {
+        fn assert_send<T: Send>(_: &T) {}
+        let cfg = FetchConfig::default();
+        let req = FetchRequest::get("http://example.invalid/");
+        let future = fetch(&cfg, &req);
+        assert_send(&future);
+    }
+
+    #[test]
+    fn config_round_trips_through_serde_with_defaults() {
+        let cfg: FetchConfig =
+            serde_json::from_str(r#"{"allow_private": true, "timeouts": {"dns_ms": 1}}"#)
+                .expect("partial config parses");
+        assert!(cfg.allow_private);
+        assert_eq!(cfg.timeouts.dns_ms, 1);
+        assert_eq!(cfg.timeouts.body_ms, Timeouts::default().body_ms);
+        assert_eq!(cfg.max_body_bytes, 1024 * 1024);
+        let with_root = FetchConfig {
+            extra_roots: vec![CertificateDer::from(vec![1u8, 2, 3])],
+            ..cfg
+        };
+        let json = serde_json::to_string(&with_root).expect("serialises");
+        assert!(json.contains(r#""extra_roots":["AQID"]"#), "{json}");
+        let back: FetchConfig = serde_json::from_str(&json).expect("parses back");
+        assert_eq!(back, with_root);
+    }
+
+    #[test]
+    fn head_size_counts_status_line_headers_and_blank_line() {
+        let headers = vec![("a".to_string(), "b".to_string())];
+        // "HTTP/1.1 200 OK\r\n" + "a: b\r\n" + "\r\n"
+        assert_eq!(head_size(http::StatusCode::OK, &headers), 17 + 6 + 2);
+    }
+
+    #[test]
+    fn guard_message_names_the_host_the_address_and_the_reason() {
+        let addrs = ["[::ffff:10.1.2.3]:443".parse().expect("literal")];
+        let err = guard("internal.example", &addrs).expect_err("private");
+        assert_eq!(
+            (err.phase, err.kind),
+            (Phase::Guard, FetchErrorKind::Blocked)
+        );
+        assert!(
+            err.message
+                .contains("internal.example resolves to ::ffff:10.1.2.3")
+        );
+        assert!(err.message.contains("IPv4-mapped IPv6 of 10.1.2.3"));
+        assert!(err.message.contains("private address"));
+        let mixed = [
+            "93.184.215.14:443".parse().expect("literal"),
+            "127.0.0.1:443".parse().expect("literal"),
+        ];
+        assert!(
+            guard("mixed.example", &mixed).is_err(),
+            "one bad address refuses the hop"
+        );
+        let public = ["93.184.215.14:443".parse().expect("literal")];
+        assert!(guard("public.example", &public).is_ok());
     }
 }
