@@ -435,6 +435,17 @@ fn bazaar_problems(required: &PaymentRequired) -> Vec<Deviation> {
         ));
         return problems;
     };
+    // `true` is a valid JSON Schema that accepts anything: it describes nothing to discover.
+    if !schema.is_object() {
+        problems.push(Deviation::new(
+            "extensions.bazaar.schema.not_object",
+            format!(
+                "the schema is a JSON {}; a discovery schema is an object",
+                crate::x402::parse::json_type(schema)
+            ),
+        ));
+        return problems;
+    }
     // Offline: a `$ref` to anything outside the schema itself is an error, never a fetch.
     let validator = match jsonschema::options().offline().build(schema) {
         Ok(validator) => validator,
@@ -561,4 +572,98 @@ pub fn deviation_codes(conclusion: &Conclusion) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::Outcome;
+    use crate::x402::parse_payment_required;
+    use base64::Engine as _;
+
+    fn c5_for_schema(schema: Value) -> Conclusion {
+        let object = json!({
+            "x402Version": 2,
+            "resource": {"url": "https://weather.example/forecast"},
+            "accepts": [],
+            "extensions": {"bazaar": {
+                "info": {"input": {"type": "http", "method": "GET"}, "output": {"type": "json"}},
+                "schema": schema
+            }}
+        });
+        let header = base64::engine::general_purpose::STANDARD
+            .encode(serde_json::to_vec(&object).expect("serialise"));
+        let parsed = parse_payment_required(402, &[("payment-required".into(), header)], b"");
+        c5_of(&parsed, true)
+    }
+
+    #[test]
+    fn hostile_schemas_are_judged_not_fetched() {
+        let cases = [
+            // Reference cycles compile and terminate.
+            (json!({"$ref": "#"}), Outcome::Pass, None),
+            (
+                json!({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
+                       "properties": {"input": {"$ref": "#/$defs/a"}}}),
+                Outcome::Pass,
+                None,
+            ),
+            // Nothing outside the schema is ever read.
+            (
+                json!({"$ref": "file:///etc/hostname"}),
+                Outcome::Fail,
+                Some("extensions.bazaar.schema.invalid"),
+            ),
+            (
+                json!({"$ref": "https://schemas.weather.example/b.json"}),
+                Outcome::Fail,
+                Some("extensions.bazaar.schema.invalid"),
+            ),
+            (
+                json!({"$schema": "https://meta.weather.example/custom", "type": "object"}),
+                Outcome::Fail,
+                Some("extensions.bazaar.schema.invalid"),
+            ),
+            (
+                json!(true),
+                Outcome::Fail,
+                Some("extensions.bazaar.schema.not_object"),
+            ),
+            (
+                json!({"properties": {"input": {"properties": {"method": {"pattern": "^(a+)+$"}}}}}),
+                Outcome::Fail,
+                Some("extensions.bazaar.info.does_not_validate"),
+            ),
+        ];
+        for (schema, outcome, code) in cases {
+            let conclusion = c5_for_schema(schema.clone());
+            assert_eq!(
+                conclusion.outcome, outcome,
+                "{schema}: {}",
+                conclusion.evidence
+            );
+            let codes = deviation_codes(&conclusion);
+            assert_eq!(codes.first().map(String::as_str), code, "{schema}");
+        }
+    }
+
+    #[test]
+    fn c4_names_the_differing_paths() {
+        let header = json!({"x402Version": 2, "accepts": [{"amount": "1"}], "extra": 1});
+        let body = json!({"accepts": [{"amount": "2"}], "x402Version": 2, "other": true});
+        let parsed = Parsed402 {
+            source: Source::Header,
+            version: Some(2),
+            header_object: Some(header),
+            body_object: Some(body),
+            required: None,
+            deviations: Vec::new(),
+        };
+        let conclusion = c4(&parsed);
+        assert_eq!(conclusion.outcome, Outcome::Fail);
+        assert_eq!(
+            conclusion.detail["paths"],
+            json!(["/accepts/0/amount", "/extra", "/other"])
+        );
+    }
 }
