@@ -4,7 +4,9 @@
 //! Decisions where the rubric is silent (kept consistent with the check definitions):
 //! - C1 measures the *published* shape. Lenient decoding lets us read more than a strict client
 //!   would, but reading it is not passing: URL-safe or unpadded base64, a string `x402Version`,
-//!   a v1 object in the header or a v2 object only in the body all fail C1, with their codes.
+//!   a v1 object in the header or a v2 object only in the body all fail C1, with their codes. A
+//!   broken `PAYMENT-REQUIRED` header fails C1 even beside a valid v1 body (v2 clients read the
+//!   header first).
 //! - C2 counts only its five rules (scheme, network, amount, payTo, maxTimeoutSeconds) and the
 //!   entry's asset being present and an address; other deviations (a lower-case asset, a
 //!   missing `extra.name`) are listed as notes and do not fail it. No entries at all fails C2.
@@ -28,6 +30,11 @@ use crate::x402::types::{
 /// Codes that make C1 fail (besides an entry that is not an object, and for v1 an entry without
 /// its `resource`).
 const C1_CODES: &[&str] = &[
+    "header.empty",
+    "header.too_large",
+    "header.bad_base64",
+    "header.bad_json",
+    "header.not_object",
     "header.base64_url_safe",
     "header.base64_unpadded",
     "header.version_not_2",
