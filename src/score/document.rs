@@ -51,8 +51,9 @@ pub struct ScoreDocument {
     pub value: Value,
     /// Checks in the history that this rubric does not have (kept, not scored).
     pub ignored_checks: Vec<String>,
-    /// The inputs exactly as scored.
-    pub inputs: serde_json::Value,
+    /// The inputs exactly as scored (shared with the parsed inputs, not copied).
+    #[serde(serialize_with = "serialize_shared")]
+    pub inputs: std::sync::Arc<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -181,6 +182,13 @@ pub struct CapDoc {
     pub binding: bool,
     /// Flags of the binding gates with a cap.
     pub from: Vec<String>,
+}
+
+fn serialize_shared<S: serde::Serializer>(
+    value: &std::sync::Arc<serde_json::Value>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    value.as_ref().serialize(s)
 }
 
 impl ScoreDocument {

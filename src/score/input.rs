@@ -157,7 +157,7 @@ pub struct Inputs {
     pub population: Vec<Peer>,
     pub provenance: Provenance,
     /// The document as JSON, embedded in the score document.
-    pub document: serde_json::Value,
+    pub document: std::sync::Arc<serde_json::Value>,
     /// SHA-256 of the RFC 8785 canonical bytes of `document`.
     pub digest: [u8; 32],
 }
@@ -170,7 +170,7 @@ impl Inputs {
     }
 
     pub fn from_value(document: serde_json::Value) -> Result<Inputs, InputError> {
-        let raw: RawInputs = serde_json::from_value(document.clone())?;
+        let raw = RawInputs::deserialize(&document)?;
         let canonical = crate::canonical::to_canonical_bytes(&document);
         let digest: [u8; 32] = Sha256::digest(&canonical).into();
         build(raw, document, digest)
@@ -367,7 +367,7 @@ fn build(
         history,
         population,
         provenance: raw.provenance,
-        document,
+        document: std::sync::Arc::new(document),
         digest,
     })
 }

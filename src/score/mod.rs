@@ -81,7 +81,8 @@ pub fn score(
         });
     }
 
-    let tallies = tally::tally_all(rubric, inputs, &|_| true)?;
+    let weights = tally::EntryWeights::new(rubric, inputs);
+    let tallies = tally::tally_all(rubric, inputs, &weights, &|_| true)?;
     let split = points::breakdown(rubric, &tallies);
     let gate_states = gates::evaluate(rubric, inputs);
 
@@ -230,10 +231,10 @@ pub fn score(
             binding: capped_score < split.total,
             from: binding_caps.iter().map(|(_, f)| f.to_string()).collect(),
         },
-        outlook: outlook::outlook(rubric, inputs)?,
-        value: value::value(rubric, inputs),
+        outlook: outlook::outlook(rubric, inputs, &weights)?,
+        value: value::value(rubric, inputs, &weights),
         ignored_checks,
-        inputs: inputs.document.clone(),
+        inputs: std::sync::Arc::clone(&inputs.document),
     })
 }
 

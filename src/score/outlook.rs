@@ -5,7 +5,7 @@
 use super::ScoreError;
 use super::input::{Inputs, MS_PER_DAY};
 use super::points::{Points, breakdown};
-use super::tally::{CheckState, tally_all};
+use super::tally::{CheckState, EntryWeights, tally_all};
 use crate::rubric::Rubric;
 use serde::Serialize;
 
@@ -33,7 +33,11 @@ pub struct Outlook {
     pub checks: Vec<String>,
 }
 
-pub fn outlook(rubric: &Rubric, inputs: &Inputs) -> Result<Outlook, ScoreError> {
+pub fn outlook(
+    rubric: &Rubric,
+    inputs: &Inputs,
+    weights: &EntryWeights,
+) -> Result<Outlook, ScoreError> {
     let rules = &rubric.outlook;
     let within = |days: f64| {
         let start = inputs.as_of.ms as f64 - days * MS_PER_DAY as f64;
@@ -41,8 +45,8 @@ pub fn outlook(rubric: &Rubric, inputs: &Inputs) -> Result<Outlook, ScoreError> 
     };
     let recent_filter = within(rules.recent_days);
     let baseline_filter = within(rules.baseline_days);
-    let mut recent = tally_all(rubric, inputs, &recent_filter)?;
-    let mut baseline = tally_all(rubric, inputs, &baseline_filter)?;
+    let mut recent = tally_all(rubric, inputs, weights, &recent_filter)?;
+    let mut baseline = tally_all(rubric, inputs, weights, &baseline_filter)?;
     let mut checks = Vec::new();
     for (i, check) in rubric.checks.iter().enumerate() {
         if recent[i].state == CheckState::Scored && baseline[i].state == CheckState::Scored {

@@ -54,30 +54,61 @@ pub fn entry_weight(rubric: &Rubric, check: &Check, inputs: &Inputs, entry: &Ent
         * revision_factor(check.on_revision, inputs.later_revisions(entry))
 }
 
+/// The history grouped by rubric check, with each entry's scoring weight, computed once per score
+/// (the outlook's windows and value reuse it).
+pub struct EntryWeights {
+    /// Per rubric check (rubric order): indices into `inputs.history`, oldest first.
+    pub by_check: Vec<Vec<usize>>,
+    /// Per history entry: its scoring weight (0 for checks the rubric does not have).
+    pub weight: Vec<f64>,
+}
+
+impl EntryWeights {
+    pub fn new(rubric: &Rubric, inputs: &Inputs) -> EntryWeights {
+        let index: std::collections::HashMap<&str, usize> = rubric
+            .checks
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.id.as_str(), i))
+            .collect();
+        let mut by_check = vec![Vec::new(); rubric.checks.len()];
+        let mut weight = vec![0.0; inputs.history.len()];
+        for (i, e) in inputs.history.iter().enumerate() {
+            if let Some(&c) = index.get(e.check.as_str()) {
+                by_check[c].push(i);
+                if e.outcome != Outcome::Unmeasured {
+                    weight[i] = entry_weight(rubric, &rubric.checks[c], inputs, e);
+                }
+            }
+        }
+        EntryWeights { by_check, weight }
+    }
+}
+
 /// One tally per rubric check, in rubric order, over the entries for which `keep` holds.
 pub fn tally_all(
     rubric: &Rubric,
     inputs: &Inputs,
+    weights: &EntryWeights,
     keep: &dyn Fn(&Entry) -> bool,
 ) -> Result<Vec<Tally>, ScoreError> {
     rubric
         .checks
         .iter()
-        .map(|check| {
-            let entries = inputs
-                .history
+        .zip(&weights.by_check)
+        .map(|(check, indices)| {
+            let entries = indices
                 .iter()
-                .filter(|e| e.check == check.id && keep(e));
-            tally_check(rubric, check, inputs, entries)
+                .map(|i| (&inputs.history[*i], weights.weight[*i]))
+                .filter(|(e, _)| keep(e));
+            tally_check(check, entries)
         })
         .collect()
 }
 
 fn tally_check<'a>(
-    rubric: &Rubric,
     check: &Check,
-    inputs: &Inputs,
-    entries: impl Iterator<Item = &'a Entry>,
+    entries: impl Iterator<Item = (&'a Entry, f64)>,
 ) -> Result<Tally, ScoreError> {
     let mut t = Tally {
         state: CheckState::Prior,
@@ -93,12 +124,11 @@ fn tally_check<'a>(
     };
     let mut latest: Option<Outcome> = None;
     let mut measurements = Vec::new();
-    for e in entries {
+    for (e, w) in entries {
         if e.outcome == Outcome::Unmeasured {
             t.unmeasured += 1;
             continue;
         }
-        let w = entry_weight(rubric, check, inputs, e);
         if w <= 0.0 {
             continue; // dropped by a reset (or decayed past what a double can hold)
         }

@@ -26,7 +26,7 @@ pub fn round_usd(x: f64) -> f64 {
     (x * 1e8).round() / 1e8
 }
 
-pub fn value(rubric: &Rubric, inputs: &Inputs) -> Value {
+pub fn value(rubric: &Rubric, inputs: &Inputs, weights: &super::tally::EntryWeights) -> Value {
     let price = inputs.subject.price_usd;
     let peers: Vec<f64> = inputs
         .population
@@ -56,9 +56,9 @@ pub fn value(rubric: &Rubric, inputs: &Inputs) -> Value {
 
     // R5 carries each paid output check; a pass's value is the valid output's size in bytes.
     let (mut calls, mut valid_kib) = (0.0, 0.0);
-    if let Some(check) = rubric.check("R5") {
-        for e in inputs.history.iter().filter(|e| e.check == check.id) {
-            let w = super::tally::entry_weight(rubric, check, inputs, e);
+    if let Some(r5) = rubric.checks.iter().position(|c| c.id == "R5") {
+        for &i in &weights.by_check[r5] {
+            let (e, w) = (&inputs.history[i], weights.weight[i]);
             match e.outcome {
                 Outcome::Pass => {
                     calls += w;
