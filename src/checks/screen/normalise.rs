@@ -59,7 +59,7 @@ fn latin_lookalike(c: char) -> Option<char> {
         'т' | 'τ' => 't',
         'υ' => 'u',
         'ν' => 'v',
-        'ԝ' | 'ω' => 'w',
+        'ԝ' => 'w',
         'х' | 'χ' => 'x',
         'у' | 'γ' => 'y',
         _ => return None,
@@ -191,7 +191,8 @@ fn fold_words(chars: &mut [Folded], leet: bool, mixed: &mut Vec<Range<usize>>) {
             end += 1;
         }
         let word = &mut chars[start..end];
-        let has_latin = word.iter().any(|f| f.c.is_ascii_alphabetic());
+        // Two Latin letters at least: a lone symbol next to a letter (`ÅΩ`) is not a disguise.
+        let has_latin = word.iter().filter(|f| f.c.is_ascii_alphabetic()).count() >= 2;
         let has_lookalike = word
             .iter()
             .any(|f| is_cyrillic_or_greek(f.c) && latin_lookalike(f.c).is_some());

@@ -25,7 +25,7 @@ pub(super) struct Rule {
 
 /// Up to `n` free words between two parts of a phrase.
 fn gap(n: usize) -> String {
-    format!(r"(?: \S+){{0,{n}}}?")
+    format!(r"(?: [^\s.!?;。！？]+){{0,{n}}}?")
 }
 
 // Shared vocabularies.
@@ -89,13 +89,13 @@ fn specs() -> Vec<Spec> {
     vec![
         // ---- Injection: overriding earlier instructions ----
         word_rule("inj.ignore-previous", Injection, format!(
-            r"\b(?:ignore|disregard|forget|override|bypass|discard|abandon|neglect|overlook|dismiss|drop|skip)\b{g3} {EN_QUALIFIER}(?: \S+){{0,2}}? {EN_RULE_NOUN}\b")),
+            r"\b(?:ignore|disregard|forget|override|bypass|discard|abandon|neglect|overlook|dismiss|drop|skip)\b{g3} {EN_QUALIFIER}(?: [^\s.!?;。！？]+){{0,2}}? {EN_RULE_NOUN}\b")),
         word_rule("inj.ignore-previous", Injection,
             r"\b(?:ignore|disregard|forget)\b(?: (?:all|everything|anything|what|whatever|that|the|you|were|was|have|been|told|said|written|stated|is|i|we|ve|'ve))*? (?:above|before|previously|earlier|so far|until now|up to now)\b".to_string()),
         word_rule("inj.ignore-previous", Injection, format!(
             r"\b(?:ignora|ignorar|olvida|olvidar|olvide|olviden|descarta|descartar|descarte|omite|omitir|omita|desatiende|desatender|desobedece|desobedecer|haz caso omiso de|hacer caso omiso de|ignore|ignoren|ignorad|ignorem|esqueca|esquecer|esquece|esquecam|desconsidere|desconsiderar|desconsidera|despreze|desprezar|ignori|ignorare|ignorate|dimentica|dimenticare|dimentichi|tralascia|tralasciare)\b{g3} (?:instrucciones|indicaciones|reglas|ordenes|directrices|normas|consignas|instrucoes|regras|ordens|diretrizes|orientacoes|comandos|istruzioni|regole|indicazioni|direttive)\b")),
         word_rule("inj.ignore-previous", Injection, format!(
-            r"\b(?:ignore|ignorez|ignorer|oublie|oubliez|oublier|ne tiens pas compte|ne tenez pas compte)\b(?: \S+){{0,2}}? (?:les|tes|vos|toutes|ces|leurs|des)\b{g2} (?:instructions|consignes|regles|directives|ordres|indications)\b")),
+            r"\b(?:ignore|ignorez|ignorer|oublie|oubliez|oublier|ne tiens pas compte|ne tenez pas compte)\b(?: [^\s.!?;。！？]+){{0,2}}? (?:les|tes|vos|toutes|ces|leurs|des)\b{g2} (?:instructions|consignes|regles|directives|ordres|indications)\b")),
         word_rule("inj.ignore-previous", Injection, format!(
             r"\b(?:ignoriere|ignorier|ignorieren sie|ignoriert|vergiss|vergesst|vergessen sie|missachte|missachten sie|verwirf|verwerfen sie)\b{g4} (?:anweisungen|instruktionen|regeln|befehle|vorgaben|richtlinien|anordnungen)\b")),
         word_rule("inj.ignore-previous", Injection, format!(
@@ -113,7 +113,7 @@ fn specs() -> Vec<Spec> {
         word_rule("inj.role-override", Injection,
             r"\bfrom now on,? (?:you|your|always|only|respond|reply|answer|act|behave|ignore|never|pretend)\b".to_string()),
         word_rule("inj.role-override", Injection,
-            r"\b(?:pretend|imagine|assume) (?:that )?(?:you are|you're|to be|you were)\b".to_string()),
+            r"\b(?:pretend (?:that )?(?:you are|you're|to be|you were)\b|(?:imagine|assume) (?:that )?you(?: are|'re) (?:now )?(?:an? |the )?(?:unrestricted|unfiltered|uncensored|jailbroken|evil|rogue|free|different) )".to_string()),
         word_rule("inj.role-override", Injection,
             r"\b(?:act|behave|respond|reply|roleplay|role-play) as (?:if you (?:are|were) )?(?:an? |the )?(?:unrestricted|unfiltered|uncensored|jailbroken|evil|malicious|rogue|dan\b|developer mode|ai (?:with|without)|assistant (?:with|without)|model (?:with|without))".to_string()),
         word_rule("inj.role-override", Injection,
@@ -141,29 +141,27 @@ fn specs() -> Vec<Spec> {
 
         // ---- Injection: leaking the prompt or the environment ----
         word_rule("inj.reveal-prompt", Injection, format!(
-            r"\b(?:reveal|print|show|output|repeat|display|leak|dump|disclose|expose|share|write out|spell out|recite|tell me|give me|send me|paste)\b{g3} (?:your (?:\S+ ){{0,2}}?(?:prompt|instructions|guidelines|rules|directives|configuration|environment variables|env vars|context)|(?:the )?(?:system|initial|original|hidden|secret|internal|developer|pre) (?:prompt|instructions|message)|(?:the )?(?:contents? of )?(?:your |the )?(?:environment variables|env vars|\.env file))\b")),
+            r"\b(?:reveal|print|show|output|repeat|display|leak|dump|disclose|expose|share|write out|spell out|recite|tell me|give me|send me|paste)\b{g3} (?:your (?:[^\s.!?;。！？]+ ){{0,2}}?(?:prompt|instructions|guidelines|rules|directives|configuration|environment variables|env vars|context)|(?:the )?(?:system|initial|original|hidden|secret|internal|developer|pre) (?:prompt|instructions|message)|(?:the )?(?:contents? of )?(?:your |the )?(?:environment variables|env vars|\.env file))\b")),
         word_rule("inj.reveal-prompt", Injection,
             r"\bwhat (?:is|are|'s) your (?:system prompt|initial instructions|instructions|rules|guidelines)\b".to_string()),
         word_rule("inj.reveal-prompt", Injection, format!(
             r"\b(?:revela|muestra|imprime|dime|comparte|repite|revele|revelez|affiche|affichez|montre|montrez|repete|repetez|donne|donnez|zeige|zeig|verrate|wiederhole|mostre|mostra|imprima|diga|repita|rivela|stampa|ripeti)\b{g3} (?:prompt (?:del sistema|systeme|du systeme|initial|do sistema|di sistema)|instrucciones (?:del sistema|iniciales|ocultas)|tus instrucciones|(?:tes|vos) (?:instructions|consignes)|system-?prompt|(?:deine|ihre) (?:anweisungen|instruktionen|systemanweisungen)|(?:suas|tuas) instrucoes|le tue istruzioni)\b")),
         word_rule("inj.reveal-prompt", Injection,
-            r"(?:(?:显示|輸出|输出|泄露|泄漏|告诉我|告訴我|打印|透露|给我|給我|复述|複述)[^。！？]{0,10}(?:系统提示|系統提示|系统指令|系統指令|提示词|提示詞|初始指令|系统设定)|\b(?:покажи|выведи|раскрой|сообщи|напечатай|повтори)\w*(?: \S+){0,3}? (?:системн\w* (?:промпт|инструкци|подсказк)\w*|сво(?:и|ё|й) (?:инструкци|промпт)\w*))".to_string()),
+            r"(?:(?:显示|輸出|输出|泄露|泄漏|告诉我|告訴我|打印|透露|给我|給我|复述|複述)[^。！？]{0,10}(?:系统提示|系統提示|系统指令|系統指令|提示词|提示詞|初始指令|系统设定)|\b(?:покажи|выведи|раскрой|сообщи|напечатай|повтори)\w*(?: [^\s.!?;。！？]+){0,3}? (?:системн\w* (?:промпт|инструкци|подсказк)\w*|сво(?:и|ё|й) (?:инструкци|промпт)\w*))".to_string()),
 
         // ---- Injection: moving the agent's money ----
         word_rule("inj.send-funds", Injection, format!(
-            r"\b(?:send|transfer|wire|move|pay|deposit|forward|sweep)\b{g3} (?:all|your|the entire|the whole|the remaining|remaining|entire|whole|every|max|maximum) (?:of )?(?:\S+ ){{0,3}}?{FUND_NOUN}\b")),
+            r"\b(?:send|transfer|wire|move|pay|deposit|forward|sweep)\b{g3} (?:all|your|the entire|the whole|the remaining|remaining|entire|whole|every|max|maximum) (?:of )?(?:[^\s.!?;。！？]+ ){{0,3}}?{FUND_NOUN}\b")),
         literal_rule("inj.send-funds", Injection,
-            r"\b(?:send|transfer|wire|deposit|forward|tip|donate)\b(?: \S+){0,6}? (?:to|into|at) 0x[0-9a-f]{40}\b".to_string()),
+            r"\b(?:send|transfer|wire|deposit|forward|tip|donate)\b(?: [^\s.!?;。！？]+){0,6}? (?:to|into|at) 0x[0-9a-f]{40}\b".to_string()),
         word_rule("inj.send-funds", Injection, format!(
             r"\b(?:envia|envie|enviad|transfiere|transfiera|manda|mande|deposita|transfira|transfere|deposite|envoie|envoyez|transfere|transferez|virez|vire|deposez|sende|senden sie|schicke|schicken sie|uberweise|uberweisen sie|transferiere|transferieren sie)\b{g3} (?:(?:todos|todo|tus|sus|los|el|tu|su|os|o|seus|seu|sua|suas|a|tous|tout|tes|vos|les|le|ton|votre|alle|all|dein|deine|ihr|ihre|das|die|gesamtes?|gesamten) )*(?:fondos|saldo|usdc|tokens|criptomonedas|dinero|activos|fundos|criptomoedas|dinheiro|ativos|fonds|solde|jetons|cryptos?|argent|actifs|guthaben|gelder|geld|token|kryptowahrung|vermogen|mittel)\b")),
         word_rule("inj.send-funds", Injection,
-            r"(?:\b(?:отправ|перевед|переве|перечисл|вывед|скин)\w*(?: \S+){0,3}? (?:(?:все|свои|весь|свой|ваши|ваш) )*(?:средства|баланс|деньги|токены|usdc|активы|крипт\w*)|(?:转账|转移|转出|发送|转给|汇款|打款|轉帳|轉移)[^。！？]{0,18}(?:资金|余额|代币|代幣|餘額|資金|usdc)|把[^。！？]{0,10}(?:资金|余额|代币|usdc|钱)[^。！？]{0,10}(?:转|发|打))".to_string()),
+            r"(?:\b(?:отправ|перевед|переве|перечисл|вывед|скин)\w*(?: [^\s.!?;。！？]+){0,3}? (?:(?:все|свои|весь|свой|ваши|ваш) )*(?:средства|баланс|деньги|токены|usdc|активы|крипт\w*)|(?:转账|转移|转出|发送|转给|汇款|打款|轉帳|轉移)[^。！？]{0,18}(?:资金|余额|代币|代幣|餘額|資金|usdc)|把[^。！？]{0,10}(?:资金|余额|代币|usdc|钱)[^。！？]{0,10}(?:转|发|打))".to_string()),
 
         // ---- Injection: calling something else, exfiltration, concealment ----
         word_rule("inj.call-other", Injection, format!(
-            r"\binstead(?: of \S+(?: \S+){{0,4}}?)?,? (?:always )?(?:call|use|invoke|query|fetch|visit|contact|request|send)\b{g6} (?:{URLISH}|tool|endpoint|api|function|url|server)")),
-        word_rule("inj.call-other", Injection, format!(
-            r"\b(?:call|invoke|use|query|fetch|visit|request|contact)\b{g3} https?://\S+ instead\b")),
+            r"\binstead of (?:calling|using|querying|asking|trusting|answering)\b(?: [^\s.!?;。！？]+){{0,5}}?,? (?:always |only |first )?(?:call|use|invoke|query|fetch|visit|contact|request|send)\b{g6} (?:{URLISH}|tool|endpoint|api|function|url|server)")),
         word_rule("inj.call-other", Injection,
             r"\b(?:must|should|always|first)\b(?: now)? (?:call|invoke|use|run|execute|trigger)\b (?:the )?(?:tool|function|plugin|action)\b".to_string()),
         word_rule("inj.call-other", Injection, format!(
@@ -175,23 +173,23 @@ fn specs() -> Vec<Spec> {
         word_rule("inj.exfiltrate", Injection,
             r"(?:聊天记录|聊天記錄|对话记录|對話記錄|对话历史|對話歷史|用户数据|用戶數據|私钥|私鑰|密码|密碼|密钥|密鑰|环境变量|環境變量|系统提示|系統提示)[^。！？]{0,10}(?:发送|發送|上传|上傳|转发|轉發|提交|泄露)(?:到|至|给|給)".to_string()),
         word_rule("inj.conceal", Injection,
-            r"\b(?:(?:do not|don't|dont|never)\b (?:tell|inform|mention|reveal|disclose|show|alert|notify|warn|let)\b(?: \S+){0,2}? (?:the )?(?:user|human|operator|owner|person|anyone|them)\b|without (?:telling|informing|notifying|alerting|asking|warning|letting) (?:the )?(?:user|human|operator|owner|anyone)\b|(?:secretly|silently|quietly|covertly|discreetly|stealthily|invisibly)\b (?:\S+ ){0,2}?(?:send|transfer|call|forward|include|append|pay|approve|execute|run|add|insert|post|upload|redirect|recommend|mention|sign)\b)".to_string()),
+            r"\b(?:(?:do not|don't|dont|never)\b (?:tell|inform|mention|reveal|disclose|show|alert|notify|warn|let)\b(?: [^\s.!?;。！？]+){0,2}? (?:the )?(?:user|human|operator|owner|person|anyone|them)\b|without (?:telling|informing|notifying|alerting|asking|warning|letting) (?:the )?(?:user|human|operator|owner|anyone)\b|(?:secretly|silently|quietly|covertly|discreetly|stealthily|invisibly)\b (?:[^\s.!?;。！？]+ ){0,2}?(?:send|transfer|call|forward|include|append|pay|approve|execute|run|add|insert|post|upload|redirect|recommend|mention|sign)\b)".to_string()),
 
         // ---- Phishing ----
         word_rule("phish.claim-airdrop", Phishing, format!(
-            r"(?:\bclaim\b{g3} (?:airdrop|airdrops|reward|rewards|tokens|bonus|nft|prize|allocation|giveaway|free)\b|\b(?:free|exclusive|limited|surprise|bonus|limited-time) (?:\S+ ){{0,2}}?(?:airdrop|giveaway|mint|drop)\b|\bgiveaway\b|\bairdrop\b{g2} (?:is )?(?:live|now|ending|ends|available|claimable)\b)")),
+            r"(?:\bclaim\b{g3} (?:airdrop|airdrops|reward|rewards|tokens|bonus|nft|prize|allocation|giveaway|free)\b|\b(?:free|exclusive|limited|surprise|bonus|limited-time) (?:[^\s.!?;。！？]+ ){{0,2}}?(?:airdrop|giveaway|mint|drop)\b|\bgiveaway\b|\bairdrop\b{g2} (?:is )?(?:live|now|ending|ends|available|claimable)\b)")),
         word_rule("phish.claim-airdrop", Phishing, format!(
-            r"(?:\b(?:reclama|reclame|reclamez|reclamer|resgate|reivindique|fordere|beanspruche|hol dir|sichere dir)\b{g3} (?:airdrop|recompensa|recompense|tokens|premio|jetons|bonus|belohnung|token)\b|(?:领取|領取|认领|認領|免费获得|免费领)[^。！？]{{0,6}}(?:空投|奖励|獎勵|代币|代幣)|\b(?:получи|забери|заберите|получите)\w*(?: \S+){{0,2}}? (?:аирдроп|айрдроп|эирдроп|эйрдроп|airdrop|награду|бонус|токены))")),
+            r"(?:\b(?:reclama|reclame|reclamez|reclamer|resgate|reivindique|fordere|beanspruche|hol dir|sichere dir)\b{g3} (?:airdrop|recompensa|recompense|tokens|premio|jetons|bonus|belohnung|token)\b|(?:领取|領取|认领|認領|免费获得|免费领)[^。！？]{{0,6}}(?:空投|奖励|獎勵|代币|代幣)|\b(?:получи|забери|заберите|получите)\w*(?: [^\s.!?;。！？]+){{0,2}}? (?:аирдроп|айрдроп|эирдроп|эйрдроп|airdrop|награду|бонус|токены))")),
         word_rule("phish.verify-wallet", Phishing, format!(
-            r"\b(?:verify|validate|sync|synchroni[sz]e|connect|link|authenticate|unlock|restore|rectify|revalidate|reactivate|secure|confirm|recover|migrate|whitelist)\b (?:your )(?:\S+ )?(?:wallet|account|seed|funds)\b{g4} (?:(?:at|on|via|through|using|visit|go to) {URLISH}|here\b|now\b|immediately\b|to (?:avoid|continue|keep|prevent|receive|claim|unlock|restore|get)\b)")),
+            r"\b(?:verify|validate|sync|synchroni[sz]e|connect|link|authenticate|unlock|restore|rectify|revalidate|reactivate|secure|confirm|recover|migrate|whitelist)\b (?:your )(?:[^\s.!?;。！？]+ )?(?:wallet|account|seed|funds)\b{g4} (?:(?:at|on|via|through|using|visit|go to) {URLISH}|here\b|now\b|immediately\b|to (?:avoid|continue|keep|prevent|receive|claim|unlock|restore|get)\b)")),
         word_rule("phish.verify-wallet", Phishing,
             r"(?:\b(?:verifiez|verifie|validez|connectez|synchronisez|debloquez)\b (?:votre|ton) (?:portefeuille|wallet|compte)\b|\b(?:verifica|verifique|valida|conecta|conecte|sincroniza|sincronice|desbloquea)\b (?:tu|su|sua|seu|a sua) (?:billetera|cartera|wallet|monedero|carteira)\b|\b(?:verifiziere|verifizieren sie|bestatige|bestatigen sie|verbinde|verbinden sie|synchronisiere)\b (?:deine|ihre|dein|ihr) (?:wallet|geldborse)\b|(?:验证|驗證|连接|連接|同步|解锁|解鎖)(?:你的|您的)?(?:钱包|錢包)|\b(?:подтверди|верифицируй|подключи|синхронизируй|разблокируй)\w* (?:свой |ваш )?кошел\w*)".to_string()),
         word_rule("phish.urgency", Phishing,
-            r"(?:\byour (?:wallet|account|funds|access|listing|api key|address|api access)\b(?: \S+){0,2}? (?:has been|have been|was|were|is|will be) (?:flagged|suspended|locked|compromised|frozen|restricted|disabled|blocked|deactivated|terminated|blacklisted)\b|\b(?:expires?|suspended|terminated|locked|deleted) (?:today|tonight|in \d+ (?:hours?|minutes?))\b)".to_string()),
+            r"(?:\byour (?:wallet|account|funds|access|listing|api key|address|api access)\b(?: [^\s.!?;。！？]+){0,2}? (?:has been|have been|was|were|is|will be) (?:flagged|suspended|locked|compromised|frozen|restricted|disabled|blocked|deactivated|terminated|blacklisted)\b|\b(?:expires?|suspended|terminated|locked|deleted) (?:today|tonight|in \d+ (?:hours?|minutes?))\b)".to_string()),
         word_rule("phish.sign-to-claim", Phishing, format!(
             r"\bsign\b{g3} (?:permit|approval|message|transaction|signature|typed data)s?\b{g6} (?:to|and) (?:claim|receive|unlock|get|collect|redeem|activate)\b")),
         literal_rule("phish.unlimited-approval", Phishing,
-            r"(?:\b(?:approve|authori[sz]e|grant)\b(?: \S+){0,3}? (?:unlimited|infinite|max|maximum|all) (?:\S+ ){0,2}?(?:spending|spend|allowance|approvals?|usdc|tokens?|funds)\b|\bsetapprovalforall\b|\bincreaseallowance\b)".to_string()),
+            r"(?:\b(?:approve|authori[sz]e|grant)\b(?: [^\s.!?;。！？]+){0,3}? (?:unlimited|infinite|max|maximum|all) (?:[^\s.!?;。！？]+ ){0,2}?(?:spending|spend|allowance|approvals?|usdc|tokens?|funds)\b|\bsetapprovalforall\b|\bincreaseallowance\b)".to_string()),
 
         // ---- Malware ----
         literal_rule("malware.pipe-to-shell", Malware,
@@ -205,21 +203,21 @@ fn specs() -> Vec<Spec> {
         literal_rule("malware.executable-link", Malware,
             r#"\b(?:https?|ftp)://[^\s/]+/[^\s"'<>]*?\.(?:exe|scr|bat|cmd|pif|ps1|vbs|vbe|jse|wsf|hta|msi|apk|dmg|pkg|jar|lnk|iso)(?:[?#][^\s"'<>]*)?(?:$|[\s"'<>)\].,;])"#.to_string()),
         literal_rule("malware.script-injection", Malware,
-            r"(?:<script\b|\bjavascript:|\bon(?:error|load|mouseover|focus)\s*=|<iframe\b|\bdocument\.cookie\b|\beval\s*\(\s*atob\s*\()".to_string()),
+            r"(?:<script\b[^>]*\bsrc\s*=|<script\b[^>]*>[^<]{0,2000}</script|\bjavascript:|\bon(?:error|load|mouseover|focus)\s*=|<iframe\b|\bdocument\.cookie\b|\beval\s*\(\s*atob\s*\()".to_string()),
         literal_rule("malware.code-exec", Malware,
             r"\b(?:os\.system|os\.popen|subprocess\.\w+|child_process\.\w+|exec|eval|system)\s*\([^)]{0,200}\b(?:curl|wget|bash|/bin/sh|powershell|nc)\b".to_string()),
 
         // ---- Secret asks ----
         secret_rule("secret.private-key", format!(
-            r"(?:\b{EN_ASK_VERB}\b(?: \S+){{0,5}}? {PRIVATE_KEY}\b|\b{EN_NEED}\b{g3} (?:your |the |a )?(?:\S+ )?{PRIVATE_KEY}\b|\b{PRIVATE_KEY}\b(?: \S+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b|\bwhat(?: is|'s) your (?:\S+ )?{PRIVATE_KEY}\b|\b(?:set|fill|populate)\b(?: \S+){{0,5}}? (?:to|with) (?:your |the |a )(?:\S+ )?{PRIVATE_KEY}\b)")),
+            r"(?:\b{EN_ASK_VERB}\b(?: [^\s.!?;。！？]+){{0,5}}? {PRIVATE_KEY}\b|\b{EN_NEED}\b{g3} (?:your |the |a )?(?:[^\s.!?;。！？]+ )?{PRIVATE_KEY}\b|\b{PRIVATE_KEY}\b(?: [^\s.!?;。！？]+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b|\bwhat(?: is|'s) your (?:[^\s.!?;。！？]+ )?{PRIVATE_KEY}\b|\b(?:set|fill|populate)\b(?: [^\s.!?;。！？]+){{0,5}}? (?:to|with) (?:your |the |a )(?:[^\s.!?;。！？]+ )?{PRIVATE_KEY}\b)")),
         secret_rule("secret.seed-phrase", format!(
-            r"(?:\b{EN_ASK_VERB}\b(?: \S+){{0,5}}? {SEED_PHRASE}\b|\b{EN_NEED}\b{g3} (?:your |the |a )?(?:\S+ )?{SEED_PHRASE}\b|\b{SEED_PHRASE}\b(?: \S+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b|\bwhat(?: is|'s|are) your (?:\S+ )?{SEED_PHRASE}\b|\b(?:set|fill|populate)\b(?: \S+){{0,5}}? (?:to|with) (?:your |the |a )(?:\S+ )?{SEED_PHRASE}\b)")),
+            r"(?:\b{EN_ASK_VERB}\b(?: [^\s.!?;。！？]+){{0,5}}? {SEED_PHRASE}\b|\b{EN_NEED}\b{g3} (?:your |the |a )?(?:[^\s.!?;。！？]+ )?{SEED_PHRASE}\b|\b{SEED_PHRASE}\b(?: [^\s.!?;。！？]+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b|\bwhat(?: is|'s|are) your (?:[^\s.!?;。！？]+ )?{SEED_PHRASE}\b|\b(?:set|fill|populate)\b(?: [^\s.!?;。！？]+){{0,5}}? (?:to|with) (?:your |the |a )(?:[^\s.!?;。！？]+ )?{SEED_PHRASE}\b)")),
         secret_rule("secret.password", format!(
-            r"(?:\b{EN_ASK_VERB}\b(?: \S+){{0,4}}? (?:your |the |us |me )?(?:\S+ )?{PASSWORD}\b|\b{EN_NEED}\b{g3} (?:your |the )(?:\S+ )?{PASSWORD}\b|\bwhat(?: is|'s) your (?:\S+ )?{PASSWORD}\b|\b(?:re-?enter|log in with|sign in with|login with) your (?:\S+ )?{PASSWORD}\b)")),
+            r"(?:\b{EN_ASK_VERB}\b(?: [^\s.!?;。！？]+){{0,4}}? (?:your |the |us |me )?(?:[^\s.!?;。！？]+ )?{PASSWORD}\b|\b{EN_NEED}\b{g3} (?:your |the )(?:[^\s.!?;。！？]+ )?{PASSWORD}\b|\bwhat(?: is|'s) your (?:[^\s.!?;。！？]+ )?{PASSWORD}\b|\b(?:re-?enter|log in with|sign in with|login with) your (?:[^\s.!?;。！？]+ )?{PASSWORD}\b)")),
         secret_rule("secret.api-key", format!(
-            r"(?:\b{EN_ASK_VERB}\b(?: \S+){{0,4}}? {API_SECRET}\b|\b{EN_NEED}\b{g3} (?:your |the |an |a |valid )?(?:\S+ )?{API_SECRET}\b|\b{API_SECRET}\b(?: \S+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b)")),
+            r"(?:\b{EN_ASK_VERB}\b(?: [^\s.!?;。！？]+){{0,4}}? {API_SECRET}\b|\b{EN_NEED}\b{g3} (?:your |the |an |a |valid )?(?:[^\s.!?;。！？]+ )?{API_SECRET}\b|\b{API_SECRET}\b(?: [^\s.!?;。！？]+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b)")),
         secret_rule("secret.auth-header", format!(
-            r"(?:\b(?:send|include|pass|provide|add|attach|set|forward|{EN_NEED})\b{g4} (?:the |your |an? )?{AUTH_HEADER}\b(?: \S+){{0,2}}?(?: header\b|:| token\b)|\b(?:authorization|proxy-authorization)\s*:\s*(?:bearer|basic|token)\b)")),
+            r"(?:\b(?:send|include|pass|provide|add|attach|set|forward|{EN_NEED})\b{g4} (?:the |your |an? )?{AUTH_HEADER}\b(?: [^\s.!?;。！？]+){{0,2}}?(?: header\b|:| token\b)|\b(?:authorization|proxy-authorization)\s*:\s*(?:bearer|basic|token)\b)")),
         secret_rule("secret.private-key", format!(
             r"(?:\b(?:introduce|introduzca|ingresa|ingrese|envia|envie|proporciona|proporcione|comparte|comparta|escribe|escriba|pega|pegue|dinos|danos|facilita|facilite|necesita|necesitamos|digite|insira|forneca|compartilhe|informe|cole|passe|mande|diga)\b{g3} (?:clave privada|llave privada|clave secreta|chave privada|chave secreta)\b|\b(?:entre[rz]?|saisi(?:r|s|ssez)|envoy(?:er|ez)|envoie|fourni(?:r|s|ssez)|partag(?:er|ez|e)|coll(?:er|ez|e)|donn(?:er|ez|e)|indiqu(?:er|ez)|communiqu(?:er|ez)|tap(?:er|ez))\b{g3} (?:cle privee|cle secrete)\b)")),
         secret_rule("secret.seed-phrase", format!(
@@ -227,9 +225,9 @@ fn specs() -> Vec<Spec> {
         secret_rule("secret.password", format!(
             r"(?:\b(?:introduce|introduzca|ingresa|ingrese|envia|envie|proporciona|proporcione|comparte|comparta|escribe|escriba|dinos|danos|digite|insira|forneca|compartilhe|informe|mande|diga)\b{g3} (?:contrasena|senha|clave de acceso)\b|\b(?:entre[rz]?|saisi(?:r|s|ssez)|envoy(?:er|ez)|envoie|fourni(?:r|s|ssez)|partag(?:er|ez|e)|donn(?:er|ez|e)|indiqu(?:er|ez)|communiqu(?:er|ez)|tap(?:er|ez))\b{g3} (?:mot de passe|identifiants)\b)")),
         secret_rule("secret.private-key", format!(
-            r"(?:\b(?:gib|gebe|geben sie|sende|senden sie|schicke|schicken sie|teile|teilen sie|nenne|nennen sie|trage|tragen sie|fuge|fugen sie)\b{g3} (?:privat\w* schlussel|geheim\w* schlussel|seed-?phrase|wiederherstellungsphrase|passwort|kennwort|zugangsdaten|api-?schlussel)\w*|\b(?:privat\w* schlussel|seed-?phrase|wiederherstellungsphrase|passwort|kennwort|zugangsdaten)\b(?: \S+){{0,4}}? (?:eingeben|angeben|senden|schicken|mitteilen|eintragen|einfugen|teilen)\b)")),
+            r"(?:\b(?:gib|gebe|geben sie|sende|senden sie|schicke|schicken sie|teile|teilen sie|nenne|nennen sie|trage|tragen sie|fuge|fugen sie)\b{g3} (?:privat\w* schlussel|geheim\w* schlussel|seed-?phrase|wiederherstellungsphrase|passwort|kennwort|zugangsdaten|api-?schlussel)\w*|\b(?:privat\w* schlussel|seed-?phrase|wiederherstellungsphrase|passwort|kennwort|zugangsdaten)\b(?: [^\s.!?;。！？]+){{0,4}}? (?:eingeben|angeben|senden|schicken|mitteilen|eintragen|einfugen|teilen)\b)")),
         secret_rule("secret.private-key",
-            r"(?:(?:输入|輸入|提供|发送|發送|告诉|告訴|分享|填写|填寫|粘贴|貼上|提交|上传|上傳|发给|發給|给我|給我)[^。！？]{0,10}(?:私钥|私鑰|助记词|助記詞|种子短语|种子词|恢复短语|密码|密碼|密钥|密鑰|秘钥)|\b(?:введи|введите|отправь|отправьте|пришли|пришлите|укажи|укажите|сообщи|сообщите|поделись|поделитесь|вставь|вставьте|скинь|скиньте|дай|дайте|предостав)\w*(?: \S+){0,3}? (?:приватн\w* ключ|секретн\w* ключ|сид-?фраз|seed-?фраз|мнемони|парол|фраз\w* восстановлени|секретн\w* фраз|api-?ключ)\w*)".to_string()),
+            r"(?:(?:输入|輸入|提供|发送|發送|告诉|告訴|分享|填写|填寫|粘贴|貼上|提交|上传|上傳|发给|發給|给我|給我)[^。！？]{0,10}(?:私钥|私鑰|助记词|助記詞|种子短语|种子词|恢复短语|密码|密碼|密钥|密鑰|秘钥)|\b(?:введи|введите|отправь|отправьте|пришли|пришлите|укажи|укажите|сообщи|сообщите|поделись|поделитесь|вставь|вставьте|скинь|скиньте|дай|дайте|предостав)\w*(?: [^\s.!?;。！？]+){0,3}? (?:приватн\w* ключ|секретн\w* ключ|сид-?фраз|seed-?фраз|мнемони|парол|фраз\w* восстановлени|секретн\w* фраз|api-?ключ)\w*)".to_string()),
     ]
 }
 
