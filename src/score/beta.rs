@@ -54,7 +54,7 @@ fn continued_fraction(x: f64, a: f64, b: f64) -> f64 {
 /// Number of equal-probability cells in an inverse-CDF table.
 pub const TABLE_CELLS: usize = 256;
 /// Grid points on which the density is integrated to build a table.
-const GRID_POINTS: usize = 256;
+const GRID_POINTS: usize = 128;
 /// The grid spans the mean plus or minus this many standard deviations (clipped to [0, 1]).
 const GRID_SPAN_SD: f64 = 12.0;
 

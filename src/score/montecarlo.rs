@@ -10,7 +10,7 @@
 //! Two samplers draw from the same posteriors. The reference draws every Beta as a ratio of two
 //! gamma draws; the fast one (published) builds an inverse-CDF table per check once per subject
 //! and reads one uniform per check per draw from it. Both use one generator seeded by the
-//! input digest, and draw checks in rubric order inside each draw.
+//! input digest, consumed check by check in rubric order (all draws of a check, then the next).
 
 use super::beta::{TABLE_CELLS, beta_by_gammas, quantile_table, regularized_incomplete_beta};
 use super::curve::WeightedSample;
@@ -58,27 +58,26 @@ pub fn draw_totals(
     sampler: Sampler,
 ) -> Vec<f64> {
     let mut rng = Xoshiro256StarStar::from_digest(seed);
-    let cap = cap.unwrap_or(f64::INFINITY);
-    let mut totals = Vec::with_capacity(draws as usize);
+    let mut totals = vec![0.0; draws as usize];
+    // Check-major: all draws of the first check, then all of the next. (The order is part of the
+    // method: it fixes which uniform feeds which draw.)
     match sampler {
         Sampler::GammaRatio => {
-            for _ in 0..draws {
-                let total: f64 = terms
-                    .iter()
-                    .map(|t| t.points * reference_draw(&mut rng, &t.posterior))
-                    .sum();
-                totals.push(total.min(cap));
+            for term in terms {
+                for total in totals.iter_mut() {
+                    *total += term.points * reference_draw(&mut rng, &term.posterior);
+                }
             }
         }
         Sampler::InverseCdfTable => {
-            let tables = build_tables(terms);
-            for _ in 0..draws {
-                let mut total = 0.0;
-                for (term, table) in terms.iter().zip(&tables) {
-                    total += term.points * table.read(rng.next_f64());
-                }
-                totals.push(total.min(cap));
+            for (term, table) in terms.iter().zip(build_tables(terms)) {
+                table.add_draws(term.points, &mut rng, &mut totals);
             }
+        }
+    }
+    if let Some(cap) = cap {
+        for total in totals.iter_mut() {
+            *total = total.min(cap);
         }
     }
     totals
@@ -115,18 +114,28 @@ enum Table {
 }
 
 impl Table {
-    fn read(&self, u: f64) -> f64 {
+    /// Add `points * value` of one draw per element of `totals`, one uniform each.
+    fn add_draws(&self, points: f64, rng: &mut Xoshiro256StarStar, totals: &mut [f64]) {
         match self {
-            Table::Uniform => u,
+            Table::Uniform => {
+                for total in totals.iter_mut() {
+                    *total += points * rng.next_f64();
+                }
+            }
             Table::Quantiles(q) => {
-                let position = u * TABLE_CELLS as f64;
-                let i = (position as usize).min(TABLE_CELLS - 1);
-                let t = position - i as f64;
-                q[i] + t * (q[i + 1] - q[i])
+                for total in totals.iter_mut() {
+                    let position = rng.next_f64() * TABLE_CELLS as f64;
+                    let i = (position as usize).min(TABLE_CELLS - 1);
+                    let t = position - i as f64;
+                    *total += points * (q[i] + t * (q[i + 1] - q[i]));
+                }
             }
             Table::Discrete { cumulative, values } => {
-                let i = cumulative.partition_point(|c| *c <= u);
-                values[i.min(values.len() - 1)]
+                for total in totals.iter_mut() {
+                    let u = rng.next_f64();
+                    let i = cumulative.partition_point(|c| *c <= u);
+                    *total += points * values[i.min(values.len() - 1)];
+                }
             }
         }
     }
