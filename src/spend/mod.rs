@@ -1,0 +1,24 @@
+//! Spend safety: what we are willing to pay ([`PayPolicy`]: caps and allowlist), and the durable
+//! record of every payment reserved, settled, released or refused ([`SpendStore`], SQLite).
+//!
+//! The rules, in the order a payment meets them (details in `state/spend.md`):
+//! - per entry, pure ([`assess`]): scheme `exact`; transfer method absent or `eip3009`; network and
+//!   asset on the allowlist; amount a decimal integer; cost within the per-call cap; a sane timeout;
+//! - against what was already committed, inside the reservation's own transaction
+//!   ([`SpendStore::reserve`]): open reservations plus settled ones of the last 24 hours, plus this
+//!   one, within the per-subject and the daily cap;
+//! - then the reservation is on disk, and only then can the wallet sign it.
+
+mod policy;
+mod store;
+mod usd;
+
+pub use policy::{
+    AllowedAsset, DEFAULT_MAX_TIMEOUT_SECONDS, PayPolicy, Priced, Refusal, RefusalCode, assess,
+};
+pub use store::{
+    AUTHORIZATION_USED_TOPIC, DAY_SECONDS, ReconcileReport, ReconcileStep, RefusalRecord,
+    ReserveError, ReserveRequest, Reservation, ReservationRecord, ReservationState, SCHEMA_ID,
+    SCHEMA_SQL, STORE_FILE, SpendError, SpendStore, Totals, find_authorization_use,
+};
+pub use usd::{USD_DECIMALS, Usd, UsdParseError};

@@ -1,0 +1,364 @@
+//! What we are willing to pay: the caps and the allowlist, and the pure check of one `accepts`
+//! entry against them. The running totals (subject and daily caps) are checked by the store, inside
+//! the same transaction that writes the reservation.
+
+use alloy::primitives::{Address, U256};
+use serde::{Deserialize, Serialize};
+
+use super::usd::Usd;
+use crate::x402::Requirement;
+use crate::x402::network::{chain_id_of, is_caip2, usdc_deployments};
+use crate::x402::types::{is_decimal_integer, parse_address_any_case};
+
+/// Longest authorization window signed by default (`maxTimeoutSeconds`), in seconds. A longer one
+/// keeps a signed authorization usable in someone else's hands, and our reservation open and
+/// counted against the caps, for that long.
+pub const DEFAULT_MAX_TIMEOUT_SECONDS: u64 = 86_400;
+
+/// The spending rules. Every payment must satisfy all of them; see `state/spend.md`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PayPolicy {
+    /// Most one call may cost.
+    pub max_per_call_usd: Usd,
+    /// Most one subject (endpoint URL) may cost over the last 24 hours, open reservations included.
+    pub max_per_subject_per_day_usd: Usd,
+    /// Most all payments together may cost over the last 24 hours, open reservations included.
+    pub max_per_day_usd: Usd,
+    /// The only (network, asset) pairs we pay in.
+    pub allowlist: Vec<AllowedAsset>,
+    /// Longest `maxTimeoutSeconds` we sign for.
+    #[serde(default = "default_max_timeout")]
+    pub max_timeout_seconds: u64,
+}
+
+fn default_max_timeout() -> u64 {
+    DEFAULT_MAX_TIMEOUT_SECONDS
+}
+
+/// One token we pay in, and what it is worth.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllowedAsset {
+    /// CAIP-2, e.g. `eip155:8453`.
+    pub network: String,
+    /// The token contract.
+    pub asset: Address,
+    /// Decimals of the token's atomic unit (6 for USDC).
+    pub decimals: u8,
+    /// Dollars per whole token (1 for USDC).
+    pub usd_per_unit: Usd,
+}
+
+impl AllowedAsset {
+    /// The canonical USDC deployments this build knows (x402-facts section 6), 6 decimals, one
+    /// dollar each: the usual allowlist for real use.
+    pub fn canonical_usdc() -> Vec<AllowedAsset> {
+        usdc_deployments()
+            .iter()
+            .map(|d| AllowedAsset {
+                network: format!("eip155:{}", d.chain_id),
+                asset: d.address,
+                decimals: 6,
+                usd_per_unit: Usd::from_atto(1_000_000_000_000_000_000),
+            })
+            .collect()
+    }
+}
+
+impl PayPolicy {
+    /// A policy with the given caps and allowlist, and the default longest timeout.
+    pub fn new(
+        max_per_call_usd: Usd,
+        max_per_subject_per_day_usd: Usd,
+        max_per_day_usd: Usd,
+        allowlist: Vec<AllowedAsset>,
+    ) -> PayPolicy {
+        PayPolicy {
+            max_per_call_usd,
+            max_per_subject_per_day_usd,
+            max_per_day_usd,
+            allowlist,
+            max_timeout_seconds: DEFAULT_MAX_TIMEOUT_SECONDS,
+        }
+    }
+
+    /// Checks the policy itself: CAIP-2 networks, no duplicate (network, asset), caps in order.
+    pub fn validate(&self) -> Result<(), String> {
+        for entry in &self.allowlist {
+            if !is_caip2(&entry.network) || chain_id_of(&entry.network).is_none() {
+                return Err(format!(
+                    "allowlist network {:?} is not a CAIP-2 eip155 chain id",
+                    entry.network
+                ));
+            }
+            if entry.decimals > 36 {
+                return Err(format!("allowlist decimals {} is absurd", entry.decimals));
+            }
+        }
+        for (i, a) in self.allowlist.iter().enumerate() {
+            if self.allowlist[..i]
+                .iter()
+                .any(|b| b.network == a.network && b.asset == a.asset)
+            {
+                return Err(format!(
+                    "allowlist lists {} on {} twice",
+                    a.asset, a.network
+                ));
+            }
+        }
+        if self.max_per_call_usd > self.max_per_subject_per_day_usd
+            || self.max_per_subject_per_day_usd > self.max_per_day_usd
+        {
+            return Err(
+                "caps must satisfy per call <= per subject per day <= per day".to_string(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The allowlist entry for a quoted network (CAIP-2, or a v1 name of the same chain) and asset.
+    pub fn allowed(&self, network: &str, asset: Address) -> Option<&AllowedAsset> {
+        let chain = chain_id_of(network)?;
+        self.allowlist
+            .iter()
+            .find(|a| chain_id_of(&a.network) == Some(chain) && a.asset == asset)
+    }
+}
+
+/// Why we did not pay. `code` is stable (it is stored and reported); `message` is for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    pub code: RefusalCode,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(code: RefusalCode, message: impl Into<String>) -> Refusal {
+        Refusal {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)
+    }
+}
+
+/// The rules a payment can be refused by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusalCode {
+    /// Nothing to pay: no PaymentRequired, or no `accepts` entries.
+    NoRequirements,
+    /// `scheme` is not `exact`.
+    SchemeNotExact,
+    /// `extra.assetTransferMethod` asks for something other than EIP-3009 (e.g. Permit2).
+    TransferMethodNotEip3009,
+    /// The network is not on the allowlist (or not a network we know).
+    NetworkNotAllowed,
+    /// The asset is not on the allowlist for that network.
+    AssetNotAllowed,
+    /// The amount is missing or not a decimal integer string.
+    AmountInvalid,
+    /// `payTo` is missing or not an address.
+    PayToInvalid,
+    /// `extra.name` / `extra.version` (the token's EIP-712 domain) are missing.
+    DomainMissing,
+    /// `maxTimeoutSeconds` is missing, zero, or longer than the policy allows.
+    TimeoutInvalid,
+    OverPerCallCap,
+    OverPerSubjectCap,
+    OverDailyCap,
+    /// The 402 fetched again just before paying differs from the quote (price, payTo, asset,
+    /// network), or the entry is gone, or it could not be fetched again.
+    QuoteChanged,
+    /// Our fixed RPC could not be read, so a settlement could not be verified: we do not pay blind.
+    RpcUnavailable,
+    /// Our fixed RPC serves another chain than the quote's network.
+    WrongChain,
+    /// Our wallet holds less than the quoted amount.
+    InsufficientFunds,
+}
+
+impl RefusalCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalCode::NoRequirements => "no_requirements",
+            RefusalCode::SchemeNotExact => "scheme_not_exact",
+            RefusalCode::TransferMethodNotEip3009 => "transfer_method_not_eip3009",
+            RefusalCode::NetworkNotAllowed => "network_not_allowed",
+            RefusalCode::AssetNotAllowed => "asset_not_allowed",
+            RefusalCode::AmountInvalid => "amount_invalid",
+            RefusalCode::PayToInvalid => "pay_to_invalid",
+            RefusalCode::DomainMissing => "domain_missing",
+            RefusalCode::TimeoutInvalid => "timeout_invalid",
+            RefusalCode::OverPerCallCap => "over_per_call_cap",
+            RefusalCode::OverPerSubjectCap => "over_per_subject_cap",
+            RefusalCode::OverDailyCap => "over_daily_cap",
+            RefusalCode::QuoteChanged => "quote_changed",
+            RefusalCode::RpcUnavailable => "rpc_unavailable",
+            RefusalCode::WrongChain => "wrong_chain",
+            RefusalCode::InsufficientFunds => "insufficient_funds",
+        }
+    }
+}
+
+/// An `accepts` entry that passed every per-entry rule: what it asks, in checked form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Priced {
+    pub network: String,
+    pub chain_id: u64,
+    pub asset: Address,
+    pub pay_to: Address,
+    pub amount: U256,
+    pub cost: Usd,
+    pub max_timeout_seconds: u64,
+}
+
+/// Checks one `accepts` entry against the policy's per-entry rules (scheme, transfer method,
+/// allowlist, amount, per-call cap, timeout). Pure. The caps that depend on what was already spent
+/// are checked by [`super::SpendStore::reserve`].
+pub fn assess(policy: &PayPolicy, requirement: &Requirement) -> Result<Priced, Refusal> {
+    let refuse = |code, message: String| Err(Refusal::new(code, message));
+    let shown = |value: &Option<String>| match value {
+        Some(v) => format!("{:?}", v.chars().take(80).collect::<String>()),
+        None => "missing".to_string(),
+    };
+    if requirement.scheme.as_deref() != Some("exact") {
+        return refuse(
+            RefusalCode::SchemeNotExact,
+            format!(
+                "scheme is {}; only \"exact\" is paid",
+                shown(&requirement.scheme)
+            ),
+        );
+    }
+    let method_ok = match requirement.asset_transfer_method.as_deref() {
+        None => requirement.entry.pointer("/extra/assetTransferMethod").is_none(),
+        Some(method) => method == "eip3009",
+    };
+    if !method_ok {
+        let asked = requirement
+            .entry
+            .pointer("/extra/assetTransferMethod")
+            .map(|v| v.to_string())
+            .unwrap_or_default();
+        return refuse(
+            RefusalCode::TransferMethodNotEip3009,
+            format!(
+                "extra.assetTransferMethod is {}; only EIP-3009 transferWithAuthorization is signed",
+                asked.chars().take(80).collect::<String>()
+            ),
+        );
+    }
+    let Some(network) = requirement.network.clone() else {
+        return refuse(RefusalCode::NetworkNotAllowed, "network is missing".into());
+    };
+    let Some(chain_id) = chain_id_of(&network) else {
+        return refuse(
+            RefusalCode::NetworkNotAllowed,
+            format!(
+                "network {} is not an EVM chain this build knows",
+                shown(&requirement.network)
+            ),
+        );
+    };
+    let Some(asset) = requirement.asset.as_deref().and_then(parse_address_any_case) else {
+        return refuse(
+            RefusalCode::AssetNotAllowed,
+            format!("asset {} is not an address", shown(&requirement.asset)),
+        );
+    };
+    if !policy
+        .allowlist
+        .iter()
+        .any(|a| chain_id_of(&a.network) == Some(chain_id))
+    {
+        return refuse(
+            RefusalCode::NetworkNotAllowed,
+            format!("network {network} (chain {chain_id}) is not on the allowlist"),
+        );
+    }
+    let Some(allowed) = policy.allowed(&network, asset) else {
+        return refuse(
+            RefusalCode::AssetNotAllowed,
+            format!("asset {asset} is not on the allowlist for {network}"),
+        );
+    };
+    let amount = match requirement.amount.as_deref() {
+        Some(text) if is_decimal_integer(text) => match U256::from_str_radix(text, 10) {
+            Ok(amount) => amount,
+            Err(_) => {
+                return refuse(
+                    RefusalCode::AmountInvalid,
+                    "amount does not fit 256 bits".into(),
+                );
+            }
+        },
+        _ => {
+            return refuse(
+                RefusalCode::AmountInvalid,
+                format!(
+                    "amount {} is not a decimal integer string",
+                    shown(&requirement.amount)
+                ),
+            );
+        }
+    };
+    let Some(cost) = Usd::of_token_amount(amount, allowed.decimals, allowed.usd_per_unit) else {
+        return refuse(
+            RefusalCode::OverPerCallCap,
+            format!("amount {amount} is too large to price"),
+        );
+    };
+    if cost > policy.max_per_call_usd {
+        return refuse(
+            RefusalCode::OverPerCallCap,
+            format!(
+                "the quote costs {cost} USD, above the per-call cap of {} USD",
+                policy.max_per_call_usd
+            ),
+        );
+    }
+    let Some(pay_to) = requirement.pay_to.as_deref().and_then(parse_address_any_case) else {
+        return refuse(
+            RefusalCode::PayToInvalid,
+            format!("payTo {} is not an address", shown(&requirement.pay_to)),
+        );
+    };
+    if requirement.extra_name.is_none() || requirement.extra_version.is_none() {
+        return refuse(
+            RefusalCode::DomainMissing,
+            "extra.name and extra.version (the token's EIP-712 domain) are required to sign".into(),
+        );
+    }
+    let max_timeout_seconds = match requirement.max_timeout_seconds {
+        Some(0) | None => {
+            return refuse(
+                RefusalCode::TimeoutInvalid,
+                "maxTimeoutSeconds is missing or zero".into(),
+            );
+        }
+        Some(t) if t > policy.max_timeout_seconds => {
+            return refuse(
+                RefusalCode::TimeoutInvalid,
+                format!(
+                    "maxTimeoutSeconds {t} is longer than the {} s we sign for",
+                    policy.max_timeout_seconds
+                ),
+            );
+        }
+        Some(t) => t,
+    };
+    Ok(Priced {
+        network,
+        chain_id,
+        asset,
+        pay_to,
+        amount,
+        cost,
+        max_timeout_seconds,
+    })
+}

@@ -1,0 +1,863 @@
+//! The spend store: reservations and refusals in one SQLite file under the state directory.
+//!
+//! The order of events for one payment, and why:
+//! 1. [`SpendStore::reserve`] checks the running totals against the caps and writes the
+//!    reservation, in one `BEGIN IMMEDIATE` transaction committed with `synchronous=FULL`: when it
+//!    returns, the reservation is on disk and counts against the caps, and no other process could
+//!    have reserved in between. The signature does not exist yet.
+//! 2. The wallet signs exactly the authorization inside the returned [`Reservation`]: nothing else
+//!    can be signed (see `crate::wallet`).
+//! 3. After the call the reservation is marked settled (our authorization was used on chain) or
+//!    released (it provably never can be), or left open when that is not known yet.
+//! 4. [`SpendStore::reconcile`] resolves open reservations whose `validBefore` has passed by asking
+//!    the token (`authorizationState`). Until then they keep counting against the caps.
+//!
+//! A crash at any point leaves either no reservation (nothing was signed) or an open one, which is
+//! counted until reconciled: the caps can be met early, never overshot. Schema: `state/spend.sql`,
+//! documented in `state/spend.md`.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Mutex, MutexGuard};
+
+use alloy::primitives::{Address, B256, U256};
+use rusqlite::{Connection, TransactionBehavior, params};
+use serde::Serialize;
+
+use super::policy::{PayPolicy, Refusal, RefusalCode, assess};
+use super::usd::Usd;
+use crate::probe::rpc::{Rpc, RpcError};
+use crate::x402::eip712::{Authorization, TokenDomain};
+use crate::x402::payload::{authorization_for, token_domain_for};
+use crate::x402::Requirement;
+
+/// The schema, applied on every open (idempotent).
+pub const SCHEMA_SQL: &str = include_str!("../../state/spend.sql");
+/// The schema identifier stored in `meta`.
+pub const SCHEMA_ID: &str = "x402-probe.spend/1";
+/// The store's file name inside the state directory.
+pub const STORE_FILE: &str = "spend.sqlite";
+/// The caps' window: the last 24 hours, rolling (not a calendar day, which would allow twice the
+/// daily cap around midnight).
+pub const DAY_SECONDS: i64 = 86_400;
+
+/// keccak256("AuthorizationUsed(address,bytes32)").
+pub const AUTHORIZATION_USED_TOPIC: B256 =
+    alloy::primitives::b256!("0x98de503528ee59b575ef0c0a2576a82497bfc029a5685b209e9ec333479b10a5");
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpendError {
+    #[error("spend store {path}: {context}: {source}")]
+    Sqlite {
+        path: String,
+        context: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("spend store {path}: {context}: {source}")]
+    Io {
+        path: String,
+        context: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("spend store {path} has schema {found:?}, this build writes {SCHEMA_ID:?}")]
+    Schema { path: String, found: String },
+    #[error("spend store {path}: row {id} is unreadable: {why}")]
+    Corrupt { path: String, id: i64, why: String },
+    #[error("pay policy is invalid: {0}")]
+    Policy(String),
+}
+
+/// Why [`SpendStore::reserve`] did not reserve.
+#[derive(Debug, thiserror::Error)]
+pub enum ReserveError {
+    /// A rule declined the payment; the refusal is recorded in the store.
+    #[error("refused: {0}")]
+    Refused(Refusal),
+    #[error(transparent)]
+    Store(#[from] SpendError),
+}
+
+/// What a reservation is about to be made for.
+#[derive(Debug, Clone, Copy)]
+pub struct ReserveRequest<'a> {
+    /// The endpoint URL, the subject the per-subject cap counts.
+    pub subject: &'a str,
+    /// The `accepts` entry to pay (already checked to be the one quoted).
+    pub requirement: &'a Requirement,
+    /// Our wallet: the authorization's `from`.
+    pub payer: Address,
+    /// A block read before the call: where to start looking for the settlement later.
+    pub from_block: Option<u64>,
+}
+
+/// A reservation written durably: the only thing the wallet signs. It cannot be built outside this
+/// module, and it holds exactly the authorization that was reserved (amount, payee, window, nonce).
+#[derive(Debug)]
+pub struct Reservation {
+    id: i64,
+    subject: String,
+    domain: TokenDomain,
+    authorization: Authorization,
+    cost: Usd,
+}
+
+impl Reservation {
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+    pub fn subject(&self) -> &str {
+        &self.subject
+    }
+    /// The token's EIP-712 domain the authorization is signed under.
+    pub fn domain(&self) -> &TokenDomain {
+        &self.domain
+    }
+    /// Exactly what will be signed.
+    pub fn authorization(&self) -> &Authorization {
+        &self.authorization
+    }
+    pub fn cost(&self) -> Usd {
+        self.cost
+    }
+}
+
+/// Where a reservation stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReservationState {
+    /// Not known to be settled or unusable: counts against the caps.
+    Open,
+    /// Our authorization was used on chain: money moved. Counts for 24 hours.
+    Settled,
+    /// Provably never charged (never sent, or unused after `validBefore`). Counts for nothing.
+    Released,
+}
+
+impl ReservationState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReservationState::Open => "open",
+            ReservationState::Settled => "settled",
+            ReservationState::Released => "released",
+        }
+    }
+}
+
+impl FromStr for ReservationState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "open" => Ok(ReservationState::Open),
+            "settled" => Ok(ReservationState::Settled),
+            "released" => Ok(ReservationState::Released),
+            other => Err(format!("unknown reservation state {other:?}")),
+        }
+    }
+}
+
+/// One reservation row, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReservationRecord {
+    pub id: i64,
+    pub subject: String,
+    pub created_at: i64,
+    pub network: String,
+    pub chain_id: u64,
+    pub asset: Address,
+    pub payer: Address,
+    pub pay_to: Address,
+    pub amount: U256,
+    pub cost: Usd,
+    pub valid_after: u64,
+    pub valid_before: u64,
+    pub nonce: B256,
+    pub from_block: Option<u64>,
+    pub state: ReservationState,
+    pub tx: Option<B256>,
+    pub resolved_at: Option<i64>,
+    pub resolution: Option<String>,
+}
+
+/// One refusal row, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RefusalRecord {
+    pub id: i64,
+    pub subject: String,
+    pub at: i64,
+    pub code: String,
+    pub reason: String,
+    pub requirement: Option<String>,
+}
+
+/// What counts against the caps at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    /// All open reservations plus those settled in the last 24 hours.
+    pub day: Usd,
+    /// The same, for one subject.
+    pub subject_day: Usd,
+    /// How many reservations are open.
+    pub open: usize,
+}
+
+/// A point in reconciliation, for fault-injection tests and progress reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconcileStep {
+    /// One reservation was just resolved (committed).
+    Resolved { id: i64 },
+}
+
+/// What one reconciliation did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ReconcileReport {
+    pub settled: Vec<i64>,
+    pub released: Vec<i64>,
+    /// Reservations past `validBefore` that stay open, with why.
+    pub still_open: Vec<(i64, String)>,
+}
+
+/// The spend store. Safe to share between tasks; several processes may open the same file (SQLite
+/// serialises the writers, and every reservation re-reads the totals inside its transaction).
+pub struct SpendStore {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+    /// Serialises paid calls in this process, so the transfers seen around one call belong to it.
+    call_lock: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for SpendStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpendStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SpendStore {
+    /// Opens (creating if needed) `spend.sqlite` in `state_dir` (created 0700 if missing).
+    pub fn open(state_dir: &Path) -> Result<SpendStore, SpendError> {
+        if !state_dir.exists() {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(state_dir)
+                .map_err(|source| SpendError::Io {
+                    path: state_dir.display().to_string(),
+                    context: "creating the state directory",
+                    source,
+                })?;
+        }
+        SpendStore::open_file(&state_dir.join(STORE_FILE))
+    }
+
+    /// Opens (creating if needed) the store at exactly `path`.
+    pub fn open_file(path: &Path) -> Result<SpendStore, SpendError> {
+        let shown = path.display().to_string();
+        let sql = |context| {
+            let shown = shown.clone();
+            move |source| SpendError::Sqlite {
+                path: shown,
+                context,
+                source,
+            }
+        };
+        let conn = Connection::open(path).map_err(sql("opening"))?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(sql("setting the busy timeout"))?;
+        // WAL with synchronous=FULL: a commit returns only after the log is on stable storage.
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(sql("enabling WAL"))?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(sql("setting synchronous=FULL"))?;
+        conn.execute_batch(SCHEMA_SQL)
+            .map_err(sql("applying the schema"))?;
+        let found: String = conn
+            .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
+                r.get(0)
+            })
+            .map_err(sql("reading the schema id"))?;
+        if found != SCHEMA_ID {
+            return Err(SpendError::Schema {
+                path: shown,
+                found,
+            });
+        }
+        Ok(SpendStore {
+            conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+            call_lock: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Held for the whole of one paid call (see `probe::paid`).
+    pub async fn lock_for_call(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.call_lock.lock().await
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave SQLite inconsistent (transactions roll back),
+        // so a poisoned lock is still usable.
+        self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn sql_err(&self, context: &'static str) -> impl Fn(rusqlite::Error) -> SpendError + '_ {
+        move |source| SpendError::Sqlite {
+            path: self.path.display().to_string(),
+            context,
+            source,
+        }
+    }
+
+    /// Checks the entry against the policy and the running totals and, when everything allows it,
+    /// durably reserves the payment before any signature exists. A refusal is recorded (with its
+    /// reason) and returned as [`ReserveError::Refused`].
+    pub fn reserve(
+        &self,
+        policy: &PayPolicy,
+        request: &ReserveRequest<'_>,
+        now_unix: i64,
+    ) -> Result<Reservation, ReserveError> {
+        policy.validate().map_err(SpendError::Policy)?;
+        let requirement_json = request.requirement.entry.to_string();
+        let refuse = |refusal: Refusal| -> ReserveError {
+            match self.record_refusal(
+                request.subject,
+                &refusal,
+                Some(&requirement_json),
+                now_unix,
+            ) {
+                Ok(()) => ReserveError::Refused(refusal),
+                Err(e) => ReserveError::Store(e),
+            }
+        };
+        let priced = assess(policy, request.requirement).map_err(refuse)?;
+        let domain = token_domain_for(request.requirement).map_err(|e| {
+            refuse(Refusal::new(RefusalCode::DomainMissing, e.to_string()))
+        })?;
+        let nonce = B256::from(rand::random::<[u8; 32]>());
+        let now = u64::try_from(now_unix).unwrap_or(0);
+        let authorization = authorization_for(request.requirement, request.payer, now, nonce)
+            .map_err(|e| refuse(Refusal::new(RefusalCode::AmountInvalid, e.to_string())))?;
+
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(self.sql_err("starting the reservation transaction"))?;
+        let totals = totals_in(&tx, request.subject, now_unix)
+            .map_err(|e| self.with_path(e, "reading the running totals"))?;
+        let cap_refusal = cap_check(policy, &totals, priced.cost);
+        if let Some(refusal) = cap_refusal {
+            insert_refusal(
+                &tx,
+                request.subject,
+                &refusal,
+                Some(&requirement_json),
+                now_unix,
+            )
+            .map_err(self.sql_err("recording a refusal"))?;
+            tx.commit().map_err(self.sql_err("committing a refusal"))?;
+            return Err(ReserveError::Refused(refusal));
+        }
+        tx.execute(
+            "INSERT INTO reservation (subject, created_at, network, chain_id, asset, payer, pay_to,
+                 amount, cost_usd, valid_after, valid_before, nonce, from_block, state)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'open')",
+            params![
+                request.subject,
+                now_unix,
+                priced.network,
+                i64::try_from(priced.chain_id).unwrap_or(i64::MAX),
+                priced.asset.to_checksum(None),
+                request.payer.to_checksum(None),
+                priced.pay_to.to_checksum(None),
+                priced.amount.to_string(),
+                priced.cost.to_string(),
+                i64::try_from(authorization.valid_after).unwrap_or(i64::MAX),
+                i64::try_from(authorization.valid_before).unwrap_or(i64::MAX),
+                format!("{nonce:#x}"),
+                request.from_block.and_then(|b| i64::try_from(b).ok()),
+            ],
+        )
+        .map_err(self.sql_err("writing the reservation"))?;
+        let id = tx.last_insert_rowid();
+        tx.commit()
+            .map_err(self.sql_err("committing the reservation"))?;
+        Ok(Reservation {
+            id,
+            subject: request.subject.to_string(),
+            domain,
+            authorization,
+            cost: priced.cost,
+        })
+    }
+
+    fn with_path(&self, e: rusqlite::Error, context: &'static str) -> SpendError {
+        SpendError::Sqlite {
+            path: self.path.display().to_string(),
+            context,
+            source: e,
+        }
+    }
+
+    /// Records a payment we declined, with its reason.
+    pub fn record_refusal(
+        &self,
+        subject: &str,
+        refusal: &Refusal,
+        requirement_json: Option<&str>,
+        now_unix: i64,
+    ) -> Result<(), SpendError> {
+        let conn = self.conn();
+        insert_refusal(&conn, subject, refusal, requirement_json, now_unix)
+            .map_err(self.sql_err("recording a refusal"))
+    }
+
+    /// Releases a reservation whose signature was never sent (so it can never be used). Consumes
+    /// the reservation: it cannot be signed afterwards.
+    pub fn release_unsent(
+        &self,
+        reservation: Reservation,
+        why: &str,
+        now_unix: i64,
+    ) -> Result<bool, SpendError> {
+        self.resolve(
+            reservation.id,
+            ReservationState::Released,
+            None,
+            &format!("never sent: {why}"),
+            now_unix,
+        )
+    }
+
+    /// Marks an open reservation settled: our authorization was used on chain (`tx` when located).
+    /// Returns whether the row changed (false when it was not open).
+    pub fn mark_settled(
+        &self,
+        id: i64,
+        tx: Option<B256>,
+        why: &str,
+        now_unix: i64,
+    ) -> Result<bool, SpendError> {
+        self.resolve(id, ReservationState::Settled, tx, why, now_unix)
+    }
+
+    /// Marks an open reservation released: its authorization provably can never be used (unused on
+    /// chain after `validBefore`). Returns whether the row changed.
+    pub fn mark_released(&self, id: i64, why: &str, now_unix: i64) -> Result<bool, SpendError> {
+        self.resolve(id, ReservationState::Released, None, why, now_unix)
+    }
+
+    fn resolve(
+        &self,
+        id: i64,
+        state: ReservationState,
+        tx: Option<B256>,
+        why: &str,
+        now_unix: i64,
+    ) -> Result<bool, SpendError> {
+        let conn = self.conn();
+        // Only an open reservation moves: a resolved one is never resolved again, so nothing is
+        // counted twice and nothing settled is ever released.
+        let changed = conn
+            .execute(
+                "UPDATE reservation SET state = ?1, tx = ?2, resolved_at = ?3, resolution = ?4
+                 WHERE id = ?5 AND state = 'open'",
+                params![
+                    state.as_str(),
+                    tx.map(|t| format!("{t:#x}")),
+                    now_unix,
+                    why,
+                    id
+                ],
+            )
+            .map_err(self.sql_err("resolving a reservation"))?;
+        Ok(changed == 1)
+    }
+
+    /// What counts against the caps now.
+    pub fn totals(&self, subject: &str, now_unix: i64) -> Result<Totals, SpendError> {
+        let conn = self.conn();
+        totals_in(&conn, subject, now_unix).map_err(self.sql_err("reading the running totals"))
+    }
+
+    /// Every reservation, oldest first.
+    pub fn reservations(&self) -> Result<Vec<ReservationRecord>, SpendError> {
+        self.select_reservations("SELECT * FROM reservation ORDER BY id", [])
+    }
+
+    /// One reservation by id.
+    pub fn reservation(&self, id: i64) -> Result<Option<ReservationRecord>, SpendError> {
+        Ok(self
+            .select_reservations("SELECT * FROM reservation WHERE id = ?1", [id])?
+            .pop())
+    }
+
+    /// Open reservations whose authorization window has closed by `now_unix`.
+    pub fn expired_open(&self, now_unix: i64) -> Result<Vec<ReservationRecord>, SpendError> {
+        self.select_reservations(
+            "SELECT * FROM reservation WHERE state = 'open' AND valid_before <= ?1 ORDER BY id",
+            [now_unix],
+        )
+    }
+
+    fn select_reservations<P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+    ) -> Result<Vec<ReservationRecord>, SpendError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare(sql)
+            .map_err(self.sql_err("reading reservations"))?;
+        let rows = stmt
+            .query_map(params, RawRow::read)
+            .map_err(self.sql_err("reading reservations"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.sql_err("reading reservations"))?;
+        rows.into_iter()
+            .map(|raw| {
+                let id = raw.id;
+                raw.into_record().map_err(|why| SpendError::Corrupt {
+                    path: self.path.display().to_string(),
+                    id,
+                    why,
+                })
+            })
+            .collect()
+    }
+
+    /// Every refusal, oldest first.
+    pub fn refusals(&self) -> Result<Vec<RefusalRecord>, SpendError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare(
+                "SELECT id, subject, at, code, reason, requirement FROM refusal ORDER BY id",
+            )
+            .map_err(self.sql_err("reading refusals"))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(RefusalRecord {
+                    id: r.get(0)?,
+                    subject: r.get(1)?,
+                    at: r.get(2)?,
+                    code: r.get(3)?,
+                    reason: r.get(4)?,
+                    requirement: r.get(5)?,
+                })
+            })
+            .map_err(self.sql_err("reading refusals"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.sql_err("reading refusals"))?;
+        Ok(rows)
+    }
+
+    /// Resolves open reservations whose `validBefore` has passed (by `now_unix`), asking the token
+    /// through the fixed RPC. Used -> settled; unused once the chain's own clock has also passed
+    /// `validBefore` -> released (the token refuses it from then on, forever); anything unknown
+    /// stays open and keeps counting. RPC trouble is not an error: those rows stay open.
+    pub async fn reconcile(
+        &self,
+        rpc: &Rpc,
+        now_unix: i64,
+        on_step: Option<&(dyn Fn(ReconcileStep) + Send + Sync)>,
+    ) -> Result<ReconcileReport, SpendError> {
+        let mut report = ReconcileReport::default();
+        let due = self.expired_open(now_unix)?;
+        if due.is_empty() {
+            return Ok(report);
+        }
+        let chain = match chain_view(rpc).await {
+            Ok(view) => view,
+            Err(e) => {
+                report.still_open = due
+                    .iter()
+                    .map(|r| (r.id, format!("RPC unavailable: {e}")))
+                    .collect();
+                return Ok(report);
+            }
+        };
+        for row in due {
+            match reconcile_one(rpc, &chain, &row).await {
+                Verdict::Settled { tx, why } => {
+                    if self.mark_settled(row.id, tx, &why, now_unix)? {
+                        report.settled.push(row.id);
+                    }
+                }
+                Verdict::Released(why) => {
+                    if self.mark_released(row.id, &why, now_unix)? {
+                        report.released.push(row.id);
+                    }
+                }
+                Verdict::Open(why) => {
+                    report.still_open.push((row.id, why));
+                    continue;
+                }
+            }
+            if let Some(hook) = on_step {
+                hook(ReconcileStep::Resolved { id: row.id });
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// What the chain looks like for reconciliation.
+struct ChainView {
+    chain_id: u64,
+    latest_block: u64,
+    latest_timestamp: u64,
+}
+
+async fn chain_view(rpc: &Rpc) -> Result<ChainView, RpcError> {
+    Ok(ChainView {
+        chain_id: rpc.chain_id().await?,
+        latest_block: rpc.block_number().await?,
+        latest_timestamp: rpc.latest_timestamp().await?,
+    })
+}
+
+enum Verdict {
+    Settled { tx: Option<B256>, why: String },
+    Released(String),
+    Open(String),
+}
+
+async fn reconcile_one(rpc: &Rpc, chain: &ChainView, row: &ReservationRecord) -> Verdict {
+    if row.chain_id != chain.chain_id {
+        return Verdict::Open(format!(
+            "the RPC serves chain {}, this reservation is on chain {}",
+            chain.chain_id, row.chain_id
+        ));
+    }
+    let used = match rpc
+        .authorization_state(row.asset, row.payer, row.nonce)
+        .await
+    {
+        Ok(used) => used,
+        Err(e) => return Verdict::Open(format!("authorizationState unreadable: {e}")),
+    };
+    if used {
+        let tx = match row.from_block {
+            Some(from) => find_authorization_use(rpc, row, from, chain.latest_block)
+                .await
+                .ok()
+                .flatten(),
+            None => None,
+        };
+        let why = match tx {
+            Some(_) => "authorizationState is used; AuthorizationUsed log located".to_string(),
+            None => "authorizationState is used; the transaction was not located".to_string(),
+        };
+        return Verdict::Settled { tx, why };
+    }
+    if chain.latest_timestamp >= row.valid_before {
+        Verdict::Released(format!(
+            "unused on chain at block {} (time {}), after validBefore {}: it can never be used",
+            chain.latest_block, chain.latest_timestamp, row.valid_before
+        ))
+    } else {
+        Verdict::Open(format!(
+            "unused so far, but the chain's time {} has not passed validBefore {}",
+            chain.latest_timestamp, row.valid_before
+        ))
+    }
+}
+
+/// The transaction whose `AuthorizationUsed(payer, nonce)` log shows our authorization was used.
+pub async fn find_authorization_use(
+    rpc: &Rpc,
+    row: &ReservationRecord,
+    from_block: u64,
+    to_block: u64,
+) -> Result<Option<B256>, RpcError> {
+    let logs = rpc
+        .logs(
+            row.asset,
+            &[
+                Some(AUTHORIZATION_USED_TOPIC),
+                Some(row.payer.into_word()),
+                Some(row.nonce),
+            ],
+            from_block,
+            to_block,
+        )
+        .await?;
+    Ok(logs.iter().find_map(|l| l.transaction_hash))
+}
+
+fn cap_check(policy: &PayPolicy, totals: &Totals, cost: Usd) -> Option<Refusal> {
+    let over = |total: Usd, cap: Usd| total.checked_add(cost).is_none_or(|sum| sum > cap);
+    if over(totals.subject_day, policy.max_per_subject_per_day_usd) {
+        return Some(Refusal::new(
+            RefusalCode::OverPerSubjectCap,
+            format!(
+                "{} USD already committed to this subject in 24 h (open included); {} more would pass the cap of {} USD",
+                totals.subject_day, cost, policy.max_per_subject_per_day_usd
+            ),
+        ));
+    }
+    if over(totals.day, policy.max_per_day_usd) {
+        return Some(Refusal::new(
+            RefusalCode::OverDailyCap,
+            format!(
+                "{} USD already committed in 24 h (open included); {} more would pass the daily cap of {} USD",
+                totals.day, cost, policy.max_per_day_usd
+            ),
+        ));
+    }
+    None
+}
+
+fn insert_refusal(
+    conn: &Connection,
+    subject: &str,
+    refusal: &Refusal,
+    requirement_json: Option<&str>,
+    now_unix: i64,
+) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO refusal (subject, at, code, reason, requirement) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![
+            subject,
+            now_unix,
+            refusal.code.as_str(),
+            refusal.message,
+            requirement_json
+        ],
+    )?;
+    Ok(())
+}
+
+/// Open reservations (any age) plus settled ones reserved in the last 24 hours.
+fn totals_in(conn: &Connection, subject: &str, now_unix: i64) -> rusqlite::Result<Totals> {
+    let mut stmt = conn.prepare(
+        "SELECT subject, cost_usd, state FROM reservation
+         WHERE state = 'open' OR (state = 'settled' AND created_at > ?1)",
+    )?;
+    let rows = stmt
+        .query_map([now_unix - DAY_SECONDS], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut totals = Totals {
+        day: Usd::ZERO,
+        subject_day: Usd::ZERO,
+        open: 0,
+    };
+    for (row_subject, cost, state) in rows {
+        // An unreadable cost counts as infinite: it can only block payments, never allow one.
+        let cost = cost.parse::<Usd>().unwrap_or(Usd::from_atto(u128::MAX));
+        totals.day = totals.day.checked_add(cost).unwrap_or(Usd::from_atto(u128::MAX));
+        if row_subject == subject {
+            totals.subject_day = totals
+                .subject_day
+                .checked_add(cost)
+                .unwrap_or(Usd::from_atto(u128::MAX));
+        }
+        if state == "open" {
+            totals.open += 1;
+        }
+    }
+    Ok(totals)
+}
+
+/// A reservation row with its text columns not yet parsed.
+struct RawRow {
+    id: i64,
+    subject: String,
+    created_at: i64,
+    network: String,
+    chain_id: i64,
+    asset: String,
+    payer: String,
+    pay_to: String,
+    amount: String,
+    cost: String,
+    valid_after: i64,
+    valid_before: i64,
+    nonce: String,
+    from_block: Option<i64>,
+    state: String,
+    tx: Option<String>,
+    resolved_at: Option<i64>,
+    resolution: Option<String>,
+}
+
+impl RawRow {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
+        Ok(RawRow {
+            id: r.get("id")?,
+            subject: r.get("subject")?,
+            created_at: r.get("created_at")?,
+            network: r.get("network")?,
+            chain_id: r.get("chain_id")?,
+            asset: r.get("asset")?,
+            payer: r.get("payer")?,
+            pay_to: r.get("pay_to")?,
+            amount: r.get("amount")?,
+            cost: r.get("cost_usd")?,
+            valid_after: r.get("valid_after")?,
+            valid_before: r.get("valid_before")?,
+            nonce: r.get("nonce")?,
+            from_block: r.get("from_block")?,
+            state: r.get("state")?,
+            tx: r.get("tx")?,
+            resolved_at: r.get("resolved_at")?,
+            resolution: r.get("resolution")?,
+        })
+    }
+
+    fn into_record(self) -> Result<ReservationRecord, String> {
+        let address = |what: &str, s: &str| {
+            s.parse::<Address>()
+                .map_err(|e| format!("{what} {s:?}: {e}"))
+        };
+        let unsigned = |what: &str, v: i64| {
+            u64::try_from(v).map_err(|_| format!("{what} {v} is negative"))
+        };
+        Ok(ReservationRecord {
+            id: self.id,
+            subject: self.subject,
+            created_at: self.created_at,
+            network: self.network,
+            chain_id: unsigned("chain_id", self.chain_id)?,
+            asset: address("asset", &self.asset)?,
+            payer: address("payer", &self.payer)?,
+            pay_to: address("pay_to", &self.pay_to)?,
+            amount: U256::from_str_radix(&self.amount, 10)
+                .map_err(|e| format!("amount {:?}: {e}", self.amount))?,
+            cost: self
+                .cost
+                .parse()
+                .map_err(|e| format!("cost_usd: {e}"))?,
+            valid_after: unsigned("valid_after", self.valid_after)?,
+            valid_before: unsigned("valid_before", self.valid_before)?,
+            nonce: self
+                .nonce
+                .parse()
+                .map_err(|e| format!("nonce {:?}: {e}", self.nonce))?,
+            from_block: self
+                .from_block
+                .map(|b| unsigned("from_block", b))
+                .transpose()?,
+            state: self.state.parse()?,
+            tx: self
+                .tx
+                .map(|t| t.parse::<B256>().map_err(|e| format!("tx {t:?}: {e}")))
+                .transpose()?,
+            resolved_at: self.resolved_at,
+            resolution: self.resolution,
+        })
+    }
+}
