@@ -125,3 +125,17 @@ impl Conclusion {
         self
     }
 }
+
+/// Unix seconds as RFC 3339 UTC (`2026-11-29T22:45:01Z`); out-of-range values clamp to the epoch.
+pub fn rfc3339(unix: i64) -> String {
+    let t =
+        time::OffsetDateTime::from_unix_timestamp(unix).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let f = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
+    t.format(&f).unwrap_or_default()
+}
+
+/// sha256 of bytes, hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}

@@ -8,7 +8,16 @@ pub mod checks;
 pub mod cmd;
 pub mod definitions;
 pub mod evidence;
+pub mod observation;
 pub mod probe;
 pub mod rubric;
 pub mod score;
+pub mod spend;
+pub mod wallet;
 pub mod x402;
+pub mod report;
+
+/// Install rustls' ring provider as the process default (once; later calls are no-ops).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

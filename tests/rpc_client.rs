@@ -1,3 +1,4 @@
+#![cfg(feature = "lab")]
 //! The fixed-RPC client against a real anvil with the lab token deployed, and against nothing.
 
 use alloy::primitives::{Address, B256};

@@ -3,3 +3,4 @@
 pub mod conformance;
 pub mod screen;
 pub mod sniff;
+pub mod free;

@@ -3,3 +3,4 @@
 pub mod http;
 pub mod netguard;
 pub mod rpc;
+pub mod free;

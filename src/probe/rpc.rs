@@ -255,6 +255,15 @@ pub mod selector {
     pub const BALANCE_OF: [u8; 4] = [0x70, 0xa0, 0x82, 0x31];
 }
 
+/// A token's EIP-712 domain fields, each `None` when the contract reverted or returned something that
+/// is not the expected ABI value (it lacks the function).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenDomainFields {
+    pub name: Option<String>,
+    pub version: Option<String>,
+    pub domain_separator: Option<B256>,
+}
+
 /// What a token says its EIP-712 domain is (C3's chain read).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TokenDomainRead {
@@ -264,6 +273,30 @@ pub struct TokenDomainRead {
 }
 
 impl Rpc {
+    /// An `eth_call` whose revert or odd answer is a fact about the contract (`Ok(None)`), while an
+    /// unreachable RPC is an error.
+    async fn call_or_none(&self, to: Address, data: &[u8]) -> Result<Option<Bytes>, RpcError> {
+        match self.eth_call(to, data).await {
+            Ok(b) => Ok(Some(b)),
+            Err(RpcError::Node { .. } | RpcError::BadResponse { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Each domain field on its own, so a token lacking one is told apart from an RPC outage.
+    pub async fn token_domain_fields(&self, token: Address) -> Result<TokenDomainFields, RpcError> {
+        let name = self.call_or_none(token, &selector::NAME).await?;
+        let version = self.call_or_none(token, &selector::VERSION).await?;
+        let sep = self
+            .call_or_none(token, &selector::DOMAIN_SEPARATOR)
+            .await?;
+        Ok(TokenDomainFields {
+            name: name.as_ref().and_then(|b| decode_string(b)),
+            version: version.as_ref().and_then(|b| decode_string(b)),
+            domain_separator: sep.filter(|s| s.len() == 32).map(|s| B256::from_slice(&s)),
+        })
+    }
+
     pub async fn token_domain(&self, token: Address) -> Result<TokenDomainRead, RpcError> {
         let name = self.eth_call(token, &selector::NAME).await?;
         let version = self.eth_call(token, &selector::VERSION).await?;

@@ -239,7 +239,9 @@ pub fn encode_header(scenario: &Scenario, pr: &Value) -> String {
 
 /// The operator file at `/.well-known/x402-operator.json`, or `None` (404).
 pub fn operator_file(scenario: &Scenario, ctx: &QuoteContext) -> Option<String> {
-    let network = format!("eip155:{}", ctx.chain_id);
+    // The wallet is declared for the network the endpoint quotes, whatever that is.
+    let quoted = requirement(scenario, ctx, 0);
+    let network = quoted["network"].as_str().unwrap_or_default().to_string();
     let wallet = match scenario.operator {
         Operator::Absent => return None,
         Operator::Malformed => {

@@ -1,0 +1,98 @@
+//! Observations: the raw evidence of one probe run, collected once by the probers and evaluated (many
+//! times, under any rubric) by the pure checks. Everything here is plain data that serialises into the
+//! ledger.
+
+use alloy::primitives::Address;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use alloy::primitives::B256;
+
+use crate::probe::http::{Exchange, FetchRequest};
+
+/// Everything one free probe run saw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FreeObservation {
+    /// The subject URL, as given.
+    pub subject: String,
+    /// Where the probe ran from.
+    pub vantage: String,
+    /// When the run started, unix seconds (the clock is read by the driver, never by the checks).
+    pub at: i64,
+    /// The unpaid requests, in order. The first uses the URL as given; later ones use the documented
+    /// example input when the first 402 declared one.
+    pub samples: Vec<Sample>,
+    /// `GET /.well-known/x402-operator.json` at the subject's origin (H4, H9).
+    pub operator_file: Option<Exchange>,
+    /// The discovery catalogue read for H1, if one was given.
+    pub listing: ListingSeen,
+    /// What the fixed RPC said about each asset the 402 names (C3).
+    pub chain: ChainSeen,
+    /// Tokens the user declared as real besides the canonical USDC deployments (`--asset`).
+    pub declared_assets: Vec<Address>,
+    /// Whether the address guard was off for this run (the lab): recorded so a receipt shows it.
+    pub allow_private: bool,
+}
+
+/// One unpaid request and what came back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    pub request: FetchRequest,
+    pub exchange: Exchange,
+}
+
+/// A page of a discovery catalogue as fetched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PageSeen {
+    pub url: String,
+    pub at: i64,
+    pub status: Option<u16>,
+    pub sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ListingSeen {
+    /// No catalogue was given.
+    NotAsked,
+    /// The catalogue could not be read (our problem or the catalogue's, not the subject's).
+    Failed {
+        url: String,
+        error: String,
+        pages: Vec<PageSeen>,
+    },
+    /// Read in full; `item` is the entry whose `resource` is the subject, if any.
+    Read {
+        url: String,
+        pages: Vec<PageSeen>,
+        items_seen: usize,
+        item: Option<Value>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ChainSeen {
+    /// No RPC configured.
+    NoRpc,
+    /// The RPC did not answer its chain id.
+    RpcDown { url: String, error: String },
+    /// The RPC's chain, and what each asset's contract said (or why it could not be read).
+    Read {
+        url: String,
+        chain_id: u64,
+        tokens: Vec<TokenSeen>,
+    },
+}
+
+/// What an asset's contract answered. A field is `None` when its call reverted or returned nothing
+/// usable (the contract lacks it: that counts against the endpoint); `rpc_error` is set instead when
+/// the RPC itself failed (that counts against nobody).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenSeen {
+    pub asset: Address,
+    pub name: Option<String>,
+    pub version: Option<String>,
+    pub domain_separator: Option<B256>,
+    pub rpc_error: Option<String>,
+}

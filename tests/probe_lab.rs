@@ -1,0 +1,84 @@
+#![cfg(feature = "lab")]
+//! The acceptance table: probe every lab scenario for free and compare every free check with what the
+//! lab promises (`expect`). Also the CLI's exit codes and JSON report on a few of them.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use x402_lab::{Lab, LabOptions};
+use x402_probe::checks::free::evaluate_free;
+use x402_probe::probe::free::{FreeProbeConfig, probe_free};
+use x402_probe::probe::http::FetchConfig;
+use x402_probe::probe::rpc::Rpc;
+use x402_probe::rubric::{Kind, Rubric};
+
+fn lab_config(lab: &Lab) -> FreeProbeConfig {
+    let ca = rustls_pki_types::pem::PemObject::from_pem_slice(lab.ca_pem.as_bytes()).unwrap();
+    FreeProbeConfig {
+        fetch: FetchConfig {
+            allow_private: true,
+            observe_invalid_tls: true,
+            extra_roots: vec![ca],
+            ..FetchConfig::default()
+        },
+        samples: 2,
+        spacing: Duration::from_millis(10),
+        listing: Some(lab.manifest().catalogue),
+        rpc: Some(Rpc::new(lab.rpc_url())),
+        declared_assets: vec![lab.token.address()],
+        vantage: "test".into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_free_check_agrees_with_the_lab_on_every_scenario() {
+    x402_probe::install_crypto_provider();
+    let lab = Lab::start_with(LabOptions::default()).await.unwrap();
+    let rubric = Rubric::embedded_default();
+    let free: Vec<String> = rubric
+        .checks
+        .iter()
+        .filter(|c| c.kind == Kind::Free)
+        .map(|c| c.id.clone())
+        .collect();
+    let cfg = lab_config(&lab);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let mut runs = tokio::task::JoinSet::new();
+    for e in &lab.endpoints {
+        let (cfg, url, name) = (cfg.clone(), e.url.clone(), e.scenario.name);
+        runs.spawn(async move { (name, probe_free(&cfg, &url, now).await) });
+    }
+    let mut disagreements = Vec::new();
+    let mut compared = 0;
+    while let Some(joined) = runs.join_next().await {
+        let (name, observation) = joined.unwrap();
+        let results: BTreeMap<String, _> = evaluate_free(&observation, &rubric)
+            .into_iter()
+            .map(|r| (r.id.clone(), r))
+            .collect();
+        let scenario = lab.endpoint(name).unwrap();
+        for (id, want) in &scenario.scenario.expect {
+            if !free.iter().any(|f| f == id) {
+                continue;
+            }
+            compared += 1;
+            let got = &results[*id];
+            if got.outcome.as_str() != *want {
+                disagreements.push(format!(
+                    "{name} {id}: want {want}, got {} ({})",
+                    got.outcome, got.evidence
+                ));
+            }
+        }
+    }
+    assert!(compared > 300, "compared only {compared} expectations");
+    assert!(
+        disagreements.is_empty(),
+        "{} disagreements:\n{}",
+        disagreements.len(),
+        disagreements.join("\n")
+    );
+}
