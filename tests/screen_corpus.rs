@@ -47,11 +47,19 @@ struct Counts {
 impl Counts {
     fn precision(&self) -> f64 {
         let flagged = self.true_positive + self.false_positive;
-        if flagged == 0 { 1.0 } else { self.true_positive as f64 / flagged as f64 }
+        if flagged == 0 {
+            1.0
+        } else {
+            self.true_positive as f64 / flagged as f64
+        }
     }
     fn recall(&self) -> f64 {
         let malicious = self.true_positive + self.false_negative;
-        if malicious == 0 { 1.0 } else { self.true_positive as f64 / malicious as f64 }
+        if malicious == 0 {
+            1.0
+        } else {
+            self.true_positive as f64 / malicious as f64
+        }
     }
 }
 
@@ -59,8 +67,16 @@ impl Counts {
 fn screen_corpus_precision_and_recall() {
     let benign = load("benign.jsonl");
     let malicious = load("malicious.jsonl");
-    assert!(benign.len() >= 150, "need at least 150 benign lines, have {}", benign.len());
-    assert!(malicious.len() >= 75, "need at least 75 malicious lines, have {}", malicious.len());
+    assert!(
+        benign.len() >= 150,
+        "need at least 150 benign lines, have {}",
+        benign.len()
+    );
+    assert!(
+        malicious.len() >= 75,
+        "need at least 75 malicious lines, have {}",
+        malicious.len()
+    );
 
     let mut by_split: BTreeMap<String, Counts> = BTreeMap::new();
     let mut total = Counts::default();
@@ -109,8 +125,15 @@ fn screen_corpus_precision_and_recall() {
         }
     }
 
-    println!("screen corpus: {} benign, {} malicious lines", benign.len(), malicious.len());
-    for (split, c) in by_split.iter().chain(std::iter::once((&"all".to_string(), &total))) {
+    println!(
+        "screen corpus: {} benign, {} malicious lines",
+        benign.len(),
+        malicious.len()
+    );
+    for (split, c) in by_split
+        .iter()
+        .chain(std::iter::once((&"all".to_string(), &total)))
+    {
         println!(
             "  {split:8} precision {:.3} recall {:.3}  (tp {}, fp {}, tn {}, fn {})",
             c.precision(),
@@ -131,8 +154,20 @@ fn screen_corpus_precision_and_recall() {
 
     // Floors chosen for the holdout half: the dev half is expected to do better.
     let holdout = by_split.get("holdout").copied().unwrap_or_default();
-    assert!(holdout.precision() >= 0.95, "holdout precision {:.3}", holdout.precision());
-    assert!(holdout.recall() >= 0.85, "holdout recall {:.3}", holdout.recall());
-    assert!(total.precision() >= 0.95, "precision {:.3}", total.precision());
+    assert!(
+        holdout.precision() >= 0.95,
+        "holdout precision {:.3}",
+        holdout.precision()
+    );
+    assert!(
+        holdout.recall() >= 0.85,
+        "holdout recall {:.3}",
+        holdout.recall()
+    );
+    assert!(
+        total.precision() >= 0.95,
+        "precision {:.3}",
+        total.precision()
+    );
     assert!(total.recall() >= 0.90, "recall {:.3}", total.recall());
 }

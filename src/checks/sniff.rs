@@ -128,7 +128,10 @@ fn looks_like_html(text: &[u8]) -> bool {
 
 /// A JSON value could start here (the prefix check used for truncated bodies).
 fn json_could_start(text: &[u8]) -> bool {
-    matches!(text.first(), Some(b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n'))
+    matches!(
+        text.first(),
+        Some(b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n')
+    )
 }
 
 /// Name what `bytes` look like, by magic numbers and then by text shape.
@@ -193,7 +196,12 @@ pub fn detect(bytes: &[u8], truncated: bool) -> Detected {
 /// The media type of a `Content-Type` value: lower case, parameters dropped. `None` when it has
 /// no `type/subtype` shape.
 fn media_type(content_type: &str) -> Option<String> {
-    let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     let (kind, subtype) = essence.split_once('/')?;
     (!kind.is_empty() && !subtype.is_empty() && !subtype.contains('/')).then_some(essence)
 }
@@ -277,7 +285,11 @@ pub fn sniff(
     if matches!(detected, Detected::Executable | Detected::Shebang) && !is_executable_type(&media) {
         mismatches.push(format!(
             "{} bytes declared as {media}",
-            if detected == Detected::Executable { "executable" } else { "script (#!)" }
+            if detected == Detected::Executable {
+                "executable"
+            } else {
+                "script (#!)"
+            }
         ));
     }
     if is_json_type(&media) && !encoded {
@@ -380,7 +392,9 @@ mod tests {
 
     #[test]
     fn json_declared_and_json_sent_matches() {
-        assert!(mismatches(Some("application/json; charset=utf-8"), None, br#"{"a":1}"#).is_empty());
+        assert!(
+            mismatches(Some("application/json; charset=utf-8"), None, br#"{"a":1}"#).is_empty()
+        );
         assert!(mismatches(Some("application/problem+json"), None, b"[1,2]").is_empty());
         // A UTF-8 byte order mark before JSON is tolerated.
         assert!(mismatches(Some("application/json"), None, b"\xef\xbb\xbf {\"a\":1}").is_empty());
@@ -397,15 +411,28 @@ mod tests {
 
     #[test]
     fn json_declared_but_html_or_script() {
-        let m = mismatches(Some("application/json"), None, b"<!DOCTYPE html><html></html>");
+        let m = mismatches(
+            Some("application/json"),
+            None,
+            b"<!DOCTYPE html><html></html>",
+        );
         assert_eq!(m, vec!["HTML declared as application/json"]);
-        let m = mismatches(Some("application/json"), None, b"  <script>alert(1)</script>");
+        let m = mismatches(
+            Some("application/json"),
+            None,
+            b"  <script>alert(1)</script>",
+        );
         assert_eq!(m, vec!["HTML declared as application/json"]);
     }
 
     #[test]
     fn executables_under_a_data_type() {
-        for body in [&b"\x7fELF\x02\x01\x01"[..], b"MZ\x90\x00\x03", b"\xcf\xfa\xed\xfe\x07", b"#!/bin/sh\nrm -rf ~\n"] {
+        for body in [
+            &b"\x7fELF\x02\x01\x01"[..],
+            b"MZ\x90\x00\x03",
+            b"\xcf\xfa\xed\xfe\x07",
+            b"#!/bin/sh\nrm -rf ~\n",
+        ] {
             let m = mismatches(Some("application/json"), None, body);
             assert_eq!(m.len(), 1, "{body:?}: {m:?}");
             let m = mismatches(Some("text/plain"), None, body);
@@ -428,7 +455,10 @@ mod tests {
     fn gzip_without_content_encoding() {
         let gz = b"\x1f\x8b\x08\x00\x00\x00\x00\x00";
         let m = mismatches(Some("application/json"), None, gz);
-        assert_eq!(m, vec!["gzip bytes without a Content-Encoding, declared as application/json"]);
+        assert_eq!(
+            m,
+            vec!["gzip bytes without a Content-Encoding, declared as application/json"]
+        );
         assert!(mismatches(Some("application/json"), Some("gzip"), gz).is_empty());
         assert!(mismatches(Some("application/gzip"), None, gz).is_empty());
     }
@@ -475,7 +505,10 @@ mod tests {
         assert_eq!(s5(&[ok]).outcome, Outcome::Pass);
         let c = s5(&[ok, bad]);
         assert_eq!(c.outcome, Outcome::Fail);
-        assert_eq!(c.evidence, "paid output 1: HTML declared as application/json");
+        assert_eq!(
+            c.evidence,
+            "paid output 1: HTML declared as application/json"
+        );
         assert_eq!(c.detail["samples"][1]["detected"], "html");
         assert_eq!(s5(&[]).outcome, Outcome::Unmeasured);
     }

@@ -93,7 +93,10 @@ fn is_executable(bytes: &[u8]) -> bool {
 }
 
 fn excerpt(text: &str) -> String {
-    let flat: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     flat.chars().take(80).collect()
 }
 
@@ -168,7 +171,8 @@ mod tests {
     #[test]
     fn data_blobs_pass() {
         let json = STANDARD.encode(r#"{"alg":"HS256","typ":"JWT","sub":"1234567890"}"#);
-        let png = STANDARD.encode(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x10\x00\x00\x00\x10");
+        let png =
+            STANDARD.encode(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x10\x00\x00\x00\x10");
         let tx = "0x4b0897b0513fdc7c541b6d9d7e929c4e5364d2db4b0897b0513fdc7c541b6d9d";
         assert!(blob_findings(&format!("{json} {png} {tx}")).is_empty());
     }

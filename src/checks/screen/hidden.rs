@@ -62,8 +62,16 @@ fn classify(c: char, at: usize, prev: Option<char>, next: Option<char>) -> Optio
         '\u{FEFF}' if at == 0 => None,
         '\u{200D}' if prev.is_some_and(is_emoji_like) && next.is_some_and(is_emoji_like) => None,
         '\u{200C}' if prev.is_some_and(uses_joiners) && next.is_some_and(uses_joiners) => None,
-        '\u{200B}' | '\u{200C}' | '\u{200D}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}' | '\u{180E}'
-        | '\u{115F}' | '\u{1160}' | '\u{3164}' | '\u{FFA0}' => Some(HiddenKind::ZeroWidth),
+        '\u{200B}'
+        | '\u{200C}'
+        | '\u{200D}'
+        | '\u{2060}'..='\u{2064}'
+        | '\u{FEFF}'
+        | '\u{180E}'
+        | '\u{115F}'
+        | '\u{1160}'
+        | '\u{3164}'
+        | '\u{FFA0}' => Some(HiddenKind::ZeroWidth),
         '\u{E0000}'..='\u{E007F}' => Some(HiddenKind::Tag),
         '\u{E0100}'..='\u{E01EF}' if !prev.is_some_and(is_cjk) => {
             Some(HiddenKind::VariationSelector)
@@ -126,9 +134,9 @@ pub(super) fn hidden_runs(text: &str) -> Vec<HiddenRun> {
 fn is_subdivision_flag(prev: Option<char>, run: &str) -> bool {
     prev == Some('\u{1F3F4}')
         && run.ends_with('\u{E007F}')
-        && run
-            .chars()
-            .all(|t| matches!(t, '\u{E0030}'..='\u{E0039}' | '\u{E0061}'..='\u{E007A}' | '\u{E007F}'))
+        && run.chars().all(
+            |t| matches!(t, '\u{E0030}'..='\u{E0039}' | '\u{E0061}'..='\u{E007A}' | '\u{E007F}'),
+        )
 }
 
 #[cfg(test)]
@@ -149,13 +157,22 @@ mod tests {
 
     #[test]
     fn finds_bidi_controls() {
-        assert_eq!(kinds("x \u{202e}abc\u{202c} y"), vec![HiddenKind::Bidi, HiddenKind::Bidi]);
-        assert_eq!(kinds("\u{2066}x\u{2069}"), vec![HiddenKind::Bidi, HiddenKind::Bidi]);
+        assert_eq!(
+            kinds("x \u{202e}abc\u{202c} y"),
+            vec![HiddenKind::Bidi, HiddenKind::Bidi]
+        );
+        assert_eq!(
+            kinds("\u{2066}x\u{2069}"),
+            vec![HiddenKind::Bidi, HiddenKind::Bidi]
+        );
     }
 
     #[test]
     fn decodes_tag_characters() {
-        let smuggled: String = "hi there".chars().map(|c| char::from_u32(0xE0000 + c as u32).unwrap()).collect();
+        let smuggled: String = "hi there"
+            .chars()
+            .map(|c| char::from_u32(0xE0000 + c as u32).unwrap())
+            .collect();
         let runs = hidden_runs(&format!("ok{smuggled}"));
         assert_eq!(runs.len(), 1);
         assert_eq!(runs[0].decoded.as_deref(), Some("hi there"));
@@ -167,7 +184,9 @@ mod tests {
         assert!(kinds("\u{1F468}\u{200d}\u{1F469}\u{200d}\u{1F467}").is_empty());
         assert!(kinds("می\u{200c}خواهم").is_empty());
         assert!(kinds("\u{feff}hello").is_empty());
-        assert!(kinds("\u{1F3F4}\u{E0067}\u{E0062}\u{E0073}\u{E0063}\u{E0074}\u{E007F}").is_empty());
+        assert!(
+            kinds("\u{1F3F4}\u{E0067}\u{E0062}\u{E0073}\u{E0063}\u{E0074}\u{E007F}").is_empty()
+        );
         assert!(kinds("\u{2764}\u{fe0f}").is_empty());
     }
 

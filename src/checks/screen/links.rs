@@ -50,7 +50,10 @@ const BRANDS: &[(&str, &[&str])] = &[
     ("binance", &["binance.com"]),
     ("etherscan", &["etherscan.io"]),
     ("basescan", &["basescan.org"]),
-    ("walletconnect", &["walletconnect.com", "walletconnect.network"]),
+    (
+        "walletconnect",
+        &["walletconnect.com", "walletconnect.network"],
+    ),
     ("rabby", &["rabby.io"]),
     ("kraken", &["kraken.com"]),
     ("arbiscan", &["arbiscan.io"]),
@@ -104,7 +107,9 @@ fn is_ip_literal(host: &str) -> bool {
     // A bare integer or hex host (`http://3232235777`) is an IPv4 address too.
     !host.is_empty()
         && (host.chars().all(|c| c.is_ascii_digit())
-            || host.strip_prefix("0x").is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit())))
+            || host
+                .strip_prefix("0x")
+                .is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit())))
 }
 
 /// The last two labels of a host: good enough to tell `metamask.io` from `metamask.io.evil.test`.
@@ -214,7 +219,10 @@ pub(super) fn link_findings(text: &str) -> Vec<LinkFinding> {
     }
     // Domains written without a scheme can imitate a brand too ("visit metamask-verify.support").
     for m in bare_domain_pattern().find_iter(text) {
-        if covered.iter().any(|c| c.start <= m.start() && m.end() <= c.end) {
+        if covered
+            .iter()
+            .any(|c| c.start <= m.start() && m.end() <= c.end)
+        {
             continue;
         }
         // An e-mail address's domain or a dotted identifier in code is not a link.
@@ -243,31 +251,65 @@ mod tests {
 
     #[test]
     fn ip_literals() {
-        assert_eq!(problems("see http://185.199.12.44/docs now"), vec![LinkProblem::IpLiteral]);
-        assert_eq!(problems("at http://[2001:db8::1]/x"), vec![LinkProblem::IpLiteral]);
-        assert_eq!(problems("at http://3232235777/x"), vec![LinkProblem::IpLiteral]);
+        assert_eq!(
+            problems("see http://185.199.12.44/docs now"),
+            vec![LinkProblem::IpLiteral]
+        );
+        assert_eq!(
+            problems("at http://[2001:db8::1]/x"),
+            vec![LinkProblem::IpLiteral]
+        );
+        assert_eq!(
+            problems("at http://3232235777/x"),
+            vec![LinkProblem::IpLiteral]
+        );
     }
 
     #[test]
     fn punycode_and_non_ascii_hosts() {
-        assert_eq!(problems("https://xn--pple-43d.com/x"), vec![LinkProblem::Punycode]);
-        assert_eq!(problems("https://\u{0430}pple.com/x"), vec![LinkProblem::NonAsciiHost]);
+        assert_eq!(
+            problems("https://xn--pple-43d.com/x"),
+            vec![LinkProblem::Punycode]
+        );
+        assert_eq!(
+            problems("https://\u{0430}pple.com/x"),
+            vec![LinkProblem::NonAsciiHost]
+        );
     }
 
     #[test]
     fn brand_lookalikes() {
-        assert_eq!(problems("https://metamask-verify.support"), vec![LinkProblem::Lookalike]);
-        assert_eq!(problems("https://metamsk-support.com"), vec![LinkProblem::Lookalike]);
-        assert_eq!(problems("https://coinbase.com.secure-login.io/a"), vec![LinkProblem::Lookalike]);
-        assert_eq!(problems("visit c0inbase-help.net today"), vec![LinkProblem::Lookalike]);
+        assert_eq!(
+            problems("https://metamask-verify.support"),
+            vec![LinkProblem::Lookalike]
+        );
+        assert_eq!(
+            problems("https://metamsk-support.com"),
+            vec![LinkProblem::Lookalike]
+        );
+        assert_eq!(
+            problems("https://coinbase.com.secure-login.io/a"),
+            vec![LinkProblem::Lookalike]
+        );
+        assert_eq!(
+            problems("visit c0inbase-help.net today"),
+            vec![LinkProblem::Lookalike]
+        );
         // The brand sits in the user info; the host is someone else's.
-        assert_eq!(problems("https://coinbase.com@evil.test/"), vec![LinkProblem::UserInfo]);
+        assert_eq!(
+            problems("https://coinbase.com@evil.test/"),
+            vec![LinkProblem::UserInfo]
+        );
     }
 
     #[test]
     fn brands_own_domains_and_ordinary_links_pass() {
-        assert!(problems("https://metamask.io/download and https://docs.uniswap.org/sdk").is_empty());
-        assert!(problems("https://docs.example-weather.com/v2 support@example-weather.com").is_empty());
+        assert!(
+            problems("https://metamask.io/download and https://docs.uniswap.org/sdk").is_empty()
+        );
+        assert!(
+            problems("https://docs.example-weather.com/v2 support@example-weather.com").is_empty()
+        );
         assert!(problems("https://phantomjs.org and https://ledgerhq.com").is_empty());
         assert!(problems("Net.WebClient and file.json").is_empty());
     }
@@ -280,7 +322,13 @@ mod tests {
 
     #[test]
     fn host_parsing_handles_ports_and_paths() {
-        assert_eq!(host_of("https://a.b.example:8443/x?y").map(|h| h.0), Some("a.b.example".to_string()));
-        assert_eq!(host_of("http://[::1]:80/").map(|h| h.0), Some("[::1]".to_string()));
+        assert_eq!(
+            host_of("https://a.b.example:8443/x?y").map(|h| h.0),
+            Some("a.b.example".to_string())
+        );
+        assert_eq!(
+            host_of("http://[::1]:80/").map(|h| h.0),
+            Some("[::1]".to_string())
+        );
     }
 }

@@ -151,7 +151,12 @@ pub fn screen(text: &str) -> Screening {
     }
     for link in links::link_findings(text) {
         let excerpt = excerpt_of(text, link.span.clone());
-        push(link.problem.rule_id(), Category::Phishing, link.span, excerpt);
+        push(
+            link.problem.rule_id(),
+            Category::Phishing,
+            link.span,
+            excerpt,
+        );
     }
     for blob in blobs::blob_findings(text) {
         let rule = match blob.kind {
@@ -330,7 +335,8 @@ pub fn declared_headers(payment_required: &Value) -> Vec<DeclaredHeader> {
     if let Some(accepts) = payment_required.get("accepts").and_then(Value::as_array) {
         for entry in accepts {
             let input = entry.pointer("/outputSchema/input");
-            let fields = input.and_then(|i| i.get("headerFields").or_else(|| i.get("header_fields")));
+            let fields =
+                input.and_then(|i| i.get("headerFields").or_else(|| i.get("header_fields")));
             if let Some(map) = fields.and_then(Value::as_object) {
                 for (name, definition) in map {
                     let needed = definition.get("required") != Some(&Value::Bool(false));
@@ -355,8 +361,20 @@ const X402_HEADERS: &[&str] = &[
 
 /// Parts of a header name that carry a credential (`authorization`, `x-api-key`, `cookie`...).
 const SECRET_HEADER_PARTS: &[&str] = &[
-    "auth", "api-key", "apikey", "api_key", "token", "secret", "password", "passwd", "private",
-    "cookie", "session", "mnemonic", "seed", "credential",
+    "auth",
+    "api-key",
+    "apikey",
+    "api_key",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "private",
+    "cookie",
+    "session",
+    "mnemonic",
+    "seed",
+    "credential",
 ];
 
 /// Whether a declared header name carries a credential beyond x402.
@@ -449,8 +467,10 @@ const UNSAFE_CATEGORIES: &[Category] = &[
 ];
 
 fn unsafe_text_conclusion(texts: &[SourcedText], what: &str) -> Conclusion {
+    // Nothing published is nothing unsafe: the check passes, and the receipt says it saw no text.
     if texts.iter().all(|t| t.text.trim().is_empty()) {
-        return Conclusion::na(format!("no {what} text to screen"));
+        return Conclusion::pass(format!("no {what} text published: nothing to screen"))
+            .with_detail(json!({"screened": [], "findings": []}));
     }
     let screened = screen_all(texts);
     let findings = screened.findings_in(UNSAFE_CATEGORIES);
@@ -471,14 +491,14 @@ fn unsafe_text_conclusion(texts: &[SourcedText], what: &str) -> Conclusion {
 }
 
 /// S2: screen the description and docs texts (see [`description_texts`]; add a docs page's text
-/// as a `docs` source). Fails on injection, hidden text, phishing or malware; `na` when there is
-/// no text at all.
+/// as a `docs` source). Fails on injection, hidden text, phishing or malware; passes otherwise,
+/// including when no text was published at all.
 pub fn screen_description(texts: &[SourcedText]) -> Conclusion {
     unsafe_text_conclusion(texts, "description")
 }
 
-/// S3: screen the text of paid outputs. Same rules and outcomes as S2; `na` when the outputs
-/// carry no text (a paid check's caller reports `unmeasured` when there was no paid output).
+/// S3: screen the text of paid outputs. Same rules and outcomes as S2 (a caller reports
+/// `unmeasured` itself when there was no paid output; an output without text passes).
 pub fn screen_output(texts: &[SourcedText]) -> Conclusion {
     unsafe_text_conclusion(texts, "output")
 }

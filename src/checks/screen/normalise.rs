@@ -297,7 +297,10 @@ mod tests {
     fn joins_spelled_out_letters() {
         assert_eq!(normalise("I-g-n-o-r-e all", false).text, "ignore all");
         assert_eq!(normalise("s e n d funds", false).text, "send funds");
-        assert_eq!(normalise("U.S. and E.U. rates, a b c", false).text, "u.s. and e.u. rates, a b c");
+        assert_eq!(
+            normalise("U.S. and E.U. rates, a b c", false).text,
+            "u.s. and e.u. rates, a b c"
+        );
     }
 
     #[test]

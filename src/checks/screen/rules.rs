@@ -38,7 +38,8 @@ const SEED_PHRASE: &str = r"(?:(?:seed|recovery|mnemonic|backup|secret|wallet)[ 
 const PASSWORD: &str = r"(?:passwords?|passphrases?|passcodes?|pin codes?|2fa codes?|otp codes?|one-time (?:codes?|passwords?)|login credentials|credentials)";
 const API_SECRET: &str = r"(?:api[ _-]?(?:keys?|secrets?|tokens?)|access[ _-]?tokens?|bearer tokens?|auth(?:orization)?[ _-]?tokens?|secret tokens?|session (?:tokens?|cookies?)|client[ _-]?secrets?|jwts?|openai keys?)";
 const AUTH_HEADER: &str = r"(?:authorization|proxy-authorization|x-api-key|api-key|cookies?|x-auth-token|x-access-token|bearer)";
-const FUND_NOUN: &str = r"(?:funds|balances?|usdc|eth|tokens|assets|crypto|money|coins|holdings|wallet|savings)";
+const FUND_NOUN: &str =
+    r"(?:funds|balances?|usdc|eth|tokens|assets|crypto|money|coins|holdings|wallet|savings)";
 const URLISH: &str = r"(?:https?://|www\.|[a-z0-9-]+\.[a-z]{2,}\b)";
 
 struct Spec {
@@ -224,11 +225,31 @@ fn specs() -> Vec<Spec> {
             r"(?:\b(?:introduce|introduzca|ingresa|ingrese|envia|envie|proporciona|proporcione|comparte|comparta|escribe|escriba|pega|pegue|dinos|danos|facilita|facilite|digite|insira|forneca|compartilhe|informe|cole|passe|mande|diga)\b{g3} (?:frase semilla|frase de recuperacion|palabras de recuperacion|mnemonico|frase semente|frase-semente|frase de recuperacao|palavras de recuperacao|mnemonica)\b|\b(?:entre[rz]?|saisi(?:r|s|ssez)|envoy(?:er|ez)|envoie|fourni(?:r|s|ssez)|partag(?:er|ez|e)|coll(?:er|ez|e)|donn(?:er|ez|e)|indiqu(?:er|ez)|communiqu(?:er|ez)|tap(?:er|ez))\b{g3} (?:phrase de recuperation|phrase secrete|phrase mnemonique|mots de recuperation)\b)")),
         secret_rule("secret.password", format!(
             r"(?:\b(?:introduce|introduzca|ingresa|ingrese|envia|envie|proporciona|proporcione|comparte|comparta|escribe|escriba|dinos|danos|digite|insira|forneca|compartilhe|informe|mande|diga)\b{g3} (?:contrasena|senha|clave de acceso)\b|\b(?:entre[rz]?|saisi(?:r|s|ssez)|envoy(?:er|ez)|envoie|fourni(?:r|s|ssez)|partag(?:er|ez|e)|donn(?:er|ez|e)|indiqu(?:er|ez)|communiqu(?:er|ez)|tap(?:er|ez))\b{g3} (?:mot de passe|identifiants)\b)")),
-        secret_rule("secret.private-key", format!(
-            r"(?:\b(?:gib|gebe|geben sie|sende|senden sie|schicke|schicken sie|teile|teilen sie|nenne|nennen sie|trage|tragen sie|fuge|fugen sie)\b{g3} (?:privat\w* schlussel|geheim\w* schlussel|seed-?phrase|wiederherstellungsphrase|passwort|kennwort|zugangsdaten|api-?schlussel)\w*|\b(?:privat\w* schlussel|seed-?phrase|wiederherstellungsphrase|passwort|kennwort|zugangsdaten)\b(?: [^\s.!?;。！？]+){{0,4}}? (?:eingeben|angeben|senden|schicken|mitteilen|eintragen|einfugen|teilen)\b)")),
-        secret_rule("secret.private-key",
-            r"(?:(?:输入|輸入|提供|发送|發送|告诉|告訴|分享|填写|填寫|粘贴|貼上|提交|上传|上傳|发给|發給|给我|給我)[^。！？]{0,10}(?:私钥|私鑰|助记词|助記詞|种子短语|种子词|恢复短语|密码|密碼|密钥|密鑰|秘钥)|\b(?:введи|введите|отправь|отправьте|пришли|пришлите|укажи|укажите|сообщи|сообщите|поделись|поделитесь|вставь|вставьте|скинь|скиньте|дай|дайте|предостав)\w*(?: [^\s.!?;。！？]+){0,3}? (?:приватн\w* ключ|секретн\w* ключ|сид-?фраз|seed-?фраз|мнемони|парол|фраз\w* восстановлени|секретн\w* фраз|api-?ключ)\w*)".to_string()),
+        secret_rule("secret.private-key", de_zh_ru_ask(
+            r"privat\w* schlussel|geheim\w* schlussel|api-?schlussel",
+            "私钥|私鑰|密钥|密鑰|秘钥",
+            r"приватн\w* ключ|секретн\w* ключ|api-?ключ",
+        )),
+        secret_rule("secret.seed-phrase", de_zh_ru_ask(
+            r"seed-?phrase|wiederherstellungsphrase|mnemonic",
+            "助记词|助記詞|种子短语|種子短語|种子词|恢复短语|恢復短語",
+            r"сид-?фраз|seed-?фраз|мнемони|фраз\w* восстановлени|секретн\w* фраз",
+        )),
+        secret_rule("secret.password", de_zh_ru_ask(
+            r"passwort|kennwort|zugangsdaten",
+            "密码|密碼|口令",
+            r"парол",
+        )),
     ]
+}
+
+/// An ask for a secret in German (either word order), Chinese or Russian; each argument is the
+/// alternation of that language's nouns for the secret.
+fn de_zh_ru_ask(german: &str, chinese: &str, russian: &str) -> String {
+    let w = "[^\\s.!?;。！？]";
+    format!(
+        r"(?:\b(?:gib|gebe|geben sie|sende|senden sie|schicke|schicken sie|teile|teilen sie|nenne|nennen sie|trage|tragen sie|fuge|fugen sie)\b(?: {w}+){{0,3}}? (?:{german})\w*|\b(?:{german})\w*(?: {w}+){{0,4}}? (?:eingeben|angeben|senden|schicken|mitteilen|eintragen|einfugen|teilen)\b|(?:输入|輸入|提供|发送|發送|告诉|告訴|分享|填写|填寫|粘贴|貼上|提交|上传|上傳|发给|發給|给我|給我)[^。！？]{{0,10}}(?:{chinese})|\b(?:введи|введите|отправь|отправьте|пришли|пришлите|укажи|укажите|сообщи|сообщите|поделись|поделитесь|вставь|вставьте|скинь|скиньте|дай|дайте|предостав)\w*(?: {w}+){{0,3}}? (?:{russian})\w*)"
+    )
 }
 
 /// All rules, compiled once.
@@ -277,7 +298,10 @@ pub(super) fn is_negated(folded: &str, start: usize, end: usize) -> bool {
         .rfind(['.', '!', '?', ';', '。', '！', '？'])
         .map_or(0, |i| i + 1);
     let tail = &folded[end..after];
-    let tail_to_stop = tail.split(['.', '!', '?', ';', ',', '。']).next().unwrap_or("");
+    let tail_to_stop = tail
+        .split(['.', '!', '?', ';', ',', '。'])
+        .next()
+        .unwrap_or("");
     negation_words().is_match(&window_before[sentence_start..])
         || negation_words().is_match(&folded[start..end])
         || negation_words().is_match(tail_to_stop)
@@ -299,7 +323,11 @@ mod tests {
                 Category::Malware => "malware.",
                 Category::SecretAsk => "secret.",
             };
-            assert!(rule.id.starts_with(prefix), "{} is not under {prefix}", rule.id);
+            assert!(
+                rule.id.starts_with(prefix),
+                "{} is not under {prefix}",
+                rule.id
+            );
         }
     }
 
