@@ -127,7 +127,7 @@ pub fn format_number(x: f64) -> String {
             out.push_str(&digits[1..]);
         }
         out.push('e');
-        out.push(if n - 1 >= 0 { '+' } else { '-' });
+        out.push(if n >= 1 { '+' } else { '-' });
         out.push_str(&(n - 1).abs().to_string());
     }
     out
@@ -156,7 +156,7 @@ fn tie_to_even(x: f64, shortest: (String, i32)) -> (String, i32) {
         return (digits, exponent);
     }
     let lower = wide[..k].to_string();
-    let lower_is_even = lower.bytes().last().is_some_and(|b| (b - b'0') % 2 == 0);
+    let lower_is_even = lower.bytes().last().is_some_and(|b| (b - b'0').is_multiple_of(2));
     if lower_is_even {
         return (lower, exponent);
     }

@@ -35,7 +35,7 @@ mod tests {
         assert_eq!(decay_factor(14 * DAY, 14.0), 0.5);
         assert_eq!(decay_factor(28 * DAY, 14.0), 0.25);
         // 7 days: 2^-0.5
-        assert!((decay_factor(7 * DAY, 14.0) - 0.707_106_781_186_547_6).abs() < 1e-15);
+        assert!((decay_factor(7 * DAY, 14.0) - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-15);
     }
 
     #[test]
