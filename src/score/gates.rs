@@ -6,6 +6,7 @@
 
 use super::decay::decay_factor;
 use super::input::{Inputs, MS_PER_HOUR};
+use super::tally::EntryWeights;
 use crate::evidence::Outcome;
 use crate::rubric::{Gate, GateWhen, Rubric};
 
@@ -26,20 +27,24 @@ pub struct GateState {
     pub reason: String,
 }
 
-pub fn evaluate(rubric: &Rubric, inputs: &Inputs) -> Vec<GateState> {
+pub fn evaluate(rubric: &Rubric, inputs: &Inputs, weights: &EntryWeights) -> Vec<GateState> {
     rubric
         .gates
         .iter()
-        .map(|gate| evaluate_one(rubric, inputs, gate))
+        .map(|gate| evaluate_one(rubric, inputs, weights, gate))
         .collect()
 }
 
-fn evaluate_one(rubric: &Rubric, inputs: &Inputs, gate: &Gate) -> GateState {
+fn evaluate_one(
+    rubric: &Rubric,
+    inputs: &Inputs,
+    weights: &EntryWeights,
+    gate: &Gate,
+) -> GateState {
     // Pass and fail outcomes of the watched check, oldest first; na and unmeasured say nothing.
-    let outcomes: Vec<(i64, Outcome)> = inputs
-        .history
-        .iter()
-        .filter(|e| e.check == gate.check && matches!(e.outcome, Outcome::Pass | Outcome::Fail))
+    let outcomes: Vec<(i64, Outcome)> = weights
+        .entries_of(rubric, inputs, &gate.check)
+        .filter(|e| matches!(e.outcome, Outcome::Pass | Outcome::Fail))
         .map(|e| (e.at.ms, e.outcome))
         .collect();
     let mut state = GateState {

@@ -84,7 +84,7 @@ pub fn score(
     let weights = tally::EntryWeights::new(rubric, inputs);
     let tallies = tally::tally_all(rubric, inputs, &weights, &|_| true)?;
     let split = points::breakdown(rubric, &tallies);
-    let gate_states = gates::evaluate(rubric, inputs);
+    let gate_states = gates::evaluate(rubric, inputs, &weights);
 
     let binding_caps: Vec<(f64, &str)> = gate_states
         .iter()
@@ -107,7 +107,7 @@ pub fn score(
     let grade = rubric.grade_for(capped_score.as_f64()).to_string();
 
     let anything_scorable = split.denominator > 0.0;
-    let verification = verdict::verification(rubric, inputs, anything_scorable);
+    let verification = verdict::verification(rubric, inputs, &weights, anything_scorable);
     let verdict_block = verdict::decide(rubric, &gate_states, verification, &grade, &confidence);
 
     let mut watch_reasons = Vec::new();
@@ -177,11 +177,10 @@ pub fn score(
         })
         .collect();
 
-    let mut ignored_checks: Vec<String> = inputs
-        .history
+    let mut ignored_checks: Vec<String> = weights
+        .unknown
         .iter()
-        .filter(|e| rubric.check(&e.check).is_none())
-        .map(|e| e.check.clone())
+        .map(|i| inputs.history[*i].check.clone())
         .collect();
     ignored_checks.sort();
     ignored_checks.dedup();

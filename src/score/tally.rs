@@ -61,11 +61,13 @@ pub struct EntryWeights {
     pub by_check: Vec<Vec<usize>>,
     /// Per history entry: its scoring weight (0 for checks the rubric does not have).
     pub weight: Vec<f64>,
+    /// Indices of entries for checks the rubric does not have.
+    pub unknown: Vec<usize>,
 }
 
 impl EntryWeights {
     pub fn new(rubric: &Rubric, inputs: &Inputs) -> EntryWeights {
-        let index: std::collections::HashMap<&str, usize> = rubric
+        let index: std::collections::BTreeMap<&str, usize> = rubric
             .checks
             .iter()
             .enumerate()
@@ -73,15 +75,37 @@ impl EntryWeights {
             .collect();
         let mut by_check = vec![Vec::new(); rubric.checks.len()];
         let mut weight = vec![0.0; inputs.history.len()];
+        let mut unknown = Vec::new();
         for (i, e) in inputs.history.iter().enumerate() {
-            if let Some(&c) = index.get(e.check.as_str()) {
-                by_check[c].push(i);
-                if e.outcome != Outcome::Unmeasured {
-                    weight[i] = entry_weight(rubric, &rubric.checks[c], inputs, e);
+            match index.get(e.check.as_str()) {
+                Some(&c) => {
+                    by_check[c].push(i);
+                    if e.outcome != Outcome::Unmeasured {
+                        weight[i] = entry_weight(rubric, &rubric.checks[c], inputs, e);
+                    }
                 }
+                None => unknown.push(i),
             }
         }
-        EntryWeights { by_check, weight }
+        EntryWeights {
+            by_check,
+            weight,
+            unknown,
+        }
+    }
+
+    /// The entries of one check (by id), oldest first; empty for a check the rubric lacks.
+    pub fn entries_of<'a>(
+        &'a self,
+        rubric: &Rubric,
+        inputs: &'a Inputs,
+        check: &str,
+    ) -> impl Iterator<Item = &'a Entry> + 'a {
+        let indices: &[usize] = match rubric.checks.iter().position(|c| c.id == check) {
+            Some(c) => &self.by_check[c],
+            None => &[],
+        };
+        indices.iter().map(move |i| &inputs.history[*i])
     }
 }
 

@@ -36,14 +36,16 @@ pub struct Verification {
     pub reasons: Vec<Reason>,
 }
 
-pub fn verification(rubric: &Rubric, inputs: &Inputs, anything_scorable: bool) -> Verification {
+pub fn verification(
+    rubric: &Rubric,
+    inputs: &Inputs,
+    weights: &super::tally::EntryWeights,
+    anything_scorable: bool,
+) -> Verification {
     let rules = &rubric.verdict;
-    let probe_times: Vec<i64> = inputs
-        .history
-        .iter()
-        .filter(|e| {
-            e.check == rules.probe_check && matches!(e.outcome, Outcome::Pass | Outcome::Fail)
-        })
+    let probe_times: Vec<i64> = weights
+        .entries_of(rubric, inputs, &rules.probe_check)
+        .filter(|e| matches!(e.outcome, Outcome::Pass | Outcome::Fail))
         .map(|e| e.at.ms)
         .collect();
     let probes = probe_times.len() as u32;
