@@ -186,7 +186,7 @@ pub fn detect(bytes: &[u8], truncated: bool) -> Detected {
         Ok(_) => true,
         Err(e) => truncated && e.error_len().is_none(),
     };
-    if decodable && !bytes.iter().any(|b| *b == 0) {
+    if decodable && !bytes.contains(&0) {
         Detected::Text
     } else {
         Detected::Binary
