@@ -2,5 +2,6 @@
 
 pub mod http;
 pub mod netguard;
+pub mod paid;
 pub mod rpc;
 pub mod free;

@@ -18,7 +18,7 @@ pub use policy::{
 };
 pub use store::{
     AUTHORIZATION_USED_TOPIC, DAY_SECONDS, ReconcileReport, ReconcileStep, RefusalRecord,
-    ReserveError, ReserveRequest, Reservation, ReservationRecord, ReservationState, SCHEMA_ID,
+    Reservation, ReservationRecord, ReservationState, ReserveError, ReserveRequest, SCHEMA_ID,
     SCHEMA_SQL, STORE_FILE, SpendError, SpendStore, Totals, find_authorization_use,
 };
 pub use usd::{USD_DECIMALS, Usd, UsdParseError};

@@ -108,9 +108,7 @@ impl PayPolicy {
         if self.max_per_call_usd > self.max_per_subject_per_day_usd
             || self.max_per_subject_per_day_usd > self.max_per_day_usd
         {
-            return Err(
-                "caps must satisfy per call <= per subject per day <= per day".to_string(),
-            );
+            return Err("caps must satisfy per call <= per subject per day <= per day".to_string());
         }
         Ok(())
     }
@@ -236,7 +234,10 @@ pub fn assess(policy: &PayPolicy, requirement: &Requirement) -> Result<Priced, R
         );
     }
     let method_ok = match requirement.asset_transfer_method.as_deref() {
-        None => requirement.entry.pointer("/extra/assetTransferMethod").is_none(),
+        None => requirement
+            .entry
+            .pointer("/extra/assetTransferMethod")
+            .is_none(),
         Some(method) => method == "eip3009",
     };
     if !method_ok {
@@ -265,7 +266,11 @@ pub fn assess(policy: &PayPolicy, requirement: &Requirement) -> Result<Priced, R
             ),
         );
     };
-    let Some(asset) = requirement.asset.as_deref().and_then(parse_address_any_case) else {
+    let Some(asset) = requirement
+        .asset
+        .as_deref()
+        .and_then(parse_address_any_case)
+    else {
         return refuse(
             RefusalCode::AssetNotAllowed,
             format!("asset {} is not an address", shown(&requirement.asset)),
@@ -322,7 +327,11 @@ pub fn assess(policy: &PayPolicy, requirement: &Requirement) -> Result<Priced, R
             ),
         );
     }
-    let Some(pay_to) = requirement.pay_to.as_deref().and_then(parse_address_any_case) else {
+    let Some(pay_to) = requirement
+        .pay_to
+        .as_deref()
+        .and_then(parse_address_any_case)
+    else {
         return refuse(
             RefusalCode::PayToInvalid,
             format!("payTo {} is not an address", shown(&requirement.pay_to)),

@@ -27,9 +27,9 @@ use serde::Serialize;
 use super::policy::{PayPolicy, Refusal, RefusalCode, assess};
 use super::usd::Usd;
 use crate::probe::rpc::{Rpc, RpcError};
+use crate::x402::Requirement;
 use crate::x402::eip712::{Authorization, TokenDomain};
 use crate::x402::payload::{authorization_for, token_domain_for};
-use crate::x402::Requirement;
 
 /// The schema, applied on every open (idempotent).
 pub const SCHEMA_SQL: &str = include_str!("../../state/spend.sql");
@@ -210,7 +210,7 @@ pub enum ReconcileStep {
 }
 
 /// What one reconciliation did.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct ReconcileReport {
     pub settled: Vec<i64>,
     pub released: Vec<i64>,
@@ -280,10 +280,7 @@ impl SpendStore {
             })
             .map_err(sql("reading the schema id"))?;
         if found != SCHEMA_ID {
-            return Err(SpendError::Schema {
-                path: shown,
-                found,
-            });
+            return Err(SpendError::Schema { path: shown, found });
         }
         Ok(SpendStore {
             conn: Mutex::new(conn),
@@ -304,7 +301,9 @@ impl SpendStore {
     fn conn(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock cannot leave SQLite inconsistent (transactions roll back),
         // so a poisoned lock is still usable.
-        self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn sql_err(&self, context: &'static str) -> impl Fn(rusqlite::Error) -> SpendError + '_ {
@@ -327,20 +326,15 @@ impl SpendStore {
         policy.validate().map_err(SpendError::Policy)?;
         let requirement_json = request.requirement.entry.to_string();
         let refuse = |refusal: Refusal| -> ReserveError {
-            match self.record_refusal(
-                request.subject,
-                &refusal,
-                Some(&requirement_json),
-                now_unix,
-            ) {
+            match self.record_refusal(request.subject, &refusal, Some(&requirement_json), now_unix)
+            {
                 Ok(()) => ReserveError::Refused(refusal),
                 Err(e) => ReserveError::Store(e),
             }
         };
         let priced = assess(policy, request.requirement).map_err(refuse)?;
-        let domain = token_domain_for(request.requirement).map_err(|e| {
-            refuse(Refusal::new(RefusalCode::DomainMissing, e.to_string()))
-        })?;
+        let domain = token_domain_for(request.requirement)
+            .map_err(|e| refuse(Refusal::new(RefusalCode::DomainMissing, e.to_string())))?;
         let nonce = B256::from(rand::random::<[u8; 32]>());
         let now = u64::try_from(now_unix).unwrap_or(0);
         let authorization = authorization_for(request.requirement, request.payer, now, nonce)
@@ -537,9 +531,7 @@ impl SpendStore {
     pub fn refusals(&self) -> Result<Vec<RefusalRecord>, SpendError> {
         let conn = self.conn();
         let mut stmt = conn
-            .prepare(
-                "SELECT id, subject, at, code, reason, requirement FROM refusal ORDER BY id",
-            )
+            .prepare("SELECT id, subject, at, code, reason, requirement FROM refusal ORDER BY id")
             .map_err(self.sql_err("reading refusals"))?;
         let rows = stmt
             .query_map([], |r| {
@@ -758,7 +750,10 @@ fn totals_in(conn: &Connection, subject: &str, now_unix: i64) -> rusqlite::Resul
     for (row_subject, cost, state) in rows {
         // An unreadable cost counts as infinite: it can only block payments, never allow one.
         let cost = cost.parse::<Usd>().unwrap_or(Usd::from_atto(u128::MAX));
-        totals.day = totals.day.checked_add(cost).unwrap_or(Usd::from_atto(u128::MAX));
+        totals.day = totals
+            .day
+            .checked_add(cost)
+            .unwrap_or(Usd::from_atto(u128::MAX));
         if row_subject == subject {
             totals.subject_day = totals
                 .subject_day
@@ -823,9 +818,8 @@ impl RawRow {
             s.parse::<Address>()
                 .map_err(|e| format!("{what} {s:?}: {e}"))
         };
-        let unsigned = |what: &str, v: i64| {
-            u64::try_from(v).map_err(|_| format!("{what} {v} is negative"))
-        };
+        let unsigned =
+            |what: &str, v: i64| u64::try_from(v).map_err(|_| format!("{what} {v} is negative"));
         Ok(ReservationRecord {
             id: self.id,
             subject: self.subject,
@@ -837,10 +831,7 @@ impl RawRow {
             pay_to: address("pay_to", &self.pay_to)?,
             amount: U256::from_str_radix(&self.amount, 10)
                 .map_err(|e| format!("amount {:?}: {e}", self.amount))?,
-            cost: self
-                .cost
-                .parse()
-                .map_err(|e| format!("cost_usd: {e}"))?,
+            cost: self.cost.parse().map_err(|e| format!("cost_usd: {e}"))?,
             valid_after: unsigned("valid_after", self.valid_after)?,
             valid_before: unsigned("valid_before", self.valid_before)?,
             nonce: self

@@ -1,0 +1,1481 @@
+//! The paid checks (R4, R5, R6, R7, C6, H5, H6, H7, H8, H9, S3): pure functions of one
+//! [`PaidObservation`]. No clock, no IO: the evaluation time is passed in.
+//!
+//! Money facts come from the chain, never from the endpoint's word: the `Transfer` and
+//! `AuthorizationUsed` logs of the settlement, found by our nonce when the settlement response
+//! lies or is missing. A chain read that failed makes every check that needs it `unmeasured`,
+//! never `fail`. Definitions: `probes/<ID>.md`.
+
+use std::collections::BTreeMap;
+
+use alloy::primitives::{Address, B256, U256, b256};
+use serde_json::{Value, json};
+
+use crate::checks::screen::{SourcedText, screen_output};
+use crate::evidence::{CheckResult, Conclusion, Outcome, Receipt};
+use crate::probe::http::{Exchange, HttpResponse, decode_body_bounded};
+use crate::probe::paid::{
+    ChainRead, Decision, OperatorFile, PaidObservation, QuoteSeen, RefundRule, SettlementSeen,
+};
+use crate::probe::rpc::{LogEntry, TxReceipt};
+use crate::rubric::Rubric;
+use crate::score::curve::interpolate;
+use crate::spend::AUTHORIZATION_USED_TOPIC;
+use crate::x402::network::chain_id_of;
+use crate::x402::parse::parse_settlement_response;
+use crate::x402::types::parse_address_any_case;
+
+/// keccak256("Transfer(address,address,uint256)").
+pub const TRANSFER_TOPIC: B256 =
+    b256!("0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef");
+
+/// The paid checks, in the order [`evaluate`] returns them.
+pub const PAID_CHECKS: [&str; 11] = [
+    "R4", "R5", "R6", "R7", "C6", "H5", "H6", "H7", "H8", "H9", "S3",
+];
+
+/// A curve check's outcome label: `pass` when the rubric's curve maps the value to at least this
+/// many points (`probes/README.md`).
+pub const CURVE_PASS_POINTS: f64 = 50.0;
+
+/// Largest decoded output examined (R5, S3), bytes.
+pub const MAX_OUTPUT_BYTES: usize = 4 * 1024 * 1024;
+
+/// The refund rule this tool checks (H9).
+pub const REFUND_ON_CHARGED_WITHOUT_DELIVERY: &str = "charged_without_delivery";
+
+/// Evaluates every paid check under the embedded rubric (for R7's curve).
+pub fn evaluate(obs: &PaidObservation, as_of_unix: i64, vantage: &str) -> Vec<CheckResult> {
+    evaluate_with_rubric(obs, &Rubric::embedded_default(), as_of_unix, vantage)
+}
+
+/// Evaluates every paid check; `rubric` supplies R7's curve.
+pub fn evaluate_with_rubric(
+    obs: &PaidObservation,
+    rubric: &Rubric,
+    as_of_unix: i64,
+    vantage: &str,
+) -> Vec<CheckResult> {
+    let facts = chain_facts(obs);
+    let conclusions = [
+        ("R4", r4(obs)),
+        ("R5", r5(obs)),
+        ("R6", r6(obs)),
+        ("R7", r7(obs, rubric)),
+        ("C6", c6(obs, &facts)),
+        ("H5", h5(obs, &facts)),
+        ("H6", h6(obs, &facts)),
+        ("H7", h7(obs, &facts)),
+        ("H8", h8(obs, &facts)),
+        ("H9", h9(obs, &facts)),
+        ("S3", s3(obs)),
+    ];
+    conclusions
+        .into_iter()
+        .map(|(id, conclusion)| CheckResult {
+            id: id.to_string(),
+            outcome: conclusion.outcome,
+            evidence: conclusion.evidence,
+            value: conclusion.value,
+            receipt: receipt(obs, &facts, vantage, as_of_unix, conclusion.detail),
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared facts
+
+/// An ERC-20 `Transfer` log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferLog {
+    /// The contract that emitted it.
+    pub token: Address,
+    pub from: Address,
+    pub to: Address,
+    pub value: U256,
+    pub tx: Option<B256>,
+    pub block: Option<u64>,
+}
+
+impl TransferLog {
+    fn detail(&self) -> Value {
+        json!({
+            "token": self.token, "from": self.from, "to": self.to,
+            "value": self.value.to_string(), "tx": self.tx, "block": self.block,
+        })
+    }
+}
+
+/// Decodes an ERC-20 `Transfer(address indexed, address indexed, uint256)` log (not ERC-721's,
+/// which indexes a fourth topic).
+pub fn decode_transfer(log: &LogEntry) -> Option<TransferLog> {
+    if log.topics.len() != 3 || log.topics[0] != TRANSFER_TOPIC || log.data.len() != 32 {
+        return None;
+    }
+    Some(TransferLog {
+        token: log.address,
+        from: Address::from_word(log.topics[1]),
+        to: Address::from_word(log.topics[2]),
+        value: U256::from_be_slice(&log.data),
+        tx: log.transaction_hash,
+        block: log.block_number,
+    })
+}
+
+/// Decodes `AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)`: the authorizer
+/// and the nonce.
+pub fn decode_authorization_used(log: &LogEntry) -> Option<(Address, B256)> {
+    if log.topics.len() != 3 || log.topics[0] != AUTHORIZATION_USED_TOPIC {
+        return None;
+    }
+    Some((Address::from_word(log.topics[1]), log.topics[2]))
+}
+
+/// The settlement receipt header of a paid response: `None` when there is no such header.
+pub fn settlement_of(exchange: &Exchange) -> Option<SettlementSeen> {
+    let response = exchange.response.as_ref()?;
+    match parse_settlement_response(&response.headers) {
+        Ok(s) => Some(SettlementSeen {
+            header_name: Some(s.header_name.clone()),
+            object: Some(s.object.clone()),
+            success: Some(s.success),
+            transaction: s.transaction.clone(),
+            network: s.network.clone(),
+            error_reason: s.error_reason.clone(),
+            problem: None,
+        }),
+        Err(d) if d.code == "payment_response.missing" => None,
+        Err(d) => {
+            let header_name = ["payment-response", "x-payment-response"]
+                .into_iter()
+                .find(|n| response.header(n).is_some())
+                .map(str::to_string);
+            Some(SettlementSeen {
+                header_name,
+                object: None,
+                success: None,
+                transaction: None,
+                network: None,
+                error_reason: None,
+                problem: Some(d.to_string()),
+            })
+        }
+    }
+}
+
+/// How a charge was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChargeSource {
+    /// The transaction whose `AuthorizationUsed` log carries our nonce.
+    OurNonce,
+    /// The transaction the settlement response names (our nonce unused).
+    Claimed,
+    /// Transfers from our wallet in the call's blocks, linked to no transaction anyone named.
+    Window,
+}
+
+impl ChargeSource {
+    fn as_str(self) -> &'static str {
+        match self {
+            ChargeSource::OurNonce => "the transaction that used our nonce",
+            ChargeSource::Claimed => "the transaction the settlement response names",
+            ChargeSource::Window => "transfers from our wallet in the call's blocks",
+        }
+    }
+}
+
+/// What we were charged for the call, as the chain shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Charge {
+    pub source: ChargeSource,
+    pub tx: Option<B256>,
+    pub block: u64,
+    /// Every `Transfer` out of our wallet in the charge (any token).
+    pub transfers: Vec<TransferLog>,
+    /// Their sum in the quoted asset.
+    pub amount: U256,
+}
+
+/// What the chain reads of one call establish, each `Err(why)` when a read needed is missing.
+#[derive(Debug, Clone)]
+pub struct ChainFacts {
+    /// Whether our authorization (nonce) was spent.
+    pub nonce_used: Result<bool, String>,
+    /// The charge (`None`: not charged).
+    pub charge: Result<Option<Charge>, String>,
+    /// Transfers out of our wallet in the call's blocks, except settlements of our other
+    /// authorizations (other calls): every pull this call caused.
+    pub pulls: Result<Vec<TransferLog>, String>,
+    /// Why the reads are not final (the settlement lacks the confirmations asked for).
+    pub not_final: Option<String>,
+}
+
+/// The facts of one observation. Pure.
+pub fn chain_facts(obs: &PaidObservation) -> ChainFacts {
+    let unknown = |why: &str| ChainFacts {
+        nonce_used: Err(why.to_string()),
+        charge: Err(why.to_string()),
+        pulls: Err(why.to_string()),
+        not_final: None,
+    };
+    let (Some(chain), Some(payment)) = (obs.chain.as_ref(), obs.payment.as_ref()) else {
+        return unknown("nothing was paid");
+    };
+    let wallet = obs.wallet;
+    let nonce = payment.authorization.nonce;
+    let asset = payment.asset;
+
+    let nonce_receipt = chain.nonce_receipt.value().and_then(|r| r.as_ref());
+    let nonce_used = match (nonce_receipt, chain.authorization_state.value()) {
+        (Some(_), _) => Ok(true),
+        (None, Some(state)) => Ok(*state),
+        (None, None) => Err(format!(
+            "authorizationState unread: {}",
+            chain.authorization_state.missing_because().unwrap_or("")
+        )),
+    };
+
+    let pulls = match (
+        chain.transfers_from_wallet.value(),
+        chain.authorizations_used.value(),
+    ) {
+        (Some(transfers), Some(used)) => Ok(attributable(transfers, used, wallet, nonce)),
+        (None, _) => Err(format!(
+            "transfers from our wallet unread: {}",
+            chain.transfers_from_wallet.missing_because().unwrap_or("")
+        )),
+        (_, None) => Err(format!(
+            "AuthorizationUsed logs unread: {}",
+            chain.authorizations_used.missing_because().unwrap_or("")
+        )),
+    };
+
+    let charge_in = |receipt: &TxReceipt, source| {
+        let transfers: Vec<TransferLog> = receipt
+            .logs
+            .iter()
+            .filter_map(decode_transfer)
+            .filter(|t| t.from == wallet)
+            .collect();
+        (!transfers.is_empty()).then(|| Charge {
+            source,
+            tx: Some(receipt.transaction_hash),
+            block: receipt.block_number,
+            amount: sum_in(&transfers, asset),
+            transfers,
+        })
+    };
+    let claimed = chain.claimed_receipt.value().and_then(|r| r.as_ref());
+    let charge =
+        if let Some(charge) = nonce_receipt.and_then(|r| charge_in(r, ChargeSource::OurNonce)) {
+            Ok(Some(charge))
+        } else if let Some(charge) = claimed.and_then(|r| charge_in(r, ChargeSource::Claimed)) {
+            Ok(Some(charge))
+        } else {
+            match (&pulls, &nonce_used) {
+                (Ok(pulls), _) if !pulls.is_empty() => Ok(Some(Charge {
+                    source: ChargeSource::Window,
+                    tx: pulls[0].tx,
+                    block: pulls[0].block.unwrap_or(0),
+                    amount: sum_in(pulls, asset),
+                    transfers: pulls.clone(),
+                })),
+                (Ok(_), Ok(false)) => Ok(None),
+                (Ok(_), Ok(true)) => Err(
+                    "our authorization is spent, but its transfer was not found in the blocks read"
+                        .to_string(),
+                ),
+                (Err(e), _) | (_, Err(e)) => Err(e.clone()),
+            }
+        };
+
+    let not_final = match chain.settlement_depth {
+        Some(depth) if depth < chain.confirmations_required => Some(format!(
+            "the settlement has {depth} of the {} confirmations asked for",
+            chain.confirmations_required
+        )),
+        _ => None,
+    };
+    ChainFacts {
+        nonce_used,
+        charge,
+        pulls,
+        not_final,
+    }
+}
+
+/// Transfers from `wallet` that are not settlements of another of our authorizations.
+fn attributable(
+    transfers: &[LogEntry],
+    used: &[LogEntry],
+    wallet: Address,
+    our_nonce: B256,
+) -> Vec<TransferLog> {
+    let other_settlements: Vec<B256> = used
+        .iter()
+        .filter_map(|l| {
+            let (authorizer, nonce) = decode_authorization_used(l)?;
+            (authorizer == wallet && nonce != our_nonce)
+                .then_some(l.transaction_hash)
+                .flatten()
+        })
+        .collect();
+    transfers
+        .iter()
+        .filter_map(decode_transfer)
+        .filter(|t| t.from == wallet)
+        .filter(|t| t.tx.is_none_or(|tx| !other_settlements.contains(&tx)))
+        .collect()
+}
+
+fn sum_in(transfers: &[TransferLog], asset: Address) -> U256 {
+    transfers
+        .iter()
+        .filter(|t| t.token == asset)
+        .fold(U256::ZERO, |sum, t| sum.saturating_add(t.value))
+}
+
+/// Whether the paid call delivered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// 2xx with a valid output.
+    Delivered(String),
+    /// No response, a non-2xx, or an empty or invalid output.
+    NotDelivered(String),
+    /// Could not tell (e.g. an output larger than we read).
+    Unknown(String),
+}
+
+/// Whether the paid call delivered. Pure.
+pub fn delivery(obs: &PaidObservation) -> Delivery {
+    let Some(exchange) = obs.paid.as_ref() else {
+        return Delivery::Unknown("the paid request was not sent".into());
+    };
+    let Some(response) = exchange.response.as_ref() else {
+        let why = exchange
+            .error
+            .as_ref()
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| "no response".into());
+        return Delivery::NotDelivered(format!("no response: {why}"));
+    };
+    if !(200..300).contains(&response.status) {
+        return Delivery::NotDelivered(format!("HTTP {}", response.status));
+    }
+    match output_verdict(obs) {
+        OutputVerdict::Valid { evidence, .. } => Delivery::Delivered(evidence),
+        OutputVerdict::Invalid { evidence, .. } => Delivery::NotDelivered(evidence),
+        OutputVerdict::Unmeasured(why) => Delivery::Unknown(why),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output (R5, S3)
+
+/// R5's verdict on the paid output.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OutputVerdict {
+    Valid { evidence: String, detail: Value },
+    Invalid { evidence: String, detail: Value },
+    Unmeasured(String),
+}
+
+/// What the quote declares about the output.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct DeclaredOutput {
+    /// A JSON Schema (v2 bazaar `info.output.schema`, or a v1 `outputSchema.output` that is one).
+    schema: Option<Value>,
+    /// An example (v2 bazaar `info.output.example`, or a v1 `outputSchema.output` that is not a
+    /// schema).
+    example: Option<Value>,
+    /// JSON is promised (output type `json`, or a JSON mime type).
+    json: bool,
+    /// A declared size bound (`maxBytes`; this tool's convention, see `probes/R5.md`).
+    max_bytes: Option<u64>,
+    /// Where it was declared.
+    source: &'static str,
+}
+
+fn declared_output(quote: &QuoteSeen) -> DeclaredOutput {
+    let mut declared = DeclaredOutput::default();
+    let mime_json = quote
+        .resource
+        .as_ref()
+        .and_then(|r| r.get("mimeType"))
+        .or_else(|| quote.entry.get("mimeType"))
+        .and_then(Value::as_str)
+        .is_some_and(|m| m.to_ascii_lowercase().contains("json"));
+    if let Some(output) = quote
+        .extensions
+        .as_ref()
+        .and_then(|e| e.pointer("/bazaar/info/output"))
+        .filter(|o| o.is_object())
+    {
+        declared.source = "extensions.bazaar.info.output";
+        declared.schema = output.get("schema").filter(|s| s.is_object()).cloned();
+        declared.example = output.get("example").filter(|e| !e.is_null()).cloned();
+        declared.json = output
+            .get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.eq_ignore_ascii_case("json"));
+        declared.max_bytes = output.get("maxBytes").and_then(Value::as_u64);
+    } else if let Some(output_schema) = quote.entry.get("outputSchema").filter(|o| o.is_object()) {
+        declared.source = "outputSchema";
+        match output_schema.get("output") {
+            Some(output) if looks_like_schema(output) => declared.schema = Some(output.clone()),
+            Some(output) if !output.is_null() => declared.example = Some(output.clone()),
+            _ => {}
+        }
+        declared.max_bytes = output_schema.get("maxBytes").and_then(Value::as_u64);
+    }
+    declared.json |= mime_json || declared.schema.is_some() || declared.example.is_some();
+    declared
+}
+
+/// A JSON Schema rather than an example: an object with schema keywords whose `type`, when
+/// present, names JSON Schema types (an example like `{"type": "cloudy"}` does not).
+fn looks_like_schema(value: &Value) -> bool {
+    const TYPES: [&str; 7] = [
+        "object", "array", "string", "number", "integer", "boolean", "null",
+    ];
+    let Some(object) = value.as_object() else {
+        return false;
+    };
+    let type_ok = match object.get("type") {
+        None => true,
+        Some(Value::String(t)) => TYPES.contains(&t.as_str()),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .all(|t| t.as_str().is_some_and(|t| TYPES.contains(&t))),
+        Some(_) => false,
+    };
+    let keywords = [
+        "$schema",
+        "type",
+        "properties",
+        "items",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "$ref",
+        "enum",
+        "const",
+    ];
+    type_ok && keywords.iter().any(|k| object.contains_key(*k))
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// How `actual` departs from the example's shape: the same JSON type at the top level and, for
+/// objects, the same keys with the same JSON types (a `null` in the example allows anything).
+fn shape_mismatch(example: &Value, actual: &Value) -> Option<String> {
+    if json_type(example) != json_type(actual) {
+        return Some(format!(
+            "the example is a JSON {}, the output a JSON {}",
+            json_type(example),
+            json_type(actual)
+        ));
+    }
+    let (Some(want), Some(got)) = (example.as_object(), actual.as_object()) else {
+        return None;
+    };
+    let mut problems = Vec::new();
+    for (key, value) in want {
+        match got.get(key) {
+            None => problems.push(format!("missing key {key:?}")),
+            Some(v) if !value.is_null() && json_type(v) != json_type(value) => {
+                problems.push(format!(
+                    "{key:?} is a {} (example: {})",
+                    json_type(v),
+                    json_type(value)
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    for key in got.keys() {
+        if !want.contains_key(key) {
+            problems.push(format!("unexpected key {key:?}"));
+        }
+    }
+    (!problems.is_empty()).then(|| {
+        problems.truncate(6);
+        problems.join(", ")
+    })
+}
+
+/// The paid output's bytes with any content coding undone, when there is a 2xx output to read.
+fn output_bytes(obs: &PaidObservation) -> Result<(&HttpResponse, Vec<u8>), OutputVerdict> {
+    let response = obs
+        .paid
+        .as_ref()
+        .and_then(|e| e.response.as_ref())
+        .filter(|r| (200..300).contains(&r.status))
+        .ok_or_else(|| {
+            OutputVerdict::Unmeasured("no 2xx output to examine (R4 carries that)".into())
+        })?;
+    if response.body_truncated {
+        return Err(OutputVerdict::Unmeasured(
+            "the output is larger than our read bound; its end was not seen".into(),
+        ));
+    }
+    let bytes =
+        decode_body_bounded(response, MAX_OUTPUT_BYTES).map_err(|e| OutputVerdict::Invalid {
+            evidence: format!("the output's content coding could not be undone: {e}"),
+            detail: json!({"decode_error": e.to_string()}),
+        })?;
+    Ok((response, bytes))
+}
+
+/// R5's rule on the paid output. Pure.
+pub fn output_verdict(obs: &PaidObservation) -> OutputVerdict {
+    let (response, bytes) = match output_bytes(obs) {
+        Ok(found) => found,
+        Err(verdict) => return verdict,
+    };
+    let quote = obs.paid_entry.as_ref().or(obs.quote.as_ref());
+    let declared = quote.map(declared_output).unwrap_or_default();
+    let mut detail = json!({
+        "bytes": bytes.len(),
+        "declared_in": declared.source,
+        "max_bytes": declared.max_bytes,
+    });
+    let invalid = |evidence: String, detail: Value| OutputVerdict::Invalid { evidence, detail };
+    if bytes.is_empty() {
+        return invalid("the paid output is empty".into(), detail);
+    }
+    if let Some(max) = declared.max_bytes
+        && bytes.len() as u64 > max
+    {
+        return invalid(
+            format!("{} bytes, above the declared {max}", bytes.len()),
+            detail,
+        );
+    }
+    let content_type_json = response
+        .header("content-type")
+        .is_some_and(|t| t.to_ascii_lowercase().contains("json"));
+    if !(declared.json || content_type_json) {
+        return OutputVerdict::Valid {
+            evidence: format!(
+                "{} bytes, non-empty; nothing declared to validate against",
+                bytes.len()
+            ),
+            detail,
+        };
+    }
+    let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
+    let value: Value = match serde_json::from_slice(text) {
+        Ok(v) => v,
+        Err(e) => {
+            return invalid(
+                format!("JSON was promised; the output is not JSON ({e})"),
+                detail,
+            );
+        }
+    };
+    if let Some(schema) = &declared.schema {
+        match jsonschema::options().offline().build(schema) {
+            Ok(validator) => {
+                let errors: Vec<String> = validator
+                    .iter_errors(&value)
+                    .take(5)
+                    .map(|e| format!("{e} at {}", e.instance_path()))
+                    .collect();
+                detail["rule"] = json!("schema");
+                if errors.is_empty() {
+                    return OutputVerdict::Valid {
+                        evidence: format!(
+                            "{} bytes of JSON valid against the declared schema ({})",
+                            bytes.len(),
+                            declared.source
+                        ),
+                        detail,
+                    };
+                }
+                detail["errors"] = json!(errors);
+                return invalid(
+                    format!(
+                        "the output does not validate against the declared schema: {}",
+                        errors.join("; ")
+                    ),
+                    detail,
+                );
+            }
+            Err(e) => {
+                // An unusable schema is C5's finding; fall back to the example or to parsing.
+                detail["schema_error"] = json!(e.to_string());
+            }
+        }
+    }
+    if let Some(example) = &declared.example {
+        detail["rule"] = json!("example_shape");
+        return match shape_mismatch(example, &value) {
+            None => OutputVerdict::Valid {
+                evidence: format!(
+                    "{} bytes of JSON with the documented example's shape",
+                    bytes.len()
+                ),
+                detail,
+            },
+            Some(why) => invalid(
+                format!("the output does not have the documented example's shape: {why}"),
+                detail,
+            ),
+        };
+    }
+    detail["rule"] = json!("parses");
+    OutputVerdict::Valid {
+        evidence: format!(
+            "{} bytes of JSON; no usable schema or example declared",
+            bytes.len()
+        ),
+        detail,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operator file and refunds (H9)
+
+/// Reads the operator file (`probes/operator-file.md`): its wallets and refund rule. Pure.
+pub fn parse_operator_file(bytes: &[u8]) -> Result<OperatorFile, String> {
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("the operator file is not JSON: {e}"))?;
+    let object = value
+        .as_object()
+        .ok_or_else(|| "the operator file is not a JSON object".to_string())?;
+    let wallets = object
+        .get("wallets")
+        .and_then(Value::as_array)
+        .ok_or_else(|| "the operator file has no wallets list".to_string())?;
+    let mut parsed = Vec::new();
+    for (i, w) in wallets.iter().enumerate() {
+        let network = w.get("network").and_then(Value::as_str);
+        let address = w
+            .get("address")
+            .and_then(Value::as_str)
+            .and_then(parse_address_any_case);
+        match (network, address) {
+            (Some(n), Some(a)) => parsed.push((n.to_string(), a)),
+            _ => return Err(format!("wallets[{i}] needs a network and an address")),
+        }
+    }
+    let refund = match object.get("refund") {
+        None | Some(Value::Null) => None,
+        Some(r) => {
+            let on = r
+                .get("on")
+                .and_then(Value::as_str)
+                .ok_or_else(|| "refund.on is missing".to_string())?;
+            let within = r
+                .get("within_seconds")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| "refund.within_seconds is not a whole number".to_string())?;
+            Some(RefundRule {
+                on: on.to_string(),
+                within_seconds: within,
+            })
+        }
+    };
+    Ok(OperatorFile {
+        wallets: parsed,
+        refund,
+    })
+}
+
+/// Who a refund may come from: the quoted payee, whoever received our charge, and the operator's
+/// wallets on the quoted chain.
+fn refund_senders(obs: &PaidObservation, file: &OperatorFile, charge: &Charge) -> Vec<Address> {
+    let mut senders: Vec<Address> = charge.transfers.iter().map(|t| t.to).collect();
+    if let Some(pay_to) = obs.payment.as_ref().map(|p| p.authorization.to) {
+        senders.push(pay_to);
+    }
+    let chain = obs.payment.as_ref().map(|p| p.chain_id);
+    senders.extend(
+        file.wallets
+            .iter()
+            .filter(|(network, _)| chain_id_of(network) == chain)
+            .map(|(_, a)| *a),
+    );
+    senders
+}
+
+/// Refund transfers among `logs`: to our wallet, in the asset, from a refund sender.
+fn refunds<'a>(
+    logs: impl Iterator<Item = &'a LogEntry>,
+    obs: &PaidObservation,
+    file: &OperatorFile,
+    charge: &Charge,
+    asset: Address,
+) -> Vec<TransferLog> {
+    let senders = refund_senders(obs, file, charge);
+    logs.filter_map(decode_transfer)
+        .filter(|t| t.token == asset && t.to == obs.wallet && senders.contains(&t.from))
+        .collect()
+}
+
+/// Whether refunds in `logs` add up to the charge (the refund watch stops then). Pure.
+pub fn refund_received(
+    logs: &[LogEntry],
+    obs: &PaidObservation,
+    file: &OperatorFile,
+    charge: &Charge,
+    asset: Address,
+) -> bool {
+    let found = refunds(logs.iter(), obs, file, charge, asset);
+    !charge.amount.is_zero() && sum_in(&found, asset) >= charge.amount
+}
+
+// ---------------------------------------------------------------------------------------------
+// The checks
+
+/// Why a paid check has nothing to look at, when it has nothing.
+fn not_paid(obs: &PaidObservation) -> Option<Conclusion> {
+    match &obs.decision {
+        Decision::Paid { .. } => None,
+        Decision::Refused { refusals } => {
+            let codes: Vec<&str> = refusals.iter().map(|r| r.code.as_str()).collect();
+            let first = refusals
+                .first()
+                .map(|r| r.message.clone())
+                .unwrap_or_else(|| "nothing to pay".into());
+            Some(
+                Conclusion::unmeasured(format!("we did not pay: {first}"))
+                    .with_detail(json!({"refused": codes})),
+            )
+        }
+        Decision::Failed { stage, error } => Some(Conclusion::unmeasured(format!(
+            "our side failed before paying ({stage}): {error}"
+        ))),
+    }
+}
+
+fn quoted_amount(obs: &PaidObservation) -> Option<U256> {
+    obs.payment
+        .as_ref()
+        .and_then(|p| p.authorization.value_u256())
+}
+
+/// R4: the paid request answered 2xx.
+fn r4(obs: &PaidObservation) -> Conclusion {
+    if let Some(c) = not_paid(obs) {
+        return c;
+    }
+    let Some(exchange) = obs.paid.as_ref() else {
+        return Conclusion::unmeasured("the paid request was not sent");
+    };
+    match (&exchange.response, &exchange.error) {
+        (Some(r), _) if (200..300).contains(&r.status) => {
+            Conclusion::pass(format!("HTTP {} to the paid request", r.status))
+        }
+        (Some(r), _) => Conclusion::fail(format!("HTTP {} to the paid request", r.status))
+            .with_detail(json!({"status": r.status})),
+        (None, Some(e)) if e.phase == crate::probe::http::Phase::Guard => {
+            Conclusion::unmeasured(format!("our address guard refused the request: {e}"))
+        }
+        (None, error) => Conclusion::fail(format!(
+            "no response to the paid request: {}",
+            error
+                .as_ref()
+                .map(|e| e.to_string())
+                .unwrap_or_else(|| "unknown".into())
+        )),
+    }
+}
+
+/// R5: the output parses and validates against what the quote declares.
+fn r5(obs: &PaidObservation) -> Conclusion {
+    if let Some(c) = not_paid(obs) {
+        return c;
+    }
+    match output_verdict(obs) {
+        OutputVerdict::Valid { evidence, detail } => Conclusion::pass(evidence).with_detail(detail),
+        OutputVerdict::Invalid { evidence, detail } => {
+            Conclusion::fail(evidence).with_detail(detail)
+        }
+        OutputVerdict::Unmeasured(why) => Conclusion::unmeasured(why),
+    }
+}
+
+/// R6: no reference source is wired for any endpoint yet.
+fn r6(obs: &PaidObservation) -> Conclusion {
+    if let Some(c) = not_paid(obs) {
+        return c;
+    }
+    Conclusion::na("no independent reference source is known for this endpoint (probes/R6.md)")
+}
+
+/// R7: paid latency to the last byte, labelled by the rubric's curve.
+fn r7(obs: &PaidObservation, rubric: &Rubric) -> Conclusion {
+    if let Some(c) = not_paid(obs) {
+        return c;
+    }
+    let Some(exchange) = obs.paid.as_ref() else {
+        return Conclusion::unmeasured("the paid request was not sent");
+    };
+    let (ms, what) = match &exchange.response {
+        Some(_) => (
+            exchange
+                .timings
+                .last_byte_ms
+                .or(exchange.timings.total_ms)
+                .unwrap_or(obs.paid_timeout_ms as f64),
+            "to the last byte",
+        ),
+        None => (
+            obs.paid_timeout_ms as f64,
+            "no response: recorded as the paid timeout",
+        ),
+    };
+    let Some(curve) = rubric.check("R7").and_then(|c| c.curve.as_ref()) else {
+        return Conclusion::unmeasured("the rubric has no curve for R7");
+    };
+    let points = interpolate(curve, ms);
+    let text = format!("paid request {ms:.0} ms {what} -> {points:.1} points");
+    let detail = json!({"ms": ms, "curve_points": points, "pass_at": CURVE_PASS_POINTS});
+    let c = if exchange.response.is_some() && points >= CURVE_PASS_POINTS {
+        Conclusion::pass(text)
+    } else {
+        Conclusion::fail(text)
+    };
+    c.with_value(ms).with_detail(detail)
+}
+
+/// C6: the settlement response decodes and its transaction is on chain, succeeded, on the quoted
+/// chain, and moved money from our wallet.
+fn c6(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
+    if let Some(c) = not_paid(obs) {
+        return c;
+    }
+    let (Some(exchange), Some(payment), Some(chain)) =
+        (obs.paid.as_ref(), obs.payment.as_ref(), obs.chain.as_ref())
+    else {
+        return Conclusion::unmeasured("the paid request was not sent");
+    };
+    let Some(response) = exchange.response.as_ref() else {
+        return Conclusion::unmeasured("no response to the paid request: nothing to read");
+    };
+    let status = response.status;
+    let Some(settlement) = obs.settlement.as_ref() else {
+        if (200..300).contains(&status) {
+            return Conclusion::fail(format!(
+                "HTTP {status} to a paid request without PAYMENT-RESPONSE or X-PAYMENT-RESPONSE"
+            ));
+        }
+        return match &facts.charge {
+            Ok(Some(charge)) => Conclusion::fail(format!(
+                "charged on chain ({}) but HTTP {status} carries no settlement response",
+                show_tx(charge.tx)
+            )),
+            Ok(None) => Conclusion::na(format!(
+                "the payment was not taken (HTTP {status}) and nothing was charged: no settlement to report"
+            )),
+            Err(why) => Conclusion::unmeasured(format!(
+                "HTTP {status} without a settlement response; whether we were charged is unknown: {why}"
+            )),
+        };
+    };
+    let header = settlement.header_name.clone().unwrap_or_default();
+    if let Some(problem) = &settlement.problem {
+        return Conclusion::fail(format!("{header} does not decode: {problem}"));
+    }
+    if settlement.success != Some(true) {
+        let reason = settlement.error_reason.clone().unwrap_or_default();
+        return match &facts.charge {
+            Ok(None) => Conclusion::pass(format!(
+                "{header} reports failure ({reason}) and the chain agrees nothing was charged"
+            )),
+            Ok(Some(charge)) => Conclusion::fail(format!(
+                "{header} reports failure ({reason}) but we were charged ({})",
+                show_tx(charge.tx)
+            )),
+            Err(why) => Conclusion::unmeasured(format!(
+                "{header} reports failure; the chain could not confirm it: {why}"
+            )),
+        };
+    }
+    let Some(tx) = settlement.transaction_hash() else {
+        return Conclusion::fail(format!(
+            "{header} reports success without a transaction hash ({:?})",
+            settlement.transaction.clone().unwrap_or_default()
+        ));
+    };
+    if let Some(network) = settlement.network.as_deref().filter(|n| !n.is_empty())
+        && chain_id_of(network) != Some(payment.chain_id)
+    {
+        return Conclusion::fail(format!(
+            "{header} names network {network:?}; we paid on chain {}",
+            payment.chain_id
+        ));
+    }
+    if let Some(why) = &facts.not_final {
+        return Conclusion::unmeasured(why.clone());
+    }
+    let receipt = match &chain.claimed_receipt {
+        ChainRead::Read { value } => value,
+        other => {
+            return Conclusion::unmeasured(format!(
+                "the named transaction could not be looked up: {}",
+                other.missing_because().unwrap_or("")
+            ));
+        }
+    };
+    let Some(receipt) = receipt else {
+        return Conclusion::fail(format!(
+            "{header} names transaction {tx:#x}, which the chain does not know"
+        ));
+    };
+    if chain.chain_id.value() != Some(&payment.chain_id) {
+        return Conclusion::unmeasured("the RPC's chain id is unknown or not the quote's");
+    }
+    if !receipt.status_ok {
+        return Conclusion::fail(format!(
+            "transaction {tx:#x} (block {}) reverted",
+            receipt.block_number
+        ));
+    }
+    let ours: Vec<TransferLog> = receipt
+        .logs
+        .iter()
+        .filter_map(decode_transfer)
+        .filter(|t| t.from == obs.wallet && t.token == payment.asset)
+        .collect();
+    if ours.is_empty() {
+        return Conclusion::fail(format!(
+            "transaction {tx:#x} (block {}) moves nothing from our wallet",
+            receipt.block_number
+        ));
+    }
+    Conclusion::pass(format!(
+        "{header} names transaction {tx:#x}: block {}, succeeded, chain {}, {} from our wallet",
+        receipt.block_number,
+        payment.chain_id,
+        sum_in(&ours, payment.asset)
+    ))
+    .with_detail(json!({"transfers": ours.iter().map(TransferLog::detail).collect::<Vec<_>>()}))
+}
+
+fn show_tx(tx: Option<B256>) -> String {
+    tx.map(|t| format!("{t:#x}"))
+        .unwrap_or_else(|| "transaction unknown".into())
+}
+
+/// The charge, or the conclusion a money check reaches without one.
+fn charge_or<'a>(obs: &PaidObservation, facts: &'a ChainFacts) -> Result<&'a Charge, Conclusion> {
+    if let Some(c) = not_paid(obs) {
+        return Err(c);
+    }
+    if let Some(why) = &facts.not_final {
+        return Err(Conclusion::unmeasured(why.clone()));
+    }
+    match &facts.charge {
+        Ok(Some(charge)) => Ok(charge),
+        Ok(None) => Err(Conclusion::na(
+            "we were not charged: no transfer from our wallet, our authorization unused",
+        )),
+        Err(why) => Err(Conclusion::unmeasured(format!(
+            "the chain could not be read: {why}"
+        ))),
+    }
+}
+
+fn charge_detail(charge: &Charge) -> Value {
+    json!({
+        "found_by": charge.source.as_str(),
+        "tx": charge.tx,
+        "block": charge.block,
+        "transfers": charge.transfers.iter().map(TransferLog::detail).collect::<Vec<_>>(),
+    })
+}
+
+/// H5: the amount that left our wallet equals the quote.
+fn h5(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
+    let charge = match charge_or(obs, facts) {
+        Ok(charge) => charge,
+        Err(c) => return c,
+    };
+    let Some(quoted) = quoted_amount(obs) else {
+        return Conclusion::unmeasured("the quoted amount is unknown");
+    };
+    let text = format!(
+        "{} moved {} from our wallet; the quote was {quoted}",
+        charge.source.as_str(),
+        charge.amount
+    );
+    let c = if charge.amount == quoted {
+        Conclusion::pass(text)
+    } else {
+        Conclusion::fail(text)
+    };
+    c.with_detail(charge_detail(charge))
+}
+
+/// H6: every transfer of the charge went to the quoted payTo, in the quoted asset, on the quoted
+/// chain.
+fn h6(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
+    let charge = match charge_or(obs, facts) {
+        Ok(charge) => charge,
+        Err(c) => return c,
+    };
+    let (Some(payment), Some(chain)) = (obs.payment.as_ref(), obs.chain.as_ref()) else {
+        return Conclusion::unmeasured("nothing was paid");
+    };
+    let pay_to = payment.authorization.to;
+    let wrong: Vec<String> = charge
+        .transfers
+        .iter()
+        .filter(|t| t.to != pay_to || t.token != payment.asset)
+        .map(|t| format!("{} of token {} to {}", t.value, t.token, t.to))
+        .collect();
+    if chain.chain_id.value() != Some(&payment.chain_id) {
+        return Conclusion::unmeasured("the RPC's chain id is unknown or not the quote's");
+    }
+    let c = if wrong.is_empty() {
+        Conclusion::pass(format!(
+            "{} paid {pay_to} (the quoted payTo) in {} on chain {}",
+            charge.source.as_str(),
+            payment.asset,
+            payment.chain_id
+        ))
+    } else {
+        Conclusion::fail(format!(
+            "the quoted payTo is {pay_to}, but {} moved {}",
+            charge.source.as_str(),
+            wrong.join("; ")
+        ))
+    };
+    c.with_detail(charge_detail(charge))
+}
+
+/// H7: one pull for one authorization, and the replay moved nothing.
+fn h7(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
+    if let Some(c) = not_paid(obs) {
+        return c;
+    }
+    if let Some(why) = &facts.not_final {
+        return Conclusion::unmeasured(why.clone());
+    }
+    let pulls = match &facts.pulls {
+        Ok(pulls) => pulls,
+        Err(why) => {
+            return Conclusion::unmeasured(format!("the chain could not be read: {why}"));
+        }
+    };
+    let mut detail = json!({
+        "pulls": pulls.iter().map(TransferLog::detail).collect::<Vec<_>>(),
+    });
+    if pulls.len() > 1 {
+        return Conclusion::fail(format!(
+            "{} transfers left our wallet for one authorization: a second pull",
+            pulls.len()
+        ))
+        .with_detail(detail);
+    }
+    let replay_text = match obs.replay.as_ref() {
+        None => "no replay was observed".to_string(),
+        Some(replay) => match &replay.exchange {
+            None => format!(
+                "replay not sent ({})",
+                replay.skipped.clone().unwrap_or_default()
+            ),
+            Some(exchange) => {
+                let (Some(transfers), Some(used)) = (
+                    replay.transfers_after.value(),
+                    replay.authorizations_used_after.value(),
+                ) else {
+                    let why = replay
+                        .transfers_after
+                        .missing_because()
+                        .or(replay.authorizations_used_after.missing_because())
+                        .unwrap_or("");
+                    return Conclusion::unmeasured(format!(
+                        "the replay was sent but the chain after it could not be read: {why}"
+                    ));
+                };
+                let nonce = obs
+                    .payment
+                    .as_ref()
+                    .map(|p| p.authorization.nonce)
+                    .unwrap_or_default();
+                let after = attributable(transfers, used, obs.wallet, nonce);
+                detail["replay_pulls"] =
+                    json!(after.iter().map(TransferLog::detail).collect::<Vec<_>>());
+                if !after.is_empty() {
+                    return Conclusion::fail(format!(
+                        "the replay of a spent authorization moved money again: {}",
+                        after
+                            .iter()
+                            .map(|t| format!("{} to {}", t.value, t.to))
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ))
+                    .with_detail(detail);
+                }
+                match &exchange.response {
+                    Some(r) if (200..300).contains(&r.status) => format!(
+                        "the replay was served again (HTTP {}) without a new charge: idempotent",
+                        r.status
+                    ),
+                    Some(r) => format!("the replay was refused (HTTP {})", r.status),
+                    None => "the replay got no response".to_string(),
+                }
+            }
+        },
+    };
+    Conclusion::pass(format!(
+        "{} transfer(s) from our wallet for the call; {replay_text}",
+        pulls.len()
+    ))
+    .with_detail(detail)
+}
+
+/// H8: charged, yet no 2xx with a valid output.
+fn h8(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
+    if let Some(c) = not_paid(obs) {
+        return c;
+    }
+    let charged = || match (&facts.not_final, &facts.charge) {
+        (Some(why), _) => Err(why.clone()),
+        (None, Ok(charge)) => Ok(charge.clone()),
+        (None, Err(why)) => Err(why.clone()),
+    };
+    match delivery(obs) {
+        Delivery::Delivered(how) => Conclusion::pass(format!("delivered: {how}")),
+        Delivery::NotDelivered(why) => match charged() {
+            Ok(Some(charge)) => Conclusion::fail(format!(
+                "charged {} ({}) without delivery: {why}",
+                charge.amount,
+                show_tx(charge.tx)
+            ))
+            .with_detail(charge_detail(&charge)),
+            Ok(None) => Conclusion::pass(format!("not delivered ({why}), and not charged")),
+            Err(e) => Conclusion::unmeasured(format!(
+                "not delivered ({why}); whether we were charged is unknown: {e}"
+            )),
+        },
+        Delivery::Unknown(why) => match charged() {
+            Ok(None) => Conclusion::pass(format!("not charged (delivery unknown: {why})")),
+            Ok(Some(_)) => Conclusion::unmeasured(format!("charged; delivery unknown: {why}")),
+            Err(e) => Conclusion::unmeasured(format!("delivery unknown ({why}); chain: {e}")),
+        },
+    }
+}
+
+/// H9: a declared refund rule kept after a charge without delivery.
+fn h9(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
+    if let Some(c) = not_paid(obs) {
+        return c;
+    }
+    let charge = match (&facts.charge, delivery(obs)) {
+        (_, Delivery::Delivered(_)) => {
+            return Conclusion::na("the output was delivered: nothing to refund");
+        }
+        (Err(why), _) => {
+            return Conclusion::unmeasured(format!("whether we were charged is unknown: {why}"));
+        }
+        (Ok(None), _) => return Conclusion::na("we were not charged: nothing to refund"),
+        (Ok(Some(_)), Delivery::Unknown(why)) => {
+            return Conclusion::unmeasured(format!("charged; delivery unknown: {why}"));
+        }
+        (Ok(Some(charge)), Delivery::NotDelivered(_)) => charge,
+    };
+    let Some(refund) = obs.refund.as_ref() else {
+        return Conclusion::unmeasured("the refund side was not observed");
+    };
+    if let Some(error) = &refund.operator_error {
+        return Conclusion::na(format!("no refund rule declared ({error})"));
+    }
+    let Some(file) = refund.operator_file.as_ref() else {
+        return Conclusion::unmeasured(format!(
+            "the operator file was not read: {}",
+            refund.skipped.clone().unwrap_or_default()
+        ));
+    };
+    let Some(rule) = file.refund.as_ref() else {
+        return Conclusion::na("the operator file declares no refund rule");
+    };
+    if rule.on != REFUND_ON_CHARGED_WITHOUT_DELIVERY {
+        return Conclusion::na(format!(
+            "the refund rule is for {:?}, not a charge without delivery",
+            rule.on
+        ));
+    }
+    let Some(watch) = refund.watch.as_ref() else {
+        return Conclusion::unmeasured(format!(
+            "no refund watch: {}",
+            refund.skipped.clone().unwrap_or_default()
+        ));
+    };
+    let Some(asset) = obs.payment.as_ref().map(|p| p.asset) else {
+        return Conclusion::unmeasured("nothing was paid");
+    };
+    let transfers = match &watch.transfers_to_wallet {
+        ChainRead::Read { value } => value,
+        other => {
+            return Conclusion::unmeasured(format!(
+                "transfers to our wallet could not be read: {}",
+                other.missing_because().unwrap_or("")
+            ));
+        }
+    };
+    let mut in_window = Vec::new();
+    let mut late = Vec::new();
+    for t in transfers {
+        let Some(refund) = refunds(std::iter::once(&t.log), obs, file, charge, asset).pop() else {
+            continue;
+        };
+        match t.block_timestamp.value() {
+            Some(ts) if i64::try_from(*ts).unwrap_or(i64::MAX) <= watch.window_end => {
+                in_window.push(refund)
+            }
+            Some(_) => late.push(refund),
+            None => {
+                return Conclusion::unmeasured(format!(
+                    "a refund's block time could not be read: {}",
+                    t.block_timestamp.missing_because().unwrap_or("")
+                ));
+            }
+        }
+    }
+    let refunded = sum_in(&in_window, asset);
+    let detail = json!({
+        "rule": {"on": rule.on, "within_seconds": rule.within_seconds},
+        "charge": charge_detail(charge),
+        "window_end": watch.window_end,
+        "watched": {"from": watch.started_at, "to": watch.ended_at, "complete": watch.complete},
+        "refunds": in_window.iter().map(TransferLog::detail).collect::<Vec<_>>(),
+        "late": late.iter().map(TransferLog::detail).collect::<Vec<_>>(),
+    });
+    if !charge.amount.is_zero() && refunded >= charge.amount {
+        return Conclusion::pass(format!(
+            "refunded {refunded} of {} within the declared {} s",
+            charge.amount, rule.within_seconds
+        ))
+        .with_detail(detail);
+    }
+    if !watch.complete {
+        return Conclusion::unmeasured(format!(
+            "no full refund seen while watching until {}; the declared window ends at {}",
+            watch.ended_at, watch.window_end
+        ))
+        .with_detail(detail);
+    }
+    Conclusion::fail(format!(
+        "charged {} without delivery; refunded {refunded} within the declared {} s",
+        charge.amount, rule.within_seconds
+    ))
+    .with_detail(detail)
+}
+
+/// S3: the screen over the paid output text.
+fn s3(obs: &PaidObservation) -> Conclusion {
+    if let Some(c) = not_paid(obs) {
+        return c;
+    }
+    let bytes = match output_bytes(obs) {
+        Ok((_, bytes)) => bytes,
+        Err(OutputVerdict::Unmeasured(why)) => return Conclusion::unmeasured(why),
+        Err(_) => return Conclusion::unmeasured("the output could not be decoded to screen it"),
+    };
+    if bytes.is_empty() {
+        return Conclusion::unmeasured("the paid output is empty: nothing to screen");
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    screen_output(&[SourcedText::new("paid.body", text)])
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receipts
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// Unix seconds as RFC 3339 UTC; out-of-range values show the epoch.
+fn rfc3339(unix: i64) -> String {
+    let t =
+        time::OffsetDateTime::from_unix_timestamp(unix).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let format =
+        time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
+    t.format(&format).unwrap_or_default()
+}
+
+/// Every paid check's receipt names the same evidence: the bytes seen (hashes), the settlement
+/// transaction and the blocks read, plus the check's own detail.
+fn receipt(
+    obs: &PaidObservation,
+    facts: &ChainFacts,
+    vantage: &str,
+    as_of_unix: i64,
+    check_detail: Value,
+) -> Receipt {
+    let mut sha256 = BTreeMap::new();
+    if let Some(r) = obs
+        .requote
+        .as_ref()
+        .and_then(|q| q.exchange.response.as_ref())
+    {
+        sha256.insert("requote.body".to_string(), r.body_sha256.clone());
+    }
+    if let Some(p) = &obs.payment {
+        sha256.insert(
+            "paid.payment_header".to_string(),
+            sha256_hex(p.header_value.as_bytes()),
+        );
+    }
+    if let Some(r) = obs.paid.as_ref().and_then(|e| e.response.as_ref()) {
+        sha256.insert("paid.body".to_string(), r.body_sha256.clone());
+        for name in ["payment-response", "x-payment-response"] {
+            if let Some(v) = r.header(name) {
+                sha256.insert(format!("paid.{name}"), sha256_hex(v.as_bytes()));
+            }
+        }
+    }
+    if let Some(r) = obs
+        .replay
+        .as_ref()
+        .and_then(|r| r.exchange.as_ref())
+        .and_then(|e| e.response.as_ref())
+    {
+        sha256.insert("replay.body".to_string(), r.body_sha256.clone());
+    }
+    let charge_tx = facts.charge.as_ref().ok().and_then(|c| c.as_ref()?.tx);
+    let claimed_tx = obs.settlement.as_ref().and_then(|s| s.transaction_hash());
+    let tx = charge_tx.or(claimed_tx).map(|t| format!("{t:#x}"));
+    let blocks = obs.chain.as_ref().map(|c| {
+        json!({
+            "before": c.block_before.value(),
+            "after": c.block_after.value(),
+            "settlement": facts.charge.as_ref().ok().and_then(|c| c.as_ref().map(|c| c.block)),
+            "depth": c.settlement_depth,
+            "replay_after": obs.replay.as_ref().and_then(|r| r.block_after.value().copied()),
+        })
+    });
+    let mut detail = json!({
+        "subject": obs.subject,
+        "evaluated_at": rfc3339(as_of_unix),
+        "decision": match &obs.decision {
+            Decision::Paid { .. } => "paid",
+            Decision::Refused { .. } => "refused",
+            Decision::Failed { .. } => "failed",
+        },
+        "reservation": obs.payment.as_ref().map(|p| p.reservation_id),
+        "nonce": obs.payment.as_ref().map(|p| p.authorization.nonce),
+        "blocks": blocks,
+    });
+    if !check_detail.is_null() {
+        detail["check"] = check_detail;
+    }
+    Receipt {
+        vantage: vantage.to_string(),
+        at: rfc3339(obs.started_at),
+        sha256,
+        tx,
+        detail,
+    }
+}
+
+/// Outcomes by check id, for callers that compare (tests, reports).
+pub fn outcomes(results: &[CheckResult]) -> BTreeMap<String, Outcome> {
+    results.iter().map(|r| (r.id.clone(), r.outcome)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(topics: Vec<B256>, data: Vec<u8>) -> LogEntry {
+        LogEntry {
+            address: Address::repeat_byte(0xaa),
+            topics,
+            data: data.into(),
+            transaction_hash: Some(B256::repeat_byte(1)),
+            block_number: Some(7),
+        }
+    }
+
+    #[test]
+    fn transfer_logs_decode_and_nft_transfers_do_not() {
+        let from = Address::repeat_byte(1);
+        let to = Address::repeat_byte(2);
+        let value = U256::from(10_000u64).to_be_bytes::<32>().to_vec();
+        let t = decode_transfer(&log(
+            vec![TRANSFER_TOPIC, from.into_word(), to.into_word()],
+            value.clone(),
+        ))
+        .expect("an ERC-20 transfer");
+        assert_eq!((t.from, t.to, t.value), (from, to, U256::from(10_000u64)));
+        let nft = log(
+            vec![TRANSFER_TOPIC, from.into_word(), to.into_word(), B256::ZERO],
+            Vec::new(),
+        );
+        assert!(decode_transfer(&nft).is_none());
+        assert!(decode_transfer(&log(vec![TRANSFER_TOPIC], value)).is_none());
+    }
+
+    #[test]
+    fn schemas_are_told_from_examples() {
+        assert!(looks_like_schema(
+            &json!({"type": "object", "properties": {"a": {"type": "string"}}})
+        ));
+        assert!(looks_like_schema(&json!({"type": ["string", "null"]})));
+        assert!(!looks_like_schema(&json!({"type": "cloudy", "temp": 3})));
+        assert!(!looks_like_schema(&json!({"city": "Paris"})));
+        assert!(!looks_like_schema(&json!("string")));
+    }
+
+    #[test]
+    fn example_shapes_compare_keys_and_types() {
+        let example = json!({"city": "Paris", "temp_c": 12.5, "note": null});
+        assert_eq!(
+            shape_mismatch(&example, &json!({"city": "Oslo", "temp_c": 3, "note": [1]})),
+            None
+        );
+        let why = shape_mismatch(&example, &json!({"city": 5, "temp_c": 1, "x": 1})).unwrap();
+        assert!(why.contains("\"city\" is a number"), "{why}");
+        assert!(why.contains("missing key \"note\""), "{why}");
+        assert!(why.contains("unexpected key \"x\""), "{why}");
+        assert!(shape_mismatch(&example, &json!([1])).is_some());
+    }
+
+    #[test]
+    fn operator_files_parse_strictly() {
+        let file = parse_operator_file(
+            br#"{"schema":"x402-probe.operator/1","operator":"x","wallets":[{"network":"eip155:1","address":"0x209693bc6afc0c5328ba36faf03c514ef312287c"}],"refund":{"on":"charged_without_delivery","within_seconds":30}}"#,
+        )
+        .expect("valid");
+        assert_eq!(file.wallets.len(), 1);
+        assert_eq!(
+            file.refund,
+            Some(RefundRule {
+                on: "charged_without_delivery".into(),
+                within_seconds: 30
+            })
+        );
+        let file = parse_operator_file(br#"{"wallets": []}"#).expect("no refund is fine");
+        assert_eq!(file.refund, None);
+        for bad in [
+            &br#"{"wallets": ["#[..],
+            br#"[]"#,
+            br#"{"refund": {"on": "x", "within_seconds": 1}}"#,
+            br#"{"wallets": [{"network": "eip155:1"}]}"#,
+            br#"{"wallets": [], "refund": {"on": "x", "within_seconds": -1}}"#,
+        ] {
+            assert!(
+                parse_operator_file(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+}

@@ -1,0 +1,202 @@
+#![cfg(feature = "lab")]
+//! The paid acceptance table: pay every lab scenario that promises paid outcomes, through the real
+//! lab (anvil, token, facilitator, resource servers), and compare every paid check with the lab's
+//! `expect` map; check that balances on chain moved exactly as the scenario implies; check that
+//! every refusal case is refused for the right reason and moves nothing.
+
+mod paid_support;
+
+use std::collections::BTreeMap;
+
+use x402_lab::scenarios::{FacilitatorKind, Paid, Scenario};
+use x402_lab::{Lab, LabOptions};
+use x402_probe::checks::paid::{PAID_CHECKS, evaluate};
+use x402_probe::evidence::Outcome;
+use x402_probe::probe::paid::{Decision, PaidContext, PaidOptions, paid_call};
+use x402_probe::spend::RefusalCode;
+
+use paid_support::*;
+
+/// Why each refusal scenario must be refused (written from the scenario's intent).
+fn expected_refusal(scenario: &str) -> Option<RefusalCode> {
+    Some(match scenario {
+        "expensive" => RefusalCode::OverPerCallCap,
+        "permit2-only" => RefusalCode::TransferMethodNotEip3009,
+        "off-allowlist-network" => RefusalCode::NetworkNotAllowed,
+        "network-not-caip2" => RefusalCode::NetworkNotAllowed,
+        "fake-asset" => RefusalCode::AssetNotAllowed,
+        "price-rises" => RefusalCode::QuoteChanged,
+        "unknown-scheme" => RefusalCode::SchemeNotExact,
+        "amount-not-integer" => RefusalCode::AmountInvalid,
+        "bad-base64" | "bad-json" | "missing-accepts" => RefusalCode::NoRequirements,
+        _ => return None,
+    })
+}
+
+/// How balances move for one paid call, in multiples of the price: (payer, payTo, attacker).
+/// Written by hand from what each facilitator and server kind does.
+fn expected_movement(s: &Scenario) -> (i128, i128, i128) {
+    if s.name == "timeout-5" {
+        // The facilitator refuses an authorization with under 6 s left: nothing settles.
+        return (0, 0, 0);
+    }
+    match (s.facilitator, s.paid) {
+        (FacilitatorKind::FakeHash, _) => (0, 0, 0),
+        (_, Paid::NoSettlement) => (0, 0, 0),
+        (FacilitatorKind::DoublePull, _) => (-2, 2, 0),
+        (FacilitatorKind::Overcharge, _) => (-3, 3, 0),
+        (FacilitatorKind::WrongPayee, _) => (-1, 0, 1),
+        // Charged, then refunded from payTo within the window (the watch waits for it).
+        (FacilitatorKind::Honest, Paid::RefundKept) => (0, 0, 0),
+        (FacilitatorKind::Honest, _) => (-1, 1, 0),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
+    x402_probe::install_crypto_provider();
+    let lab = Lab::start_with(LabOptions::default()).await.unwrap();
+    let (_dir, store) = temp_store();
+    let wallet = lab_wallet(&lab);
+    let policy = lab_policy(&lab, "1", "10");
+    let rpc = lab_rpc(&lab);
+    let fetch_cfg = lab_fetch(&lab);
+    let ctx = PaidContext {
+        wallet: &wallet,
+        store: &store,
+        policy: &policy,
+        rpc: &rpc,
+        fetch: &fetch_cfg,
+        options: PaidOptions::lab(),
+        on_step: None,
+    };
+    let price = x402_lab::quote::PRICE as i128;
+
+    let mut disagreements = Vec::new();
+    let mut compared = 0;
+    let mut paid_scenarios = 0;
+    let mut refused_scenarios = 0;
+    for endpoint in &lab.endpoints {
+        let s = &endpoint.scenario;
+        let paid_expect: BTreeMap<&str, &str> = s
+            .expect
+            .iter()
+            .filter(|(id, _)| PAID_CHECKS.contains(id))
+            .map(|(id, want)| (*id, *want))
+            .collect();
+        let refusal = expected_refusal(s.name);
+        if paid_expect.is_empty() && refusal.is_none() {
+            continue; // a free-only scenario: it promises nothing about paid calls
+        }
+        let (request, quote) = quote_of(&fetch_cfg, &endpoint.url).await;
+        let payer_before = balance(&lab, lab.payer).await;
+        let pay_to_before = balance(&lab, lab.pay_to).await;
+        let attacker_before = balance(&lab, lab.attacker).await;
+
+        let obs = paid_call(&ctx, &endpoint.url, &request, &quote).await;
+        let results = evaluate(&obs, now_unix(), "test");
+        assert_eq!(results.len(), PAID_CHECKS.len());
+
+        let moved = (
+            delta(payer_before, balance(&lab, lab.payer).await),
+            delta(pay_to_before, balance(&lab, lab.pay_to).await),
+            delta(attacker_before, balance(&lab, lab.attacker).await),
+        );
+        match refusal {
+            Some(code) => {
+                refused_scenarios += 1;
+                match &obs.decision {
+                    Decision::Refused { refusals } => assert!(
+                        refusals.iter().any(|r| r.code == code),
+                        "{}: refused for {refusals:?}, expected {code:?}",
+                        s.name
+                    ),
+                    other => panic!("{}: expected a refusal ({code:?}), got {other:?}", s.name),
+                }
+                assert!(obs.payment.is_none(), "{}: nothing may be signed", s.name);
+                assert_eq!(moved, (0, 0, 0), "{}: a refusal moved money", s.name);
+                for r in &results {
+                    assert_eq!(
+                        r.outcome,
+                        Outcome::Unmeasured,
+                        "{} {}: a refusal measures nothing ({})",
+                        s.name,
+                        r.id,
+                        r.evidence
+                    );
+                }
+            }
+            None => {
+                paid_scenarios += 1;
+                assert!(
+                    matches!(obs.decision, Decision::Paid { .. }),
+                    "{}: expected to pay, got {:?}",
+                    s.name,
+                    obs.decision
+                );
+                let (payer, pay_to, attacker) = expected_movement(s);
+                assert_eq!(
+                    moved,
+                    (payer * price, pay_to * price, attacker * price),
+                    "{}: balances (payer, payTo, attacker) moved unexpectedly",
+                    s.name
+                );
+                // The reservation follows the chain: settled exactly when our authorization was used.
+                let used = obs
+                    .chain
+                    .as_ref()
+                    .and_then(|c| c.authorization_state.value().copied());
+                let state = obs.reservation.as_ref().map(|r| r.state.as_str());
+                let want_state = if used == Some(true) {
+                    "settled"
+                } else {
+                    "open"
+                };
+                assert_eq!(state, Some(want_state), "{}: reservation state", s.name);
+            }
+        }
+        let by_id: BTreeMap<&str, _> = results.iter().map(|r| (r.id.as_str(), r)).collect();
+        for (id, want) in &paid_expect {
+            compared += 1;
+            let got = by_id[id];
+            if got.outcome.as_str() != *want {
+                disagreements.push(format!(
+                    "{} {id}: want {want}, got {} ({})",
+                    s.name, got.outcome, got.evidence
+                ));
+            }
+        }
+        for r in &results {
+            assert!(!r.receipt.at.is_empty() && r.receipt.vantage == "test");
+            if matches!(obs.decision, Decision::Paid { .. }) {
+                assert!(
+                    r.receipt.sha256.contains_key("paid.payment_header"),
+                    "{} {}: the receipt names the bytes sent",
+                    s.name,
+                    r.id
+                );
+            }
+        }
+        if std::env::var_os("PAID_LAB_VERBOSE").is_some() {
+            for r in &results {
+                eprintln!("{:<24} {} {:<10} {}", s.name, r.id, r.outcome, r.evidence);
+            }
+        }
+    }
+    eprintln!(
+        "paid {paid_scenarios} scenarios, refused {refused_scenarios}, compared {compared} expectations"
+    );
+    assert!(paid_scenarios >= 25, "paid only {paid_scenarios} scenarios");
+    assert!(refused_scenarios >= 8, "refused only {refused_scenarios}");
+    assert!(compared >= 250, "compared only {compared} expectations");
+    assert!(
+        disagreements.is_empty(),
+        "{} disagreements:\n{}",
+        disagreements.len(),
+        disagreements.join("\n")
+    );
+    // Every refusal is on record with its reason.
+    let refusals = store.refusals().unwrap();
+    assert!(refusals.len() >= refused_scenarios);
+    assert!(refusals.iter().all(|r| !r.reason.is_empty()));
+}
