@@ -35,9 +35,11 @@ pub struct ScoreDocument {
     pub denominator: f64,
     pub band: Band,
     pub confidence: String,
-    pub grade: String,
-    /// True while the subject is unverified: the grade is not a verdict on the subject.
-    pub grade_provisional: bool,
+    /// The grade of `capped_score`; null while the subject is unverified, so that a lack of
+    /// evidence is never shown as a low grade.
+    pub grade: Option<String>,
+    /// While unverified: the grade the evidence so far would give, labelled as provisional.
+    pub provisional_grade: Option<String>,
     pub verdict: VerdictBlock,
     pub stale: bool,
     pub watch: WatchBlock,

@@ -67,7 +67,8 @@ fn evaluate_one(
                 .iter()
                 .filter(|(_, o)| *o == Outcome::Fail)
                 .map(|(at, _)| decay_factor(inputs.as_of.ms - at, half_life))
-                .sum();
+                // (a fold from +0: an empty f64 sum is -0, which would print as "-0.0000")
+                .fold(0.0, |a, b| a + b);
             let passes_since = last_fail.map(|i| (outcomes.len() - i - 1) as u32);
             let fires = weight >= gate.value;
             let cleared = match (gate.clear_after_passes, passes_since) {

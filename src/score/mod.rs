@@ -214,8 +214,8 @@ pub fn score(
             sampler,
         },
         confidence,
-        grade_provisional: !verdict_block.verification.verified,
-        grade,
+        grade: verdict_block.verification.verified.then(|| grade.clone()),
+        provisional_grade: (!verdict_block.verification.verified).then_some(grade),
         stale: gate_states.iter().any(|g| g.binding && g.gate.stale),
         watch: WatchBlock {
             on_watch: !watch_reasons.is_empty(),

@@ -91,7 +91,7 @@ pub fn breakdown(rubric: &Rubric, tallies: &[Tally]) -> Breakdown {
                 .zip(tallies)
                 .filter(|(c, t)| c.dimension == d.id && is_scorable(c.weight, t))
                 .map(|(c, _)| c.weight)
-                .sum()
+                .fold(0.0, |a, b| a + b)
         })
         .collect();
     let denominator: f64 = rubric
@@ -100,7 +100,7 @@ pub fn breakdown(rubric: &Rubric, tallies: &[Tally]) -> Breakdown {
         .zip(&dimension_check_weight)
         .filter(|(_, w)| **w > 0.0)
         .map(|(d, _)| d.weight)
-        .sum();
+        .fold(0.0, |a, b| a + b);
     let mut max_points = Vec::with_capacity(rubric.checks.len());
     let mut contributions = Vec::with_capacity(rubric.checks.len());
     for (check, tally) in rubric.checks.iter().zip(tallies) {

@@ -512,9 +512,9 @@ fn every_gate_is_published() {
 #[test]
 fn verdict_ok_for_a_healthy_subject() {
     let doc = healthy().score();
-    assert_eq!(doc.grade, "A");
+    assert_eq!(doc.grade.as_deref(), Some("A"));
     assert_eq!(doc.verdict.verdict, Verdict::Ok, "{:?}", doc.verdict);
-    assert!(!doc.grade_provisional);
+    assert_eq!(doc.provisional_grade, None);
     assert_eq!(doc.verdict.status, verdict::Status::Established);
 }
 
@@ -528,7 +528,8 @@ fn unverified_with_too_few_probes() {
     d.add("R4", "pass", days(1.0));
     let doc = d.score();
     assert_eq!(doc.verdict.verdict, Verdict::Unverified);
-    assert!(doc.grade_provisional);
+    assert_eq!(doc.grade, None);
+    assert!(doc.provisional_grade.is_some());
     assert_eq!(doc.verdict.reasons[0].code, "too_few_probes");
 }
 
@@ -569,7 +570,8 @@ fn evidence_gates_bind_on_unverified_subjects() {
     let doc = d.score();
     assert_eq!(doc.verdict.verdict, Verdict::Avoid);
     assert_eq!(doc.verdict.status, verdict::Status::Provisional);
-    assert!(doc.grade_provisional);
+    assert_eq!(doc.grade, None);
+    assert!(doc.provisional_grade.is_some());
 }
 
 #[test]
@@ -586,7 +588,7 @@ fn avoid_for_grade_f() {
         }
     }
     let doc = d.score();
-    assert_eq!(doc.grade, "F");
+    assert_eq!(doc.grade.as_deref(), Some("F"));
     assert_eq!(doc.verdict.verdict, Verdict::Avoid);
     assert!(doc.verdict.reasons.iter().any(|r| r.code == "grade"));
 }
@@ -602,7 +604,12 @@ fn caution_for_grade_c() {
         d.add_n(id, "fail", 400, 0);
     }
     let doc = d.score();
-    assert_eq!(doc.grade, "C", "score {}", doc.score.as_f64());
+    assert_eq!(
+        doc.grade.as_deref(),
+        Some("C"),
+        "score {}",
+        doc.score.as_f64()
+    );
     assert_eq!(doc.verdict.verdict, Verdict::Caution);
     assert_eq!(doc.verdict.reasons[0].code, "grade");
 }
