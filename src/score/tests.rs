@@ -377,6 +377,16 @@ fn wrong_payee_binds() {
     let doc = d.score();
     assert!(gate(&doc, "wrong_payee", "H6").binding);
     assert_eq!(doc.verdict.verdict, Verdict::Avoid);
+    // H6 is paid (30 d): 0.25 at 60 days binds, at 61 days (0.25 * 2^(-1/30) = 0.2443) it has faded.
+    let mut d = healthy();
+    d.add("H6", "fail", days(60.0));
+    assert!(gate(&d.score(), "wrong_payee", "H6").binding);
+    let mut d = healthy();
+    d.add("H6", "fail", days(61.0));
+    let doc = d.score();
+    assert!(!gate(&doc, "wrong_payee", "H6").binding);
+    assert_eq!(gate(&doc, "wrong_payee", "H6").fail_weight, Some(0.2443));
+    assert_eq!(doc.verdict.verdict, Verdict::Ok);
 }
 
 #[test]
