@@ -15,7 +15,8 @@ use crate::checks::screen::{SourcedText, screen_output};
 use crate::evidence::{CheckResult, Conclusion, Outcome, Receipt};
 use crate::probe::http::{Exchange, HttpResponse, decode_body_bounded};
 use crate::probe::paid::{
-    ChainRead, Decision, OperatorFile, PaidObservation, QuoteSeen, RefundRule, SettlementSeen,
+    ChainRead, Decision, OperatorFile, OperatorFileSeen, OperatorWallet, PaidObservation,
+    QuoteSeen, RefundRule, SettlementSeen,
 };
 use crate::probe::rpc::{LogEntry, TxReceipt};
 use crate::rubric::Rubric;
@@ -485,6 +486,12 @@ fn shape_mismatch(example: &Value, actual: &Value) -> Option<String> {
             json_type(actual)
         ));
     }
+    if let (Some(want), Some(got)) = (example.as_array(), actual.as_array())
+        && !want.is_empty()
+        && got.is_empty()
+    {
+        return Some("an empty array where the example shows items".into());
+    }
     let (Some(want), Some(got)) = (example.as_object(), actual.as_object()) else {
         return None;
     };
@@ -659,15 +666,17 @@ pub fn parse_operator_file(bytes: &[u8]) -> Result<OperatorFile, String> {
         .ok_or_else(|| "the operator file has no wallets list".to_string())?;
     let mut parsed = Vec::new();
     for (i, w) in wallets.iter().enumerate() {
-        let network = w.get("network").and_then(Value::as_str);
+        let network = match w.get("network") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(n)) => Some(n.clone()),
+            Some(_) => return Err(format!("wallets[{i}].network is not a string")),
+        };
         let address = w
             .get("address")
             .and_then(Value::as_str)
-            .and_then(parse_address_any_case);
-        match (network, address) {
-            (Some(n), Some(a)) => parsed.push((n.to_string(), a)),
-            _ => return Err(format!("wallets[{i}] needs a network and an address")),
-        }
+            .and_then(parse_address_any_case)
+            .ok_or_else(|| format!("wallets[{i}].address is not a 0x-prefixed 20-byte address"))?;
+        parsed.push(OperatorWallet { network, address });
     }
     let refund = match object.get("refund") {
         None | Some(Value::Null) => None,
@@ -679,7 +688,10 @@ pub fn parse_operator_file(bytes: &[u8]) -> Result<OperatorFile, String> {
             let within = r
                 .get("within_seconds")
                 .and_then(Value::as_u64)
-                .ok_or_else(|| "refund.within_seconds is not a whole number".to_string())?;
+                .filter(|w| *w >= 1)
+                .ok_or_else(|| {
+                    "refund.within_seconds is not a whole number of at least 1".to_string()
+                })?;
             Some(RefundRule {
                 on: on.to_string(),
                 within_seconds: within,
@@ -703,8 +715,8 @@ fn refund_senders(obs: &PaidObservation, file: &OperatorFile, charge: &Charge) -
     senders.extend(
         file.wallets
             .iter()
-            .filter(|(network, _)| chain_id_of(network) == chain)
-            .map(|(_, a)| *a),
+            .filter(|w| w.network.as_deref().is_none_or(|n| chain_id_of(n) == chain))
+            .map(|w| w.address),
     );
     senders
 }
@@ -890,6 +902,11 @@ fn c6(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
     }
     if settlement.success != Some(true) {
         let reason = settlement.error_reason.clone().unwrap_or_default();
+        if (200..300).contains(&status) {
+            return Conclusion::fail(format!(
+                "HTTP {status} to a paid request, but {header} reports the settlement failed ({reason})"
+            ));
+        }
         return match &facts.charge {
             Ok(None) => Conclusion::pass(format!(
                 "{header} reports failure ({reason}) and the chain agrees nothing was charged"
@@ -1191,14 +1208,27 @@ fn h9(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
     let Some(refund) = obs.refund.as_ref() else {
         return Conclusion::unmeasured("the refund side was not observed");
     };
-    if let Some(error) = &refund.operator_error {
-        return Conclusion::na(format!("no refund rule declared ({error})"));
-    }
-    let Some(file) = refund.operator_file.as_ref() else {
-        return Conclusion::unmeasured(format!(
-            "the operator file was not read: {}",
-            refund.skipped.clone().unwrap_or_default()
-        ));
+    let file = match &refund.operator {
+        None => {
+            return Conclusion::unmeasured(format!(
+                "the operator file was not read: {}",
+                refund.skipped.clone().unwrap_or_default()
+            ));
+        }
+        Some(OperatorFileSeen::Absent { status }) => {
+            return Conclusion::na(format!(
+                "no operator file (HTTP {status}): no refund promised"
+            ));
+        }
+        Some(OperatorFileSeen::Unreadable { why }) => {
+            return Conclusion::unmeasured(format!("the operator file could not be read: {why}"));
+        }
+        Some(OperatorFileSeen::Malformed { why }) => {
+            return Conclusion::na(format!(
+                "the operator file is malformed, so no refund rule can be read ({why}); H4 carries it"
+            ));
+        }
+        Some(OperatorFileSeen::Read { file }) => file,
     };
     let Some(rule) = file.refund.as_ref() else {
         return Conclusion::na("the operator file declares no refund rule");
@@ -1289,8 +1319,13 @@ fn s3(obs: &PaidObservation) -> Conclusion {
     if bytes.is_empty() {
         return Conclusion::unmeasured("the paid output is empty: nothing to screen");
     }
-    let text = String::from_utf8_lossy(&bytes);
-    screen_output(&[SourcedText::new("paid.body", text)])
+    match std::str::from_utf8(&bytes) {
+        Ok(text) => screen_output(&[SourcedText::new("paid.body", text)]),
+        Err(_) => Conclusion::pass(format!(
+            "{} bytes that are not UTF-8 text: nothing to screen",
+            bytes.len()
+        )),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1446,6 +1481,8 @@ mod tests {
         assert!(why.contains("missing key \"note\""), "{why}");
         assert!(why.contains("unexpected key \"x\""), "{why}");
         assert!(shape_mismatch(&example, &json!([1])).is_some());
+        assert!(shape_mismatch(&json!([{"a": 1}]), &json!([])).is_some());
+        assert_eq!(shape_mismatch(&json!([]), &json!([])), None);
     }
 
     #[test]
@@ -1464,12 +1501,19 @@ mod tests {
         );
         let file = parse_operator_file(br#"{"wallets": []}"#).expect("no refund is fine");
         assert_eq!(file.refund, None);
+        let file = parse_operator_file(
+            br#"{"wallets": [{"address": "0x209693bc6afc0c5328ba36faf03c514ef312287c"}]}"#,
+        )
+        .expect("a wallet without a network is valid on every network");
+        assert_eq!(file.wallets[0].network, None);
         for bad in [
             &br#"{"wallets": ["#[..],
             br#"[]"#,
             br#"{"refund": {"on": "x", "within_seconds": 1}}"#,
             br#"{"wallets": [{"network": "eip155:1"}]}"#,
+            br#"{"wallets": [{"network": 1, "address": "0x209693bc6afc0c5328ba36faf03c514ef312287c"}]}"#,
             br#"{"wallets": [], "refund": {"on": "x", "within_seconds": -1}}"#,
+            br#"{"wallets": [], "refund": {"on": "x", "within_seconds": 0}}"#,
         ] {
             assert!(
                 parse_operator_file(bad).is_err(),

@@ -360,9 +360,38 @@ pub struct RefundRule {
 /// The operator file as far as refunds are concerned.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OperatorFile {
-    /// Wallets the operator lists (any network), which a refund may come from besides `payTo`.
-    pub wallets: Vec<(String, Address)>,
+    /// Wallets the operator lists, which a refund may come from besides `payTo`.
+    pub wallets: Vec<OperatorWallet>,
     pub refund: Option<RefundRule>,
+}
+
+/// One wallet of the operator file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorWallet {
+    /// CAIP-2; `None` means every network.
+    pub network: Option<String>,
+    pub address: Address,
+}
+
+/// What became of reading the operator file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum OperatorFileSeen {
+    /// 404 or 410: the operator publishes no file (no refund is promised).
+    Absent {
+        status: u16,
+    },
+    /// Another status, or no answer: we could not look.
+    Unreadable {
+        why: String,
+    },
+    /// 200 with something that breaks the format (H4 carries that failure).
+    Malformed {
+        why: String,
+    },
+    Read {
+        file: OperatorFile,
+    },
 }
 
 /// One transfer to our wallet seen during a refund watch, with its block's time.
@@ -379,9 +408,8 @@ pub struct RefundSeen {
     pub skipped: Option<String>,
     /// `GET /.well-known/x402-operator.json` at the subject's origin.
     pub operator_exchange: Option<Exchange>,
-    pub operator_file: Option<OperatorFile>,
-    /// Why the operator file could not be read, when it could not.
-    pub operator_error: Option<String>,
+    /// What the operator file says, when it was fetched.
+    pub operator: Option<OperatorFileSeen>,
     pub watch: Option<RefundWatch>,
 }
 
@@ -1101,8 +1129,7 @@ async fn watch_refund(ctx: &PaidContext<'_>, obs: &mut PaidObservation, payment:
     let skipped = |why: String| RefundSeen {
         skipped: Some(why),
         operator_exchange: None,
-        operator_file: None,
-        operator_error: None,
+        operator: None,
         watch: None,
     };
     let delivered = delivery(obs);
@@ -1129,14 +1156,15 @@ async fn watch_refund(ctx: &PaidContext<'_>, obs: &mut PaidObservation, payment:
     let mut seen = RefundSeen {
         skipped: None,
         operator_exchange: None,
-        operator_file: None,
-        operator_error: None,
+        operator: None,
         watch: None,
     };
     let origin = match Target::parse(&obs.subject) {
         Ok(target) => target.origin(),
         Err(e) => {
-            seen.operator_error = Some(format!("the subject URL has no origin: {e}"));
+            seen.operator = Some(OperatorFileSeen::Unreadable {
+                why: format!("the subject URL has no origin: {e}"),
+            });
             obs.refund = Some(seen);
             return;
         }
@@ -1146,29 +1174,32 @@ async fn watch_refund(ctx: &PaidContext<'_>, obs: &mut PaidObservation, payment:
         &FetchRequest::get(format!("{origin}{OPERATOR_FILE_PATH}")),
     )
     .await;
-    let file = match exchange.response.as_ref() {
-        Some(r) if r.status == 200 => parse_operator_file(&r.body).map_err(|e| e.to_string()),
-        Some(r) => Err(format!("HTTP {}: no operator file", r.status)),
-        None => Err(format!(
-            "not fetched: {}",
-            exchange
+    let operator = match exchange.response.as_ref() {
+        Some(r) if r.status == 200 && !r.body_truncated => match parse_operator_file(&r.body) {
+            Ok(file) => OperatorFileSeen::Read { file },
+            Err(why) => OperatorFileSeen::Malformed { why },
+        },
+        Some(r) if r.status == 404 || r.status == 410 => {
+            OperatorFileSeen::Absent { status: r.status }
+        }
+        Some(r) => OperatorFileSeen::Unreadable {
+            why: format!("HTTP {}", r.status),
+        },
+        None => OperatorFileSeen::Unreadable {
+            why: exchange
                 .error
                 .as_ref()
                 .map(|e| e.to_string())
-                .unwrap_or_default()
-        )),
+                .unwrap_or_else(|| "no response".into()),
+        },
     };
     seen.operator_exchange = Some(exchange);
-    let file = match file {
-        Ok(file) => file,
-        Err(e) => {
-            seen.operator_error = Some(e);
-            obs.refund = Some(seen);
-            return;
-        }
+    seen.operator = Some(operator.clone());
+    let OperatorFileSeen::Read { file } = operator else {
+        obs.refund = Some(seen);
+        return;
     };
     let rule = file.refund.clone();
-    seen.operator_file = Some(file.clone());
     let Some(rule) = rule else {
         seen.skipped = Some("the operator file declares no refund rule".into());
         obs.refund = Some(seen);
