@@ -41,9 +41,7 @@ pub enum WalletError {
     BadKey { path: String, why: &'static str },
     #[error("systemd credential {name:?}: {why}")]
     Credential { name: String, why: String },
-    #[error(
-        "wallet key {path} now derives to {now}, not {expected} as when the wallet was opened"
-    )]
+    #[error("wallet key {path} now derives to {now}, not {expected} as when the wallet was opened")]
     KeyChanged {
         path: String,
         expected: Address,
@@ -281,11 +279,8 @@ mod tests {
             .expect("create key file");
         f.write_all(contents.as_bytes()).expect("write key file");
         // The umask may have removed bits; set exactly what the test means.
-        std::fs::set_permissions(
-            &path,
-            std::os::unix::fs::PermissionsExt::from_mode(mode),
-        )
-        .expect("chmod");
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(mode))
+            .expect("chmod");
         path
     }
 
