@@ -6,6 +6,7 @@
 //! - what is committed (open reservations + settled in 24 h) never exceeds a cap;
 //! - every reservation a child announced exists, and no other (none lost, none invented);
 //! - every token that left the wallet is covered by a reservation;
+//!
 //! and at the end, after every window closed and a reconciliation (itself killed once midway):
 //! - no reservation is open; the settled ones are exactly the nonces used on chain, each once;
 //! - the settled amounts add up to exactly what left the wallet.
