@@ -12,7 +12,7 @@ use x402_lab::scenarios::{FacilitatorKind, Paid, Scenario};
 use x402_lab::{Lab, LabOptions};
 use x402_probe::checks::paid::{PAID_CHECKS, evaluate};
 use x402_probe::evidence::Outcome;
-use x402_probe::probe::paid::{Decision, PaidContext, PaidOptions, paid_call};
+use x402_probe::probe::paid::{Decision, PaidContext, PaidObservation, PaidOptions, paid_call};
 use x402_probe::spend::RefusalCode;
 
 use paid_support::*;
@@ -94,8 +94,15 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
         let attacker_before = balance(&lab, lab.attacker).await;
 
         let obs = paid_call(&ctx, &endpoint.url, &request, &quote).await;
-        let results = evaluate(&obs, now_unix(), "test");
+        let as_of = now_unix();
+        let results = evaluate(&obs, as_of, "test");
         assert_eq!(results.len(), PAID_CHECKS.len());
+        // Evidence is collected once and evaluated again later (the ledger): the observation must
+        // survive storage unchanged and give the same results.
+        let stored = serde_json::to_string(&obs).expect("the observation serialises");
+        let back: PaidObservation = serde_json::from_str(&stored).expect("and reads back");
+        assert_eq!(back, obs, "{}: the stored observation differs", s.name);
+        assert_eq!(evaluate(&back, as_of, "test"), results, "{}", s.name);
 
         let moved = (
             delta(payer_before, balance(&lab, lab.payer).await),

@@ -1428,6 +1428,272 @@ pub fn outcomes(results: &[CheckResult]) -> BTreeMap<String, Outcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe::http::{Exchange, HttpResponse};
+    use crate::probe::paid::{AuthorizationSeen, PaidChainSeen, PaymentSent};
+    use crate::spend::Usd;
+    use proptest::prelude::*;
+
+    const WALLET: Address = Address::repeat_byte(0x11);
+    const PAY_TO: Address = Address::repeat_byte(0x22);
+    const ASSET: Address = Address::repeat_byte(0xaa);
+    const NONCE: B256 = B256::repeat_byte(0x33);
+
+    fn transfer(from: Address, to: Address, value: u64, tx: u8) -> LogEntry {
+        LogEntry {
+            address: ASSET,
+            topics: vec![TRANSFER_TOPIC, from.into_word(), to.into_word()],
+            data: U256::from(value).to_be_bytes::<32>().to_vec().into(),
+            transaction_hash: Some(B256::repeat_byte(tx)),
+            block_number: Some(10),
+        }
+    }
+
+    fn receipt_with(logs: Vec<LogEntry>, tx: u8) -> TxReceipt {
+        TxReceipt {
+            transaction_hash: B256::repeat_byte(tx),
+            block_number: 10,
+            block_hash: B256::ZERO,
+            status_ok: true,
+            logs,
+        }
+    }
+
+    /// A paid v2 call of 10000 units whose response is `status`, `headers`, `body`, and whose chain
+    /// shows `transfers` from our wallet (our nonce used when `used`).
+    fn observation(
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+        transfers: Vec<LogEntry>,
+        used: bool,
+    ) -> PaidObservation {
+        let entry = json!({
+            "scheme": "exact", "network": "eip155:8453", "amount": "10000",
+            "asset": ASSET.to_string(), "payTo": PAY_TO.to_string(), "maxTimeoutSeconds": 60
+        });
+        let quote = QuoteSeen {
+            x402_version: 2,
+            index: 0,
+            entry: entry.clone(),
+            resource: None,
+            extensions: Some(json!({"bazaar": {"info": {"output": {
+                "type": "json", "example": {"city": "Paris", "temp_c": 1.5}
+            }}}})),
+            scheme: Some("exact".into()),
+            network: Some("eip155:8453".into()),
+            asset: Some(ASSET.to_string()),
+            pay_to: Some(PAY_TO.to_string()),
+            amount: Some("10000".into()),
+            max_timeout_seconds: Some(60),
+        };
+        let mut exchange = Exchange::default();
+        exchange.response = Some(HttpResponse::new(status, headers, body, false, 100));
+        exchange.timings.last_byte_ms = Some(800.0);
+        let used_logs = if used {
+            vec![LogEntry {
+                address: ASSET,
+                topics: vec![AUTHORIZATION_USED_TOPIC, WALLET.into_word(), NONCE],
+                data: Default::default(),
+                transaction_hash: Some(B256::repeat_byte(1)),
+                block_number: Some(10),
+            }]
+        } else {
+            Vec::new()
+        };
+        let nonce_receipt = used.then(|| {
+            let mut logs = used_logs.clone();
+            logs.extend(
+                transfers
+                    .iter()
+                    .filter(|t| t.transaction_hash == Some(B256::repeat_byte(1)))
+                    .cloned(),
+            );
+            receipt_with(logs, 1)
+        });
+        let settlement = settlement_of(&exchange);
+        PaidObservation {
+            subject: "https://api.example/weather".into(),
+            request: crate::probe::http::FetchRequest::get("https://api.example/weather"),
+            wallet: WALLET,
+            started_at: 1_800_000_000,
+            quote: Some(quote.clone()),
+            requote: None,
+            decision: Decision::Paid { reservation_id: 1 },
+            paid_entry: Some(quote),
+            payment: Some(PaymentSent {
+                reservation_id: 1,
+                cost_usd: Usd::from_atto(10_000_000_000_000_000),
+                authorization: AuthorizationSeen {
+                    from: WALLET,
+                    to: PAY_TO,
+                    value: "10000".into(),
+                    valid_after: 1_799_999_400,
+                    valid_before: 1_800_000_060,
+                    nonce: NONCE,
+                },
+                domain_name: "USD Coin".into(),
+                domain_version: "2".into(),
+                chain_id: 8453,
+                asset: ASSET,
+                signature: "0x".into(),
+                header_name: "PAYMENT-SIGNATURE".into(),
+                header_value: "e30=".into(),
+                sent_at: 1_800_000_000,
+            }),
+            paid_timeout_ms: 30_000,
+            settlement,
+            paid: Some(exchange),
+            chain: Some(PaidChainSeen {
+                rpc_url: "http://rpc".into(),
+                chain_id: ChainRead::Read { value: 8453 },
+                block_before: ChainRead::Read { value: 9 },
+                block_after: ChainRead::Read { value: 10 },
+                claimed_receipt: ChainRead::Skipped { why: "none".into() },
+                authorizations_used: ChainRead::Read { value: used_logs },
+                nonce_receipt: ChainRead::Read {
+                    value: nonce_receipt,
+                },
+                authorization_state: ChainRead::Read { value: used },
+                transfers_from_wallet: ChainRead::Read { value: transfers },
+                confirmations_required: 0,
+                settlement_depth: used.then_some(1),
+            }),
+            replay: None,
+            refund: None,
+            reservation: None,
+            reconciled: None,
+            notes: Vec::new(),
+        }
+    }
+
+    fn outcome_of(obs: &PaidObservation, id: &str) -> Outcome {
+        evaluate(obs, 1_800_000_100, "unit")
+            .into_iter()
+            .find(|r| r.id == id)
+            .map(|r| r.outcome)
+            .expect("every paid check is evaluated")
+    }
+
+    fn json_ok() -> (Vec<(String, String)>, Vec<u8>) {
+        (
+            vec![("content-type".into(), "application/json".into())],
+            br#"{"city":"Oslo","temp_c":3}"#.to_vec(),
+        )
+    }
+
+    #[test]
+    fn money_checks_read_the_chain_not_the_endpoint() {
+        let (headers, body) = json_ok();
+        // Honest: one transfer of the quote to payTo, our nonce used.
+        let honest = observation(
+            200,
+            headers.clone(),
+            body.clone(),
+            vec![transfer(WALLET, PAY_TO, 10_000, 1)],
+            true,
+        );
+        for id in ["R4", "R5", "H5", "H6", "H7", "H8", "S3", "R7"] {
+            assert_eq!(outcome_of(&honest, id), Outcome::Pass, "{id}");
+        }
+        assert_eq!(
+            outcome_of(&honest, "C6"),
+            Outcome::Fail,
+            "a paid 2xx without a receipt"
+        );
+        assert_eq!(outcome_of(&honest, "R6"), Outcome::Na);
+        assert_eq!(outcome_of(&honest, "H9"), Outcome::Na);
+        // Overcharge through a second transaction: H7 sees a second pull, H5 the settlement only.
+        let double = observation(
+            200,
+            headers.clone(),
+            body.clone(),
+            vec![
+                transfer(WALLET, PAY_TO, 10_000, 1),
+                transfer(WALLET, PAY_TO, 10_000, 2),
+            ],
+            true,
+        );
+        assert_eq!(outcome_of(&double, "H5"), Outcome::Pass);
+        assert_eq!(outcome_of(&double, "H7"), Outcome::Fail);
+        // Paid to someone else without our nonce: found in the window.
+        let wrong = observation(
+            200,
+            headers.clone(),
+            body.clone(),
+            vec![transfer(WALLET, Address::repeat_byte(0x66), 30_000, 5)],
+            false,
+        );
+        assert_eq!(outcome_of(&wrong, "H5"), Outcome::Fail);
+        assert_eq!(outcome_of(&wrong, "H6"), Outcome::Fail);
+        // Not charged, not delivered.
+        let nothing = observation(500, vec![], b"oops".to_vec(), vec![], false);
+        assert_eq!(outcome_of(&nothing, "R4"), Outcome::Fail);
+        assert_eq!(outcome_of(&nothing, "H5"), Outcome::Na);
+        assert_eq!(outcome_of(&nothing, "H8"), Outcome::Pass);
+        assert_eq!(outcome_of(&nothing, "C6"), Outcome::Na);
+        // Charged, not delivered.
+        let charged = observation(
+            500,
+            vec![],
+            b"oops".to_vec(),
+            vec![transfer(WALLET, PAY_TO, 10_000, 1)],
+            true,
+        );
+        assert_eq!(outcome_of(&charged, "H8"), Outcome::Fail);
+        assert_eq!(outcome_of(&charged, "C6"), Outcome::Fail);
+        // The chain unreadable: money checks unmeasured, never failed.
+        let mut down = charged.clone();
+        if let Some(chain) = down.chain.as_mut() {
+            let error = "connection refused".to_string();
+            chain.authorizations_used = ChainRead::Failed {
+                error: error.clone(),
+            };
+            chain.nonce_receipt = ChainRead::Failed {
+                error: error.clone(),
+            };
+            chain.authorization_state = ChainRead::Failed {
+                error: error.clone(),
+            };
+            chain.transfers_from_wallet = ChainRead::Failed { error };
+            chain.settlement_depth = None;
+        }
+        for id in ["C6", "H5", "H6", "H7", "H8", "H9"] {
+            assert_eq!(outcome_of(&down, id), Outcome::Unmeasured, "{id}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// Whatever the endpoint sends back (status, receipt header, body) and whatever the chain
+        /// logs look like, evaluation returns eleven results and never panics.
+        #[test]
+        fn evaluation_never_panics(
+            status in 0u16..700,
+            header in proptest::option::of(".{0,200}"),
+            body in proptest::collection::vec(any::<u8>(), 0..512),
+            topics in proptest::collection::vec(proptest::collection::vec(any::<[u8; 32]>(), 0..5), 0..4),
+            data in proptest::collection::vec(any::<u8>(), 0..70),
+            used in any::<bool>(),
+        ) {
+            let mut headers = vec![("content-type".to_string(), "application/json".to_string())];
+            if let Some(h) = header {
+                headers.push(("payment-response".to_string(), h));
+            }
+            let logs: Vec<LogEntry> = topics
+                .into_iter()
+                .map(|t| LogEntry {
+                    address: ASSET,
+                    topics: t.into_iter().map(B256::from).collect(),
+                    data: data.clone().into(),
+                    transaction_hash: None,
+                    block_number: None,
+                })
+                .collect();
+            let obs = observation(status, headers, body, logs, used);
+            let results = evaluate(&obs, 0, "fuzz");
+            prop_assert_eq!(results.len(), PAID_CHECKS.len());
+        }
+    }
 
     fn log(topics: Vec<B256>, data: Vec<u8>) -> LogEntry {
         LogEntry {
