@@ -346,3 +346,42 @@ async fn with_the_rpc_stopped_mid_run_chain_checks_are_unmeasured() {
     assert!(rows.iter().all(|r| r.state == ReservationState::Open));
     assert_eq!(store.totals("x", now_unix()).unwrap().day, usd("0.03"));
 }
+
+/// A caller that observes invalid TLS (to report S1) must still never pay through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_paid_through_an_unverified_tls_chain() {
+    x402_probe::install_crypto_provider();
+    let lab = Lab::start_with(lab_with(&["cert-expired"])).await.unwrap();
+    let (_dir, store) = temp_store();
+    let wallet = lab_wallet(&lab);
+    let policy = lab_policy(&lab, "1", "10");
+    let rpc = lab_rpc(&lab);
+    let mut fetch_cfg = lab_fetch(&lab);
+    fetch_cfg.observe_invalid_tls = true;
+    let url = lab.endpoint("cert-expired").unwrap().url.clone();
+    let (request, quote) = quote_of(&fetch_cfg, &url).await;
+    assert!(
+        quote.required.is_some(),
+        "the 402 is readable through the expired chain"
+    );
+    let ctx = PaidContext {
+        wallet: &wallet,
+        store: &store,
+        policy: &policy,
+        rpc: &rpc,
+        fetch: &fetch_cfg,
+        options: PaidOptions::lab(),
+        on_step: None,
+    };
+    let payer_before = balance(&lab, lab.payer).await;
+    let obs = paid_call(&ctx, &url, &request, &quote).await;
+    assert_eq!(
+        refused_code(&obs.decision),
+        Some(RefusalCode::QuoteChanged),
+        "{:?}",
+        obs.decision
+    );
+    assert!(obs.payment.is_none());
+    assert_eq!(balance(&lab, lab.payer).await, payer_before);
+    assert!(store.reservations().unwrap().is_empty());
+}

@@ -285,3 +285,48 @@ fn policy_rules_refuse_what_they_must() {
         RefusalCode::AssetNotAllowed
     );
 }
+
+/// Several processes share one store (a daemon and a one-off probe): every reservation re-reads the
+/// totals inside its own write transaction, so racing writers never pass a cap together.
+#[test]
+fn racing_writers_on_one_file_never_pass_a_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spend.sqlite");
+    drop(SpendStore::open_file(&path).unwrap());
+    let policy = policy("0.05", "1", "0.25");
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let (path, policy) = (path.clone(), policy.clone());
+            std::thread::spawn(move || {
+                let store = SpendStore::open_file(&path).unwrap();
+                let mut reserved = 0;
+                for _ in 0..10 {
+                    match reserve(
+                        &store,
+                        &policy,
+                        &format!("s{i}"),
+                        "10000",
+                        Address::repeat_byte(9),
+                        NOW,
+                    ) {
+                        Ok(_) => reserved += 1,
+                        Err(ReserveError::Refused(r)) => {
+                            assert_eq!(r.code, RefusalCode::OverDailyCap)
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                reserved
+            })
+        })
+        .collect();
+    let reserved: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(
+        reserved, 25,
+        "exactly the daily cap's worth of one-cent reservations"
+    );
+    let store = SpendStore::open_file(&path).unwrap();
+    assert_eq!(store.reservations().unwrap().len(), 25);
+    assert_eq!(store.refusals().unwrap().len(), 80 - 25);
+    assert_eq!(store.totals("x", NOW).unwrap().day, usd("0.25"));
+}

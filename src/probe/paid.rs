@@ -586,7 +586,7 @@ pub async fn pay(
     obs.quote = Some(QuoteSeen::of(required, requirement));
 
     // 3. The 402 again: the price must not have moved.
-    let requote_exchange = fetch(ctx.fetch, request).await;
+    let requote_exchange = fetch(&verified_fetch_config(ctx), request).await;
     let fresh = requote_exchange
         .response
         .as_ref()
@@ -841,9 +841,18 @@ fn release_unsent(
     }
 }
 
-/// The fetch settings for the paid request: the endpoint's own, with room for settlement.
-fn paid_fetch_config(ctx: &PaidContext<'_>) -> FetchConfig {
+/// The fetch settings for the quote we pay from: the endpoint's own, except that an unverified TLS
+/// chain always stops the exchange (a caller observing invalid TLS for S1 must not pay through it:
+/// whoever sits in the middle could take the signed authorization and never deliver).
+fn verified_fetch_config(ctx: &PaidContext<'_>) -> FetchConfig {
     let mut cfg = ctx.fetch.clone();
+    cfg.observe_invalid_tls = false;
+    cfg
+}
+
+/// The fetch settings for the paid request: as for the quote, with room for settlement.
+fn paid_fetch_config(ctx: &PaidContext<'_>) -> FetchConfig {
+    let mut cfg = verified_fetch_config(ctx);
     cfg.timeouts.first_byte_ms = ctx.options.paid_timeout_ms;
     cfg.timeouts.overall_ms = ctx
         .options
