@@ -191,37 +191,49 @@ impl ProbeReport {
     }
 }
 
-/// One line summarising a score document (score, band, grade, verdict and why).
+/// One line summarising a score document: score, band, grade (provisional while unverified), verdict
+/// and why.
 pub fn score_line(score: &serde_json::Value) -> String {
-    let num = |p: &str| score.pointer(p).and_then(serde_json::Value::as_f64);
-    let text = |p: &str| {
+    use serde_json::Value;
+    if let Some(e) = score.get("error").and_then(Value::as_str) {
+        return e.to_string();
+    }
+    let num = |p: &str| score.pointer(p).and_then(Value::as_f64);
+    let text = |p: &str| score.pointer(p).and_then(Value::as_str);
+    let band = match (num("/band/low"), num("/band/high")) {
+        (Some(lo), Some(hi)) => format!("band [{lo:.1}, {hi:.1}]"),
+        _ => "no band".into(),
+    };
+    let grade = match (text("/grade"), text("/provisional_grade")) {
+        (Some(g), _) => format!("grade {g}"),
+        (None, Some(g)) => format!("provisional grade {g}"),
+        _ => "no grade".into(),
+    };
+    let reasons = |p: &str| -> Vec<String> {
         score
             .pointer(p)
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("?")
-            .to_string()
-    };
-    let band = match (
-        num("/band/low").or(num("/band/0")),
-        num("/band/high").or(num("/band/1")),
-    ) {
-        (Some(lo), Some(hi)) => format!("[{lo:.1}, {hi:.1}]"),
-        _ => "[?]".into(),
-    };
-    format!(
-        "{:.1} {band} grade {} verdict {} ({})",
-        num("/score").unwrap_or(f64::NAN),
-        text("/grade"),
-        text("/verdict/verdict"),
-        score
-            .pointer("/verdict/reasons")
-            .and_then(serde_json::Value::as_array)
-            .map(|r| r
-                .iter()
-                .filter_map(serde_json::Value::as_str)
-                .collect::<Vec<_>>()
-                .join("; "))
+            .and_then(Value::as_array)
+            .map(|r| {
+                r.iter()
+                    .filter_map(|x| x.get("detail").and_then(Value::as_str).map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default()
+    };
+    let mut why = reasons("/verdict/reasons");
+    why.extend(reasons("/verdict/verification/reasons"));
+    format!(
+        "{:.1} (capped {:.1}), {band}, {} confidence, {grade}, verdict {} ({}){}",
+        num("/score").unwrap_or(f64::NAN),
+        num("/capped_score").unwrap_or(f64::NAN),
+        text("/confidence").unwrap_or("?"),
+        text("/verdict/verdict").unwrap_or("?"),
+        text("/verdict/status").unwrap_or("?"),
+        if why.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", why.join("; "))
+        }
     )
 }
 

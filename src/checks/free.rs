@@ -290,23 +290,29 @@ fn r2(run: &Run) -> Conclusion {
     })
 }
 
-/// R3: p95 of the unpaid time to first byte through the rubric's curve.
+/// R3: p95 of the unpaid time to first byte through the rubric's curve. Each sample is kept in the
+/// detail as a timed `pass` or a `fail` (no response within the bound), the history's convention.
 fn r3(run: &Run, rubric: &Rubric) -> Conclusion {
-    let values: Vec<f64> = run
+    let timed: Vec<Option<f64>> = run
         .seen
         .iter()
         .filter(|s| !s.refused_by_guard)
-        .map(|s| match s.usable {
-            Some(_) => s
-                .exchange
-                .timings
-                .ttfb_ms
-                .unwrap_or(NO_RESPONSE_MS)
-                .min(NO_RESPONSE_MS),
-            None => NO_RESPONSE_MS,
+        .map(|s| {
+            s.usable
+                .and(s.exchange.timings.ttfb_ms)
+                .filter(|ms| *ms <= NO_RESPONSE_MS)
         })
         .collect();
-    latency_conclusion(rubric, "R3", &values, "unpaid time to first byte")
+    let values: Vec<f64> = timed.iter().map(|t| t.unwrap_or(NO_RESPONSE_MS)).collect();
+    let mut c = latency_conclusion(rubric, "R3", &values, "unpaid time to first byte");
+    if let Value::Object(detail) = &mut c.detail {
+        let samples = timed.iter().map(|t| match t {
+            Some(ms) => json!({"outcome": "pass", "ms": ms}),
+            None => json!({"outcome": "fail"}),
+        });
+        detail.insert("samples".into(), Value::Array(samples.collect()));
+    }
+    c
 }
 
 /// A curve check's conclusion over measured milliseconds: the p95 (hdrhistogram, 3 significant

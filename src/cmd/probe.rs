@@ -111,7 +111,9 @@ pub fn run(args: Args) -> Result<i32> {
     let now = unix_now();
     let observation = runtime.block_on(probe_free(&cfg, &args.url, now));
     let results = evaluate_free(&observation, &rubric);
-    let report = ProbeReport::new(&args.url, &args.vantage, &rfc3339(now), &rubric, results);
+    let score = provisional_score(&rubric, &args.url, &observation, &results, now);
+    let mut report = ProbeReport::new(&args.url, &args.vantage, &rfc3339(now), &rubric, results);
+    report.score = Some(score);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -123,8 +125,42 @@ pub fn run(args: Args) -> Result<i32> {
     Ok(report.exit_code)
 }
 
-fn remediation(_id: &str) -> Option<String> {
-    None
+fn remediation(id: &str) -> Option<String> {
+    crate::definitions::definition(id)
+        .map(|d| d.remediation.trim().to_string())
+        .filter(|r| !r.is_empty())
+}
+
+/// The score this run's own evidence supports: one run can never establish a verdict (the rubric
+/// wants probes over days and a paid call), so it is provisional and says why. A scoring error is
+/// reported in its place rather than failing the probe.
+pub fn provisional_score(
+    rubric: &Rubric,
+    url: &str,
+    observation: &crate::observation::FreeObservation,
+    results: &[crate::evidence::CheckResult],
+    now: i64,
+) -> serde_json::Value {
+    use crate::history::{SubjectFacts, inputs_document, quoted_price_usd, run_entries};
+    let at = rfc3339(now);
+    let subject = SubjectFacts {
+        id: url.to_string(),
+        url: url.to_string(),
+        category: "uncategorised".into(),
+        price_usd: quoted_price_usd(observation).unwrap_or(0.0),
+        revisions: vec![("r0".into(), at.clone())],
+    };
+    let history = run_entries(results, rubric, false, "r0");
+    let inputs = inputs_document(rubric, &at, &subject, history, "live");
+    let scored = serde_json::to_vec(&inputs)
+        .map_err(anyhow::Error::from)
+        .and_then(|bytes| Ok(crate::score::score_json(rubric, &bytes)?))
+        .and_then(|doc| {
+            Ok(serde_json::from_slice::<serde_json::Value>(
+                &doc.to_bytes()?,
+            )?)
+        });
+    scored.unwrap_or_else(|e| serde_json::json!({"error": format!("not scored: {e:#}")}))
 }
 
 fn unix_now() -> i64 {
