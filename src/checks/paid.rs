@@ -1486,8 +1486,10 @@ mod tests {
             amount: Some("10000".into()),
             max_timeout_seconds: Some(60),
         };
-        let mut exchange = Exchange::default();
-        exchange.response = Some(HttpResponse::new(status, headers, body, false, 100));
+        let mut exchange = Exchange {
+            response: Some(HttpResponse::new(status, headers, body, false, 100)),
+            ..Exchange::default()
+        };
         exchange.timings.last_byte_ms = Some(800.0);
         let used_logs = if used {
             vec![LogEntry {
