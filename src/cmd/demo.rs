@@ -1,17 +1,7 @@
 //! `x402-probe demo`: the main job on the embedded default, the local lab. Brings the lab up, probes
 //! every lab endpoint, prints one line per endpoint and what the lab promised, and shuts down.
 
-use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use anyhow::{Context, Result};
-
-use crate::checks::free::evaluate_free;
-use crate::evidence::{CheckResult, Outcome};
-use crate::probe::free::{FreeProbeConfig, probe_free};
-use crate::probe::http::FetchConfig;
-use crate::probe::rpc::Rpc;
-use crate::rubric::{Kind, Rubric};
+use anyhow::Result;
 
 /// Options of `x402-probe demo`.
 #[derive(Debug, clap::Args)]
@@ -41,7 +31,19 @@ pub fn run(args: Args) -> Result<i32> {
 
 #[cfg(feature = "lab")]
 async fn demo(args: Args) -> Result<i32> {
+    use std::collections::BTreeMap;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use anyhow::Context;
     use rustls_pki_types::pem::PemObject;
+
+    use crate::checks::free::evaluate_free;
+    use crate::evidence::{CheckResult, Outcome};
+    use crate::probe::free::{FreeProbeConfig, probe_free};
+    use crate::probe::http::FetchConfig;
+    use crate::probe::rpc::Rpc;
+    use crate::rubric::{Kind, Rubric};
+
     let options = x402_lab::LabOptions {
         scenarios: (!args.scenarios.is_empty()).then(|| args.scenarios.clone()),
         ..x402_lab::LabOptions::default()
