@@ -330,3 +330,69 @@ fn racing_writers_on_one_file_never_pass_a_cap() {
     assert_eq!(store.refusals().unwrap().len(), 80 - 25);
     assert_eq!(store.totals("x", NOW).unwrap().day, usd("0.25"));
 }
+
+/// A 402 whose every entry is declined: nothing is fetched, signed or reserved, and each refusal is
+/// recorded with the entry it declined.
+#[tokio::test]
+async fn every_declined_entry_is_recorded_with_its_reason() {
+    use x402_probe::probe::http::{FetchConfig, FetchRequest};
+    use x402_probe::probe::paid::{Decision, PaidContext, PaidOptions, paid_call};
+    use x402_probe::probe::rpc::Rpc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let wallet = wallet(dir.path());
+    let store = SpendStore::open(dir.path()).unwrap();
+    let policy = policy("0.05", "1", "1");
+    let required = json!({
+        "x402Version": 2,
+        "resource": {"url": "https://127.0.0.1:9/weather"},
+        "accepts": [
+            {"scheme": "exact", "network": "eip155:84532", "amount": "10000",
+             "asset": ASSET.to_checksum(None), "payTo": PAY_TO.to_checksum(None),
+             "maxTimeoutSeconds": 60,
+             "extra": {"name": "USDC", "version": "2", "assetTransferMethod": "permit2"}},
+            {"scheme": "exact", "network": "eip155:8453", "amount": "10000",
+             "asset": ASSET.to_checksum(None), "payTo": PAY_TO.to_checksum(None),
+             "maxTimeoutSeconds": 60, "extra": {"name": "USDC", "version": "2"}}
+        ]
+    });
+    let header = base64::engine::general_purpose::STANDARD.encode(required.to_string());
+    let quote = parse_payment_required(402, &[("payment-required".into(), header)], b"{}");
+    // Nothing may be contacted: an unreachable RPC and endpoint prove it.
+    let rpc = Rpc::new("http://127.0.0.1:9");
+    let fetch_cfg = FetchConfig::default();
+    let ctx = PaidContext {
+        wallet: &wallet,
+        store: &store,
+        policy: &policy,
+        rpc: &rpc,
+        fetch: &fetch_cfg,
+        options: PaidOptions::lab(),
+        on_step: None,
+    };
+    let url = "https://127.0.0.1:9/weather";
+    let obs = paid_call(&ctx, url, &FetchRequest::get(url), &quote).await;
+    let Decision::Refused { refusals } = &obs.decision else {
+        panic!("expected a refusal: {:?}", obs.decision);
+    };
+    let codes: Vec<RefusalCode> = refusals.iter().map(|r| r.code).collect();
+    assert_eq!(
+        codes,
+        [
+            RefusalCode::TransferMethodNotEip3009,
+            RefusalCode::NetworkNotAllowed
+        ]
+    );
+    assert!(obs.requote.is_none() && obs.payment.is_none());
+    let rows = store.refusals().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(rows[0].requirement.as_deref().unwrap().contains("permit2"));
+    assert!(
+        rows[1]
+            .requirement
+            .as_deref()
+            .unwrap()
+            .contains("eip155:8453")
+    );
+    assert!(store.reservations().unwrap().is_empty());
+}

@@ -575,13 +575,19 @@ pub async fn pay(
                 chosen = Some(requirement);
                 break;
             }
-            Err(refusal) => refusals.push(refusal),
+            Err(refusal) => refusals.push((refusal, requirement.entry.to_string())),
         }
     }
     let Some(requirement) = chosen else {
+        // Every entry was declined: each refusal is recorded with the entry it declined.
         obs.quote = Some(QuoteSeen::of(required, &required.accepts[0]));
-        let entry = required.accepts[0].entry.to_string();
-        return refuse(ctx, obs, refusals, Some(entry));
+        let mut declined = Vec::with_capacity(refusals.len());
+        for (refusal, entry) in refusals {
+            obs = refuse(ctx, obs, vec![refusal.clone()], Some(entry));
+            declined.push(refusal);
+        }
+        obs.decision = Decision::Refused { refusals: declined };
+        return obs;
     };
     obs.quote = Some(QuoteSeen::of(required, requirement));
 
