@@ -12,7 +12,7 @@ use alloy::primitives::{Address, B256, U256, b256};
 use serde_json::{Value, json};
 
 use crate::checks::screen::{SourcedText, screen_output};
-use crate::evidence::{CheckResult, Conclusion, Outcome, Receipt};
+use crate::evidence::{CheckResult, Conclusion, Outcome, Receipt, rfc3339, sha256_hex};
 use crate::probe::http::{Exchange, HttpResponse, decode_body_bounded};
 use crate::probe::paid::{
     ChainRead, Decision, OperatorFile, OperatorFileSeen, OperatorWallet, PaidObservation,
@@ -1330,20 +1330,6 @@ fn s3(obs: &PaidObservation) -> Conclusion {
 
 // ---------------------------------------------------------------------------------------------
 // Receipts
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(bytes))
-}
-
-/// Unix seconds as RFC 3339 UTC; out-of-range values show the epoch.
-fn rfc3339(unix: i64) -> String {
-    let t =
-        time::OffsetDateTime::from_unix_timestamp(unix).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    let format =
-        time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
-    t.format(&format).unwrap_or_default()
-}
 
 /// Every paid check's receipt names the same evidence: the bytes seen (hashes), the settlement
 /// transaction and the blocks read, plus the check's own detail.
