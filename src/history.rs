@@ -40,7 +40,12 @@ pub fn run_entries(
             }
             e
         };
-        let samples = r.receipt.detail.get("samples").and_then(Value::as_array);
+        // Free checks keep their detail at the top of the receipt; paid ones under `check`.
+        let detail = &r.receipt.detail;
+        let samples = detail
+            .get("samples")
+            .or_else(|| detail.pointer("/check/samples"))
+            .and_then(Value::as_array);
         match (r.id.as_str(), samples) {
             ("R1" | "R2", Some(samples)) => {
                 for s in samples {

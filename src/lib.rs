@@ -12,6 +12,7 @@ pub mod history;
 pub mod observation;
 pub mod probe;
 pub mod rubric;
+pub mod runner;
 pub mod score;
 pub mod spend;
 pub mod wallet;

@@ -12,7 +12,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Probe one URL now and print a report (free checks; paid ones only with --pay).
-    Probe(cmd::probe::Args),
+    Probe(Box<cmd::probe::Args>),
     /// Print the definition of one rubric check (e.g. `explain R3`).
     Explain(cmd::explain::Args),
     /// Score a subject from an inputs document under a rubric.
@@ -26,7 +26,7 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Probe(a) => cmd::probe::run(a),
+        Command::Probe(a) => cmd::probe::run(*a),
         Command::Explain(a) => cmd::explain::run(a),
         Command::Score(a) => cmd::score::run(a),
         Command::Recompute(a) => cmd::recompute::run(a),

@@ -221,7 +221,11 @@ pub fn score_line(score: &serde_json::Value) -> String {
             .unwrap_or_default()
     };
     let mut why = reasons("/verdict/reasons");
-    why.extend(reasons("/verdict/verification/reasons"));
+    for r in reasons("/verdict/verification/reasons") {
+        if !why.contains(&r) {
+            why.push(r);
+        }
+    }
     format!(
         "{:.1} (capped {:.1}), {band}, {} confidence, {grade}, verdict {} ({}){}",
         num("/score").unwrap_or(f64::NAN),

@@ -35,9 +35,7 @@ pub const PAID_CHECKS: [&str; 11] = [
     "R4", "R5", "R6", "R7", "C6", "H5", "H6", "H7", "H8", "H9", "S3",
 ];
 
-/// A curve check's outcome label: `pass` when the rubric's curve maps the value to at least this
-/// many points (`probes/README.md`).
-pub const CURVE_PASS_POINTS: f64 = 50.0;
+use crate::checks::free::CURVE_PASS_POINTS;
 
 /// Largest decoded output examined (R5, S3), bytes.
 pub const MAX_OUTPUT_BYTES: usize = 4 * 1024 * 1024;
@@ -853,7 +851,12 @@ fn r7(obs: &PaidObservation, rubric: &Rubric) -> Conclusion {
     };
     let points = interpolate(curve, ms);
     let text = format!("paid request {ms:.0} ms {what} -> {points:.1} points");
-    let detail = json!({"ms": ms, "curve_points": points, "pass_at": CURVE_PASS_POINTS});
+    // `samples` in the history's curve convention: a timed pass, or a fail that never completed.
+    let sample = match exchange.response {
+        Some(_) => json!({"outcome": "pass", "ms": ms}),
+        None => json!({"outcome": "fail"}),
+    };
+    let detail = json!({"ms": ms, "curve_points": points, "pass_at": CURVE_PASS_POINTS, "samples": [sample]});
     let c = if exchange.response.is_some() && points >= CURVE_PASS_POINTS {
         Conclusion::pass(text)
     } else {

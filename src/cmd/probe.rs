@@ -9,13 +9,16 @@ use anyhow::{Context, Result, bail};
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
-use crate::checks::free::evaluate_free;
 use crate::evidence::rfc3339;
-use crate::probe::free::{FreeProbeConfig, probe_free};
+use crate::probe::free::FreeProbeConfig;
 use crate::probe::http::FetchConfig;
+use crate::probe::paid::{PaidContext, PaidOptions};
 use crate::probe::rpc::Rpc;
 use crate::report::{ProbeReport, exit};
 use crate::rubric::Rubric;
+use crate::runner;
+use crate::spend::{AllowedAsset, PayPolicy, SpendStore, Usd};
+use crate::wallet::Wallet;
 
 /// Options of `x402-probe probe`.
 #[derive(Debug, clap::Args)]
@@ -61,6 +64,32 @@ pub struct Args {
     /// No colours, even on a terminal.
     #[arg(long)]
     pub no_color: bool,
+    /// Make one real paid call after the free probe (needs --max-usd, a wallet and --rpc).
+    #[arg(long, requires_all = ["max_usd", "rpc"])]
+    pub pay: bool,
+    /// Spending cap per call, in USD; also the cap per subject and per day unless those are given.
+    #[arg(long, value_name = "USD")]
+    pub max_usd: Option<String>,
+    /// Cap per subject over any 24 hours, in USD (default: --max-usd).
+    #[arg(long, value_name = "USD")]
+    pub max_usd_per_subject_per_day: Option<String>,
+    /// Cap for all paid calls together over any 24 hours, in USD (default: --max-usd).
+    #[arg(long, value_name = "USD")]
+    pub max_usd_per_day: Option<String>,
+    /// The wallet's private key: a file readable by its owner only.
+    #[arg(long, value_name = "FILE", conflicts_with = "wallet_credential")]
+    pub wallet_key_file: Option<PathBuf>,
+    /// The wallet's private key as a systemd credential ($CREDENTIALS_DIRECTORY/NAME).
+    #[arg(long, value_name = "NAME")]
+    pub wallet_credential: Option<String>,
+    /// Where the spend store (reservations, refusals) lives. Default: $STATE_DIRECTORY, else
+    /// $XDG_STATE_HOME/x402-probe, else ~/.local/state/x402-probe.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Blocks a settlement needs before chain reads count as final (0 for a local dev chain that
+    /// mines only on demand).
+    #[arg(long, default_value_t = 2)]
+    pub confirmations: u64,
 }
 
 pub fn run(args: Args) -> Result<i32> {
@@ -103,16 +132,43 @@ pub fn run(args: Args) -> Result<i32> {
         declared_assets,
         vantage: args.vantage.clone(),
     };
+    let pay = match args.pay {
+        true => Some(PayArgs::from_args(&args)?),
+        false => None,
+    };
     crate::install_crypto_provider();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     let now = unix_now();
-    let observation = runtime.block_on(probe_free(&cfg, &args.url, now));
-    let results = evaluate_free(&observation, &rubric);
-    let score = provisional_score(&rubric, &args.url, &observation, &results, now);
-    let mut report = ProbeReport::new(&args.url, &args.vantage, &rfc3339(now), &rubric, results);
+    let out = runtime.block_on(async {
+        match (&pay, &cfg.rpc) {
+            (Some(pay), Some(rpc)) => {
+                let policy = pay.policy(rpc, &cfg.declared_assets).await?;
+                let ctx = PaidContext {
+                    wallet: &pay.wallet,
+                    store: &pay.store,
+                    policy: &policy,
+                    rpc,
+                    fetch: &cfg.fetch,
+                    options: pay.options.clone(),
+                    on_step: None,
+                };
+                anyhow::Ok(runner::run(&cfg, Some(&ctx), &rubric, &args.url, now).await)
+            }
+            _ => Ok(runner::run(&cfg, None, &rubric, &args.url, now).await),
+        }
+    })?;
+    let inputs = runner::single_run_inputs(&rubric, &out, "uncategorised", "live");
+    let score = runner::score_inputs(&rubric, &inputs);
+    let mut report = ProbeReport::new(
+        &args.url,
+        &args.vantage,
+        &rfc3339(now),
+        &rubric,
+        out.results,
+    );
     report.score = Some(score);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -129,38 +185,6 @@ fn remediation(id: &str) -> Option<String> {
     crate::definitions::definition(id)
         .map(|d| d.remediation.trim().to_string())
         .filter(|r| !r.is_empty())
-}
-
-/// The score this run's own evidence supports: one run can never establish a verdict (the rubric
-/// wants probes over days and a paid call), so it is provisional and says why. A scoring error is
-/// reported in its place rather than failing the probe.
-pub fn provisional_score(
-    rubric: &Rubric,
-    url: &str,
-    observation: &crate::observation::FreeObservation,
-    results: &[crate::evidence::CheckResult],
-    now: i64,
-) -> serde_json::Value {
-    use crate::history::{SubjectFacts, inputs_document, quoted_price_usd, run_entries};
-    let at = rfc3339(now);
-    let subject = SubjectFacts {
-        id: url.to_string(),
-        url: url.to_string(),
-        category: "uncategorised".into(),
-        price_usd: quoted_price_usd(observation).unwrap_or(0.0),
-        revisions: vec![("r0".into(), at.clone())],
-    };
-    let history = run_entries(results, rubric, false, "r0");
-    let inputs = inputs_document(rubric, &at, &subject, history, "live");
-    let scored = serde_json::to_vec(&inputs)
-        .map_err(anyhow::Error::from)
-        .and_then(|bytes| Ok(crate::score::score_json(rubric, &bytes)?))
-        .and_then(|doc| {
-            Ok(serde_json::from_slice::<serde_json::Value>(
-                &doc.to_bytes()?,
-            )?)
-        });
-    scored.unwrap_or_else(|e| serde_json::json!({"error": format!("not scored: {e:#}")}))
 }
 
 fn unix_now() -> i64 {
@@ -180,6 +204,107 @@ pub fn read_ca_file(path: &std::path::Path) -> Result<Vec<CertificateDer<'static
         bail!("{} holds no certificate", path.display());
     }
     Ok(certs)
+}
+
+/// What `--pay` needs, checked before any traffic.
+struct PayArgs {
+    wallet: Wallet,
+    store: SpendStore,
+    per_call: Usd,
+    per_subject: Usd,
+    per_day: Usd,
+    options: PaidOptions,
+}
+
+impl PayArgs {
+    fn from_args(args: &Args) -> Result<PayArgs> {
+        let usd = |flag: &str, v: &str| {
+            v.parse::<Usd>()
+                .map_err(|e| anyhow::anyhow!("{flag} {v:?}: {e}"))
+        };
+        let per_call = usd(
+            "--max-usd",
+            args.max_usd.as_deref().context("--pay needs --max-usd")?,
+        )?;
+        let per_subject = match &args.max_usd_per_subject_per_day {
+            Some(v) => usd("--max-usd-per-subject-per-day", v)?,
+            None => per_call,
+        };
+        let per_day = match &args.max_usd_per_day {
+            Some(v) => usd("--max-usd-per-day", v)?,
+            None => per_call,
+        };
+        let wallet = match (&args.wallet_key_file, &args.wallet_credential) {
+            (Some(path), None) => Wallet::from_key_file(path)?,
+            (None, Some(name)) => Wallet::from_credential(name)?,
+            _ => bail!("--pay needs a wallet: --wallet-key-file FILE or --wallet-credential NAME"),
+        };
+        let state_dir = match &args.state_dir {
+            Some(d) => d.clone(),
+            None => default_state_dir()?,
+        };
+        let store = SpendStore::open(&state_dir)?;
+        let options = match args.confirmations {
+            0 => PaidOptions {
+                confirmations: 0,
+                ..PaidOptions::lab()
+            },
+            n => PaidOptions {
+                confirmations: n,
+                ..PaidOptions::default()
+            },
+        };
+        Ok(PayArgs {
+            wallet,
+            store,
+            per_call,
+            per_subject,
+            per_day,
+            options,
+        })
+    }
+
+    /// The caps, and the allowlist: the canonical USDC deployments, plus each `--asset` on the fixed
+    /// RPC's chain as a 6-decimal dollar token (the way x402 quotes stablecoins).
+    async fn policy(
+        &self,
+        rpc: &crate::probe::rpc::Rpc,
+        declared: &[Address],
+    ) -> Result<PayPolicy> {
+        let mut allowlist = AllowedAsset::canonical_usdc();
+        if !declared.is_empty() {
+            let chain_id = rpc
+                .chain_id()
+                .await
+                .context("reading the RPC's chain id for --asset")?;
+            for asset in declared {
+                allowlist.push(AllowedAsset {
+                    network: format!("eip155:{chain_id}"),
+                    asset: *asset,
+                    decimals: 6,
+                    usd_per_unit: "1".parse().map_err(|e| anyhow::anyhow!("{e}"))?,
+                });
+            }
+        }
+        let policy = PayPolicy::new(self.per_call, self.per_subject, self.per_day, allowlist);
+        policy
+            .validate()
+            .map_err(|e| anyhow::anyhow!("pay policy: {e}"))?;
+        Ok(policy)
+    }
+}
+
+/// `$STATE_DIRECTORY` (systemd), else `$XDG_STATE_HOME/x402-probe`, else `~/.local/state/x402-probe`.
+pub fn default_state_dir() -> Result<PathBuf> {
+    if let Some(d) = std::env::var_os("STATE_DIRECTORY").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d).join("x402-probe"));
+    }
+    let home = std::env::var_os("HOME")
+        .context("no --state-dir, and neither STATE_DIRECTORY, XDG_STATE_HOME nor HOME")?;
+    Ok(PathBuf::from(home).join(".local/state/x402-probe"))
 }
 
 #[allow(dead_code)]

@@ -1,0 +1,120 @@
+//! One probe run of one subject: the free run, then (when asked and allowed) one paid call, their
+//! results merged in rubric order, and the history entries the scorer reads. Used by `probe` and
+//! `demo` (and later the daemon), so every entry point measures the same way.
+
+use serde_json::Value;
+
+use crate::checks::free::evaluate_free;
+use crate::evidence::CheckResult;
+use crate::history::{SubjectFacts, inputs_document, quoted_price_usd, run_entries};
+use crate::observation::FreeObservation;
+use crate::probe::free::{FreeProbeConfig, probe_free};
+use crate::probe::paid::{PaidContext, PaidObservation, paid_call};
+use crate::probe::rpc::Rpc;
+use crate::rubric::Rubric;
+use crate::x402::parse::parse_payment_required;
+
+/// Everything one run saw and concluded.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    pub free: FreeObservation,
+    pub paid: Option<PaidObservation>,
+    /// Every rubric check once, in rubric order: the paid checks from the paid call when one was
+    /// attempted, else `unmeasured`.
+    pub results: Vec<CheckResult>,
+}
+
+impl RunOutput {
+    /// Whether a payment was actually sent (a refusal sends nothing and leaves the paid checks
+    /// `unmeasured`); only then do the paid entries count as a paid call for the verdict.
+    pub fn payment_sent(&self) -> bool {
+        self.paid.as_ref().is_some_and(|p| p.payment.is_some())
+    }
+}
+
+/// Probe `url` for free, then pay once through `pay` when given. `now` is the run's start.
+pub async fn run(
+    cfg: &FreeProbeConfig,
+    pay: Option<&PaidContext<'_>>,
+    rubric: &Rubric,
+    url: &str,
+    now: i64,
+) -> RunOutput {
+    let free = probe_free(cfg, url, now).await;
+    let mut results = evaluate_free(&free, rubric);
+    let mut paid = None;
+    if let Some(ctx) = pay {
+        // Pay what the run saw: the first usable 402, for the request the later samples used (the
+        // documented example input when there is one).
+        let usable = free.samples.iter().find(|s| {
+            s.exchange.response.is_some() && s.exchange.tls.as_ref().is_none_or(|t| t.verified)
+        });
+        let request = free.samples.last().map(|s| s.request.clone());
+        if let (Some(sample), Some(request)) = (usable, request) {
+            let resp = sample
+                .exchange
+                .response
+                .as_ref()
+                .expect("usable samples have a response");
+            let quote = parse_payment_required(resp.status, &resp.headers, &resp.body);
+            let obs = paid_call(ctx, url, &request, &quote).await;
+            let paid_results =
+                crate::checks::paid::evaluate_with_rubric(&obs, rubric, now, &free.vantage);
+            for r in paid_results {
+                if let Some(slot) = results.iter_mut().find(|x| x.id == r.id) {
+                    *slot = r;
+                }
+            }
+            paid = Some(obs);
+        }
+    }
+    RunOutput {
+        free,
+        paid,
+        results,
+    }
+}
+
+/// The scorer's inputs for this one run: its history entries under one revision (`r0`, at the run's
+/// time), the subject's quoted price, and the provenance the caller states.
+pub fn single_run_inputs(
+    rubric: &Rubric,
+    out: &RunOutput,
+    category: &str,
+    provenance: &str,
+) -> Value {
+    let at = crate::evidence::rfc3339(out.free.at);
+    let subject = SubjectFacts {
+        id: out.free.subject.clone(),
+        url: out.free.subject.clone(),
+        category: category.into(),
+        price_usd: quoted_price_usd(&out.free).unwrap_or(0.0),
+        revisions: vec![("r0".into(), at.clone())],
+    };
+    let history = run_entries(&out.results, rubric, out.payment_sent(), "r0");
+    // Scored as of the run's last evidence (the paid call ends after the run starts). The times are
+    // all RFC 3339 UTC of one format, so their text order is their time order.
+    let as_of = history
+        .iter()
+        .filter_map(|e| e.get("at").and_then(Value::as_str))
+        .chain(std::iter::once(at.as_str()))
+        .max()
+        .unwrap_or(at.as_str())
+        .to_string();
+    inputs_document(rubric, &as_of, &subject, history, provenance)
+}
+
+/// Score inputs; a scoring error is returned as `{"error": ...}` in place of the document, so a
+/// report can say it rather than lose the run.
+pub fn score_inputs(rubric: &Rubric, inputs: &Value) -> Value {
+    let scored = serde_json::to_vec(inputs)
+        .map_err(anyhow::Error::from)
+        .and_then(|bytes| Ok(crate::score::score_json(rubric, &bytes)?))
+        .and_then(|doc| Ok(serde_json::from_slice::<Value>(&doc.to_bytes()?)?));
+    scored.unwrap_or_else(|e| serde_json::json!({"error": format!("not scored: {e:#}")}))
+}
+
+/// The chain id the fixed RPC serves, for building an allowlist of declared assets.
+pub async fn rpc_chain_id(rpc: &Rpc) -> Option<u64> {
+    rpc.chain_id().await.ok()
+}
