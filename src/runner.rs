@@ -40,39 +40,47 @@ pub async fn run(
     url: &str,
     now: i64,
 ) -> RunOutput {
-    let free = probe_free(cfg, url, now).await;
-    let mut results = evaluate_free(&free, rubric);
-    let mut paid = None;
+    let mut out = free_run(cfg, rubric, url, now).await;
     if let Some(ctx) = pay {
-        // Pay what the run saw: the first usable 402, for the request the later samples used (the
-        // documented example input when there is one).
-        let usable = free.samples.iter().find(|s| {
-            s.exchange.response.is_some() && s.exchange.tls.as_ref().is_none_or(|t| t.verified)
-        });
-        let request = free.samples.last().map(|s| s.request.clone());
-        if let (Some(sample), Some(request)) = (usable, request) {
-            let resp = sample
-                .exchange
-                .response
-                .as_ref()
-                .expect("usable samples have a response");
-            let quote = parse_payment_required(resp.status, &resp.headers, &resp.body);
-            let obs = paid_call(ctx, url, &request, &quote).await;
-            let paid_results =
-                crate::checks::paid::evaluate_with_rubric(&obs, rubric, now, &free.vantage);
-            for r in paid_results {
-                if let Some(slot) = results.iter_mut().find(|x| x.id == r.id) {
-                    *slot = r;
-                }
-            }
-            paid = Some(obs);
-        }
+        pay_and_merge(ctx, rubric, &mut out).await;
     }
+    out
+}
+
+/// The free part of a run (no wallet involved: runs for many subjects can go concurrently).
+pub async fn free_run(cfg: &FreeProbeConfig, rubric: &Rubric, url: &str, now: i64) -> RunOutput {
+    let free = probe_free(cfg, url, now).await;
+    let results = evaluate_free(&free, rubric);
     RunOutput {
         free,
-        paid,
+        paid: None,
         results,
     }
+}
+
+/// Pay once for what the free run saw (its first usable 402, for the request its later samples used:
+/// the documented example input when there is one) and put the paid outcomes in the results. A run
+/// without a usable 402 makes no paid call.
+pub async fn pay_and_merge(ctx: &PaidContext<'_>, rubric: &Rubric, out: &mut RunOutput) {
+    let usable = out
+        .free
+        .samples
+        .iter()
+        .filter(|s| s.exchange.tls.as_ref().is_none_or(|t| t.verified))
+        .find_map(|s| s.exchange.response.as_ref());
+    let (Some(resp), Some(last)) = (usable, out.free.samples.last()) else {
+        return;
+    };
+    let quote = parse_payment_required(resp.status, &resp.headers, &resp.body);
+    let obs = paid_call(ctx, &out.free.subject, &last.request, &quote).await;
+    let paid_results =
+        crate::checks::paid::evaluate_with_rubric(&obs, rubric, out.free.at, &out.free.vantage);
+    for r in paid_results {
+        if let Some(slot) = out.results.iter_mut().find(|x| x.id == r.id) {
+            *slot = r;
+        }
+    }
+    out.paid = Some(obs);
 }
 
 /// The scorer's inputs for this one run: its history entries under one revision (`r0`, at the run's
