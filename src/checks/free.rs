@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use alloy::primitives::Address;
 use serde_json::{Value, json};
 
 use crate::checks::conformance::{self, TokenDomainSeen};
@@ -520,41 +519,28 @@ fn h4(run: &Run) -> Conclusion {
     let Some(required) = run.required() else {
         return run.not_without_requirements();
     };
-    let file: Value = match serde_json::from_slice(&resp.body) {
-        Ok(v) => v,
-        Err(e) => return Conclusion::fail(format!("the operator file is not valid JSON: {e}")),
+    let file = match crate::checks::paid::parse_operator_file(&resp.body) {
+        Ok(f) => f,
+        Err(why) => return Conclusion::fail(why),
     };
-    let Some(wallets) = file.get("wallets").and_then(Value::as_array) else {
-        return Conclusion::fail("the operator file has no wallets list");
-    };
-    let listed: Vec<(Option<&str>, Option<Address>)> = wallets
-        .iter()
-        .map(|w| {
-            let network = w.get("network").and_then(Value::as_str);
-            let address = w
-                .get("address")
-                .and_then(Value::as_str)
-                .and_then(|a| a.parse::<Address>().ok());
-            (network, address)
-        })
-        .collect();
     let mut missing = Vec::new();
     for req in &required.accepts {
         let (Some(pay_to), Some(network)) = (req.pay_to_address(), req.network.as_deref()) else {
             missing.push(format!("accepts[{}] has no readable payTo", req.index));
             continue;
         };
-        let ok = listed
+        let listed = file
+            .wallets
             .iter()
-            .any(|(n, a)| *a == Some(pay_to) && n.is_none_or(|n| n == network));
-        if !ok {
+            .any(|w| w.address == pay_to && w.network.as_deref().is_none_or(|n| n == network));
+        if !listed {
             missing.push(format!(
                 "accepts[{}] pays {pay_to} on {network}, not a listed wallet",
                 req.index
             ));
         }
     }
-    let detail = json!({"wallets": wallets.len(), "operator": file.get("operator")});
+    let detail = json!({"wallets": file.wallets.len(), "refund": file.refund});
     match missing.first() {
         None => Conclusion::pass("every payTo is a wallet in the operator's own file")
             .with_detail(detail),

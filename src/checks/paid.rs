@@ -652,12 +652,28 @@ pub fn output_verdict(obs: &PaidObservation) -> OutputVerdict {
 // Operator file and refunds (H9)
 
 /// Reads the operator file (`probes/operator-file.md`): its wallets and refund rule. Pure.
+/// The operator file format this build reads (`probes/operator-file.md`).
+pub const OPERATOR_FILE_SCHEMA: &str = "x402-probe.operator/1";
+
 pub fn parse_operator_file(bytes: &[u8]) -> Result<OperatorFile, String> {
     let value: Value =
         serde_json::from_slice(bytes).map_err(|e| format!("the operator file is not JSON: {e}"))?;
     let object = value
         .as_object()
         .ok_or_else(|| "the operator file is not a JSON object".to_string())?;
+    match object.get("schema").and_then(Value::as_str) {
+        Some(OPERATOR_FILE_SCHEMA) => {}
+        Some(other) => {
+            return Err(format!(
+                "the operator file's schema is {other:?}, not {OPERATOR_FILE_SCHEMA:?}"
+            ));
+        }
+        None => {
+            return Err(format!(
+                "the operator file names no schema ({OPERATOR_FILE_SCHEMA:?})"
+            ));
+        }
+    }
     let wallets = object
         .get("wallets")
         .and_then(Value::as_array)
@@ -1756,10 +1772,11 @@ mod tests {
                 within_seconds: 30
             })
         );
-        let file = parse_operator_file(br#"{"wallets": []}"#).expect("no refund is fine");
+        let file = parse_operator_file(br#"{"schema":"x402-probe.operator/1","wallets": []}"#)
+            .expect("no refund is fine");
         assert_eq!(file.refund, None);
         let file = parse_operator_file(
-            br#"{"wallets": [{"address": "0x209693bc6afc0c5328ba36faf03c514ef312287c"}]}"#,
+            br#"{"schema":"x402-probe.operator/1","wallets": [{"address": "0x209693bc6afc0c5328ba36faf03c514ef312287c"}]}"#,
         )
         .expect("a wallet without a network is valid on every network");
         assert_eq!(file.wallets[0].network, None);
@@ -1771,6 +1788,8 @@ mod tests {
             br#"{"wallets": [{"network": 1, "address": "0x209693bc6afc0c5328ba36faf03c514ef312287c"}]}"#,
             br#"{"wallets": [], "refund": {"on": "x", "within_seconds": -1}}"#,
             br#"{"wallets": [], "refund": {"on": "x", "within_seconds": 0}}"#,
+            br#"{"wallets": []}"#,
+            br#"{"schema": "x402-probe.operator/2", "wallets": []}"#,
         ] {
             assert!(
                 parse_operator_file(bad).is_err(),

@@ -41,8 +41,7 @@ use crate::x402::parse::parse_payment_required;
 use crate::x402::payload::build_payment_header;
 use crate::x402::types::{Parsed402, PaymentRequired, Requirement, parse_address_any_case};
 
-/// The path of the operator file (format: `probes/operator-file.md`).
-pub const OPERATOR_FILE_PATH: &str = "/.well-known/x402-operator.json";
+pub use crate::probe::free::OPERATOR_FILE_PATH;
 
 /// How a paid call waits and what it does besides paying.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
