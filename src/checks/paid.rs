@@ -1783,11 +1783,11 @@ mod tests {
         for bad in [
             &br#"{"wallets": ["#[..],
             br#"[]"#,
-            br#"{"refund": {"on": "x", "within_seconds": 1}}"#,
-            br#"{"wallets": [{"network": "eip155:1"}]}"#,
-            br#"{"wallets": [{"network": 1, "address": "0x209693bc6afc0c5328ba36faf03c514ef312287c"}]}"#,
-            br#"{"wallets": [], "refund": {"on": "x", "within_seconds": -1}}"#,
-            br#"{"wallets": [], "refund": {"on": "x", "within_seconds": 0}}"#,
+            br#"{"schema":"x402-probe.operator/1","refund": {"on": "x", "within_seconds": 1}}"#,
+            br#"{"schema":"x402-probe.operator/1","wallets": [{"network": "eip155:1"}]}"#,
+            br#"{"schema":"x402-probe.operator/1","wallets": [{"network": 1, "address": "0x209693bc6afc0c5328ba36faf03c514ef312287c"}]}"#,
+            br#"{"schema":"x402-probe.operator/1","wallets": [], "refund": {"on": "x", "within_seconds": -1}}"#,
+            br#"{"schema":"x402-probe.operator/1","wallets": [], "refund": {"on": "x", "within_seconds": 0}}"#,
             br#"{"wallets": []}"#,
             br#"{"schema": "x402-probe.operator/2", "wallets": []}"#,
         ] {
