@@ -463,16 +463,7 @@ fn looks_like_schema(value: &Value) -> bool {
     type_ok && keywords.iter().any(|k| object.contains_key(*k))
 }
 
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
+use crate::x402::parse::json_type;
 
 /// How `actual` departs from the example's shape: the same JSON type at the top level and, for
 /// objects, the same keys with the same JSON types (a `null` in the example allows anything).
