@@ -49,12 +49,22 @@ async fn every_free_check_agrees_with_the_lab_on_every_scenario() {
     let mut runs = tokio::task::JoinSet::new();
     for e in &lab.endpoints {
         let (cfg, url, name) = (cfg.clone(), e.url.clone(), e.scenario.name);
-        runs.spawn(async move { (name, probe_free(&cfg, &url, now).await) });
+        runs.spawn(async move {
+            let started = std::time::Instant::now();
+            let observation = probe_free(&cfg, &url, now).await;
+            (name, observation, started.elapsed())
+        });
     }
     let mut disagreements = Vec::new();
     let mut compared = 0;
     while let Some(joined) = runs.join_next().await {
-        let (name, observation) = joined.unwrap();
+        let (name, observation, elapsed) = joined.unwrap();
+        // Hostile endpoints end as findings within the prober's bounds: per request at most the
+        // first-byte (10 s) plus the whole-body (15 s) deadlines, for 2 samples and the operator file.
+        assert!(
+            elapsed < Duration::from_secs(3 * 25),
+            "{name} took {elapsed:?}"
+        );
         let results: BTreeMap<String, _> = evaluate_free(&observation, &rubric)
             .into_iter()
             .map(|r| (r.id.clone(), r))
