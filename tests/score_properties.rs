@@ -152,6 +152,25 @@ proptest! {
     }
 
     #[test]
+    fn a_score_of_rate_checks_lies_inside_its_band(h in history(), r in revisions()) {
+        // A rate check's value is the mean of the very posterior the band draws it from (and an
+        // unmeasured check's is the uniform prior's mean), so without curve checks the score is
+        // the mean of the draws, which lies between their 10th and 90th percentiles; a cap
+        // applies to both sides alike (min(score, cap) and min(draw, cap)), at worst putting the
+        // capped score at the band's edge. Curve checks read a p95 rather than a mean: left out.
+        let rubric = Rubric::embedded_default();
+        let curve = |g: &Gen| rubric.checks[g.0 % rubric.checks.len()].metric == Metric::Curve;
+        let rate_only: Vec<Gen> = h.into_iter().filter(|g| !curve(g)).collect();
+        let doc = score_value(&rubric, inputs(&rubric, &rate_only, &r));
+        let capped = doc.capped_score.as_f64();
+        // 0.001: the score and the band are each rounded to 4 decimals.
+        prop_assert!(
+            doc.band.low - 0.001 <= capped && capped <= doc.band.high + 0.001,
+            "capped score {} outside its band [{}, {}]", capped, doc.band.low, doc.band.high
+        );
+    }
+
+    #[test]
     fn caps_never_raise_a_score(h in history(), r in revisions()) {
         let rubric = Rubric::embedded_default();
         // The same rubric without caps: same inputs, same digest, same draws.

@@ -1,5 +1,6 @@
 //! From the outcome history to one summary per check: its state (scored, held at the prior, or
-//! `na`), its decayed pass and fail weights, and its value in [0, 1].
+//! `na`), its decayed pass and fail weights, and its value in [0, 1] (a rate check's is its
+//! posterior mean, a curve check's its weighted p95 read through the curve).
 
 use super::ScoreError;
 use super::curve::{WeightedSample, interpolate};
@@ -10,6 +11,18 @@ use crate::rubric::{Check, Metric, Rubric};
 
 /// The value of a check scored over no evidence: the mean of the uniform prior.
 pub const PRIOR_VALUE: f64 = 0.5;
+
+/// A rate check's point value: the mean of its posterior Beta(1 + pass weight, 1 + fail weight)
+/// (the uniform prior updated by the decayed evidence), the very distribution the Monte Carlo
+/// band draws the check from. The published value is then the mean of what the band samples, so
+/// thin evidence is pulled toward 1/2 instead of reading as certainty, and the score (curve
+/// checks and caps aside) is the mean of the band's draws rather than a figure outside the band.
+/// With much weight it approaches the decayed share of passes; with no weight it is exactly
+/// `PRIOR_VALUE`, so holding an unmeasured check at the prior is this same rule at zero
+/// evidence, not an exception to it.
+pub fn posterior_mean(pass_weight: f64, fail_weight: f64) -> f64 {
+    (1.0 + pass_weight) / (2.0 + pass_weight + fail_weight)
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -182,6 +195,7 @@ fn tally_check<'a>(
         }
     }
     match latest {
+        // Nothing on record: held at PRIOR_VALUE, which is `posterior_mean(0, 0)`.
         None => {}
         Some(Outcome::Na) => {
             t.state = CheckState::Na;
@@ -199,7 +213,7 @@ fn tally_check<'a>(
                     }
                     t.sample = sample;
                 }
-                _ => t.value = t.pass_weight / t.evidence_weight(),
+                _ => t.value = posterior_mean(t.pass_weight, t.fail_weight),
             }
         }
     }

@@ -143,41 +143,92 @@ fn healthy_without(skip: &[&str]) -> Doc {
 
 // ---------- decay ----------
 
+// A rate check's value is its posterior mean (1 + pass weight) / (2 + pass weight + fail weight).
+
 #[test]
 fn decay_free_check_halves_in_14_days() {
-    // R1: a pass now (weight 1) and a fail 14 days ago (weight 0.5): 1 / 1.5 = 66.6667.
+    // R1: a pass now (weight 1) and a fail 14 days ago (weight 0.5):
+    // (1 + 1) / (2 + 1 + 0.5) = 2 / 3.5 = 57.1429 (an undecayed fail would give 2 / 4 = 50).
     let mut d = Doc::new();
     d.add("R1", "pass", 0);
     d.add("R1", "fail", days(14.0));
     let doc = d.score();
-    close(check(&doc, "R1").value.unwrap(), 66.6667);
+    close(check(&doc, "R1").value.unwrap(), 57.1429);
     close(check(&doc, "R1").evidence_weight, 1.5);
 }
 
 #[test]
 fn decay_paid_check_halves_in_30_days() {
-    // R4: a pass now and a fail 30 days ago: 1 / 1.5. With the free half-life it would be
-    // 1 / (1 + 2^(-30/14)) = 0.8152.
+    // R4: a pass now and a fail 30 days ago (weight 0.5): 2 / 3.5 = 57.1429. With the free
+    // half-life the fail would weigh 2^(-30/14) = 0.2264: 2 / 3.2264 = 61.99.
     let mut d = Doc::new();
     d.add("R4", "pass", 0);
     d.add("R4", "fail", days(30.0));
-    close(check(&d.score(), "R4").value.unwrap(), 66.6667);
+    close(check(&d.score(), "R4").value.unwrap(), 57.1429);
 }
 
 #[test]
 fn decay_per_check_override() {
-    // H9 (paid, half_life_days 90): a fail 90 days ago weighs 0.5, so 1 / 1.5; S2 (free,
-    // half_life_days 30): a fail 30 days ago weighs 0.5 too.
+    // H9 (paid, half_life_days 90): a fail 90 days ago weighs 0.5, so 2 / 3.5 = 57.1429; S2
+    // (free, half_life_days 30): a fail 30 days ago weighs 0.5 too.
     let mut d = Doc::new();
     d.add("H9", "pass", 0);
     d.add("H9", "fail", days(90.0));
     d.add("S2", "pass", 0);
     d.add("S2", "fail", days(30.0));
     let doc = d.score();
-    close(check(&doc, "H9").value.unwrap(), 66.6667);
-    close(check(&doc, "S2").value.unwrap(), 66.6667);
+    close(check(&doc, "H9").value.unwrap(), 57.1429);
+    close(check(&doc, "S2").value.unwrap(), 57.1429);
     assert_eq!(check(&doc, "H9").points, 0.0); // weight 0: shown, not weighted
     assert_eq!(check(&doc, "H9").contribution, Points(0));
+}
+
+// ---------- rate values: the posterior mean ----------
+
+#[test]
+fn rate_value_is_the_posterior_mean_and_tends_to_the_share() {
+    // Nothing on record is the same rule at zero evidence: (1 + 0) / (2 + 0) = 0.5.
+    assert_eq!(tally::posterior_mean(0.0, 0.0), tally::PRIOR_VALUE);
+    // 3 passes, 1 fail (all now): (1 + 3) / (2 + 4) = 66.6667, not the share 3 / 4 = 75;
+    // 300 and 100: 301 / 402 = 74.8756, 0.12 below the share of 75.
+    let mut d = Doc::new();
+    d.add_n("S4", "pass", 3, 0);
+    d.add("S4", "fail", 0);
+    d.add_n("S5", "pass", 300, 0);
+    d.add_n("S5", "fail", 100, 0);
+    let doc = d.score();
+    close(check(&doc, "S4").value.unwrap(), 66.6667);
+    close(check(&doc, "S5").value.unwrap(), 74.8756);
+}
+
+#[test]
+fn one_run_of_passes_scores_inside_its_band() {
+    // One pass of every check now (H4 and R6 na, the curves at 250 ms: 100). Denominator 90
+    // (good leaves). Every rate check reads (1 + 1) / (2 + 1) = 2/3 of its points: works' rate
+    // checks hold 50 - R3 2 - R7 2 = 46 points, as_described 33.3333, safe 16.6667, so the
+    // score is 2 + 2 + (46 + 33.3333 + 16.6667) * 2/3 = 68 (the rounded contributions add up
+    // to 68.0000 exactly). The old rule (the share, 1 / 1) gave 100, above the whole band:
+    // each rate check draws from Beta(2, 1), mean 2/3.
+    let mut d = Doc::new();
+    for c in rubric().checks.iter() {
+        let outcome = if c.id == "H4" || c.id == "R6" {
+            "na"
+        } else {
+            "pass"
+        };
+        let e = d.add(&c.id, outcome, 0);
+        if c.metric == crate::rubric::Metric::Curve {
+            e["value"] = json!(250.0);
+        }
+    }
+    let doc = d.score();
+    assert_eq!(doc.score, Points::from_f64(68.0));
+    assert!(
+        doc.band.low <= doc.score.as_f64() && doc.score.as_f64() <= doc.band.high,
+        "score {} outside its band {:?}",
+        doc.score.as_f64(),
+        doc.band
+    );
 }
 
 // ---------- revisions ----------
@@ -196,23 +247,25 @@ fn revision_doc(check_id: &str) -> Doc {
 
 #[test]
 fn revision_half_halves_at_each_later_revision() {
-    // R1 (half): the fail has 2 later revisions: weight 0.25; value 1 / 1.25 = 80.
+    // R1 (half): the fail has 2 later revisions: weight 0.25; value (1 + 1) / (2 + 1.25)
+    // = 2 / 3.25 = 61.5385.
     let doc = revision_doc("R1").score();
-    close(check(&doc, "R1").value.unwrap(), 80.0);
+    close(check(&doc, "R1").value.unwrap(), 61.5385);
     close(check(&doc, "R1").evidence_weight, 1.25);
 }
 
 #[test]
 fn revision_reset_drops_earlier_evidence() {
-    // C1 (reset): the fail is dropped: 1 / 1 = 100, one pass counted.
+    // C1 (reset): the fail is dropped: (1 + 1) / (2 + 1) = 66.6667, one pass counted (kept, the
+    // fail would give 2 / 4 = 50).
     let doc = revision_doc("C1").score();
-    close(check(&doc, "C1").value.unwrap(), 100.0);
+    close(check(&doc, "C1").value.unwrap(), 66.6667);
     assert_eq!((check(&doc, "C1").passes, check(&doc, "C1").fails), (1, 0));
 }
 
 #[test]
 fn checks_without_on_revision_ignore_revisions() {
-    // S1 has no on_revision: 1 / 2 = 50.
+    // S1 has no on_revision: both weigh 1: (1 + 1) / (2 + 1 + 1) = 50.
     let doc = revision_doc("S1").score();
     close(check(&doc, "S1").value.unwrap(), 50.0);
 }
@@ -220,13 +273,18 @@ fn checks_without_on_revision_ignore_revisions() {
 #[test]
 fn revision_by_time_when_no_id_is_given() {
     // A fail 2 days ago with no revision id, a revision 1 day ago: R2's fail halves.
-    // fail weight 2^(-2/14) * 0.5, pass now weight 1.
+    // fail weight 2^(-2/14) * 0.5 = 0.9057 * 0.5 = 0.4529, pass now weight 1:
+    // (1 + 1) / (2 + 1 + 0.4529) = 57.9230.
     let mut d = Doc::new();
     d.revision("r2", days(1.0));
     d.add("R2", "fail", days(2.0));
     d.add("R2", "pass", 0);
     let fail = libm::exp2(-2.0 / 14.0) * 0.5;
-    close(check(&d.score(), "R2").value.unwrap(), 100.0 / (1.0 + fail));
+    close(fail, 0.4529);
+    close(
+        check(&d.score(), "R2").value.unwrap(),
+        100.0 * 2.0 / (3.0 + fail),
+    );
 }
 
 // ---------- na, prior, renormalisation, denominator ----------
@@ -494,8 +552,9 @@ fn payto_changed_within_168_hours() {
 #[test]
 fn gates_ignore_revisions() {
     // An overcharge under r1 at 1.5 days, then r2, r3, r4 and a pass now under r4: the fail's
-    // scoring weight is 2^(-1.5/30) / 8 = 0.9659 / 8 = 0.1207 (value 1 / 1.1207 = 89.2266), but the gate
-    // reads time decay only: 2^(-1.5/30) = 0.9659 >= 0.25, binding.
+    // scoring weight is 2^(-1.5/30) / 8 = 0.965936 / 8 = 0.120742 (value (1 + 1) /
+    // (2 + 1 + 0.120742) = 64.0873), but the gate reads time decay only: 2^(-1.5/30) = 0.9659
+    // >= 0.25, binding.
     let mut d = Doc::new();
     d.revision("r1", days(2.0));
     d.add("H5", "fail", days(1.5))["revision"] = json!("r1");
@@ -507,7 +566,7 @@ fn gates_ignore_revisions() {
     let g = gate(&doc, "overcharge", "H5");
     assert!(g.binding);
     assert_eq!(g.fail_weight, Some(0.9659));
-    close(check(&doc, "H5").value.unwrap(), 89.2266);
+    close(check(&doc, "H5").value.unwrap(), 64.0873);
 }
 
 #[test]
@@ -605,15 +664,23 @@ fn avoid_for_grade_f() {
 
 #[test]
 fn caution_for_grade_c() {
-    // healthy, plus failing H1 (20 of 90 as_described = 6.67 points), H6 (6.67 points, and
-    // wrong_payee would bind, so use H2 instead: 3.33) and S1 and S2... pick failures worth
-    // about 25 points without any gate: C1 (works 11/100 * 45 = 4.95), C2 (4.05), H1 (6.67),
-    // H2 (3.33), S1 (4.5), S4 (2.25): total 25.75 -> score about 74: grade C.
+    // healthy(): R6 na, so good leaves and the denominator is 90; every check passes. The free
+    // checks' pass weight is sum_{i<40} 2^(-i/4/14) = 31.7440, value (1 + 31.7440) / 33.7440
+    // = 0.970365; S2's (half-life 30) 35.8185, value 0.973558; the paid checks' is
+    // sum_{i<12} 2^(-(20i/12)/30) = 9.7956, value 10.7956 / 11.7956 = 0.915222; the curves read
+    // 250 ms: 100. Points are 100/90 * dimension weight * check weight / scorable weight: the
+    // score is 94.7802 (sum of the 23 rounded contributions). Fail C1 (5.5 points), C2 (4.5),
+    // H1 (7.4074) and S1 (5.0), none of which has a gate, 400 times now: each such check's
+    // value falls to 32.7440 / 433.7440 = 0.075491, so the contributions 5.3370 + 4.3666
+    // + 7.1879 + 4.8518 = 21.7433 become 0.4152 + 0.3397 + 0.5592 + 0.3775 = 1.6916:
+    // 94.7802 - 21.7433 + 1.6916 = 74.7285: grade C, and with this much evidence the band is
+    // narrow, so the grade alone asks for caution.
     let mut d = healthy();
-    for id in ["C1", "C2", "H1", "H2", "S1", "S4"] {
+    for id in ["C1", "C2", "H1", "S1"] {
         d.add_n(id, "fail", 400, 0);
     }
     let doc = d.score();
+    assert_eq!(doc.score, Points::from_f64(74.7285));
     assert_eq!(
         doc.grade.as_deref(),
         Some("C"),
@@ -675,34 +742,39 @@ fn outlook_doc(passes_now: usize, fails_now: usize, pass_28: usize, fail_28: usi
 
 #[test]
 fn outlook_improving() {
-    // Only R2 has recent evidence: recent = 100 (one pass); baseline adds a fail 28 days ago
-    // (weight 0.25): 100 / 1.25 = 80. Delta +20: improving.
+    // Only R2 has recent evidence, so it carries all 100 points in both windows. Recent: one
+    // pass, (1 + 1) / (2 + 1) = 66.6667; baseline adds a fail 28 days ago (weight 0.25):
+    // 2 / 3.25 = 61.5385. Delta +5.1282 >= 5: improving.
     let o = outlook_doc(1, 0, 0, 1).score().outlook;
     assert_eq!(o.trend, outlook::Trend::Improving);
-    assert_eq!(o.recent, Some(Points::from_f64(100.0)));
-    assert_eq!(o.baseline, Some(Points::from_f64(80.0)));
+    assert_eq!(o.recent, Some(Points::from_f64(66.6667)));
+    assert_eq!(o.baseline, Some(Points::from_f64(61.5385)));
+    assert_eq!(o.delta, Some(Points::from_f64(5.1282)));
     assert_eq!(o.checks, vec!["R2".to_string()]);
 }
 
 #[test]
 fn outlook_stable_below_the_delta() {
-    // 5 passes now, a fail 28 days ago: baseline 5 / 5.25 = 95.2381; delta 4.7619 < 5.
-    let o = outlook_doc(5, 0, 0, 1).score().outlook;
+    // 2 passes now, a fail 28 days ago (weight 0.25): recent (1 + 2) / (2 + 2) = 75, baseline
+    // 3 / 4.25 = 70.5882; delta 4.4118 < 5: stable.
+    let o = outlook_doc(2, 0, 0, 1).score().outlook;
     assert_eq!(o.trend, outlook::Trend::Stable);
-    assert_eq!(o.delta, Some(Points::from_f64(100.0 - 95.2381)));
-    // 4 passes: baseline 4 / 4.25 = 94.1176; delta 5.8824: improving.
+    assert_eq!(o.delta, Some(Points::from_f64(75.0 - 70.5882)));
+    // 1 pass: recent 2 / 3 = 66.6667, baseline 2 / 3.25 = 61.5385; delta 5.1282: improving.
     assert_eq!(
-        outlook_doc(4, 0, 0, 1).score().outlook.trend,
+        outlook_doc(1, 0, 0, 1).score().outlook.trend,
         outlook::Trend::Improving
     );
 }
 
 #[test]
 fn outlook_declining() {
-    // A fail now, a pass 28 days ago: recent 0, baseline 0.25 / 1.25 = 20: delta -20.
+    // A fail now, a pass 28 days ago (weight 0.25): recent (1 + 0) / (2 + 1) = 33.3333,
+    // baseline (1 + 0.25) / (2 + 1.25) = 38.4615: delta -5.1282 <= -5: declining.
     let o = outlook_doc(0, 1, 1, 0).score().outlook;
     assert_eq!(o.trend, outlook::Trend::Declining);
-    assert_eq!(o.delta, Some(Points::from_f64(-20.0)));
+    assert_eq!(o.recent, Some(Points::from_f64(33.3333)));
+    assert_eq!(o.delta, Some(Points::from_f64(-5.1282)));
 }
 
 #[test]
