@@ -64,7 +64,7 @@ impl CheckKind {
     }
 }
 
-/// How a check's outcomes become a score: a share of passes, or a latency through a curve.
+/// How a check's outcomes become a score: a (decayed, posterior-mean) share of passes, or a latency through a curve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Metric {
     Rate,

@@ -34,7 +34,7 @@ pub enum Kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
-    /// The decayed share of passes.
+    /// The decayed share of passes, published as its posterior mean under the uniform prior.
     Rate,
     /// A measured p95 mapped through the check's curve.
     Curve,
