@@ -156,7 +156,10 @@ fn tie_to_even(x: f64, shortest: (String, i32)) -> (String, i32) {
         return (digits, exponent);
     }
     let lower = wide[..k].to_string();
-    let lower_is_even = lower.bytes().last().is_some_and(|b| (b - b'0').is_multiple_of(2));
+    let lower_is_even = lower
+        .bytes()
+        .last()
+        .is_some_and(|b| (b - b'0').is_multiple_of(2));
     if lower_is_even {
         return (lower, exponent);
     }

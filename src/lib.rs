@@ -11,13 +11,13 @@ pub mod evidence;
 pub mod history;
 pub mod observation;
 pub mod probe;
+pub mod report;
 pub mod rubric;
 pub mod runner;
 pub mod score;
 pub mod spend;
 pub mod wallet;
 pub mod x402;
-pub mod report;
 
 /// Install rustls' ring provider as the process default (once; later calls are no-ops).
 pub fn install_crypto_provider() {

@@ -1,7 +1,7 @@
 //! Checks: pure functions from observations to outcomes with receipts.
 
 pub mod conformance;
+pub mod free;
 pub mod paid;
 pub mod screen;
 pub mod sniff;
-pub mod free;

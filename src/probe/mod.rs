@@ -1,7 +1,7 @@
 //! Probers: one file per kind of IO. Everything here touches the network; nothing here decides.
 
+pub mod free;
 pub mod http;
 pub mod netguard;
 pub mod paid;
 pub mod rpc;
-pub mod free;
