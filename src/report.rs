@@ -20,10 +20,95 @@ pub struct ProbeReport {
     pub rubric: RubricRef,
     pub checks: Vec<ReportedCheck>,
     pub summary: Summary,
+    /// `live`, or `test_harness` for runs against a test lab: test data never passes for observation.
+    pub provenance: String,
+    /// What the paid call did, when `--pay` was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paid: Option<PaidSummary>,
     /// The provisional score from this run's own evidence, when computed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<serde_json::Value>,
     pub exit_code: i32,
+}
+
+/// The paid call in one paragraph: what was decided, what was signed and spent, where it settled.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PaidSummary {
+    /// `paid`, `refused` or `failed`.
+    pub decision: String,
+    /// Why we did not pay (each rule that declined), or what failed on our side.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation_id: Option<i64>,
+    /// The reservation's state after the call (`settled`, `released`, `open`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation_state: Option<String>,
+    /// The signed amount in atomic units, and what it was counted as against the caps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount_atomic: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asset: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain_id: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pay_to: Option<String>,
+    /// The transaction the endpoint's settlement response names (checked on chain by C6, H5, H6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_tx: Option<String>,
+}
+
+impl PaidSummary {
+    pub fn of(obs: &crate::probe::paid::PaidObservation) -> PaidSummary {
+        use crate::probe::paid::Decision;
+        let (decision, reasons) = match &obs.decision {
+            Decision::Paid { .. } => ("paid", Vec::new()),
+            Decision::Refused { refusals } => (
+                "refused",
+                refusals
+                    .iter()
+                    .map(|r| format!("{}: {}", r.code.as_str(), r.message))
+                    .collect(),
+            ),
+            Decision::Failed { stage, error } => ("failed", vec![format!("{stage}: {error}")]),
+        };
+        let sent = obs.payment.as_ref();
+        PaidSummary {
+            decision: decision.into(),
+            reasons,
+            reservation_id: obs
+                .reservation
+                .as_ref()
+                .map(|r| r.id)
+                .or(sent.map(|p| p.reservation_id)),
+            reservation_state: obs.reservation.as_ref().map(|r| r.state.clone()),
+            amount_atomic: sent.map(|p| p.authorization.value.clone()),
+            cost_usd: sent.map(|p| p.cost_usd.to_string()),
+            asset: sent.map(|p| p.asset.to_checksum(None)),
+            chain_id: sent.map(|p| p.chain_id),
+            pay_to: sent.map(|p| p.authorization.to.to_checksum(None)),
+            claimed_tx: obs.settlement.as_ref().and_then(|s| s.transaction.clone()),
+        }
+    }
+
+    pub fn line(&self) -> String {
+        match self.decision.as_str() {
+            "paid" => format!(
+                "paid {} atomic units ({} USD against the caps) of {} on chain {} to {}; reservation {} {}; the endpoint names transaction {}",
+                self.amount_atomic.as_deref().unwrap_or("?"),
+                self.cost_usd.as_deref().unwrap_or("?"),
+                self.asset.as_deref().unwrap_or("?"),
+                self.chain_id.map_or("?".into(), |c| c.to_string()),
+                self.pay_to.as_deref().unwrap_or("?"),
+                self.reservation_id.map_or("?".into(), |r| r.to_string()),
+                self.reservation_state.as_deref().unwrap_or("?"),
+                self.claimed_tx.as_deref().unwrap_or("none")
+            ),
+            other => format!("{other}, nothing signed: {}", self.reasons.join("; ")),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -117,6 +202,8 @@ impl ProbeReport {
             },
             checks,
             summary,
+            provenance: "live".into(),
+            paid: None,
             score: None,
             exit_code,
         }
@@ -140,9 +227,10 @@ impl ProbeReport {
         );
         let _ = writeln!(
             out,
-            "vantage {} at {}, rubric {} {} (sha256 {}...)",
+            "vantage {} at {}, provenance {}, rubric {} {} (sha256 {}...)",
             self.vantage,
             self.at,
+            self.provenance,
             self.rubric.id,
             self.rubric.version,
             &self.rubric.sha256[..12.min(self.rubric.sha256.len())]
@@ -176,6 +264,10 @@ impl ProbeReport {
                     let _ = writeln!(out, "      {} {}", paint("36", "fix:"), one_line(&fix, 140));
                 }
             }
+        }
+        if let Some(paid) = &self.paid {
+            let _ = writeln!(out, "\n{}", paint("1", "paid call"));
+            let _ = writeln!(out, "  {}", one_line(&paid.line(), 400));
         }
         if let Some(score) = &self.score {
             let _ = writeln!(out, "\n{}", paint("1", "provisional score"));

@@ -31,6 +31,8 @@ fn probe(lab: &Lab, scenario: &str, extra: &[&str]) -> std::process::Output {
             "2",
             "--spacing-ms",
             "10",
+            "--provenance",
+            "test_harness",
             "--ca-file",
         ])
         .arg(&m.ca_file)
@@ -66,6 +68,9 @@ async fn exit_codes_and_the_json_report() {
     assert_eq!(report["checks"].as_array().unwrap().len(), 27);
     assert_eq!(report["rubric"]["sha256"].as_str().unwrap().len(), 64);
     assert_eq!(report["exit_code"], 0);
+    assert_eq!(report["provenance"], "test_harness");
+    assert_eq!(report["score"]["provenance"], "test_harness");
+    assert!(report.get("paid").is_none(), "no paid call without --pay");
     let r1 = report["checks"]
         .as_array()
         .unwrap()
@@ -157,6 +162,15 @@ async fn pay_once_within_the_cap_and_record_it() {
         .find(|c| c["id"] == "R4")
         .unwrap();
     assert_eq!(r4["outcome"], "unmeasured", "{}", r4["evidence"]);
+    assert_eq!(report["paid"]["decision"], "refused");
+    assert!(
+        report["paid"]["reasons"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("over_per_call_cap"),
+        "{}",
+        report["paid"]
+    );
     assert_eq!(
         lab.token.balance_of(lab.payer).await.unwrap(),
         before - U256::from(10_000u64)

@@ -86,6 +86,10 @@ pub struct Args {
     /// $XDG_STATE_HOME/x402-probe, else ~/.local/state/x402-probe.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// What this run's evidence is: `live` (a real endpoint) or `test_harness` (a test lab); stated
+    /// in the report and the score so test data never passes for observation.
+    #[arg(long, default_value = "live", value_parser = ["live", "test_harness"])]
+    pub provenance: String,
     /// Blocks a settlement needs before chain reads count as final (0 for a local dev chain that
     /// mines only on demand).
     #[arg(long, default_value_t = 2)]
@@ -160,8 +164,9 @@ pub fn run(args: Args) -> Result<i32> {
             _ => Ok(runner::run(&cfg, None, &rubric, &args.url, now).await),
         }
     })?;
-    let inputs = runner::single_run_inputs(&rubric, &out, "uncategorised", "live");
+    let inputs = runner::single_run_inputs(&rubric, &out, "uncategorised", &args.provenance);
     let score = runner::score_inputs(&rubric, &inputs);
+    let paid = out.paid.as_ref().map(crate::report::PaidSummary::of);
     let mut report = ProbeReport::new(
         &args.url,
         &args.vantage,
@@ -170,6 +175,8 @@ pub fn run(args: Args) -> Result<i32> {
         out.results,
     );
     report.score = Some(score);
+    report.paid = paid;
+    report.provenance = args.provenance.clone();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
