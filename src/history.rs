@@ -121,3 +121,98 @@ pub fn quoted_price_usd(obs: &crate::observation::FreeObservation) -> Option<f64
     let micros: u128 = amount.try_into().ok()?;
     Some(micros as f64 / 1e6)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::{Outcome, Receipt};
+
+    fn result(id: &str, outcome: Outcome, detail: Value) -> CheckResult {
+        CheckResult {
+            id: id.into(),
+            outcome,
+            evidence: String::new(),
+            value: None,
+            receipt: Receipt {
+                vantage: "v".into(),
+                at: "2026-11-29T00:00:00Z".into(),
+                detail,
+                ..Receipt::default()
+            },
+        }
+    }
+
+    #[test]
+    fn per_sample_checks_expand_and_others_give_one_entry() {
+        let rubric = Rubric::embedded_default();
+        let results = vec![
+            result(
+                "R1",
+                Outcome::Fail,
+                json!({"samples": [{"outcome": "pass"}, {"outcome": "fail"}, {"outcome": "unmeasured"}]}),
+            ),
+            result(
+                "R3",
+                Outcome::Pass,
+                json!({"samples": [{"outcome": "pass", "ms": 12.0}, {"outcome": "fail"}]}),
+            ),
+            // Paid checks keep their own detail under `check`.
+            result(
+                "R7",
+                Outcome::Pass,
+                json!({"check": {"samples": [{"outcome": "pass", "ms": 40.0}]}}),
+            ),
+            result("C1", Outcome::Pass, Value::Null),
+            result("H2", Outcome::Unmeasured, Value::Null),
+            result("R4", Outcome::Pass, Value::Null),
+        ];
+        let entries = run_entries(&results, &rubric, true, "r0");
+        let summary: Vec<(String, String, Option<f64>, String)> = entries
+            .iter()
+            .map(|e| {
+                (
+                    e["check"].as_str().unwrap().to_string(),
+                    e["outcome"].as_str().unwrap().to_string(),
+                    e.get("value").and_then(Value::as_f64),
+                    e["kind"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        let s = |c: &str, o: &str, v: Option<f64>, k: &str| {
+            (c.to_string(), o.to_string(), v, k.to_string())
+        };
+        assert_eq!(
+            summary,
+            vec![
+                s("R1", "pass", None, "free"),
+                s("R1", "fail", None, "free"),
+                s("R1", "unmeasured", None, "free"),
+                s("R3", "pass", Some(12.0), "free"),
+                s("R3", "fail", None, "free"),
+                s("R7", "pass", Some(40.0), "paid"),
+                s("C1", "pass", None, "free"),
+                s("H2", "unmeasured", None, "free"),
+                s("R4", "pass", None, "paid"),
+            ]
+        );
+        assert!(
+            entries
+                .iter()
+                .all(|e| e["receipt"].as_str().unwrap().len() == 64 && e["revision"] == "r0")
+        );
+    }
+
+    #[test]
+    fn paid_entries_count_as_a_paid_call_only_when_a_payment_was_sent() {
+        let rubric = Rubric::embedded_default();
+        let results = vec![result("R4", Outcome::Unmeasured, Value::Null)];
+        assert_eq!(
+            run_entries(&results, &rubric, false, "r0")[0]["kind"],
+            "free"
+        );
+        assert_eq!(
+            run_entries(&results, &rubric, true, "r0")[0]["kind"],
+            "paid"
+        );
+    }
+}

@@ -227,44 +227,19 @@ pub struct ValueRules {
     pub price_percentile_among: String,
 }
 
-/// The file as written; [`Rubric`] is this after validation.
+/// A validated rubric and the SHA-256 of the bytes it was read from. It is read straight from the file
+/// (unknown fields refused); the two fields the file does not carry are set after validation.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RubricFile {
-    schema: String,
-    id: String,
-    version: String,
-    title: String,
-    description: String,
-    #[serde(default)]
-    url: Option<String>,
-    #[serde(default)]
-    notes: Option<String>,
-    subject_types: Vec<String>,
-    dimensions: Vec<Dimension>,
-    decay: Decay,
-    checks: Vec<Check>,
-    gates: Vec<Gate>,
-    grades: Vec<GradeStep>,
-    confidence: Vec<ConfidenceStep>,
-    verdict: VerdictRules,
-    outlook: Outlook,
-    watch: Watch,
-    monte_carlo: MonteCarlo,
-    value: ValueRules,
-    #[serde(default)]
-    changelog: Vec<String>,
-}
-
-/// A validated rubric and the SHA-256 of the bytes it was read from.
-#[derive(Debug, Clone)]
 pub struct Rubric {
     pub schema: String,
     pub id: String,
     pub version: String,
     pub title: String,
     pub description: String,
+    #[serde(default)]
     pub url: Option<String>,
+    #[serde(default)]
     pub notes: Option<String>,
     pub subject_types: Vec<String>,
     pub dimensions: Vec<Dimension>,
@@ -278,8 +253,11 @@ pub struct Rubric {
     pub watch: Watch,
     pub monte_carlo: MonteCarlo,
     pub value: ValueRules,
+    #[serde(default)]
     pub changelog: Vec<String>,
+    #[serde(skip)]
     major_version: u64,
+    #[serde(skip)]
     sha256: String,
 }
 
@@ -289,55 +267,11 @@ pub const SUPPORTED_SCHEMA: &str = "swarmmemo.rubric/1";
 impl Rubric {
     /// Parse and validate a rubric file; the id is the SHA-256 of exactly these bytes.
     pub fn from_bytes(bytes: &[u8]) -> Result<Rubric, RubricError> {
-        let file: RubricFile = serde_json::from_slice(bytes)?;
-        let major_version = validate::major_version(&file.version)?;
-        validate::validate(&file)?;
-        let RubricFile {
-            schema,
-            id,
-            version,
-            title,
-            description,
-            url,
-            notes,
-            subject_types,
-            dimensions,
-            decay,
-            checks,
-            gates,
-            grades,
-            confidence,
-            verdict,
-            outlook,
-            watch,
-            monte_carlo,
-            value,
-            changelog,
-        } = file;
-        Ok(Rubric {
-            schema,
-            id,
-            version,
-            title,
-            description,
-            url,
-            notes,
-            subject_types,
-            dimensions,
-            decay,
-            checks,
-            gates,
-            grades,
-            confidence,
-            verdict,
-            outlook,
-            watch,
-            monte_carlo,
-            value,
-            changelog,
-            major_version,
-            sha256: hex::encode(Sha256::digest(bytes)),
-        })
+        let mut rubric: Rubric = serde_json::from_slice(bytes)?;
+        rubric.major_version = validate::major_version(&rubric.version)?;
+        validate::validate(&rubric)?;
+        rubric.sha256 = hex::encode(Sha256::digest(bytes));
+        Ok(rubric)
     }
 
     /// The rubric embedded in the binary (`rubrics/x402-endpoint.json`).

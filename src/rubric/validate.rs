@@ -1,6 +1,6 @@
 //! Every rule a rubric file must satisfy before anything is scored under it.
 
-use super::{Metric, RubricError, RubricFile, SUPPORTED_SCHEMA};
+use super::{Metric, Rubric, RubricError, SUPPORTED_SCHEMA};
 use std::collections::HashSet;
 
 fn invalid(message: impl Into<String>) -> RubricError {
@@ -36,7 +36,7 @@ fn finite_positive(what: &str, x: f64) -> Result<(), RubricError> {
     }
 }
 
-pub(super) fn validate(file: &RubricFile) -> Result<(), RubricError> {
+pub(super) fn validate(file: &Rubric) -> Result<(), RubricError> {
     if file.schema != SUPPORTED_SCHEMA {
         return Err(invalid(format!(
             "schema {:?} is not supported (expected {SUPPORTED_SCHEMA:?})",
@@ -59,7 +59,7 @@ pub(super) fn validate(file: &RubricFile) -> Result<(), RubricError> {
     validate_rest(file)
 }
 
-fn validate_dimensions(file: &RubricFile) -> Result<(), RubricError> {
+fn validate_dimensions(file: &Rubric) -> Result<(), RubricError> {
     if file.dimensions.is_empty() {
         return Err(invalid("no dimensions"));
     }
@@ -80,7 +80,7 @@ fn validate_dimensions(file: &RubricFile) -> Result<(), RubricError> {
     Ok(())
 }
 
-fn validate_checks(file: &RubricFile) -> Result<(), RubricError> {
+fn validate_checks(file: &Rubric) -> Result<(), RubricError> {
     if file.checks.is_empty() {
         return Err(invalid("no checks"));
     }
@@ -175,7 +175,7 @@ fn validate_curve(check: &str, points: &[(f64, f64)]) -> Result<(), RubricError>
     Ok(())
 }
 
-fn validate_gates(file: &RubricFile) -> Result<(), RubricError> {
+fn validate_gates(file: &Rubric) -> Result<(), RubricError> {
     for (i, g) in file.gates.iter().enumerate() {
         let name = format!("gate #{i} ({})", g.flag);
         if g.flag.trim().is_empty() {
@@ -212,7 +212,7 @@ fn validate_gates(file: &RubricFile) -> Result<(), RubricError> {
     Ok(())
 }
 
-fn validate_grades_and_confidence(file: &RubricFile) -> Result<(), RubricError> {
+fn validate_grades_and_confidence(file: &Rubric) -> Result<(), RubricError> {
     if file.grades.is_empty() {
         return Err(invalid("no grades"));
     }
@@ -267,7 +267,7 @@ fn validate_grades_and_confidence(file: &RubricFile) -> Result<(), RubricError> 
     Ok(())
 }
 
-fn validate_verdict(file: &RubricFile) -> Result<(), RubricError> {
+fn validate_verdict(file: &Rubric) -> Result<(), RubricError> {
     let v = &file.verdict;
     if !file.checks.iter().any(|c| c.id == v.probe_check) {
         return Err(invalid(format!(
@@ -297,7 +297,7 @@ fn validate_verdict(file: &RubricFile) -> Result<(), RubricError> {
     Ok(())
 }
 
-fn validate_rest(file: &RubricFile) -> Result<(), RubricError> {
+fn validate_rest(file: &Rubric) -> Result<(), RubricError> {
     let o = &file.outlook;
     finite_positive("outlook.recent_days", o.recent_days)?;
     finite_positive("outlook.baseline_days", o.baseline_days)?;
