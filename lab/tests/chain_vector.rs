@@ -105,7 +105,7 @@ fn the_fixture_was_built_from_the_committed_source() {
     let source_sha256 = hex::encode(Sha256::digest(TOKEN_SOURCE.as_bytes()));
     assert_eq!(
         fixture.source_sha256, source_sha256,
-        "contracts/LabUSDC.sol changed since the fixture was built: run `node tests/lab/scripts/build-token.mjs`"
+        "contracts/LabUSDC.sol changed since the fixture was built: run `node lab/scripts/build-token.mjs`"
     );
     assert!(
         fixture.solc_version.starts_with("0.8."),

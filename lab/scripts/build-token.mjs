@@ -1,10 +1,10 @@
 // Compiles the lab token with the npm `solc` (solcjs, pinned in the root package.json) and writes the
-// fixture the Rust lab deploys: tests/lab/fixtures/LabUSDC.json (ABI, bytecode, compiler version and the
+// fixture the Rust lab deploys: lab/fixtures/LabUSDC.json (ABI, bytecode, compiler version and the
 // sha256 of the source it was built from, so a test can tell when the fixture is stale).
 //
 // Usage, from anywhere in the repository after `npm ci` at its root:
-//   node tests/lab/scripts/build-token.mjs          # rebuild the fixture
-//   node tests/lab/scripts/build-token.mjs --check  # exit 1 if the committed fixture is not what we build
+//   node lab/scripts/build-token.mjs          # rebuild the fixture
+//   node lab/scripts/build-token.mjs --check  # exit 1 if the committed fixture is not what we build
 
 import { createHash } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -71,7 +71,7 @@ if (process.argv.includes("--check")) {
     // A missing fixture is simply stale.
   }
   if (committed !== text) {
-    console.error(`fixtures/${CONTRACT}.json is stale: run node tests/lab/scripts/build-token.mjs`);
+    console.error(`fixtures/${CONTRACT}.json is stale: run node lab/scripts/build-token.mjs`);
     process.exit(1);
   }
   console.log(`fixtures/${CONTRACT}.json is up to date (source sha256 ${sourceSha256})`);
