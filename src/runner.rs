@@ -6,10 +6,12 @@ use serde_json::Value;
 
 use crate::checks::free::evaluate_free;
 use crate::evidence::CheckResult;
+use crate::evidence::paid::RefundSeen;
 use crate::history::{SubjectFacts, inputs_document, quoted_price_usd, run_entries};
 use crate::observation::FreeObservation;
 use crate::probe::free::{FreeProbeConfig, probe_free};
 use crate::probe::paid::{PaidContext, PaidObservation, paid_call};
+use crate::probe::refund::watch_refund;
 use crate::probe::rpc::Rpc;
 use crate::rubric::Rubric;
 use crate::x402::parse::parse_payment_required;
@@ -72,7 +74,13 @@ pub async fn pay_and_merge(ctx: &PaidContext<'_>, rubric: &Rubric, out: &mut Run
         return;
     };
     let quote = parse_payment_required(resp.status, &resp.headers, &resp.body);
-    let obs = paid_call(ctx, &out.free.subject, &last.request, &quote).await;
+    let mut obs = paid_call(ctx, &out.free.subject, &last.request, &quote).await;
+    // The refund watch is a job of its own, after the paid lane is free again; a one-off run
+    // waits for it (bounded by `refund_watch_max_secs`), the daemon schedules it.
+    obs.refund = Some(match crate::checks::paid::refund_plan(&obs) {
+        Ok(plan) => watch_refund(ctx.fetch, ctx.rpc, &ctx.options, ctx.wall, &plan).await,
+        Err(why) => RefundSeen::skipped(why),
+    });
     let paid_results =
         crate::checks::paid::evaluate_with_rubric(&obs, rubric, out.free.at, &out.free.vantage);
     for r in paid_results {

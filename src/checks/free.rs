@@ -519,7 +519,7 @@ fn h4(run: &Run) -> Conclusion {
     let Some(required) = run.required() else {
         return run.not_without_requirements();
     };
-    let file = match crate::checks::paid::parse_operator_file(&resp.body) {
+    let file = match crate::x402::operator::parse_operator_file(&resp.body) {
         Ok(f) => f,
         Err(why) => return Conclusion::fail(why),
     };

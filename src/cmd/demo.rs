@@ -141,6 +141,8 @@ mod with_lab {
                 rpc: &rpc,
                 fetch: &cfg.fetch,
                 options: PaidOptions::lab(),
+                clock: &crate::clock::SystemClock,
+                wall: &crate::clock::SystemClock,
                 on_step: None,
             };
             println!(

@@ -157,6 +157,8 @@ pub fn run(args: Args) -> Result<i32> {
                     rpc,
                     fetch: &cfg.fetch,
                     options: pay.options.clone(),
+                    clock: &crate::clock::SystemClock,
+                    wall: &crate::clock::SystemClock,
                     on_step: None,
                 };
                 anyhow::Ok(runner::run(&cfg, Some(&ctx), &rubric, &args.url, now).await)

@@ -14,7 +14,7 @@ use crate::x402::parse::parse_payment_required;
 use crate::x402::types::PaymentRequired;
 
 /// The path of the operator file (format: `probes/operator-file.md`).
-pub const OPERATOR_FILE_PATH: &str = "/.well-known/x402-operator.json";
+pub use crate::x402::operator::OPERATOR_FILE_PATH;
 /// Catalogue pages read at most (100 items each) before giving up on finding the subject.
 const MAX_LISTING_PAGES: usize = 50;
 const LISTING_PAGE_SIZE: usize = 100;

@@ -43,6 +43,7 @@
 
 pub mod eip712;
 pub mod network;
+pub mod operator;
 pub mod parse;
 pub mod payload;
 pub mod types;

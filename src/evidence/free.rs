@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use alloy::primitives::B256;
 
-use crate::probe::http::{Exchange, FetchRequest};
+use super::http::{Exchange, FetchRequest};
 
 /// Everything one free probe run saw.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,6 +32,17 @@ pub struct FreeObservation {
     pub declared_assets: Vec<Address>,
     /// Whether the address guard was off for this run (the lab): recorded so a receipt shows it.
     pub allow_private: bool,
+}
+
+impl FreeObservation {
+    /// Every exchange this run made (samples, then the operator file), for storage that keeps
+    /// bodies apart.
+    pub fn exchanges_mut(&mut self) -> impl Iterator<Item = &mut Exchange> {
+        self.samples
+            .iter_mut()
+            .map(|s| &mut s.exchange)
+            .chain(self.operator_file.iter_mut())
+    }
 }
 
 /// One unpaid request and what came back.
