@@ -10,6 +10,7 @@ pub mod cmd;
 pub mod definitions;
 pub mod evidence;
 pub mod history;
+pub mod ledger;
 pub mod paid;
 /// The evidence of a free run (kept under its old name while the tree moves to `evidence`).
 pub use evidence::free as observation;
@@ -20,6 +21,7 @@ pub mod runner;
 pub mod score;
 pub mod secret;
 pub mod spend;
+pub mod store;
 pub mod wallet;
 pub mod x402;
 

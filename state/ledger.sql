@@ -64,3 +64,14 @@ CREATE TABLE IF NOT EXISTS score (
     document  BLOB NOT NULL,
     PRIMARY KEY (subject, day)
 ) STRICT;
+
+-- The scorer's history entries of each run, derived from the ledger's run and refund entries when
+-- they are appended (in the same transaction): an index that scoring reads instead of whole runs.
+-- `recompute --ledger` rebuilds them from the entries themselves.
+CREATE TABLE IF NOT EXISTS history (
+    subject TEXT NOT NULL,
+    seq     INTEGER NOT NULL,
+    idx     INTEGER NOT NULL,
+    entry   BLOB NOT NULL,
+    PRIMARY KEY (subject, seq, idx)
+) STRICT, WITHOUT ROWID;

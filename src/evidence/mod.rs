@@ -8,6 +8,7 @@ pub mod decode;
 pub mod free;
 pub mod http;
 pub mod paid;
+pub mod run;
 pub mod usd;
 
 /// What one check concluded from one probe run.

@@ -281,6 +281,36 @@ pub struct OperatorFile {
     /// Wallets the operator lists, which a refund may come from besides `payTo`.
     pub wallets: Vec<OperatorWallet>,
     pub refund: Option<RefundRule>,
+    /// Dated revision notes: the owner's word that a price change or a payTo rotation is
+    /// intended (H2, H3).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<RevisionNote>,
+}
+
+/// What a revision note announces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoteKind {
+    /// The price changes (H2): `amount`, when given, is the new price in atomic units.
+    PriceChange,
+    /// `payTo` moves to another wallet (H3): `pay_to` names the new wallet.
+    PaytoRotation,
+}
+
+/// One dated note of the operator file (`probes/operator-file.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevisionNote {
+    /// When the change takes effect or was announced, unix ms.
+    pub at_ms: i64,
+    pub kind: NoteKind,
+    /// The new price (atomic units, decimal), for a price change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount: Option<String>,
+    /// The new wallet, for a rotation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pay_to: Option<Address>,
+    /// The owner's words, bounded.
+    pub text: String,
 }
 
 /// One wallet of the operator file.
