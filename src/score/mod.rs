@@ -36,7 +36,7 @@ use tally::{CheckState, Tally};
 pub use document::FORMAT;
 
 /// The scorer's method version: named in every score document.
-pub const METHOD: &str = "x402-probe.scorer/1";
+pub const METHOD: &str = "x402-probe.scorer/2";
 
 /// Why a score could not be computed.
 #[derive(Debug, thiserror::Error)]

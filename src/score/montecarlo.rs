@@ -1,7 +1,7 @@
 //! The Monte Carlo band: draws from each check's posterior, summed with the checks' points,
 //! capped inside every draw, and read at the rubric's band percentiles.
 //!
-//! Posteriors (see `rubrics/README.md`, "Prior" and "Uncertainty of a p95"):
+//! Posteriors (see `rubrics/README.md`, "The prior", "Rate checks" and "Curve checks"):
 //! - a check with no evidence: its value is uniform on [0, 1] (the prior, mean 0.5);
 //! - a rate check: Beta(1 + decayed passes, 1 + decayed fails);
 //! - a curve check: the quantile level `U ~ Beta(0.95 (n + 1), 0.05 (n + 1))` with `n` the
