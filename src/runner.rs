@@ -14,6 +14,7 @@ use crate::probe::paid::{PaidContext, PaidObservation, paid_call};
 use crate::probe::refund::watch_refund;
 use crate::probe::rpc::Rpc;
 use crate::rubric::Rubric;
+use crate::score::input::{InputsDocument, Provenance};
 use crate::x402::parse::parse_payment_required;
 
 /// Everything one run saw and concluded.
@@ -92,13 +93,14 @@ pub async fn pay_and_merge(ctx: &PaidContext<'_>, rubric: &Rubric, out: &mut Run
 }
 
 /// The scorer's inputs for this one run: its history entries under one revision (`r0`, at the run's
-/// time), the subject's quoted price, and the provenance the caller states.
+/// time) numbered from 0 in run order, the subject's quoted price, and the provenance the caller
+/// states.
 pub fn single_run_inputs(
     rubric: &Rubric,
     out: &RunOutput,
     category: &str,
-    provenance: &str,
-) -> Value {
+    provenance: Provenance,
+) -> InputsDocument {
     let at = crate::evidence::rfc3339(out.free.at);
     let subject = SubjectFacts {
         id: out.free.subject.clone(),
@@ -107,12 +109,12 @@ pub fn single_run_inputs(
         price_usd: quoted_price_usd(&out.free).unwrap_or(0.0),
         revisions: vec![("r0".into(), at.clone())],
     };
-    let history = run_entries(&out.results, rubric, out.payment_sent(), "r0");
+    let history = run_entries(&out.results, rubric, out.payment_sent(), "r0", 0);
     // Scored as of the run's last evidence (the paid call ends after the run starts). The times are
     // all RFC 3339 UTC of one format, so their text order is their time order.
     let as_of = history
         .iter()
-        .filter_map(|e| e.get("at").and_then(Value::as_str))
+        .map(|e| e.at.as_str())
         .chain(std::iter::once(at.as_str()))
         .max()
         .unwrap_or(at.as_str())
@@ -122,10 +124,16 @@ pub fn single_run_inputs(
 
 /// Score inputs; a scoring error is returned as `{"error": ...}` in place of the document, so a
 /// report can say it rather than lose the run.
-pub fn score_inputs(rubric: &Rubric, inputs: &Value) -> Value {
-    let scored = serde_json::to_vec(inputs)
+pub fn score_inputs(rubric: &Rubric, inputs: &InputsDocument) -> Value {
+    let scored = crate::score::input::Inputs::from_document(inputs.clone())
         .map_err(anyhow::Error::from)
-        .and_then(|bytes| Ok(crate::score::score_json(rubric, &bytes)?))
+        .and_then(|inputs| {
+            Ok(crate::score::score(
+                rubric,
+                &inputs,
+                crate::score::montecarlo::Sampler::InverseCdfTable,
+            )?)
+        })
         .and_then(|doc| Ok(serde_json::from_slice::<Value>(&doc.to_bytes()?)?));
     scored.unwrap_or_else(|e| serde_json::json!({"error": format!("not scored: {e:#}")}))
 }

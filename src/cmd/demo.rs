@@ -160,7 +160,12 @@ mod with_lab {
         );
         let (mut kept, mut broken, mut spent_atomic) = (0usize, 0usize, 0u128);
         for (e, out) in lab.endpoints.iter().zip(&outs) {
-            let inputs = runner::single_run_inputs(&rubric, out, "weather", "test_harness");
+            let inputs = runner::single_run_inputs(
+                &rubric,
+                out,
+                "weather",
+                crate::score::input::Provenance::TestHarness,
+            );
             let score = runner::score_inputs(&rubric, &inputs);
             let mut differs = Vec::new();
             for (id, want) in &e.scenario.expect {

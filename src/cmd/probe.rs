@@ -166,7 +166,8 @@ pub fn run(args: Args) -> Result<i32> {
             _ => Ok(runner::run(&cfg, None, &rubric, &args.url, now).await),
         }
     })?;
-    let inputs = runner::single_run_inputs(&rubric, &out, "uncategorised", &args.provenance);
+    let inputs =
+        runner::single_run_inputs(&rubric, &out, "uncategorised", args.provenance.parse()?);
     let score = runner::score_inputs(&rubric, &inputs);
     let paid = out.paid.as_ref().map(crate::report::PaidSummary::of);
     let mut report = ProbeReport::new(
