@@ -8,6 +8,7 @@ pub mod checks;
 pub mod cmd;
 pub mod definitions;
 pub mod evidence;
+pub mod files;
 pub mod history;
 pub mod observation;
 pub mod probe;

@@ -12,7 +12,6 @@
 //! - Nothing here prints the key: there is no `Debug` on anything that holds it, and errors
 //!   never include file contents.
 
-use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -21,11 +20,13 @@ use alloy::signers::SignerSync;
 use alloy::signers::local::PrivateKeySigner;
 use zeroize::Zeroizing;
 
+use crate::files::{FileError, open_regular};
+
 use crate::spend::Reservation;
 use crate::x402::eip712::{Authorization, TokenDomain, recover_signer, transfer_digest};
 
 /// Largest key file read: a hex key with a prefix and a newline is 67 bytes.
-const MAX_KEY_FILE_BYTES: u64 = 1024;
+const MAX_KEY_FILE_BYTES: u64 = crate::files::caps::KEY_FILE;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WalletError {
@@ -207,11 +208,16 @@ fn read_key_text(source: &KeySource) -> Result<Zeroizing<Vec<u8>>, WalletError> 
         path: shown.clone(),
         why,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let meta = file.metadata().map_err(io)?;
-    if !meta.is_file() {
-        return Err(refused("not a regular file".into()));
-    }
+    let from_file = |e: FileError| match e {
+        FileError::Open { error, .. } | FileError::Read { error, .. } => io(error),
+        FileError::NotRegular { what, .. } => refused(format!("{what}, not a regular file")),
+        FileError::TooLarge { size, .. } => {
+            refused(format!("{size} bytes is too large for a key file"))
+        }
+    };
+    // Opened without blocking (a FIFO here must not hang the probe) and checked on the open file.
+    let file = open_regular(path, MAX_KEY_FILE_BYTES, "a wallet key").map_err(from_file)?;
+    let meta = file.metadata();
     if let KeySource::File(_) = source {
         // SAFETY: geteuid has no preconditions and cannot fail.
         let euid = unsafe { libc::geteuid() };
@@ -228,19 +234,8 @@ fn read_key_text(source: &KeySource) -> Result<Zeroizing<Vec<u8>>, WalletError> 
             )));
         }
     }
-    if meta.len() > MAX_KEY_FILE_BYTES {
-        return Err(refused(format!(
-            "{} bytes is too large for a key file",
-            meta.len()
-        )));
-    }
     let mut buf = Zeroizing::new(Vec::with_capacity(MAX_KEY_FILE_BYTES as usize + 1));
-    file.take(MAX_KEY_FILE_BYTES + 1)
-        .read_to_end(&mut buf)
-        .map_err(io)?;
-    if buf.len() as u64 > MAX_KEY_FILE_BYTES {
-        return Err(refused("grew while being read".into()));
-    }
+    file.read_into(&mut buf).map_err(from_file)?;
     Ok(buf)
 }
 
