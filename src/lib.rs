@@ -6,6 +6,7 @@
 pub mod canonical;
 pub mod checks;
 pub mod cmd;
+pub mod config;
 pub mod definitions;
 pub mod evidence;
 pub mod files;

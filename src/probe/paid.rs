@@ -59,6 +59,8 @@ pub struct PaidOptions {
     pub refund_watch_max_secs: u64,
     /// Replay the payment once our authorization is spent (H7).
     pub replay: bool,
+    /// The whole paid part of a run (quote to refund watch) ends by then, ms (`--paid-deadline-ms`).
+    pub deadline_ms: u64,
 }
 
 impl Default for PaidOptions {
@@ -71,6 +73,7 @@ impl Default for PaidOptions {
             poll_interval_ms: 1_000,
             refund_watch_max_secs: 600,
             replay: true,
+            deadline_ms: 900_000,
         }
     }
 }
@@ -86,6 +89,7 @@ impl PaidOptions {
             poll_interval_ms: 200,
             refund_watch_max_secs: 60,
             replay: true,
+            deadline_ms: 120_000,
         }
     }
 }
