@@ -701,6 +701,44 @@ mod tests {
     }
 
     #[test]
+    fn the_daemons_toml_tables_map_onto_the_same_types() {
+        let text = r#"
+            [probe]
+            samples = 3
+            free_deadline_ms = 60000
+            nameservers = ["127.0.0.1:5353"]
+            rpc = "https://node.example/"
+            [probe.listing]
+            url = "https://catalogue.example/discovery/resources"
+            max_pages = 10
+            [pay]
+            max_usd = "0.05"
+            max_usd_per_day = "1"
+            wallet = { credential = "wallet-key" }
+        "#;
+        let config: RunConfig = toml::from_str(text).unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.probe.free_deadline_ms.get(), 60_000);
+        assert_eq!(config.probe.listing.as_ref().unwrap().max_pages.get(), 10);
+        let pay = config.pay.unwrap();
+        assert_eq!(pay.wallet, WalletSource::Credential("wallet-key".into()));
+        assert_eq!(pay.caps().1, "0.05".parse().unwrap());
+        let free = config.probe.free_probe_config(Vec::new());
+        assert_eq!(free.listing_budget.max_pages, 10);
+        assert_eq!(free.fetch.nameservers.len(), 1);
+
+        for (bad, want) in [
+            ("[probe]\nspacing_ms = 60001\n", "from 0 to 60000"),
+            ("[probe]\nsampels = 3\n", "unknown field"),
+            ("[daemon]\n", "unknown field"),
+            ("[probe.listing]\nurl = \"http://a..b/\"\n", "empty label"),
+        ] {
+            let err = toml::from_str::<RunConfig>(bad).unwrap_err();
+            assert!(err.to_string().contains(want), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn caps_must_be_positive_and_modest() {
         let pay = |usd: &str| PayConfig {
             max_usd: usd.parse().unwrap(),

@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// 65 characters: one more than a vantage name may have.
+const LONG_VANTAGE: &str = "vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv";
+
 /// Longer than any run here should take by far; a run still going then is a hang.
 const HANG: Duration = Duration::from_secs(60);
 
@@ -428,12 +431,19 @@ fn special_files_are_refused_by_name_without_blocking() {
     let hidden = docs.path().join("sub").join("b.json");
     std::fs::create_dir(docs.path().join("sub")).unwrap();
     mkfifo(&hidden);
-    let ran = run_env(
-        &["recompute", &docs.path().display().to_string()],
-        &[],
-        short,
-    );
+    let docs_s = docs.path().display().to_string();
+    let ran = run_env(&["recompute", &docs_s], &[], short);
     assert_refused(&ran, &hidden.display().to_string());
+    // A directory link back to its parent is not followed (it would recurse forever).
+    std::fs::remove_file(&hidden).unwrap();
+    std::os::unix::fs::symlink(docs.path(), docs.path().join("sub").join("loop")).unwrap();
+    let ran = run_env(&["recompute", &docs_s], &[], short);
+    assert_eq!(ran.code, Some(0), "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stdout.contains("1 score documents recomputed"),
+        "{}",
+        ran.stdout
+    );
 
     // The wallet key: a FIFO (as a file and as a systemd credential) is refused before it is read.
     let pay = |wallet: &[&str], env: &[(&str, &str)]| {
@@ -485,6 +495,14 @@ fn configuration_errors_are_usage_errors_before_any_traffic() {
     let ran = run(&["probe", &url, "--allow-private", "--ca-file", &bad_der_s]);
     assert_refused(&ran, &bad_der_s);
     assert!(ran.stderr.contains("--ca-file"), "{}", ran.stderr);
+    // A good certificate followed by a bad one: the bad one is named.
+    let ca = rcgen::generate_simple_self_signed(vec!["ca.test".to_string()]).unwrap();
+    let mixed = dir.path().join("mixed.pem");
+    let bad_pem = std::fs::read_to_string(&bad_der).unwrap();
+    std::fs::write(&mixed, format!("{}{bad_pem}", ca.cert.pem())).unwrap();
+    let mixed_s = mixed.display().to_string();
+    let ran = run(&["probe", &url, "--allow-private", "--ca-file", &mixed_s]);
+    assert_refused(&ran, "certificate #2 cannot be used");
     let empty = dir.path().join("empty.pem");
     std::fs::write(&empty, "no certificates here\n").unwrap();
     let ran = run(&[
@@ -673,7 +691,20 @@ fn out_of_range_options_and_payment_options_without_pay_are_refused() {
         (&["--samples", "65536"], "--samples"),
         (&["--free-deadline-ms", "99"], "--free-deadline-ms"),
         (&["--dns-timeout-ms", "0"], "--dns-timeout-ms"),
+        (&["--nameserver", "127.0.0.1:0"], "port 0"),
+        (&["--nameserver", "localhost"], "--nameserver"),
+        (&["--asset", "0x1234"], "--asset"),
+        (
+            &[
+                "--listing-max-bytes",
+                "1023",
+                "--listing",
+                "http://127.0.0.1:9/",
+            ],
+            "from 1024",
+        ),
         (&["--vantage", "a\nb"], "vantage"),
+        (&["--vantage", LONG_VANTAGE], "vantage"),
         (&["--max-usd", "0.05"], "--max-usd"),
         (&["--max-usd-per-day", "1"], "--max-usd-per-day"),
         (
