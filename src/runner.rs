@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::checks::free::evaluate_free;
 use crate::evidence::CheckResult;
-use crate::evidence::paid::RefundSeen;
+use crate::evidence::paid::{RefundPlan, RefundSeen};
 use crate::history::{SubjectFacts, inputs_document, quoted_price_usd, run_entries};
 use crate::observation::FreeObservation;
 use crate::probe::free::{FreeProbeConfig, probe_free};
@@ -44,10 +44,30 @@ pub async fn run(
     now: i64,
 ) -> RunOutput {
     let mut out = free_run(cfg, rubric, url, now).await;
-    if let Some(ctx) = pay {
-        pay_and_merge(ctx, rubric, &mut out).await;
+    if let Some(ctx) = pay
+        && let Some(plan) = pay_and_merge(ctx, rubric, &mut out).await
+    {
+        // A one-off run waits for the refund watch (bounded by `refund_watch_max_secs`); the
+        // daemon schedules it as a job of its own.
+        let refund = watch_refund(ctx.fetch, ctx.rpc, &ctx.options, ctx.wall, &plan).await;
+        merge_refund(rubric, &mut out, refund);
     }
     out
+}
+
+/// Puts a refund watch's result into the run and judges the paid checks again with it (H9).
+pub fn merge_refund(rubric: &Rubric, out: &mut RunOutput, refund: RefundSeen) {
+    let Some(obs) = out.paid.as_mut() else {
+        return;
+    };
+    obs.refund = Some(refund);
+    let paid_results =
+        crate::checks::paid::evaluate_with_rubric(obs, rubric, out.free.at, &out.free.vantage);
+    for r in paid_results {
+        if let Some(slot) = out.results.iter_mut().find(|x| x.id == r.id) {
+            *slot = r;
+        }
+    }
 }
 
 /// The free part of a run (no wallet involved: runs for many subjects can go concurrently).
@@ -63,8 +83,13 @@ pub async fn free_run(cfg: &FreeProbeConfig, rubric: &Rubric, url: &str, now: i6
 
 /// Pay once for what the free run saw (its first usable 402, for the request its later samples used:
 /// the documented example input when there is one) and put the paid outcomes in the results. A run
-/// without a usable 402 makes no paid call.
-pub async fn pay_and_merge(ctx: &PaidContext<'_>, rubric: &Rubric, out: &mut RunOutput) {
+/// without a usable 402 makes no paid call. When the call charged without delivering, returns
+/// what a refund watch needs (H9 stays `unmeasured` until the watch reports).
+pub async fn pay_and_merge(
+    ctx: &PaidContext<'_>,
+    rubric: &Rubric,
+    out: &mut RunOutput,
+) -> Option<RefundPlan> {
     let usable = out
         .free
         .samples
@@ -72,16 +97,18 @@ pub async fn pay_and_merge(ctx: &PaidContext<'_>, rubric: &Rubric, out: &mut Run
         .filter(|s| s.exchange.tls.as_ref().is_none_or(|t| t.verified))
         .find_map(|s| s.exchange.response.as_ref());
     let (Some(resp), Some(last)) = (usable, out.free.samples.last()) else {
-        return;
+        return None;
     };
     let quote = parse_payment_required(resp.status, &resp.headers, &resp.body);
     let mut obs = paid_call(ctx, &out.free.subject, &last.request, &quote).await;
-    // The refund watch is a job of its own, after the paid lane is free again; a one-off run
-    // waits for it (bounded by `refund_watch_max_secs`), the daemon schedules it.
-    obs.refund = Some(match crate::checks::paid::refund_plan(&obs) {
-        Ok(plan) => watch_refund(ctx.fetch, ctx.rpc, &ctx.options, ctx.wall, &plan).await,
-        Err(why) => RefundSeen::skipped(why),
-    });
+    // The refund watch is a job of its own, after the paid lane is free again.
+    let plan = match crate::checks::paid::refund_plan(&obs) {
+        Ok(plan) => Some(plan),
+        Err(why) => {
+            obs.refund = Some(RefundSeen::skipped(why));
+            None
+        }
+    };
     let paid_results =
         crate::checks::paid::evaluate_with_rubric(&obs, rubric, out.free.at, &out.free.vantage);
     for r in paid_results {
@@ -90,6 +117,7 @@ pub async fn pay_and_merge(ctx: &PaidContext<'_>, rubric: &Rubric, out: &mut Run
         }
     }
     out.paid = Some(obs);
+    plan
 }
 
 /// The scorer's inputs for this one run: its history entries under one revision (`r0`, at the run's

@@ -5,14 +5,12 @@
 //! made on the opened file (so the file checked is the file read), the read is bounded, buffers
 //! are zeroed, and no error ever includes the file's contents.
 
-use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use zeroize::Zeroizing;
 
-/// Largest key file read: a hex key with a prefix and a newline is 67 bytes.
-const MAX_KEY_FILE_BYTES: u64 = 1024;
+use crate::files::{FileError, caps, open_regular};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
@@ -100,16 +98,16 @@ impl KeySource {
             path: shown.clone(),
             why,
         };
-        // O_NONBLOCK: opening a FIFO must not wait for a writer; the checks below refuse it.
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-            .open(path)
-            .map_err(io)?;
-        let meta = file.metadata().map_err(io)?;
-        if !meta.is_file() {
-            return Err(refused("not a regular file".into()));
-        }
+        let from_file = |e: FileError| match e {
+            FileError::Open { error, .. } | FileError::Read { error, .. } => io(error),
+            FileError::NotRegular { what, .. } => refused(format!("{what}, not a regular file")),
+            FileError::TooLarge { size, .. } => {
+                refused(format!("{size} bytes is too large for a key file"))
+            }
+        };
+        // Opened without blocking (a FIFO here must not hang us) and checked on the open file.
+        let file = open_regular(path, caps::KEY_FILE, what).map_err(from_file)?;
+        let meta = file.metadata();
         if let KeySource::File(_) = self {
             // SAFETY: geteuid has no preconditions and cannot fail.
             let euid = unsafe { libc::geteuid() };
@@ -126,19 +124,8 @@ impl KeySource {
                 )));
             }
         }
-        if meta.len() > MAX_KEY_FILE_BYTES {
-            return Err(refused(format!(
-                "{} bytes is too large for a key file",
-                meta.len()
-            )));
-        }
-        let mut buf = Zeroizing::new(Vec::with_capacity(MAX_KEY_FILE_BYTES as usize + 1));
-        file.take(MAX_KEY_FILE_BYTES + 1)
-            .read_to_end(&mut buf)
-            .map_err(io)?;
-        if buf.len() as u64 > MAX_KEY_FILE_BYTES {
-            return Err(refused("grew while being read".into()));
-        }
+        let mut buf = Zeroizing::new(Vec::with_capacity(caps::KEY_FILE as usize + 1));
+        file.read_into(&mut buf).map_err(from_file)?;
         Ok(buf)
     }
 }

@@ -75,3 +75,14 @@ CREATE TABLE IF NOT EXISTS history (
     entry   BLOB NOT NULL,
     PRIMARY KEY (subject, seq, idx)
 ) STRICT, WITHOUT ROWID;
+
+-- What each run saw a subject declare (price, payTo, revision fingerprint), for the checks that
+-- compare runs (H2, H3, revisions). Derived from the run entries, written with them.
+CREATE TABLE IF NOT EXISTS declared (
+    subject TEXT NOT NULL,
+    seq     INTEGER NOT NULL,
+    at_ms   INTEGER NOT NULL,
+    body    BLOB NOT NULL,
+    PRIMARY KEY (subject, seq)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS declared_time ON declared (subject, at_ms);

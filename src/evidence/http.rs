@@ -228,6 +228,13 @@ pub enum FetchErrorKind {
     /// More than `max_redirects` same-host redirects, each to a new URL.
     TooManyRedirects,
     BadUrl,
+    /// The name does not exist (NXDOMAIN): the subject's doing.
+    NameNotFound,
+    /// The name exists but has no A or AAAA record: the subject's doing.
+    NoAddress,
+    /// Our resolver could not answer (SERVFAIL, REFUSED, no nameserver reachable, no answer in
+    /// time): ours, says nothing about the subject.
+    ResolverFailed,
     Other,
 }
 

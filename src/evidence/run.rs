@@ -28,16 +28,19 @@ impl Provenance {
     }
 }
 
+/// A provenance name that is not one of `live`, `synthetic_fixture`, `test_harness`.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown provenance {0:?} (expected live, synthetic_fixture or test_harness)")]
+pub struct UnknownProvenance(pub String);
+
 impl std::str::FromStr for Provenance {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
+    type Err = UnknownProvenance;
+    fn from_str(s: &str) -> Result<Provenance, UnknownProvenance> {
         match s {
             "live" => Ok(Provenance::Live),
             "synthetic_fixture" => Ok(Provenance::SyntheticFixture),
             "test_harness" => Ok(Provenance::TestHarness),
-            other => Err(format!(
-                "unknown provenance {other:?} (live, synthetic_fixture, test_harness)"
-            )),
+            other => Err(UnknownProvenance(other.to_string())),
         }
     }
 }

@@ -33,7 +33,6 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde::{Deserialize, Serialize};
-
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout_at};
@@ -41,11 +40,11 @@ use tokio::time::{Instant, timeout_at};
 use super::netguard;
 
 pub use crate::evidence::decode::{DecodeError, MAX_RATIO, RATIO_FLOOR_BYTES, decode_body_bounded};
-pub use target::{Scheme, Target};
 // The exchange types are evidence (plain data the checks read and the ledger stores).
 pub use crate::evidence::http::{
     Exchange, FetchError, FetchErrorKind, FetchRequest, Hop, HttpResponse, Phase, Timings, TlsSeen,
 };
+pub use target::{Scheme, Target, parse_given_url, parse_host};
 
 /// hyper refuses a read buffer smaller than this.
 const HYPER_MIN_BUF: usize = 8192;
@@ -105,6 +104,10 @@ pub struct FetchConfig {
     /// Same-host redirects followed at most.
     pub max_redirects: usize,
     pub user_agent: String,
+    /// The DNS servers names are resolved through (UDP, then TCP on truncation); empty: the
+    /// system's configuration (`/etc/resolv.conf`). `/etc/hosts` and `localhost` are honoured
+    /// either way.
+    pub nameservers: Vec<SocketAddr>,
 }
 
 impl Default for FetchConfig {
@@ -119,6 +122,7 @@ impl Default for FetchConfig {
             max_body_bytes: 1024 * 1024,
             max_redirects: 5,
             user_agent: concat!("x402-probe/", env!("CARGO_PKG_VERSION")).to_string(),
+            nameservers: Vec::new(),
         }
     }
 }
@@ -334,11 +338,11 @@ impl HopRun {
             return Ok(vec![SocketAddr::new(ip, port)]);
         }
         let phase_started = Instant::now();
-        let lookup = tokio::net::lookup_host((self.target.host.as_str(), port));
         let limit = PhaseLimit::starting_now(cfg.timeouts.dns_ms, cfg, deadline);
+        let host = &self.target.host;
+        let lookup = lookup_ip(cfg, host, limit.remaining());
         let result = timeout_at(limit.at, lookup).await;
         self.hop.timings.dns_ms = Some(ms_since(phase_started));
-        let host = &self.target.host;
         let addrs = match result {
             Err(_) => {
                 return Err(FetchError::new(
@@ -347,14 +351,8 @@ impl HopRun {
                     format!("{host} not resolved {}", limit.describe()),
                 ));
             }
-            Ok(Err(e)) => {
-                return Err(FetchError::new(
-                    Phase::Dns,
-                    FetchErrorKind::Other,
-                    format!("cannot resolve {host}: {e}"),
-                ));
-            }
-            Ok(Ok(found)) => found,
+            Ok(Err((kind, message))) => return Err(FetchError::new(Phase::Dns, kind, message)),
+            Ok(Ok(found)) => found.into_iter().map(|ip| SocketAddr::new(ip, port)),
         };
         let mut unique: Vec<SocketAddr> = Vec::new();
         for addr in addrs {
@@ -365,7 +363,7 @@ impl HopRun {
         if unique.is_empty() {
             return Err(FetchError::new(
                 Phase::Dns,
-                FetchErrorKind::Other,
+                FetchErrorKind::NoAddress,
                 format!("{host} resolves to no address"),
             ));
         }
@@ -661,6 +659,83 @@ impl HopRun {
     }
 }
 
+/// Resolves `host` (a validated DNS name, never an IP literal) to its A and AAAA addresses through
+/// our own stub resolver: the configured nameservers, else the system's. Separates what the
+/// subject's DNS says (the name does not exist, or has no address) from our resolver failing.
+///
+/// A resolver is built per lookup, without a cache: each sample resolves afresh (as each sample
+/// connects afresh), and no resolver state outlives the runtime that drives it.
+async fn lookup_ip(
+    cfg: &FetchConfig,
+    host: &str,
+    within: Duration,
+) -> Result<Vec<IpAddr>, (FetchErrorKind, String)> {
+    use hickory_resolver::config::{
+        ConnectionConfig, LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig,
+    };
+    use hickory_resolver::net::runtime::TokioRuntimeProvider;
+    use hickory_resolver::{Resolver, TokioResolver};
+
+    let ours = |message: String| (FetchErrorKind::ResolverFailed, message);
+    let mut builder = if cfg.nameservers.is_empty() {
+        TokioResolver::builder_tokio().map_err(|e| {
+            ours(format!(
+                "our resolver failed: cannot read the system's resolver configuration: {e}"
+            ))
+        })?
+    } else {
+        let servers = cfg
+            .nameservers
+            .iter()
+            .map(|addr| {
+                let mut udp = ConnectionConfig::udp();
+                udp.port = addr.port();
+                let mut tcp = ConnectionConfig::tcp();
+                tcp.port = addr.port();
+                NameServerConfig::new(addr.ip(), true, vec![udp, tcp])
+            })
+            .collect();
+        Resolver::builder_with_config(
+            ResolverConfig::from_name_servers(servers),
+            TokioRuntimeProvider::default(),
+        )
+    };
+    let options = builder.options_mut();
+    options.use_hosts_file = ResolveHosts::Always;
+    options.cache_size = 0;
+    options.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
+    // One attempt per server within the phase's limit; the caller's deadline bounds the rest.
+    options.timeout = within.max(Duration::from_millis(1));
+    options.attempts = 1;
+    let resolver = builder
+        .build()
+        .map_err(|e| ours(format!("our resolver failed: cannot start it: {e}")))?;
+    // The URL's host is absolute: no search domains are appended.
+    let fqdn = if host.ends_with('.') {
+        host.to_string()
+    } else {
+        format!("{host}.")
+    };
+    match resolver.lookup_ip(fqdn.as_str()).await {
+        Ok(found) => Ok(found.iter().collect()),
+        Err(e) if e.is_nx_domain() => Err((
+            FetchErrorKind::NameNotFound,
+            format!("{host} does not exist (NXDOMAIN)"),
+        )),
+        Err(e) if e.is_no_records_found() => Err((
+            FetchErrorKind::NoAddress,
+            format!("{host} has no A or AAAA record"),
+        )),
+        Err(e) => Err(ours(format!("our resolver failed for {host}: {e}"))),
+    }
+}
+
+/// Checks extra trust anchors the way every TLS handshake will use them, so a CA file that holds
+/// a certificate webpki cannot use is refused when the configuration is read, not at each fetch.
+pub fn validate_extra_roots(roots: &[CertificateDer<'static>]) -> Result<(), String> {
+    tls::client_config(roots, false).map(|_| ())
+}
+
 /// Refuses the hop if any resolved address is not public: a name that mixes public and private
 /// addresses is itself suspicious, and the connection could land on either.
 fn guard(host: &str, addrs: &[SocketAddr]) -> Result<(), FetchError> {
@@ -866,6 +941,11 @@ impl PhaseLimit {
         }
     }
 
+    /// Time left until this limit.
+    fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
     /// Which limit applies, for messages: `within 5000 ms` or `before the overall deadline...`.
     fn describe(&self) -> String {
         if self.cut_by_overall {
@@ -885,7 +965,7 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Serde helpers: byte strings as standard base64.
+/// Serde helpers: certificate lists as standard base64.
 mod b64 {
     use base64::Engine;
     use base64::engine::general_purpose::STANDARD;

@@ -87,7 +87,7 @@ impl Default for PaidOptions {
             poll_interval_ms: 1_000,
             refund_watch_max_secs: 600,
             replay: true,
-            deadline_ms: 300_000,
+            deadline_ms: 900_000,
         }
     }
 }

@@ -27,41 +27,8 @@ fn invalid(message: impl Into<String>) -> InputError {
 }
 
 /// Whether a result describes real observations (seed 001's rule: test data never passes for
-/// observation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Provenance {
-    Live,
-    SyntheticFixture,
-    TestHarness,
-}
-
-impl Provenance {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Provenance::Live => "live",
-            Provenance::SyntheticFixture => "synthetic_fixture",
-            Provenance::TestHarness => "test_harness",
-        }
-    }
-}
-
-/// A provenance name that is not one of `live`, `synthetic_fixture`, `test_harness`.
-#[derive(Debug, thiserror::Error)]
-#[error("unknown provenance {0:?} (expected live, synthetic_fixture or test_harness)")]
-pub struct UnknownProvenance(pub String);
-
-impl std::str::FromStr for Provenance {
-    type Err = UnknownProvenance;
-    fn from_str(s: &str) -> Result<Provenance, UnknownProvenance> {
-        match s {
-            "live" => Ok(Provenance::Live),
-            "synthetic_fixture" => Ok(Provenance::SyntheticFixture),
-            "test_harness" => Ok(Provenance::TestHarness),
-            other => Err(UnknownProvenance(other.to_string())),
-        }
-    }
-}
+/// observation). One enum for the whole crate, from the evidence model.
+pub use crate::evidence::run::{Provenance, UnknownProvenance};
 
 /// The largest `seq` accepted: 2^53 - 1. RFC 8785 writes every number as a double, so a larger
 /// integer could not be told apart from its neighbour in the canonical bytes (and the digest).

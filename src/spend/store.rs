@@ -71,6 +71,9 @@ pub enum SpendError {
         #[source]
         source: std::io::Error,
     },
+    /// The state directory or a store file is not private to us (see [`SpendStore::open`]).
+    #[error("{path}: {why}; refused")]
+    NotPrivate { path: String, why: String },
 }
 
 /// Why [`SpendStore::reserve`] did not reserve.
@@ -241,7 +244,12 @@ impl std::fmt::Debug for SpendStore {
 }
 
 impl SpendStore {
-    /// Opens (creating if needed) `spend.sqlite` in `state_dir` (created 0700 if missing).
+    /// Opens (creating if needed) `spend.sqlite` in `state_dir`.
+    ///
+    /// The store records what we spend and reserve, so it must be ours alone, as ssh treats a key:
+    /// a missing state directory is created 0700; an existing one must be a directory owned by the
+    /// current user that neither group nor others can write (0755, as systemd's `StateDirectory=`
+    /// makes it, is accepted), else it is refused. The files are checked by [`Self::open_file`].
     pub fn open(state_dir: &Path) -> Result<SpendStore, SpendError> {
         if !state_dir.exists() {
             use std::os::unix::fs::DirBuilderExt;
@@ -255,10 +263,16 @@ impl SpendStore {
                     source,
                 })?;
         }
+        check_private_dir(state_dir)?;
         SpendStore::open_file(&state_dir.join(STORE_FILE))
     }
 
     /// Opens (creating if needed) the store at exactly `path`.
+    ///
+    /// A new store file is created 0600 (SQLite gives its `-wal` and `-shm` files the database
+    /// file's mode). An existing store file, `-wal` or `-shm` must be a regular file owned by the
+    /// current user: one that group or others can write is refused (it may have been altered); one
+    /// they can only read (0644, as earlier versions created it) is tightened to 0600.
     pub fn open_file(path: &Path) -> Result<SpendStore, SpendError> {
         let shown = path.display().to_string();
         let sql = |context| {
@@ -269,6 +283,12 @@ impl SpendStore {
                 source,
             }
         };
+        create_private_file(path)?;
+        for suffix in ["", "-wal", "-shm"] {
+            let mut file = path.as_os_str().to_owned();
+            file.push(suffix);
+            make_private_file(Path::new(&file))?;
+        }
         let conn = Connection::open(path).map_err(sql("opening"))?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(sql("setting the busy timeout"))?;
@@ -593,6 +613,110 @@ impl SpendStore {
     }
 }
 
+/// The state directory must be ours and writable by nobody else.
+fn check_private_dir(dir: &Path) -> Result<(), SpendError> {
+    use std::os::unix::fs::MetadataExt;
+    let shown = dir.display().to_string();
+    let refuse = |why: String| SpendError::NotPrivate {
+        path: shown.clone(),
+        why,
+    };
+    let meta = std::fs::metadata(dir).map_err(|source| SpendError::Io {
+        path: shown.clone(),
+        context: "reading the state directory",
+        source,
+    })?;
+    if !meta.is_dir() {
+        return Err(refuse("the state directory is not a directory".into()));
+    }
+    if meta.uid() != euid() {
+        return Err(refuse(format!(
+            "the state directory is owned by uid {}, not by the current user (uid {})",
+            meta.uid(),
+            euid()
+        )));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(refuse(format!(
+            "the state directory has mode {mode:04o}: group or others can write it; chmod 700 it"
+        )));
+    }
+    Ok(())
+}
+
+/// Creates the store file 0600 if it does not exist (before SQLite would create it 0644).
+fn create_private_file(path: &Path) -> Result<(), SpendError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(source) => Err(SpendError::Io {
+            path: path.display().to_string(),
+            context: "creating the store file",
+            source,
+        }),
+    }
+}
+
+/// An existing store file (or `-wal`, `-shm`) is ours and private; a missing one is fine.
+fn make_private_file(path: &Path) -> Result<(), SpendError> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let shown = path.display().to_string();
+    let refuse = |why: String| SpendError::NotPrivate {
+        path: shown.clone(),
+        why,
+    };
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(SpendError::Io {
+                path: shown.clone(),
+                context: "reading the store file's permissions",
+                source,
+            });
+        }
+    };
+    if !meta.file_type().is_file() {
+        return Err(refuse("not a regular file".into()));
+    }
+    if meta.uid() != euid() {
+        return Err(refuse(format!(
+            "owned by uid {}, not by the current user (uid {})",
+            meta.uid(),
+            euid()
+        )));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(refuse(format!(
+            "mode {mode:04o}: group or others can write it, so it may have been altered; check it, then chmod 600 it"
+        )));
+    }
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(
+            |source| SpendError::Io {
+                path: shown.clone(),
+                context: "tightening the store file to 0600",
+                source,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// The current user's uid.
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 fn cap_check(policy: &PayPolicy, totals: &Totals, cost: Usd) -> Option<Refusal> {
     let over = |total: Usd, cap: Usd| total.checked_add(cost).is_none_or(|sum| sum > cap);
     if over(totals.subject_day, policy.max_per_subject_per_day_usd) {
@@ -759,5 +883,51 @@ impl RawRow {
             resolved_at: self.resolved_at,
             resolution: self.resolution,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn the_store_and_its_wal_and_shm_files_are_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let store = SpendStore::open(&state).unwrap();
+        assert_eq!(mode(&state), 0o700);
+        // The schema was applied at open: in WAL mode the -wal and -shm files exist while open.
+        for file in ["spend.sqlite", "spend.sqlite-wal", "spend.sqlite-shm"] {
+            assert_eq!(mode(&state.join(file)), 0o600, "{file}");
+        }
+        drop(store);
+    }
+
+    #[test]
+    fn loose_state_directories_and_store_files_are_refused_or_tightened() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o757)).unwrap();
+        let err = SpendStore::open(&state).unwrap_err();
+        assert!(matches!(err, SpendError::NotPrivate { .. }), "{err}");
+        assert!(!state.join(STORE_FILE).exists(), "nothing created in it");
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+        drop(SpendStore::open(&state).unwrap());
+        let file = state.join(STORE_FILE);
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+        drop(SpendStore::open(&state).unwrap());
+        assert_eq!(mode(&file), 0o600, "read bits for others are removed");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o620)).unwrap();
+        let err = SpendStore::open(&state).unwrap_err();
+        assert!(err.to_string().contains("may have been altered"), "{err}");
+        let not_a_dir = dir.path().join("file");
+        std::fs::write(&not_a_dir, b"").unwrap();
+        assert!(SpendStore::open(&not_a_dir).is_err());
     }
 }

@@ -45,13 +45,43 @@ pub enum StoreError {
     Broken(#[from] Broken),
 }
 
-/// An entry to append, with the scorer's history rows it adds (serialised history entries of its
-/// subject, in order) so the index is written in the same transaction.
-#[derive(Debug, Clone)]
+/// Builds an entry's index rows once its sequence number is known (history entries carry the
+/// ledger's order).
+pub type IndexFn = Box<dyn FnOnce(u64) -> Index + Send>;
+
+/// The index rows one entry adds, written in the same transaction as the entry.
+#[derive(Debug, Clone, Default)]
+pub struct Index {
+    /// Serialised history entries of the entry's subject, in order.
+    pub history: Vec<Vec<u8>>,
+    /// A serialised declaration (what the run saw the subject declare), with its time.
+    pub declared: Option<(i64, Vec<u8>)>,
+}
+
+/// An entry to append, with what it adds to the indexes.
 pub struct NewEntry {
     pub at_ms: i64,
     pub record: Record,
-    pub history: Vec<Vec<u8>>,
+    pub index: Option<IndexFn>,
+}
+
+impl NewEntry {
+    pub fn plain(at_ms: i64, record: Record) -> NewEntry {
+        NewEntry {
+            at_ms,
+            record,
+            index: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for NewEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewEntry")
+            .field("at_ms", &self.at_ms)
+            .field("kind", &self.record.kind())
+            .finish_non_exhaustive()
+    }
 }
 
 /// A subject as scheduled.
@@ -174,6 +204,9 @@ pub trait Store: Send + Sync {
 
     /// The history rows of `subject` (serialised history entries), in ledger order.
     fn history(&self, subject: &str) -> Result<Vec<Vec<u8>>, StoreError>;
+
+    /// The declarations of `subject` at or after `since_ms`, in ledger order.
+    fn declared(&self, subject: &str, since_ms: i64) -> Result<Vec<Vec<u8>>, StoreError>;
 
     fn subjects(&self) -> Result<Vec<SubjectRow>, StoreError>;
     fn subject(&self, url: &str) -> Result<Option<SubjectRow>, StoreError>;

@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use sha2::{Digest, Sha256};
 
-use super::{NewEntry, ReadEntry, ScoreRow, Store, StoreError, SubjectRow, SubjectState};
+use super::{Index, NewEntry, ReadEntry, ScoreRow, Store, StoreError, SubjectRow, SubjectState};
 use crate::evidence::http::Exchange;
 use crate::ledger::chain::{
     Broken, Checkpoint, StoredEntry, Verifier, VerifySummary, checkpoint_message, seal,
@@ -249,11 +249,16 @@ impl Store for SqliteStore {
                     "INSERT INTO history (subject, seq, idx, entry) VALUES (?1, ?2, ?3, ?4)",
                 )
                 .map_err(self.sql("preparing a history row"))?;
+            let mut insert_declared = tx
+                .prepare_cached(
+                    "INSERT INTO declared (subject, seq, at_ms, body) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .map_err(self.sql("preparing a declaration"))?;
             let mut blobs = Vec::new();
             for NewEntry {
                 at_ms,
                 mut record,
-                history,
+                index,
             } in entries
             {
                 take_bodies(&mut record, &mut blobs);
@@ -276,11 +281,17 @@ impl Store for SqliteStore {
                         stored.body,
                     ])
                     .map_err(self.sql("writing an entry"))?;
-                if let Some(subject) = record.subject() {
+                if let (Some(subject), Some(index)) = (record.subject(), index) {
+                    let Index { history, declared } = index(seq);
                     for (idx, row) in history.iter().enumerate() {
                         insert_history
                             .execute(params![subject, seq as i64, idx as i64, row])
                             .map_err(self.sql("writing a history row"))?;
+                    }
+                    if let Some((at, body)) = declared {
+                        insert_declared
+                            .execute(params![subject, seq as i64, at, body])
+                            .map_err(self.sql("writing a declaration"))?;
                     }
                 }
                 prev = stored.hash;
@@ -517,6 +528,21 @@ impl Store for SqliteStore {
             .map_err(self.sql("reading history"))?
             .collect::<Result<Vec<Vec<u8>>, _>>()
             .map_err(self.sql("reading history"))?;
+        Ok(rows)
+    }
+
+    fn declared(&self, subject: &str, since_ms: i64) -> Result<Vec<Vec<u8>>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT body FROM declared WHERE subject = ?1 AND at_ms >= ?2 ORDER BY seq",
+            )
+            .map_err(self.sql("reading declarations"))?;
+        let rows = stmt
+            .query_map(params![subject, since_ms], |r| r.get(0))
+            .map_err(self.sql("reading declarations"))?
+            .collect::<Result<Vec<Vec<u8>>, _>>()
+            .map_err(self.sql("reading declarations"))?;
         Ok(rows)
     }
 
