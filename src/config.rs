@@ -736,6 +736,10 @@ pub struct ScheduleConfig {
     pub backoff_max_secs: BackoffMaxSecs,
     #[serde(default)]
     pub paid_min_interval_secs: PaidMinIntervalSecs,
+    /// Pay on a subject's first run already (a verdict needs a paid call within 30 days anyway);
+    /// by default a subject is first paid once its free evidence is verdict-ready.
+    #[serde(default)]
+    pub pay_from_first_run: bool,
 }
 
 /// `[control]`: an endpoint we run ourselves with a known answer. While it fails, our vantage is

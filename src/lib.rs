@@ -8,6 +8,7 @@ pub mod checks;
 pub mod clock;
 pub mod cmd;
 pub mod config;
+pub mod daemon;
 pub mod definitions;
 pub mod evidence;
 pub mod files;

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::checks::free::evaluate_free;
 use crate::checks::history::{self, Declared, OutageWindow};
 use crate::clock::Clock;
-use crate::evidence::free::{FreeObservation, ListingSeen};
+use crate::evidence::free::ListingSeen;
 use crate::evidence::paid::{RefundPlan, RefundSeen};
 use crate::evidence::run::{Provenance, RefundRecord, RunRecord, run_id};
 use crate::evidence::{CheckResult, Conclusion, Receipt, rfc3339};
@@ -85,6 +85,8 @@ pub struct RunDone {
     /// Whether any sample got an HTTP response (for backoff).
     pub reached: bool,
     pub retry_after_ms: Option<i64>,
+    /// The scheduler asked this run to pay.
+    pub asked_to_pay: bool,
     /// A payment was sent.
     pub paid: bool,
     pub refund: Option<(String, RefundPlan)>,
@@ -124,7 +126,7 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
             .iter()
             .filter_map(|b| serde_json::from_slice(b).ok())
             .collect(),
-        Err(e) => return failed(url, reached, format!("reading declarations: {e}")),
+        Err(e) => return failed(url, reached, pay, format!("reading declarations: {e}")),
     };
     let notes = history::notes(&out.free);
     let h2 = history::h2(declared_now.as_ref(), &prior, &notes, started_ms);
@@ -239,7 +241,7 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
         index: Some(index),
     });
     if let Err(e) = shared.store.append(entries) {
-        return failed(url, reached, format!("recording the run: {e}"));
+        return failed(url, reached, pay, format!("recording the run: {e}"));
     }
     let summary = match rescore(&shared, &url, &category) {
         Ok(summary) => Some(summary),
@@ -252,6 +254,7 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
         url,
         reached,
         retry_after_ms: retry_after,
+        asked_to_pay: pay,
         paid: paid_sent,
         refund: refund.map(|p| (run_id, p)),
         summary,
@@ -259,11 +262,12 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
     }
 }
 
-fn failed(url: String, reached: bool, error: String) -> RunDone {
+fn failed(url: String, reached: bool, asked_to_pay: bool, error: String) -> RunDone {
     RunDone {
         url,
         reached,
         retry_after_ms: None,
+        asked_to_pay,
         paid: false,
         refund: None,
         summary: None,

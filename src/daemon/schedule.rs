@@ -141,6 +141,8 @@ pub enum PaidReason {
     VerdictReady,
     /// The band straddles a grade boundary: one more paid call is most likely to move it.
     BandStraddles,
+    /// Configured to pay from a subject's first run (`pay_from_first_run`).
+    FirstRun,
 }
 
 /// Whether this run should make a paid call: never more often than the minimum interval, first
@@ -151,9 +153,13 @@ pub fn paid_wanted(
     last_paid_ms: Option<i64>,
     now_ms: i64,
     min_interval_ms: i64,
+    from_first_run: bool,
 ) -> Option<PaidReason> {
     if last_paid_ms.is_some_and(|t| now_ms - t < min_interval_ms) {
         return None;
+    }
+    if from_first_run && last_paid_ms.is_none() {
+        return Some(PaidReason::FirstRun);
     }
     let s = summary?;
     let free_ready = s.probes >= s.probes_needed && s.span_days >= s.span_days_needed;
@@ -242,28 +248,28 @@ mod tests {
     fn paid_calls_go_first_where_they_settle_a_verdict() {
         let week = 7 * 86_400_000;
         assert_eq!(
-            paid_wanted(Some(&summary(8, 3.0, None, (91.0, 95.0))), None, 0, week),
+            paid_wanted(Some(&summary(8, 3.0, None, (91.0, 95.0))), None, 0, week, false),
             Some(PaidReason::VerdictReady)
         );
         assert_eq!(
-            paid_wanted(Some(&summary(7, 3.0, None, (91.0, 95.0))), None, 0, week),
+            paid_wanted(Some(&summary(7, 3.0, None, (91.0, 95.0))), None, 0, week, false),
             None,
             "not verdict-ready yet"
         );
         assert_eq!(
-            paid_wanted(Some(&summary(8, 3.0, Some(2.0), (91.0, 95.0))), None, 0, week),
+            paid_wanted(Some(&summary(8, 3.0, Some(2.0), (91.0, 95.0))), None, 0, week, false),
             None,
             "a recent paid call and a band inside one grade"
         );
         assert_eq!(
-            paid_wanted(Some(&summary(8, 3.0, Some(2.0), (78.0, 84.0))), None, 0, week),
+            paid_wanted(Some(&summary(8, 3.0, Some(2.0), (78.0, 84.0))), None, 0, week, false),
             Some(PaidReason::BandStraddles)
         );
         assert_eq!(
-            paid_wanted(Some(&summary(8, 3.0, None, (1.0, 99.0))), Some(0), week - 1, week),
+            paid_wanted(Some(&summary(8, 3.0, None, (1.0, 99.0))), Some(0), week - 1, week, false),
             None,
             "never more often than the minimum interval"
         );
-        assert_eq!(paid_wanted(None, None, 0, week), None);
+        assert_eq!(paid_wanted(None, None, 0, week, false), None);
     }
 }

@@ -188,6 +188,9 @@ pub trait Store: Send + Sync {
         f: &mut dyn FnMut(StoredEntry) -> Result<(), Broken>,
     ) -> Result<(), StoreError>;
 
+    /// Keeps bytes once, by their SHA-256 (hex returned).
+    fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError>;
+
     /// A blob by its SHA-256.
     fn blob(&self, sha256: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError>;
 

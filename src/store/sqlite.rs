@@ -373,6 +373,17 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError> {
+        let hash: [u8; 32] = Sha256::digest(bytes).into();
+        self.conn()
+            .execute(
+                "INSERT OR IGNORE INTO blob (sha256, bytes) VALUES (?1, ?2)",
+                params![hash.as_slice(), bytes],
+            )
+            .map_err(self.sql("writing a blob"))?;
+        Ok(hex::encode(hash))
+    }
+
     fn blob(&self, sha256: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError> {
         self.conn()
             .query_row(
