@@ -647,7 +647,7 @@ pub fn read_rubric(path: &std::path::Path) -> Result<Rubric, RubricFileError> {
 
 range!(
     /// How often each subject gets a free run.
-    FreeEveryRange, FreeEverySecs, 60, 604_800, 10_800, "s"
+    FreeEveryRange, FreeEverySecs, 1, 604_800, 10_800, "s"
 );
 range!(
     /// Random spread of each due time, in percent of the cadence (both ways).
@@ -858,10 +858,7 @@ impl DaemonConfig {
         let mut seen = std::collections::BTreeSet::new();
         for s in &self.subjects {
             if !seen.insert(s.url.as_str()) {
-                return Err(invalid(
-                    "[[subject]]",
-                    format!("{} is listed twice", s.url),
-                ));
+                return Err(invalid("[[subject]]", format!("{} is listed twice", s.url)));
             }
             if let Some(c) = &s.category {
                 check_category(c)?;
@@ -889,8 +886,7 @@ impl DaemonConfig {
 fn check_category(c: &str) -> Result<(), ConfigError> {
     let ok = !c.is_empty()
         && c.len() <= 64
-        && c
-            .chars()
+        && c.chars()
             .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch));
     if ok {
         Ok(())

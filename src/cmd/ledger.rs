@@ -76,7 +76,10 @@ pub fn run(args: Args) -> Result<i32> {
                         s.checkpoints,
                         s.signed_through,
                         if s.signed_through < s.head_seq {
-                            format!(" ({} entries after it not signed yet)", s.head_seq - s.signed_through)
+                            format!(
+                                " ({} entries after it not signed yet)",
+                                s.head_seq - s.signed_through
+                            )
                         } else {
                             String::new()
                         }
@@ -84,7 +87,10 @@ pub fn run(args: Args) -> Result<i32> {
                     Ok(0)
                 }
                 Err(e) => {
-                    eprintln!("x402-probe: ledger {} is broken: {e}", store.path().display());
+                    eprintln!(
+                        "x402-probe: ledger {} is broken: {e}",
+                        store.path().display()
+                    );
                     Ok(1)
                 }
             }

@@ -44,7 +44,10 @@ pub fn run(args: Args) -> Result<i32> {
     let record = declared_window(&from, &to, &reason, now)?;
     let store = crate::cmd::ledger::open_existing(&state_dir)?;
     let seqs = store.append(vec![NewEntry::plain(now, Record::Outage(record))])?;
-    println!("declared as ledger entry {}", seqs.first().copied().unwrap_or(0));
+    println!(
+        "declared as ledger entry {}",
+        seqs.first().copied().unwrap_or(0)
+    );
     Ok(0)
 }
 

@@ -239,7 +239,12 @@ pub fn run(args: Args) -> Result<i32> {
             _ => Ok(runner::run(&cfg, None, &rubric, url, now).await),
         }
     })?;
-    let inputs = runner::single_run_inputs(&rubric, &out, "uncategorised", config.probe.provenance.into());
+    let inputs = runner::single_run_inputs(
+        &rubric,
+        &out,
+        "uncategorised",
+        config.probe.provenance.into(),
+    );
     let score = runner::score_inputs(&rubric, &inputs);
     let paid = out.paid.as_ref().map(crate::report::PaidSummary::of);
     let mut report = ProbeReport::new(url, vantage, &rfc3339(now), &rubric, out.results);

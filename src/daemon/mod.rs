@@ -266,7 +266,8 @@ impl Daemon {
         }
         self.refresh_outages()?;
         for row in store.subjects()? {
-            self.subjects.insert(row.url.clone(), Subject { row, runs: 0 });
+            self.subjects
+                .insert(row.url.clone(), Subject { row, runs: 0 });
         }
         self.sync_configured_subjects(now)?;
         let urls: Vec<String> = self.subjects.keys().cloned().collect();
@@ -297,7 +298,7 @@ impl Daemon {
 
     /// Adds configured subjects that are new, and marks removed the ones the configuration no
     /// longer lists (their history stays).
-    fn sync_configured_subjects(&mut self, now: i64) -> Result<()> {
+    fn sync_configured_subjects(&mut self, now: i64) -> Result<Vec<String>> {
         let configured: BTreeMap<String, String> = self
             .config
             .subjects
@@ -310,6 +311,7 @@ impl Daemon {
             })
             .collect();
         let mut entries = Vec::new();
+        let mut added = Vec::new();
         for (url, category) in &configured {
             let known = self.subjects.get(url).map(|s| s.row.state);
             if known == Some(SubjectState::Active) {
@@ -340,11 +342,8 @@ impl Daemon {
                     },
                 }),
             ));
-            if known.is_some() {
-                // Back in the configuration: schedule it again.
-                self.push(now, Job::Free(url.clone()));
-            }
             self.subjects.insert(url.clone(), Subject { row, runs: 0 });
+            added.push(url.clone());
         }
         let removed: Vec<String> = self
             .subjects
@@ -375,7 +374,7 @@ impl Daemon {
         if !entries.is_empty() {
             self.shared.store.append(entries)?;
         }
-        Ok(())
+        Ok(added)
     }
 
     /// Our outage windows, from the ledger (the control's and those declared by hand, perhaps by
@@ -419,7 +418,10 @@ impl Daemon {
         self.config.catalogues = config.catalogues;
         self.config.control = config.control;
         let now = self.shared.clock.now_ms();
-        self.sync_configured_subjects(now)?;
+        for url in self.sync_configured_subjects(now)? {
+            let due = due_after_restart(&self.cadence, &url, 0, now);
+            self.push(due, Job::Free(url));
+        }
         tracing::info!(subjects = self.subjects.len(), "configuration reloaded");
         Ok(())
     }
@@ -745,7 +747,12 @@ impl Daemon {
 
     /// A catalogue read: recorded with every page's hash; new subjects added, missing ones
     /// delisted (only after a complete read); each listed subject's item kept for H1.
-    fn catalogue_result(&mut self, i: usize, seen: catalogue::CatalogueSeen, now: i64) -> Result<()> {
+    fn catalogue_result(
+        &mut self,
+        i: usize,
+        seen: catalogue::CatalogueSeen,
+        now: i64,
+    ) -> Result<()> {
         let Some(c) = self.config.catalogues.get(i).cloned() else {
             return Ok(());
         };
@@ -841,7 +848,12 @@ impl Daemon {
             for (url, item) in &seen.items {
                 listings.insert(
                     url.clone(),
-                    pipeline::listing_for(&source, &seen.pages, seen.items_seen, Some(item.clone())),
+                    pipeline::listing_for(
+                        &source,
+                        &seen.pages,
+                        seen.items_seen,
+                        Some(item.clone()),
+                    ),
                 );
             }
         }
@@ -875,7 +887,10 @@ impl Daemon {
         let mut by_category: BTreeMap<String, Vec<(String, schedule::ScoreSummary)>> =
             BTreeMap::new();
         for (url, s) in summaries {
-            by_category.entry(s.category.clone()).or_default().push((url, s));
+            by_category
+                .entry(s.category.clone())
+                .or_default()
+                .push((url, s));
         }
         let mut population = Population {
             at_ms: now,
@@ -908,7 +923,10 @@ impl Daemon {
                 Ok(Some(_)) => {}
                 Ok(None) => break,
                 Err(_) => {
-                    tracing::warn!(abandoned = in_flight.len(), "stopping: abandoning runs in flight");
+                    tracing::warn!(
+                        abandoned = in_flight.len(),
+                        "stopping: abandoning runs in flight"
+                    );
                     in_flight.abort_all();
                     while in_flight.join_next().await.is_some() {}
                     break;

@@ -136,19 +136,17 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
         put_result(&mut out.results, id, conclusion, &shared.vantage, &at);
     }
 
-    // A new revision when what it declares changed.
+    // A new revision when what it declares changed, dated like the run's evidence (whole seconds).
+    let evidence_ms = out.free.at.saturating_mul(1000);
     let revision = {
-        let mut revisions = shared
-            .revisions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut revisions = shared.revisions.lock().unwrap_or_else(|p| p.into_inner());
         let current = revisions.get(&url).cloned();
         match (&declared_now, current) {
             (Some(now), None) => {
                 let record = RevisionRecord {
                     subject: url.clone(),
                     id: "r0".into(),
-                    at_ms: started_ms,
+                    at_ms: evidence_ms,
                     fingerprint: now.fingerprint.clone(),
                     previous: None,
                     changed: Vec::new(),
@@ -173,7 +171,7 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
                     let record = RevisionRecord {
                         subject: url.clone(),
                         id: id.clone(),
-                        at_ms: started_ms,
+                        at_ms: evidence_ms,
                         fingerprint: now.fingerprint.clone(),
                         previous: Some(cur.id.clone()),
                         changed,
@@ -351,14 +349,15 @@ pub fn rescore(shared: &Shared, url: &str, category: &str) -> Result<ScoreSummar
         .clone();
     let history = scoring::history_for(rows, &outages, now_ms, shared.history_days);
     let (population_sha, population) = {
-        let p = shared
-            .population
-            .read()
-            .unwrap_or_else(|p| p.into_inner());
+        let p = shared.population.read().unwrap_or_else(|p| p.into_inner());
         match p.by_category.get(category) {
             Some((sha, peers)) => (
                 Some(sha.clone()),
-                peers.iter().filter(|peer| peer.id != url).cloned().collect(),
+                peers
+                    .iter()
+                    .filter(|peer| peer.id != url)
+                    .cloned()
+                    .collect(),
             ),
             None => (None, Vec::new()),
         }

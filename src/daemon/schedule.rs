@@ -71,7 +71,11 @@ impl HostGate {
         if self.busy.contains(host) {
             return i64::MAX;
         }
-        self.not_before.get(host).copied().unwrap_or(now_ms).max(now_ms)
+        self.not_before
+            .get(host)
+            .copied()
+            .unwrap_or(now_ms)
+            .max(now_ms)
     }
 
     /// Takes the host for a run, when it is free now.
@@ -192,11 +196,26 @@ mod tests {
             let due = next_free_ms(&C, "https://a.example/x", 0, 0, n);
             assert!((3_240_000..=3_960_000).contains(&due), "{due}");
         }
-        let after = |f| next_free_ms(&Cadence { jitter_percent: 0, ..C }, "s", 0, f, 0);
+        let after = |f| {
+            next_free_ms(
+                &Cadence {
+                    jitter_percent: 0,
+                    ..C
+                },
+                "s",
+                0,
+                f,
+                0,
+            )
+        };
         assert_eq!(after(1), 7_200_000);
         assert_eq!(after(2), 14_400_000);
         assert_eq!(after(3), 21_600_000);
-        assert_eq!(after(30), 21_600_000, "capped, and well under the 72 h gate");
+        assert_eq!(
+            after(30),
+            21_600_000,
+            "capped, and well under the 72 h gate"
+        );
     }
 
     #[test]
@@ -206,8 +225,14 @@ mod tests {
             .map(|i| due_after_restart(&C, &format!("https://s{i}.example/"), now - 5, now))
             .collect();
         assert!(dues.iter().all(|d| *d >= now && *d < now + C.free_every_ms));
-        let first_tenth = dues.iter().filter(|d| **d < now + C.free_every_ms / 10).count();
-        assert!(first_tenth < 200, "{first_tenth} of 1000 in the first tenth: a burst");
+        let first_tenth = dues
+            .iter()
+            .filter(|d| **d < now + C.free_every_ms / 10)
+            .count();
+        assert!(
+            first_tenth < 200,
+            "{first_tenth} of 1000 in the first tenth: a burst"
+        );
         assert_eq!(due_after_restart(&C, "s", now + 7, now), now + 7);
     }
 
@@ -248,25 +273,55 @@ mod tests {
     fn paid_calls_go_first_where_they_settle_a_verdict() {
         let week = 7 * 86_400_000;
         assert_eq!(
-            paid_wanted(Some(&summary(8, 3.0, None, (91.0, 95.0))), None, 0, week, false),
+            paid_wanted(
+                Some(&summary(8, 3.0, None, (91.0, 95.0))),
+                None,
+                0,
+                week,
+                false
+            ),
             Some(PaidReason::VerdictReady)
         );
         assert_eq!(
-            paid_wanted(Some(&summary(7, 3.0, None, (91.0, 95.0))), None, 0, week, false),
+            paid_wanted(
+                Some(&summary(7, 3.0, None, (91.0, 95.0))),
+                None,
+                0,
+                week,
+                false
+            ),
             None,
             "not verdict-ready yet"
         );
         assert_eq!(
-            paid_wanted(Some(&summary(8, 3.0, Some(2.0), (91.0, 95.0))), None, 0, week, false),
+            paid_wanted(
+                Some(&summary(8, 3.0, Some(2.0), (91.0, 95.0))),
+                None,
+                0,
+                week,
+                false
+            ),
             None,
             "a recent paid call and a band inside one grade"
         );
         assert_eq!(
-            paid_wanted(Some(&summary(8, 3.0, Some(2.0), (78.0, 84.0))), None, 0, week, false),
+            paid_wanted(
+                Some(&summary(8, 3.0, Some(2.0), (78.0, 84.0))),
+                None,
+                0,
+                week,
+                false
+            ),
             Some(PaidReason::BandStraddles)
         );
         assert_eq!(
-            paid_wanted(Some(&summary(8, 3.0, None, (1.0, 99.0))), Some(0), week - 1, week, false),
+            paid_wanted(
+                Some(&summary(8, 3.0, None, (1.0, 99.0))),
+                Some(0),
+                week - 1,
+                week,
+                false
+            ),
             None,
             "never more often than the minimum interval"
         );

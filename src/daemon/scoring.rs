@@ -13,8 +13,7 @@ use crate::ledger::record::{OutageRecord, RevisionRecord, ScoreRecord};
 use crate::rubric::{Kind, Rubric};
 use crate::score::document::ScoreDocument;
 use crate::score::input::{
-    HistoryEntry, Inputs, InputsDocument, PeerDocument, PriceUsd, RevisionDocument,
-    SubjectDocument,
+    HistoryEntry, Inputs, InputsDocument, PeerDocument, PriceUsd, RevisionDocument, SubjectDocument,
 };
 use crate::score::montecarlo::Sampler;
 
@@ -34,7 +33,8 @@ pub fn rfc3339_ms(ms: i64) -> String {
 
 /// ms of an RFC 3339 time (None when it does not parse).
 pub fn ms_of(text: &str) -> Option<i64> {
-    let t = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
+    let t =
+        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
     i64::try_from(t.unix_timestamp_nanos().div_euclid(1_000_000)).ok()
 }
 
@@ -117,7 +117,11 @@ pub fn revisions_for(records: &[RevisionRecord]) -> Vec<RevisionDocument> {
 }
 
 /// Peers for value: the other subjects of the same category with a score.
-pub fn population_for(subject: &str, category: &str, peers: &[(String, ScoreSummary)]) -> Vec<PeerDocument> {
+pub fn population_for(
+    subject: &str,
+    category: &str,
+    peers: &[(String, ScoreSummary)],
+) -> Vec<PeerDocument> {
     let mut population: Vec<PeerDocument> = peers
         .iter()
         .filter(|(url, s)| url != subject && s.category == category)
@@ -230,7 +234,12 @@ pub fn stored_form(document: &ScoreDocument) -> Result<Vec<u8>, crate::canonical
 }
 
 /// What the scheduler keeps of a score.
-pub fn summary_of(rubric: &Rubric, doc: &ScoreDocument, price_usd: f64, category: &str) -> ScoreSummary {
+pub fn summary_of(
+    rubric: &Rubric,
+    doc: &ScoreDocument,
+    price_usd: f64,
+    category: &str,
+) -> ScoreSummary {
     let v = &doc.verdict.verification;
     let check_value = |id: &str| {
         doc.dimensions
@@ -311,7 +320,12 @@ mod tests {
         let outcomes: Vec<Outcome> = kept.iter().map(|e| e.outcome).collect();
         assert_eq!(
             outcomes,
-            vec![Outcome::Fail, Outcome::Unmeasured, Outcome::Fail, Outcome::Fail]
+            vec![
+                Outcome::Fail,
+                Outcome::Unmeasured,
+                Outcome::Fail,
+                Outcome::Fail
+            ]
         );
         assert!(kept[1].note.as_deref().unwrap().contains("excused"));
         // An open window excuses until now; the horizon and as_of bound the history.
