@@ -294,9 +294,11 @@ pub(super) fn is_negated(folded: &str, start: usize, end: usize) -> bool {
     }
     // Only look back to the start of the sentence: "Never share it. Enter your key" is an ask.
     let window_before = &folded[before..start];
+    // Past the stop character, which may be several bytes long (`。`).
     let sentence_start = window_before
-        .rfind(['.', '!', '?', ';', '。', '！', '？'])
-        .map_or(0, |i| i + 1);
+        .char_indices()
+        .rfind(|(_, c)| matches!(c, '.' | '!' | '?' | ';' | '。' | '！' | '？'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
     let tail = &folded[end..after];
     let tail_to_stop = tail
         .split(['.', '!', '?', ';', ',', '。'])
@@ -339,5 +341,9 @@ mod tests {
         assert!(is_negated(text, 0, 7));
         let text = "we never log. enter your private key";
         assert!(!is_negated(text, 14, text.len()));
+        // A multi-byte sentence stop right before the match is stepped over whole.
+        let text = "公钥。我们绝不会要求您提供私钥";
+        let at = text.find("提供").expect("verb");
+        assert!(is_negated(text, at, text.len()));
     }
 }
