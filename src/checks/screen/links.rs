@@ -204,6 +204,8 @@ fn problems_of(host: &str, had_userinfo: bool) -> Vec<LinkProblem> {
 /// Every suspicious link or bare domain in `text`, with its original byte span.
 pub(super) fn link_findings(text: &str) -> Vec<LinkFinding> {
     let mut findings = Vec::new();
+    // The URLs' spans, in order and disjoint: the bare-domain pass walks them alongside its own
+    // matches (also in order), so the whole function stays linear in the text.
     let mut covered: Vec<Range<usize>> = Vec::new();
     for m in url_pattern().find_iter(text) {
         covered.push(m.range());
@@ -218,10 +220,14 @@ pub(super) fn link_findings(text: &str) -> Vec<LinkFinding> {
         }
     }
     // Domains written without a scheme can imitate a brand too ("visit metamask-verify.support").
+    let mut next_url = 0;
     for m in bare_domain_pattern().find_iter(text) {
+        while covered.get(next_url).is_some_and(|c| c.end < m.end()) {
+            next_url += 1;
+        }
         if covered
-            .iter()
-            .any(|c| c.start <= m.start() && m.end() <= c.end)
+            .get(next_url)
+            .is_some_and(|c| c.start <= m.start() && m.end() <= c.end)
         {
             continue;
         }
