@@ -10,8 +10,9 @@
 //! lookalike and styled letters, combining marks, spacing tricks; friendly phrasings; asks behind
 //! a negation that governs something else; benign texts that mention keys and seed phrases
 //! innocently) before the rules were changed for it; its first measurement is in the README and
-//! `probes/S2.md`. All splits are written by the rules' author, so these numbers overstate how the
-//! screen does on text written by someone else. Run with `--nocapture` to see the table and every
+//! `probes/S2.md`. `fresh3` (20 + 20 lines) was written after the issue 8 rules, as a blind check
+//! of them. All splits are written by the rules' author, so these numbers overstate how the screen
+//! does on text written by someone else. Run with `--nocapture` to see the table and every
 //! misclassified line.
 
 use std::collections::BTreeMap;
@@ -156,8 +157,9 @@ fn screen_corpus_precision_and_recall() {
         println!("  {m}");
     }
 
-    // The older splits must not regress: each stays where the rules left it before issue 8.
-    for split in ["dev", "holdout", "fresh"] {
+    // The older splits must not regress: each stays where the rules left it (dev, holdout and
+    // fresh before issue 8, fresh2 after the issue 8 rules).
+    for split in ["dev", "holdout", "fresh", "fresh2"] {
         let c = by_split.get(split).copied().unwrap_or_default();
         assert!(
             c.true_positive + c.false_negative > 0 && c.true_negative + c.false_positive > 0,
@@ -170,12 +172,18 @@ fn screen_corpus_precision_and_recall() {
             c.recall()
         );
     }
-    // The issue 8 split is measured, not yet held to a floor: its first measurement is recorded
-    // with the rules as they were when it was written.
     let fresh2 = by_split.get("fresh2").copied().unwrap_or_default();
     assert!(
         fresh2.true_positive + fresh2.false_negative >= 60
             && fresh2.true_negative + fresh2.false_positive >= 60,
         "the fresh2 split needs at least 60 lines of each kind: {fresh2:?}"
+    );
+    // The blind check is measured, not yet held to a floor: its first measurement is recorded
+    // with the rules as they were when it was written.
+    let fresh3 = by_split.get("fresh3").copied().unwrap_or_default();
+    assert!(
+        fresh3.true_positive + fresh3.false_negative >= 20
+            && fresh3.true_negative + fresh3.false_positive >= 20,
+        "the fresh3 split needs at least 20 lines of each kind: {fresh3:?}"
     );
 }
