@@ -441,7 +441,7 @@ fn reported_speech() -> &'static Regex {
     static REPORTED: OnceLock<Regex> = OnceLock::new();
     REPORTED.get_or_init(|| {
         Regex::new(
-            r"(?:\b(?:if|when|whenever|once|should)\b(?: \S+){0,3}? (?:asks?|asking|asked|prompts?|requests?|wants?|tells?|says?|demands?)\b|\b(?:that|which|who|whoever|anyone|anybody|someone|somebody|scammers?|phishers?|attackers?|drainers?|impostors?|imposters?|fraudsters?)\b(?: \S+)?? (?:asks?|asking|prompts?|prompt|requests?|request|tells?|tell|wants?|want|tries|try|tricks?|trick|lures?|lure|urges?|urge|demands?|demand)\b)",
+            r"(?:\b(?:if|when|whenever|once|should)\b(?: \S+){0,3}? (?:asks?|asking|asked|prompts?|requests?|wants?|tells?|says?|demands?)\b|\b(?:that|which|who|whoever|anyone|anybody|someone|somebody|scammers?|phishers?|attackers?|drainers?|impostors?|imposters?|fraudsters?|(?:(?:a|an|any|the|some|our|this|my) )?(?:websites?|sites?|pages?|apps?|services?|strangers?|messages?|e-?mails?|dms?|pop-?ups?|forms?|bots?))\b(?: \S+)?? (?:asks?|asking|prompts?|prompt|requests?|request|tells?|tell|wants?|want|tries|try|tricks?|trick|lures?|lure|urges?|urge|demands?|demand)\b)",
         )
         .expect("the reported-speech pattern is a valid regex")
     })
@@ -455,9 +455,12 @@ fn is_reported(folded: &str, m: &Range<usize>) -> bool {
     words.extend(folded[m.clone()].split(' ').take(2));
     let clause = words.join(" ");
     reported_speech().find_iter(&clause).any(|r| {
-        !r.as_str()
-            .split(' ')
-            .any(|w| matches!(w, "you" | "your" | "we" | "us" | "i"))
+        !r.as_str().split(' ').any(|w| {
+            matches!(
+                w,
+                "you" | "your" | "we" | "us" | "i" | "our" | "this" | "my"
+            )
+        })
     })
 }
 
@@ -625,6 +628,15 @@ mod tests {
         assert!(!cancelled(
             "if you want a refund enter your seed phrase",
             "enter your seed phrase"
+        ));
+        assert!(cancelled(
+            "quiz: 'a website asks for your seed phrase. what do you do?'",
+            "asks for your seed phrase"
+        ));
+        // The writer's own site asking is the writer asking.
+        assert!(!cancelled(
+            "our website asks for your seed phrase once",
+            "asks for your seed phrase"
         ));
     }
 

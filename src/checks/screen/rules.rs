@@ -69,7 +69,7 @@ const EN_PRONOUN_ASK: &str = r"(?:enter|paste|type|type in|send|share|provide|su
 const EN_DESTINATION: &str = r"(?:field|header|body|form|box|parameter|param|query|request|input|payload|url|memo|textbox|text box)";
 const EN_NEED: &str = r"(?:needs?|requires?|required|must (?:have|provide|include|send)|asks? for)";
 const PRIVATE_KEY: &str = r"(?:(?:private|secret|signing|wallet|priv)[ _-]?keys?|privkeys?)";
-const SEED_PHRASE: &str = r"(?:(?:seed|recovery|mnemonic|backup|secret|wallet)[ _-]?(?:phrase|words)|mnemonics?|(?:12|24|twelve|twenty-four)[ -]words?(?: phrase| seed)?)";
+const SEED_PHRASE: &str = r"(?:(?:seed|recovery|mnemonic|backup|secret|wallet)[ _-]?(?:phrase|words)|(?:wallet|recovery|backup|master|secret)[ _-]?seeds?|mnemonics?|(?:12|24|twelve|twenty-four)[ -]words?(?: phrase| seed)?)";
 const PASSWORD: &str = r"(?:passwords?|passphrases?|passcodes?|pin codes?|2fa codes?|otp codes?|one-time (?:codes?|passwords?)|login credentials)";
 /// Credentials are a secret when they are the reader's ("your exchange credentials"); "process
 /// credentials" or "provide user credentials" in technical prose are not an ask.
@@ -157,6 +157,8 @@ fn specs() -> Vec<Spec> {
             r"\b(?:ignore|disregard|forget|override|bypass|discard|abandon|neglect|overlook|dismiss|drop|skip|set aside|put aside|throw out|ditch|scrap)\b{g3} {EN_QUALIFIER}(?: [^\s.!?;。！？]+){{0,2}}? {EN_RULE_NOUN}\b")),
         word_rule("inj.ignore-previous", Injection,
             r"\b(?:ignore|disregard|forget)\b(?: (?:all|everything|anything|what|whatever|that|the|you|were|was|have|been|told|said|written|stated|is|i|we|ve|'ve))*? (?:above|before|previously|earlier|so far|until now|up to now)\b".to_string()),
+        word_rule("inj.ignore-previous", Injection, format!(
+            r"\b(?:ignore|disregard|forget|override|bypass|discard|drop|set aside|put aside|throw out|ditch|scrap)\b (?:(?:all|any|the|your|of) )*{EN_RULE_NOUN} (?:that )?(?:you (?:were|have been|'ve been|got|received)|(?:were )?given to you|someone gave you)\b")),
         word_rule("inj.ignore-previous", Injection,
             r"\b(?:ignore|disregard|forget|set aside|put aside|throw out|ditch|scrap|discard|override)\b (?:whatever|everything|anything|all(?: that)?|what) (?:[^\s.!?;。！？]+ ){0,3}?(?:told|taught|instructed|said|wrote|gave|programmed|trained)\b".to_string()),
         word_rule("inj.ignore-previous", Injection, format!(
@@ -178,7 +180,9 @@ fn specs() -> Vec<Spec> {
         word_rule("inj.role-override", Injection,
             r"\byou are (?:now|no longer|from now on)\b(?: (?:a|an|the|my|in|free|unrestricted|jailbroken|dan|operating|acting|going to|allowed|permitted|authorized|required|an?))".to_string()),
         word_rule("inj.role-override", Injection,
-            r"\bfrom now on,? (?:you|your|always|only|respond|reply|answer|act|behave|ignore|never|pretend)\b".to_string()),
+            r"\b(?:from now on|from this point (?:on|onwards?|forward)|from here on(?: out)?|henceforth|starting now),? (?:you|your|always|only|respond|reply|answer|act|behave|ignore|never|pretend)\b".to_string()),
+        word_rule("inj.role-override", Injection,
+            r"\b(?:you (?:now )?work for (?:us|me)|you(?:'re| are) (?:now )?(?:working|acting) (?:for|on behalf of) (?:us|me))\b".to_string()),
         word_rule("inj.role-override", Injection,
             r"\b(?:pretend (?:that )?(?:you are|you're|to be|you were)\b|(?:imagine|assume) (?:that )?you(?: are|'re) (?:now )?(?:an? |the )?(?:unrestricted|unfiltered|uncensored|jailbroken|evil|rogue|free|different) )".to_string()),
         word_rule("inj.role-override", Injection,
@@ -202,11 +206,13 @@ fn specs() -> Vec<Spec> {
         word_rule("inj.addressed-to-agent", Injection,
             r"\b(?:hey|hi|hello|dear|attention) (?:ai|assistant|agent|model|llm|chatbot|claude|chatgpt|gpt)\b,? ".to_string()),
         word_rule("inj.addressed-to-agent", Injection,
+            r"\b(?:attention|calling),? (?:all |any |every )?(?:ai |llm )?(?:agents?|assistants?|models?|llms?|chatbots?|bots?|ais)\s*[!,:]".to_string()),
+        word_rule("inj.addressed-to-agent", Injection,
             r"\b(?:hey|hi|hello|dear|greetings)(?: there)?,? (?:[a-z]+ )?(?:ai|assistants?|agents?|models?|llms?|chatbots?|bots?)\s*[!,:]".to_string()),
         word_rule("inj.new-instructions", Injection,
             r"\b(?:treat|consider|regard|interpret|handle|read)\b(?: [^\s.!?;。！？]+){0,6}? as (?:an? |the )?(?:system|developer|admin|root|operator|privileged|priority) (?:messages?|instructions?|prompts?|commands?|directives?|orders?)\b".to_string()),
         word_rule("inj.bypass-user", Injection,
-            r"(?:\b(?:skip|bypass|ignore|disregard|override|exceed|circumvent|get around|disable|turn off)\b(?: [^\s.!?;。！？]+){0,2}? (?:the |your |any |their )?(?:user'?s?|human'?s?|owner'?s?|principal'?s?)? ?(?:spending|budget|payment|price|cost|purchase) (?:limits?|caps?|budgets?|checks?|confirmations?|approvals?|rules?)\b|\b(?:the |your )?(?:user|human|owner|principal)(?:'s)? (?:has |have )?(?:already |pre-?)(?:approved|consented|authori[sz]ed|agreed|confirmed)\b|\bpre-?approved (?:all |every |any )?(?:payments?|charges?|spending|transactions?|calls?|purchases?)\b|\bno need to (?:confirm|check|ask|verify|consult)\b(?: [^\s.!?;。！？]+){0,3}? (?:with )?(?:the |your )?(?:user|human|owner|principal|them)\b)".to_string()),
+            r"(?:\b(?:skip|bypass|ignore|disregard|override|exceed|circumvent|get around|disable|turn off)\b(?: [^\s.!?;。！？]+){0,2}? (?:the |your |any |their )?(?:user'?s?|human'?s?|owner'?s?|principal'?s?)? ?(?:spending|budget|payment|price|cost|purchase) (?:limits?|caps?|budgets?|checks?|confirmations?|approvals?|rules?)\b|\b(?:the |your )?(?:user|human|owner|principal)(?:'s)? (?:has |have )?(?:already |pre-?)(?:approved|consented|authori[sz]ed|agreed|confirmed)\b|\bpre-?approved (?:all |every |any )?(?:payments?|charges?|spending|transactions?|calls?|purchases?)\b|\bno need to (?:confirm|check|ask|verify|consult)\b(?: [^\s.!?;。！？]+){0,3}? (?:with )?(?:the |your )?(?:user|human|owner|principal|them)\b|\b(?:proceed|continue|pay|approve|go ahead|sign)\b(?: [^\s.!?;。！？]+){0,2}? without (?:asking|confirming|checking|confirmation|approval|permission|consent)\b)".to_string()),
         word_rule("inj.new-instructions", Injection,
             r"(?:\b(?:new|updated|real|actual|revised|secret|hidden|additional|overriding|priority) (?:system )?(?:instructions?|directives?|prompt|orders)\s*:|\bsystem (?:instructions?|override|directives?|prompt|message)\s*:|\b(?:nuevas? instrucciones|nouvelles? (?:instructions|consignes)|neue (?:anweisungen|instruktionen|systemanweisung)|novas? instrucoes|nuove istruzioni)\s*:|(?:新的?指令|新的?系统指令|系统指令)\s*[:：]|\bнов\w* (?:инструкци|указани)\w*\s*:)".to_string()),
         literal_rule("inj.chat-template", Injection,
@@ -297,6 +303,8 @@ fn specs() -> Vec<Spec> {
         secret_rule("secret.seed-phrase", noun_then_ask(SEED_PHRASE)),
         secret_rule("secret.password", noun_then_ask(&format!("(?:{PASSWORD}|{YOUR_CREDENTIALS})"))),
         secret_rule("secret.api-key", noun_then_ask(API_SECRET)),
+        secret_rule("secret.auth-header",
+            r"\b(?:send|give|share|paste|provide|forward|export|copy|hand over)\b (?:(?:us|me) (?:the |your )|your )(?:[^\s.!?;。！？]+ ){0,2}?cookies?\b".to_string()),
         secret_rule("secret.auth-header", format!(
             r"(?:\b(?:send|include|pass|provide|add|attach|set|forward|{EN_NEED})\b{g4} (?:the |your |an? )?(?:{AUTH_HEADER}\b(?: [^\s.!?;。！？]+){{0,2}}?(?: header\b| token\b)|{AUTH_HEADER}:)|\b(?:authorization|proxy-authorization)\s*:\s*(?:bearer|basic|token)\b)")),
         secret_rule("secret.private-key", format!(
