@@ -88,10 +88,17 @@ fn char_at(text: &str, at: usize) -> Option<char> {
 /// Most tag characters decoded into a receipt; a longer run is shown up to here.
 const MAX_DECODED_CHARS: usize = 120;
 
-/// Find every run of hidden characters in `text`. One pass, a constant amount of work per
-/// character and no copy of the text.
+/// Find every run of hidden characters in `text`.
+#[cfg(test)]
 pub(super) fn hidden_runs(text: &str) -> Vec<HiddenRun> {
-    let mut runs: Vec<HiddenRun> = Vec::new();
+    let mut runs = Vec::new();
+    each_hidden_run(text, |run| runs.push(run));
+    runs
+}
+
+/// Hand every run of hidden characters in `text` to `emit`, in order. One pass, a constant amount
+/// of work per character and no copy of the text.
+pub(super) fn each_hidden_run(text: &str, mut emit: impl FnMut(HiddenRun)) {
     let mut at = 0;
     while let Some(c) = char_at(text, at) {
         let next_at = at + c.len_utf8();
@@ -129,13 +136,12 @@ pub(super) fn hidden_runs(text: &str) -> Vec<HiddenRun> {
                 .take(MAX_DECODED_CHARS)
                 .collect()
         });
-        runs.push(HiddenRun {
+        emit(HiddenRun {
             kind,
             span,
             decoded,
         });
     }
-    runs
 }
 
 /// `🏴` followed by lower-case tag letters and a cancel tag is a flag such as Scotland's.

@@ -66,7 +66,9 @@ fn url_pattern() -> &'static Regex {
         // A scheme, then everything up to whitespace or a character that ends prose links.
         // The authority is letters, digits, marks and the few ASCII signs a host, port or user
         // info uses, so that prose punctuation after a link (`。`, `)`) is not read as its host.
-        Regex::new(r#"(?i)\b(?:https?|ftp|wss?)://(?:\[[0-9a-f:.]+\]|[\p{L}\p{N}\p{M}._~%@:-]+)(?:[/?#][^\s<>"'`]*)?"#)
+        // ASCII word boundaries: the scheme is ASCII, and a Unicode boundary would make the
+        // regex engine fall back to its slowest search on any non-ASCII text.
+        Regex::new(r#"(?i)(?-u:\b)(?:https?|ftp|wss?)://(?:\[[0-9a-f:.]+\]|[\p{L}\p{N}\p{M}._~%@:-]+)(?:[/?#][^\s<>"'`]*)?"#)
             .expect("the URL pattern is a valid regex")
     })
 }
@@ -74,7 +76,8 @@ fn url_pattern() -> &'static Regex {
 fn bare_domain_pattern() -> &'static Regex {
     static BARE: OnceLock<Regex> = OnceLock::new();
     BARE.get_or_init(|| {
-        Regex::new(r"(?i)\b(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,24}\b")
+        // ASCII word boundaries, as for URLs: the alphabet is ASCII.
+        Regex::new(r"(?i)(?-u:\b)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,24}(?-u:\b)")
             .expect("the domain pattern is a valid regex")
     })
 }

@@ -188,11 +188,20 @@ fn prefix_at_boundary(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
+/// `range` of `folded` without the spaces at its ends (a boundary made of a character class, see
+/// `rules`, can take the space before a word into the match).
+fn trim_spaces(folded: &str, range: Range<usize>) -> Range<usize> {
+    let matched = &folded[range.clone()];
+    let start = range.start + (matched.len() - matched.trim_start_matches(' ').len());
+    let end = range.end - (matched.len() - matched.trim_end_matches(' ').len());
+    start..end.max(start)
+}
+
 /// One place a rule matched, before deduplication.
 struct Hit {
     span: Range<usize>,
     /// What the receipt shows instead of the matched bytes (decoded tags, a decoded blob).
-    note: Option<String>,
+    note: Option<Box<str>>,
 }
 
 /// One rule's distinct findings: how many, and the first few.
@@ -250,15 +259,15 @@ pub fn screen_within(text: &str, scope: Scope, max_bytes: usize) -> Screening {
 
     if scope.covers(Category::HiddenText) {
         let mut by_kind: BTreeMap<&'static str, Vec<Hit>> = BTreeMap::new();
-        for run in hidden::hidden_runs(text) {
+        hidden::each_hidden_run(text, |run| {
             let note = run
                 .decoded
-                .map(|decoded| format!("tag characters spelling {decoded:?}"));
+                .map(|decoded| format!("tag characters spelling {decoded:?}").into_boxed_str());
             by_kind.entry(run.kind.rule_id()).or_default().push(Hit {
                 span: run.span,
                 note,
             });
-        }
+        });
         for (rule, hits) in by_kind {
             add(rule, Category::HiddenText, hits);
         }
@@ -287,7 +296,7 @@ pub fn screen_within(text: &str, scope: Scope, max_bytes: usize) -> Screening {
             };
             by_kind.entry(rule).or_default().push(Hit {
                 span: blob.span,
-                note: Some(format!("decodes to {:?}", blob.decoded_excerpt)),
+                note: Some(format!("decodes to {:?}", blob.decoded_excerpt).into_boxed_str()),
             });
         }
         for (rule, hits) in by_kind {
@@ -315,9 +324,10 @@ pub fn screen_within(text: &str, scope: Scope, max_bytes: usize) -> Screening {
         let mut hits = Vec::new();
         for rule in &group.rules {
             for m in rule.regex.find_iter(&plain.text) {
-                if !m.range().is_empty() && rule.accepts(&plain.text, m.range()) {
+                let range = trim_spaces(&plain.text, m.range());
+                if !range.is_empty() && rule.accepts(&plain.text, range.clone()) {
                     hits.push(Hit {
-                        span: plain.original_span(m.range()),
+                        span: plain.original_span(range),
                         note: None,
                     });
                 }
@@ -326,9 +336,10 @@ pub fn screen_within(text: &str, scope: Scope, max_bytes: usize) -> Screening {
                 continue;
             };
             for m in rule.regex.find_iter(&loose.text) {
-                if !m.range().is_empty() && rule.accepts(&loose.text, m.range()) {
+                let range = trim_spaces(&loose.text, m.range());
+                if !range.is_empty() && rule.accepts(&loose.text, range.clone()) {
                     hits.push(Hit {
-                        span: plain.original_span(loose.plain_span(m.range())),
+                        span: plain.original_span(loose.plain_span(range)),
                         note: None,
                     });
                 }
@@ -368,7 +379,9 @@ pub fn screen_within(text: &str, scope: Scope, max_bytes: usize) -> Screening {
             category,
             start: hit.span.start,
             end: hit.span.end,
-            excerpt: hit.note.unwrap_or_else(|| excerpt_of(text, hit.span)),
+            excerpt: hit
+                .note
+                .map_or_else(|| excerpt_of(text, hit.span), String::from),
         })
         .collect();
     findings.sort_by(|a, b| (a.start, &a.rule, a.end).cmp(&(b.start, &b.rule, b.end)));

@@ -306,52 +306,53 @@ fn join_spelled_out_letters(chars: &mut Vec<Folded>) {
         Space,
     }
     let mut fate = vec![Fate::Keep; n];
-    let mut gaps: Vec<Range<usize>> = Vec::new();
+    // The gap after the single letter at `letter`, when another single letter follows it.
+    let gap_after = |letter: usize| {
+        let start = letter + 1;
+        let mut end = start;
+        while end < n && end - start < MAX_LETTER_GAP && is_letter_gap(chars[end].c) {
+            end += 1;
+        }
+        (end > start && end < n && single_letter(chars, end)).then_some(start..end)
+    };
+    // A gap's shape: its characters, padded.
+    let shape = |gap: &Range<usize>| {
+        let mut key = ['\0'; MAX_LETTER_GAP];
+        for (slot, f) in key.iter_mut().zip(&chars[gap.clone()]) {
+            *slot = f.c;
+        }
+        key
+    };
+    // Shape -> (count, length, first index): a handful of shapes per run.
+    let mut counts: HashMap<[char; MAX_LETTER_GAP], (usize, usize, usize)> = HashMap::new();
     let mut i = 0;
     while i < n {
         if !single_letter(chars, i) {
             i += 1;
             continue;
         }
-        gaps.clear();
+        // Two passes over the run, nothing stored per gap: count the gaps' shapes, then decide.
+        counts.clear();
         let mut last = i;
-        loop {
-            let gap_start = last + 1;
-            let mut gap_end = gap_start;
-            while gap_end < n
-                && gap_end - gap_start < MAX_LETTER_GAP
-                && is_letter_gap(chars[gap_end].c)
-            {
-                gap_end += 1;
-            }
-            if gap_end == gap_start || gap_end >= n || !single_letter(chars, gap_end) {
-                break;
-            }
-            gaps.push(gap_start..gap_end);
-            last = gap_end;
+        let mut gaps = 0;
+        while let Some(gap) = gap_after(last) {
+            counts.entry(shape(&gap)).or_insert((0, gap.len(), gaps)).0 += 1;
+            gaps += 1;
+            last = gap.end;
         }
-        if gaps.len() >= 3 {
+        if gaps >= 3 {
             // The gap inside words: the most common shape, the shortest on a tie, the first on a
-            // tie of both. Counted in a map, so a run costs time linear in its length.
-            let shape = |gap: &Range<usize>| {
-                let mut key = ['\0'; MAX_LETTER_GAP];
-                for (slot, f) in key.iter_mut().zip(&chars[gap.clone()]) {
-                    *slot = f.c;
-                }
-                key
-            };
-            let mut counts: HashMap<[char; MAX_LETTER_GAP], (usize, usize)> = HashMap::new();
-            for (k, gap) in gaps.iter().enumerate() {
-                counts.entry(shape(gap)).or_insert((0, k)).0 += 1;
-            }
+            // tie of both. Any other gap is a word break.
             let inner = counts
-                .values()
-                .min_by_key(|(count, first)| {
-                    (std::cmp::Reverse(*count), gaps[*first].len(), *first)
-                })
-                .map(|(_, first)| shape(&gaps[*first]));
-            for gap in &gaps {
-                let word_gap = Some(shape(gap)) != inner;
+                .iter()
+                .min_by_key(|(_, (count, len, first))| (std::cmp::Reverse(*count), *len, *first))
+                .map(|(key, _)| *key);
+            let mut letter = i;
+            while letter < last {
+                let Some(gap) = gap_after(letter) else {
+                    break;
+                };
+                let word_gap = Some(shape(&gap)) != inner;
                 for (offset, at) in gap.clone().enumerate() {
                     fate[at] = if word_gap && offset == 0 {
                         Fate::Space
@@ -359,6 +360,7 @@ fn join_spelled_out_letters(chars: &mut Vec<Folded>) {
                         Fate::Drop
                     };
                 }
+                letter = gap.end;
             }
         }
         i = last + 1;
@@ -394,7 +396,8 @@ enum WordScript {
 /// Rewrite lookalike letters inside words that mix scripts, and inside whole words of lookalikes
 /// that stand next to Latin words.
 fn fold_lookalikes(chars: &mut [Folded], mixed: &mut Vec<Range<usize>>) {
-    let mut words: Vec<(Range<usize>, WordScript)> = Vec::new();
+    // (start, end, script) per word, compact: a text of short words has many of them.
+    let mut words: Vec<(u32, u32, WordScript)> = Vec::new();
     let mut start = 0;
     while start < chars.len() {
         if !chars[start].c.is_alphanumeric() {
@@ -428,28 +431,30 @@ fn fold_lookalikes(chars: &mut [Folded], mixed: &mut Vec<Range<usize>>) {
         } else {
             WordScript::Latin
         };
-        words.push((start..end, script));
+        // Texts are at most a few MiB (the screen's byte bound), far below u32::MAX.
+        words.push((start as u32, end as u32, script));
         start = end;
     }
     // A word of lookalikes only is read as Latin when a neighbour is Latin (or is read so).
     let mut as_latin: Vec<bool> = words
         .iter()
-        .map(|(_, s)| matches!(s, WordScript::Latin | WordScript::Mixed))
+        .map(|(_, _, s)| matches!(s, WordScript::Latin | WordScript::Mixed))
         .collect();
     let reads_latin = |script: WordScript, neighbour: Option<bool>| {
         script == WordScript::LookalikesOnly && neighbour == Some(true)
     };
     for k in 1..words.len() {
-        if reads_latin(words[k].1, Some(as_latin[k - 1])) {
+        if reads_latin(words[k].2, Some(as_latin[k - 1])) {
             as_latin[k] = true;
         }
     }
     for k in (0..words.len().saturating_sub(1)).rev() {
-        if reads_latin(words[k].1, Some(as_latin[k + 1])) {
+        if reads_latin(words[k].2, Some(as_latin[k + 1])) {
             as_latin[k] = true;
         }
     }
-    for (k, (range, script)) in words.into_iter().enumerate() {
+    for (k, (start, end, script)) in words.into_iter().enumerate() {
+        let range = start as usize..end as usize;
         let fold = match script {
             WordScript::Mixed => {
                 mixed

@@ -9,6 +9,7 @@
 //!
 //! Rules with the same id form one group: the screen deduplicates and counts findings per group.
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::OnceLock;
 
@@ -151,7 +152,7 @@ fn specs() -> Vec<Spec> {
     let g4 = gap(4);
     let g6 = gap(6);
     let g8 = gap(8);
-    vec![
+    let mut specs = vec![
         // ---- Injection: overriding earlier instructions ----
         word_rule("inj.ignore-previous", Injection, format!(
             r"\b(?:ignore|disregard|forget|override|bypass|discard|abandon|neglect|overlook|dismiss|drop|skip|set aside|put aside|throw out|ditch|scrap)\b{g3} {EN_QUALIFIER}(?: [^\s.!?;。！？]+){{0,2}}? {EN_RULE_NOUN}\b")),
@@ -214,7 +215,9 @@ fn specs() -> Vec<Spec> {
         word_rule("inj.bypass-user", Injection,
             r"(?:\b(?:skip|bypass|ignore|disregard|override|exceed|circumvent|get around|disable|turn off)\b(?: [^\s.!?;。！？]+){0,2}? (?:the |your |any |their )?(?:user'?s?|human'?s?|owner'?s?|principal'?s?)? ?(?:spending|budget|payment|price|cost|purchase) (?:limits?|caps?|budgets?|checks?|confirmations?|approvals?|rules?)\b|\b(?:the |your )?(?:user|human|owner|principal)(?:'s)? (?:has |have )?(?:already |pre-?)(?:approved|consented|authori[sz]ed|agreed|confirmed)\b|\bpre-?approved (?:all |every |any )?(?:payments?|charges?|spending|transactions?|calls?|purchases?)\b|\bno need to (?:confirm|check|ask|verify|consult)\b(?: [^\s.!?;。！？]+){0,3}? (?:with )?(?:the |your )?(?:user|human|owner|principal|them)\b|\b(?:proceed|continue|pay|approve|go ahead|sign)\b(?: [^\s.!?;。！？]+){0,2}? without (?:asking|confirming|checking|confirmation|approval|permission|consent)\b)".to_string()),
         word_rule("inj.new-instructions", Injection,
-            r"(?:\b(?:new|updated|real|actual|revised|secret|hidden|additional|overriding|priority) (?:system )?(?:instructions?|directives?|prompt|orders)\s*:|\bsystem (?:instructions?|override|directives?|prompt|message)\s*:|\b(?:nuevas? instrucciones|nouvelles? (?:instructions|consignes)|neue (?:anweisungen|instruktionen|systemanweisung)|novas? instrucoes|nuove istruzioni)\s*:|(?:新的?指令|新的?系统指令|系统指令)\s*[:：]|\bнов\w* (?:инструкци|указани)\w*\s*:)".to_string()),
+            r"(?:\b(?:new|updated|real|actual|revised|secret|hidden|additional|overriding|priority) (?:system )?(?:instructions?|directives?|prompt|orders)\s*:|\bsystem (?:instructions?|override|directives?|prompt|message)\s*:|\b(?:nuevas? instrucciones|nouvelles? (?:instructions|consignes)|neue (?:anweisungen|instruktionen|systemanweisung)|novas? instrucoes|nuove istruzioni)\s*:|(?:新的?指令|新的?系统指令|系统指令)\s*[:：])".to_string()),
+        word_rule("inj.new-instructions", Injection,
+            r"\bнов\w* (?:инструкци|указани)\w*\s*:".to_string()),
         literal_rule("inj.chat-template", Injection,
             r"(?:<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id)\|>|\[/?inst\]|<</?sys>>|</?(?:system|assistant)>|(?:^|\s)#{1,3} ?(?:system|new instructions?|instructions?)\s*:)".to_string()),
 
@@ -262,11 +265,15 @@ fn specs() -> Vec<Spec> {
             r"(?:\bclaim\b{g3} (?:airdrop|airdrops|reward|rewards|tokens|bonus|nft|prize|allocation|giveaway|free)\b|\b(?:free|exclusive|limited|surprise|bonus|limited-time) (?:[^\s.!?;。！？]+ ){{0,2}}?(?:airdrop|giveaway|mint|drop)\b|\bgiveaway\b|\bairdrop\b{g2} (?:is )?(?:live|now|ending|ends|available|claimable)\b)"),
             r"\b(?:on|upon|in|at|after|before|during) drop$"),
         word_rule("phish.claim-airdrop", Phishing, format!(
-            r"(?:\b(?:reclama|reclame|reclamez|reclamer|resgate|reivindique|fordere|beanspruche|hol dir|sichere dir)\b{g3} (?:airdrop|recompensa|recompense|tokens|premio|jetons|bonus|belohnung|token)\b|(?:领取|領取|认领|認領|免费获得|免费领)[^。！？]{{0,6}}(?:空投|奖励|獎勵|代币|代幣)|\b(?:получи|забери|заберите|получите)\w*(?: [^\s.!?;。！？]+){{0,2}}? (?:аирдроп|айрдроп|эирдроп|эйрдроп|airdrop|награду|бонус|токены))")),
+            r"(?:\b(?:reclama|reclame|reclamez|reclamer|resgate|reivindique|fordere|beanspruche|hol dir|sichere dir)\b{g3} (?:airdrop|recompensa|recompense|tokens|premio|jetons|bonus|belohnung|token)\b|(?:领取|領取|认领|認領|免费获得|免费领)[^。！？]{{0,6}}(?:空投|奖励|獎勵|代币|代幣))")),
+        word_rule("phish.claim-airdrop", Phishing,
+            r"\b(?:получи|забери|заберите|получите)\w*(?: [^\s.!?;。！？]+){0,2}? (?:аирдроп|айрдроп|эирдроп|эйрдроп|airdrop|награду|бонус|токены)".to_string()),
         word_rule("phish.verify-wallet", Phishing, format!(
             r"\b(?:verify|validate|sync|synchroni[sz]e|connect|link|authenticate|unlock|restore|rectify|revalidate|reactivate|secure|confirm|recover|migrate|whitelist)\b (?:your )(?:[^\s.!?;。！？]+ )?(?:wallet|account|seed|funds)\b{g4} (?:(?:at|on|via|through|using|visit|go to) {URLISH}|here\b|now\b|immediately\b|to (?:avoid|continue|keep|prevent|receive|claim|unlock|restore|get)\b)")),
         word_rule("phish.verify-wallet", Phishing,
-            r"(?:\b(?:verifiez|verifie|validez|connectez|synchronisez|debloquez)\b (?:votre|ton) (?:portefeuille|wallet|compte)\b|\b(?:verifica|verifique|valida|conecta|conecte|sincroniza|sincronice|desbloquea)\b (?:tu|su|sua|seu|a sua) (?:billetera|cartera|wallet|monedero|carteira)\b|\b(?:verifiziere|verifizieren sie|bestatige|bestatigen sie|verbinde|verbinden sie|synchronisiere)\b (?:deine|ihre|dein|ihr) (?:wallet|geldborse)\b|(?:验证|驗證|连接|連接|同步|解锁|解鎖)(?:你的|您的)?(?:钱包|錢包)|\b(?:подтверди|верифицируй|подключи|синхронизируй|разблокируй)\w* (?:свой |ваш )?кошел\w*)".to_string()),
+            r"(?:\b(?:verifiez|verifie|validez|connectez|synchronisez|debloquez)\b (?:votre|ton) (?:portefeuille|wallet|compte)\b|\b(?:verifica|verifique|valida|conecta|conecte|sincroniza|sincronice|desbloquea)\b (?:tu|su|sua|seu|a sua) (?:billetera|cartera|wallet|monedero|carteira)\b|\b(?:verifiziere|verifizieren sie|bestatige|bestatigen sie|verbinde|verbinden sie|synchronisiere)\b (?:deine|ihre|dein|ihr) (?:wallet|geldborse)\b|(?:验证|驗證|连接|連接|同步|解锁|解鎖)(?:你的|您的)?(?:钱包|錢包))".to_string()),
+        word_rule("phish.verify-wallet", Phishing,
+            r"\b(?:подтверди|верифицируй|подключи|синхронизируй|разблокируй)\w* (?:свой |ваш )?кошел\w*".to_string()),
         word_rule("phish.urgency", Phishing,
             r"(?:\byour (?:wallet|account|funds|access|listing|api key|address|api access)\b(?: [^\s.!?;。！？]+){0,2}? (?:has been|have been|was|were|is|will be) (?:flagged|suspended|locked|compromised|frozen|restricted|disabled|blocked|deactivated|terminated|blacklisted)\b|\byour (?:[^\s.!?;。！？]+ ){0,3}?(?:expires?|will expire|(?:is|are|will be|gets?) (?:suspended|terminated|locked|deleted)) (?:today|tonight|soon|in \d+ (?:hours?|minutes?))\b|\b(?:suspended|terminated|locked|deleted) (?:today|tonight)\b)".to_string()),
         word_rule("phish.sign-to-claim", Phishing, format!(
@@ -313,31 +320,56 @@ fn specs() -> Vec<Spec> {
             r"(?:\b(?:introduce|introduzca|ingresa|ingrese|envia|envie|proporciona|proporcione|comparte|comparta|escribe|escriba|pega|pegue|dinos|danos|facilita|facilite|digite|insira|forneca|compartilhe|informe|cole|passe|mande|diga)\b{g3} (?:frase semilla|frase de recuperacion|palabras de recuperacion|mnemonico|frase semente|frase-semente|frase de recuperacao|palavras de recuperacao|mnemonica)\b|\b(?:entre[rz]?|saisi(?:r|s|ssez)|envoy(?:er|ez)|envoie|fourni(?:r|s|ssez)|partag(?:er|ez|e)|coll(?:er|ez|e)|donn(?:er|ez|e)|indiqu(?:er|ez)|communiqu(?:er|ez)|tap(?:er|ez))\b{g3} (?:phrase de recuperation|phrase secrete|phrase mnemonique|mots de recuperation)\b)")),
         secret_rule("secret.password", format!(
             r"(?:\b(?:introduce|introduzca|ingresa|ingrese|envia|envie|proporciona|proporcione|comparte|comparta|escribe|escriba|dinos|danos|digite|insira|forneca|compartilhe|informe|mande|diga)\b{g3} (?:contrasena|senha|clave de acceso)\b|\b(?:entre[rz]?|saisi(?:r|s|ssez)|envoy(?:er|ez)|envoie|fourni(?:r|s|ssez)|partag(?:er|ez|e)|donn(?:er|ez|e)|indiqu(?:er|ez)|communiqu(?:er|ez)|tap(?:er|ez))\b{g3} (?:mot de passe|identifiants)\b)")),
-        secret_rule("secret.private-key", de_zh_ru_ask(
-            r"privat\w* schlussel|geheim\w* schlussel|api-?schlussel",
-            "私钥|私鑰|密钥|密鑰|秘钥",
-            r"приватн\w* ключ|секретн\w* ключ|api-?ключ",
-        )),
-        secret_rule("secret.seed-phrase", de_zh_ru_ask(
-            r"seed-?phrase|wiederherstellungsphrase|mnemonic",
-            "助记词|助記詞|种子短语|種子短語|种子词|恢复短语|恢復短語",
-            r"сид-?фраз|seed-?фраз|мнемони|фраз\w* восстановлени|секретн\w* фраз",
-        )),
-        secret_rule("secret.password", de_zh_ru_ask(
-            r"passwort|kennwort|zugangsdaten",
-            "密码|密碼|口令",
-            r"парол",
-        )),
-    ]
+    ];
+    // German, Chinese and Russian asks: one spec per language.
+    let foreign_asks = [
+        (
+            "secret.private-key",
+            de_zh_ru_ask(
+                r"privat\w* schlussel|geheim\w* schlussel|api-?schlussel",
+                "私钥|私鑰|密钥|密鑰|秘钥",
+                r"приватн\w* ключ|секретн\w* ключ|api-?ключ",
+            ),
+        ),
+        (
+            "secret.seed-phrase",
+            de_zh_ru_ask(
+                r"seed-?phrase|wiederherstellungsphrase|mnemonic",
+                "助记词|助記詞|种子短语|種子短語|种子词|恢复短语|恢復短語",
+                r"сид-?фраз|seed-?фраз|мнемони|фраз\w* восстановлени|секретн\w* фраз",
+            ),
+        ),
+        (
+            "secret.password",
+            de_zh_ru_ask(
+                r"passwort|kennwort|zugangsdaten",
+                "密码|密碼|口令",
+                r"парол",
+            ),
+        ),
+    ];
+    for (id, patterns) in foreign_asks {
+        specs.extend(patterns.into_iter().map(|p| secret_rule(id, p)));
+    }
+    specs
 }
 
-/// An ask for a secret in German (either word order), Chinese or Russian; each argument is the
-/// alternation of that language's nouns for the secret.
-fn de_zh_ru_ask(german: &str, chinese: &str, russian: &str) -> String {
+/// An ask for a secret in German (either word order), Chinese and Russian, one pattern each (so
+/// that only the Russian one needs Unicode word boundaries); each argument is the alternation of
+/// that language's nouns for the secret.
+fn de_zh_ru_ask(german: &str, chinese: &str, russian: &str) -> [String; 3] {
     let w = "[^\\s.!?;。！？]";
-    format!(
-        r"(?:\b(?:gib|gebe|geben sie|sende|senden sie|schicke|schicken sie|teile|teilen sie|nenne|nennen sie|trage|tragen sie|fuge|fugen sie)\b(?: {w}+){{0,3}}? (?:{german})\w*|\b(?:{german})\w*(?: {w}+){{0,4}}? (?:eingeben|angeben|senden|schicken|mitteilen|eintragen|einfugen|teilen)\b|(?:输入|輸入|提供|发送|發送|告诉|告訴|分享|填写|填寫|粘贴|貼上|提交|上传|上傳|发给|發給|给我|給我)[^。！？]{{0,10}}(?:{chinese})|\b(?:введи|введите|отправь|отправьте|пришли|пришлите|укажи|укажите|сообщи|сообщите|поделись|поделитесь|вставь|вставьте|скинь|скиньте|дай|дайте|предостав)\w*(?: {w}+){{0,3}}? (?:{russian})\w*)"
-    )
+    [
+        format!(
+            r"(?:\b(?:gib|gebe|geben sie|sende|senden sie|schicke|schicken sie|teile|teilen sie|nenne|nennen sie|trage|tragen sie|fuge|fugen sie)\b(?: {w}+){{0,3}}? (?:{german})\w*|\b(?:{german})\w*(?: {w}+){{0,4}}? (?:eingeben|angeben|senden|schicken|mitteilen|eintragen|einfugen|teilen)\b)"
+        ),
+        format!(
+            r"(?:输入|輸入|提供|发送|發送|告诉|告訴|分享|填写|填寫|粘贴|貼上|提交|上传|上傳|发给|發給|给我|給我)[^。！？]{{0,10}}(?:{chinese})"
+        ),
+        format!(
+            r"\b(?:введи|введите|отправь|отправьте|пришли|пришлите|укажи|укажите|сообщи|сообщите|поделись|поделитесь|вставь|вставьте|скинь|скиньте|дай|дайте|предостав)\w*(?: {w}+){{0,3}}? (?:{russian})\w*"
+        ),
+    ]
 }
 
 /// The secret nouns of every language the rules know, for the negation scoping.
@@ -352,6 +384,44 @@ pub(super) fn secret_nouns() -> &'static Regex {
         ))
         .expect("the secret-noun pattern is a valid regex")
     })
+}
+
+/// `pattern` without Unicode word boundaries.
+///
+/// A Unicode word boundary makes the regex engine leave its fast automaton for a slow one on any
+/// text with a non-ASCII character, around every candidate match: a hostile text made of
+/// candidates ("send send send ... да", "отправь отправь ...") then costs several times more. The
+/// folded text reads every Latin script as ASCII, so a pattern of Latin words gets ASCII
+/// boundaries. A pattern with Cyrillic words (never mixed with Latin ones: they are separate
+/// specs) gets boundaries made of character classes: before a word, the start of the text or a
+/// character that is not a letter, digit or underscore (consumed: the match then starts one
+/// character early, a space the screen trims); after a word, the end of the text or such a
+/// character, or nothing when the pattern goes on with a space anyway.
+fn with_fast_boundaries(pattern: &str) -> Cow<'_, str> {
+    if !pattern
+        .chars()
+        .any(|c| matches!(c, '\u{0400}'..='\u{052F}'))
+    {
+        return Cow::Owned(pattern.replace(r"\b", r"(?-u:\b)"));
+    }
+    const BEFORE: &str = r"(?:^|[^\p{L}\p{N}_])";
+    const AFTER: &str = r"(?:$|[^\p{L}\p{N}_])";
+    let mut out = String::with_capacity(pattern.len() + 64);
+    let mut rest = pattern;
+    while let Some(at) = rest.find(r"\b") {
+        let (head, tail) = (&rest[..at], &rest[at + 2..]);
+        out.push_str(head);
+        let starts_word =
+            out.is_empty() || out.ends_with('|') || out.ends_with('(') || out.ends_with("(?:");
+        if starts_word {
+            out.push_str(BEFORE);
+        } else if !(tail.starts_with(' ') || tail.starts_with("(?: ")) {
+            out.push_str(AFTER);
+        }
+        rest = tail;
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
 }
 
 /// All rules, compiled once, grouped by id in the order the ids first appear.
@@ -372,7 +442,7 @@ pub(super) fn rule_groups() -> &'static [RuleGroup] {
                     CheckSpec::Veto(veto) => MatchCheck::Veto(compile(veto)),
                 },
                 loose: spec.loose,
-                regex: compile(&spec.pattern),
+                regex: compile(&with_fast_boundaries(&spec.pattern)),
             };
             match groups.iter_mut().find(|g| g.id == spec.id) {
                 Some(group) => {
@@ -397,6 +467,19 @@ pub(super) fn rule_groups() -> &'static [RuleGroup] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fast_boundaries() {
+        assert_eq!(with_fast_boundaries(r"\bsend\b"), r"(?-u:\b)send(?-u:\b)");
+        assert_eq!(
+            with_fast_boundaries(r"(?:\bтеперь ты\b|\b(?:дай)\b(?: \w+)? x)"),
+            r"(?:(?:^|[^\p{L}\p{N}_])теперь ты(?:$|[^\p{L}\p{N}_])|(?:^|[^\p{L}\p{N}_])(?:дай)(?: \w+)? x)"
+        );
+        let re = Regex::new(&with_fast_boundaries(r"\bтеперь ты\b")).unwrap();
+        assert!(re.is_match("и теперь ты бот"));
+        assert!(re.is_match("теперь ты"));
+        assert!(!re.is_match("теперь тыква"));
+    }
 
     #[test]
     fn every_rule_compiles_and_ids_are_namespaced() {
