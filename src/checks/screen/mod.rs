@@ -49,7 +49,7 @@ pub const MAX_FINDINGS_KEPT: usize = 64;
 pub const MAX_FINDINGS_PER_RULE: usize = 8;
 
 /// The most texts a receipt lists one by one (the others are counted and hashed together).
-pub const MAX_TEXTS_LISTED: usize = 32;
+pub(crate) const MAX_TEXTS_LISTED: usize = 32;
 
 /// What a finding is evidence of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -82,7 +82,7 @@ impl Category {
 /// Which categories a screening looks for: S2 and S3 need the unsafe ones, S4 the secret asks,
 /// and running only those keeps each check's work to its own rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     All,
     Unsafe,
     SecretAsks,
@@ -249,7 +249,7 @@ pub fn screen(text: &str) -> Screening {
 }
 
 /// Run the rules of `scope` over the first `max_bytes` of `text`.
-pub fn screen_within(text: &str, scope: Scope, max_bytes: usize) -> Screening {
+pub(crate) fn screen_within(text: &str, scope: Scope, max_bytes: usize) -> Screening {
     let truncated = text.len() > max_bytes;
     let text = prefix_at_boundary(text, max_bytes);
     let mut groups: Vec<RuleHits> = Vec::new();
@@ -456,7 +456,7 @@ pub fn description_texts(payment_required: &Value) -> Vec<SourcedText> {
 }
 
 /// Characters of a JSON key shown in a source path.
-pub const MAX_KEY_CHARS: usize = 64;
+pub(crate) const MAX_KEY_CHARS: usize = 64;
 
 /// Texts collected within the screen's bounds.
 #[derive(Default)]
@@ -606,7 +606,7 @@ pub fn declared_headers(payment_required: &Value) -> Vec<DeclaredHeader> {
 }
 
 /// The most declared headers read from one PaymentRequired.
-pub const MAX_DECLARED_HEADERS: usize = 256;
+pub(crate) const MAX_DECLARED_HEADERS: usize = 256;
 
 /// Headers that x402 itself uses: declaring them is not asking for a secret.
 const X402_HEADERS: &[&str] = &[
@@ -836,7 +836,7 @@ enum OverBudget {
 }
 
 /// The rule id of a screening that could not cover every text.
-pub const TOO_LARGE_RULE: &str = "screen.too-large";
+pub(crate) const TOO_LARGE_RULE: &str = "screen.too-large";
 
 fn unsafe_text_conclusion(texts: &[SourcedText], what: &str, over: OverBudget) -> Conclusion {
     // Nothing published is nothing unsafe: the check passes, and the receipt says it saw no text.
