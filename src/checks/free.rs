@@ -202,8 +202,13 @@ impl<'a> Run<'a> {
         let mut h = BTreeMap::new();
         if let Some(r) = self.primary {
             h.insert("response.body".into(), r.body_sha256.clone());
-            if let Some(v) = r.header("payment-required") {
-                h.insert("response.payment-required".into(), sha256_hex(v.as_bytes()));
+            // Every PAYMENT-REQUIRED header, so a receipt shows each of two that disagree.
+            for (i, v) in r.header_all("payment-required").enumerate() {
+                let label = match i {
+                    0 => "response.payment-required".to_string(),
+                    n => format!("response.payment-required.{}", n + 1),
+                };
+                h.insert(label, sha256_hex(v.as_bytes()));
             }
         }
         h
