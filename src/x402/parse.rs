@@ -1107,16 +1107,7 @@ pub fn parse_settlement_response(
             Deviation::new("payment_response.bad_json", format!("{what} is not JSON"))
         }));
     };
-    let object = Value::Object(decoded.object);
-    let Some(fields) = object.as_object() else {
-        return Err(Deviation::new(
-            "payment_response.not_object",
-            format!(
-                "the decoded {header_name} header is a JSON {}",
-                json_type(&object)
-            ),
-        ));
-    };
+    let fields = decoded.object;
     let success = match fields.get("success") {
         Some(Value::Bool(success)) => *success,
         Some(other) => {
@@ -1134,7 +1125,7 @@ pub fn parse_settlement_response(
     };
     let mut string = |key: &str| {
         optional_string(
-            fields,
+            &fields,
             key,
             &format!("payment_response.{key}"),
             &mut deviations,
@@ -1159,7 +1150,8 @@ pub fn parse_settlement_response(
             deviations.push(Deviation::new(
                 "payment_response.transaction.not_hash",
                 format!(
-                    "a successful settlement names no 0x 32-byte transaction hash ({transaction:?})"
+                    "a successful settlement names no 0x 32-byte transaction hash ({})",
+                    transaction.as_deref().map_or("none".to_string(), quoted)
                 ),
             ));
         }
@@ -1174,7 +1166,7 @@ pub fn parse_settlement_response(
         network,
         amount,
         extensions,
-        object,
+        object: Value::Object(fields),
         deviations,
     })
 }
