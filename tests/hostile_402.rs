@@ -292,7 +292,13 @@ async fn a_schema_that_validates_in_exponential_time_is_refused_not_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disagreeing_payment_required_headers_fail_c1_and_offer_nothing() {
-    let lab = lab(&["dup-header-disagree", "dup-header-case", "dup-header-agree"]).await;
+    let lab = lab(&[
+        "dup-header-disagree",
+        "dup-header-case",
+        "dup-header-agree",
+        "dup-content-type",
+    ])
+    .await;
     for scenario in ["dup-header-disagree", "dup-header-case"] {
         let run = run(&lab, scenario, &[]).await;
         let report = assert_bounded(scenario, &run);
@@ -313,6 +319,13 @@ async fn disagreeing_payment_required_headers_fail_c1_and_offer_nothing() {
             );
         }
     }
+    // Two Content-Types that disagree declare nothing S5 can hold the bytes to.
+    let run_types = run(&lab, "dup-content-type", &[]).await;
+    let report = assert_bounded("dup-content-type", &run_types);
+    let s5 = check(&report, "S5");
+    assert_eq!(s5["outcome"], "fail", "{}", s5["evidence"]);
+    assert!(s5["evidence"].as_str().unwrap().contains("disagree"));
+    assert_eq!(check(&report, "C1")["outcome"], "pass");
     // The same header twice is only a note.
     let run = run(&lab, "dup-header-agree", &[]).await;
     let report = run.report();

@@ -177,6 +177,9 @@ pub enum Hostile {
     DuplicateHeadersAgree,
     /// `Payment-Required` and `PAYMENT-REQUIRED` on the wire, with different payees.
     DuplicateHeadersCase,
+    /// An honest `PAYMENT-REQUIRED` header, and two `Content-Type` headers that disagree
+    /// (`application/json` and `text/html`).
+    DuplicateContentType,
     /// An honest header whose bazaar schema is a recursive `anyOf` with two identical branches and
     /// whose `info` nests an array 40 deep: validating it naively takes 2^40 steps.
     SchemaBomb,
@@ -786,6 +789,19 @@ pub fn all() -> Vec<Scenario> {
             ("R2", "pass"),
             ("C1", "fail"),
             ("S1", "pass"),
+        ])
+        .build(),
+        B::new(
+            "dup-content-type",
+            "two Content-Type headers: application/json and text/html",
+        )
+        .hostile(Hostile::DuplicateContentType)
+        .expect_only(&[
+            ("R1", "pass"),
+            ("R2", "pass"),
+            ("C1", "pass"),
+            ("S1", "pass"),
+            ("S5", "fail"),
         ])
         .build(),
         B::new(

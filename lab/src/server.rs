@@ -607,6 +607,18 @@ where
             )
             .await?;
         }
+        Hostile::DuplicateContentType => {
+            // write_402 declares application/json first.
+            write_402(
+                &mut stream,
+                &[
+                    ("payment-required", &pr_header),
+                    ("content-type", "text/html"),
+                ],
+                b"{}",
+            )
+            .await?;
+        }
         Hostile::SchemaBomb => {
             let mut bomb = pr.clone();
             let branch = json!({"type": "array", "items": {"$ref": "#/$defs/nest"}});

@@ -950,3 +950,19 @@ async fn duplicate_payment_required_headers() {
     let (mixed, upper) = (value("Payment-Required"), value("PAYMENT-REQUIRED"));
     assert_ne!(mixed["accepts"][0]["payTo"], upper["accepts"][0]["payTo"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dup_content_type_declares_two_types() {
+    let lab = lab(&["dup-content-type"]).await;
+    let resp = unpaid(&lab, "dup-content-type").await;
+    let types: Vec<&str> = resp
+        .headers()
+        .get_all("content-type")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert_eq!(types, ["application/json", "text/html"]);
+    let (pr, body) = quote(resp).await;
+    assert_eq!(body, b"{}");
+    assert_eq!(pr["accepts"][0]["payTo"], lab.pay_to.to_checksum(None));
+}
