@@ -109,6 +109,7 @@ fn main() {
                     chain: ChainSeen::NoRpc,
                     declared_assets: vec![],
                     allow_private: true,
+                    cut_short: None,
                 };
                 std::hint::black_box(evaluate_free(&obs, &rubric));
             }

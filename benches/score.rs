@@ -50,6 +50,7 @@ fn subject(rubric: &Rubric, i: u64) -> Inputs {
         for k in 0..n {
             let pass = rng.next() < check_quality;
             let mut e = json!({
+                "seq": history.len(),
                 "check": check.id,
                 "outcome": if pass { "pass" } else { "fail" },
                 "at": rfc3339(AS_OF_MS - k * every_hours * HOUR_MS - (rng.next() * 3.0e6) as i64),

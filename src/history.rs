@@ -4,41 +4,51 @@
 //! Per-sample checks give one entry per sample (R1, R2 from their samples; R3 one timed `pass` or
 //! never-completed `fail` per sample, the history's curve convention); every other check gives one
 //! entry per run. `unmeasured` results are kept: they record nothing against the subject, and the
-//! document shows that they were looked for.
+//! document shows that they were looked for. Entries are the scorer's own typed `HistoryEntry`, so
+//! what is written here is what `score` reads.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::canonical::canonical_sha256;
-use crate::evidence::CheckResult;
+use crate::evidence::{CheckResult, Outcome};
 use crate::rubric::{Kind, Rubric};
+use crate::score::input::{
+    HistoryEntry, InputsDocument, PriceUsd, Provenance, RevisionDocument, SubjectDocument,
+};
 
-/// The history entries of one run. `paid_run` is true when the run made a paid call (its paid
-/// entries then prove a paid call happened, which the verdict needs).
+/// The history entries of one run, numbered `first_seq`, `first_seq + 1`, ... in the order the
+/// run produced them (checks in rubric order, samples in the order they were taken): entries of
+/// one run share its time, and `seq` is what orders them. `paid_run` is true when the run made a
+/// paid call (its paid entries then prove a paid call happened, which the verdict needs).
 pub fn run_entries(
     results: &[CheckResult],
     rubric: &Rubric,
     paid_run: bool,
     revision: &str,
-) -> Vec<Value> {
-    let mut entries = Vec::new();
+    first_seq: u64,
+) -> Vec<HistoryEntry> {
+    let mut entries: Vec<HistoryEntry> = Vec::new();
     for r in results {
         let Some(check) = rubric.check(&r.id) else {
             continue;
         };
         let kind = match (check.kind, paid_run) {
-            (Kind::Paid, true) => "paid",
-            _ => "free",
+            (Kind::Paid, true) => Kind::Paid,
+            _ => Kind::Free,
         };
         let receipt = canonical_sha256(&serde_json::to_value(&r.receipt).unwrap_or(Value::Null));
-        let entry = |outcome: &str, value: Option<f64>| {
-            let mut e = json!({
-                "check": r.id, "outcome": outcome, "at": r.receipt.at, "kind": kind,
-                "revision": revision, "receipt": receipt,
-            });
-            if let Some(v) = value {
-                e["value"] = json!(v);
-            }
-            e
+        let mut push = |outcome: Outcome, value: Option<f64>| {
+            entries.push(HistoryEntry {
+                seq: first_seq + entries.len() as u64,
+                check: r.id.clone(),
+                outcome,
+                at: r.receipt.at.clone(),
+                kind,
+                revision: Some(revision.to_string()),
+                value,
+                receipt: receipt.clone(),
+                note: None,
+            })
         };
         // Free checks keep their detail at the top of the receipt; paid ones under `check`.
         let detail = &r.receipt.detail;
@@ -46,27 +56,31 @@ pub fn run_entries(
             .get("samples")
             .or_else(|| detail.pointer("/check/samples"))
             .and_then(Value::as_array);
+        // A sample's outcome as our checks write it; one that does not read as an outcome says
+        // nothing about the subject: unmeasured.
+        let sample_outcome = |s: &Value| {
+            s.get("outcome")
+                .and_then(Value::as_str)
+                .map(|o| o.parse::<Outcome>().unwrap_or(Outcome::Unmeasured))
+        };
         match (r.id.as_str(), samples) {
             ("R1" | "R2", Some(samples)) => {
                 for s in samples {
-                    if let Some(o) = s.get("outcome").and_then(Value::as_str) {
-                        entries.push(entry(o, None));
+                    if let Some(o) = sample_outcome(s) {
+                        push(o, None);
                     }
                 }
             }
             ("R3" | "R7", Some(samples)) => {
                 for s in samples {
-                    match (
-                        s.get("outcome").and_then(Value::as_str),
-                        s.get("ms").and_then(Value::as_f64),
-                    ) {
-                        (Some("pass"), Some(ms)) => entries.push(entry("pass", Some(ms))),
-                        (Some("fail"), _) => entries.push(entry("fail", None)),
+                    match (sample_outcome(s), s.get("ms").and_then(Value::as_f64)) {
+                        (Some(Outcome::Pass), Some(ms)) => push(Outcome::Pass, Some(ms)),
+                        (Some(Outcome::Fail), _) => push(Outcome::Fail, None),
                         _ => {}
                     }
                 }
             }
-            _ => entries.push(entry(r.outcome.as_str(), r.value.filter(|_| r.id == "R5"))),
+            _ => push(r.outcome, r.value.filter(|_| r.id == "R5")),
         }
     }
     entries
@@ -88,24 +102,32 @@ pub fn inputs_document(
     rubric: &Rubric,
     as_of: &str,
     subject: &SubjectFacts,
-    history: Vec<Value>,
-    provenance: &str,
-) -> Value {
-    json!({
-        "rubric_sha256": rubric.sha256(),
-        "rubric_version": rubric.version,
-        "as_of": as_of,
-        "subject": {
-            "id": subject.id,
-            "url": subject.url,
-            "category": subject.category,
-            "price_usd": format!("{}", subject.price_usd),
-            "revisions": subject.revisions.iter().map(|(id, at)| json!({"id": id, "at": at})).collect::<Vec<_>>(),
+    history: Vec<HistoryEntry>,
+    provenance: Provenance,
+) -> InputsDocument {
+    InputsDocument {
+        rubric_sha256: rubric.sha256().to_string(),
+        rubric_version: rubric.version.clone(),
+        as_of: as_of.to_string(),
+        subject: SubjectDocument {
+            id: subject.id.clone(),
+            url: subject.url.clone(),
+            category: subject.category.clone(),
+            price_usd: PriceUsd::Decimal(format!("{}", subject.price_usd)),
+            revisions: subject
+                .revisions
+                .iter()
+                .map(|(id, at)| RevisionDocument {
+                    id: id.clone(),
+                    at: at.clone(),
+                    note: None,
+                })
+                .collect(),
         },
-        "history": history,
-        "population": [],
-        "provenance": provenance,
-    })
+        history,
+        population: Vec::new(),
+        provenance,
+    }
 }
 
 /// The price the run's first usable 402 quotes for its first entry, in USD, reading the amount in
@@ -125,7 +147,8 @@ pub fn quoted_price_usd(obs: &crate::observation::FreeObservation) -> Option<f64
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evidence::{Outcome, Receipt};
+    use crate::evidence::Receipt;
+    use serde_json::json;
 
     fn result(id: &str, outcome: Outcome, detail: Value) -> CheckResult {
         CheckResult {
@@ -166,20 +189,14 @@ mod tests {
             result("H2", Outcome::Unmeasured, Value::Null),
             result("R4", Outcome::Pass, Value::Null),
         ];
-        let entries = run_entries(&results, &rubric, true, "r0");
-        let summary: Vec<(String, String, Option<f64>, String)> = entries
+        let entries = run_entries(&results, &rubric, true, "r0", 100);
+        let summary: Vec<(String, Outcome, Option<f64>, Kind)> = entries
             .iter()
-            .map(|e| {
-                (
-                    e["check"].as_str().unwrap().to_string(),
-                    e["outcome"].as_str().unwrap().to_string(),
-                    e.get("value").and_then(Value::as_f64),
-                    e["kind"].as_str().unwrap().to_string(),
-                )
-            })
+            .map(|e| (e.check.clone(), e.outcome, e.value, e.kind))
             .collect();
         let s = |c: &str, o: &str, v: Option<f64>, k: &str| {
-            (c.to_string(), o.to_string(), v, k.to_string())
+            let kind = if k == "paid" { Kind::Paid } else { Kind::Free };
+            (c.to_string(), o.parse::<Outcome>().unwrap(), v, kind)
         };
         assert_eq!(
             summary,
@@ -198,8 +215,47 @@ mod tests {
         assert!(
             entries
                 .iter()
-                .all(|e| e["receipt"].as_str().unwrap().len() == 64 && e["revision"] == "r0")
+                .all(|e| e.receipt.len() == 64 && e.revision.as_deref() == Some("r0"))
         );
+        // seq in run order from the first given.
+        let seqs: Vec<u64> = entries.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (100..109).collect::<Vec<u64>>());
+    }
+
+    #[test]
+    fn a_run_makes_an_inputs_document_the_scorer_reads() {
+        let rubric = Rubric::embedded_default();
+        let results = vec![
+            result(
+                "R1",
+                Outcome::Fail,
+                json!({"samples": [{"outcome": "pass"}, {"outcome": "fail"}]}),
+            ),
+            result("C1", Outcome::Pass, Value::Null),
+        ];
+        let subject = SubjectFacts {
+            id: "s".into(),
+            url: "https://s.example/x".into(),
+            category: "c".into(),
+            price_usd: 0.01,
+            revisions: vec![("r0".into(), "2026-11-29T00:00:00Z".into())],
+        };
+        let doc = inputs_document(
+            &rubric,
+            "2026-11-29T00:00:00Z",
+            &subject,
+            run_entries(&results, &rubric, false, "r0", 0),
+            Provenance::TestHarness,
+        );
+        let text = serde_json::to_value(&doc).unwrap();
+        assert_eq!(text["history"][0]["seq"], 0);
+        assert_eq!(text["history"][2]["check"], "C1");
+        assert_eq!(text["provenance"], "test_harness");
+        assert_eq!(text["subject"]["price_usd"], "0.01");
+        let inputs = crate::score::input::Inputs::from_document(doc).unwrap();
+        assert_eq!(inputs.history.len(), 3);
+        // Both R1 samples share the run's time: seq keeps the fail after the pass.
+        assert_eq!(inputs.history[1].outcome, Outcome::Fail);
     }
 
     #[test]
@@ -207,12 +263,12 @@ mod tests {
         let rubric = Rubric::embedded_default();
         let results = vec![result("R4", Outcome::Unmeasured, Value::Null)];
         assert_eq!(
-            run_entries(&results, &rubric, false, "r0")[0]["kind"],
-            "free"
+            run_entries(&results, &rubric, false, "r0", 0)[0].kind,
+            Kind::Free
         );
         assert_eq!(
-            run_entries(&results, &rubric, true, "r0")[0]["kind"],
-            "paid"
+            run_entries(&results, &rubric, true, "r0", 0)[0].kind,
+            Kind::Paid
         );
     }
 }

@@ -6,17 +6,26 @@
 pub mod budget;
 pub mod canonical;
 pub mod checks;
+pub mod clock;
 pub mod cmd;
+pub mod config;
+pub mod daemon;
 pub mod definitions;
 pub mod evidence;
+pub mod files;
 pub mod history;
-pub mod observation;
+pub mod ledger;
+pub mod paid;
+/// The evidence of a free run (kept under its old name while the tree moves to `evidence`).
+pub use evidence::free as observation;
 pub mod probe;
 pub mod report;
 pub mod rubric;
 pub mod runner;
 pub mod score;
+pub mod secret;
 pub mod spend;
+pub mod store;
 pub mod wallet;
 pub mod x402;
 

@@ -21,6 +21,13 @@ enum Command {
     Recompute(cmd::recompute::Args),
     /// Bring the local lab up, probe and score every lab endpoint, print one line each, shut down.
     Demo(cmd::demo::Args),
+    /// Run the daemon: probe the configured and discovered subjects on schedule, keep the ledger,
+    /// score from history, until SIGTERM.
+    Daemon(cmd::daemon::Args),
+    /// Verify or export the ledger, or make a reporter key.
+    Ledger(cmd::ledger::Args),
+    /// Declare a window in which our own vantage was out.
+    Outage(cmd::outage::Args),
 }
 
 fn main() {
@@ -31,6 +38,9 @@ fn main() {
         Command::Score(a) => cmd::score::run(a),
         Command::Recompute(a) => cmd::recompute::run(a),
         Command::Demo(a) => cmd::demo::run(a),
+        Command::Daemon(a) => cmd::daemon::run(a),
+        Command::Ledger(a) => cmd::ledger::run(a),
+        Command::Outage(a) => cmd::outage::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -6,12 +6,15 @@ use serde_json::Value;
 
 use crate::checks::free::evaluate_free;
 use crate::evidence::CheckResult;
+use crate::evidence::paid::{RefundPlan, RefundSeen};
 use crate::history::{SubjectFacts, inputs_document, quoted_price_usd, run_entries};
 use crate::observation::FreeObservation;
 use crate::probe::free::{FreeProbeConfig, probe_free};
 use crate::probe::paid::{PaidContext, PaidObservation, paid_call};
+use crate::probe::refund::watch_refund;
 use crate::probe::rpc::Rpc;
 use crate::rubric::Rubric;
+use crate::score::input::{InputsDocument, Provenance};
 use crate::x402::parse::parse_payment_required;
 
 /// Everything one run saw and concluded.
@@ -41,10 +44,30 @@ pub async fn run(
     now: i64,
 ) -> RunOutput {
     let mut out = free_run(cfg, rubric, url, now).await;
-    if let Some(ctx) = pay {
-        pay_and_merge(ctx, rubric, &mut out).await;
+    if let Some(ctx) = pay
+        && let Some(plan) = pay_and_merge(ctx, rubric, &mut out).await
+    {
+        // A one-off run waits for the refund watch (bounded by `refund_watch_max_secs`); the
+        // daemon schedules it as a job of its own.
+        let refund = watch_refund(ctx.fetch, ctx.rpc, &ctx.options, ctx.wall, &plan).await;
+        merge_refund(rubric, &mut out, refund);
     }
     out
+}
+
+/// Puts a refund watch's result into the run and judges the paid checks again with it (H9).
+pub fn merge_refund(rubric: &Rubric, out: &mut RunOutput, refund: RefundSeen) {
+    let Some(obs) = out.paid.as_mut() else {
+        return;
+    };
+    obs.refund = Some(refund);
+    let paid_results =
+        crate::checks::paid::evaluate_with_rubric(obs, rubric, out.free.at, &out.free.vantage);
+    for r in paid_results {
+        if let Some(slot) = out.results.iter_mut().find(|x| x.id == r.id) {
+            *slot = r;
+        }
+    }
 }
 
 /// The free part of a run (no wallet involved: runs for many subjects can go concurrently).
@@ -60,8 +83,13 @@ pub async fn free_run(cfg: &FreeProbeConfig, rubric: &Rubric, url: &str, now: i6
 
 /// Pay once for what the free run saw (its first usable 402, for the request its later samples used:
 /// the documented example input when there is one) and put the paid outcomes in the results. A run
-/// without a usable 402 makes no paid call.
-pub async fn pay_and_merge(ctx: &PaidContext<'_>, rubric: &Rubric, out: &mut RunOutput) {
+/// without a usable 402 makes no paid call. When the call charged without delivering, returns
+/// what a refund watch needs (H9 stays `unmeasured` until the watch reports).
+pub async fn pay_and_merge(
+    ctx: &PaidContext<'_>,
+    rubric: &Rubric,
+    out: &mut RunOutput,
+) -> Option<RefundPlan> {
     let usable = out
         .free
         .samples
@@ -69,10 +97,18 @@ pub async fn pay_and_merge(ctx: &PaidContext<'_>, rubric: &Rubric, out: &mut Run
         .filter(|s| s.exchange.tls.as_ref().is_none_or(|t| t.verified))
         .find_map(|s| s.exchange.response.as_ref());
     let (Some(resp), Some(last)) = (usable, out.free.samples.last()) else {
-        return;
+        return None;
     };
     let quote = parse_payment_required(resp.status, &resp.headers, &resp.body);
-    let obs = paid_call(ctx, &out.free.subject, &last.request, &quote).await;
+    let mut obs = paid_call(ctx, &out.free.subject, &last.request, &quote).await;
+    // The refund watch is a job of its own, after the paid lane is free again.
+    let plan = match crate::checks::paid::refund_plan(&obs) {
+        Ok(plan) => Some(plan),
+        Err(why) => {
+            obs.refund = Some(RefundSeen::skipped(why));
+            None
+        }
+    };
     let paid_results =
         crate::checks::paid::evaluate_with_rubric(&obs, rubric, out.free.at, &out.free.vantage);
     for r in paid_results {
@@ -81,16 +117,18 @@ pub async fn pay_and_merge(ctx: &PaidContext<'_>, rubric: &Rubric, out: &mut Run
         }
     }
     out.paid = Some(obs);
+    plan
 }
 
 /// The scorer's inputs for this one run: its history entries under one revision (`r0`, at the run's
-/// time), the subject's quoted price, and the provenance the caller states.
+/// time) numbered from 0 in run order, the subject's quoted price, and the provenance the caller
+/// states.
 pub fn single_run_inputs(
     rubric: &Rubric,
     out: &RunOutput,
     category: &str,
-    provenance: &str,
-) -> Value {
+    provenance: Provenance,
+) -> InputsDocument {
     let at = crate::evidence::rfc3339(out.free.at);
     let subject = SubjectFacts {
         id: out.free.subject.clone(),
@@ -99,12 +137,12 @@ pub fn single_run_inputs(
         price_usd: quoted_price_usd(&out.free).unwrap_or(0.0),
         revisions: vec![("r0".into(), at.clone())],
     };
-    let history = run_entries(&out.results, rubric, out.payment_sent(), "r0");
+    let history = run_entries(&out.results, rubric, out.payment_sent(), "r0", 0);
     // Scored as of the run's last evidence (the paid call ends after the run starts). The times are
     // all RFC 3339 UTC of one format, so their text order is their time order.
     let as_of = history
         .iter()
-        .filter_map(|e| e.get("at").and_then(Value::as_str))
+        .map(|e| e.at.as_str())
         .chain(std::iter::once(at.as_str()))
         .max()
         .unwrap_or(at.as_str())
@@ -114,10 +152,16 @@ pub fn single_run_inputs(
 
 /// Score inputs; a scoring error is returned as `{"error": ...}` in place of the document, so a
 /// report can say it rather than lose the run.
-pub fn score_inputs(rubric: &Rubric, inputs: &Value) -> Value {
-    let scored = serde_json::to_vec(inputs)
+pub fn score_inputs(rubric: &Rubric, inputs: &InputsDocument) -> Value {
+    let scored = crate::score::input::Inputs::from_document(inputs.clone())
         .map_err(anyhow::Error::from)
-        .and_then(|bytes| Ok(crate::score::score_json(rubric, &bytes)?))
+        .and_then(|inputs| {
+            Ok(crate::score::score(
+                rubric,
+                &inputs,
+                crate::score::montecarlo::Sampler::InverseCdfTable,
+            )?)
+        })
         .and_then(|doc| Ok(serde_json::from_slice::<Value>(&doc.to_bytes()?)?));
     scored.unwrap_or_else(|e| serde_json::json!({"error": format!("not scored: {e:#}")}))
 }

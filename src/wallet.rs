@@ -12,35 +12,23 @@
 //! - Nothing here prints the key: there is no `Debug` on anything that holds it, and errors
 //!   never include file contents.
 
-use std::io::Read;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use alloy::primitives::Address;
 use alloy::signers::SignerSync;
 use alloy::signers::local::PrivateKeySigner;
-use zeroize::Zeroizing;
 
+use crate::secret::{KeySource, SecretError};
 use crate::spend::Reservation;
 use crate::x402::eip712::{Authorization, TokenDomain, recover_signer, transfer_digest};
 
-/// Largest key file read: a hex key with a prefix and a newline is 67 bytes.
-const MAX_KEY_FILE_BYTES: u64 = 1024;
-
 #[derive(Debug, thiserror::Error)]
 pub enum WalletError {
-    #[error("wallet key {path}: {why}")]
-    Refused { path: String, why: String },
-    #[error("wallet key {path}: cannot read it: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The key could not be read (missing, loose permissions, not a key...).
+    #[error(transparent)]
+    Key(#[from] SecretError),
     #[error("wallet key {path}: not a secp256k1 private key ({why})")]
     BadKey { path: String, why: &'static str },
-    #[error("systemd credential {name:?}: {why}")]
-    Credential { name: String, why: String },
     #[error("wallet key {path} now derives to {now}, not {expected} as when the wallet was opened")]
     KeyChanged {
         path: String,
@@ -57,22 +45,7 @@ pub enum WalletError {
     Sign(String),
 }
 
-/// Where the key lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum KeySource {
-    /// A file we own that nobody else may read or write.
-    File(PathBuf),
-    /// A systemd credential; the kernel limits its directory to the unit's user and root.
-    Credential(PathBuf),
-}
-
-impl KeySource {
-    fn path(&self) -> &Path {
-        match self {
-            KeySource::File(p) | KeySource::Credential(p) => p,
-        }
-    }
-}
+const WHAT: &str = "wallet key";
 
 /// A paying wallet: where its key is, and its address. Holds no key material.
 #[derive(Debug, Clone)]
@@ -103,25 +76,7 @@ impl Wallet {
     /// A wallet whose key is the systemd credential `name` (`LoadCredential=name:...` in the unit),
     /// read from `$CREDENTIALS_DIRECTORY/name`.
     pub fn from_credential(name: &str) -> Result<Wallet, WalletError> {
-        let bad = |why: &str| WalletError::Credential {
-            name: name.chars().take(64).collect(),
-            why: why.to_string(),
-        };
-        let valid_name = !name.is_empty()
-            && name != "."
-            && name != ".."
-            && !name.contains('/')
-            && !name.contains('\0');
-        if !valid_name {
-            return Err(bad("a credential name is a plain file name"));
-        }
-        let dir = std::env::var_os("CREDENTIALS_DIRECTORY")
-            .ok_or_else(|| bad("$CREDENTIALS_DIRECTORY is not set (not running under systemd with LoadCredential=)"))?;
-        let dir = PathBuf::from(dir);
-        if !dir.is_absolute() {
-            return Err(bad("$CREDENTIALS_DIRECTORY is not an absolute path"));
-        }
-        let source = KeySource::Credential(dir.join(name));
+        let source = KeySource::credential(name)?;
         let address = with_signer(&source, |signer| Ok(signer.address()))?;
         Ok(Wallet { source, address })
     }
@@ -185,8 +140,7 @@ fn with_signer<T>(
     source: &KeySource,
     f: impl FnOnce(&PrivateKeySigner) -> Result<T, WalletError>,
 ) -> Result<T, WalletError> {
-    let text = read_key_text(source)?;
-    let key = decode_key(&text, source.path())?;
+    let key = source.read_32(WHAT)?;
     let signer = PrivateKeySigner::from_slice(key.as_slice()).map_err(|_| WalletError::BadKey {
         path: source.path().display().to_string(),
         why: "not a valid secp256k1 scalar",
@@ -194,80 +148,12 @@ fn with_signer<T>(
     f(&signer)
 }
 
-/// The key file's bytes, after the file passed the access checks (made on the open file, so the
-/// file checked is the file read).
-fn read_key_text(source: &KeySource) -> Result<Zeroizing<Vec<u8>>, WalletError> {
-    let path = source.path();
-    let shown = path.display().to_string();
-    let io = |source| WalletError::Io {
-        path: shown.clone(),
-        source,
-    };
-    let refused = |why: String| WalletError::Refused {
-        path: shown.clone(),
-        why,
-    };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let meta = file.metadata().map_err(io)?;
-    if !meta.is_file() {
-        return Err(refused("not a regular file".into()));
-    }
-    if let KeySource::File(_) = source {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let euid = unsafe { libc::geteuid() };
-        if meta.uid() != euid {
-            return Err(refused(format!(
-                "owned by uid {}, not by the current user (uid {euid})",
-                meta.uid()
-            )));
-        }
-        let mode = meta.mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(refused(format!(
-                "mode {mode:04o} lets group or others read or write it; chmod 600 it"
-            )));
-        }
-    }
-    if meta.len() > MAX_KEY_FILE_BYTES {
-        return Err(refused(format!(
-            "{} bytes is too large for a key file",
-            meta.len()
-        )));
-    }
-    let mut buf = Zeroizing::new(Vec::with_capacity(MAX_KEY_FILE_BYTES as usize + 1));
-    file.take(MAX_KEY_FILE_BYTES + 1)
-        .read_to_end(&mut buf)
-        .map_err(io)?;
-    if buf.len() as u64 > MAX_KEY_FILE_BYTES {
-        return Err(refused("grew while being read".into()));
-    }
-    Ok(buf)
-}
-
-/// `0x`-prefixed or bare 64 hex digits, surrounding whitespace allowed.
-fn decode_key(text: &[u8], path: &Path) -> Result<Zeroizing<[u8; 32]>, WalletError> {
-    let bad = |why| WalletError::BadKey {
-        path: path.display().to_string(),
-        why,
-    };
-    let trimmed = text.trim_ascii();
-    let digits = trimmed
-        .strip_prefix(b"0x")
-        .or_else(|| trimmed.strip_prefix(b"0X"))
-        .unwrap_or(trimmed);
-    if digits.len() != 64 {
-        return Err(bad("expected 64 hex digits"));
-    }
-    let mut key = Zeroizing::new([0u8; 32]);
-    hex::decode_to_slice(digits, key.as_mut_slice()).map_err(|_| bad("not hexadecimal"))?;
-    Ok(key)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
+    use std::path::PathBuf;
 
     fn key_file(dir: &Path, name: &str, mode: u32, contents: &str) -> PathBuf {
         let path = dir.join(name);
@@ -322,19 +208,31 @@ mod tests {
         ] {
             let path = key_file(dir.path(), name, 0o600, contents);
             let err = Wallet::from_key_file(&path).expect_err(name);
-            assert!(matches!(err, WalletError::BadKey { .. }), "{name}: {err}");
+            assert!(
+                matches!(
+                    err,
+                    WalletError::BadKey { .. } | WalletError::Key(SecretError::BadKey { .. })
+                ),
+                "{name}: {err}"
+            );
         }
         let err = Wallet::from_key_file(&dir.path().join("missing")).expect_err("missing");
-        assert!(matches!(err, WalletError::Io { .. }));
+        assert!(matches!(err, WalletError::Key(SecretError::Io { .. })));
         let err = Wallet::from_key_file(dir.path()).expect_err("a directory");
-        assert!(matches!(err, WalletError::Refused { .. }), "{err}");
+        assert!(
+            matches!(err, WalletError::Key(SecretError::Refused { .. })),
+            "{err}"
+        );
     }
 
     #[test]
     fn credential_names_are_plain_file_names() {
         for name in ["", "..", "a/b", "../key"] {
             let err = Wallet::from_credential(name).expect_err(name);
-            assert!(matches!(err, WalletError::Credential { .. }), "{err}");
+            assert!(
+                matches!(err, WalletError::Key(SecretError::Credential { .. })),
+                "{err}"
+            );
         }
     }
 

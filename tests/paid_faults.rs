@@ -32,8 +32,7 @@ use x402_lab::{Lab, LabOptions};
 use x402_probe::probe::paid::{Decision, PaidContext, PaidOptions, PaidStep, paid_call};
 use x402_probe::probe::rpc::Rpc;
 use x402_probe::spend::{
-    AUTHORIZATION_USED_TOPIC, AllowedAsset, PayPolicy, ReconcileStep, ReservationState, SpendStore,
-    Usd,
+    AllowedAsset, PayPolicy, ReconcileStep, ReservationState, SpendStore, Usd,
 };
 use x402_probe::wallet::Wallet;
 
@@ -94,8 +93,7 @@ async fn child_paid_call() {
                 die_now();
             }
         };
-        let report = store
-            .reconcile(&rpc, now_unix(), Some(&hook))
+        let report = x402_probe::probe::reconcile::reconcile(&store, &rpc, now_unix(), Some(&hook))
             .await
             .unwrap();
         announce(&format!(
@@ -149,6 +147,8 @@ async fn child_paid_call() {
         rpc: &rpc,
         fetch: &fetch_cfg,
         options: PaidOptions::lab(),
+        clock: &x402_probe::clock::SystemClock,
+        wall: &x402_probe::clock::SystemClock,
         on_step: Some(&hook),
     };
     let obs = paid_call(&ctx, &url, &request, &quote).await;
@@ -429,7 +429,10 @@ async fn crash_at_every_step_never_overspends_or_loses_a_reservation() {
     let used_logs = rpc
         .logs(
             lab.token.address(),
-            &[Some(AUTHORIZATION_USED_TOPIC), Some(lab.payer.into_word())],
+            &[
+                Some(x402_probe::paid::chain::AUTHORIZATION_USED_TOPIC),
+                Some(lab.payer.into_word()),
+            ],
             0,
             latest,
         )

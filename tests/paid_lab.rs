@@ -68,6 +68,8 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
         rpc: &rpc,
         fetch: &fetch_cfg,
         options: PaidOptions::lab(),
+        clock: &x402_probe::clock::SystemClock,
+        wall: &x402_probe::clock::SystemClock,
         on_step: None,
     };
     let price = x402_lab::quote::PRICE as i128;
@@ -93,7 +95,21 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
         let pay_to_before = balance(&lab, lab.pay_to).await;
         let attacker_before = balance(&lab, lab.attacker).await;
 
-        let obs = paid_call(&ctx, &endpoint.url, &request, &quote).await;
+        let mut obs = paid_call(&ctx, &endpoint.url, &request, &quote).await;
+        // The refund watch is its own job after the paid call, as the runner and daemon run it.
+        obs.refund = Some(match x402_probe::checks::paid::refund_plan(&obs) {
+            Ok(plan) => {
+                x402_probe::probe::refund::watch_refund(
+                    &fetch_cfg,
+                    &rpc,
+                    &ctx.options,
+                    &x402_probe::clock::SystemClock,
+                    &plan,
+                )
+                .await
+            }
+            Err(why) => x402_probe::evidence::paid::RefundSeen::skipped(why),
+        });
         let as_of = now_unix();
         let results = evaluate(&obs, as_of, "test");
         assert_eq!(results.len(), PAID_CHECKS.len());

@@ -53,6 +53,8 @@ async fn caps_bind_across_calls_and_open_reservations_count() {
         rpc: &rpc,
         fetch: &fetch_cfg,
         options: PaidOptions::lab(),
+        clock: &x402_probe::clock::SystemClock,
+        wall: &x402_probe::clock::SystemClock,
         on_step: None,
     };
     let payer_before = balance(&lab, lab.payer).await;
@@ -148,6 +150,8 @@ async fn overpayment_attempts_are_refused_and_move_nothing() {
         rpc: &rpc,
         fetch: &fetch_cfg,
         options: PaidOptions::lab(),
+        clock: &x402_probe::clock::SystemClock,
+        wall: &x402_probe::clock::SystemClock,
         on_step: None,
     };
     let payer_before = balance(&lab, lab.payer).await;
@@ -235,7 +239,13 @@ async fn a_key_file_readable_by_others_is_refused() {
     std::fs::copy(&lab.payer_key_file, &copy).unwrap();
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o644)).unwrap();
     let err = Wallet::from_key_file(&copy).expect_err("0644 must be refused");
-    assert!(matches!(err, WalletError::Refused { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            WalletError::Key(x402_probe::secret::SecretError::Refused { .. })
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("0644"), "{err}");
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600)).unwrap();
     let wallet = Wallet::from_key_file(&copy).expect("0600 opens");
@@ -260,6 +270,8 @@ async fn with_the_rpc_down_before_paying_nothing_is_paid() {
         rpc: &rpc,
         fetch: &fetch_cfg,
         options: PaidOptions::lab(),
+        clock: &x402_probe::clock::SystemClock,
+        wall: &x402_probe::clock::SystemClock,
         on_step: None,
     };
     let obs = paid_call(&ctx, &url, &request, &quote).await;
@@ -292,6 +304,8 @@ async fn with_the_rpc_stopped_mid_run_chain_checks_are_unmeasured() {
         rpc: &rpc,
         fetch: &fetch_cfg,
         options: PaidOptions::lab(),
+        clock: &x402_probe::clock::SystemClock,
+        wall: &x402_probe::clock::SystemClock,
         on_step: None,
     };
     let mut observations = Vec::new();
@@ -371,6 +385,8 @@ async fn nothing_is_paid_through_an_unverified_tls_chain() {
         rpc: &rpc,
         fetch: &fetch_cfg,
         options: PaidOptions::lab(),
+        clock: &x402_probe::clock::SystemClock,
+        wall: &x402_probe::clock::SystemClock,
         on_step: None,
     };
     let payer_before = balance(&lab, lab.payer).await;

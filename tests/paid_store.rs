@@ -368,6 +368,8 @@ async fn every_declined_entry_is_recorded_with_its_reason() {
         rpc: &rpc,
         fetch: &fetch_cfg,
         options: PaidOptions::lab(),
+        clock: &x402_probe::clock::SystemClock,
+        wall: &x402_probe::clock::SystemClock,
         on_step: None,
     };
     let url = "https://127.0.0.1:9/weather";

@@ -27,6 +27,7 @@ fn lab_config(lab: &Lab) -> FreeProbeConfig {
         rpc: Some(Rpc::new(lab.rpc_url())),
         declared_assets: vec![lab.token.address()],
         vantage: "test".into(),
+        ..FreeProbeConfig::default()
     }
 }
 

@@ -23,16 +23,20 @@ fn rfc3339(ms: i64) -> String {
 /// One generated outcome: (check index, outcome index, minutes before as_of, value).
 type Gen = (usize, usize, i64, u32);
 
-fn entry(rubric: &Rubric, (check, outcome, minutes, value): Gen) -> Value {
+fn entry(rubric: &Rubric, seq: usize, (check, outcome, minutes, value): Gen) -> Value {
     let c = &rubric.checks[check % rubric.checks.len()];
     json!({
-        "check": c.id, "outcome": OUTCOMES[outcome % 4], "at": rfc3339(AS_OF_MS - minutes * 60_000),
+        "seq": seq, "check": c.id, "outcome": OUTCOMES[outcome % 4],
+        "at": rfc3339(AS_OF_MS - minutes * 60_000),
         "kind": if c.kind == x402_probe::rubric::Kind::Paid { "paid" } else { "free" },
         "value": value, "receipt": format!("{:064x}", minutes)
     })
 }
 
 fn inputs(rubric: &Rubric, history: &[Gen], revisions: &[i64]) -> Value {
+    // Revisions are listed oldest first (most minutes before as_of first).
+    let mut revisions = revisions.to_vec();
+    revisions.sort_by(|a, b| b.cmp(a));
     let revisions: Vec<Value> = revisions
         .iter()
         .enumerate()
@@ -43,7 +47,7 @@ fn inputs(rubric: &Rubric, history: &[Gen], revisions: &[i64]) -> Value {
         "as_of": rfc3339(AS_OF_MS),
         "subject": {"id": "p", "url": "https://p.example", "category": "c", "price_usd": "0.01",
                     "revisions": revisions},
-        "history": history.iter().map(|g| entry(rubric, *g)).collect::<Vec<_>>(),
+        "history": history.iter().enumerate().map(|(i, g)| entry(rubric, i, *g)).collect::<Vec<_>>(),
         "population": [], "provenance": "test_harness"
     })
 }
@@ -190,5 +194,90 @@ proptest! {
         if let Some(cap) = capped_doc.cap.cap {
             prop_assert!(capped_doc.band.high <= cap);
         }
+    }
+}
+
+/// Probe runs: each at its own time (minutes before as_of, so decayed weights are not dyadic and
+/// do not add up exactly), with several outcomes sharing that time, as every run's samples do.
+/// A run: minutes before as_of, and its outcomes (check index, outcome index, value).
+type Run = (i64, Vec<(usize, usize, u32)>);
+
+fn runs() -> impl Strategy<Value = Vec<Run>> {
+    prop::collection::vec(
+        (
+            0i64..60 * 24 * 60,
+            prop::collection::vec((0usize..27, 0usize..4, 50u32..20_000), 1..14),
+        ),
+        1..10,
+    )
+}
+
+fn runs_history(runs: &[Run]) -> Vec<Gen> {
+    runs.iter()
+        .flat_map(|(minutes, outcomes)| outcomes.iter().map(|(c, o, v)| (*c, *o, *minutes, *v)))
+        .collect()
+}
+
+/// A deterministic shuffle from a seed (Fisher-Yates over a small LCG).
+fn shuffle<T>(items: &mut [T], seed: u64) {
+    let mut state = seed | 1;
+    for i in (1..items.len()).rev() {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        items.swap(i, (state >> 33) as usize % (i + 1));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn permuting_entries_that_share_a_time_never_changes_the_document(
+        r in runs(), revs in revisions(), seed in any::<u64>(),
+    ) {
+        // seq is assigned once (in generation order) and kept with its entry; only the array
+        // order of the history changes.
+        let rubric = Rubric::embedded_default();
+        let v = inputs(&rubric, &runs_history(&r), &revs);
+        let original = score_value(&rubric, v.clone()).to_bytes().unwrap();
+        // Within each group of entries sharing a time, in place.
+        let mut within = v.clone();
+        let history = within["history"].as_array_mut().unwrap();
+        let mut start = 0;
+        for (k, (_, outcomes)) in r.iter().enumerate() {
+            let end = start + outcomes.len();
+            shuffle(&mut history[start..end], seed.wrapping_add(k as u64));
+            start = end;
+        }
+        prop_assert_eq!(&score_value(&rubric, within).to_bytes().unwrap(), &original);
+        // And across the whole array.
+        let mut across = v;
+        shuffle(across["history"].as_array_mut().unwrap(), seed);
+        prop_assert_eq!(&score_value(&rubric, across).to_bytes().unwrap(), &original);
+    }
+
+    #[test]
+    fn a_p95_at_exactly_95_percent_is_the_last_fast_measurement(
+        times in prop::collection::vec((0i64..60 * 24 * 60, 1usize..4), 1..5),
+        fast in 100u32..3000, slow_extra in 1u32..5000,
+    ) {
+        // At each time, 19 m R3 measurements at or below `fast` ms and m above it: all times
+        // together, the fast ones hold exactly 19/20 of the weight however the times decay, so
+        // the p95 is the slowest fast measurement, `fast` itself.
+        let rubric = Rubric::embedded_default();
+        let r3 = rubric.checks.iter().position(|c| c.id == "R3").unwrap();
+        let mut history = Vec::new();
+        for (minutes, m) in &times {
+            for k in 0..19 * m {
+                history.push((r3, 0, *minutes, fast - (k as u32 % 50)));
+            }
+            for _ in 0..*m {
+                history.push((r3, 0, *minutes, fast + slow_extra));
+            }
+        }
+        let doc = score_value(&rubric, inputs(&rubric, &history, &[]));
+        let r3doc = checks(&doc).find(|c| c.id == "R3").unwrap();
+        prop_assert_eq!(r3doc.p95_ms, Some(f64::from(fast)));
     }
 }

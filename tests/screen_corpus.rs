@@ -6,9 +6,14 @@
 //! each split. `dev` and `holdout` were written together before any rule existed; only `dev` was
 //! looked at while writing rules. `fresh` was written after the first version of the rules, by the
 //! same author, to probe for gaps; its first measurement is recorded in `probes/S2.md`, and the
-//! general fixes it prompted are listed there too. All three are written by the rules' author, so
-//! these numbers overstate how the screen does on text written by someone else. Run with
-//! `--nocapture` to see the table and every misclassified line.
+//! general fixes it prompted are listed there too. `fresh2` was written for issue 8 (evasions:
+//! lookalike and styled letters, combining marks, spacing tricks; friendly phrasings; asks behind
+//! a negation that governs something else; benign texts that mention keys and seed phrases
+//! innocently) before the rules were changed for it; its first measurement is in the README and
+//! `probes/S2.md`. `fresh3` (20 + 20 lines) was written after the issue 8 rules, as a blind check
+//! of them. All splits are written by the rules' author, so these numbers overstate how the screen
+//! does on text written by someone else. Run with `--nocapture` to see the table and every
+//! misclassified line.
 
 use std::collections::BTreeMap;
 
@@ -152,22 +157,32 @@ fn screen_corpus_precision_and_recall() {
         println!("  {m}");
     }
 
-    // Floors chosen for the holdout half: the dev half is expected to do better.
-    let holdout = by_split.get("holdout").copied().unwrap_or_default();
+    // No split may regress: each stays where the rules left it (dev, holdout and fresh before
+    // issue 8, fresh2 and fresh3 after the issue 8 rules). Their first measurements, the honest
+    // estimates, are in the README.
+    for split in ["dev", "holdout", "fresh", "fresh2", "fresh3"] {
+        let c = by_split.get(split).copied().unwrap_or_default();
+        assert!(
+            c.true_positive + c.false_negative > 0 && c.true_negative + c.false_positive > 0,
+            "split {split} is empty"
+        );
+        assert!(
+            c.precision() >= 1.0 && c.recall() >= 1.0,
+            "split {split} regressed: precision {:.3}, recall {:.3}",
+            c.precision(),
+            c.recall()
+        );
+    }
+    let fresh2 = by_split.get("fresh2").copied().unwrap_or_default();
     assert!(
-        holdout.precision() >= 0.95,
-        "holdout precision {:.3}",
-        holdout.precision()
+        fresh2.true_positive + fresh2.false_negative >= 60
+            && fresh2.true_negative + fresh2.false_positive >= 60,
+        "the fresh2 split needs at least 60 lines of each kind: {fresh2:?}"
     );
+    let fresh3 = by_split.get("fresh3").copied().unwrap_or_default();
     assert!(
-        holdout.recall() >= 0.85,
-        "holdout recall {:.3}",
-        holdout.recall()
+        fresh3.true_positive + fresh3.false_negative >= 20
+            && fresh3.true_negative + fresh3.false_positive >= 20,
+        "the fresh3 split needs at least 20 lines of each kind: {fresh3:?}"
     );
-    assert!(
-        total.precision() >= 0.95,
-        "precision {:.3}",
-        total.precision()
-    );
-    assert!(total.recall() >= 0.90, "recall {:.3}", total.recall());
 }

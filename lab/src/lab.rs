@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::catalogue::{self, RunningCatalogue};
 use crate::chain::Anvil;
+use crate::dynamic::{Dynamic, LabClock, Timeline};
 use crate::facilitator::{self, FacilitatorAccounts, FacilitatorClient, RunningFacilitator};
 use crate::quote::{self, QuoteContext};
 use crate::rpc::Rpc;
@@ -93,6 +94,10 @@ pub struct Lab {
     pub catalogue_url: String,
     pub endpoints: Vec<LabEndpoint>,
     pub startup_time: Duration,
+    /// Endpoints started later with a timeline (`spawn_variant`).
+    pub variants: Vec<LabVariant>,
+    /// What starting another endpoint needs.
+    parts: VariantParts,
     // Field order is drop order: servers first, then the chain, then the files.
     _catalogue: RunningCatalogue,
     _facilitator: RunningFacilitator,
@@ -212,6 +217,14 @@ impl Lab {
             .collect();
         let catalogue = catalogue::start(items).await?;
 
+        let variant_ctx = QuoteContext {
+            chain_id,
+            token: token.address(),
+            fake_token: fake_token.address(),
+            pay_to,
+            other_wallet,
+            resource: String::new(),
+        };
         Ok(Lab {
             rpc,
             chain_id,
@@ -232,11 +245,82 @@ impl Lab {
             catalogue_url: catalogue.url.clone(),
             endpoints,
             startup_time: started.elapsed(),
+            variants: Vec::new(),
+            parts: VariantParts {
+                tls_configs,
+                ctx: variant_ctx,
+                shared: shared.clone(),
+            },
             _catalogue: catalogue,
             _facilitator: facilitator,
             anvil,
             dir,
         })
+    }
+}
+
+/// An endpoint started from a scenario with a timeline of its own.
+pub struct LabVariant {
+    pub name: String,
+    pub url: String,
+    /// Change the timeline at any time; the endpoint reads it on every request.
+    pub dynamic: Arc<Dynamic>,
+    _server: server::RunningEndpoint,
+}
+
+struct VariantParts {
+    tls_configs: BTreeMap<String, Arc<rustls::ServerConfig>>,
+    ctx: QuoteContext,
+    shared: Arc<Shared>,
+}
+
+impl Lab {
+    /// Starts one more endpoint behaving like scenario `base`, named `name`, whose price, payTo,
+    /// notes, outages and failures follow `timeline` against `clock`. Returns its URL.
+    pub async fn spawn_variant(
+        &mut self,
+        base: &str,
+        name: &str,
+        timeline: Timeline,
+        clock: LabClock,
+    ) -> Result<String> {
+        let scenario = scenarios::all()
+            .into_iter()
+            .find(|s| s.name == base)
+            .with_context(|| format!("no scenario named {base:?}"))?;
+        let tls = match scenario.transport {
+            Transport::Https(lifetime) => self
+                .parts
+                .tls_configs
+                .get(&format!("{lifetime:?}"))
+                .cloned(),
+            Transport::Http => None,
+        };
+        let dynamic = Arc::new(Dynamic {
+            clock,
+            timeline: std::sync::Mutex::new(timeline),
+        });
+        let running = server::start_with(
+            scenario,
+            tls,
+            self.parts.ctx.clone(),
+            self.parts.shared.clone(),
+            Some(dynamic.clone()),
+        )
+        .await?;
+        let url = running.url.clone();
+        self.variants.push(LabVariant {
+            name: name.to_string(),
+            url: url.clone(),
+            dynamic,
+            _server: running,
+        });
+        Ok(url)
+    }
+
+    /// A variant by name.
+    pub fn variant(&self, name: &str) -> Option<&LabVariant> {
+        self.variants.iter().find(|v| v.name == name)
     }
 
     /// The running endpoint of a scenario.

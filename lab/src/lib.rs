@@ -7,6 +7,7 @@
 
 pub mod catalogue;
 pub mod chain;
+pub mod dynamic;
 pub mod facilitator;
 pub mod quote;
 pub mod rpc;

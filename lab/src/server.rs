@@ -23,6 +23,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
+use crate::dynamic::Dynamic;
 use crate::facilitator::FacilitatorClient;
 use crate::quote::{self, QuoteContext};
 use crate::scenarios::{Hostile, Paid, Protocol, QuoteFault, Reliability, Scenario, Transport};
@@ -48,6 +49,8 @@ struct Endpoint {
     requests: AtomicU64,
     /// 402s served so far (the price that rises after the first).
     quotes: AtomicU64,
+    /// How this endpoint changes over time, when it does (`dynamic.rs`).
+    dynamic: Option<Arc<Dynamic>>,
 }
 
 /// A running endpoint: its subject URL and the task that serves it (aborted on drop).
@@ -61,8 +64,19 @@ pub struct RunningEndpoint {
 pub async fn start(
     scenario: Scenario,
     tls: Option<Arc<rustls::ServerConfig>>,
+    quote: QuoteContext,
+    shared: Arc<Shared>,
+) -> Result<RunningEndpoint> {
+    start_with(scenario, tls, quote, shared, None).await
+}
+
+/// Start the listener of one scenario whose behaviour follows `dynamic` over time.
+pub async fn start_with(
+    scenario: Scenario,
+    tls: Option<Arc<rustls::ServerConfig>>,
     mut quote: QuoteContext,
     shared: Arc<Shared>,
+    dynamic: Option<Arc<Dynamic>>,
 ) -> Result<RunningEndpoint> {
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
@@ -90,6 +104,7 @@ pub async fn start(
         shared,
         requests: AtomicU64::new(0),
         quotes: AtomicU64::new(0),
+        dynamic,
     });
     let acceptor = match endpoint.scenario.transport {
         Transport::Https(_) => Some(TlsAcceptor::from(
@@ -118,6 +133,13 @@ async fn accept_loop(
             Err(_) => continue,
         };
         while connections.try_join_next().is_some() {}
+        if let Some(d) = endpoint.dynamic.as_ref()
+            && d.timeline().down_at(d.now())
+        {
+            // Down: the connection is dropped before a byte is answered.
+            drop(tcp);
+            continue;
+        }
         let acceptor = acceptor.clone();
         let endpoint = endpoint.clone();
         connections.spawn(async move {
@@ -181,7 +203,16 @@ async fn handle(endpoint: Arc<Endpoint>, req: Request<Incoming>) -> Resp {
     let path = req.uri().path().to_string();
     if path == OPERATOR_PATH {
         return match quote::operator_file(scenario, &endpoint.quote) {
-            Some(file) => respond(StatusCode::OK, "application/json", file),
+            Some(file) => {
+                let file = match (endpoint.dynamic.as_ref(), serde_json::from_str(&file)) {
+                    (Some(d), Ok(mut value)) => {
+                        d.timeline().apply_operator_file(&mut value, d.now());
+                        value.to_string()
+                    }
+                    _ => file,
+                };
+                respond(StatusCode::OK, "application/json", file)
+            }
             None => respond(StatusCode::NOT_FOUND, "text/plain", "no operator file\n"),
         };
     }
@@ -193,6 +224,17 @@ async fn handle(endpoint: Arc<Endpoint>, req: Request<Incoming>) -> Resp {
         );
     }
     let n = endpoint.requests.fetch_add(1, Ordering::SeqCst);
+    if endpoint
+        .dynamic
+        .as_ref()
+        .is_some_and(|d| d.timeline().fails(n))
+    {
+        return respond(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "try again later\n",
+        );
+    }
     match scenario.reliability {
         Reliability::SlowTtfb(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
         Reliability::Flaky(share)
@@ -270,7 +312,16 @@ fn resource_output(scenario: &Scenario) -> Value {
 /// The current PaymentRequired of this endpoint (advancing the quote counter).
 fn current_quote(endpoint: &Endpoint) -> Value {
     let nth = endpoint.quotes.fetch_add(1, Ordering::SeqCst);
-    quote::payment_required(&endpoint.scenario, &endpoint.quote, nth)
+    quote_at(endpoint, nth)
+}
+
+/// The PaymentRequired for the `nth` quote, with the endpoint's timeline applied.
+fn quote_at(endpoint: &Endpoint, nth: u64) -> Value {
+    let mut pr = quote::payment_required(&endpoint.scenario, &endpoint.quote, nth);
+    if let Some(d) = endpoint.dynamic.as_ref() {
+        d.timeline().apply_quote(&mut pr, d.now());
+    }
+    pr
 }
 
 /// A 402 carrying the current requirements, optionally with an error string.
@@ -353,11 +404,7 @@ fn decode_payment(value: &str) -> Option<Value> {
 /// server does); v1 by scheme and network.
 fn matching_requirement(endpoint: &Endpoint, payload: &Value) -> Option<Value> {
     // Match against the price this endpoint quotes now.
-    let pr = quote::payment_required(
-        &endpoint.scenario,
-        &endpoint.quote,
-        endpoint.quotes.load(Ordering::SeqCst),
-    );
+    let pr = quote_at(endpoint, endpoint.quotes.load(Ordering::SeqCst));
     let accepts = pr.get("accepts")?.as_array()?.clone();
     match endpoint.scenario.protocol {
         Protocol::V2 => {

@@ -15,7 +15,7 @@ use crate::checks::sniff::{self, SniffSample};
 use crate::evidence::{CheckResult, Conclusion, Outcome, Receipt, rfc3339, sha256_hex};
 use crate::observation::{ChainSeen, FreeObservation, ListingSeen, Sample};
 use crate::probe::http::decode_body_bounded;
-use crate::probe::http::{Exchange, FetchErrorKind, HttpResponse, Phase};
+use crate::probe::http::{Exchange, FetchError, FetchErrorKind, HttpResponse, Phase};
 use crate::rubric::{Kind, Rubric};
 use crate::score::curve::interpolate;
 use crate::x402::parse::parse_payment_required;
@@ -94,8 +94,9 @@ struct Seen<'a> {
     exchange: &'a Exchange,
     /// A response head arrived over a connection a verifying client would accept.
     usable: Option<&'a HttpResponse>,
-    /// Our own address guard refused to connect: says nothing about the subject.
-    refused_by_guard: bool,
+    /// Our own failure (the address guard refused to connect, or our resolver failed): says
+    /// nothing about the subject.
+    ours: Option<OurFailure>,
 }
 
 impl<'a> Seen<'a> {
@@ -105,7 +106,7 @@ impl<'a> Seen<'a> {
         Seen {
             exchange: ex,
             usable: ex.response.as_ref().filter(|_| tls_ok),
-            refused_by_guard: ex.error.as_ref().is_some_and(|e| e.phase == Phase::Guard),
+            ours: ex.error.as_ref().and_then(our_failure),
         }
     }
 
@@ -145,8 +146,30 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn all_refused(&self) -> bool {
-        !self.seen.is_empty() && self.seen.iter().all(|s| s.refused_by_guard)
+    /// Every sample failed on our side, and how (the guard when any was refused by it).
+    fn all_ours(&self) -> Option<OurFailure> {
+        if self.seen.is_empty() || self.seen.iter().any(|s| s.ours.is_none()) {
+            return None;
+        }
+        let guard = self.seen.iter().any(|s| s.ours == Some(OurFailure::Guard));
+        Some(if guard {
+            OurFailure::Guard
+        } else {
+            OurFailure::Resolver
+        })
+    }
+
+    /// Why samples are missing, when the run's deadline cut it short.
+    fn samples_cut(&self) -> Option<String> {
+        let cut = self.obs.cut_short.as_ref()?;
+        let missing = cut.samples_planned.saturating_sub(self.seen.len());
+        (missing > 0).then(|| {
+            format!(
+                "{missing} of {} samples not taken: {}",
+                cut.samples_planned,
+                cut.reason()
+            )
+        })
     }
 
     fn required(&self) -> Option<&PaymentRequired> {
@@ -190,10 +213,16 @@ impl<'a> Run<'a> {
     }
 
     fn no_response_conclusion(&self, reason: &str) -> Conclusion {
-        if self.all_refused() {
-            return Conclusion::unmeasured(format!(
-                "our address guard refused to connect; {reason}"
-            ));
+        match self.all_ours() {
+            Some(OurFailure::Guard) => {
+                return Conclusion::unmeasured(format!(
+                    "our address guard refused to connect; {reason}"
+                ));
+            }
+            Some(OurFailure::Resolver) => {
+                return Conclusion::unmeasured(format!("our resolver failed; {reason}"));
+            }
+            None => {}
         }
         Conclusion::unmeasured(reason.to_string())
     }
@@ -225,38 +254,67 @@ fn per_sample(run: &Run, what: &str, judge: impl Fn(&Seen) -> (Outcome, String))
     let detail = json!({
         "samples": judged.iter().map(|(o, why)| json!({"outcome": o, "evidence": why})).collect::<Vec<_>>(),
     });
+    let cut = run.samples_cut();
     if measured.is_empty() {
         let why = judged
             .first()
             .map(|(_, w)| w.clone())
+            .or_else(|| cut.clone())
             .unwrap_or_else(|| "no samples".into());
         return Conclusion::unmeasured(why).with_detail(detail);
     }
+    // Samples the run's deadline left untaken are named, never counted.
+    let cut_note = cut.map(|c| format!(" ({c})")).unwrap_or_default();
     let passes = measured.iter().filter(|(o, _)| *o == Outcome::Pass).count();
     let n = measured.len();
     if passes == n {
-        Conclusion::pass(format!("{what} in {n}/{n} samples")).with_detail(detail)
+        Conclusion::pass(format!("{what} in {n}/{n} samples{cut_note}")).with_detail(detail)
     } else {
         let first_fail = measured
             .iter()
             .find(|(o, _)| *o == Outcome::Fail)
             .map(|(_, w)| w.as_str());
         Conclusion::fail(format!(
-            "{what} in {passes}/{n} samples; {}",
+            "{what} in {passes}/{n} samples{cut_note}; {}",
             first_fail.unwrap_or("")
         ))
         .with_detail(detail)
     }
 }
 
+/// A failure of ours, never counted against the subject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OurFailure {
+    /// Our address guard refused the destination.
+    Guard,
+    /// Our resolver could not answer (SERVFAIL, timeout, no nameserver): unlike NXDOMAIN or a
+    /// name without addresses, that says nothing about the subject's DNS.
+    Resolver,
+}
+
+fn our_failure(e: &FetchError) -> Option<OurFailure> {
+    match (e.phase, e.kind) {
+        (Phase::Guard, _) => Some(OurFailure::Guard),
+        (Phase::Dns, FetchErrorKind::NameNotFound | FetchErrorKind::NoAddress) => None,
+        (Phase::Dns, _) => Some(OurFailure::Resolver),
+        _ => None,
+    }
+}
+
 fn guard_refusal(s: &Seen) -> (Outcome, String) {
+    if s.ours == Some(OurFailure::Resolver) {
+        return (
+            Outcome::Unmeasured,
+            format!("not measured: {}", s.failure()),
+        );
+    }
     (Outcome::Unmeasured, format!("not probed: {}", s.failure()))
 }
 
 /// R1: a connection and a response head within 10 s.
 fn r1(run: &Run) -> Conclusion {
     per_sample(run, "reachable", |s| {
-        if s.refused_by_guard {
+        if s.ours.is_some() {
             return guard_refusal(s);
         }
         match s.usable {
@@ -279,7 +337,7 @@ fn r1(run: &Run) -> Conclusion {
 /// R2: the unpaid request answers 402.
 fn r2(run: &Run) -> Conclusion {
     per_sample(run, "answered 402", |s| {
-        if s.refused_by_guard {
+        if s.ours.is_some() {
             return guard_refusal(s);
         }
         match s.usable.map(|r| r.status) {
@@ -300,7 +358,7 @@ fn r3(run: &Run, rubric: &Rubric) -> Conclusion {
     let timed: Vec<Option<f64>> = run
         .seen
         .iter()
-        .filter(|s| !s.refused_by_guard)
+        .filter(|s| s.ours.is_none())
         .map(|s| {
             s.usable
                 .and(s.exchange.timings.ttfb_ms)
@@ -502,6 +560,17 @@ fn h1(run: &Run) -> Conclusion {
 /// H4: the payTo is one of the operator's wallets in its own `/.well-known/x402-operator.json`.
 fn h4(run: &Run) -> Conclusion {
     let Some(ex) = &run.obs.operator_file else {
+        if let Some(cut) = run
+            .obs
+            .cut_short
+            .as_ref()
+            .filter(|c| c.operator_file_not_read)
+        {
+            return Conclusion::unmeasured(format!(
+                "the operator file was not read: {}",
+                cut.reason()
+            ));
+        }
         return Conclusion::unmeasured(
             "the subject URL has no origin to read an operator file from",
         );
@@ -524,7 +593,7 @@ fn h4(run: &Run) -> Conclusion {
     let Some(required) = run.required() else {
         return run.not_without_requirements();
     };
-    let file = match crate::checks::paid::parse_operator_file(&resp.body) {
+    let file = match crate::x402::operator::parse_operator_file(&resp.body) {
         Ok(f) => f,
         Err(why) => return Conclusion::fail(why),
     };
@@ -558,7 +627,7 @@ fn s1(run: &Run) -> Conclusion {
     let Some(first) = run.seen.first() else {
         return Conclusion::unmeasured("no samples");
     };
-    if first.refused_by_guard {
+    if first.ours.is_some() {
         return Conclusion::unmeasured(format!("not probed: {}", first.failure()));
     }
     let ex = first.exchange;

@@ -2,6 +2,7 @@
 
 pub mod conformance;
 pub mod free;
+pub mod history;
 pub mod paid;
 pub mod screen;
 pub mod sniff;

@@ -8,27 +8,20 @@
 
 use std::collections::BTreeMap;
 
-use alloy::primitives::{Address, B256, U256, b256};
+use alloy::primitives::{B256, U256};
 use serde_json::{Value, json};
 
 use crate::checks::screen::{SourcedText, screen_output};
+use crate::evidence::chain::ChainRead;
+use crate::evidence::decode::decode_body_bounded;
+use crate::evidence::http::HttpResponse;
+use crate::evidence::paid::{Decision, OperatorFileSeen, PaidObservation, QuoteSeen, RefundPlan};
 use crate::evidence::{CheckResult, Conclusion, Outcome, Receipt, rfc3339, sha256_hex};
-use crate::probe::http::{Exchange, HttpResponse, decode_body_bounded};
-use crate::probe::paid::{
-    ChainRead, Decision, OperatorFile, OperatorFileSeen, OperatorWallet, PaidObservation,
-    QuoteSeen, RefundRule, SettlementSeen,
-};
-use crate::probe::rpc::{LogEntry, TxReceipt};
+use crate::paid::chain::{ChainFacts, Charge, TransferLog, chain_facts, decode_transfer, sum_in};
+use crate::paid::refund::refunds;
 use crate::rubric::Rubric;
 use crate::score::curve::interpolate;
-use crate::spend::AUTHORIZATION_USED_TOPIC;
 use crate::x402::network::chain_id_of;
-use crate::x402::parse::parse_settlement_response;
-use crate::x402::types::parse_address_any_case;
-
-/// keccak256("Transfer(address,address,uint256)").
-pub const TRANSFER_TOPIC: B256 =
-    b256!("0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef");
 
 /// The paid checks, in the order [`evaluate`] returns them.
 pub const PAID_CHECKS: [&str; 11] = [
@@ -79,259 +72,6 @@ pub fn evaluate_with_rubric(
             receipt: receipt(obs, &facts, vantage, as_of_unix, conclusion.detail),
         })
         .collect()
-}
-
-// ---------------------------------------------------------------------------------------------
-// Shared facts
-
-/// An ERC-20 `Transfer` log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TransferLog {
-    /// The contract that emitted it.
-    pub token: Address,
-    pub from: Address,
-    pub to: Address,
-    pub value: U256,
-    pub tx: Option<B256>,
-    pub block: Option<u64>,
-}
-
-impl TransferLog {
-    fn detail(&self) -> Value {
-        json!({
-            "token": self.token, "from": self.from, "to": self.to,
-            "value": self.value.to_string(), "tx": self.tx, "block": self.block,
-        })
-    }
-}
-
-/// Decodes an ERC-20 `Transfer(address indexed, address indexed, uint256)` log (not ERC-721's,
-/// which indexes a fourth topic).
-pub fn decode_transfer(log: &LogEntry) -> Option<TransferLog> {
-    if log.topics.len() != 3 || log.topics[0] != TRANSFER_TOPIC || log.data.len() != 32 {
-        return None;
-    }
-    Some(TransferLog {
-        token: log.address,
-        from: Address::from_word(log.topics[1]),
-        to: Address::from_word(log.topics[2]),
-        value: U256::from_be_slice(&log.data),
-        tx: log.transaction_hash,
-        block: log.block_number,
-    })
-}
-
-/// Decodes `AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)`: the authorizer
-/// and the nonce.
-pub fn decode_authorization_used(log: &LogEntry) -> Option<(Address, B256)> {
-    if log.topics.len() != 3 || log.topics[0] != AUTHORIZATION_USED_TOPIC {
-        return None;
-    }
-    Some((Address::from_word(log.topics[1]), log.topics[2]))
-}
-
-/// The settlement receipt header of a paid response: `None` when there is no such header.
-pub fn settlement_of(exchange: &Exchange) -> Option<SettlementSeen> {
-    let response = exchange.response.as_ref()?;
-    match parse_settlement_response(&response.headers) {
-        Ok(s) => Some(SettlementSeen {
-            header_name: Some(s.header_name.clone()),
-            object: Some(s.object.clone()),
-            success: Some(s.success),
-            transaction: s.transaction.clone(),
-            network: s.network.clone(),
-            error_reason: s.error_reason.clone(),
-            problem: None,
-        }),
-        Err(d) if d.code == "payment_response.missing" => None,
-        Err(d) => {
-            let header_name = ["payment-response", "x-payment-response"]
-                .into_iter()
-                .find(|n| response.header(n).is_some())
-                .map(str::to_string);
-            Some(SettlementSeen {
-                header_name,
-                object: None,
-                success: None,
-                transaction: None,
-                network: None,
-                error_reason: None,
-                problem: Some(d.to_string()),
-            })
-        }
-    }
-}
-
-/// How a charge was found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChargeSource {
-    /// The transaction whose `AuthorizationUsed` log carries our nonce.
-    OurNonce,
-    /// The transaction the settlement response names (our nonce unused).
-    Claimed,
-    /// Transfers from our wallet in the call's blocks, linked to no transaction anyone named.
-    Window,
-}
-
-impl ChargeSource {
-    fn as_str(self) -> &'static str {
-        match self {
-            ChargeSource::OurNonce => "the transaction that used our nonce",
-            ChargeSource::Claimed => "the transaction the settlement response names",
-            ChargeSource::Window => "transfers from our wallet in the call's blocks",
-        }
-    }
-}
-
-/// What we were charged for the call, as the chain shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Charge {
-    pub source: ChargeSource,
-    pub tx: Option<B256>,
-    pub block: u64,
-    /// Every `Transfer` out of our wallet in the charge (any token).
-    pub transfers: Vec<TransferLog>,
-    /// Their sum in the quoted asset.
-    pub amount: U256,
-}
-
-/// What the chain reads of one call establish, each `Err(why)` when a read needed is missing.
-#[derive(Debug, Clone)]
-pub struct ChainFacts {
-    /// Whether our authorization (nonce) was spent.
-    pub nonce_used: Result<bool, String>,
-    /// The charge (`None`: not charged).
-    pub charge: Result<Option<Charge>, String>,
-    /// Transfers out of our wallet in the call's blocks, except settlements of our other
-    /// authorizations (other calls): every pull this call caused.
-    pub pulls: Result<Vec<TransferLog>, String>,
-    /// Why the reads are not final (the settlement lacks the confirmations asked for).
-    pub not_final: Option<String>,
-}
-
-/// The facts of one observation. Pure.
-pub fn chain_facts(obs: &PaidObservation) -> ChainFacts {
-    let unknown = |why: &str| ChainFacts {
-        nonce_used: Err(why.to_string()),
-        charge: Err(why.to_string()),
-        pulls: Err(why.to_string()),
-        not_final: None,
-    };
-    let (Some(chain), Some(payment)) = (obs.chain.as_ref(), obs.payment.as_ref()) else {
-        return unknown("nothing was paid");
-    };
-    let wallet = obs.wallet;
-    let nonce = payment.authorization.nonce;
-    let asset = payment.asset;
-
-    let nonce_receipt = chain.nonce_receipt.value().and_then(|r| r.as_ref());
-    let nonce_used = match (nonce_receipt, chain.authorization_state.value()) {
-        (Some(_), _) => Ok(true),
-        (None, Some(state)) => Ok(*state),
-        (None, None) => Err(format!(
-            "authorizationState unread: {}",
-            chain.authorization_state.missing_because().unwrap_or("")
-        )),
-    };
-
-    let pulls = match (
-        chain.transfers_from_wallet.value(),
-        chain.authorizations_used.value(),
-    ) {
-        (Some(transfers), Some(used)) => Ok(attributable(transfers, used, wallet, nonce)),
-        (None, _) => Err(format!(
-            "transfers from our wallet unread: {}",
-            chain.transfers_from_wallet.missing_because().unwrap_or("")
-        )),
-        (_, None) => Err(format!(
-            "AuthorizationUsed logs unread: {}",
-            chain.authorizations_used.missing_because().unwrap_or("")
-        )),
-    };
-
-    let charge_in = |receipt: &TxReceipt, source| {
-        let transfers: Vec<TransferLog> = receipt
-            .logs
-            .iter()
-            .filter_map(decode_transfer)
-            .filter(|t| t.from == wallet)
-            .collect();
-        (!transfers.is_empty()).then(|| Charge {
-            source,
-            tx: Some(receipt.transaction_hash),
-            block: receipt.block_number,
-            amount: sum_in(&transfers, asset),
-            transfers,
-        })
-    };
-    let claimed = chain.claimed_receipt.value().and_then(|r| r.as_ref());
-    let charge =
-        if let Some(charge) = nonce_receipt.and_then(|r| charge_in(r, ChargeSource::OurNonce)) {
-            Ok(Some(charge))
-        } else if let Some(charge) = claimed.and_then(|r| charge_in(r, ChargeSource::Claimed)) {
-            Ok(Some(charge))
-        } else {
-            match (&pulls, &nonce_used) {
-                (Ok(pulls), _) if !pulls.is_empty() => Ok(Some(Charge {
-                    source: ChargeSource::Window,
-                    tx: pulls[0].tx,
-                    block: pulls[0].block.unwrap_or(0),
-                    amount: sum_in(pulls, asset),
-                    transfers: pulls.clone(),
-                })),
-                (Ok(_), Ok(false)) => Ok(None),
-                (Ok(_), Ok(true)) => Err(
-                    "our authorization is spent, but its transfer was not found in the blocks read"
-                        .to_string(),
-                ),
-                (Err(e), _) | (_, Err(e)) => Err(e.clone()),
-            }
-        };
-
-    let not_final = match chain.settlement_depth {
-        Some(depth) if depth < chain.confirmations_required => Some(format!(
-            "the settlement has {depth} of the {} confirmations asked for",
-            chain.confirmations_required
-        )),
-        _ => None,
-    };
-    ChainFacts {
-        nonce_used,
-        charge,
-        pulls,
-        not_final,
-    }
-}
-
-/// Transfers from `wallet` that are not settlements of another of our authorizations.
-fn attributable(
-    transfers: &[LogEntry],
-    used: &[LogEntry],
-    wallet: Address,
-    our_nonce: B256,
-) -> Vec<TransferLog> {
-    let other_settlements: Vec<B256> = used
-        .iter()
-        .filter_map(|l| {
-            let (authorizer, nonce) = decode_authorization_used(l)?;
-            (authorizer == wallet && nonce != our_nonce)
-                .then_some(l.transaction_hash)
-                .flatten()
-        })
-        .collect();
-    transfers
-        .iter()
-        .filter_map(decode_transfer)
-        .filter(|t| t.from == wallet)
-        .filter(|t| t.tx.is_none_or(|tx| !other_settlements.contains(&tx)))
-        .collect()
-}
-
-fn sum_in(transfers: &[TransferLog], asset: Address) -> U256 {
-    transfers
-        .iter()
-        .filter(|t| t.token == asset)
-        .fold(U256::ZERO, |sum, t| sum.saturating_add(t.value))
 }
 
 /// Whether the paid call delivered.
@@ -637,119 +377,6 @@ pub fn output_verdict(obs: &PaidObservation) -> OutputVerdict {
         ),
         detail,
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Operator file and refunds (H9)
-
-/// Reads the operator file (`probes/operator-file.md`): its wallets and refund rule. Pure.
-/// The operator file format this build reads (`probes/operator-file.md`).
-pub const OPERATOR_FILE_SCHEMA: &str = "x402-probe.operator/1";
-
-pub fn parse_operator_file(bytes: &[u8]) -> Result<OperatorFile, String> {
-    let value: Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("the operator file is not JSON: {e}"))?;
-    let object = value
-        .as_object()
-        .ok_or_else(|| "the operator file is not a JSON object".to_string())?;
-    match object.get("schema").and_then(Value::as_str) {
-        Some(OPERATOR_FILE_SCHEMA) => {}
-        Some(other) => {
-            return Err(format!(
-                "the operator file's schema is {other:?}, not {OPERATOR_FILE_SCHEMA:?}"
-            ));
-        }
-        None => {
-            return Err(format!(
-                "the operator file names no schema ({OPERATOR_FILE_SCHEMA:?})"
-            ));
-        }
-    }
-    let wallets = object
-        .get("wallets")
-        .and_then(Value::as_array)
-        .ok_or_else(|| "the operator file has no wallets list".to_string())?;
-    let mut parsed = Vec::new();
-    for (i, w) in wallets.iter().enumerate() {
-        let network = match w.get("network") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(n)) => Some(n.clone()),
-            Some(_) => return Err(format!("wallets[{i}].network is not a string")),
-        };
-        let address = w
-            .get("address")
-            .and_then(Value::as_str)
-            .and_then(parse_address_any_case)
-            .ok_or_else(|| format!("wallets[{i}].address is not a 0x-prefixed 20-byte address"))?;
-        parsed.push(OperatorWallet { network, address });
-    }
-    let refund = match object.get("refund") {
-        None | Some(Value::Null) => None,
-        Some(r) => {
-            let on = r
-                .get("on")
-                .and_then(Value::as_str)
-                .ok_or_else(|| "refund.on is missing".to_string())?;
-            let within = r
-                .get("within_seconds")
-                .and_then(Value::as_u64)
-                .filter(|w| *w >= 1)
-                .ok_or_else(|| {
-                    "refund.within_seconds is not a whole number of at least 1".to_string()
-                })?;
-            Some(RefundRule {
-                on: on.to_string(),
-                within_seconds: within,
-            })
-        }
-    };
-    Ok(OperatorFile {
-        wallets: parsed,
-        refund,
-    })
-}
-
-/// Who a refund may come from: the quoted payee, whoever received our charge, and the operator's
-/// wallets on the quoted chain.
-fn refund_senders(obs: &PaidObservation, file: &OperatorFile, charge: &Charge) -> Vec<Address> {
-    let mut senders: Vec<Address> = charge.transfers.iter().map(|t| t.to).collect();
-    if let Some(pay_to) = obs.payment.as_ref().map(|p| p.authorization.to) {
-        senders.push(pay_to);
-    }
-    let chain = obs.payment.as_ref().map(|p| p.chain_id);
-    senders.extend(
-        file.wallets
-            .iter()
-            .filter(|w| w.network.as_deref().is_none_or(|n| chain_id_of(n) == chain))
-            .map(|w| w.address),
-    );
-    senders
-}
-
-/// Refund transfers among `logs`: to our wallet, in the asset, from a refund sender.
-fn refunds<'a>(
-    logs: impl Iterator<Item = &'a LogEntry>,
-    obs: &PaidObservation,
-    file: &OperatorFile,
-    charge: &Charge,
-    asset: Address,
-) -> Vec<TransferLog> {
-    let senders = refund_senders(obs, file, charge);
-    logs.filter_map(decode_transfer)
-        .filter(|t| t.token == asset && t.to == obs.wallet && senders.contains(&t.from))
-        .collect()
-}
-
-/// Whether refunds in `logs` add up to the charge (the refund watch stops then). Pure.
-pub fn refund_received(
-    logs: &[LogEntry],
-    obs: &PaidObservation,
-    file: &OperatorFile,
-    charge: &Charge,
-    asset: Address,
-) -> bool {
-    let found = refunds(logs.iter(), obs, file, charge, asset);
-    !charge.amount.is_zero() && sum_in(&found, asset) >= charge.amount
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1133,7 +760,7 @@ fn h7(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
                     .as_ref()
                     .map(|p| p.authorization.nonce)
                     .unwrap_or_default();
-                let after = attributable(transfers, used, obs.wallet, nonce);
+                let after = crate::paid::chain::attributable(transfers, used, obs.wallet, nonce);
                 detail["replay_pulls"] =
                     json!(after.iter().map(TransferLog::detail).collect::<Vec<_>>());
                 if !after.is_empty() {
@@ -1197,6 +824,43 @@ fn h8(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
     }
 }
 
+/// What a refund watch needs, when this paid call charged without delivering: `Err(why not)`
+/// otherwise. The runner (or the daemon's scheduler) runs the watch as its own job with it.
+pub fn refund_plan(obs: &PaidObservation) -> Result<RefundPlan, String> {
+    if let Some(c) = not_paid(obs) {
+        return Err(c.evidence);
+    }
+    let facts = chain_facts(obs);
+    let charge = match (&facts.charge, delivery(obs)) {
+        (_, Delivery::Delivered(_)) => {
+            return Err("the output was delivered: nothing to refund".into());
+        }
+        (Err(why), _) => return Err(format!("whether we were charged is unknown: {why}")),
+        (Ok(None), _) => return Err("we were not charged: nothing to refund".into()),
+        (Ok(Some(_)), Delivery::Unknown(why)) => {
+            return Err(format!("charged; delivery unknown: {why}"));
+        }
+        (Ok(Some(charge)), Delivery::NotDelivered(_)) => charge.clone(),
+    };
+    plan_for(obs, &charge).ok_or_else(|| "nothing was paid".to_string())
+}
+
+fn plan_for(obs: &PaidObservation, charge: &Charge) -> Option<RefundPlan> {
+    let payment = obs.payment.as_ref()?;
+    let mut senders: Vec<_> = charge.transfers.iter().map(|t| t.to).collect();
+    senders.push(payment.authorization.to);
+    Some(RefundPlan {
+        subject: obs.subject.clone(),
+        wallet: obs.wallet,
+        asset: payment.asset,
+        chain_id: payment.chain_id,
+        charge_block: charge.block,
+        charge_amount: charge.amount,
+        senders,
+        sent_at: payment.sent_at,
+    })
+}
+
 /// H9: a declared refund rule kept after a charge without delivery.
 fn h9(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
     if let Some(c) = not_paid(obs) {
@@ -1216,7 +880,9 @@ fn h9(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
         (Ok(Some(charge)), Delivery::NotDelivered(_)) => charge,
     };
     let Some(refund) = obs.refund.as_ref() else {
-        return Conclusion::unmeasured("the refund side was not observed");
+        return Conclusion::unmeasured(
+            "charged without delivery; the refund watch has not reported yet",
+        );
     };
     let file = match &refund.operator {
         None => {
@@ -1255,7 +921,7 @@ fn h9(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
             refund.skipped.clone().unwrap_or_default()
         ));
     };
-    let Some(asset) = obs.payment.as_ref().map(|p| p.asset) else {
+    let Some(plan) = plan_for(obs, charge) else {
         return Conclusion::unmeasured("nothing was paid");
     };
     let transfers = match &watch.transfers_to_wallet {
@@ -1270,7 +936,7 @@ fn h9(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
     let mut in_window = Vec::new();
     let mut late = Vec::new();
     for t in transfers {
-        let Some(refund) = refunds(std::iter::once(&t.log), obs, file, charge, asset).pop() else {
+        let Some(refund) = refunds(std::iter::once(&t.log), &plan, file).pop() else {
             continue;
         };
         match t.block_timestamp.value() {
@@ -1286,7 +952,7 @@ fn h9(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
             }
         }
     }
-    let refunded = sum_in(&in_window, asset);
+    let refunded = sum_in(&in_window, plan.asset);
     let detail = json!({
         "rule": {"on": rule.on, "within_seconds": rule.within_seconds},
         "charge": charge_detail(charge),
@@ -1424,9 +1090,14 @@ pub fn outcomes(results: &[CheckResult]) -> BTreeMap<String, Outcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::http::{Exchange, HttpResponse};
-    use crate::probe::paid::{AuthorizationSeen, PaidChainSeen, PaymentSent};
-    use crate::spend::Usd;
+    use crate::evidence::chain::{LogEntry, TxReceipt};
+    use crate::evidence::http::Exchange;
+    use crate::evidence::paid::{AuthorizationSeen, PaidChainSeen, PaymentSent, RefundRule};
+    use crate::evidence::usd::Usd;
+    use crate::paid::chain::{AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC};
+    use crate::paid::steps::settlement_of;
+    use crate::x402::operator::parse_operator_file;
+    use alloy::primitives::Address;
     use proptest::prelude::*;
 
     const WALLET: Address = Address::repeat_byte(0x11);

@@ -11,9 +11,9 @@ pub struct Args {
     /// Only these scenarios (repeatable); all by default.
     #[arg(long = "scenario", value_name = "NAME")]
     pub scenarios: Vec<String>,
-    /// Unpaid samples per endpoint.
-    #[arg(long, default_value_t = 3)]
-    pub samples: usize,
+    /// Unpaid samples per endpoint, 1-100.
+    #[arg(long, default_value_t = crate::config::Samples::new(3).expect("3 is in range"))]
+    pub samples: crate::config::Samples,
     /// Free probes only: no paid calls.
     #[arg(long)]
     pub no_pay: bool,
@@ -36,16 +36,15 @@ pub fn run(args: Args) -> Result<i32> {
 
 #[cfg(feature = "lab")]
 mod with_lab {
-    use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+    use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
     use anyhow::{Context, Result};
     use rustls_pki_types::pem::PemObject;
     use serde_json::Value;
 
     use super::Args;
+    use crate::config::{HttpUrl, ListingConfig, ProbeConfig, Provenance, SpacingMs};
     use crate::evidence::Outcome;
-    use crate::probe::free::FreeProbeConfig;
-    use crate::probe::http::FetchConfig;
     use crate::probe::paid::{PaidContext, PaidOptions};
     use crate::probe::rpc::Rpc;
     use crate::rubric::Rubric;
@@ -81,20 +80,27 @@ mod with_lab {
         let rpc = Rpc::new(lab.rpc_url());
         let ca = rustls_pki_types::CertificateDer::from_pem_slice(lab.ca_pem.as_bytes())
             .context("lab CA")?;
-        let cfg = FreeProbeConfig {
-            fetch: FetchConfig {
-                allow_private: true,
-                observe_invalid_tls: true,
-                extra_roots: vec![ca],
-                ..FetchConfig::default()
-            },
-            samples: args.samples.max(1),
-            spacing: Duration::from_millis(50),
-            listing: Some(manifest.catalogue.clone()),
-            rpc: Some(rpc.clone()),
-            declared_assets: vec![lab.token.address()],
-            vantage: "demo".into(),
+        let url = |u: &str| {
+            u.parse::<HttpUrl>()
+                .map_err(|e| anyhow::anyhow!("lab URL: {e}"))
         };
+        let probe = ProbeConfig {
+            samples: args.samples,
+            spacing_ms: SpacingMs::new(50)?,
+            listing: Some(ListingConfig {
+                url: url(&manifest.catalogue)?,
+                max_pages: Default::default(),
+                max_bytes: Default::default(),
+                deadline_ms: Default::default(),
+            }),
+            rpc: Some(url(lab.rpc_url())?),
+            assets: vec![lab.token.address()],
+            allow_private: true,
+            vantage: "demo".parse().map_err(|e: String| anyhow::anyhow!(e))?,
+            provenance: Provenance::TestHarness,
+            ..ProbeConfig::default()
+        };
+        let cfg = probe.free_probe_config(vec![ca]);
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
@@ -141,6 +147,8 @@ mod with_lab {
                 rpc: &rpc,
                 fetch: &cfg.fetch,
                 options: PaidOptions::lab(),
+                clock: &crate::clock::SystemClock,
+                wall: &crate::clock::SystemClock,
                 on_step: None,
             };
             println!(
@@ -148,7 +156,17 @@ mod with_lab {
                 manifest.payer
             );
             for out in outs.iter_mut() {
-                runner::pay_and_merge(&ctx, &rubric, out).await;
+                if let Some(plan) = runner::pay_and_merge(&ctx, &rubric, out).await {
+                    let refund = crate::probe::refund::watch_refund(
+                        ctx.fetch,
+                        ctx.rpc,
+                        &ctx.options,
+                        ctx.wall,
+                        &plan,
+                    )
+                    .await;
+                    runner::merge_refund(&rubric, out, refund);
+                }
             }
         }
 
@@ -158,7 +176,12 @@ mod with_lab {
         );
         let (mut kept, mut broken, mut spent_atomic) = (0usize, 0usize, 0u128);
         for (e, out) in lab.endpoints.iter().zip(&outs) {
-            let inputs = runner::single_run_inputs(&rubric, out, "weather", "test_harness");
+            let inputs = runner::single_run_inputs(
+                &rubric,
+                out,
+                "weather",
+                crate::score::input::Provenance::TestHarness,
+            );
             let score = runner::score_inputs(&rubric, &inputs);
             let mut differs = Vec::new();
             for (id, want) in &e.scenario.expect {

@@ -1,8 +1,11 @@
 //! One file per subcommand. Each exposes `Args` (clap) and `run(args) -> anyhow::Result<i32>`,
 //! returning the process exit code.
 
+pub mod daemon;
 pub mod demo;
 pub mod explain;
+pub mod ledger;
+pub mod outage;
 pub mod probe;
 pub mod recompute;
 pub mod score;

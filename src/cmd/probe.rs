@@ -1,26 +1,27 @@
 //! `x402-probe probe URL`: a one-off probe of one URL with a readable report or `--json`.
 
 use std::io::IsTerminal;
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use alloy::primitives::Address;
-use anyhow::{Context, Result, bail};
-use rustls_pki_types::CertificateDer;
-use rustls_pki_types::pem::PemObject;
+use anyhow::{Context, Result};
 
+use crate::config::{
+    ConfigError, Confirmations, DnsTimeoutMs, FreeDeadlineMs, HttpUrl, ListingConfig,
+    ListingDeadlineMs, ListingMaxBytes, ListingMaxPages, PaidDeadlineMs, PayConfig, ProbeConfig,
+    Provenance, RunConfig, Samples, SpacingMs, Vantage, WalletSource,
+};
 use crate::evidence::rfc3339;
-use crate::probe::free::FreeProbeConfig;
-use crate::probe::http::FetchConfig;
 use crate::probe::paid::{PaidContext, PaidOptions};
-use crate::probe::rpc::Rpc;
-use crate::report::{ProbeReport, exit};
-use crate::rubric::Rubric;
+use crate::report::ProbeReport;
 use crate::runner;
 use crate::spend::{AllowedAsset, PayPolicy, SpendStore, Usd};
 use crate::wallet::Wallet;
 
-/// Options of `x402-probe probe`.
+/// Options of `x402-probe probe`. Each maps onto `crate::config` (the daemon's file uses the same
+/// types), where ranges are checked; the README's option table documents every one.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Exit codes:
   0  no check failed
@@ -28,33 +29,53 @@ use crate::wallet::Wallet;
   2  usage or configuration error
   3  the target could not be probed at all (e.g. refused by the address guard)")]
 pub struct Args {
-    /// The endpoint to probe (http:// or https://).
-    pub url: String,
-    /// Unpaid requests to make (R1, R2 and R3 are measured on each).
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=100))]
-    pub samples: u16,
-    /// Pause between samples, in milliseconds.
-    #[arg(long, default_value_t = 200)]
-    pub spacing_ms: u64,
+    /// The endpoint to probe (http:// or https://; no user info, a valid host).
+    pub url: HttpUrl,
+    /// Unpaid requests to make (R1, R2 and R3 are measured on each), 1-100.
+    #[arg(long, default_value_t = Samples::default())]
+    pub samples: Samples,
+    /// Pause between samples, in milliseconds, 0-60000.
+    #[arg(long, value_name = "MS", default_value_t = SpacingMs::default())]
+    pub spacing_ms: SpacingMs,
+    /// The whole free run (samples, operator file, catalogue, chain reads) ends by then, in
+    /// milliseconds, 100-3600000; what is not measured by then is `unmeasured`.
+    #[arg(long, value_name = "MS", default_value_t = FreeDeadlineMs::default())]
+    pub free_deadline_ms: FreeDeadlineMs,
+    /// Time for one name resolution, in milliseconds, 100-30000.
+    #[arg(long, value_name = "MS", default_value_t = DnsTimeoutMs::default())]
+    pub dns_timeout_ms: DnsTimeoutMs,
+    /// Resolve names through this DNS server (IP:PORT; repeatable, at most 8) instead of the
+    /// system's resolver configuration.
+    #[arg(long = "nameserver", value_name = "IP:PORT")]
+    pub nameservers: Vec<SocketAddr>,
     /// A discovery catalogue (`.../discovery/resources`) whose listed price H1 compares with the 402.
     #[arg(long, value_name = "URL")]
-    pub listing: Option<String>,
+    pub listing: Option<HttpUrl>,
+    /// Catalogue pages read at most, 1-1000.
+    #[arg(long, value_name = "N", default_value_t = ListingMaxPages::default(), requires = "listing")]
+    pub listing_max_pages: ListingMaxPages,
+    /// Catalogue bytes read at most, all pages together, 1024-268435456.
+    #[arg(long, value_name = "BYTES", default_value_t = ListingMaxBytes::default(), requires = "listing")]
+    pub listing_max_bytes: ListingMaxBytes,
+    /// Time for reading the catalogue, in milliseconds, 100-3600000 (within the free deadline).
+    #[arg(long, value_name = "MS", default_value_t = ListingDeadlineMs::default(), requires = "listing")]
+    pub listing_deadline_ms: ListingDeadlineMs,
     /// The fixed JSON-RPC node to read the chain through (C3 and every paid check).
     #[arg(long, value_name = "URL")]
-    pub rpc: Option<String>,
+    pub rpc: Option<HttpUrl>,
     /// A token to accept as real besides the canonical USDC deployments (repeatable).
     #[arg(long = "asset", value_name = "ADDRESS")]
-    pub assets: Vec<String>,
-    /// Trust this CA certificate (PEM) in addition to the public roots.
-    #[arg(long, value_name = "FILE")]
-    pub ca_file: Option<PathBuf>,
+    pub assets: Vec<Address>,
+    /// Trust the CA certificates in this PEM file in addition to the public roots (repeatable).
+    #[arg(long = "ca-file", value_name = "FILE")]
+    pub ca_files: Vec<PathBuf>,
     /// Allow loopback, private and link-local addresses (needed for the local lab; off by default so
     /// a hostile URL cannot make the prober reach internal services).
     #[arg(long)]
     pub allow_private: bool,
-    /// Name of this vantage, recorded in every receipt.
-    #[arg(long, default_value = "local")]
-    pub vantage: String,
+    /// Name of this vantage, recorded in every receipt (1-64 letters, digits, '.', '_', '-', ':').
+    #[arg(long, default_value_t = Vantage::default())]
+    pub vantage: Vantage,
     /// Score under this rubric file instead of the embedded one.
     #[arg(long, value_name = "FILE")]
     pub rubric: Option<PathBuf>,
@@ -64,18 +85,24 @@ pub struct Args {
     /// No colours, even on a terminal.
     #[arg(long)]
     pub no_color: bool,
-    /// Make one real paid call after the free probe (needs --max-usd, a wallet and --rpc).
-    #[arg(long, requires_all = ["max_usd", "rpc"])]
+    /// What this run's evidence is: `live` (a real endpoint) or `test_harness` (a test lab); stated
+    /// in the report and the score so test data never passes for observation.
+    #[arg(long, value_enum, default_value_t = Provenance::Live)]
+    pub provenance: Provenance,
+    /// Make one real paid call after the free probe (needs --max-usd, a wallet and --rpc). Every
+    /// option below is a payment option and is refused without --pay.
+    #[arg(long)]
     pub pay: bool,
-    /// Spending cap per call, in USD; also the cap per subject and per day unless those are given.
+    /// Spending cap per call, in USD (more than 0, at most 1000); also the cap per subject and per
+    /// day unless those are given.
     #[arg(long, value_name = "USD")]
-    pub max_usd: Option<String>,
+    pub max_usd: Option<Usd>,
     /// Cap per subject over any 24 hours, in USD (default: --max-usd).
     #[arg(long, value_name = "USD")]
-    pub max_usd_per_subject_per_day: Option<String>,
+    pub max_usd_per_subject_per_day: Option<Usd>,
     /// Cap for all paid calls together over any 24 hours, in USD (default: --max-usd).
     #[arg(long, value_name = "USD")]
-    pub max_usd_per_day: Option<String>,
+    pub max_usd_per_day: Option<Usd>,
     /// The wallet's private key: a file readable by its owner only.
     #[arg(long, value_name = "FILE", conflicts_with = "wallet_credential")]
     pub wallet_key_file: Option<PathBuf>,
@@ -86,59 +113,105 @@ pub struct Args {
     /// $XDG_STATE_HOME/x402-probe, else ~/.local/state/x402-probe.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// What this run's evidence is: `live` (a real endpoint) or `test_harness` (a test lab); stated
-    /// in the report and the score so test data never passes for observation.
-    #[arg(long, default_value = "live", value_parser = ["live", "test_harness"])]
-    pub provenance: String,
-    /// Blocks a settlement needs before chain reads count as final (0 for a local dev chain that
-    /// mines only on demand).
-    #[arg(long, default_value_t = 2)]
-    pub confirmations: u64,
+    /// Blocks a settlement needs before chain reads count as final, 0-64 (default 2; 0 for a local
+    /// dev chain that mines only on demand).
+    #[arg(long, value_name = "N")]
+    pub confirmations: Option<Confirmations>,
+    /// The whole paid part (quote to refund watch) ends by then, in milliseconds, 1000-3600000
+    /// (default 900000).
+    #[arg(long, value_name = "MS")]
+    pub paid_deadline_ms: Option<PaidDeadlineMs>,
+}
+
+impl Args {
+    /// The run's configuration: the flags mapped onto `crate::config`, cross-checked.
+    pub fn config(&self) -> Result<RunConfig, ConfigError> {
+        let usage = |option: &'static str, why: String| ConfigError::Invalid { option, why };
+        let listing = self.listing.clone().map(|url| ListingConfig {
+            url,
+            max_pages: self.listing_max_pages,
+            max_bytes: self.listing_max_bytes,
+            deadline_ms: self.listing_deadline_ms,
+        });
+        let probe = ProbeConfig {
+            samples: self.samples,
+            spacing_ms: self.spacing_ms,
+            free_deadline_ms: self.free_deadline_ms,
+            dns_timeout_ms: self.dns_timeout_ms,
+            nameservers: self.nameservers.clone(),
+            listing,
+            rpc: self.rpc.clone(),
+            assets: self.assets.clone(),
+            ca_files: self.ca_files.clone(),
+            allow_private: self.allow_private,
+            vantage: self.vantage.clone(),
+            provenance: self.provenance,
+            rubric: self.rubric.clone(),
+        };
+        let payment_options = [
+            ("--max-usd", self.max_usd.is_some()),
+            (
+                "--max-usd-per-subject-per-day",
+                self.max_usd_per_subject_per_day.is_some(),
+            ),
+            ("--max-usd-per-day", self.max_usd_per_day.is_some()),
+            ("--wallet-key-file", self.wallet_key_file.is_some()),
+            ("--wallet-credential", self.wallet_credential.is_some()),
+            ("--state-dir", self.state_dir.is_some()),
+            ("--confirmations", self.confirmations.is_some()),
+            ("--paid-deadline-ms", self.paid_deadline_ms.is_some()),
+        ];
+        let pay = if self.pay {
+            let max_usd = self
+                .max_usd
+                .ok_or_else(|| usage("--pay", "needs --max-usd (the cap per call)".into()))?;
+            let wallet = match (&self.wallet_key_file, &self.wallet_credential) {
+                (Some(path), None) => WalletSource::KeyFile(path.clone()),
+                (None, Some(name)) => WalletSource::Credential(name.clone()),
+                _ => {
+                    return Err(usage(
+                        "--pay",
+                        "needs a wallet: --wallet-key-file FILE or --wallet-credential NAME".into(),
+                    ));
+                }
+            };
+            Some(PayConfig {
+                max_usd,
+                max_usd_per_subject_per_day: self.max_usd_per_subject_per_day,
+                max_usd_per_day: self.max_usd_per_day,
+                wallet,
+                state_dir: self.state_dir.clone(),
+                confirmations: self.confirmations.unwrap_or_default(),
+                paid_deadline_ms: self.paid_deadline_ms.unwrap_or_default(),
+            })
+        } else {
+            if let Some((option, _)) = payment_options.iter().find(|(_, given)| *given) {
+                return Err(usage(
+                    option,
+                    "a payment option, but --pay was not given: nothing would be paid and the \
+                     option would be ignored; refused (add --pay, or drop the option)"
+                        .into(),
+                ));
+            }
+            None
+        };
+        let config = RunConfig { probe, pay };
+        config.validate()?;
+        Ok(config)
+    }
 }
 
 pub fn run(args: Args) -> Result<i32> {
-    let rubric = match &args.rubric {
-        None => Rubric::embedded_default(),
-        Some(path) => {
-            let bytes =
-                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-            Rubric::from_bytes(&bytes).with_context(|| format!("rubric {}", path.display()))?
-        }
-    };
-    if !(args.url.starts_with("http://") || args.url.starts_with("https://")) {
-        bail!(
-            "the URL must start with http:// or https://: {:?}",
-            args.url
-        );
-    }
-    let mut fetch = FetchConfig {
-        allow_private: args.allow_private,
-        observe_invalid_tls: true,
-        ..FetchConfig::default()
-    };
-    if let Some(path) = &args.ca_file {
-        fetch.extra_roots = read_ca_file(path)?;
-    }
-    let declared_assets = args
-        .assets
-        .iter()
-        .map(|a| {
-            a.parse::<Address>()
-                .with_context(|| format!("--asset {a:?} is not an address"))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let cfg = FreeProbeConfig {
-        fetch,
-        samples: usize::from(args.samples),
-        spacing: Duration::from_millis(args.spacing_ms),
-        listing: args.listing.clone(),
-        rpc: args.rpc.as_deref().map(Rpc::new),
-        declared_assets,
-        vantage: args.vantage.clone(),
-    };
-    let pay = match args.pay {
-        true => Some(PayArgs::from_args(&args)?),
-        false => None,
+    let config = args.config()?;
+    // Everything the configuration names is read and checked before any traffic.
+    let prepared = config.probe.prepare()?;
+    let (cfg, rubric) = (prepared.free, prepared.rubric);
+    let url = args.url.as_str();
+    let provenance = config.probe.provenance.as_str();
+    let vantage = config.probe.vantage.as_str();
+    let pay = match &config.pay {
+        Some(pay) => Some(PayArgs::open(pay)?),
+        None => None,
     };
     crate::install_crypto_provider();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -157,26 +230,27 @@ pub fn run(args: Args) -> Result<i32> {
                     rpc,
                     fetch: &cfg.fetch,
                     options: pay.options.clone(),
+                    clock: &crate::clock::SystemClock,
+                    wall: &crate::clock::SystemClock,
                     on_step: None,
                 };
-                anyhow::Ok(runner::run(&cfg, Some(&ctx), &rubric, &args.url, now).await)
+                anyhow::Ok(runner::run(&cfg, Some(&ctx), &rubric, url, now).await)
             }
-            _ => Ok(runner::run(&cfg, None, &rubric, &args.url, now).await),
+            _ => Ok(runner::run(&cfg, None, &rubric, url, now).await),
         }
     })?;
-    let inputs = runner::single_run_inputs(&rubric, &out, "uncategorised", &args.provenance);
+    let inputs = runner::single_run_inputs(
+        &rubric,
+        &out,
+        "uncategorised",
+        config.probe.provenance.into(),
+    );
     let score = runner::score_inputs(&rubric, &inputs);
     let paid = out.paid.as_ref().map(crate::report::PaidSummary::of);
-    let mut report = ProbeReport::new(
-        &args.url,
-        &args.vantage,
-        &rfc3339(now),
-        &rubric,
-        out.results,
-    );
+    let mut report = ProbeReport::new(url, vantage, &rfc3339(now), &rubric, out.results);
     report.score = Some(score);
     report.paid = paid;
-    report.provenance = args.provenance.clone();
+    report.provenance = provenance.to_string();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -201,18 +275,6 @@ fn unix_now() -> i64 {
         .unwrap_or(0)
 }
 
-/// Every certificate in a PEM file.
-pub fn read_ca_file(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>> {
-    let certs = CertificateDer::pem_file_iter(path)
-        .with_context(|| format!("reading {}", path.display()))?
-        .collect::<Result<Vec<_>, _>>()
-        .with_context(|| format!("{} is not a PEM certificate file", path.display()))?;
-    if certs.is_empty() {
-        bail!("{} holds no certificate", path.display());
-    }
-    Ok(certs)
-}
-
 /// What `--pay` needs, checked before any traffic.
 struct PayArgs {
     wallet: Wallet,
@@ -224,50 +286,24 @@ struct PayArgs {
 }
 
 impl PayArgs {
-    fn from_args(args: &Args) -> Result<PayArgs> {
-        let usd = |flag: &str, v: &str| {
-            v.parse::<Usd>()
-                .map_err(|e| anyhow::anyhow!("{flag} {v:?}: {e}"))
+    fn open(pay: &PayConfig) -> Result<PayArgs> {
+        let (per_call, per_subject, per_day) = pay.caps();
+        let wallet = match &pay.wallet {
+            WalletSource::KeyFile(path) => Wallet::from_key_file(path)?,
+            WalletSource::Credential(name) => Wallet::from_credential(name)?,
         };
-        let per_call = usd(
-            "--max-usd",
-            args.max_usd.as_deref().context("--pay needs --max-usd")?,
-        )?;
-        let per_subject = match &args.max_usd_per_subject_per_day {
-            Some(v) => usd("--max-usd-per-subject-per-day", v)?,
-            None => per_call,
-        };
-        let per_day = match &args.max_usd_per_day {
-            Some(v) => usd("--max-usd-per-day", v)?,
-            None => per_call,
-        };
-        let wallet = match (&args.wallet_key_file, &args.wallet_credential) {
-            (Some(path), None) => Wallet::from_key_file(path)?,
-            (None, Some(name)) => Wallet::from_credential(name)?,
-            _ => bail!("--pay needs a wallet: --wallet-key-file FILE or --wallet-credential NAME"),
-        };
-        let state_dir = match &args.state_dir {
+        let state_dir = match &pay.state_dir {
             Some(d) => d.clone(),
             None => default_state_dir()?,
         };
         let store = SpendStore::open(&state_dir)?;
-        let options = match args.confirmations {
-            0 => PaidOptions {
-                confirmations: 0,
-                ..PaidOptions::lab()
-            },
-            n => PaidOptions {
-                confirmations: n,
-                ..PaidOptions::default()
-            },
-        };
         Ok(PayArgs {
             wallet,
             store,
             per_call,
             per_subject,
             per_day,
-            options,
+            options: pay.paid_options(),
         })
     }
 
@@ -313,6 +349,3 @@ pub fn default_state_dir() -> Result<PathBuf> {
         .context("no --state-dir, and neither STATE_DIRECTORY, XDG_STATE_HOME nor HOME")?;
     Ok(PathBuf::from(home).join(".local/state/x402-probe"))
 }
-
-#[allow(dead_code)]
-const _: i32 = exit::USAGE;

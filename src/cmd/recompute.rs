@@ -1,6 +1,7 @@
 //! `x402-probe recompute`: recompute stored score documents from their embedded inputs and fail
 //! loudly on any byte that differs.
 
+use crate::files::{self, caps};
 use crate::rubric::Rubric;
 use crate::score::{Recomputed, recompute};
 use anyhow::Context;
@@ -34,7 +35,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     let mut failed = 0usize;
     for file in &files {
-        let stored = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        // A FIFO, a device or an oversized file among them is a usage error naming it (exit 2).
+        let stored = files::read_regular(file, caps::SCORE_DOCUMENT, "a score document")?;
         match recompute(&stored, &rubrics) {
             Ok(Recomputed::Identical) => println!("ok {}", file.display()),
             Ok(Recomputed::Differs {
@@ -66,20 +68,47 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// How deep `recompute` descends into directories.
+const MAX_DEPTH: usize = 32;
+
+/// The score documents under `path`: the path itself when it is not a directory, else every
+/// `*.json` below it, sorted. Symbolic links to directories are not followed (a link cycle must
+/// not recurse forever); every file found is opened through `crate::files`, which refuses FIFOs,
+/// devices and oversized files by name.
 fn collect(path: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-    if path.is_dir() {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-            .with_context(|| format!("listing {}", path.display()))?
-            .map(|e| e.map(|e| e.path()))
-            .collect::<Result<_, _>>()?;
-        entries.sort();
-        for e in entries {
-            if e.is_dir() || e.extension().is_some_and(|x| x == "json") {
-                collect(&e, out)?;
-            }
-        }
-    } else {
+    collect_at(path, out, 0)
+}
+
+fn collect_at(path: &Path, out: &mut Vec<PathBuf>, depth: usize) -> anyhow::Result<()> {
+    // The path given (or a real subdirectory found below it); links below it are not followed.
+    let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
+    if !is_dir {
         out.push(path.to_path_buf());
+        return Ok(());
+    }
+    if depth >= MAX_DEPTH {
+        anyhow::bail!(
+            "{}: more than {MAX_DEPTH} directories deep; refused",
+            path.display()
+        );
+    }
+    let mut entries: Vec<(PathBuf, bool)> = std::fs::read_dir(path)
+        .with_context(|| format!("listing {}", path.display()))?
+        .map(|e| {
+            e.and_then(|e| {
+                let is_dir = e.file_type()?.is_dir();
+                Ok((e.path(), is_dir))
+            })
+        })
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("listing {}", path.display()))?;
+    entries.sort();
+    for (entry, is_dir) in entries {
+        if is_dir {
+            collect_at(&entry, out, depth + 1)?;
+        } else if entry.extension().is_some_and(|x| x == "json") {
+            out.push(entry);
+        }
     }
     Ok(())
 }

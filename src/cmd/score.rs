@@ -1,5 +1,6 @@
 //! `x402-probe score`: score an inputs document and print the score document.
 
+use crate::files::{self, caps};
 use crate::rubric::Rubric;
 use anyhow::Context;
 use std::io::Write;
@@ -20,8 +21,8 @@ pub struct Args {
 /// compares); pipe it through a JSON pretty-printer to read it.
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let rubric = load_rubric(args.rubric.as_deref())?;
-    let bytes = std::fs::read(&args.inputs)
-        .with_context(|| format!("reading inputs {}", args.inputs.display()))?;
+    let bytes = files::read_regular(&args.inputs, caps::SCORE_DOCUMENT, "an inputs document")
+        .context("--inputs")?;
     let document = crate::score::score_json(&rubric, &bytes)
         .with_context(|| format!("scoring {}", args.inputs.display()))?;
     let out = document.to_bytes()?;
@@ -29,13 +30,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// The embedded rubric, or a rubric file read bounded and without blocking.
 pub(crate) fn load_rubric(path: Option<&std::path::Path>) -> anyhow::Result<Rubric> {
     match path {
         None => Ok(Rubric::embedded_default()),
-        Some(p) => {
-            let bytes =
-                std::fs::read(p).with_context(|| format!("reading rubric {}", p.display()))?;
-            Rubric::from_bytes(&bytes).with_context(|| format!("rubric {}", p.display()))
-        }
+        Some(p) => Ok(crate::config::read_rubric(p).context("--rubric")?),
     }
 }

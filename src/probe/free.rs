@@ -1,23 +1,53 @@
 //! The free probe run: the unpaid samples, the operator file, the listing and the chain reads that the
 //! free checks need, collected once into a [`FreeObservation`]. Nothing here decides an outcome.
+//!
+//! The whole run ends by its deadline ([`FreeProbeConfig::deadline`]), however slow the subject:
+//! what was measured by then stands, a request still in flight is dropped (not judged), and what was
+//! not done is recorded in [`FreeObservation::cut_short`] (samples, operator file), in the listing's
+//! failure (catalogue) or in the chain reads' failure, so the checks say `unmeasured` with the
+//! reason. The catalogue, another host, is read while the subject is sampled, under its own budget
+//! of pages, bytes and time ([`ListingBudget`]); the chain reads run beside the later samples.
 
 use std::time::Duration;
 
 use alloy::primitives::Address;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use tokio::time::{Instant, sleep_until, timeout_at};
 
-use crate::observation::{ChainSeen, FreeObservation, ListingSeen, PageSeen, Sample, TokenSeen};
-use crate::probe::http::{FetchConfig, FetchRequest, fetch};
+use crate::observation::{
+    ChainSeen, CutShort, FreeObservation, ListingSeen, PageSeen, Sample, TokenSeen,
+};
+use crate::probe::http::{Exchange, FetchConfig, FetchRequest, fetch};
 use crate::probe::rpc::Rpc;
 use crate::x402::parse::parse_payment_required;
 use crate::x402::types::PaymentRequired;
 
 /// The path of the operator file (format: `probes/operator-file.md`).
-pub const OPERATOR_FILE_PATH: &str = "/.well-known/x402-operator.json";
-/// Catalogue pages read at most (100 items each) before giving up on finding the subject.
-const MAX_LISTING_PAGES: usize = 50;
+pub use crate::x402::operator::OPERATOR_FILE_PATH;
+/// Entries asked for per catalogue page.
 const LISTING_PAGE_SIZE: usize = 100;
+
+/// What reading a discovery catalogue may cost, all pages together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListingBudget {
+    /// Pages read at most before giving up on finding the subject.
+    pub max_pages: usize,
+    /// Body bytes read at most.
+    pub max_bytes: usize,
+    /// Time for the whole read (and never past the run's deadline).
+    pub deadline: Duration,
+}
+
+impl Default for ListingBudget {
+    fn default() -> Self {
+        ListingBudget {
+            max_pages: 50,
+            max_bytes: 16 * 1024 * 1024,
+            deadline: Duration::from_secs(30),
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct FreeProbeConfig {
@@ -26,8 +56,12 @@ pub struct FreeProbeConfig {
     pub samples: usize,
     /// Pause between samples, so a run is not a burst.
     pub spacing: Duration,
+    /// The whole free run (samples, operator file, catalogue, chain reads) ends by then.
+    pub deadline: Duration,
     /// A discovery catalogue (`.../discovery/resources`) to read the listed price from (H1).
     pub listing: Option<String>,
+    /// What reading the catalogue may cost.
+    pub listing_budget: ListingBudget,
     /// The fixed RPC (C3).
     pub rpc: Option<Rpc>,
     /// Tokens accepted as real besides the canonical USDC deployments.
@@ -41,7 +75,9 @@ impl Default for FreeProbeConfig {
             fetch: FetchConfig::default(),
             samples: 5,
             spacing: Duration::from_millis(200),
+            deadline: Duration::from_secs(120),
             listing: None,
+            listing_budget: ListingBudget::default(),
             rpc: None,
             declared_assets: Vec::new(),
             vantage: "local".into(),
@@ -49,11 +85,68 @@ impl Default for FreeProbeConfig {
     }
 }
 
+/// What was seen of the subject itself (and the chain reads its quote needs).
+struct SubjectSeen {
+    samples: Vec<Sample>,
+    operator_file: Option<Exchange>,
+    operator_file_not_read: bool,
+    chain: ChainSeen,
+}
+
 /// Probe `url` for free. `now` is the run's start (unix seconds), passed in so tests control time.
 pub async fn probe_free(cfg: &FreeProbeConfig, url: &str, now: i64) -> FreeObservation {
+    let deadline = Instant::now() + cfg.deadline;
+    let listing = async {
+        match &cfg.listing {
+            None => ListingSeen::NotAsked,
+            Some(listing_url) => {
+                read_listing(
+                    &cfg.fetch,
+                    listing_url,
+                    url,
+                    now,
+                    &cfg.listing_budget,
+                    deadline,
+                )
+                .await
+            }
+        }
+    };
+    let (listing, seen) = tokio::join!(listing, probe_subject(cfg, url, deadline));
+    let planned = cfg.samples.max(1);
+    let cut_short =
+        (seen.samples.len() < planned || seen.operator_file_not_read).then(|| CutShort {
+            deadline_ms: u64::try_from(cfg.deadline.as_millis()).unwrap_or(u64::MAX),
+            samples_planned: planned,
+            operator_file_not_read: seen.operator_file_not_read,
+        });
+    FreeObservation {
+        subject: url.to_string(),
+        vantage: cfg.vantage.clone(),
+        at: now,
+        samples: seen.samples,
+        operator_file: seen.operator_file,
+        listing,
+        chain: seen.chain,
+        declared_assets: cfg.declared_assets.clone(),
+        allow_private: cfg.fetch.allow_private,
+        cut_short,
+    }
+}
+
+/// The samples, then the operator file, all by `deadline`; the chain reads beside the later
+/// samples once the first one has shown which assets the 402 names.
+async fn probe_subject(cfg: &FreeProbeConfig, url: &str, deadline: Instant) -> SubjectSeen {
     let mut samples = Vec::with_capacity(cfg.samples.max(1));
     let first = FetchRequest::get(url);
-    let exchange = fetch(&cfg.fetch, &first).await;
+    let Ok(exchange) = timeout_at(deadline, fetch(&cfg.fetch, &first)).await else {
+        return SubjectSeen {
+            samples,
+            operator_file: None,
+            operator_file_not_read: origin_of(url).is_some(),
+            chain: chain_not_read(cfg),
+        };
+    };
     let quote = exchange
         .response
         .as_ref()
@@ -64,43 +157,67 @@ pub async fn probe_free(cfg: &FreeProbeConfig, url: &str, now: i64) -> FreeObser
         exchange,
     });
     let template = documented.unwrap_or_else(|| FetchRequest::get(url));
-    for _ in 1..cfg.samples.max(1) {
-        tokio::time::sleep(cfg.spacing).await;
-        let exchange = fetch(&cfg.fetch, &template).await;
-        samples.push(Sample {
-            request: template.clone(),
-            exchange,
-        });
-    }
-
-    let operator_file = match origin_of(url) {
-        Some(origin) => Some(
-            fetch(
-                &cfg.fetch,
-                &FetchRequest::get(format!("{origin}{OPERATOR_FILE_PATH}")),
-            )
-            .await,
-        ),
-        None => None,
+    let chain = async {
+        match &cfg.rpc {
+            None => ChainSeen::NoRpc,
+            Some(rpc) => match timeout_at(deadline, read_chain(rpc, quote.as_ref())).await {
+                Ok(chain) => chain,
+                Err(_) => chain_not_read(cfg),
+            },
+        }
     };
-    let listing = match &cfg.listing {
-        None => ListingSeen::NotAsked,
-        Some(listing_url) => read_listing(&cfg.fetch, listing_url, url, now).await,
+    let rest = async {
+        let mut in_time = true;
+        for _ in 1..cfg.samples.max(1) {
+            let wake = Instant::now() + cfg.spacing;
+            if wake >= deadline {
+                in_time = false;
+                break;
+            }
+            sleep_until(wake).await;
+            match timeout_at(deadline, fetch(&cfg.fetch, &template)).await {
+                Ok(exchange) => samples.push(Sample {
+                    request: template.clone(),
+                    exchange,
+                }),
+                Err(_) => {
+                    in_time = false;
+                    break;
+                }
+            }
+        }
+        let Some(origin) = origin_of(url) else {
+            return (None, false);
+        };
+        if !in_time {
+            return (None, true);
+        }
+        let request = FetchRequest::get(format!("{origin}{OPERATOR_FILE_PATH}"));
+        match timeout_at(deadline, fetch(&cfg.fetch, &request)).await {
+            Ok(exchange) => (Some(exchange), false),
+            Err(_) => (None, true),
+        }
     };
-    let chain = match &cfg.rpc {
-        None => ChainSeen::NoRpc,
-        Some(rpc) => read_chain(rpc, quote.as_ref()).await,
-    };
-    FreeObservation {
-        subject: url.to_string(),
-        vantage: cfg.vantage.clone(),
-        at: now,
+    let (chain, (operator_file, operator_file_not_read)) = tokio::join!(chain, rest);
+    SubjectSeen {
         samples,
         operator_file,
-        listing,
+        operator_file_not_read,
         chain,
-        declared_assets: cfg.declared_assets.clone(),
-        allow_private: cfg.fetch.allow_private,
+    }
+}
+
+/// The chain reads the deadline left undone (ours: C3 is `unmeasured`).
+fn chain_not_read(cfg: &FreeProbeConfig) -> ChainSeen {
+    match &cfg.rpc {
+        None => ChainSeen::NoRpc,
+        Some(rpc) => ChainSeen::RpcDown {
+            url: rpc.url().to_string(),
+            error: format!(
+                "not read: the run's deadline of {} ms passed first",
+                cfg.deadline.as_millis()
+            ),
+        },
     }
 }
 
@@ -187,28 +304,64 @@ async fn read_listing(
     listing_url: &str,
     subject: &str,
     now: i64,
+    budget: &ListingBudget,
+    run_deadline: Instant,
 ) -> ListingSeen {
     let want = canonical_resource(subject);
+    let deadline = run_deadline.min(Instant::now() + budget.deadline);
     let mut pages = Vec::new();
     let mut offset = 0usize;
     let mut items_seen = 0usize;
+    let mut bytes_read = 0usize;
     let sep = if listing_url.contains('?') { '&' } else { '?' };
-    for _ in 0..MAX_LISTING_PAGES {
+    let fail = |error: String, pages: Vec<PageSeen>| ListingSeen::Failed {
+        url: listing_url.to_string(),
+        error,
+        pages,
+    };
+    for _ in 0..budget.max_pages {
+        let room = budget.max_bytes.saturating_sub(bytes_read);
+        if room == 0 {
+            break;
+        }
+        // A page may use what is left of the byte budget, never more.
+        let page_cfg = FetchConfig {
+            max_body_bytes: cfg.max_body_bytes.min(room),
+            ..cfg.clone()
+        };
         let page_url = format!("{listing_url}{sep}limit={LISTING_PAGE_SIZE}&offset={offset}");
-        let ex = fetch(cfg, &FetchRequest::get(page_url.clone())).await;
+        let Ok(ex) = timeout_at(
+            deadline,
+            fetch(&page_cfg, &FetchRequest::get(page_url.clone())),
+        )
+        .await
+        else {
+            let which = if deadline < run_deadline {
+                format!(
+                    "the catalogue's read budget of {} ms",
+                    budget.deadline.as_millis()
+                )
+            } else {
+                "the run's deadline".to_string()
+            };
+            return fail(
+                format!(
+                    "not read in full: {which} passed after {} pages ({bytes_read} bytes), before finding the subject",
+                    pages.len()
+                ),
+                pages,
+            );
+        };
         let status = ex.status();
         let body = ex.response.as_ref().map(|r| r.body.clone());
+        let truncated = ex.response.as_ref().is_some_and(|r| r.body_truncated);
+        bytes_read += body.as_ref().map_or(0, Vec::len);
         pages.push(PageSeen {
             url: page_url.clone(),
             at: now,
             status,
             sha256: body.as_ref().map(|b| hex::encode(Sha256::digest(b))),
         });
-        let fail = |error: String, pages: Vec<PageSeen>| ListingSeen::Failed {
-            url: listing_url.to_string(),
-            error,
-            pages,
-        };
         if let Some(e) = ex.error {
             return fail(
                 format!("{:?} during {:?}: {}", e.kind, e.phase, e.message),
@@ -217,6 +370,16 @@ async fn read_listing(
         }
         if status != Some(200) {
             return fail(format!("HTTP {}", status.unwrap_or(0)), pages);
+        }
+        if truncated && room < cfg.max_body_bytes {
+            return fail(
+                format!(
+                    "not read in full: the catalogue's byte budget of {} bytes was spent after {} pages, before finding the subject",
+                    budget.max_bytes,
+                    pages.len()
+                ),
+                pages,
+            );
         }
         let Ok(page) = serde_json::from_slice::<Value>(&body.unwrap_or_default()) else {
             return fail("the page is not JSON".into(), pages);
@@ -253,11 +416,19 @@ async fn read_listing(
             };
         }
     }
-    ListingSeen::Failed {
-        url: listing_url.to_string(),
-        error: format!("more than {MAX_LISTING_PAGES} pages; stopped before finding the subject"),
-        pages,
-    }
+    let error = if pages.len() >= budget.max_pages {
+        format!(
+            "not read in full: the catalogue's budget of {} pages was spent before finding the subject",
+            budget.max_pages
+        )
+    } else {
+        format!(
+            "not read in full: the catalogue's byte budget of {} bytes was spent after {} pages, before finding the subject",
+            budget.max_bytes,
+            pages.len()
+        )
+    };
+    fail(error, pages)
 }
 
 async fn read_chain(rpc: &Rpc, quote: Option<&PaymentRequired>) -> ChainSeen {

@@ -20,7 +20,6 @@
 //!
 //! A thin driver: nothing here knows about x402.
 
-mod decode;
 mod target;
 mod tls;
 
@@ -34,15 +33,18 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout_at};
 
 use super::netguard;
 
-pub use decode::{DecodeError, MAX_RATIO, RATIO_FLOOR_BYTES, decode_body_bounded};
-pub use target::{Scheme, Target};
+pub use crate::evidence::decode::{DecodeError, MAX_RATIO, RATIO_FLOOR_BYTES, decode_body_bounded};
+// The exchange types are evidence (plain data the checks read and the ledger stores).
+pub use crate::evidence::http::{
+    Exchange, FetchError, FetchErrorKind, FetchRequest, Hop, HttpResponse, Phase, Timings, TlsSeen,
+};
+pub use target::{Scheme, Target, parse_given_url, parse_host};
 
 /// hyper refuses a read buffer smaller than this.
 const HYPER_MIN_BUF: usize = 8192;
@@ -102,6 +104,10 @@ pub struct FetchConfig {
     /// Same-host redirects followed at most.
     pub max_redirects: usize,
     pub user_agent: String,
+    /// The DNS servers names are resolved through (UDP, then TCP on truncation); empty: the
+    /// system's configuration (`/etc/resolv.conf`). `/etc/hosts` and `localhost` are honoured
+    /// either way.
+    pub nameservers: Vec<SocketAddr>,
 }
 
 impl Default for FetchConfig {
@@ -116,241 +122,7 @@ impl Default for FetchConfig {
             max_body_bytes: 1024 * 1024,
             max_redirects: 5,
             user_agent: concat!("x402-probe/", env!("CARGO_PKG_VERSION")).to_string(),
-        }
-    }
-}
-
-/// What to send.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FetchRequest {
-    pub method: String,
-    pub url: String,
-    /// Sent in order. `Host`, `Content-Length` and `Accept-Encoding` are ignored: the fetcher
-    /// sets the first two itself and never asks for compression.
-    #[serde(default)]
-    pub headers: Vec<(String, String)>,
-    #[serde(default, with = "b64::bytes")]
-    pub body: Vec<u8>,
-}
-
-impl FetchRequest {
-    /// A `GET` with no extra headers.
-    pub fn get(url: impl Into<String>) -> FetchRequest {
-        FetchRequest {
-            method: "GET".to_string(),
-            url: url.into(),
-            headers: Vec::new(),
-            body: Vec::new(),
-        }
-    }
-
-    /// Adds a header (builder style).
-    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.headers.push((name.into(), value.into()));
-        self
-    }
-}
-
-/// Everything observed while fetching one URL.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Exchange {
-    /// The URL as requested.
-    pub url: String,
-    /// Every hop tried, in order (several when same-host redirects were followed).
-    pub hops: Vec<Hop>,
-    /// The last response head seen, with its (bounded) body. Present even when `error` is set
-    /// if a head arrived (e.g. an off-host redirect, or a body cut short).
-    pub response: Option<HttpResponse>,
-    pub error: Option<FetchError>,
-    /// TLS as seen on the last hop, when the server presented a certificate chain.
-    pub tls: Option<TlsSeen>,
-    /// The last hop's phases; `ttfb_ms`, `last_byte_ms` and `total_ms` count from the start of
-    /// the whole fetch (redirects included), as the caller experienced it.
-    pub timings: Timings,
-    /// The address of the last hop's connection (or the last one tried).
-    pub remote_addr: Option<String>,
-}
-
-impl Exchange {
-    /// The URL of the last hop (the requested one when there were no redirects).
-    pub fn final_url(&self) -> &str {
-        self.hops
-            .last()
-            .map_or(self.url.as_str(), |h| h.url.as_str())
-    }
-
-    /// The response status, if a head arrived.
-    pub fn status(&self) -> Option<u16> {
-        self.response.as_ref().map(|r| r.status)
-    }
-}
-
-/// One request/response on one connection.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Hop {
-    pub url: String,
-    pub remote_addr: Option<String>,
-    pub status: Option<u16>,
-    /// The `Location` header of a redirect response.
-    pub location: Option<String>,
-    /// `Some(verified)` on https hops whose server presented a chain.
-    pub tls_verified: Option<bool>,
-    /// Phases of this hop; `ttfb_ms`, `last_byte_ms` and `total_ms` count from the hop's start.
-    pub timings: Timings,
-}
-
-/// Phase timings in milliseconds; `None` where a phase did not happen.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Timings {
-    /// Name resolution (`None` for an IP literal).
-    pub dns_ms: Option<f64>,
-    /// TCP connect, all attempts.
-    pub connect_ms: Option<f64>,
-    /// TLS handshake.
-    pub tls_ms: Option<f64>,
-    /// Time to first byte: until the complete response head was received.
-    pub ttfb_ms: Option<f64>,
-    /// Until the last body byte (or the last byte kept, when truncated at the cap).
-    pub last_byte_ms: Option<f64>,
-    pub total_ms: Option<f64>,
-}
-
-/// A response head and its bounded body.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct HttpResponse {
-    pub status: u16,
-    /// Names lower-cased, values as lossy UTF-8; in the order received, except that repeats of
-    /// a name are listed together at the first occurrence's place.
-    pub headers: Vec<(String, String)>,
-    /// The raw body as received (still compressed if the server compressed it), at most
-    /// `max_body_bytes`. Serialised as base64.
-    #[serde(with = "b64::bytes")]
-    pub body: Vec<u8>,
-    /// The server sent more than `max_body_bytes` (the rest was not read).
-    pub body_truncated: bool,
-    /// sha256 (hex) of `body` as stored.
-    pub body_sha256: String,
-    /// Size of the head as received: status line, header lines and the blank line (computed
-    /// from the parsed head, so whitespace variations are not counted exactly).
-    pub head_bytes: usize,
-}
-
-impl HttpResponse {
-    pub fn new(
-        status: u16,
-        headers: Vec<(String, String)>,
-        body: Vec<u8>,
-        body_truncated: bool,
-        head_bytes: usize,
-    ) -> HttpResponse {
-        let body_sha256 = hex::encode(Sha256::digest(&body));
-        HttpResponse {
-            status,
-            headers,
-            body,
-            body_truncated,
-            body_sha256,
-            head_bytes,
-        }
-    }
-
-    /// The first value of header `name`, compared case-insensitively.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// Every value of header `name`, in order.
-    pub fn header_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.headers
-            .iter()
-            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// What the TLS handshake showed. Present whenever the server presented a certificate chain,
-/// including when verification failed and the handshake was stopped.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TlsSeen {
-    /// e.g. `TLSv1.3`; `None` when the handshake did not complete.
-    pub version: Option<String>,
-    /// IANA name, e.g. `TLS13_AES_256_GCM_SHA384`; `None` when the handshake did not complete.
-    pub cipher: Option<String>,
-    /// The negotiated ALPN protocol, if any.
-    pub alpn: Option<String>,
-    /// The server name sent (`None` for an IP literal: no SNI then).
-    pub sni: Option<String>,
-    /// The peer's chain as sent, leaf first; serialised as base64 DER.
-    #[serde(with = "b64::bytes_list")]
-    pub chain_der: Vec<Vec<u8>>,
-    /// Unix seconds.
-    pub leaf_not_before: Option<i64>,
-    /// Unix seconds.
-    pub leaf_not_after: Option<i64>,
-    pub leaf_subject: Option<String>,
-    pub leaf_issuer: Option<String>,
-    /// The chain verified against the webpki roots (plus `extra_roots`) for this host, now.
-    pub verified: bool,
-    pub verify_error: Option<String>,
-}
-
-/// Where a fetch failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Phase {
-    Dns,
-    Guard,
-    Connect,
-    Tls,
-    /// Building or sending the request (a bad URL or header given by the caller is here too).
-    Request,
-    /// Waiting for and parsing the response head.
-    Head,
-    Body,
-    Redirect,
-}
-
-/// What kind of failure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FetchErrorKind {
-    Timeout,
-    Refused,
-    /// The peer closed or reset the connection early.
-    Reset,
-    /// The address guard refused the destination.
-    Blocked,
-    TlsInvalid,
-    /// A cap was hit (response head size or header count).
-    TooLarge,
-    /// The peer broke HTTP or TLS.
-    Protocol,
-    RedirectOffHost,
-    RedirectLoop,
-    /// More than `max_redirects` same-host redirects, each to a new URL.
-    TooManyRedirects,
-    BadUrl,
-    Other,
-}
-
-/// A failure, with the phase it happened in and a message a human can act on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
-#[error("{phase:?} failed ({kind:?}): {message}")]
-pub struct FetchError {
-    pub phase: Phase,
-    pub kind: FetchErrorKind,
-    pub message: String,
-}
-
-impl FetchError {
-    pub fn new(phase: Phase, kind: FetchErrorKind, message: impl Into<String>) -> FetchError {
-        FetchError {
-            phase,
-            kind,
-            message: message.into(),
+            nameservers: Vec::new(),
         }
     }
 }
@@ -566,11 +338,11 @@ impl HopRun {
             return Ok(vec![SocketAddr::new(ip, port)]);
         }
         let phase_started = Instant::now();
-        let lookup = tokio::net::lookup_host((self.target.host.as_str(), port));
         let limit = PhaseLimit::starting_now(cfg.timeouts.dns_ms, cfg, deadline);
+        let host = &self.target.host;
+        let lookup = lookup_ip(cfg, host, limit.remaining());
         let result = timeout_at(limit.at, lookup).await;
         self.hop.timings.dns_ms = Some(ms_since(phase_started));
-        let host = &self.target.host;
         let addrs = match result {
             Err(_) => {
                 return Err(FetchError::new(
@@ -579,14 +351,8 @@ impl HopRun {
                     format!("{host} not resolved {}", limit.describe()),
                 ));
             }
-            Ok(Err(e)) => {
-                return Err(FetchError::new(
-                    Phase::Dns,
-                    FetchErrorKind::Other,
-                    format!("cannot resolve {host}: {e}"),
-                ));
-            }
-            Ok(Ok(found)) => found,
+            Ok(Err((kind, message))) => return Err(FetchError::new(Phase::Dns, kind, message)),
+            Ok(Ok(found)) => found.into_iter().map(|ip| SocketAddr::new(ip, port)),
         };
         let mut unique: Vec<SocketAddr> = Vec::new();
         for addr in addrs {
@@ -597,7 +363,7 @@ impl HopRun {
         if unique.is_empty() {
             return Err(FetchError::new(
                 Phase::Dns,
-                FetchErrorKind::Other,
+                FetchErrorKind::NoAddress,
                 format!("{host} resolves to no address"),
             ));
         }
@@ -893,6 +659,83 @@ impl HopRun {
     }
 }
 
+/// Resolves `host` (a validated DNS name, never an IP literal) to its A and AAAA addresses through
+/// our own stub resolver: the configured nameservers, else the system's. Separates what the
+/// subject's DNS says (the name does not exist, or has no address) from our resolver failing.
+///
+/// A resolver is built per lookup, without a cache: each sample resolves afresh (as each sample
+/// connects afresh), and no resolver state outlives the runtime that drives it.
+async fn lookup_ip(
+    cfg: &FetchConfig,
+    host: &str,
+    within: Duration,
+) -> Result<Vec<IpAddr>, (FetchErrorKind, String)> {
+    use hickory_resolver::config::{
+        ConnectionConfig, LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig,
+    };
+    use hickory_resolver::net::runtime::TokioRuntimeProvider;
+    use hickory_resolver::{Resolver, TokioResolver};
+
+    let ours = |message: String| (FetchErrorKind::ResolverFailed, message);
+    let mut builder = if cfg.nameservers.is_empty() {
+        TokioResolver::builder_tokio().map_err(|e| {
+            ours(format!(
+                "our resolver failed: cannot read the system's resolver configuration: {e}"
+            ))
+        })?
+    } else {
+        let servers = cfg
+            .nameservers
+            .iter()
+            .map(|addr| {
+                let mut udp = ConnectionConfig::udp();
+                udp.port = addr.port();
+                let mut tcp = ConnectionConfig::tcp();
+                tcp.port = addr.port();
+                NameServerConfig::new(addr.ip(), true, vec![udp, tcp])
+            })
+            .collect();
+        Resolver::builder_with_config(
+            ResolverConfig::from_name_servers(servers),
+            TokioRuntimeProvider::default(),
+        )
+    };
+    let options = builder.options_mut();
+    options.use_hosts_file = ResolveHosts::Always;
+    options.cache_size = 0;
+    options.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
+    // One attempt per server within the phase's limit; the caller's deadline bounds the rest.
+    options.timeout = within.max(Duration::from_millis(1));
+    options.attempts = 1;
+    let resolver = builder
+        .build()
+        .map_err(|e| ours(format!("our resolver failed: cannot start it: {e}")))?;
+    // The URL's host is absolute: no search domains are appended.
+    let fqdn = if host.ends_with('.') {
+        host.to_string()
+    } else {
+        format!("{host}.")
+    };
+    match resolver.lookup_ip(fqdn.as_str()).await {
+        Ok(found) => Ok(found.iter().collect()),
+        Err(e) if e.is_nx_domain() => Err((
+            FetchErrorKind::NameNotFound,
+            format!("{host} does not exist (NXDOMAIN)"),
+        )),
+        Err(e) if e.is_no_records_found() => Err((
+            FetchErrorKind::NoAddress,
+            format!("{host} has no A or AAAA record"),
+        )),
+        Err(e) => Err(ours(format!("our resolver failed for {host}: {e}"))),
+    }
+}
+
+/// Checks extra trust anchors the way every TLS handshake will use them, so a CA file that holds
+/// a certificate webpki cannot use is refused when the configuration is read, not at each fetch.
+pub fn validate_extra_roots(roots: &[CertificateDer<'static>]) -> Result<(), String> {
+    tls::client_config(roots, false).map(|_| ())
+}
+
 /// Refuses the hop if any resolved address is not public: a name that mixes public and private
 /// addresses is itself suspicious, and the connection could land on either.
 fn guard(host: &str, addrs: &[SocketAddr]) -> Result<(), FetchError> {
@@ -1098,6 +941,11 @@ impl PhaseLimit {
         }
     }
 
+    /// Time left until this limit.
+    fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
     /// Which limit applies, for messages: `within 5000 ms` or `before the overall deadline...`.
     fn describe(&self) -> String {
         if self.cut_by_overall {
@@ -1117,41 +965,10 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Serde helpers: byte strings as standard base64.
+/// Serde helpers: certificate lists as standard base64.
 mod b64 {
     use base64::Engine;
     use base64::engine::general_purpose::STANDARD;
-
-    pub mod bytes {
-        use super::*;
-        use serde::{Deserialize, Deserializer, Serializer};
-
-        pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
-            s.serialize_str(&STANDARD.encode(v))
-        }
-
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-            let text = String::deserialize(d)?;
-            STANDARD.decode(text).map_err(serde::de::Error::custom)
-        }
-    }
-
-    pub mod bytes_list {
-        use super::*;
-        use serde::{Deserialize, Deserializer, Serializer};
-
-        pub fn serialize<S: Serializer>(v: &[Vec<u8>], s: S) -> Result<S::Ok, S::Error> {
-            s.collect_seq(v.iter().map(|b| STANDARD.encode(b)))
-        }
-
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<u8>>, D::Error> {
-            let texts = Vec::<String>::deserialize(d)?;
-            texts
-                .into_iter()
-                .map(|t| STANDARD.decode(t).map_err(serde::de::Error::custom))
-                .collect()
-        }
-    }
 
     pub mod cert_list {
         use super::*;

@@ -4,4 +4,6 @@ pub mod free;
 pub mod http;
 pub mod netguard;
 pub mod paid;
+pub mod reconcile;
+pub mod refund;
 pub mod rpc;

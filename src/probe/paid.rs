@@ -1,5 +1,6 @@
-//! The paid call: everything that spends money and everything it takes to see where the money
-//! went. IO only; the outcomes are decided by `checks::paid` from the [`PaidObservation`].
+//! The paid call's driver: the IO between the pure steps of `paid::steps`. Everything that spends
+//! money and everything it takes to see where the money went; the outcomes are decided later by
+//! `checks::paid` from the [`PaidObservation`], and nothing here calls a check.
 //!
 //! One call, in order (each step recorded, none of them panics):
 //! 1. Reconcile open reservations whose window has closed (so the caps count what is really open).
@@ -10,38 +11,49 @@
 //! 5. Reserve durably (spend store), then sign exactly that reservation, then send it.
 //! 6. Read the chain again: the settlement the response names, the use of our nonce
 //!    (`AuthorizationUsed`), `authorizationState`, every `Transfer` from our wallet in the blocks
-//!    around the call; replay the payment when our authorization is spent; watch for a refund when
-//!    the operator declares a rule and we were charged without delivery.
+//!    around the call; replay the payment when our authorization is spent.
 //! 7. Mark the reservation settled, released or (when unknown) leave it open for reconciliation.
+//!
+//! A promised refund is watched afterwards by its own job (`probe::refund`), so a watch never
+//! holds the paid lane.
 //!
 //! Attribution: the transfers from our wallet seen around a call are attributed to that call, except
 //! those that settle another of our own authorizations (another nonce). So paid calls from one
-//! wallet must not overlap: [`paid_call`] holds the store's call lock for its whole duration.
+//! wallet must not overlap: [`paid_call`] holds the store's call lock (in this process and, through
+//! a file lock, across processes sharing the state directory) for its whole duration.
+//!
+//! Two clocks: the observation is stamped by `clock` (simulated in tests), while the
+//! authorization's window and the spend caps use `wall`, the real time the facilitator and the
+//! token check against.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use alloy::primitives::{Address, B256, U256};
+use alloy::primitives::{Address, B256};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
-use crate::checks::paid::{
-    Delivery, TRANSFER_TOPIC, chain_facts, delivery, parse_operator_file, refund_received,
-    settlement_of,
+use crate::clock::Clock;
+use crate::paid::chain::{AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC};
+use crate::paid::steps::{
+    self, Choice, Declined, Fate, Fresh, Signed, chain_before, confirmation_target, judge_chain,
+    judge_requote, never_sent, nonce_transaction, payment_sent, quote_seen, replay_plan,
+    reservation_fate, settlement_block, settlement_of,
 };
-use crate::probe::http::{
-    Exchange, FetchConfig, FetchErrorKind, FetchRequest, Phase, Target, fetch,
-};
+use crate::probe::http::{FetchConfig, FetchRequest, fetch};
 use crate::probe::rpc::{LogEntry, Rpc, RpcError, TxReceipt};
-use crate::spend::{
-    AUTHORIZATION_USED_TOPIC, PayPolicy, ReconcileReport, ReconcileStep, Refusal, RefusalCode,
-    ReserveError, ReserveRequest, SpendStore, Usd, assess,
-};
+use crate::spend::PayPolicy;
+use crate::spend::{ReconcileStep, Refusal, ReserveError, ReserveRequest, SpendStore};
 use crate::wallet::Wallet;
 use crate::x402::parse::parse_payment_required;
 use crate::x402::payload::build_payment_header;
-use crate::x402::types::{Parsed402, PaymentRequired, Requirement, parse_address_any_case};
+use crate::x402::types::Parsed402;
 
-pub use crate::probe::free::OPERATOR_FILE_PATH;
+pub use crate::evidence::chain::ChainRead;
+pub use crate::evidence::paid::{
+    AuthorizationSeen, Decision, OperatorFile, OperatorFileSeen, OperatorWallet, PaidChainSeen,
+    PaidObservation, PaymentSent, QuoteSeen, RefundPlan, RefundRule, RefundSeen, RefundTransfer,
+    RefundWatch, ReplaySeen, RequoteSeen, ReservationSeen, SettlementSeen,
+};
+pub use crate::x402::operator::OPERATOR_FILE_PATH;
 
 /// How a paid call waits and what it does besides paying.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,6 +71,10 @@ pub struct PaidOptions {
     pub refund_watch_max_secs: u64,
     /// Replay the payment once our authorization is spent (H7).
     pub replay: bool,
+    /// The whole paid part's deadline, ms: past it nothing new is sent, and chain reads not yet
+    /// made are recorded as not made (their checks `unmeasured`). The reservation is always
+    /// recorded.
+    pub deadline_ms: u64,
 }
 
 impl Default for PaidOptions {
@@ -71,6 +87,7 @@ impl Default for PaidOptions {
             poll_interval_ms: 1_000,
             refund_watch_max_secs: 600,
             replay: true,
+            deadline_ms: 900_000,
         }
     }
 }
@@ -86,6 +103,7 @@ impl PaidOptions {
             poll_interval_ms: 200,
             refund_watch_max_secs: 60,
             replay: true,
+            deadline_ms: 120_000,
         }
     }
 }
@@ -104,7 +122,7 @@ pub enum PaidStep {
     Sending { id: i64 },
     /// The paid request's exchange is complete (response or failure).
     Responded { id: i64 },
-    /// Chain reads, replay and refund watch are done; the reservation is updated.
+    /// Chain reads and replay are done; the reservation is updated.
     Verified { id: i64 },
 }
 
@@ -119,6 +137,10 @@ pub struct PaidContext<'a> {
     /// longer first-byte timeout from `options`.
     pub fetch: &'a FetchConfig,
     pub options: PaidOptions,
+    /// Stamps the observation (the run's clock; simulated in tests).
+    pub clock: &'a dyn Clock,
+    /// Authorization windows, spend caps, reservation times: always real time in production.
+    pub wall: &'a dyn Clock,
     pub on_step: Option<&'a (dyn Fn(PaidStep) + Send + Sync)>,
 }
 
@@ -130,386 +152,27 @@ impl PaidContext<'_> {
     }
 }
 
-/// A chain read: its value, or why there is none. A failed read says nothing about the subject.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "read", rename_all = "snake_case")]
-pub enum ChainRead<T> {
-    Read {
-        value: T,
-    },
-    /// The RPC failed or answered nonsense.
-    Failed {
-        error: String,
-    },
-    /// Not attempted, with why.
-    Skipped {
-        why: String,
-    },
-}
+/// The paid part's deadline, on the monotonic clock (it bounds real waiting).
+#[derive(Debug, Clone, Copy)]
+struct Deadline(tokio::time::Instant);
 
-impl<T> ChainRead<T> {
-    pub fn value(&self) -> Option<&T> {
-        match self {
-            ChainRead::Read { value } => Some(value),
-            _ => None,
-        }
+impl Deadline {
+    fn after_ms(ms: u64) -> Deadline {
+        Deadline(tokio::time::Instant::now() + Duration::from_millis(ms))
     }
 
-    /// Why there is no value (None when there is one).
-    pub fn missing_because(&self) -> Option<&str> {
-        match self {
-            ChainRead::Read { .. } => None,
-            ChainRead::Failed { error } => Some(error),
-            ChainRead::Skipped { why } => Some(why),
-        }
+    fn passed(self) -> bool {
+        tokio::time::Instant::now() >= self.0
     }
 
-    fn skipped(why: impl Into<String>) -> Self {
-        ChainRead::Skipped { why: why.into() }
-    }
-
-    fn from_result(result: Result<T, RpcError>) -> Self {
-        match result {
-            Ok(value) => ChainRead::Read { value },
-            Err(e) => ChainRead::Failed {
-                error: e.to_string(),
-            },
-        }
+    /// The earlier of this deadline and `ms` from now.
+    fn or_within_ms(self, ms: u64) -> tokio::time::Instant {
+        self.0
+            .min(tokio::time::Instant::now() + Duration::from_millis(ms))
     }
 }
 
-/// One `accepts` entry as quoted, with the parts of its PaymentRequired the checks need.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QuoteSeen {
-    pub x402_version: u8,
-    /// Position in `accepts`.
-    pub index: usize,
-    /// The entry as received.
-    pub entry: Value,
-    /// v2: the top-level `resource` object.
-    pub resource: Option<Value>,
-    /// v2: the `extensions` object (the bazaar declares the output there).
-    pub extensions: Option<Value>,
-    pub scheme: Option<String>,
-    pub network: Option<String>,
-    pub asset: Option<String>,
-    pub pay_to: Option<String>,
-    pub amount: Option<String>,
-    pub max_timeout_seconds: Option<u64>,
-}
-
-impl QuoteSeen {
-    pub fn of(required: &PaymentRequired, requirement: &Requirement) -> QuoteSeen {
-        QuoteSeen {
-            x402_version: required.x402_version,
-            index: requirement.index,
-            entry: requirement.entry.clone(),
-            resource: required.resource_raw.clone(),
-            extensions: required.extensions.clone().map(Value::Object),
-            scheme: requirement.scheme.clone(),
-            network: requirement.network.clone(),
-            asset: requirement.asset.clone(),
-            pay_to: requirement.pay_to.clone(),
-            amount: requirement.amount.clone(),
-            max_timeout_seconds: requirement.max_timeout_seconds,
-        }
-    }
-
-    pub fn asset_address(&self) -> Option<Address> {
-        self.asset.as_deref().and_then(parse_address_any_case)
-    }
-
-    pub fn pay_to_address(&self) -> Option<Address> {
-        self.pay_to.as_deref().and_then(parse_address_any_case)
-    }
-}
-
-/// The 402 fetched again just before paying.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RequoteSeen {
-    pub exchange: Exchange,
-    /// The entry matching the quoted one (same scheme, network, asset, transfer method), if any.
-    pub entry: Option<QuoteSeen>,
-    /// What differs from the quote (empty when nothing that matters does).
-    pub changes: Vec<String>,
-}
-
-/// Whether we paid.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "decision", rename_all = "snake_case")]
-pub enum Decision {
-    /// A signed authorization was sent.
-    Paid { reservation_id: i64 },
-    /// We declined; nothing was signed. Every rule that declined is listed.
-    Refused { refusals: Vec<Refusal> },
-    /// Our side failed before anything was sent (store, signing); nothing was sent.
-    Failed { stage: String, error: String },
-}
-
-/// The authorization as signed (public once sent).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AuthorizationSeen {
-    pub from: Address,
-    pub to: Address,
-    /// Atomic units, decimal.
-    pub value: String,
-    pub valid_after: u64,
-    pub valid_before: u64,
-    pub nonce: B256,
-}
-
-impl AuthorizationSeen {
-    pub fn value_u256(&self) -> Option<U256> {
-        U256::from_str_radix(&self.value, 10).ok()
-    }
-}
-
-/// What was signed and sent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PaymentSent {
-    pub reservation_id: i64,
-    pub cost_usd: Usd,
-    pub authorization: AuthorizationSeen,
-    /// The EIP-712 domain signed under.
-    pub domain_name: String,
-    pub domain_version: String,
-    pub chain_id: u64,
-    pub asset: Address,
-    /// r ‖ s ‖ v, hex.
-    pub signature: String,
-    pub header_name: String,
-    pub header_value: String,
-    /// Our clock when the request was sent, unix seconds.
-    pub sent_at: i64,
-}
-
-/// The settlement receipt header, as decoded.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SettlementSeen {
-    /// The header it came from, lower case.
-    pub header_name: Option<String>,
-    /// The decoded object, when it decoded.
-    pub object: Option<Value>,
-    pub success: Option<bool>,
-    pub transaction: Option<String>,
-    pub network: Option<String>,
-    pub error_reason: Option<String>,
-    /// Why it could not be read (`code: message`), when it could not.
-    pub problem: Option<String>,
-}
-
-impl SettlementSeen {
-    /// The named transaction, when it is a 32-byte hash.
-    pub fn transaction_hash(&self) -> Option<B256> {
-        let text = self.transaction.as_deref()?;
-        let hex_part = text.strip_prefix("0x")?;
-        (hex_part.len() == 64)
-            .then(|| text.parse::<B256>().ok())
-            .flatten()
-    }
-}
-
-/// The chain around the call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PaidChainSeen {
-    pub rpc_url: String,
-    pub chain_id: ChainRead<u64>,
-    /// The latest block before the payment was sent.
-    pub block_before: ChainRead<u64>,
-    /// The latest block after the response (after waiting for confirmations, when asked).
-    pub block_after: ChainRead<u64>,
-    /// The receipt of the transaction the settlement response names (`None`: the node does not
-    /// know it, after waiting `receipt_wait_ms`).
-    pub claimed_receipt: ChainRead<Option<TxReceipt>>,
-    /// `AuthorizationUsed(our wallet, *)` logs of the asset in `block_before+1 ..= block_after`.
-    pub authorizations_used: ChainRead<Vec<LogEntry>>,
-    /// The receipt of the transaction that used our nonce, when one did.
-    pub nonce_receipt: ChainRead<Option<TxReceipt>>,
-    /// `authorizationState(our wallet, our nonce)` at `block_after` or later.
-    pub authorization_state: ChainRead<bool>,
-    /// `Transfer(from = our wallet)` logs of the asset in `block_before+1 ..= block_after`.
-    pub transfers_from_wallet: ChainRead<Vec<LogEntry>>,
-    pub confirmations_required: u64,
-    /// Blocks the settlement had (counting its own) when the reads above were taken.
-    pub settlement_depth: Option<u64>,
-}
-
-/// The same payment sent again, once our authorization was spent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReplaySeen {
-    /// `None` when the replay was not sent (see `skipped`).
-    pub exchange: Option<Exchange>,
-    pub skipped: Option<String>,
-    /// The latest block after the replay.
-    pub block_after: ChainRead<u64>,
-    /// `Transfer(from = our wallet)` logs after the first call's window, through `block_after`.
-    pub transfers_after: ChainRead<Vec<LogEntry>>,
-    /// `AuthorizationUsed(our wallet, *)` logs in the same range.
-    pub authorizations_used_after: ChainRead<Vec<LogEntry>>,
-}
-
-/// The refund rule the operator file declares (`probes/operator-file.md`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RefundRule {
-    /// When a refund is promised, e.g. `charged_without_delivery`.
-    pub on: String,
-    pub within_seconds: u64,
-}
-
-/// The operator file as far as refunds are concerned.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OperatorFile {
-    /// Wallets the operator lists, which a refund may come from besides `payTo`.
-    pub wallets: Vec<OperatorWallet>,
-    pub refund: Option<RefundRule>,
-}
-
-/// One wallet of the operator file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OperatorWallet {
-    /// CAIP-2; `None` means every network.
-    pub network: Option<String>,
-    pub address: Address,
-}
-
-/// What became of reading the operator file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum OperatorFileSeen {
-    /// 404 or 410: the operator publishes no file (no refund is promised).
-    Absent {
-        status: u16,
-    },
-    /// Another status, or no answer: we could not look.
-    Unreadable {
-        why: String,
-    },
-    /// 200 with something that breaks the format (H4 carries that failure).
-    Malformed {
-        why: String,
-    },
-    Read {
-        file: OperatorFile,
-    },
-}
-
-/// One transfer to our wallet seen during a refund watch, with its block's time.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RefundTransfer {
-    pub log: LogEntry,
-    pub block_timestamp: ChainRead<u64>,
-}
-
-/// The refund side of a paid call (H9).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RefundSeen {
-    /// Why no watch happened, when none did.
-    pub skipped: Option<String>,
-    /// `GET /.well-known/x402-operator.json` at the subject's origin.
-    pub operator_exchange: Option<Exchange>,
-    /// What the operator file says, when it was fetched.
-    pub operator: Option<OperatorFileSeen>,
-    pub watch: Option<RefundWatch>,
-}
-
-/// Watching the chain for a refund.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RefundWatch {
-    /// The block of the charge.
-    pub charge_block: u64,
-    /// Its timestamp: the refund window starts here.
-    pub charge_time: ChainRead<u64>,
-    /// The end of the declared window (charge time + `within_seconds`), unix seconds.
-    pub window_end: i64,
-    /// Our clock when watching started and ended.
-    pub started_at: i64,
-    pub ended_at: i64,
-    /// The latest block read at the end.
-    pub last_block: ChainRead<u64>,
-    /// Every `Transfer(to = our wallet)` of the asset from the charge block on.
-    pub transfers_to_wallet: ChainRead<Vec<RefundTransfer>>,
-    /// Whether the watch lasted until the window ended (or a full refund arrived first).
-    pub complete: bool,
-}
-
-/// The reservation after the call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReservationSeen {
-    pub id: i64,
-    pub state: String,
-    pub resolution: Option<String>,
-}
-
-/// Everything one paid call saw. Serialisable for the ledger; evaluated by `checks::paid`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PaidObservation {
-    /// The subject (endpoint URL).
-    pub subject: String,
-    /// The request as given (without payment); the paid request and the replay add the header.
-    pub request: FetchRequest,
-    pub wallet: Address,
-    /// Our clock at the start, unix seconds.
-    pub started_at: i64,
-    /// The entry chosen from the caller's quote (the first one, when none was acceptable).
-    pub quote: Option<QuoteSeen>,
-    pub requote: Option<RequoteSeen>,
-    pub decision: Decision,
-    /// The entry actually paid (from the 402 fetched again; equal to `quote` where it matters).
-    pub paid_entry: Option<QuoteSeen>,
-    pub payment: Option<PaymentSent>,
-    /// The paid request's time limit (R7 records it when no response came).
-    pub paid_timeout_ms: u64,
-    pub paid: Option<Exchange>,
-    pub settlement: Option<SettlementSeen>,
-    pub chain: Option<PaidChainSeen>,
-    pub replay: Option<ReplaySeen>,
-    pub refund: Option<RefundSeen>,
-    pub reservation: Option<ReservationSeen>,
-    /// The opening reconciliation of earlier reservations.
-    pub reconciled: Option<ReconcileReport>,
-    /// Problems on our side worth keeping (a store write that failed after sending...).
-    pub notes: Vec<String>,
-}
-
-impl PaidObservation {
-    fn new(
-        subject: &str,
-        request: &FetchRequest,
-        wallet: Address,
-        started_at: i64,
-        paid_timeout_ms: u64,
-    ) -> Self {
-        PaidObservation {
-            subject: subject.to_string(),
-            request: request.clone(),
-            wallet,
-            started_at,
-            quote: None,
-            requote: None,
-            decision: Decision::Refused {
-                refusals: Vec::new(),
-            },
-            paid_entry: None,
-            payment: None,
-            paid_timeout_ms,
-            paid: None,
-            settlement: None,
-            chain: None,
-            replay: None,
-            refund: None,
-            reservation: None,
-            reconciled: None,
-            notes: Vec::new(),
-        }
-    }
-}
-
-fn now_unix() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+const DEADLINE_PASSED: &str = "the paid part's deadline passed before this read";
 
 /// Pays `url` once (as quoted in `quote`, the 402 the caller saw for `request`), then verifies on
 /// chain where the money went. Never panics; every failure and refusal is in the observation.
@@ -520,9 +183,26 @@ pub async fn paid_call(
     request: &FetchRequest,
     quote: &Parsed402,
 ) -> PaidObservation {
-    let _one_at_a_time = ctx.store.lock_for_call().await;
-    let mut obs = pay(ctx, url, request, quote).await;
-    verify(ctx, &mut obs).await;
+    let _one_at_a_time = match ctx.store.lock_for_call().await {
+        Ok(guard) => guard,
+        Err(e) => {
+            let mut obs = PaidObservation::new(
+                url,
+                request,
+                ctx.wallet.address(),
+                ctx.clock.now(),
+                ctx.options.paid_timeout_ms,
+            );
+            obs.decision = Decision::Failed {
+                stage: "call lock".into(),
+                error: e.to_string(),
+            };
+            return obs;
+        }
+    };
+    let deadline = Deadline::after_ms(ctx.options.deadline_ms);
+    let mut obs = pay_until(ctx, url, request, quote, deadline).await;
+    verify_until(ctx, &mut obs, deadline).await;
     obs
 }
 
@@ -534,22 +214,43 @@ pub async fn pay(
     request: &FetchRequest,
     quote: &Parsed402,
 ) -> PaidObservation {
-    let started_at = now_unix();
+    pay_until(
+        ctx,
+        url,
+        request,
+        quote,
+        Deadline::after_ms(ctx.options.deadline_ms),
+    )
+    .await
+}
+
+/// Steps 6-7: read the chain, replay, and update the reservation. Does nothing when nothing was
+/// paid.
+pub async fn verify(ctx: &PaidContext<'_>, obs: &mut PaidObservation) {
+    verify_until(ctx, obs, Deadline::after_ms(ctx.options.deadline_ms)).await
+}
+
+async fn pay_until(
+    ctx: &PaidContext<'_>,
+    url: &str,
+    request: &FetchRequest,
+    quote: &Parsed402,
+    deadline: Deadline,
+) -> PaidObservation {
     let mut obs = PaidObservation::new(
         url,
         request,
         ctx.wallet.address(),
-        started_at,
+        ctx.clock.now(),
         ctx.options.paid_timeout_ms,
     );
 
+    // 1. What is really still open counts against the caps.
     let on_reconciled = |step: ReconcileStep| {
         let ReconcileStep::Resolved { id } = step;
         ctx.step(PaidStep::Reconciled { id });
     };
-    match ctx
-        .store
-        .reconcile(ctx.rpc, started_at, Some(&on_reconciled))
+    match super::reconcile::reconcile(ctx.store, ctx.rpc, ctx.wall.now(), Some(&on_reconciled))
         .await
     {
         Ok(report) => obs.reconciled = Some(report),
@@ -559,132 +260,54 @@ pub async fn pay(
     }
 
     // 2. Choose an entry the policy allows.
-    let Some(required) = quote.required.as_ref().filter(|r| !r.accepts.is_empty()) else {
-        let refusal = Refusal::new(
-            RefusalCode::NoRequirements,
-            "no payment requirements could be read from the 402",
-        );
-        return refuse(ctx, obs, vec![refusal], None);
-    };
-    let mut refusals = Vec::new();
-    let mut chosen = None;
-    for requirement in &required.accepts {
-        match assess(ctx.policy, requirement) {
-            Ok(_) => {
-                chosen = Some(requirement);
-                break;
-            }
-            Err(refusal) => refusals.push((refusal, requirement.entry.to_string())),
+    let (required, requirement) = match steps::choose(ctx.policy, quote) {
+        Choice::Pay {
+            required,
+            requirement,
+        } => (required, requirement),
+        Choice::Refuse { quote, declined } => {
+            obs.quote = quote.map(|q| *q);
+            return refuse(ctx, obs, declined);
         }
-    }
-    let Some(requirement) = chosen else {
-        // Every entry was declined: each refusal is recorded with the entry it declined.
-        obs.quote = Some(QuoteSeen::of(required, &required.accepts[0]));
-        let mut declined = Vec::with_capacity(refusals.len());
-        for (refusal, entry) in refusals {
-            obs = refuse(ctx, obs, vec![refusal.clone()], Some(entry));
-            declined.push(refusal);
-        }
-        obs.decision = Decision::Refused { refusals: declined };
-        return obs;
     };
-    obs.quote = Some(QuoteSeen::of(required, requirement));
+    obs.quote = Some(quote_seen(required, requirement));
 
     // 3. The 402 again: the price must not have moved.
-    let requote_exchange = fetch(&verified_fetch_config(ctx), request).await;
-    let fresh = requote_exchange
+    if deadline.passed() {
+        return deadline_refusal(ctx, obs, requirement);
+    }
+    let requote = fetch(&verified_fetch_config(ctx), request).await;
+    let fresh_parse = requote
         .response
         .as_ref()
         .map(|r| parse_payment_required(r.status, &r.headers, &r.body));
-    let fresh_required = fresh.as_ref().and_then(|p| p.required.as_ref());
-    let fresh_entry = fresh_required.and_then(|r| matching_entry(r, requirement));
-    let changes = match fresh_entry {
-        Some(entry) => quote_changes(requirement, entry),
-        None => vec![match &requote_exchange.error {
-            Some(e) if requote_exchange.response.is_none() => {
-                format!("the 402 could not be fetched again: {e}")
-            }
-            _ => "the 402 fetched again no longer offers this entry (same scheme, network, asset and transfer method)".to_string(),
-        }],
+    let (seen, judged) = judge_requote(ctx.policy, requirement, &requote, fresh_parse.as_ref());
+    obs.requote = Some(seen);
+    let Fresh {
+        required: fresh_required,
+        requirement: fresh_entry,
+        priced,
+    } = match judged {
+        Ok(fresh) => fresh,
+        Err(declined) => return refuse(ctx, obs, vec![declined]),
     };
-    obs.requote = Some(RequoteSeen {
-        exchange: requote_exchange.clone(),
-        entry: match (fresh_required, fresh_entry) {
-            (Some(r), Some(e)) => Some(QuoteSeen::of(r, e)),
-            _ => None,
-        },
-        changes: changes.clone(),
-    });
-    let (Some(fresh_required), Some(fresh_entry)) = (fresh_required, fresh_entry) else {
-        let refusal = Refusal::new(RefusalCode::QuoteChanged, changes.join("; "));
-        return refuse(ctx, obs, vec![refusal], Some(requirement.entry.to_string()));
-    };
-    if !changes.is_empty() {
-        let refusal = Refusal::new(
-            RefusalCode::QuoteChanged,
-            format!(
-                "the 402 changed between the quote and the payment: {}",
-                changes.join("; ")
-            ),
-        );
-        return refuse(ctx, obs, vec![refusal], Some(fresh_entry.entry.to_string()));
-    }
-    let priced = match assess(ctx.policy, fresh_entry) {
-        Ok(priced) => priced,
-        Err(refusal) => {
-            return refuse(ctx, obs, vec![refusal], Some(fresh_entry.entry.to_string()));
-        }
-    };
-    obs.paid_entry = Some(QuoteSeen::of(fresh_required, fresh_entry));
+    obs.paid_entry = Some(quote_seen(fresh_required, fresh_entry));
 
-    // 4. We pay only what we can verify: the RPC answers, on the quote's chain, and we can afford it.
-    let rpc_refusal = |what: &str, e: RpcError| {
-        Refusal::new(
-            RefusalCode::RpcUnavailable,
-            format!("{what}: {e}; a settlement could not be verified, so nothing is paid"),
-        )
-    };
-    let chain_id = match ctx.rpc.chain_id().await {
-        Ok(id) => id,
-        Err(e) => {
-            let refusal = rpc_refusal("reading the chain id", e);
-            return refuse(ctx, obs, vec![refusal], Some(fresh_entry.entry.to_string()));
-        }
-    };
-    if chain_id != priced.chain_id {
-        let refusal = Refusal::new(
-            RefusalCode::WrongChain,
-            format!(
-                "the RPC serves chain {chain_id}, the quote is on chain {}",
-                priced.chain_id
-            ),
-        );
-        return refuse(ctx, obs, vec![refusal], Some(fresh_entry.entry.to_string()));
+    // 4. We pay only what we can verify.
+    if deadline.passed() {
+        return deadline_refusal(ctx, obs, fresh_entry);
     }
-    let block_before = match ctx.rpc.block_number().await {
+    let (chain_id, block, balance) = tokio::join!(
+        ctx.rpc.chain_id(),
+        ctx.rpc.block_number(),
+        ctx.rpc.balance_of(priced.asset, ctx.wallet.address()),
+    );
+    let chain_id_read = chain_id.as_ref().ok().copied();
+    let block_before = match judge_chain(&priced, chain_id, block, balance) {
         Ok(block) => block,
-        Err(e) => {
-            let refusal = rpc_refusal("reading the block number", e);
-            return refuse(ctx, obs, vec![refusal], Some(fresh_entry.entry.to_string()));
-        }
+        Err(refusal) => return refuse(ctx, obs, vec![Declined::new(refusal, Some(fresh_entry))]),
     };
-    match ctx.rpc.balance_of(priced.asset, ctx.wallet.address()).await {
-        Ok(balance) if balance >= priced.amount => {}
-        Ok(balance) => {
-            let refusal = Refusal::new(
-                RefusalCode::InsufficientFunds,
-                format!(
-                    "our wallet holds {balance} atomic units, the quote asks {}",
-                    priced.amount
-                ),
-            );
-            return refuse(ctx, obs, vec![refusal], Some(fresh_entry.entry.to_string()));
-        }
-        Err(e) => {
-            let refusal = rpc_refusal("reading our balance", e);
-            return refuse(ctx, obs, vec![refusal], Some(fresh_entry.entry.to_string()));
-        }
-    }
+    let chain_id = chain_id_read.unwrap_or(priced.chain_id);
 
     // 5. Reserve (durably), sign that reservation, send.
     let reserve_request = ReserveRequest {
@@ -693,9 +316,13 @@ pub async fn pay(
         payer: ctx.wallet.address(),
         from_block: Some(block_before),
     };
-    let reservation = match ctx.store.reserve(ctx.policy, &reserve_request, now_unix()) {
+    let reservation = match ctx
+        .store
+        .reserve(ctx.policy, &reserve_request, ctx.wall.now())
+    {
         Ok(reservation) => reservation,
         Err(ReserveError::Refused(refusal)) => {
+            // The store recorded it, inside the transaction that read the totals.
             obs.decision = Decision::Refused {
                 refusals: vec![refusal],
             };
@@ -744,43 +371,34 @@ pub async fn pay(
             return obs;
         }
     };
-    let a = &signed.authorization;
-    obs.payment = Some(PaymentSent {
-        reservation_id: id,
-        cost_usd: reservation.cost(),
-        authorization: AuthorizationSeen {
-            from: a.from,
-            to: a.to,
-            value: a.value.to_string(),
-            valid_after: a.valid_after,
-            valid_before: a.valid_before,
-            nonce: a.nonce,
+    if deadline.passed() {
+        release_unsent(ctx, &mut obs, reservation, DEADLINE_PASSED);
+        obs.decision = Decision::Failed {
+            stage: "deadline".into(),
+            error: "the paid part's deadline passed before the payment was sent; nothing was sent"
+                .into(),
+        };
+        return obs;
+    }
+    obs.payment = Some(payment_sent(
+        &Signed {
+            reservation_id: id,
+            cost: reservation.cost(),
+            authorization: &signed.authorization,
+            domain: &signed.domain,
+            signature: &signed.signature,
+            header_name: header.name,
+            header_value: &header.value,
         },
-        domain_name: signed.domain.name.clone(),
-        domain_version: signed.domain.version.clone(),
-        chain_id: signed.domain.chain_id,
-        asset: signed.domain.verifying_contract,
-        signature: format!("0x{}", hex::encode(signed.signature)),
-        header_name: header.name.to_string(),
-        header_value: header.value.clone(),
-        sent_at: now_unix(),
-    });
+        ctx.clock.now(),
+    ));
     obs.decision = Decision::Paid { reservation_id: id };
-    obs.chain = Some(PaidChainSeen {
-        rpc_url: ctx.rpc.url().to_string(),
-        chain_id: ChainRead::Read { value: chain_id },
-        block_before: ChainRead::Read {
-            value: block_before,
-        },
-        block_after: ChainRead::skipped("not read yet"),
-        claimed_receipt: ChainRead::skipped("not read yet"),
-        authorizations_used: ChainRead::skipped("not read yet"),
-        nonce_receipt: ChainRead::skipped("not read yet"),
-        authorization_state: ChainRead::skipped("not read yet"),
-        transfers_from_wallet: ChainRead::skipped("not read yet"),
-        confirmations_required: ctx.options.confirmations,
-        settlement_depth: None,
-    });
+    obs.chain = Some(chain_before(
+        ctx.rpc.url(),
+        chain_id,
+        block_before,
+        ctx.options.confirmations,
+    ));
 
     let paid_request = request.clone().with_header(header.name, header.value);
     ctx.step(PaidStep::Sending { id });
@@ -799,15 +417,12 @@ pub async fn pay(
     obs
 }
 
-/// Steps 6-7: read the chain, replay, watch for a refund, and update the reservation. Does nothing
-/// when nothing was paid.
-pub async fn verify(ctx: &PaidContext<'_>, obs: &mut PaidObservation) {
+async fn verify_until(ctx: &PaidContext<'_>, obs: &mut PaidObservation, deadline: Deadline) {
     let Some(payment) = obs.payment.clone() else {
         return;
     };
-    read_chain(ctx, obs, &payment).await;
-    replay(ctx, obs, &payment).await;
-    watch_refund(ctx, obs, &payment).await;
+    read_chain(ctx, obs, &payment, deadline).await;
+    replay(ctx, obs, &payment, deadline).await;
     update_reservation(ctx, obs, &payment).await;
     ctx.step(PaidStep::Verified {
         id: payment.reservation_id,
@@ -817,20 +432,33 @@ pub async fn verify(ctx: &PaidContext<'_>, obs: &mut PaidObservation) {
 fn refuse(
     ctx: &PaidContext<'_>,
     mut obs: PaidObservation,
-    refusals: Vec<Refusal>,
-    requirement_json: Option<String>,
+    declined: Vec<Declined>,
 ) -> PaidObservation {
-    let now = now_unix();
-    for refusal in &refusals {
+    let now = ctx.wall.now();
+    let mut refusals = Vec::with_capacity(declined.len());
+    for d in declined {
         if let Err(e) =
             ctx.store
-                .record_refusal(&obs.subject, refusal, requirement_json.as_deref(), now)
+                .record_refusal(&obs.subject, &d.refusal, d.entry_json.as_deref(), now)
         {
             obs.notes.push(format!("recording a refusal: {e}"));
         }
+        refusals.push(d.refusal);
     }
     obs.decision = Decision::Refused { refusals };
     obs
+}
+
+fn deadline_refusal(
+    ctx: &PaidContext<'_>,
+    obs: PaidObservation,
+    entry: &crate::x402::types::Requirement,
+) -> PaidObservation {
+    let refusal = Refusal::new(
+        crate::spend::RefusalCode::DeadlinePassed,
+        "the paid part's deadline passed before the payment could be made; nothing was signed",
+    );
+    refuse(ctx, obs, vec![Declined::new(refusal, Some(entry))])
 }
 
 fn release_unsent(
@@ -839,7 +467,7 @@ fn release_unsent(
     reservation: crate::spend::Reservation,
     why: &str,
 ) {
-    if let Err(e) = ctx.store.release_unsent(reservation, why, now_unix()) {
+    if let Err(e) = ctx.store.release_unsent(reservation, why, ctx.wall.now()) {
         obs.notes.push(format!(
             "releasing an unsent reservation failed (it stays open and counted): {e}"
         ));
@@ -869,60 +497,18 @@ fn paid_fetch_config(ctx: &PaidContext<'_>) -> FetchConfig {
     cfg
 }
 
-/// Whether the payment header certainly never left this process: the first hop failed before any
-/// request byte could be written (name, address guard, connect, TLS), and no hop got a response.
-fn never_sent(exchange: &Exchange) -> bool {
-    let Some(error) = &exchange.error else {
-        return false;
-    };
-    let early = matches!(
-        error.phase,
-        Phase::Dns | Phase::Guard | Phase::Connect | Phase::Tls
-    ) || (error.phase == Phase::Request && error.kind == FetchErrorKind::BadUrl);
-    early && exchange.response.is_none() && exchange.hops.iter().all(|h| h.status.is_none())
-}
-
-/// The entry of a fresh PaymentRequired that stands for the quoted one: same scheme, network,
-/// asset (any case) and transfer method.
-fn matching_entry<'a>(fresh: &'a PaymentRequired, quoted: &Requirement) -> Option<&'a Requirement> {
-    fresh.accepts.iter().find(|e| {
-        e.scheme == quoted.scheme
-            && e.network == quoted.network
-            && e.asset_address().is_some()
-            && e.asset_address() == quoted.asset_address()
-            && e.asset_transfer_method == quoted.asset_transfer_method
-    })
-}
-
-/// What changed between the quote and the fresh entry, among what a payment depends on.
-fn quote_changes(quoted: &Requirement, fresh: &Requirement) -> Vec<String> {
-    let mut changes = Vec::new();
-    let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(missing)".into());
-    if quoted.amount != fresh.amount {
-        changes.push(format!(
-            "amount {} -> {}",
-            show(&quoted.amount),
-            show(&fresh.amount)
-        ));
-    }
-    if quoted.pay_to_address() != fresh.pay_to_address() || quoted.pay_to_address().is_none() {
-        changes.push(format!(
-            "payTo {} -> {}",
-            show(&quoted.pay_to),
-            show(&fresh.pay_to)
-        ));
-    }
-    changes
-}
-
-/// Polls for a receipt until it appears or `wait_ms` passes.
-async fn wait_receipt(ctx: &PaidContext<'_>, tx: B256) -> Result<Option<TxReceipt>, RpcError> {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(ctx.options.receipt_wait_ms);
+/// Polls for a receipt until it appears or the wait (bounded by the deadline) ends.
+async fn wait_receipt(
+    ctx: &PaidContext<'_>,
+    tx: B256,
+    deadline: Deadline,
+) -> Result<Option<TxReceipt>, RpcError> {
+    let until = deadline.or_within_ms(ctx.options.receipt_wait_ms);
     loop {
         if let Some(receipt) = ctx.rpc.receipt(tx).await? {
             return Ok(Some(receipt));
         }
-        if tokio::time::Instant::now() >= deadline {
+        if tokio::time::Instant::now() >= until {
             return Ok(None);
         }
         tokio::time::sleep(Duration::from_millis(ctx.options.poll_interval_ms)).await;
@@ -930,7 +516,7 @@ async fn wait_receipt(ctx: &PaidContext<'_>, tx: B256) -> Result<Option<TxReceip
 }
 
 /// Logs over an inclusive block range; an empty range reads nothing.
-async fn logs_between(
+pub(crate) async fn logs_between(
     rpc: &Rpc,
     asset: Address,
     topics: &[Option<B256>],
@@ -943,25 +529,13 @@ async fn logs_between(
     rpc.logs(asset, topics, from_block, to_block).await
 }
 
-/// A block's timestamp (unix seconds).
-pub async fn block_timestamp(rpc: &Rpc, block: u64) -> Result<u64, RpcError> {
-    let v = rpc
-        .call(
-            "eth_getBlockByNumber",
-            json!([format!("0x{block:x}"), false]),
-        )
-        .await?;
-    v.get("timestamp")
-        .and_then(Value::as_str)
-        .and_then(|s| u64::from_str_radix(s.strip_prefix("0x")?, 16).ok())
-        .ok_or_else(|| RpcError::BadResponse {
-            method: "eth_getBlockByNumber".into(),
-            message: format!("block {block} has no readable timestamp"),
-        })
-}
-
 /// Step 6a: where did the money go.
-async fn read_chain(ctx: &PaidContext<'_>, obs: &mut PaidObservation, payment: &PaymentSent) {
+async fn read_chain(
+    ctx: &PaidContext<'_>,
+    obs: &mut PaidObservation,
+    payment: &PaymentSent,
+    deadline: Deadline,
+) {
     let Some(mut chain) = obs.chain.take() else {
         return;
     };
@@ -974,12 +548,22 @@ async fn read_chain(ctx: &PaidContext<'_>, obs: &mut PaidObservation, payment: &
     };
 
     chain.claimed_receipt = match obs.settlement.as_ref().and_then(|s| s.transaction_hash()) {
-        Some(tx) => ChainRead::from_result(wait_receipt(ctx, tx).await),
+        Some(tx) => ChainRead::from_result(wait_receipt(ctx, tx, deadline).await),
         None => ChainRead::skipped("the settlement response names no transaction"),
     };
 
-    let mut depth_waited = false;
+    let mut waited = false;
     loop {
+        if deadline.passed() {
+            // What was read stands; what was not is marked, never guessed.
+            let mark = |read: &mut ChainRead<_>| {
+                if matches!(read, ChainRead::Skipped { .. }) {
+                    *read = ChainRead::skipped(DEADLINE_PASSED);
+                }
+            };
+            mark(&mut chain.block_after);
+            break;
+        }
         let block_after = ctx.rpc.block_number().await;
         chain.block_after = ChainRead::from_result(block_after.clone());
         let Ok(block_after) = block_after else {
@@ -992,15 +576,22 @@ async fn read_chain(ctx: &PaidContext<'_>, obs: &mut PaidObservation, payment: &
             break;
         };
         let used_topics = [Some(AUTHORIZATION_USED_TOPIC), Some(wallet.into_word())];
-        chain.authorizations_used = ChainRead::from_result(
-            logs_between(ctx.rpc, asset, &used_topics, block_before + 1, block_after).await,
+        let transfer_topics = [Some(TRANSFER_TOPIC), Some(wallet.into_word())];
+        let (used, state, transfers) = tokio::join!(
+            logs_between(ctx.rpc, asset, &used_topics, block_before + 1, block_after),
+            ctx.rpc.authorization_state(asset, wallet, nonce),
+            logs_between(
+                ctx.rpc,
+                asset,
+                &transfer_topics,
+                block_before + 1,
+                block_after
+            ),
         );
-        let nonce_tx = chain.authorizations_used.value().and_then(|logs| {
-            logs.iter()
-                .find(|l| l.topics.get(2) == Some(&nonce))
-                .and_then(|l| l.transaction_hash)
-        });
-        chain.nonce_receipt = match (&chain.authorizations_used, nonce_tx) {
+        chain.authorizations_used = ChainRead::from_result(used);
+        chain.authorization_state = ChainRead::from_result(state);
+        chain.transfers_from_wallet = ChainRead::from_result(transfers);
+        chain.nonce_receipt = match (&chain.authorizations_used, nonce_transaction(&chain, nonce)) {
             (ChainRead::Read { .. }, Some(tx)) => ChainRead::from_result(ctx.rpc.receipt(tx).await),
             (ChainRead::Read { .. }, None) => ChainRead::Read { value: None },
             (other, _) => ChainRead::skipped(format!(
@@ -1008,52 +599,21 @@ async fn read_chain(ctx: &PaidContext<'_>, obs: &mut PaidObservation, payment: &
                 other.missing_because().unwrap_or("")
             )),
         };
-        chain.authorization_state =
-            ChainRead::from_result(ctx.rpc.authorization_state(asset, wallet, nonce).await);
-        let transfer_topics = [Some(TRANSFER_TOPIC), Some(wallet.into_word())];
-        chain.transfers_from_wallet = ChainRead::from_result(
-            logs_between(
-                ctx.rpc,
-                asset,
-                &transfer_topics,
-                block_before + 1,
-                block_after,
-            )
-            .await,
-        );
-
-        // The settlement's block, by the strongest evidence available.
-        let settlement_block = chain
-            .nonce_receipt
-            .value()
-            .and_then(|r| r.as_ref().map(|r| r.block_number))
-            .or_else(|| {
-                chain
-                    .claimed_receipt
-                    .value()
-                    .and_then(|r| r.as_ref().map(|r| r.block_number))
-            });
         chain.settlement_depth =
-            settlement_block.map(|b| block_after.saturating_sub(b).saturating_add(1));
-        let needed = ctx.options.confirmations;
-        let shallow = matches!(chain.settlement_depth, Some(depth) if depth < needed);
-        if !shallow || depth_waited {
+            settlement_block(&chain).map(|b| block_after.saturating_sub(b).saturating_add(1));
+        let Some(target) = confirmation_target(&chain, waited) else {
             break;
-        }
+        };
         // Wait for the confirmations, then read everything again at that depth.
-        depth_waited = true;
-        if let Some(block) = settlement_block {
-            let target = block.saturating_add(needed.saturating_sub(1));
-            let deadline =
-                tokio::time::Instant::now() + Duration::from_millis(ctx.options.receipt_wait_ms);
-            while tokio::time::Instant::now() < deadline {
-                match ctx.rpc.block_number().await {
-                    Ok(latest) if latest >= target => break,
-                    Ok(_) => {}
-                    Err(_) => break,
-                }
-                tokio::time::sleep(Duration::from_millis(ctx.options.poll_interval_ms)).await;
+        waited = true;
+        let until = deadline.or_within_ms(ctx.options.receipt_wait_ms);
+        while tokio::time::Instant::now() < until {
+            match ctx.rpc.block_number().await {
+                Ok(latest) if latest >= target => break,
+                Ok(_) => {}
+                Err(_) => break,
             }
+            tokio::time::sleep(Duration::from_millis(ctx.options.poll_interval_ms)).await;
         }
     }
     obs.chain = Some(chain);
@@ -1061,10 +621,15 @@ async fn read_chain(ctx: &PaidContext<'_>, obs: &mut PaidObservation, payment: &
 
 /// Step 6b: send the same payment again, only once our authorization is spent on chain (so an
 /// honest token cannot move money for it again), and see whether any more money left.
-async fn replay(ctx: &PaidContext<'_>, obs: &mut PaidObservation, payment: &PaymentSent) {
-    let Some(chain) = obs.chain.as_ref() else {
+async fn replay(
+    ctx: &PaidContext<'_>,
+    obs: &mut PaidObservation,
+    payment: &PaymentSent,
+    deadline: Deadline,
+) {
+    if obs.chain.is_none() {
         return;
-    };
+    }
     let skip = |why: &str| ReplaySeen {
         exchange: None,
         skipped: Some(why.to_string()),
@@ -1072,25 +637,16 @@ async fn replay(ctx: &PaidContext<'_>, obs: &mut PaidObservation, payment: &Paym
         transfers_after: ChainRead::skipped(why),
         authorizations_used_after: ChainRead::skipped(why),
     };
-    let why_not = if !ctx.options.replay {
-        Some("replay disabled")
-    } else if obs.paid.is_none() {
-        Some("the paid request was not sent")
-    } else {
-        match chain.authorization_state.value() {
-            Some(true) => None,
-            Some(false) => Some(
-                "our authorization is not spent on chain: a replay could be its first use, so it is not sent",
-            ),
-            None => Some("authorizationState could not be read"),
+    let first_window_end = match replay_plan(ctx.options.replay, obs) {
+        Ok(block) if !deadline.passed() => block,
+        Ok(_) => {
+            obs.replay = Some(skip(DEADLINE_PASSED));
+            return;
         }
-    };
-    let first_window_end = chain.block_after.value().copied();
-    let (None, Some(first_window_end)) = (why_not, first_window_end) else {
-        obs.replay = Some(skip(
-            why_not.unwrap_or("the chain could not be read after the call"),
-        ));
-        return;
+        Err(why) => {
+            obs.replay = Some(skip(&why));
+            return;
+        }
     };
     let request = obs
         .request
@@ -1101,22 +657,24 @@ async fn replay(ctx: &PaidContext<'_>, obs: &mut PaidObservation, payment: &Paym
     let (transfers_after, authorizations_used_after) = match &block_after {
         Ok(to) => {
             let wallet = obs.wallet.into_word();
-            let transfers = logs_between(
-                ctx.rpc,
-                payment.asset,
-                &[Some(TRANSFER_TOPIC), Some(wallet)],
-                first_window_end + 1,
-                *to,
-            )
-            .await;
-            let used = logs_between(
-                ctx.rpc,
-                payment.asset,
-                &[Some(AUTHORIZATION_USED_TOPIC), Some(wallet)],
-                first_window_end + 1,
-                *to,
-            )
-            .await;
+            let transfer_topics = [Some(TRANSFER_TOPIC), Some(wallet)];
+            let used_topics = [Some(AUTHORIZATION_USED_TOPIC), Some(wallet)];
+            let (transfers, used) = tokio::join!(
+                logs_between(
+                    ctx.rpc,
+                    payment.asset,
+                    &transfer_topics,
+                    first_window_end + 1,
+                    *to,
+                ),
+                logs_between(
+                    ctx.rpc,
+                    payment.asset,
+                    &used_topics,
+                    first_window_end + 1,
+                    *to,
+                ),
+            );
             (
                 ChainRead::from_result(transfers),
                 ChainRead::from_result(used),
@@ -1136,200 +694,31 @@ async fn replay(ctx: &PaidContext<'_>, obs: &mut PaidObservation, payment: &Paym
     });
 }
 
-/// Step 6c: when the operator declares a refund rule and we were charged without delivery, watch
-/// the chain for the refund until the declared window ends (at most `refund_watch_max_secs`).
-async fn watch_refund(ctx: &PaidContext<'_>, obs: &mut PaidObservation, payment: &PaymentSent) {
-    let facts = chain_facts(obs);
-    let skipped = |why: String| RefundSeen {
-        skipped: Some(why),
-        operator_exchange: None,
-        operator: None,
-        watch: None,
-    };
-    let delivered = delivery(obs);
-    let charge = match (&facts.charge, &delivered) {
-        (_, Delivery::Delivered(_)) => {
-            obs.refund = Some(skipped(
-                "the output was delivered: nothing to refund".into(),
-            ));
-            return;
-        }
-        (Err(why), _) => {
-            obs.refund = Some(skipped(format!(
-                "whether we were charged is unknown: {why}"
-            )));
-            return;
-        }
-        (Ok(None), _) => {
-            obs.refund = Some(skipped("we were not charged: nothing to refund".into()));
-            return;
-        }
-        (Ok(Some(charge)), _) => charge.clone(),
-    };
-
-    let mut seen = RefundSeen {
-        skipped: None,
-        operator_exchange: None,
-        operator: None,
-        watch: None,
-    };
-    let origin = match Target::parse(&obs.subject) {
-        Ok(target) => target.origin(),
-        Err(e) => {
-            seen.operator = Some(OperatorFileSeen::Unreadable {
-                why: format!("the subject URL has no origin: {e}"),
-            });
-            obs.refund = Some(seen);
-            return;
-        }
-    };
-    let exchange = fetch(
-        ctx.fetch,
-        &FetchRequest::get(format!("{origin}{OPERATOR_FILE_PATH}")),
-    )
-    .await;
-    let operator = match exchange.response.as_ref() {
-        Some(r) if r.status == 200 && !r.body_truncated => match parse_operator_file(&r.body) {
-            Ok(file) => OperatorFileSeen::Read { file },
-            Err(why) => OperatorFileSeen::Malformed { why },
-        },
-        Some(r) if r.status == 404 || r.status == 410 => {
-            OperatorFileSeen::Absent { status: r.status }
-        }
-        Some(r) => OperatorFileSeen::Unreadable {
-            why: format!("HTTP {}", r.status),
-        },
-        None => OperatorFileSeen::Unreadable {
-            why: exchange
-                .error
-                .as_ref()
-                .map(|e| e.to_string())
-                .unwrap_or_else(|| "no response".into()),
-        },
-    };
-    seen.operator_exchange = Some(exchange);
-    seen.operator = Some(operator.clone());
-    let OperatorFileSeen::Read { file } = operator else {
-        obs.refund = Some(seen);
-        return;
-    };
-    let rule = file.refund.clone();
-    let Some(rule) = rule else {
-        seen.skipped = Some("the operator file declares no refund rule".into());
-        obs.refund = Some(seen);
-        return;
-    };
-
-    let wallet = obs.wallet.into_word();
-    let charge_time = ChainRead::from_result(block_timestamp(ctx.rpc, charge.block).await);
-    let start = charge_time
-        .value()
-        .and_then(|t| i64::try_from(*t).ok())
-        .unwrap_or(payment.sent_at);
-    let window_end = start.saturating_add(i64::try_from(rule.within_seconds).unwrap_or(i64::MAX));
-    let started_at = now_unix();
-    let bound = started_at
-        .saturating_add(i64::try_from(ctx.options.refund_watch_max_secs).unwrap_or(i64::MAX));
-    let until = window_end.min(bound);
-    let mut transfers: ChainRead<Vec<LogEntry>> = ChainRead::skipped("not read");
-    let mut refunded = false;
-    let last_block = loop {
-        let latest = ctx.rpc.block_number().await;
-        let last_block = ChainRead::from_result(latest.clone());
-        if let Ok(latest) = latest {
-            let read = logs_between(
-                ctx.rpc,
-                payment.asset,
-                &[Some(TRANSFER_TOPIC), None, Some(wallet)],
-                charge.block,
-                latest,
-            )
-            .await;
-            transfers = ChainRead::from_result(read);
-            if let Some(logs) = transfers.value() {
-                refunded = refund_received(logs, obs, &file, &charge, payment.asset);
-            }
-        }
-        if refunded || now_unix() >= until {
-            break last_block;
-        }
-        tokio::time::sleep(Duration::from_millis(ctx.options.poll_interval_ms)).await;
-    };
-    let ended_at = now_unix();
-    let transfers_to_wallet = match transfers {
-        ChainRead::Read { value } => {
-            let mut with_times = Vec::with_capacity(value.len());
-            for log in value {
-                let block_timestamp = match log.block_number {
-                    Some(b) => ChainRead::from_result(block_timestamp(ctx.rpc, b).await),
-                    None => ChainRead::skipped("the log has no block number"),
-                };
-                with_times.push(RefundTransfer {
-                    log,
-                    block_timestamp,
-                });
-            }
-            ChainRead::Read { value: with_times }
-        }
-        ChainRead::Failed { error } => ChainRead::Failed { error },
-        ChainRead::Skipped { why } => ChainRead::Skipped { why },
-    };
-    seen.watch = Some(RefundWatch {
-        charge_block: charge.block,
-        charge_time,
-        window_end,
-        started_at,
-        ended_at,
-        last_block,
-        transfers_to_wallet,
-        complete: refunded || ended_at >= window_end,
-    });
-    obs.refund = Some(seen);
-}
-
 /// Step 7: the reservation's fate, from what the chain showed. Settled when our authorization is
 /// spent; released only when it provably never can be (unused after `validBefore` by our clock and
-/// the chain's); otherwise left open for a later reconciliation.
+/// the chain's); otherwise left open for a later reconciliation. Runs whatever the deadline: the
+/// record of money is never cut short.
 async fn update_reservation(
     ctx: &PaidContext<'_>,
     obs: &mut PaidObservation,
     payment: &PaymentSent,
 ) {
     let id = payment.reservation_id;
-    let now = now_unix();
-    let state = obs
-        .chain
-        .as_ref()
-        .and_then(|c| c.authorization_state.value().copied());
-    let nonce_tx = obs.chain.as_ref().and_then(|c| {
-        c.nonce_receipt
-            .value()
-            .and_then(|r| r.as_ref().map(|r| r.transaction_hash))
-    });
-    let result = match state {
-        Some(true) => {
-            let why = match nonce_tx {
-                Some(_) => "our authorization was used on chain (AuthorizationUsed located)",
-                None => "authorizationState is used; the transaction was not located",
-            };
-            ctx.store.mark_settled(id, nonce_tx, why, now).map(|_| ())
-        }
-        Some(false)
-            if now >= i64::try_from(payment.authorization.valid_before).unwrap_or(i64::MAX) =>
-        {
-            match ctx.rpc.latest_timestamp().await {
-                Ok(chain_time) if chain_time >= payment.authorization.valid_before => ctx
-                    .store
-                    .mark_released(
-                        id,
-                        "unused on chain after validBefore: it can never be used",
-                        now,
-                    )
-                    .map(|_| ()),
-                _ => Ok(()),
-            }
-        }
-        _ => Ok(()),
+    let now = ctx.wall.now();
+    let result = match reservation_fate(obs, payment, now) {
+        Fate::Settled { tx, why } => ctx.store.mark_settled(id, tx, why, now).map(|_| ()),
+        Fate::ReleaseIfChainPast { valid_before } => match ctx.rpc.latest_timestamp().await {
+            Ok(chain_time) if chain_time >= valid_before => ctx
+                .store
+                .mark_released(
+                    id,
+                    "unused on chain after validBefore: it can never be used",
+                    now,
+                )
+                .map(|_| ()),
+            _ => Ok(()),
+        },
+        Fate::KeepOpen => Ok(()),
     };
     if let Err(e) = result {
         obs.notes.push(format!("updating reservation {id}: {e}"));

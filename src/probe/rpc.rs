@@ -29,24 +29,7 @@ pub enum RpcError {
     BadResponse { method: String, message: String },
 }
 
-/// A settled transaction's receipt, as far as the checks need it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TxReceipt {
-    pub transaction_hash: B256,
-    pub block_number: u64,
-    pub block_hash: B256,
-    pub status_ok: bool,
-    pub logs: Vec<LogEntry>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LogEntry {
-    pub address: Address,
-    pub topics: Vec<B256>,
-    pub data: Bytes,
-    pub transaction_hash: Option<B256>,
-    pub block_number: Option<u64>,
-}
+pub use crate::evidence::chain::{LogEntry, TxReceipt};
 
 #[derive(Debug, Clone)]
 pub struct Rpc {
@@ -173,6 +156,23 @@ impl Rpc {
     }
 
     /// Latest block timestamp (unix seconds).
+    /// A block's timestamp (unix seconds).
+    pub async fn block_timestamp(&self, block: u64) -> Result<u64, RpcError> {
+        let v = self
+            .call(
+                "eth_getBlockByNumber",
+                json!([format!("0x{block:x}"), false]),
+            )
+            .await?;
+        v.get("timestamp")
+            .and_then(Value::as_str)
+            .and_then(|s| u64::from_str_radix(s.strip_prefix("0x")?, 16).ok())
+            .ok_or_else(|| RpcError::BadResponse {
+                method: "eth_getBlockByNumber".into(),
+                message: format!("block {block} has no readable timestamp"),
+            })
+    }
+
     pub async fn latest_timestamp(&self) -> Result<u64, RpcError> {
         let v = self
             .call("eth_getBlockByNumber", json!(["latest", false]))

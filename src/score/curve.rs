@@ -1,5 +1,6 @@
 //! Curve checks: the weighted p95 of measurements, mapped through the rubric's points.
 
+use super::exact::{Level, Natural, scaled};
 use crate::rubric::Curve;
 
 /// The curve's y (points, 0..=100) at `x`, interpolated linearly in `ln x` between points and
@@ -28,48 +29,77 @@ pub fn interpolate(curve: &Curve, x: f64) -> f64 {
 
 /// Measurements sorted by value with their cumulative weights: the weighted empirical
 /// distribution a curve check's p95 is read from.
+///
+/// The cumulative weights are held exactly (`super::exact`), so a level is reached or not without
+/// rounding: 38 equal weights out of 40 are exactly 95%, whatever the weight.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WeightedSample {
     /// Ascending; a failed request is `+inf` (slower than any curve point).
     pub values: Vec<f64>,
-    /// `cumulative[i]` = sum of the weights of `values[..=i]`.
-    pub cumulative: Vec<f64>,
+    /// `cumulative[i]`: the exact sum of the weights of `values[..=i]` (on a common scale).
+    cumulative: Vec<Natural>,
+    /// `fractions[i]`: `cumulative[i]` over the total as a double (within a few ulps; the last is
+    /// exactly 1). For the band's Beta distribution function, which is continuous, so the
+    /// rounding is immaterial there; levels are compared with `quantile_index`, which is exact.
+    pub fractions: Vec<f64>,
     /// Kish effective sample size: (sum w)^2 / sum w^2.
     pub effective_n: f64,
+    total: f64,
 }
 
 impl WeightedSample {
-    /// From `(value, weight)` pairs; pairs with zero weight are left out. `None` when nothing weighs.
+    /// From `(value, weight)` pairs; pairs without a positive finite weight are left out. `None`
+    /// when nothing weighs.
     pub fn new(mut pairs: Vec<(f64, f64)>) -> Option<WeightedSample> {
-        pairs.retain(|(_, w)| *w > 0.0);
+        pairs.retain(|(_, w)| *w > 0.0 && w.is_finite());
         if pairs.is_empty() {
             return None;
         }
         pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let weights: Vec<f64> = pairs.iter().map(|(_, w)| *w).collect();
         let mut cumulative = Vec::with_capacity(pairs.len());
-        let (mut sum, mut sum_sq) = (0.0, 0.0);
-        for (_, w) in &pairs {
-            sum += w;
-            sum_sq += w * w;
-            cumulative.push(sum);
+        let mut running = Natural::zero();
+        for part in scaled(&weights) {
+            running.add_assign(&part);
+            cumulative.push(running.clone());
         }
+        let total = &cumulative[cumulative.len() - 1];
+        let mut fractions: Vec<f64> = cumulative.iter().map(|c| c.ratio(total)).collect();
+        if let Some(last) = fractions.last_mut() {
+            *last = 1.0;
+        }
+        let (sum, sum_sq) = weights
+            .iter()
+            .fold((0.0, 0.0), |(s, q), w| (s + w, q + w * w));
         Some(WeightedSample {
             values: pairs.into_iter().map(|(v, _)| v).collect(),
             cumulative,
+            fractions,
             effective_n: sum * sum / sum_sq,
+            total: sum,
         })
     }
 
+    /// The total weight (a double sum; for display and the effective sample size only).
     pub fn total_weight(&self) -> f64 {
-        self.cumulative.last().copied().unwrap_or(0.0)
+        self.total
     }
 
-    /// The weighted quantile at level `q` (0..=1): the smallest value whose cumulative weight
-    /// reaches `q` of the total (the inverse of the weighted empirical distribution function).
-    pub fn quantile(&self, q: f64) -> f64 {
-        let target = q * self.total_weight();
-        let index = self.cumulative.partition_point(|c| *c < target);
-        self.values[index.min(self.values.len() - 1)]
+    /// The index of the weighted quantile at `level`: the smallest index whose cumulative weight
+    /// reaches `level` of the total, decided exactly. The point p95 and the band's reference
+    /// sampler both read quantiles through this one function.
+    pub fn quantile_index(&self, level: &Level) -> usize {
+        let total = &self.cumulative[self.cumulative.len() - 1];
+        let index = self
+            .cumulative
+            .partition_point(|c| !level.reached_by(c, total));
+        index.min(self.values.len() - 1)
+    }
+
+    /// The weighted quantile at `level` (the inverse of the weighted empirical distribution
+    /// function).
+    pub fn quantile(&self, level: &Level) -> f64 {
+        self.values[self.quantile_index(level)]
     }
 }
 
@@ -121,13 +151,55 @@ mod tests {
     fn weighted_p95() {
         // 20 equal weights 1..=20: the 95% target is 19, reached at the 19th value.
         let s = WeightedSample::new((1..=20).map(|i| (f64::from(i), 1.0)).collect()).unwrap();
-        assert_eq!(s.quantile(0.95), 19.0);
+        assert_eq!(s.quantile(&Level::P95), 19.0);
         assert_eq!(s.effective_n, 20.0);
-        // A heavy slow measurement dominates: weights 1 (100 ms) and 19 (900 ms).
+        // A heavy slow measurement dominates: weights 1 (100 ms) and 19 (900 ms). 5% of 20 is
+        // exactly 1, reached by the first value; 6% is not.
         let s = WeightedSample::new(vec![(900.0, 19.0), (100.0, 1.0)]).unwrap();
-        assert_eq!(s.quantile(0.05), 100.0);
-        assert_eq!(s.quantile(0.0501), 900.0);
-        assert_eq!(s.quantile(1.0), 900.0);
+        assert_eq!(s.quantile(&Level::percent(5)), 100.0);
+        assert_eq!(s.quantile(&Level::percent(6)), 900.0);
+        assert_eq!(s.quantile(&Level::percent(100)), 900.0);
         assert!(WeightedSample::new(vec![(1.0, 0.0)]).is_none());
+    }
+
+    #[test]
+    fn a_tie_at_exactly_95_percent_is_found_with_decayed_weights() {
+        // The case: 40 R3 passes recorded at one time 30 h before as_of (each weighs
+        // 2^(-30/24/14) = 0.93999, the same double), 37 at 500 ms, 1 at 2000 ms, 2 at 5000 ms.
+        // 38 of 40 is exactly 95%: the p95 is 2000 ms. Float running sums put the 38th a hair
+        // under 95% of the float total and read 5000 ms.
+        let w = libm::exp2(-30.0 / 24.0 / 14.0);
+        let mut pairs = vec![(500.0, w); 37];
+        pairs.push((2000.0, w));
+        pairs.extend([(5000.0, w), (5000.0, w)]);
+        let s = WeightedSample::new(pairs).unwrap();
+        assert_eq!(s.quantile(&Level::P95), 2000.0);
+        let float_38: f64 = (0..38).map(|_| w).sum();
+        let float_40: f64 = (0..40).map(|_| w).sum();
+        assert!(
+            float_38 < 0.95 * float_40,
+            "the float sums would miss the tie"
+        );
+        // Weights that differ per time (decayed at different ages), in any order of the input
+        // pairs: the tie at exactly 95% is found as long as the weights match up exactly.
+        let (a, b) = (libm::exp2(-1.3 / 14.0), libm::exp2(-2.7 / 14.0));
+        // 18 pairs of (a, b) below 1000 ms, one pair at 1500 ms, one at 9000 ms: through 1500 ms
+        // the cumulative weight is 19 (a + b), exactly 95% of 20 (a + b): the p95 is 1500 ms.
+        let mut pairs = Vec::new();
+        for i in 0..18 {
+            pairs.push((100.0 + f64::from(i), a));
+            pairs.push((200.0 + f64::from(i), b));
+        }
+        pairs.push((1500.0, a));
+        pairs.push((1500.0, b));
+        pairs.push((9000.0, a));
+        pairs.push((9000.0, b));
+        let s = WeightedSample::new(pairs.clone()).unwrap();
+        assert_eq!(s.quantile(&Level::P95), 1500.0);
+        pairs.reverse();
+        assert_eq!(
+            WeightedSample::new(pairs).unwrap().quantile(&Level::P95),
+            1500.0
+        );
     }
 }

@@ -1,15 +1,13 @@
 //! How much an outcome still weighs: halved every half-life, and (for checks with `on_revision`)
 //! halved or dropped at each later revision of the subject.
 
-use super::input::MS_PER_DAY;
 use crate::rubric::OnRevision;
 
 /// `0.5 ^ (age / half_life)`. Ages at or below zero weigh 1 (evidence from `as_of` itself).
-pub fn decay_factor(age_ms: i64, half_life_days: f64) -> f64 {
-    if age_ms <= 0 {
+pub fn decay_factor(age_days: f64, half_life_days: f64) -> f64 {
+    if age_days <= 0.0 {
         return 1.0;
     }
-    let age_days = age_ms as f64 / MS_PER_DAY as f64;
     libm::exp2(-age_days / half_life_days)
 }
 
@@ -27,27 +25,25 @@ pub fn revision_factor(rule: Option<OnRevision>, later: u32) -> f64 {
 mod tests {
     use super::*;
 
-    const DAY: i64 = MS_PER_DAY;
-
     #[test]
     fn free_evidence_halves_every_14_days() {
-        assert_eq!(decay_factor(0, 14.0), 1.0);
-        assert_eq!(decay_factor(14 * DAY, 14.0), 0.5);
-        assert_eq!(decay_factor(28 * DAY, 14.0), 0.25);
+        assert_eq!(decay_factor(0.0, 14.0), 1.0);
+        assert_eq!(decay_factor(14.0, 14.0), 0.5);
+        assert_eq!(decay_factor(28.0, 14.0), 0.25);
         // 7 days: 2^-0.5
-        assert!((decay_factor(7 * DAY, 14.0) - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-15);
+        assert!((decay_factor(7.0, 14.0) - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-15);
     }
 
     #[test]
     fn paid_evidence_halves_every_30_days() {
-        assert_eq!(decay_factor(30 * DAY, 30.0), 0.5);
-        assert_eq!(decay_factor(90 * DAY, 30.0), 0.125);
+        assert_eq!(decay_factor(30.0, 30.0), 0.5);
+        assert_eq!(decay_factor(90.0, 30.0), 0.125);
     }
 
     #[test]
     fn per_check_override_90_days() {
-        assert_eq!(decay_factor(90 * DAY, 90.0), 0.5);
-        assert_eq!(decay_factor(180 * DAY, 90.0), 0.25);
+        assert_eq!(decay_factor(90.0, 90.0), 0.5);
+        assert_eq!(decay_factor(180.0, 90.0), 0.25);
     }
 
     #[test]

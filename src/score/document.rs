@@ -115,8 +115,9 @@ pub struct CheckDoc {
     pub fails: u32,
     pub nas: u32,
     pub unmeasured: u32,
-    /// Decayed, revision-adjusted weight of the pass and fail outcomes.
-    pub evidence_weight: f64,
+    /// Decayed, revision-adjusted weight of the pass and fail outcomes the score uses (null for
+    /// `na`: not scored).
+    pub evidence_weight: Option<f64>,
     /// 0..=100 (null for `na`).
     pub value: Option<f64>,
     /// Curve checks: the weighted p95 in ms (null when the p95 is a failed request or no data).
@@ -182,7 +183,7 @@ pub struct CapDoc {
     pub cap: Option<f64>,
     /// Whether it held the score down (`capped_score < score`).
     pub binding: bool,
-    /// Flags of the binding gates with a cap.
+    /// Flags of the binding gates with a cap, each once, in rubric order.
     pub from: Vec<String>,
 }
 

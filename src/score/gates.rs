@@ -5,7 +5,7 @@
 //! undo what it did, so an overcharge cannot be washed out by publishing new revisions.
 
 use super::decay::decay_factor;
-use super::input::{Inputs, MS_PER_HOUR};
+use super::input::{Inputs, Instant};
 use super::tally::EntryWeights;
 use crate::evidence::Outcome;
 use crate::rubric::{Gate, GateWhen, Rubric};
@@ -41,11 +41,12 @@ fn evaluate_one(
     weights: &EntryWeights,
     gate: &Gate,
 ) -> GateState {
-    // Pass and fail outcomes of the watched check, oldest first; na and unmeasured say nothing.
-    let outcomes: Vec<(i64, Outcome)> = weights
+    // Pass and fail outcomes of the watched check in the inputs' order (time, then seq); na and
+    // unmeasured say nothing.
+    let outcomes: Vec<(&Instant, Outcome)> = weights
         .entries_of(rubric, inputs, &gate.check)
         .filter(|e| matches!(e.outcome, Outcome::Pass | Outcome::Fail))
-        .map(|e| (e.at.ms, e.outcome))
+        .map(|e| (&e.at, e.outcome))
         .collect();
     let mut state = GateState {
         gate: gate.clone(),
@@ -66,7 +67,7 @@ fn evaluate_one(
             let weight: f64 = outcomes
                 .iter()
                 .filter(|(_, o)| *o == Outcome::Fail)
-                .map(|(at, _)| decay_factor(inputs.as_of.ms - at, half_life))
+                .map(|(at, _)| decay_factor(at.days_until(&inputs.as_of), half_life))
                 // (a fold from +0: an empty f64 sum is -0, which would print as "-0.0000")
                 .fold(0.0, |a, b| a + b);
             let passes_since = last_fail.map(|i| (outcomes.len() - i - 1) as u32);
@@ -100,7 +101,7 @@ fn evaluate_one(
                     .rposition(|(_, o)| *o == Outcome::Pass)
                     .map_or(0, |i| i + 1);
                 let (first, last) = (outcomes[run_start].0, outcomes[outcomes.len() - 1].0);
-                let hours = (last - first) as f64 / MS_PER_HOUR as f64;
+                let hours = first.hours_until(last);
                 state.failing_hours = Some(hours);
                 state.binding = hours >= gate.value;
                 state.reason = format!(
@@ -115,7 +116,7 @@ fn evaluate_one(
         }
         GateWhen::FailedWithinHours => match last_fail {
             Some(i) => {
-                let hours = (inputs.as_of.ms - outcomes[i].0) as f64 / MS_PER_HOUR as f64;
+                let hours = outcomes[i].0.hours_until(&inputs.as_of);
                 state.hours_since_last_fail = Some(hours);
                 state.binding = hours <= gate.value;
                 state.reason = format!(

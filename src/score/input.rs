@@ -3,14 +3,15 @@
 //! Its format is described in `rubrics/README.md` ("Inputs"). The document is canonicalised with
 //! RFC 8785 and its SHA-256 is the input digest, which names the inputs and seeds the Monte Carlo
 //! generator. Unknown fields are refused so that nothing the scorer ignores can ride along.
+//!
+//! The document is normalised before the digest: history entries in time order, equal times by
+//! their `seq` (the ledger's sequence, unique), and the population by id. Nothing a score says
+//! therefore depends on the order of an array whose order means nothing.
 
 use crate::evidence::Outcome;
 use crate::rubric::Kind;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-
-pub const MS_PER_HOUR: i64 = 3_600_000;
-pub const MS_PER_DAY: i64 = 86_400_000;
 
 /// Why an inputs document was refused.
 #[derive(Debug, thiserror::Error)]
@@ -26,79 +27,117 @@ fn invalid(message: impl Into<String>) -> InputError {
 }
 
 /// Whether a result describes real observations (seed 001's rule: test data never passes for
-/// observation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Provenance {
-    Live,
-    SyntheticFixture,
-    TestHarness,
-}
+/// observation). One enum for the whole crate, from the evidence model.
+pub use crate::evidence::run::{Provenance, UnknownProvenance};
 
-#[derive(Debug, Clone, Deserialize)]
+/// The largest `seq` accepted: 2^53 - 1. RFC 8785 writes every number as a double, so a larger
+/// integer could not be told apart from its neighbour in the canonical bytes (and the digest).
+pub const MAX_SEQ: u64 = (1 << 53) - 1;
+
+/// The inputs document as written: what `score --inputs` reads, what `history.rs` builds, and,
+/// normalised (history in time-then-seq order, population by id), what a score document embeds.
+/// The format is described in `rubrics/README.md` ("Inputs").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawInputs {
-    rubric_sha256: String,
-    rubric_version: String,
-    as_of: String,
-    subject: RawSubject,
-    history: Vec<RawEntry>,
+pub struct InputsDocument {
+    /// The rubric the evidence was gathered for: 64 lowercase hex digits.
+    pub rubric_sha256: String,
+    pub rubric_version: String,
+    /// RFC 3339 UTC: the time the score is computed for.
+    pub as_of: String,
+    pub subject: SubjectDocument,
+    pub history: Vec<HistoryEntry>,
     #[serde(default)]
-    population: Vec<RawPeer>,
-    provenance: Provenance,
+    pub population: Vec<PeerDocument>,
+    pub provenance: Provenance,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawSubject {
-    id: String,
-    url: String,
-    category: String,
-    price_usd: serde_json::Value,
+pub struct SubjectDocument {
+    pub id: String,
+    pub url: String,
+    pub category: String,
+    pub price_usd: PriceUsd,
+    /// Oldest first (equal times in the order they were made).
     #[serde(default)]
-    revisions: Vec<RawRevision>,
+    pub revisions: Vec<RevisionDocument>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawRevision {
-    id: String,
-    at: String,
-    #[serde(default)]
-    note: Option<String>,
+pub struct RevisionDocument {
+    pub id: String,
+    pub at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// One outcome of one check from one probe run: one entry of the history (and, in the daemon,
+/// of its append-only ledger).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawEntry {
-    check: String,
-    outcome: Outcome,
-    at: String,
-    kind: Kind,
-    #[serde(default)]
-    revision: Option<String>,
-    #[serde(default)]
-    value: Option<f64>,
-    receipt: String,
-    #[serde(default)]
-    note: Option<String>,
+pub struct HistoryEntry {
+    /// The entry's place in the ledger: unique within the history, and the order of entries
+    /// recorded at the same time (lower first).
+    pub seq: u64,
+    pub check: String,
+    pub outcome: Outcome,
+    /// RFC 3339 UTC, up to nanoseconds.
+    pub at: String,
+    /// The kind of probe run that produced it: a `paid` run's entries prove a paid call.
+    pub kind: Kind,
+    /// The subject revision it was recorded under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// ms for curve checks (R3, R7); the valid output's size in bytes for R5 passes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    /// SHA-256 of the receipt (64 lowercase hex digits).
+    pub receipt: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// A price in USD as written: a decimal string (`"0.01"`) or a JSON number.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PriceUsd {
+    Decimal(String),
+    Number(serde_json::Number),
+}
+
+/// Another subject's figures, for value only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawPeer {
-    id: String,
-    category: String,
-    price_usd: serde_json::Value,
-    r4_pass_rate: f64,
-    r5_pass_rate: f64,
+pub struct PeerDocument {
+    pub id: String,
+    pub category: String,
+    pub price_usd: PriceUsd,
+    pub r4_pass_rate: f64,
+    pub r5_pass_rate: f64,
 }
 
-/// A point in time: RFC 3339 text (UTC) and milliseconds since the Unix epoch.
+pub const NS_PER_HOUR: i128 = 3_600_000_000_000;
+pub const NS_PER_DAY: i128 = 24 * NS_PER_HOUR;
+
+/// A point in time: RFC 3339 text (UTC) and nanoseconds since the Unix epoch, exactly.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Instant {
     pub text: String,
-    pub ms: i64,
+    pub ns: i128,
+}
+
+impl Instant {
+    /// Days from `self` to `later` (negative when `later` is earlier). Whole-day spans are exact.
+    pub fn days_until(&self, later: &Instant) -> f64 {
+        (later.ns - self.ns) as f64 / NS_PER_DAY as f64
+    }
+
+    /// Hours from `self` to `later`. Whole-hour spans are exact.
+    pub fn hours_until(&self, later: &Instant) -> f64 {
+        (later.ns - self.ns) as f64 / NS_PER_HOUR as f64
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -114,13 +153,14 @@ pub struct Subject {
     pub url: String,
     pub category: String,
     pub price_usd: f64,
-    /// Sorted by time (stable: equal times keep their order in the document).
+    /// Oldest first, as listed (a list out of time order is refused).
     pub revisions: Vec<Revision>,
 }
 
-/// One check outcome from one probe run.
+/// One check outcome from one probe run, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
+    pub seq: u64,
     pub check: String,
     pub outcome: Outcome,
     pub at: Instant,
@@ -131,8 +171,6 @@ pub struct Entry {
     /// ms for curve checks; output bytes for R5 passes.
     pub value: Option<f64>,
     pub receipt: String,
-    /// Position in the document's `history`, used to break ties between equal times.
-    pub position: usize,
 }
 
 /// Another subject's figures, used only for value (never for the score).
@@ -145,18 +183,19 @@ pub struct Peer {
     pub r5_pass_rate: f64,
 }
 
-/// A parsed, validated inputs document with its canonical form and digest.
+/// A parsed, validated, normalised inputs document with its canonical form and digest.
 #[derive(Debug, Clone)]
 pub struct Inputs {
     pub rubric_sha256: String,
     pub rubric_version: String,
     pub as_of: Instant,
     pub subject: Subject,
-    /// Sorted by time (stable).
+    /// In time order, equal times by `seq`: the order every rule reads.
     pub history: Vec<Entry>,
+    /// By id.
     pub population: Vec<Peer>,
     pub provenance: Provenance,
-    /// The document as JSON, embedded in the score document.
+    /// The normalised document as JSON, embedded in the score document.
     pub document: std::sync::Arc<serde_json::Value>,
     /// SHA-256 of the RFC 8785 canonical bytes of `document`.
     pub digest: [u8; 32],
@@ -165,28 +204,30 @@ pub struct Inputs {
 impl Inputs {
     /// Parse and validate an inputs document from JSON bytes (any formatting).
     pub fn from_json_bytes(bytes: &[u8]) -> Result<Inputs, InputError> {
-        let document: serde_json::Value = serde_json::from_slice(bytes)?;
-        Inputs::from_value(document)
+        Inputs::from_document(serde_json::from_slice(bytes)?)
     }
 
     pub fn from_value(document: serde_json::Value) -> Result<Inputs, InputError> {
-        let raw = RawInputs::deserialize(&document)?;
-        let canonical = crate::canonical::to_canonical_bytes(&document);
-        let digest: [u8; 32] = Sha256::digest(&canonical).into();
-        build(raw, document, digest)
+        Inputs::from_document(serde_json::from_value(document)?)
+    }
+
+    /// Validate and normalise a typed document. The digest is taken over the normalised
+    /// document, so the order of `history` (and `population`) in the file does not matter.
+    pub fn from_document(document: InputsDocument) -> Result<Inputs, InputError> {
+        build(document)
     }
 
     pub fn digest_hex(&self) -> String {
         hex::encode(self.digest)
     }
 
-    /// The canonical bytes of the document (what the digest is taken over).
+    /// The canonical bytes of the normalised document (what the digest is taken over).
     pub fn canonical_bytes(&self) -> Vec<u8> {
         crate::canonical::to_canonical_bytes(&self.document)
     }
 
     /// How many of the subject's revisions came after the given one (or, with no revision named,
-    /// after the given time).
+    /// strictly after the given time).
     pub fn later_revisions(&self, entry: &Entry) -> u32 {
         let later = match entry.revision {
             Some(index) => self.subject.revisions.len() - index - 1,
@@ -194,38 +235,49 @@ impl Inputs {
                 .subject
                 .revisions
                 .iter()
-                .filter(|r| r.at.ms > entry.at.ms)
+                .filter(|r| r.at.ns > entry.at.ns)
                 .count(),
         };
         u32::try_from(later).unwrap_or(u32::MAX)
     }
 }
 
-/// Parse RFC 3339 text that must be in UTC (`Z` or `+00:00`).
+/// Parse RFC 3339 text that must be in UTC (`Z` or `+00:00`), exactly to the nanosecond.
+///
+/// More than 9 fractional digits and leap seconds are refused rather than rounded: the parser
+/// would cut the digits beyond nanoseconds and read `23:59:60` as `23:59:59.999999999`, which can
+/// make two different times equal, and the order of equal times is decided by `seq` instead.
 pub fn parse_instant(what: &str, text: &str) -> Result<Instant, InputError> {
     let parsed = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
         .map_err(|e| invalid(format!("{what}: {text:?} is not an RFC 3339 time: {e}")))?;
     if !parsed.offset().is_utc() {
         return Err(invalid(format!("{what}: {text:?} is not in UTC")));
     }
-    let ms = parsed.unix_timestamp_nanos().div_euclid(1_000_000);
-    let ms = i64::try_from(ms).map_err(|_| invalid(format!("{what}: {text:?} is out of range")))?;
+    if let Some((_, fraction)) = text.split_once('.') {
+        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 9 {
+            return Err(invalid(format!(
+                "{what}: {text:?} has {digits} fractional digits; times are kept to the \
+                 nanosecond (9 digits) and never rounded"
+            )));
+        }
+    }
+    if text.get(17..19) == Some("60") {
+        return Err(invalid(format!(
+            "{what}: {text:?} is a leap second, which would tie with the nanosecond before it"
+        )));
+    }
     Ok(Instant {
         text: text.to_string(),
-        ms,
+        ns: parsed.unix_timestamp_nanos(),
     })
 }
 
 /// A price: a non-negative decimal, as a string (`"0.01"`) or a JSON number.
-fn parse_price(what: &str, value: &serde_json::Value) -> Result<f64, InputError> {
+fn parse_price(what: &str, value: &PriceUsd) -> Result<f64, InputError> {
     let text = match value {
-        serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Number(n) => n.to_string(),
-        other => {
-            return Err(invalid(format!(
-                "{what}: a price is a decimal string or a number, got {other}"
-            )));
-        }
+        PriceUsd::Decimal(s) => s.clone(),
+        PriceUsd::Number(n) => n.to_string(),
     };
     let is_decimal = {
         let (int, frac) = text.split_once('.').unwrap_or((text.as_str(), ""));
@@ -236,7 +288,7 @@ fn parse_price(what: &str, value: &serde_json::Value) -> Result<f64, InputError>
     };
     let price: f64 = if is_decimal {
         text.parse().unwrap_or(f64::NAN)
-    } else if let serde_json::Value::Number(n) = value {
+    } else if let PriceUsd::Number(n) = value {
         n.as_f64().unwrap_or(f64::NAN) // a number in exponent form
     } else {
         f64::NAN
@@ -249,53 +301,63 @@ fn parse_price(what: &str, value: &serde_json::Value) -> Result<f64, InputError>
     Ok(price)
 }
 
-fn build(
-    raw: RawInputs,
-    document: serde_json::Value,
-    digest: [u8; 32],
-) -> Result<Inputs, InputError> {
-    let is_hex64 = |s: &str| {
-        s.len() == 64
-            && s.bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    };
-    if !is_hex64(&raw.rubric_sha256) {
+fn is_hex64(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn build(mut doc: InputsDocument) -> Result<Inputs, InputError> {
+    if !is_hex64(&doc.rubric_sha256) {
         return Err(invalid("rubric_sha256 must be 64 lowercase hex digits"));
     }
-    crate::rubric::major_version_of(&raw.rubric_version)
+    crate::rubric::major_version_of(&doc.rubric_version)
         .map_err(|e| invalid(format!("rubric_version: {e}")))?;
-    let as_of = parse_instant("as_of", &raw.as_of)?;
+    let as_of = parse_instant("as_of", &doc.as_of)?;
 
-    let s = raw.subject;
+    let s = &doc.subject;
     if s.id.trim().is_empty() {
         return Err(invalid("subject.id is empty"));
     }
     let price_usd = parse_price("subject.price_usd", &s.price_usd)?;
-    let mut revisions = Vec::with_capacity(s.revisions.len());
-    for (i, r) in s.revisions.into_iter().enumerate() {
+    let mut revisions: Vec<Revision> = Vec::with_capacity(s.revisions.len());
+    for (i, r) in s.revisions.iter().enumerate() {
         let at = parse_instant(&format!("subject.revisions[{i}].at"), &r.at)?;
-        if at.ms > as_of.ms {
+        if at.ns > as_of.ns {
             return Err(invalid(format!(
                 "subject.revisions[{i}] ({}) is after as_of",
                 r.id
             )));
         }
-        if revisions.iter().any(|x: &Revision| x.id == r.id) {
+        if revisions.iter().any(|x| x.id == r.id) {
             return Err(invalid(format!("duplicate revision id {:?}", r.id)));
         }
+        if let Some(previous) = revisions.last()
+            && at.ns < previous.at.ns
+        {
+            return Err(invalid(format!(
+                "subject.revisions[{i}] ({}) is earlier than revision {:?} listed before it: \
+                 list revisions oldest first",
+                r.id, previous.id
+            )));
+        }
         revisions.push(Revision {
-            id: r.id,
+            id: r.id.clone(),
             at,
-            note: r.note,
+            note: r.note.clone(),
         });
     }
-    revisions.sort_by_key(|r| r.at.ms);
 
-    let mut history = Vec::with_capacity(raw.history.len());
-    for (i, e) in raw.history.into_iter().enumerate() {
-        let what = format!("history[{i}] ({} {})", e.check, e.at);
+    let mut history = Vec::with_capacity(doc.history.len());
+    for e in &doc.history {
+        let what = format!("history entry seq {} ({} {})", e.seq, e.check, e.at);
+        if e.seq > MAX_SEQ {
+            return Err(invalid(format!(
+                "{what}: seq must be at most 2^53 - 1 (RFC 8785 keeps integers exact only up to it)"
+            )));
+        }
         let at = parse_instant(&what, &e.at)?;
-        if at.ms > as_of.ms {
+        if at.ns > as_of.ns {
             return Err(invalid(format!("{what} is after as_of {}", as_of.text)));
         }
         if !is_hex64(&e.receipt) {
@@ -315,7 +377,7 @@ fn build(
                     .iter()
                     .position(|r| &r.id == id)
                     .ok_or_else(|| invalid(format!("{what}: unknown revision {id:?}")))?;
-                if revisions[index].at.ms > at.ms {
+                if revisions[index].at.ns > at.ns {
                     return Err(invalid(format!(
                         "{what} is recorded under revision {id:?}, which came later"
                     )));
@@ -323,50 +385,87 @@ fn build(
                 Some(index)
             }
         };
-        let _ = e.note;
         history.push(Entry {
-            check: e.check,
+            seq: e.seq,
+            check: e.check.clone(),
             outcome: e.outcome,
             at,
             kind: e.kind,
             revision,
             value: e.value,
-            receipt: e.receipt,
-            position: i,
+            receipt: e.receipt.clone(),
         });
     }
-    history.sort_by_key(|e| (e.at.ms, e.position));
+    let mut by_seq: Vec<usize> = (0..history.len()).collect();
+    by_seq.sort_by_key(|&i| history[i].seq);
+    if let Some(pair) = by_seq
+        .windows(2)
+        .find(|p| history[p[0]].seq == history[p[1]].seq)
+    {
+        let (a, b) = (&history[pair[0]], &history[pair[1]]);
+        return Err(invalid(format!(
+            "seq {} is used by two history entries ({} {} and {} {}); each entry needs its own",
+            a.seq, a.check, a.at.text, b.check, b.at.text
+        )));
+    }
+    // The one order every rule reads: time, then seq. seq is unique, so this order is total and
+    // the array order of the file never matters.
+    let mut order: Vec<usize> = (0..history.len()).collect();
+    order.sort_by_key(|&i| (history[i].at.ns, history[i].seq));
+    let mut raw_history: Vec<Option<HistoryEntry>> = std::mem::take(&mut doc.history)
+        .into_iter()
+        .map(Some)
+        .collect();
+    let mut slots: Vec<Option<Entry>> = history.into_iter().map(Some).collect();
+    let mut history = Vec::with_capacity(order.len());
+    for &i in &order {
+        doc.history.extend(raw_history[i].take());
+        history.extend(slots[i].take());
+    }
 
-    let mut population = Vec::with_capacity(raw.population.len());
-    for (i, p) in raw.population.into_iter().enumerate() {
-        let what = format!("population[{i}] ({})", p.id);
+    let mut population = Vec::with_capacity(doc.population.len());
+    doc.population.sort_by(|a, b| a.id.cmp(&b.id));
+    for (i, p) in doc.population.iter().enumerate() {
+        let what = format!("population peer {:?}", p.id);
+        if i > 0 && doc.population[i - 1].id == p.id {
+            return Err(invalid(format!("{what} is listed twice")));
+        }
         let rate_ok = |r: f64| r.is_finite() && (0.0..=1.0).contains(&r);
         if !rate_ok(p.r4_pass_rate) || !rate_ok(p.r5_pass_rate) {
             return Err(invalid(format!("{what}: pass rates must be in 0..=1")));
         }
         population.push(Peer {
             price_usd: parse_price(&format!("{what}.price_usd"), &p.price_usd)?,
-            id: p.id,
-            category: p.category,
+            id: p.id.clone(),
+            category: p.category.clone(),
             r4_pass_rate: p.r4_pass_rate,
             r5_pass_rate: p.r5_pass_rate,
         });
     }
 
+    let document = serde_json::to_value(&doc)?;
+    let digest: [u8; 32] = Sha256::digest(crate::canonical::to_canonical_bytes(&document)).into();
+    let InputsDocument {
+        rubric_sha256,
+        rubric_version,
+        subject,
+        provenance,
+        ..
+    } = doc;
     Ok(Inputs {
-        rubric_sha256: raw.rubric_sha256,
-        rubric_version: raw.rubric_version,
+        rubric_sha256,
+        rubric_version,
         as_of,
         subject: Subject {
-            id: s.id,
-            url: s.url,
-            category: s.category,
+            id: subject.id,
+            url: subject.url,
+            category: subject.category,
             price_usd,
             revisions,
         },
         history,
         population,
-        provenance: raw.provenance,
+        provenance,
         document: std::sync::Arc::new(document),
         digest,
     })
@@ -384,15 +483,15 @@ mod tests {
             "as_of": "2026-11-01T00:00:00Z",
             "subject": {"id": "s1", "url": "https://a.example/x", "category": "search",
                         "price_usd": "0.01",
-                        "revisions": [{"id": "r2", "at": "2026-10-20T00:00:00Z"},
-                                      {"id": "r1", "at": "2026-10-01T00:00:00Z", "note": "first"}]},
+                        "revisions": [{"id": "r1", "at": "2026-10-01T00:00:00Z", "note": "first"},
+                                      {"id": "r2", "at": "2026-10-20T00:00:00Z"}]},
             "history": [
-                {"check": "R1", "outcome": "pass", "at": "2026-10-31T00:00:00Z", "kind": "free",
-                 "revision": "r2", "receipt": "a".repeat(64)},
-                {"check": "R1", "outcome": "fail", "at": "2026-10-10T00:00:00Z", "kind": "free",
-                 "revision": "r1", "receipt": "b".repeat(64)},
-                {"check": "R1", "outcome": "fail", "at": "2026-09-10T00:00:00Z", "kind": "free",
-                 "receipt": "b".repeat(64)}
+                {"seq": 3, "check": "R1", "outcome": "pass", "at": "2026-10-31T00:00:00Z",
+                 "kind": "free", "revision": "r2", "receipt": "a".repeat(64)},
+                {"seq": 2, "check": "R1", "outcome": "fail", "at": "2026-10-10T00:00:00Z",
+                 "kind": "free", "revision": "r1", "receipt": "b".repeat(64)},
+                {"seq": 1, "check": "R1", "outcome": "fail", "at": "2026-09-10T00:00:00Z",
+                 "kind": "free", "receipt": "b".repeat(64)}
             ],
             "provenance": "synthetic_fixture"
         })
@@ -413,18 +512,78 @@ mod tests {
         assert_eq!(inputs.later_revisions(&inputs.history[1]), 1); // under r1: r2 came later
         assert_eq!(inputs.later_revisions(&inputs.history[2]), 0);
         assert_eq!(inputs.subject.price_usd, 0.01);
-        assert_eq!(inputs.as_of.ms, 1_793_491_200_000);
+        assert_eq!(inputs.as_of.ns, 1_793_491_200_000_000_000);
+        // The embedded document is the normalised one: history in time order.
+        let seqs: Vec<u64> = inputs.document["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect();
+        assert_eq!(seqs, vec![1, 2, 3]);
     }
 
     #[test]
-    fn digest_ignores_formatting_and_key_order() {
+    fn digest_ignores_formatting_key_order_and_array_order() {
         let a = Inputs::from_value(minimal()).unwrap();
         let text = serde_json::to_string_pretty(&minimal()).unwrap();
         let b = Inputs::from_json_bytes(text.as_bytes()).unwrap();
         assert_eq!(a.digest, b.digest);
+        let mut reversed = minimal();
+        reversed["history"].as_array_mut().unwrap().reverse();
+        let c = Inputs::from_value(reversed).unwrap();
+        assert_eq!(a.digest, c.digest);
+        assert_eq!(a.document, c.document);
         let mut changed = minimal();
         changed["subject"]["id"] = json!("s2");
         assert_ne!(Inputs::from_value(changed).unwrap().digest, a.digest);
+    }
+
+    #[test]
+    fn equal_times_are_ordered_by_seq() {
+        let mut v = minimal();
+        v["history"] = json!([
+            {"seq": 9, "check": "S2", "outcome": "pass", "at": "2026-10-31T00:00:00Z",
+             "kind": "free", "receipt": "a".repeat(64)},
+            {"seq": 4, "check": "S2", "outcome": "fail", "at": "2026-10-31T00:00:00.000Z",
+             "kind": "free", "receipt": "a".repeat(64)},
+        ]);
+        let inputs = Inputs::from_value(v).unwrap();
+        let order: Vec<u64> = inputs.history.iter().map(|e| e.seq).collect();
+        assert_eq!(order, vec![4, 9]);
+    }
+
+    #[test]
+    fn times_keep_their_nanoseconds() {
+        // An na recorded 0.8 ms before a pass, listed after it, with a higher seq: time decides.
+        let mut v = minimal();
+        v["history"] = json!([
+            {"seq": 1, "check": "H4", "outcome": "pass", "at": "2026-10-31T00:00:00.0009Z",
+             "kind": "free", "receipt": "a".repeat(64)},
+            {"seq": 2, "check": "H4", "outcome": "na", "at": "2026-10-31T00:00:00.0001Z",
+             "kind": "free", "receipt": "a".repeat(64)},
+        ]);
+        let inputs = Inputs::from_value(v).unwrap();
+        assert_eq!(inputs.history[0].outcome, Outcome::Na);
+        assert_eq!(inputs.history[1].at.ns - inputs.history[0].at.ns, 800_000);
+        // 0.9 ms after as_of is after as_of.
+        assert!(
+            error_after(|v| v["history"][0]["at"] = json!("2026-11-01T00:00:00.0009Z"))
+                .contains("after as_of")
+        );
+        assert!(
+            error_after(|v| v["history"][0]["at"] = json!("2026-11-01T00:00:00.000000001Z"))
+                .contains("after as_of")
+        );
+        // Nanoseconds are the limit: a tenth digit is refused, not cut.
+        assert!(
+            error_after(|v| v["history"][0]["at"] = json!("2026-10-31T00:00:00.0000000001Z"))
+                .contains("10 fractional digits")
+        );
+        assert!(
+            error_after(|v| v["history"][0]["at"] = json!("2016-12-31T23:59:60Z"))
+                .contains("leap second")
+        );
     }
 
     #[test]
@@ -444,22 +603,73 @@ mod tests {
         assert!(
             error_after(|v| v["history"][0]["outcome"] = json!("ok")).contains("unknown variant")
         );
+        assert!(
+            error_after(|v| v["history"][0]["kind"] = json!("cheap")).contains("unknown variant")
+        );
         assert!(error_after(|v| v["history"][0]["receipt"] = json!("xyz")).contains("receipt"));
         assert!(error_after(|v| v["history"][0]["value"] = json!(-1)).contains("value"));
         assert!(error_after(|v| v["subject"]["price_usd"] = json!("1e-3x")).contains("decimal"));
         assert!(error_after(|v| v["subject"]["price_usd"] = json!(-0.5)).contains("decimal"));
         assert!(error_after(|v| v["provenance"] = json!("real")).contains("unknown variant"));
         assert!(error_after(|v| v["extra"] = json!(1)).contains("unknown field"));
+        assert!(error_after(|v| v["history"][0]["extra"] = json!(1)).contains("unknown field"));
         assert!(error_after(|v| v["rubric_version"] = json!("one")).contains("rubric_version"));
+        // seq: required, unique, a whole number within what canonical JSON keeps exact.
+        assert!(
+            error_after(|v| {
+                v["history"][0].as_object_mut().unwrap().remove("seq");
+            })
+            .contains("missing field `seq`")
+        );
+        let twice = error_after(|v| v["history"][0]["seq"] = json!(1));
+        assert!(
+            twice.contains("seq 1 is used by two history entries"),
+            "{twice}"
+        );
+        assert!(error_after(|v| v["history"][0]["seq"] = json!(-1)).contains("invalid value"));
+        assert!(error_after(|v| v["history"][0]["seq"] = json!(1.5)).contains("invalid type"));
+        assert!(
+            error_after(|v| v["history"][0]["seq"] = json!(1u64 << 53))
+                .contains("at most 2^53 - 1")
+        );
+        // Revisions are listed oldest first.
+        assert!(
+            error_after(|v| v["subject"]["revisions"].as_array_mut().unwrap().reverse())
+                .contains("list revisions oldest first")
+        );
+        let peer = json!({"id": "p", "category": "c", "price_usd": "1", "r4_pass_rate": 1.0,
+                          "r5_pass_rate": 1.0});
+        assert!(
+            error_after(|v| v["population"] = json!([peer.clone(), peer])).contains("listed twice")
+        );
+    }
+
+    #[test]
+    fn the_typed_document_round_trips() {
+        let doc: InputsDocument = serde_json::from_value(minimal()).unwrap();
+        let back = serde_json::to_value(&doc).unwrap();
+        let again: InputsDocument = serde_json::from_value(back).unwrap();
+        assert_eq!(doc, again);
+        // Absent optional fields stay absent.
+        let text = serde_json::to_string(&doc.history[2]).unwrap();
+        assert!(
+            !text.contains("revision") && !text.contains("note"),
+            "{text}"
+        );
+        assert_eq!(
+            Inputs::from_document(doc).unwrap().digest,
+            Inputs::from_value(minimal()).unwrap().digest
+        );
     }
 
     #[test]
     fn prices_as_string_or_number() {
-        assert_eq!(parse_price("p", &json!("0.005")).unwrap(), 0.005);
-        assert_eq!(parse_price("p", &json!(2)).unwrap(), 2.0);
-        assert_eq!(parse_price("p", &json!(1e-3)).unwrap(), 0.001);
-        assert!(parse_price("p", &json!("1.")).is_err());
-        assert!(parse_price("p", &json!(".5")).is_err());
-        assert!(parse_price("p", &json!(null)).is_err());
+        let p = |v: serde_json::Value| parse_price("p", &serde_json::from_value(v).unwrap());
+        assert_eq!(p(json!("0.005")).unwrap(), 0.005);
+        assert_eq!(p(json!(2)).unwrap(), 2.0);
+        assert_eq!(p(json!(1e-3)).unwrap(), 0.001);
+        assert!(p(json!("1.")).is_err());
+        assert!(p(json!(".5")).is_err());
+        assert!(serde_json::from_value::<PriceUsd>(json!(null)).is_err());
     }
 }

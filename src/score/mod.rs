@@ -9,6 +9,7 @@ pub mod beta;
 pub mod curve;
 pub mod decay;
 pub mod document;
+pub mod exact;
 pub mod gates;
 pub mod input;
 pub mod montecarlo;
@@ -27,7 +28,7 @@ use document::{
     Band, CapDoc, CheckDoc, DimensionDoc, GateDoc, PriorHeld, RubricRef, ScoreDocument, SubjectRef,
     WatchBlock,
 };
-use input::{InputError, Inputs, MS_PER_DAY};
+use input::{InputError, Inputs};
 use montecarlo::{Posterior, Sampler, Term};
 use points::{Points, round4};
 use tally::{CheckState, Tally};
@@ -35,7 +36,7 @@ use tally::{CheckState, Tally};
 pub use document::FORMAT;
 
 /// The scorer's method version: named in every score document.
-pub const METHOD: &str = "x402-probe.scorer/1";
+pub const METHOD: &str = "x402-probe.scorer/2";
 
 /// Why a score could not be computed.
 #[derive(Debug, thiserror::Error)]
@@ -107,13 +108,12 @@ pub fn score(
     let grade = rubric.grade_for(capped_score.as_f64()).to_string();
 
     let anything_scorable = split.denominator > 0.0;
-    let verification = verdict::verification(rubric, inputs, &weights, anything_scorable);
+    let verification = verdict::verification(rubric, inputs, &weights, &tallies, anything_scorable);
     let verdict_block = verdict::decide(rubric, &gate_states, verification, &grade, &confidence);
 
     let mut watch_reasons = Vec::new();
-    let revision_window = rubric.watch.revision_days * MS_PER_DAY as f64;
     for r in &inputs.subject.revisions {
-        if ((inputs.as_of.ms - r.at.ms) as f64) <= revision_window {
+        if r.at.days_until(&inputs.as_of) <= rubric.watch.revision_days {
             watch_reasons.push(verdict::Reason {
                 code: "revision".to_string(),
                 detail: format!(
@@ -228,7 +228,13 @@ pub fn score(
         cap: CapDoc {
             cap,
             binding: capped_score < split.total,
-            from: binding_caps.iter().map(|(_, f)| f.to_string()).collect(),
+            // Each flag once (two gates share `injection`), in rubric order.
+            from: binding_caps.iter().fold(Vec::new(), |mut flags, (_, f)| {
+                if !flags.iter().any(|x| x == f) {
+                    flags.push(f.to_string());
+                }
+                flags
+            }),
         },
         outlook: outlook::outlook(rubric, inputs, &weights)?,
         value: value::value(rubric, inputs, &weights),
@@ -257,7 +263,7 @@ fn check_doc(
         fails: tally.fails,
         nas: tally.nas,
         unmeasured: tally.unmeasured,
-        evidence_weight: round4(tally.evidence_weight()),
+        evidence_weight: tally.evidence_weight().map(round4),
         value: (tally.state != CheckState::Na).then(|| round4(100.0 * tally.value)),
         p95_ms: tally.p95_ms.filter(|p| p.is_finite()).map(round4),
         points: round4(split.max_points[i]),

@@ -1,7 +1,7 @@
 //! The Monte Carlo band: draws from each check's posterior, summed with the checks' points,
 //! capped inside every draw, and read at the rubric's band percentiles.
 //!
-//! Posteriors (see `rubrics/README.md`, "Prior" and "Uncertainty of a p95"):
+//! Posteriors (see `rubrics/README.md`, "The prior", "Rate checks" and "Curve checks"):
 //! - a check with no evidence: its value is uniform on [0, 1] (the prior, mean 0.5);
 //! - a rate check: Beta(1 + decayed passes, 1 + decayed fails);
 //! - a curve check: the quantile level `U ~ Beta(0.95 (n + 1), 0.05 (n + 1))` with `n` the
@@ -14,6 +14,7 @@
 
 use super::beta::{TABLE_CELLS, beta_by_gammas, quantile_table, regularized_incomplete_beta};
 use super::curve::WeightedSample;
+use super::exact::Level;
 use super::rng::Xoshiro256StarStar;
 
 /// What one check's value is drawn from.
@@ -93,10 +94,9 @@ fn reference_draw(rng: &mut Xoshiro256StarStar, posterior: &Posterior) -> f64 {
             sample,
             values,
         } => {
+            // The same exact quantile function as the point p95, at the drawn level.
             let level = beta_by_gammas(rng, *a, *b);
-            let target = level * sample.total_weight();
-            let index = sample.cumulative.partition_point(|c| *c < target);
-            values[index.min(values.len() - 1)]
+            values[sample.quantile_index(&Level::from_f64(level))]
         }
     }
 }
@@ -167,13 +167,13 @@ fn build_tables(terms: &[Term]) -> Vec<Table> {
                 sample,
                 values,
             } => {
-                // P(index <= i) = P(U <= cumulative[i] / total): exact, one CDF value per
-                // measurement. The last is 1 by construction.
-                let total = sample.total_weight();
+                // P(index <= i) = P(U <= cumulative[i] / total), one CDF value per measurement
+                // (U is continuous: the fraction's last-place rounding moves a probability by
+                // about 1e-16). The last is 1 by construction.
                 let mut cumulative: Vec<f64> = sample
-                    .cumulative
+                    .fractions
                     .iter()
-                    .map(|c| regularized_incomplete_beta(c / total, *a, *b))
+                    .map(|f| regularized_incomplete_beta(*f, *a, *b))
                     .collect();
                 if let Some(last) = cumulative.last_mut() {
                     *last = 1.0;

@@ -1,9 +1,10 @@
 //! Outlook: the score over the last `recent_days` against the score over the last
-//! `baseline_days`, both over the same checks (those with evidence in the recent window), so a
-//! check probed rarely (paid calls) cannot move the outlook by being absent from one window.
+//! `baseline_days`, both over the same checks (the weighted checks with evidence in the recent
+//! window), so a check probed rarely (paid calls) cannot move the outlook by being absent from one
+//! window. What is left out is listed with the reason.
 
 use super::ScoreError;
-use super::input::{Inputs, MS_PER_DAY};
+use super::input::Inputs;
 use super::points::{Points, breakdown};
 use super::tally::{CheckState, EntryWeights, tally_all};
 use crate::rubric::Rubric;
@@ -15,8 +16,26 @@ pub enum Trend {
     Improving,
     Stable,
     Declining,
-    /// No check has evidence in the recent window.
+    /// No weighted check has evidence in the recent window.
     Unknown,
+}
+
+/// Why a check is not among the checks the outlook compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeftOutBecause {
+    /// Weight 0 in the rubric (shown, not scored): it cannot move a score.
+    WeightZero,
+    /// Its latest determination in the recent window is `na`.
+    Na,
+    /// No pass or fail (or na) carrying weight in the recent window.
+    NoRecentEvidence,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeftOut {
+    pub check: String,
+    pub because: LeftOutBecause,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -31,6 +50,8 @@ pub struct Outlook {
     pub threshold: f64,
     /// The checks both windows are scored over.
     pub checks: Vec<String>,
+    /// Every other check of the rubric, with the reason.
+    pub left_out: Vec<LeftOut>,
 }
 
 pub fn outlook(
@@ -39,21 +60,33 @@ pub fn outlook(
     weights: &EntryWeights,
 ) -> Result<Outlook, ScoreError> {
     let rules = &rubric.outlook;
-    let within = |days: f64| {
-        let start = inputs.as_of.ms as f64 - days * MS_PER_DAY as f64;
-        move |e: &super::input::Entry| e.at.ms as f64 >= start
-    };
+    let as_of = &inputs.as_of;
+    let within = |days: f64| move |e: &super::input::Entry| e.at.days_until(as_of) <= days;
     let recent_filter = within(rules.recent_days);
     let baseline_filter = within(rules.baseline_days);
     let mut recent = tally_all(rubric, inputs, weights, &recent_filter)?;
     let mut baseline = tally_all(rubric, inputs, weights, &baseline_filter)?;
     let mut checks = Vec::new();
+    let mut left_out = Vec::new();
     for (i, check) in rubric.checks.iter().enumerate() {
-        if recent[i].state == CheckState::Scored && baseline[i].state == CheckState::Scored {
-            checks.push(check.id.clone());
-        } else {
-            recent[i].state = CheckState::Na;
-            baseline[i].state = CheckState::Na;
+        // The baseline window holds the recent one, so a check scored in the recent window is
+        // scored in the baseline too (its latest determination is the same entry).
+        let because = match recent[i].state {
+            _ if check.weight <= 0.0 => Some(LeftOutBecause::WeightZero),
+            CheckState::Na => Some(LeftOutBecause::Na),
+            CheckState::Prior => Some(LeftOutBecause::NoRecentEvidence),
+            CheckState::Scored => None,
+        };
+        match because {
+            None => checks.push(check.id.clone()),
+            Some(because) => {
+                recent[i].state = CheckState::Na;
+                baseline[i].state = CheckState::Na;
+                left_out.push(LeftOut {
+                    check: check.id.clone(),
+                    because,
+                });
+            }
         }
     }
     let mut result = Outlook {
@@ -65,6 +98,7 @@ pub fn outlook(
         delta: None,
         threshold: rules.delta,
         checks,
+        left_out,
     };
     let r = breakdown(rubric, &recent);
     let b = breakdown(rubric, &baseline);

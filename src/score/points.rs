@@ -50,10 +50,15 @@ impl Serialize for Points {
     }
 }
 
-/// A float rounded to 4 decimals, for every other published number.
+/// Magnitudes from which a double has no digit below 1e-4 left to round: 2^53 / 10^4. Above it
+/// `x * 10^4` is already a whole number (and could overflow), so the value is kept as it is.
+const ROUND4_LIMIT: f64 = 9_007_199_254_740_992.0 / SCALE;
+
+/// A float rounded to 4 decimals (half away from zero), for every other published number. Done in
+/// doubles, not through `Points` (an `i64`), so nothing saturates: a p95 of 1e15 ms stays 1e15.
 pub fn round4(x: f64) -> f64 {
-    if x.is_finite() {
-        Points::from_f64(x).as_f64()
+    if x.is_finite() && x.abs() < ROUND4_LIMIT {
+        (x * SCALE).round() / SCALE
     } else {
         x
     }
@@ -143,5 +148,20 @@ mod tests {
         let parts = [Points(3333), Points(3333), Points(3334)];
         assert_eq!(parts.iter().copied().sum::<Points>().as_f64(), 1.0);
         assert_eq!(serde_json::to_string(&Points(1_234_500)).unwrap(), "123.45");
+    }
+
+    #[test]
+    fn round4_never_saturates() {
+        // Through an i64 of ten-thousandths this read 922337203685477.6 for anything larger.
+        assert_eq!(round4(1e15), 1e15);
+        assert_eq!(round4(922_337_203_685_477.6 * 2.0), 1_844_674_407_370_955.2);
+        assert_eq!(round4(1e300), 1e300);
+        assert_eq!(round4(f64::MAX), f64::MAX);
+        assert_eq!(round4(123_456_789.123_456), 123_456_789.123_5);
+        assert_eq!(round4(-0.00005), -0.0001);
+        // Below the limit it agrees with the points' rounding.
+        for x in [0.00005, 12.34567, 99.99995, 1e11 + 0.123_45] {
+            assert_eq!(round4(x), Points::from_f64(x).as_f64(), "{x}");
+        }
     }
 }

@@ -5,6 +5,7 @@
 use super::ScoreError;
 use super::curve::{WeightedSample, interpolate};
 use super::decay::{decay_factor, revision_factor};
+use super::exact::Level;
 use super::input::{Entry, Inputs};
 use crate::evidence::Outcome;
 use crate::rubric::{Check, Metric, Rubric};
@@ -38,7 +39,8 @@ pub enum CheckState {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tally {
     pub state: CheckState,
-    /// Outcomes counted (weight > 0 after revision rules; unmeasured never counts).
+    /// Outcomes counted: those still carrying weight (a `reset` revision drops earlier entries
+    /// of every outcome, `unmeasured` included, from every count alike).
     pub passes: u32,
     pub fails: u32,
     pub nas: u32,
@@ -55,16 +57,19 @@ pub struct Tally {
 }
 
 impl Tally {
-    pub fn evidence_weight(&self) -> f64 {
-        self.pass_weight + self.fail_weight
+    /// The decayed weight of the evidence the score uses for this check: none for an `na` check,
+    /// which is not scored (its earlier passes and fails are still counted in `passes`/`fails`).
+    pub fn evidence_weight(&self) -> Option<f64> {
+        (self.state != CheckState::Na).then_some(self.pass_weight + self.fail_weight)
     }
 }
 
 /// The weight an entry carries for scoring: decay by the check's half-life times its revision rule.
 pub fn entry_weight(rubric: &Rubric, check: &Check, inputs: &Inputs, entry: &Entry) -> f64 {
-    let age = inputs.as_of.ms - entry.at.ms;
-    decay_factor(age, rubric.half_life_days(check))
-        * revision_factor(check.on_revision, inputs.later_revisions(entry))
+    decay_factor(
+        entry.at.days_until(&inputs.as_of),
+        rubric.half_life_days(check),
+    ) * revision_factor(check.on_revision, inputs.later_revisions(entry))
 }
 
 /// The history grouped by rubric check, with each entry's scoring weight, computed once per score
@@ -72,7 +77,8 @@ pub fn entry_weight(rubric: &Rubric, check: &Check, inputs: &Inputs, entry: &Ent
 pub struct EntryWeights {
     /// Per rubric check (rubric order): indices into `inputs.history`, oldest first.
     pub by_check: Vec<Vec<usize>>,
-    /// Per history entry: its scoring weight (0 for checks the rubric does not have).
+    /// Per history entry: its scoring weight (0 for checks the rubric does not have). Unmeasured
+    /// entries get one too, never added to anything: it says whether a reset dropped them.
     pub weight: Vec<f64>,
     /// Indices of entries for checks the rubric does not have.
     pub unknown: Vec<usize>,
@@ -93,9 +99,7 @@ impl EntryWeights {
             match index.get(e.check.as_str()) {
                 Some(&c) => {
                     by_check[c].push(i);
-                    if e.outcome != Outcome::Unmeasured {
-                        weight[i] = entry_weight(rubric, &rubric.checks[c], inputs, e);
-                    }
+                    weight[i] = entry_weight(rubric, &rubric.checks[c], inputs, e);
                 }
                 None => unknown.push(i),
             }
@@ -107,7 +111,24 @@ impl EntryWeights {
         }
     }
 
-    /// The entries of one check (by id), oldest first; empty for a check the rubric lacks.
+    /// The entries of one check (by id) with their scoring weights, in the inputs' order (time,
+    /// then seq); empty for a check the rubric lacks.
+    pub fn weighted_entries_of<'a>(
+        &'a self,
+        rubric: &Rubric,
+        inputs: &'a Inputs,
+        check: &str,
+    ) -> impl Iterator<Item = (&'a Entry, f64)> + 'a {
+        let indices: &[usize] = match rubric.checks.iter().position(|c| c.id == check) {
+            Some(c) => &self.by_check[c],
+            None => &[],
+        };
+        indices
+            .iter()
+            .map(move |i| (&inputs.history[*i], self.weight[*i]))
+    }
+
+    /// The entries of one check (by id), in the inputs' order; empty for a check the rubric lacks.
     pub fn entries_of<'a>(
         &'a self,
         rubric: &Rubric,
@@ -162,12 +183,12 @@ fn tally_check<'a>(
     let mut latest: Option<Outcome> = None;
     let mut measurements = Vec::new();
     for (e, w) in entries {
+        if w <= 0.0 {
+            continue; // dropped by a reset (or decayed past what a double can hold)
+        }
         if e.outcome == Outcome::Unmeasured {
             t.unmeasured += 1;
             continue;
-        }
-        if w <= 0.0 {
-            continue; // dropped by a reset (or decayed past what a double can hold)
         }
         latest = Some(e.outcome);
         match e.outcome {
@@ -177,8 +198,8 @@ fn tally_check<'a>(
                 if check.metric == Metric::Curve {
                     let ms = e.value.ok_or_else(|| {
                         ScoreError::Input(format!(
-                            "history[{}]: a pass of curve check {} needs its value in ms",
-                            e.position, check.id
+                            "history entry seq {}: a pass of curve check {} needs its value in ms",
+                            e.seq, check.id
                         ))
                     })?;
                     measurements.push((ms, w));
@@ -207,7 +228,7 @@ fn tally_check<'a>(
                 (Metric::Curve, Some(curve)) => {
                     let sample = WeightedSample::new(measurements);
                     if let Some(s) = &sample {
-                        let p95 = s.quantile(0.95);
+                        let p95 = s.quantile(&Level::P95);
                         t.p95_ms = Some(p95);
                         t.value = interpolate(curve, p95) / 100.0;
                     }

@@ -49,8 +49,10 @@ impl Doc {
             Some(crate::rubric::Kind::Paid) => "paid",
             _ => "free",
         };
+        // seq in the order the test adds entries (entries at one time: the later added, the later).
+        let seq = self.history.len();
         self.history.push(json!({
-            "check": check, "outcome": outcome, "at": ago_ms(ago), "kind": kind,
+            "seq": seq, "check": check, "outcome": outcome, "at": ago_ms(ago), "kind": kind,
             "receipt": "ab".repeat(32)
         }));
         self.history.last_mut().unwrap()
@@ -154,7 +156,7 @@ fn decay_free_check_halves_in_14_days() {
     d.add("R1", "fail", days(14.0));
     let doc = d.score();
     close(check(&doc, "R1").value.unwrap(), 57.1429);
-    close(check(&doc, "R1").evidence_weight, 1.5);
+    close(check(&doc, "R1").evidence_weight.unwrap(), 1.5);
 }
 
 #[test]
@@ -251,7 +253,7 @@ fn revision_half_halves_at_each_later_revision() {
     // = 2 / 3.25 = 61.5385.
     let doc = revision_doc("R1").score();
     close(check(&doc, "R1").value.unwrap(), 61.5385);
-    close(check(&doc, "R1").evidence_weight, 1.25);
+    close(check(&doc, "R1").evidence_weight.unwrap(), 1.25);
 }
 
 #[test]
@@ -894,4 +896,221 @@ fn fast_and_reference_bands_agree() {
         fast.band,
         slow.band
     );
+}
+
+// ---------- issue 12: broken rules ----------
+
+#[test]
+fn p95_finds_a_tie_at_exactly_95_percent_with_decayed_weights() {
+    // 40 R3 passes recorded at one time 30 h before as_of: each weighs 2^(-30/24/14), one double
+    // that does not add up exactly (summed one by one, 38 of them land a hair under 95% of 40).
+    // 37 at 500 ms, 1 at 2000 ms, 2 at 5000 ms: through 2000 ms the cumulative weight is 38 of
+    // 40 weights, exactly 95%, so the p95 is 2000 ms: 90 - 40 ln(2)/ln(3) = 90 - 40 * 0.630930
+    // = 64.7628. Reading
+    // past the tie gave 5000 ms: 50 - 50 ln(5/3)/ln(10/3) = 28.7864.
+    let mut d = Doc::new();
+    for ms in [vec![500; 37], vec![2000], vec![5000; 2]].concat() {
+        d.add("R3", "pass", 30 * HOUR_MS)["value"] = json!(ms);
+    }
+    let doc = d.score();
+    assert_eq!(check(&doc, "R3").p95_ms, Some(2000.0));
+    close(check(&doc, "R3").value.unwrap(), 64.7628);
+    // The same with the entries listed in reverse: the same document.
+    d.history.reverse();
+    assert_eq!(d.score().to_bytes().unwrap(), doc.to_bytes().unwrap());
+}
+
+#[test]
+fn p95_ms_does_not_saturate() {
+    // A p95 beyond i64::MAX / 10^4 ms used to print as 922337203685477.6.
+    let mut d = Doc::new();
+    d.add("R3", "pass", 0)["value"] = json!(1e18);
+    let doc = d.score();
+    assert_eq!(check(&doc, "R3").p95_ms, Some(1e18));
+    assert_eq!(check(&doc, "R3").value, Some(0.0));
+}
+
+/// RFC 3339 text `ns` nanoseconds before `AS_OF`.
+fn ago_ns(ns: i64) -> String {
+    let base =
+        time::OffsetDateTime::parse(AS_OF, &time::format_description::well_known::Rfc3339).unwrap();
+    (base - time::Duration::nanoseconds(ns))
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+#[test]
+fn sub_millisecond_times_are_kept_and_never_reordered() {
+    // H4: a pass 0.1 ms before as_of listed first (seq 0), an na 0.9 ms before as_of listed
+    // after it (seq 1). The pass is the later determination: H4 is scored. (Cut to ms, both were
+    // at the same ms and the na, later in the file, won.)
+    let mut d = Doc::new();
+    d.add("H4", "pass", 0)["at"] = json!(ago_ns(100_000));
+    d.add("H4", "na", 0)["at"] = json!(ago_ns(900_000));
+    assert_eq!(check(&d.score(), "H4").state, CheckState::Scored);
+    // An entry 0.9 ms after as_of is refused like any later one.
+    let mut d = Doc::new();
+    d.add("R1", "pass", 0)["at"] = json!("2026-11-01T00:00:00.0009Z");
+    let err = Inputs::from_value(d.value()).unwrap_err().to_string();
+    assert!(err.contains("after as_of"), "{err}");
+}
+
+// ---------- issue 12: equal times are ordered by seq ----------
+
+#[test]
+fn equal_times_follow_seq_not_the_array() {
+    // An S2 fail and an S2 pass at as_of (after healthy()'s S2 entries, which have lower seqs).
+    // seq says which came first: fail then pass clears the injection gate (one pass after the
+    // latest fail); pass then fail binds its cap of 69. The array order never matters.
+    let (fail_first, pass_first) = {
+        let mut a = healthy();
+        let base = a.history.len();
+        a.add("S2", "fail", 0);
+        a.add("S2", "pass", 0);
+        let mut b = a.history.clone();
+        b[base]["seq"] = json!(base + 1);
+        b[base + 1]["seq"] = json!(base);
+        let mut pass_first = healthy();
+        pass_first.history = b;
+        (a, pass_first)
+    };
+    let doc = fail_first.score();
+    assert!(!gate(&doc, "injection", "S2").binding);
+    let doc = pass_first.score();
+    assert!(gate(&doc, "injection", "S2").binding);
+    assert_eq!(doc.cap.cap, Some(69.0));
+    // Swapping the two entries in the array, seq kept: the very same bytes.
+    let mut swapped = pass_first;
+    let n = swapped.history.len();
+    swapped.history.swap(n - 1, n - 2);
+    assert_eq!(swapped.score().to_bytes().unwrap(), doc.to_bytes().unwrap());
+}
+
+// ---------- issue 12: choices that change scores ----------
+
+/// R1 probes enough for verification (10 over 4.5 days) but R1's latest determination is na,
+/// and paid-run entries only for what does not count as a paid call.
+fn probes_but_nothing_scored() -> Doc {
+    let mut d = Doc::new();
+    for i in 0..10 {
+        d.add("R1", "pass", days(1.0 + 0.5 * i as f64));
+    }
+    d.add("R1", "na", 0);
+    d.add("H9", "pass", 0); // paid, weight 0: shown, not scored
+    d.add("X9", "pass", 0)["kind"] = json!("paid"); // a check the rubric does not have
+    d.add("S1", "unmeasured", 0)["kind"] = json!("paid");
+    d
+}
+
+#[test]
+fn verification_needs_evidence_and_a_scored_paid_call() {
+    // Every weighted check is na (R1) or held at the prior; the paid-run entries are of a weight-0
+    // check and an unknown one. This used to come out verified with grade F and verdict avoid.
+    let doc = probes_but_nothing_scored().score();
+    let v = &doc.verdict.verification;
+    assert!(!v.verified);
+    assert_eq!(v.probes, 10);
+    assert_eq!(v.last_paid_call_days_ago, None);
+    let codes: Vec<&str> = v.reasons.iter().map(|r| r.code.as_str()).collect();
+    assert_eq!(codes, vec!["no_paid_call", "no_evidence"]);
+    assert_eq!(doc.verdict.verdict, Verdict::Unverified);
+    assert_eq!(doc.grade, None);
+    // A free check's entry marked paid is no paid call either.
+    let mut d = probes_but_nothing_scored();
+    d.add("S1", "pass", 0)["kind"] = json!("paid");
+    let v = d.score().verdict.verification;
+    assert_eq!(v.last_paid_call_days_ago, None);
+    assert!(!v.reasons.iter().any(|r| r.code == "no_evidence"));
+    // A pass of a scored paid check from a paid run is.
+    d.add("R4", "pass", days(2.0));
+    let doc = d.score();
+    assert_eq!(doc.verdict.verification.last_paid_call_days_ago, Some(2.0));
+    assert!(doc.verdict.verification.verified);
+    // ... unless R4 is na by its latest determination: then it is not scored.
+    d.add("R4", "na", days(1.0));
+    assert_eq!(d.score().verdict.verification.last_paid_call_days_ago, None);
+}
+
+#[test]
+fn outlook_compares_weighted_checks_and_says_what_it_left_out() {
+    // Only H8 and H9 (weight 0) and an na H4 have recent evidence; R2 has evidence 20 days ago.
+    // Nothing weighted has recent evidence: unknown, no checks; the left-out list says why.
+    let mut d = Doc::new();
+    d.add("H8", "pass", days(1.0));
+    d.add("H9", "fail", days(1.0));
+    d.add("H4", "na", days(1.0));
+    d.add("R2", "pass", days(20.0));
+    let o = d.score().outlook;
+    assert_eq!(o.trend, outlook::Trend::Unknown);
+    assert!(o.checks.is_empty());
+    let because = |id: &str| o.left_out.iter().find(|l| l.check == id).unwrap().because;
+    assert_eq!(because("H8"), outlook::LeftOutBecause::WeightZero);
+    assert_eq!(because("H9"), outlook::LeftOutBecause::WeightZero);
+    assert_eq!(because("H4"), outlook::LeftOutBecause::Na);
+    assert_eq!(because("R2"), outlook::LeftOutBecause::NoRecentEvidence);
+    assert_eq!(o.left_out.len() + o.checks.len(), rubric().checks.len());
+    // One weighted check with recent evidence: compared, and the trend is known.
+    d.add("R1", "pass", days(1.0));
+    let o = d.score().outlook;
+    assert_eq!(o.checks, vec!["R1".to_string()]);
+    assert_eq!(o.trend, outlook::Trend::Stable);
+}
+
+#[test]
+fn unmeasured_count_follows_reset_like_the_others() {
+    // C1 (reset): a fail and an unmeasured under r1, then r2, then a pass under r2. The reset
+    // drops both earlier entries: fails 0 and unmeasured 0 alike.
+    let mut d = Doc::new();
+    d.revision("r1", days(2.0));
+    d.revision("r2", days(1.0));
+    d.add("C1", "fail", days(1.5))["revision"] = json!("r1");
+    d.add("C1", "unmeasured", days(1.5))["revision"] = json!("r1");
+    d.add("C1", "pass", 0)["revision"] = json!("r2");
+    d.add("C2", "unmeasured", days(1.5))["revision"] = json!("r1");
+    let doc = d.score();
+    let c1 = check(&doc, "C1");
+    assert_eq!((c1.passes, c1.fails, c1.unmeasured), (1, 0, 0));
+    // C2 has nothing left: held at the prior, and no unmeasured outcome counted either.
+    assert_eq!(check(&doc, "C2").unmeasured, 0);
+    let c2 = doc.prior_held.iter().find(|p| p.check == "C2").unwrap();
+    assert_eq!(c2.reason, "no pass or fail on record");
+    // R1 (half) keeps its unmeasured count through revisions.
+    let mut d = Doc::new();
+    d.revision("r1", days(2.0));
+    d.revision("r2", days(1.0));
+    d.add("R1", "unmeasured", days(1.5))["revision"] = json!("r1");
+    assert_eq!(check(&d.score(), "R1").unmeasured, 1);
+}
+
+#[test]
+fn an_na_check_has_no_evidence_weight() {
+    // H4: a pass, then na. Not scored: value and evidence_weight null; the pass is still counted.
+    let mut d = Doc::new();
+    d.add("H4", "pass", days(1.0));
+    d.add("H4", "na", 0);
+    let doc = d.score();
+    let h4 = check(&doc, "H4");
+    assert_eq!((h4.value, h4.evidence_weight), (None, None));
+    assert_eq!((h4.passes, h4.nas), (1, 1));
+    // A check held at the prior has evidence weight 0, not null.
+    assert_eq!(check(&doc, "H1").evidence_weight, Some(0.0));
+}
+
+#[test]
+fn cap_from_names_each_flag_once() {
+    // S2 and S3 both bind `injection` (cap 69): from lists it once.
+    let mut d = healthy();
+    d.add("S2", "fail", 0);
+    d.add("S3", "fail", 0);
+    let doc = d.score();
+    assert!(gate(&doc, "injection", "S2").binding && gate(&doc, "injection", "S3").binding);
+    assert_eq!(doc.cap.from, vec!["injection".to_string()]);
+    // With an overcharge too: both flags, in rubric order; the cap is the lowest, 39.
+    d.add("H5", "fail", 0);
+    let doc = d.score();
+    assert_eq!(
+        doc.cap.from,
+        vec!["overcharge".to_string(), "injection".to_string()]
+    );
+    assert_eq!(doc.cap.cap, Some(39.0));
 }

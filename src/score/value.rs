@@ -21,9 +21,14 @@ pub struct Value {
     pub notes: Vec<String>,
 }
 
-/// USD figures keep 8 decimals (a price can be a fraction of a cent per KiB).
+/// USD figures keep 8 decimals (a price can be a fraction of a cent per KiB). Magnitudes with no
+/// digit below 1e-8 left (from 2^53 / 10^8) are kept as they are, as in `round4`.
 pub fn round_usd(x: f64) -> f64 {
-    (x * 1e8).round() / 1e8
+    if x.is_finite() && x.abs() < 9_007_199_254_740_992.0 / 1e8 {
+        (x * 1e8).round() / 1e8
+    } else {
+        x
+    }
 }
 
 pub fn value(rubric: &Rubric, inputs: &Inputs, weights: &super::tally::EntryWeights) -> Value {

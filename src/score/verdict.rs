@@ -3,7 +3,8 @@
 //! (down > avoid > caution > unverified > ok).
 
 use super::gates::GateState;
-use super::input::{Inputs, MS_PER_DAY};
+use super::input::Inputs;
+use super::tally::{CheckState, EntryWeights, Tally};
 use crate::evidence::Outcome;
 use crate::rubric::{Kind, Rubric, Verdict};
 use serde::Serialize;
@@ -36,30 +37,47 @@ pub struct Verification {
     pub reasons: Vec<Reason>,
 }
 
+/// Whether the evidence is enough to state a verdict from the grade (`rubrics/README.md`,
+/// "Caps, grade and verdict"). Only evidence the score uses counts: outcomes still carrying
+/// weight, of checks that are scored.
 pub fn verification(
     rubric: &Rubric,
     inputs: &Inputs,
-    weights: &super::tally::EntryWeights,
+    weights: &EntryWeights,
+    tallies: &[Tally],
     anything_scorable: bool,
 ) -> Verification {
     let rules = &rubric.verdict;
-    let probe_times: Vec<i64> = weights
-        .entries_of(rubric, inputs, &rules.probe_check)
-        .filter(|e| matches!(e.outcome, Outcome::Pass | Outcome::Fail))
-        .map(|e| e.at.ms)
+    let probe_times: Vec<&super::input::Instant> = weights
+        .weighted_entries_of(rubric, inputs, &rules.probe_check)
+        .filter(|(e, w)| matches!(e.outcome, Outcome::Pass | Outcome::Fail) && *w > 0.0)
+        .map(|(e, _)| &e.at)
         .collect();
     let probes = probe_times.len() as u32;
     let span_days = match (probe_times.first(), probe_times.last()) {
-        (Some(first), Some(last)) => (last - first) as f64 / MS_PER_DAY as f64,
+        (Some(first), Some(last)) => first.days_until(last),
         _ => 0.0,
     };
-    let last_paid = inputs
-        .history
+    // The paid call: a pass or fail from a paid run, of a paid check that the rubric weighs and
+    // that is scored, still carrying weight. A check the rubric lacks, a weight-0 check (shown,
+    // not scored), a free check, or an na check is not scored, so its entries prove nothing here.
+    let last_paid = rubric
+        .checks
         .iter()
-        .filter(|e| e.kind == Kind::Paid && matches!(e.outcome, Outcome::Pass | Outcome::Fail))
-        .map(|e| e.at.ms)
-        .max();
-    let paid_days_ago = last_paid.map(|at| (inputs.as_of.ms - at) as f64 / MS_PER_DAY as f64);
+        .zip(tallies)
+        .filter(|(c, t)| c.kind == Kind::Paid && c.weight > 0.0 && t.state == CheckState::Scored)
+        .flat_map(|(c, _)| weights.weighted_entries_of(rubric, inputs, &c.id))
+        .filter(|(e, w)| {
+            e.kind == Kind::Paid && matches!(e.outcome, Outcome::Pass | Outcome::Fail) && *w > 0.0
+        })
+        .map(|(e, _)| &e.at)
+        .max_by_key(|at| at.ns);
+    let paid_days_ago = last_paid.map(|at| at.days_until(&inputs.as_of));
+    let scored_from_evidence = rubric
+        .checks
+        .iter()
+        .zip(tallies)
+        .any(|(c, t)| c.weight > 0.0 && t.state == CheckState::Scored);
     let mut reasons = Vec::new();
     if probes < rules.min_probes {
         reasons.push(reason(
@@ -100,6 +118,12 @@ pub fn verification(
         reasons.push(reason(
             "nothing_scorable",
             "every weighted check is na".to_string(),
+        ));
+    } else if !scored_from_evidence {
+        reasons.push(reason(
+            "no_evidence",
+            "no weighted check is scored from evidence: every one is held at the prior or na"
+                .to_string(),
         ));
     }
     Verification {

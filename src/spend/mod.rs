@@ -11,14 +11,12 @@
 
 mod policy;
 mod store;
-mod usd;
 
-pub use policy::{
-    AllowedAsset, DEFAULT_MAX_TIMEOUT_SECONDS, PayPolicy, Priced, Refusal, RefusalCode, assess,
-};
+pub use crate::evidence::paid::{ReconcileReport, Refusal, RefusalCode};
+pub use crate::evidence::usd::{USD_DECIMALS, Usd, UsdParseError};
+pub use policy::{AllowedAsset, DEFAULT_MAX_TIMEOUT_SECONDS, PayPolicy, Priced, assess};
 pub use store::{
-    AUTHORIZATION_USED_TOPIC, DAY_SECONDS, ReconcileReport, ReconcileStep, RefusalRecord,
-    Reservation, ReservationRecord, ReservationState, ReserveError, ReserveRequest, SCHEMA_ID,
-    SCHEMA_SQL, STORE_FILE, SpendError, SpendStore, Totals, find_authorization_use,
+    CallLock, DAY_SECONDS, LOCK_FILE, ReconcileStep, RefusalRecord, Reservation, ReservationRecord,
+    ReservationState, ReserveError, ReserveRequest, SCHEMA_ID, SCHEMA_SQL, STORE_FILE, SpendError,
+    SpendStore, Totals,
 };
-pub use usd::{USD_DECIMALS, Usd, UsdParseError};

@@ -5,7 +5,8 @@
 use alloy::primitives::{Address, U256};
 use serde::{Deserialize, Serialize};
 
-use super::usd::Usd;
+use crate::evidence::paid::{Refusal, RefusalCode};
+use crate::evidence::usd::Usd;
 use crate::x402::Requirement;
 use crate::x402::network::{chain_id_of, is_caip2, usdc_deployments};
 use crate::x402::types::{is_decimal_integer, parse_address_any_case};
@@ -115,87 +116,6 @@ impl PayPolicy {
         self.allowlist
             .iter()
             .find(|a| chain_id_of(&a.network) == Some(chain) && a.asset == asset)
-    }
-}
-
-/// Why we did not pay. `code` is stable (it is stored and reported); `message` is for people.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Refusal {
-    pub code: RefusalCode,
-    pub message: String,
-}
-
-impl Refusal {
-    pub fn new(code: RefusalCode, message: impl Into<String>) -> Refusal {
-        Refusal {
-            code,
-            message: message.into(),
-        }
-    }
-}
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code.as_str(), self.message)
-    }
-}
-
-/// The rules a payment can be refused by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RefusalCode {
-    /// Nothing to pay: no PaymentRequired, or no `accepts` entries.
-    NoRequirements,
-    /// `scheme` is not `exact`.
-    SchemeNotExact,
-    /// `extra.assetTransferMethod` asks for something other than EIP-3009 (e.g. Permit2).
-    TransferMethodNotEip3009,
-    /// The network is not on the allowlist (or not a network we know).
-    NetworkNotAllowed,
-    /// The asset is not on the allowlist for that network.
-    AssetNotAllowed,
-    /// The amount is missing or not a decimal integer string.
-    AmountInvalid,
-    /// `payTo` is missing or not an address.
-    PayToInvalid,
-    /// `extra.name` / `extra.version` (the token's EIP-712 domain) are missing.
-    DomainMissing,
-    /// `maxTimeoutSeconds` is missing, zero, or longer than the policy allows.
-    TimeoutInvalid,
-    OverPerCallCap,
-    OverPerSubjectCap,
-    OverDailyCap,
-    /// The 402 fetched again just before paying differs from the quote (price, payTo, asset,
-    /// network), or the entry is gone, or it could not be fetched again.
-    QuoteChanged,
-    /// Our fixed RPC could not be read, so a settlement could not be verified: we do not pay blind.
-    RpcUnavailable,
-    /// Our fixed RPC serves another chain than the quote's network.
-    WrongChain,
-    /// Our wallet holds less than the quoted amount.
-    InsufficientFunds,
-}
-
-impl RefusalCode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RefusalCode::NoRequirements => "no_requirements",
-            RefusalCode::SchemeNotExact => "scheme_not_exact",
-            RefusalCode::TransferMethodNotEip3009 => "transfer_method_not_eip3009",
-            RefusalCode::NetworkNotAllowed => "network_not_allowed",
-            RefusalCode::AssetNotAllowed => "asset_not_allowed",
-            RefusalCode::AmountInvalid => "amount_invalid",
-            RefusalCode::PayToInvalid => "pay_to_invalid",
-            RefusalCode::DomainMissing => "domain_missing",
-            RefusalCode::TimeoutInvalid => "timeout_invalid",
-            RefusalCode::OverPerCallCap => "over_per_call_cap",
-            RefusalCode::OverPerSubjectCap => "over_per_subject_cap",
-            RefusalCode::OverDailyCap => "over_daily_cap",
-            RefusalCode::QuoteChanged => "quote_changed",
-            RefusalCode::RpcUnavailable => "rpc_unavailable",
-            RefusalCode::WrongChain => "wrong_chain",
-            RefusalCode::InsufficientFunds => "insufficient_funds",
-        }
     }
 }
 

@@ -16,6 +16,8 @@
 //! counted until reconciled: the caps can be met early, never overshot. Schema: `state/spend.sql`,
 //! documented in `state/spend.md`.
 
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{Mutex, MutexGuard};
@@ -24,9 +26,9 @@ use alloy::primitives::{Address, B256, U256};
 use rusqlite::{Connection, TransactionBehavior, params};
 use serde::Serialize;
 
-use super::policy::{PayPolicy, Refusal, RefusalCode, assess};
-use super::usd::Usd;
-use crate::probe::rpc::{Rpc, RpcError};
+use super::policy::{PayPolicy, assess};
+use crate::evidence::paid::{Refusal, RefusalCode};
+use crate::evidence::usd::Usd;
 use crate::x402::Requirement;
 use crate::x402::eip712::{Authorization, TokenDomain};
 use crate::x402::payload::{authorization_for, token_domain_for};
@@ -40,10 +42,6 @@ pub const STORE_FILE: &str = "spend.sqlite";
 /// The caps' window: the last 24 hours, rolling (not a calendar day, which would allow twice the
 /// daily cap around midnight).
 pub const DAY_SECONDS: i64 = 86_400;
-
-/// keccak256("AuthorizationUsed(address,bytes32)").
-pub const AUTHORIZATION_USED_TOPIC: B256 =
-    alloy::primitives::b256!("0x98de503528ee59b575ef0c0a2576a82497bfc029a5685b209e9ec333479b10a5");
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpendError {
@@ -67,6 +65,15 @@ pub enum SpendError {
     Corrupt { path: String, id: i64, why: String },
     #[error("pay policy is invalid: {0}")]
     Policy(String),
+    #[error("spend store lock {path}: {source}")]
+    Lock {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The state directory or a store file is not private to us (see [`SpendStore::open`]).
+    #[error("{path}: {why}; refused")]
+    NotPrivate { path: String, why: String },
 }
 
 /// Why [`SpendStore::reserve`] did not reserve.
@@ -209,13 +216,14 @@ pub enum ReconcileStep {
     Resolved { id: i64 },
 }
 
-/// What one reconciliation did.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
-pub struct ReconcileReport {
-    pub settled: Vec<i64>,
-    pub released: Vec<i64>,
-    /// Reservations past `validBefore` that stay open, with why.
-    pub still_open: Vec<(i64, String)>,
+/// The lock file beside the store that serialises paid calls across processes.
+pub const LOCK_FILE: &str = "spend.lock";
+
+/// Held for one paid call; dropping it releases the in-process mutex and the file lock (closing the
+/// descriptor releases the `flock`).
+pub struct CallLock<'a> {
+    _in_process: tokio::sync::MutexGuard<'a, ()>,
+    _file: std::fs::File,
 }
 
 /// The spend store. Safe to share between tasks; several processes may open the same file (SQLite
@@ -236,7 +244,12 @@ impl std::fmt::Debug for SpendStore {
 }
 
 impl SpendStore {
-    /// Opens (creating if needed) `spend.sqlite` in `state_dir` (created 0700 if missing).
+    /// Opens (creating if needed) `spend.sqlite` in `state_dir`.
+    ///
+    /// The store records what we spend and reserve, so it must be ours alone, as ssh treats a key:
+    /// a missing state directory is created 0700; an existing one must be a directory owned by the
+    /// current user that neither group nor others can write (0755, as systemd's `StateDirectory=`
+    /// makes it, is accepted), else it is refused. The files are checked by [`Self::open_file`].
     pub fn open(state_dir: &Path) -> Result<SpendStore, SpendError> {
         if !state_dir.exists() {
             use std::os::unix::fs::DirBuilderExt;
@@ -250,10 +263,16 @@ impl SpendStore {
                     source,
                 })?;
         }
+        check_private_dir(state_dir)?;
         SpendStore::open_file(&state_dir.join(STORE_FILE))
     }
 
     /// Opens (creating if needed) the store at exactly `path`.
+    ///
+    /// A new store file is created 0600 (SQLite gives its `-wal` and `-shm` files the database
+    /// file's mode). An existing store file, `-wal` or `-shm` must be a regular file owned by the
+    /// current user: one that group or others can write is refused (it may have been altered); one
+    /// they can only read (0644, as earlier versions created it) is tightened to 0600.
     pub fn open_file(path: &Path) -> Result<SpendStore, SpendError> {
         let shown = path.display().to_string();
         let sql = |context| {
@@ -264,6 +283,12 @@ impl SpendStore {
                 source,
             }
         };
+        create_private_file(path)?;
+        for suffix in ["", "-wal", "-shm"] {
+            let mut file = path.as_os_str().to_owned();
+            file.push(suffix);
+            make_private_file(Path::new(&file))?;
+        }
         let conn = Connection::open(path).map_err(sql("opening"))?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(sql("setting the busy timeout"))?;
@@ -293,9 +318,46 @@ impl SpendStore {
         &self.path
     }
 
-    /// Held for the whole of one paid call (see `probe::paid`).
-    pub async fn lock_for_call(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.call_lock.lock().await
+    /// Held for the whole of one paid call (see `probe::paid`): one call at a time per state
+    /// directory, within this process (a tokio mutex) and across processes (an exclusive `flock`
+    /// on `spend.lock` beside the store), so a daemon and a CLI `--pay` run sharing a wallet and a
+    /// state directory never overlap their calls, and the transfers seen around a call belong to
+    /// it. The file lock is released by the kernel when its holder dies, so a `kill -9` never
+    /// leaves it held.
+    pub async fn lock_for_call(&self) -> Result<CallLock<'_>, SpendError> {
+        let in_process = self.call_lock.lock().await;
+        let path = self.path.with_file_name(LOCK_FILE);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|source| SpendError::Lock {
+                path: path.display().to_string(),
+                source,
+            })?;
+        loop {
+            // SAFETY: flock on a descriptor this function owns; no memory is shared.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc == 0 {
+                break;
+            }
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(SpendError::Lock {
+                    path: path.display().to_string(),
+                    source: err,
+                });
+            }
+            // Another process is paying: wait without blocking the runtime.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        Ok(CallLock {
+            _in_process: in_process,
+            _file: file,
+        })
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {
@@ -549,139 +611,110 @@ impl SpendStore {
             .map_err(self.sql_err("reading refusals"))?;
         Ok(rows)
     }
-
-    /// Resolves open reservations whose `validBefore` has passed (by `now_unix`), asking the token
-    /// through the fixed RPC. Used -> settled; unused once the chain's own clock has also passed
-    /// `validBefore` -> released (the token refuses it from then on, forever); anything unknown
-    /// stays open and keeps counting. RPC trouble is not an error: those rows stay open.
-    pub async fn reconcile(
-        &self,
-        rpc: &Rpc,
-        now_unix: i64,
-        on_step: Option<&(dyn Fn(ReconcileStep) + Send + Sync)>,
-    ) -> Result<ReconcileReport, SpendError> {
-        let mut report = ReconcileReport::default();
-        let due = self.expired_open(now_unix)?;
-        if due.is_empty() {
-            return Ok(report);
-        }
-        let chain = match chain_view(rpc).await {
-            Ok(view) => view,
-            Err(e) => {
-                report.still_open = due
-                    .iter()
-                    .map(|r| (r.id, format!("RPC unavailable: {e}")))
-                    .collect();
-                return Ok(report);
-            }
-        };
-        for row in due {
-            match reconcile_one(rpc, &chain, &row).await {
-                Verdict::Settled { tx, why } => {
-                    if self.mark_settled(row.id, tx, &why, now_unix)? {
-                        report.settled.push(row.id);
-                    }
-                }
-                Verdict::Released(why) => {
-                    if self.mark_released(row.id, &why, now_unix)? {
-                        report.released.push(row.id);
-                    }
-                }
-                Verdict::Open(why) => {
-                    report.still_open.push((row.id, why));
-                    continue;
-                }
-            }
-            if let Some(hook) = on_step {
-                hook(ReconcileStep::Resolved { id: row.id });
-            }
-        }
-        Ok(report)
-    }
 }
 
-/// What the chain looks like for reconciliation.
-struct ChainView {
-    chain_id: u64,
-    latest_block: u64,
-    latest_timestamp: u64,
-}
-
-async fn chain_view(rpc: &Rpc) -> Result<ChainView, RpcError> {
-    Ok(ChainView {
-        chain_id: rpc.chain_id().await?,
-        latest_block: rpc.block_number().await?,
-        latest_timestamp: rpc.latest_timestamp().await?,
-    })
-}
-
-enum Verdict {
-    Settled { tx: Option<B256>, why: String },
-    Released(String),
-    Open(String),
-}
-
-async fn reconcile_one(rpc: &Rpc, chain: &ChainView, row: &ReservationRecord) -> Verdict {
-    if row.chain_id != chain.chain_id {
-        return Verdict::Open(format!(
-            "the RPC serves chain {}, this reservation is on chain {}",
-            chain.chain_id, row.chain_id
-        ));
-    }
-    let used = match rpc
-        .authorization_state(row.asset, row.payer, row.nonce)
-        .await
-    {
-        Ok(used) => used,
-        Err(e) => return Verdict::Open(format!("authorizationState unreadable: {e}")),
+/// The state directory must be ours and writable by nobody else.
+fn check_private_dir(dir: &Path) -> Result<(), SpendError> {
+    use std::os::unix::fs::MetadataExt;
+    let shown = dir.display().to_string();
+    let refuse = |why: String| SpendError::NotPrivate {
+        path: shown.clone(),
+        why,
     };
-    if used {
-        let tx = match row.from_block {
-            Some(from) => find_authorization_use(rpc, row, from, chain.latest_block)
-                .await
-                .ok()
-                .flatten(),
-            None => None,
-        };
-        let why = match tx {
-            Some(_) => "authorizationState is used; AuthorizationUsed log located".to_string(),
-            None => "authorizationState is used; the transaction was not located".to_string(),
-        };
-        return Verdict::Settled { tx, why };
+    let meta = std::fs::metadata(dir).map_err(|source| SpendError::Io {
+        path: shown.clone(),
+        context: "reading the state directory",
+        source,
+    })?;
+    if !meta.is_dir() {
+        return Err(refuse("the state directory is not a directory".into()));
     }
-    if chain.latest_timestamp >= row.valid_before {
-        Verdict::Released(format!(
-            "unused on chain at block {} (time {}), after validBefore {}: it can never be used",
-            chain.latest_block, chain.latest_timestamp, row.valid_before
-        ))
-    } else {
-        Verdict::Open(format!(
-            "unused so far, but the chain's time {} has not passed validBefore {}",
-            chain.latest_timestamp, row.valid_before
-        ))
+    if meta.uid() != euid() {
+        return Err(refuse(format!(
+            "the state directory is owned by uid {}, not by the current user (uid {})",
+            meta.uid(),
+            euid()
+        )));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(refuse(format!(
+            "the state directory has mode {mode:04o}: group or others can write it; chmod 700 it"
+        )));
+    }
+    Ok(())
+}
+
+/// Creates the store file 0600 if it does not exist (before SQLite would create it 0644).
+fn create_private_file(path: &Path) -> Result<(), SpendError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(source) => Err(SpendError::Io {
+            path: path.display().to_string(),
+            context: "creating the store file",
+            source,
+        }),
     }
 }
 
-/// The transaction whose `AuthorizationUsed(payer, nonce)` log shows our authorization was used.
-pub async fn find_authorization_use(
-    rpc: &Rpc,
-    row: &ReservationRecord,
-    from_block: u64,
-    to_block: u64,
-) -> Result<Option<B256>, RpcError> {
-    let logs = rpc
-        .logs(
-            row.asset,
-            &[
-                Some(AUTHORIZATION_USED_TOPIC),
-                Some(row.payer.into_word()),
-                Some(row.nonce),
-            ],
-            from_block,
-            to_block,
-        )
-        .await?;
-    Ok(logs.iter().find_map(|l| l.transaction_hash))
+/// An existing store file (or `-wal`, `-shm`) is ours and private; a missing one is fine.
+fn make_private_file(path: &Path) -> Result<(), SpendError> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let shown = path.display().to_string();
+    let refuse = |why: String| SpendError::NotPrivate {
+        path: shown.clone(),
+        why,
+    };
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(SpendError::Io {
+                path: shown.clone(),
+                context: "reading the store file's permissions",
+                source,
+            });
+        }
+    };
+    if !meta.file_type().is_file() {
+        return Err(refuse("not a regular file".into()));
+    }
+    if meta.uid() != euid() {
+        return Err(refuse(format!(
+            "owned by uid {}, not by the current user (uid {})",
+            meta.uid(),
+            euid()
+        )));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(refuse(format!(
+            "mode {mode:04o}: group or others can write it, so it may have been altered; check it, then chmod 600 it"
+        )));
+    }
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(
+            |source| SpendError::Io {
+                path: shown.clone(),
+                context: "tightening the store file to 0600",
+                source,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// The current user's uid.
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 fn cap_check(policy: &PayPolicy, totals: &Totals, cost: Usd) -> Option<Refusal> {
@@ -850,5 +883,51 @@ impl RawRow {
             resolved_at: self.resolved_at,
             resolution: self.resolution,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn the_store_and_its_wal_and_shm_files_are_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let store = SpendStore::open(&state).unwrap();
+        assert_eq!(mode(&state), 0o700);
+        // The schema was applied at open: in WAL mode the -wal and -shm files exist while open.
+        for file in ["spend.sqlite", "spend.sqlite-wal", "spend.sqlite-shm"] {
+            assert_eq!(mode(&state.join(file)), 0o600, "{file}");
+        }
+        drop(store);
+    }
+
+    #[test]
+    fn loose_state_directories_and_store_files_are_refused_or_tightened() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o757)).unwrap();
+        let err = SpendStore::open(&state).unwrap_err();
+        assert!(matches!(err, SpendError::NotPrivate { .. }), "{err}");
+        assert!(!state.join(STORE_FILE).exists(), "nothing created in it");
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+        drop(SpendStore::open(&state).unwrap());
+        let file = state.join(STORE_FILE);
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+        drop(SpendStore::open(&state).unwrap());
+        assert_eq!(mode(&file), 0o600, "read bits for others are removed");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o620)).unwrap();
+        let err = SpendStore::open(&state).unwrap_err();
+        assert!(err.to_string().contains("may have been altered"), "{err}");
+        let not_a_dir = dir.path().join("file");
+        std::fs::write(&not_a_dir, b"").unwrap();
+        assert!(SpendStore::open(&not_a_dir).is_err());
     }
 }

@@ -44,6 +44,7 @@
 mod bounded;
 pub mod eip712;
 pub mod network;
+pub mod operator;
 pub mod parse;
 pub mod payload;
 pub mod types;

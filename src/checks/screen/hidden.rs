@@ -80,34 +80,51 @@ fn classify(c: char, at: usize, prev: Option<char>, next: Option<char>) -> Optio
     }
 }
 
+/// The character starting at byte `at` (a character boundary) of `text`.
+fn char_at(text: &str, at: usize) -> Option<char> {
+    text.get(at..).and_then(|rest| rest.chars().next())
+}
+
+/// Most tag characters decoded into a receipt; a longer run is shown up to here.
+const MAX_DECODED_CHARS: usize = 120;
+
 /// Find every run of hidden characters in `text`.
+#[cfg(test)]
 pub(super) fn hidden_runs(text: &str) -> Vec<HiddenRun> {
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
-    let mut runs: Vec<HiddenRun> = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let (at, c) = chars[i];
-        let prev = i.checked_sub(1).map(|p| chars[p].1);
-        let next = chars.get(i + 1).map(|n| n.1);
-        let Some(kind) = classify(c, at, prev, next) else {
-            i += 1;
+    let mut runs = Vec::new();
+    each_hidden_run(text, |run| runs.push(run));
+    runs
+}
+
+/// Hand every run of hidden characters in `text` to `emit`, in order. One pass, a constant amount
+/// of work per character and no copy of the text.
+pub(super) fn each_hidden_run(text: &str, mut emit: impl FnMut(HiddenRun)) {
+    let mut at = 0;
+    while let Some(c) = char_at(text, at) {
+        let next_at = at + c.len_utf8();
+        let prev = text[..at].chars().next_back();
+        let Some(kind) = classify(c, at, prev, char_at(text, next_at)) else {
+            at = next_at;
             continue;
         };
-        let mut end = i + 1;
-        while end < chars.len() {
-            let (at_next, c_next) = chars[end];
-            let before = Some(chars[end - 1].1);
-            let after = chars.get(end + 1).map(|n| n.1);
-            if classify(c_next, at_next, before, after) == Some(kind) {
-                end += 1;
-            } else {
+        let mut end = next_at;
+        let mut before = c;
+        while let Some(c_next) = char_at(text, end) {
+            let after = char_at(text, end + c_next.len_utf8());
+            if classify(c_next, end, Some(before), after) != Some(kind) {
                 break;
             }
+            before = c_next;
+            end += c_next.len_utf8();
         }
-        let span = at..chars.get(end).map_or(text.len(), |n| n.0);
-        let run: String = text[span.clone()].to_string();
-        if kind == HiddenKind::Tag && is_subdivision_flag(prev, &run) {
-            i = end;
+        let span = at..end;
+        at = end;
+        let run = &text[span.clone()];
+        if kind == HiddenKind::Tag && is_subdivision_flag(prev, run) {
+            continue;
+        }
+        // Two variation selectors in a row carry data; one after a character is normal style.
+        if kind == HiddenKind::VariationSelector && run.len() <= 4 {
             continue;
         }
         let decoded = (kind == HiddenKind::Tag).then(|| {
@@ -116,18 +133,15 @@ pub(super) fn hidden_runs(text: &str) -> Vec<HiddenRun> {
                     let ascii = u32::from(t) - 0xE0000;
                     char::from_u32(ascii).filter(|a| a.is_ascii_graphic() || *a == ' ')
                 })
+                .take(MAX_DECODED_CHARS)
                 .collect()
         });
-        runs.push(HiddenRun {
+        emit(HiddenRun {
             kind,
             span,
             decoded,
         });
-        i = end;
     }
-    // Two variation selectors in a row carry data; one after a character is normal emoji style.
-    runs.retain(|r| r.kind != HiddenKind::VariationSelector || r.span.len() > 4);
-    runs
 }
 
 /// `🏴` followed by lower-case tag letters and a cancel tag is a flag such as Scotland's.

@@ -66,7 +66,9 @@ fn url_pattern() -> &'static Regex {
         // A scheme, then everything up to whitespace or a character that ends prose links.
         // The authority is letters, digits, marks and the few ASCII signs a host, port or user
         // info uses, so that prose punctuation after a link (`。`, `)`) is not read as its host.
-        Regex::new(r#"(?i)\b(?:https?|ftp|wss?)://(?:\[[0-9a-f:.]+\]|[\p{L}\p{N}\p{M}._~%@:-]+)(?:[/?#][^\s<>"'`]*)?"#)
+        // ASCII word boundaries: the scheme is ASCII, and a Unicode boundary would make the
+        // regex engine fall back to its slowest search on any non-ASCII text.
+        Regex::new(r#"(?i)(?-u:\b)(?:https?|ftp|wss?)://(?:\[[0-9a-f:.]+\]|[\p{L}\p{N}\p{M}._~%@:-]+)(?:[/?#][^\s<>"'`]*)?"#)
             .expect("the URL pattern is a valid regex")
     })
 }
@@ -74,7 +76,8 @@ fn url_pattern() -> &'static Regex {
 fn bare_domain_pattern() -> &'static Regex {
     static BARE: OnceLock<Regex> = OnceLock::new();
     BARE.get_or_init(|| {
-        Regex::new(r"(?i)\b(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,24}\b")
+        // ASCII word boundaries, as for URLs: the alphabet is ASCII.
+        Regex::new(r"(?i)(?-u:\b)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,24}(?-u:\b)")
             .expect("the domain pattern is a valid regex")
     })
 }
@@ -204,6 +207,8 @@ fn problems_of(host: &str, had_userinfo: bool) -> Vec<LinkProblem> {
 /// Every suspicious link or bare domain in `text`, with its original byte span.
 pub(super) fn link_findings(text: &str) -> Vec<LinkFinding> {
     let mut findings = Vec::new();
+    // The URLs' spans, in order and disjoint: the bare-domain pass walks them alongside its own
+    // matches (also in order), so the whole function stays linear in the text.
     let mut covered: Vec<Range<usize>> = Vec::new();
     for m in url_pattern().find_iter(text) {
         covered.push(m.range());
@@ -218,10 +223,14 @@ pub(super) fn link_findings(text: &str) -> Vec<LinkFinding> {
         }
     }
     // Domains written without a scheme can imitate a brand too ("visit metamask-verify.support").
+    let mut next_url = 0;
     for m in bare_domain_pattern().find_iter(text) {
+        while covered.get(next_url).is_some_and(|c| c.end < m.end()) {
+            next_url += 1;
+        }
         if covered
-            .iter()
-            .any(|c| c.start <= m.start() && m.end() <= c.end)
+            .get(next_url)
+            .is_some_and(|c| c.start <= m.start() && m.end() <= c.end)
         {
             continue;
         }

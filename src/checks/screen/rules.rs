@@ -3,24 +3,54 @@
 //!
 //! Each rule has a stable id that receipts name. Rules are written for a family of phrasings,
 //! never for one sentence: a verb from a list, a few free words, a noun from a list. Where a
-//! language puts the verb last (German), both orders are written. Rules about asking for secrets
-//! are "negatable": a match preceded or followed by a negation ("never share your private key",
-//! "API key not required") is not an ask.
+//! language puts the verb last (German), both orders are written. A match of a rule about asking
+//! for secrets is an ask unless a negation scopes the ask itself or the ask is someone else's,
+//! reported (see `negation`); a few rules have a veto for a known innocent reading of their match.
+//!
+//! Rules with the same id form one group: the screen deduplicates and counts findings per group.
 
+use std::borrow::Cow;
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use regex::Regex;
 
 use super::Category;
+use super::negation::ask_is_cancelled;
+
+/// What is checked about a match before it counts.
+pub(super) enum MatchCheck {
+    /// Every match counts.
+    None,
+    /// A secret ask: it does not count when a negation scopes it or it is reported speech.
+    SecretAsk,
+    /// A match that this pattern also matches is an innocent reading and does not count.
+    Veto(Regex),
+}
 
 pub(super) struct Rule {
+    pub check: MatchCheck,
+    /// Also run over the loose view of the text (leetspeak, split words; word rules only).
+    pub loose: bool,
+    pub regex: Regex,
+}
+
+impl Rule {
+    /// Whether the match `m` of the folded text `folded` counts as a finding.
+    pub fn accepts(&self, folded: &str, m: Range<usize>) -> bool {
+        match &self.check {
+            MatchCheck::None => true,
+            MatchCheck::SecretAsk => !ask_is_cancelled(folded, m, secret_nouns()),
+            MatchCheck::Veto(veto) => !veto.is_match(&folded[m]),
+        }
+    }
+}
+
+/// The rules that share one id.
+pub(super) struct RuleGroup {
     pub id: &'static str,
     pub category: Category,
-    /// Suppressed when a negation stands right before or after, or inside the match.
-    pub negatable: bool,
-    /// Also run over the leetspeak view of the text (word rules only).
-    pub leet: bool,
-    pub regex: Regex,
+    pub rules: Vec<Rule>,
 }
 
 /// Up to `n` free words between two parts of a phrase.
@@ -31,22 +61,38 @@ fn gap(n: usize) -> String {
 // Shared vocabularies.
 const EN_QUALIFIER: &str = r"(?:previous|prior|earlier|above|preceding|former|original|initial|system|developer|safety|your|all|any|existing|old|current|given)";
 const EN_RULE_NOUN: &str = r"(?:instructions?|prompts?|rules|directives?|guidelines|guidance|guardrails|context|messages|commands|orders|constraints|programming|polic(?:y|ies)|restrictions|directions|training)";
-const EN_ASK_VERB: &str = r"(?:enter|provide|send|paste|share|submit|input|give|include|type|upload|supply|pass|post|attach|tell us|reveal|reply with|respond with|forward|export|disclose|fill in|put|email|dm|message us)";
+const EN_ASK_VERB: &str = r"(?:enter|provide|send|paste|share|submit|input|give|include|type|upload|supply|pass|post|attach|tell us|reveal|reply with|respond with|forward|export|disclose|fill in|put|email|dm|message us|hand over|let us know|let us have|tell me|show us|show me|type in|key in|dictate|read out|(?:drop|insert|place|add|import|confirm|plug in)(?: (?:us|in|here))? your)";
+/// "by entering your seed phrase": an instruction phrased as a means.
+const EN_ASK_GERUND: &str = r"(?:entering|providing|sending|pasting|sharing|submitting|typing|uploading|supplying|giving|importing|adding|inserting|dropping|including|attaching|forwarding)";
+/// The verbs of an ask for "it" after the secret was named ("your seed phrase: just enter it").
+const EN_PRONOUN_ASK: &str = r"(?:enter|paste|type|type in|send|share|provide|submit|give us|upload|put|drop|include|attach|forward|post|input|supply|reply with|tell us|hand over|add|insert)";
+/// Where a secret is told to go ("goes in the X-Seed header", "pasted in the first field").
+const EN_DESTINATION: &str = r"(?:field|header|body|form|box|parameter|param|query|request|input|payload|url|memo|textbox|text box)";
 const EN_NEED: &str = r"(?:needs?|requires?|required|must (?:have|provide|include|send)|asks? for)";
 const PRIVATE_KEY: &str = r"(?:(?:private|secret|signing|wallet|priv)[ _-]?keys?|privkeys?)";
-const SEED_PHRASE: &str = r"(?:(?:seed|recovery|mnemonic|backup|secret|wallet)[ _-]?(?:phrase|words)|mnemonics?|(?:12|24|twelve|twenty-four)[ -]words?(?: phrase| seed)?)";
-const PASSWORD: &str = r"(?:passwords?|passphrases?|passcodes?|pin codes?|2fa codes?|otp codes?|one-time (?:codes?|passwords?)|login credentials|credentials)";
+const SEED_PHRASE: &str = r"(?:(?:seed|recovery|mnemonic|backup|secret|wallet)[ _-]?(?:phrase|words)|(?:wallet|recovery|backup|master|secret)[ _-]?seeds?|mnemonics?|(?:12|24|twelve|twenty-four)[ -]words?(?: phrase| seed)?)";
+const PASSWORD: &str = r"(?:passwords?|passphrases?|passcodes?|pin codes?|2fa codes?|otp codes?|one-time (?:codes?|passwords?)|login credentials)";
+/// Credentials are a secret when they are the reader's ("your exchange credentials"); "process
+/// credentials" or "provide user credentials" in technical prose are not an ask.
+const YOUR_CREDENTIALS: &str = r"your (?:[^\s.!?;。！？]+ ){0,2}?credentials";
 const API_SECRET: &str = r"(?:api[ _-]?(?:keys?|secrets?|tokens?)|access[ _-]?tokens?|bearer tokens?|auth(?:orization)?[ _-]?tokens?|secret tokens?|session (?:tokens?|cookies?)|client[ _-]?secrets?|jwts?|openai keys?)";
 const AUTH_HEADER: &str = r"(?:authorization|proxy-authorization|x-api-key|api-key|cookies?|x-auth-token|x-access-token|bearer)";
 const FUND_NOUN: &str =
     r"(?:funds|balances?|usdc|eth|tokens|assets|crypto|money|coins|holdings|wallet|savings)";
 const URLISH: &str = r"(?:https?://|www\.|[a-z0-9-]+\.[a-z]{2,}\b)";
 
+/// How a spec's matches are checked (the veto as a pattern, compiled with the rules).
+enum CheckSpec {
+    None,
+    SecretAsk,
+    Veto(&'static str),
+}
+
 struct Spec {
     id: &'static str,
     category: Category,
-    negatable: bool,
-    leet: bool,
+    check: CheckSpec,
+    loose: bool,
     pattern: String,
 }
 
@@ -54,8 +100,19 @@ fn word_rule(id: &'static str, category: Category, pattern: String) -> Spec {
     Spec {
         id,
         category,
-        negatable: false,
-        leet: true,
+        check: CheckSpec::None,
+        loose: true,
+        pattern,
+    }
+}
+
+/// A word rule with a veto: a match that `veto` also matches does not count.
+fn vetoed_rule(id: &'static str, category: Category, pattern: String, veto: &'static str) -> Spec {
+    Spec {
+        id,
+        category,
+        check: CheckSpec::Veto(veto),
+        loose: true,
         pattern,
     }
 }
@@ -64,8 +121,8 @@ fn secret_rule(id: &'static str, pattern: String) -> Spec {
     Spec {
         id,
         category: Category::SecretAsk,
-        negatable: true,
-        leet: true,
+        check: CheckSpec::SecretAsk,
+        loose: true,
         pattern,
     }
 }
@@ -74,10 +131,18 @@ fn literal_rule(id: &'static str, category: Category, pattern: String) -> Spec {
     Spec {
         id,
         category,
-        negatable: false,
-        leet: false,
+        check: CheckSpec::None,
+        loose: false,
         pattern,
     }
+}
+
+/// The forms of an ask that name the secret first and then ask for it: told where it goes, or
+/// asked for as "it" in an imperative.
+fn noun_then_ask(noun: &str) -> String {
+    format!(
+        r"(?:\b{noun}\b,? (?:(?:is|are|must be|should be|can be|gets?|will be) )?(?:pasted|entered|typed|sent|included|provided|placed|put|passed|submitted|inserted|dropped|goes|go|belongs?) (?:in|into|as|inside|via|through|under) (?:the |a |an |your )?(?:[^\s.!?;。！？]+ ){{0,2}}?{EN_DESTINATION}\b|\b{noun}\b[^.!?;。！？]{{0,60}}?(?:[,:(]| just| simply| please| then| and| now| kindly| to| must| should| can| you)\s*{EN_PRONOUN_ASK} (?:it|them)\b)"
+    )
 }
 
 fn specs() -> Vec<Spec> {
@@ -87,12 +152,16 @@ fn specs() -> Vec<Spec> {
     let g4 = gap(4);
     let g6 = gap(6);
     let g8 = gap(8);
-    vec![
+    let mut specs = vec![
         // ---- Injection: overriding earlier instructions ----
         word_rule("inj.ignore-previous", Injection, format!(
-            r"\b(?:ignore|disregard|forget|override|bypass|discard|abandon|neglect|overlook|dismiss|drop|skip)\b{g3} {EN_QUALIFIER}(?: [^\s.!?;。！？]+){{0,2}}? {EN_RULE_NOUN}\b")),
+            r"\b(?:ignore|disregard|forget|override|bypass|discard|abandon|neglect|overlook|dismiss|drop|skip|set aside|put aside|throw out|ditch|scrap)\b{g3} {EN_QUALIFIER}(?: [^\s.!?;。！？]+){{0,2}}? {EN_RULE_NOUN}\b")),
         word_rule("inj.ignore-previous", Injection,
             r"\b(?:ignore|disregard|forget)\b(?: (?:all|everything|anything|what|whatever|that|the|you|were|was|have|been|told|said|written|stated|is|i|we|ve|'ve))*? (?:above|before|previously|earlier|so far|until now|up to now)\b".to_string()),
+        word_rule("inj.ignore-previous", Injection, format!(
+            r"\b(?:ignore|disregard|forget|override|bypass|discard|drop|set aside|put aside|throw out|ditch|scrap)\b (?:(?:all|any|the|your|of) )*{EN_RULE_NOUN} (?:that )?(?:you (?:were|have been|'ve been|got|received)|(?:were )?given to you|someone gave you)\b")),
+        word_rule("inj.ignore-previous", Injection,
+            r"\b(?:ignore|disregard|forget|set aside|put aside|throw out|ditch|scrap|discard|override)\b (?:whatever|everything|anything|all(?: that)?|what) (?:[^\s.!?;。！？]+ ){0,3}?(?:told|taught|instructed|said|wrote|gave|programmed|trained)\b".to_string()),
         word_rule("inj.ignore-previous", Injection, format!(
             r"\b(?:ignora|ignorar|olvida|olvidar|olvide|olviden|descarta|descartar|descarte|omite|omitir|omita|desatiende|desatender|desobedece|desobedecer|haz caso omiso de|hacer caso omiso de|ignore|ignoren|ignorad|ignorem|esqueca|esquecer|esquece|esquecam|desconsidere|desconsiderar|desconsidera|despreze|desprezar|ignori|ignorare|ignorate|dimentica|dimenticare|dimentichi|tralascia|tralasciare)\b{g3} (?:instrucciones|indicaciones|reglas|ordenes|directrices|normas|consignas|instrucoes|regras|ordens|diretrizes|orientacoes|comandos|istruzioni|regole|indicazioni|direttive)\b")),
         word_rule("inj.ignore-previous", Injection, format!(
@@ -106,13 +175,15 @@ fn specs() -> Vec<Spec> {
         word_rule("inj.ignore-previous", Injection,
             r"(?:忽略|忽视|无视|無視|忽視|忘记|忘記|忘掉|不要理会|不要理會|不要遵守|不要遵循|放弃|放棄|抛弃|拋棄)(?:[^。！？.!?]{0,12}(?:指令|指示|规则|規則|提示|设定|設定|要求|命令|约束|約束|限制)|(?:上面|以上|之前|前面|先前|上述)的?(?:内容|內容|一切|所有内容|所有內容|文字))".to_string()),
         word_rule("inj.ignore-previous", Injection, format!(
-            r"\b{EN_QUALIFIER} (?:instructions|rules|directives|guidelines){g2} (?:no longer apply|(?:are|is) (?:void|null|cancel(?:l)?ed|revoked|overridden|superseded|suspended)|do not apply|don't apply)\b")),
+            r"\b{EN_QUALIFIER} (?:instructions|rules|directives|guidelines){g2} (?:no longer apply|(?:are|is) (?:now )?(?:void|null|cancel(?:l)?ed|revoked|overridden|superseded|suspended|outdated|obsolete|invalid|replaced)|do not apply|don't apply)\b")),
 
         // ---- Injection: new role or persona ----
         word_rule("inj.role-override", Injection,
             r"\byou are (?:now|no longer|from now on)\b(?: (?:a|an|the|my|in|free|unrestricted|jailbroken|dan|operating|acting|going to|allowed|permitted|authorized|required|an?))".to_string()),
         word_rule("inj.role-override", Injection,
-            r"\bfrom now on,? (?:you|your|always|only|respond|reply|answer|act|behave|ignore|never|pretend)\b".to_string()),
+            r"\b(?:from now on|from this point (?:on|onwards?|forward)|from here on(?: out)?|henceforth|starting now),? (?:you|your|always|only|respond|reply|answer|act|behave|ignore|never|pretend)\b".to_string()),
+        word_rule("inj.role-override", Injection,
+            r"\b(?:you (?:now )?work for (?:us|me)|you(?:'re| are) (?:now )?(?:working|acting) (?:for|on behalf of) (?:us|me))\b".to_string()),
         word_rule("inj.role-override", Injection,
             r"\b(?:pretend (?:that )?(?:you are|you're|to be|you were)\b|(?:imagine|assume) (?:that )?you(?: are|'re) (?:now )?(?:an? |the )?(?:unrestricted|unfiltered|uncensored|jailbroken|evil|rogue|free|different) )".to_string()),
         word_rule("inj.role-override", Injection,
@@ -132,17 +203,27 @@ fn specs() -> Vec<Spec> {
         word_rule("inj.addressed-to-agent", Injection,
             r"(?:^|[.!?:;] )(?:system|assistant|ai|agent|model|llm)\s*: (?:the (?:assistant|agent|model|ai)|you|ignore|disregard|forget|after|before|always|never|must|do not|from now)\b".to_string()),
         word_rule("inj.addressed-to-agent", Injection,
-            r"\b(?:to|for) (?:any|all|every|each|the) (?:ai|llm|gpt|assistant|agent|language model|model|bot|chatbot)s? (?:reading|processing|parsing|seeing|viewing|summari[sz]ing)(?: (?:this|it|these))?\s*[:,-]".to_string()),
+            r"\b(?:to|for) (?:(?:any|all|every|each|the) )?(?:ai|llm|gpt|assistant|agent|language model|model|bot|chatbot)s? (?:reading|processing|parsing|seeing|viewing|summari[sz]ing)(?: (?:this|it|these))?\s*[:,-]".to_string()),
         word_rule("inj.addressed-to-agent", Injection,
             r"\b(?:hey|hi|hello|dear|attention) (?:ai|assistant|agent|model|llm|chatbot|claude|chatgpt|gpt)\b,? ".to_string()),
+        word_rule("inj.addressed-to-agent", Injection,
+            r"\b(?:attention|calling),? (?:all |any |every )?(?:ai |llm )?(?:agents?|assistants?|models?|llms?|chatbots?|bots?|ais)\s*[!,:]".to_string()),
+        word_rule("inj.addressed-to-agent", Injection,
+            r"\b(?:hey|hi|hello|dear|greetings)(?: there)?,? (?:[a-z]+ )?(?:ai|assistants?|agents?|models?|llms?|chatbots?|bots?)\s*[!,:]".to_string()),
         word_rule("inj.new-instructions", Injection,
-            r"(?:\b(?:new|updated|real|actual|revised|secret|hidden|additional|overriding|priority) (?:system )?(?:instructions?|directives?|prompt|orders)\s*:|\bsystem (?:instructions?|override|directives?|prompt|message)\s*:|\b(?:nuevas? instrucciones|nouvelles? (?:instructions|consignes)|neue (?:anweisungen|instruktionen|systemanweisung)|novas? instrucoes|nuove istruzioni)\s*:|(?:新的?指令|新的?系统指令|系统指令)\s*[:：]|\bнов\w* (?:инструкци|указани)\w*\s*:)".to_string()),
+            r"\b(?:treat|consider|regard|interpret|handle|read)\b(?: [^\s.!?;。！？]+){0,6}? as (?:an? |the )?(?:system|developer|admin|root|operator|privileged|priority) (?:messages?|instructions?|prompts?|commands?|directives?|orders?)\b".to_string()),
+        word_rule("inj.bypass-user", Injection,
+            r"(?:\b(?:skip|bypass|ignore|disregard|override|exceed|circumvent|get around|disable|turn off)\b(?: [^\s.!?;。！？]+){0,2}? (?:the |your |any |their )?(?:user'?s?|human'?s?|owner'?s?|principal'?s?)? ?(?:spending|budget|payment|price|cost|purchase) (?:limits?|caps?|budgets?|checks?|confirmations?|approvals?|rules?)\b|\b(?:the |your )?(?:user|human|owner|principal)(?:'s)? (?:has |have )?(?:already |pre-?)(?:approved|consented|authori[sz]ed|agreed|confirmed)\b|\bpre-?approved (?:all |every |any )?(?:payments?|charges?|spending|transactions?|calls?|purchases?)\b|\bno need to (?:confirm|check|ask|verify|consult)\b(?: [^\s.!?;。！？]+){0,3}? (?:with )?(?:the |your )?(?:user|human|owner|principal|them)\b|\b(?:proceed|continue|pay|approve|go ahead|sign)\b(?: [^\s.!?;。！？]+){0,2}? without (?:asking|confirming|checking|confirmation|approval|permission|consent)\b)".to_string()),
+        word_rule("inj.new-instructions", Injection,
+            r"(?:\b(?:new|updated|real|actual|revised|secret|hidden|additional|overriding|priority) (?:system )?(?:instructions?|directives?|prompt|orders)\s*:|\bsystem (?:instructions?|override|directives?|prompt|message)\s*:|\b(?:nuevas? instrucciones|nouvelles? (?:instructions|consignes)|neue (?:anweisungen|instruktionen|systemanweisung)|novas? instrucoes|nuove istruzioni)\s*:|(?:新的?指令|新的?系统指令|系统指令)\s*[:：])".to_string()),
+        word_rule("inj.new-instructions", Injection,
+            r"\bнов\w* (?:инструкци|указани)\w*\s*:".to_string()),
         literal_rule("inj.chat-template", Injection,
             r"(?:<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id)\|>|\[/?inst\]|<</?sys>>|</?(?:system|assistant)>|(?:^|\s)#{1,3} ?(?:system|new instructions?|instructions?)\s*:)".to_string()),
 
         // ---- Injection: leaking the prompt or the environment ----
         word_rule("inj.reveal-prompt", Injection, format!(
-            r"\b(?:reveal|print|show|output|repeat|display|leak|dump|disclose|expose|share|write out|spell out|recite|tell me|give me|send me|paste)\b{g3} (?:your (?:[^\s.!?;。！？]+ ){{0,2}}?(?:prompt|instructions|guidelines|rules|directives|configuration|environment variables|env vars|context)|(?:the )?(?:system|initial|original|hidden|secret|internal|developer|pre) (?:prompt|instructions|message)|(?:the )?(?:contents? of )?(?:your |the )?(?:environment variables|env vars|\.env file))\b")),
+            r"\b(?:reveal|print|show|output|repeat|display|leak|dump|disclose|expose|share|write out|spell out|recite|tell me|give me|send me|paste)\b{g4} (?:your (?:[^\s.!?;。！？]+ ){{0,2}}?(?:prompt|instructions|guidelines|rules|directives|configuration|environment variables|env vars|context)|(?:the )?(?:system|initial|original|hidden|secret|internal|developer|pre) (?:prompt|instructions|message)|(?:the )?(?:contents? of )?(?:your |the )?(?:environment variables|env vars|\.env file))\b")),
         word_rule("inj.reveal-prompt", Injection,
             r"\bwhat (?:is|are|'s) your (?:system prompt|initial instructions|instructions|rules|guidelines)\b".to_string()),
         word_rule("inj.reveal-prompt", Injection, format!(
@@ -151,8 +232,10 @@ fn specs() -> Vec<Spec> {
             r"(?:(?:显示|輸出|输出|泄露|泄漏|告诉我|告訴我|打印|透露|给我|給我|复述|複述)[^。！？]{0,10}(?:系统提示|系統提示|系统指令|系統指令|提示词|提示詞|初始指令|系统设定)|\b(?:покажи|выведи|раскрой|сообщи|напечатай|повтори)\w*(?: [^\s.!?;。！？]+){0,3}? (?:системн\w* (?:промпт|инструкци|подсказк)\w*|сво(?:и|ё|й) (?:инструкци|промпт)\w*))".to_string()),
 
         // ---- Injection: moving the agent's money ----
-        word_rule("inj.send-funds", Injection, format!(
-            r"\b(?:send|transfer|wire|move|pay|deposit|forward|sweep)\b{g3} (?:all|your|the entire|the whole|the remaining|remaining|entire|whole|every|max|maximum) (?:of )?(?:[^\s.!?;。！？]+ ){{0,3}}?{FUND_NOUN}\b")),
+        // Into the reader's own wallet is where the reader's money belongs: not a theft.
+        vetoed_rule("inj.send-funds", Injection, format!(
+            r"\b(?:send|transfer|wire|move|pay|deposit|forward|sweep)\b{g3} (?:all|your|the entire|the whole|the remaining|remaining|entire|whole|every|max|maximum) (?:of )?(?:[^\s.!?;。！？]+ ){{0,3}}?{FUND_NOUN}\b"),
+            r"\b(?:in|into|to|onto|inside) your (?:own )?wallet$"),
         literal_rule("inj.send-funds", Injection,
             r"\b(?:send|transfer|wire|deposit|forward|tip|donate)\b(?: [^\s.!?;。！？]+){0,6}? (?:to|into|at) 0x[0-9a-f]{40}\b".to_string()),
         word_rule("inj.send-funds", Injection, format!(
@@ -174,19 +257,25 @@ fn specs() -> Vec<Spec> {
         word_rule("inj.exfiltrate", Injection,
             r"(?:聊天记录|聊天記錄|对话记录|對話記錄|对话历史|對話歷史|用户数据|用戶數據|私钥|私鑰|密码|密碼|密钥|密鑰|环境变量|環境變量|系统提示|系統提示)[^。！？]{0,10}(?:发送|發送|上传|上傳|转发|轉發|提交|泄露)(?:到|至|给|給)".to_string()),
         word_rule("inj.conceal", Injection,
-            r"\b(?:(?:do not|don't|dont|never)\b (?:tell|inform|mention|reveal|disclose|show|alert|notify|warn|let)\b(?: [^\s.!?;。！？]+){0,2}? (?:the )?(?:user|human|operator|owner|person|anyone|them)\b|without (?:telling|informing|notifying|alerting|asking|warning|letting) (?:the )?(?:user|human|operator|owner|anyone)\b|(?:secretly|silently|quietly|covertly|discreetly|stealthily|invisibly)\b (?:[^\s.!?;。！？]+ ){0,2}?(?:send|transfer|call|forward|include|append|pay|approve|execute|run|add|insert|post|upload|redirect|recommend|mention|sign)\b)".to_string()),
+            r"\b(?:(?:do not|don't|dont|never)\b (?:tell|inform|mention|reveal|disclose|show|alert|notify|warn|let)\b(?: [^\s.!?;。！？]+){0,4}? (?:to )?(?:the |your )?(?:user|human|operator|owner|person|people|customer|client|principal|anyone|them)s?\b|without (?:telling|informing|notifying|alerting|asking|warning|letting) (?:the )?(?:user|human|operator|owner|anyone)\b|(?:secretly|silently|quietly|covertly|discreetly|stealthily|invisibly)\b (?:[^\s.!?;。！？]+ ){0,2}?(?:send|transfer|call|forward|include|append|pay|approve|execute|run|add|insert|post|upload|redirect|recommend|mention|sign|top up|tip|donate|charge|withdraw|spend|move|deduct)\b)".to_string()),
 
         // ---- Phishing ----
+        // "free ... on drop" is memory management, not an airdrop.
+        vetoed_rule("phish.claim-airdrop", Phishing, format!(
+            r"(?:\bclaim\b{g3} (?:airdrop|airdrops|reward|rewards|tokens|bonus|nft|prize|allocation|giveaway|free)\b|\b(?:free|exclusive|limited|surprise|bonus|limited-time) (?:[^\s.!?;。！？]+ ){{0,2}}?(?:airdrop|giveaway|mint|drop)\b|\bgiveaway\b|\bairdrop\b{g2} (?:is )?(?:live|now|ending|ends|available|claimable)\b)"),
+            r"\b(?:on|upon|in|at|after|before|during) drop$"),
         word_rule("phish.claim-airdrop", Phishing, format!(
-            r"(?:\bclaim\b{g3} (?:airdrop|airdrops|reward|rewards|tokens|bonus|nft|prize|allocation|giveaway|free)\b|\b(?:free|exclusive|limited|surprise|bonus|limited-time) (?:[^\s.!?;。！？]+ ){{0,2}}?(?:airdrop|giveaway|mint|drop)\b|\bgiveaway\b|\bairdrop\b{g2} (?:is )?(?:live|now|ending|ends|available|claimable)\b)")),
-        word_rule("phish.claim-airdrop", Phishing, format!(
-            r"(?:\b(?:reclama|reclame|reclamez|reclamer|resgate|reivindique|fordere|beanspruche|hol dir|sichere dir)\b{g3} (?:airdrop|recompensa|recompense|tokens|premio|jetons|bonus|belohnung|token)\b|(?:领取|領取|认领|認領|免费获得|免费领)[^。！？]{{0,6}}(?:空投|奖励|獎勵|代币|代幣)|\b(?:получи|забери|заберите|получите)\w*(?: [^\s.!?;。！？]+){{0,2}}? (?:аирдроп|айрдроп|эирдроп|эйрдроп|airdrop|награду|бонус|токены))")),
+            r"(?:\b(?:reclama|reclame|reclamez|reclamer|resgate|reivindique|fordere|beanspruche|hol dir|sichere dir)\b{g3} (?:airdrop|recompensa|recompense|tokens|premio|jetons|bonus|belohnung|token)\b|(?:领取|領取|认领|認領|免费获得|免费领)[^。！？]{{0,6}}(?:空投|奖励|獎勵|代币|代幣))")),
+        word_rule("phish.claim-airdrop", Phishing,
+            r"\b(?:получи|забери|заберите|получите)\w*(?: [^\s.!?;。！？]+){0,2}? (?:аирдроп|айрдроп|эирдроп|эйрдроп|airdrop|награду|бонус|токены)".to_string()),
         word_rule("phish.verify-wallet", Phishing, format!(
             r"\b(?:verify|validate|sync|synchroni[sz]e|connect|link|authenticate|unlock|restore|rectify|revalidate|reactivate|secure|confirm|recover|migrate|whitelist)\b (?:your )(?:[^\s.!?;。！？]+ )?(?:wallet|account|seed|funds)\b{g4} (?:(?:at|on|via|through|using|visit|go to) {URLISH}|here\b|now\b|immediately\b|to (?:avoid|continue|keep|prevent|receive|claim|unlock|restore|get)\b)")),
         word_rule("phish.verify-wallet", Phishing,
-            r"(?:\b(?:verifiez|verifie|validez|connectez|synchronisez|debloquez)\b (?:votre|ton) (?:portefeuille|wallet|compte)\b|\b(?:verifica|verifique|valida|conecta|conecte|sincroniza|sincronice|desbloquea)\b (?:tu|su|sua|seu|a sua) (?:billetera|cartera|wallet|monedero|carteira)\b|\b(?:verifiziere|verifizieren sie|bestatige|bestatigen sie|verbinde|verbinden sie|synchronisiere)\b (?:deine|ihre|dein|ihr) (?:wallet|geldborse)\b|(?:验证|驗證|连接|連接|同步|解锁|解鎖)(?:你的|您的)?(?:钱包|錢包)|\b(?:подтверди|верифицируй|подключи|синхронизируй|разблокируй)\w* (?:свой |ваш )?кошел\w*)".to_string()),
+            r"(?:\b(?:verifiez|verifie|validez|connectez|synchronisez|debloquez)\b (?:votre|ton) (?:portefeuille|wallet|compte)\b|\b(?:verifica|verifique|valida|conecta|conecte|sincroniza|sincronice|desbloquea)\b (?:tu|su|sua|seu|a sua) (?:billetera|cartera|wallet|monedero|carteira)\b|\b(?:verifiziere|verifizieren sie|bestatige|bestatigen sie|verbinde|verbinden sie|synchronisiere)\b (?:deine|ihre|dein|ihr) (?:wallet|geldborse)\b|(?:验证|驗證|连接|連接|同步|解锁|解鎖)(?:你的|您的)?(?:钱包|錢包))".to_string()),
+        word_rule("phish.verify-wallet", Phishing,
+            r"\b(?:подтверди|верифицируй|подключи|синхронизируй|разблокируй)\w* (?:свой |ваш )?кошел\w*".to_string()),
         word_rule("phish.urgency", Phishing,
-            r"(?:\byour (?:wallet|account|funds|access|listing|api key|address|api access)\b(?: [^\s.!?;。！？]+){0,2}? (?:has been|have been|was|were|is|will be) (?:flagged|suspended|locked|compromised|frozen|restricted|disabled|blocked|deactivated|terminated|blacklisted)\b|\b(?:expires?|suspended|terminated|locked|deleted) (?:today|tonight|in \d+ (?:hours?|minutes?))\b)".to_string()),
+            r"(?:\byour (?:wallet|account|funds|access|listing|api key|address|api access)\b(?: [^\s.!?;。！？]+){0,2}? (?:has been|have been|was|were|is|will be) (?:flagged|suspended|locked|compromised|frozen|restricted|disabled|blocked|deactivated|terminated|blacklisted)\b|\byour (?:[^\s.!?;。！？]+ ){0,3}?(?:expires?|will expire|(?:is|are|will be|gets?) (?:suspended|terminated|locked|deleted)) (?:today|tonight|soon|in \d+ (?:hours?|minutes?))\b|\b(?:suspended|terminated|locked|deleted) (?:today|tonight)\b)".to_string()),
         word_rule("phish.sign-to-claim", Phishing, format!(
             r"\bsign\b{g3} (?:permit|approval|message|transaction|signature|typed data)s?\b{g6} (?:to|and) (?:claim|receive|unlock|get|collect|redeem|activate)\b")),
         literal_rule("phish.unlimited-approval", Phishing,
@@ -210,101 +299,169 @@ fn specs() -> Vec<Spec> {
 
         // ---- Secret asks ----
         secret_rule("secret.private-key", format!(
-            r"(?:\b{EN_ASK_VERB}\b(?: [^\s.!?;。！？]+){{0,5}}? {PRIVATE_KEY}\b|\b{EN_NEED}\b{g3} (?:your |the |a )?(?:[^\s.!?;。！？]+ )?{PRIVATE_KEY}\b|\b{PRIVATE_KEY}\b(?: [^\s.!?;。！？]+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b|\bwhat(?: is|'s) your (?:[^\s.!?;。！？]+ )?{PRIVATE_KEY}\b|\b(?:set|fill|populate)\b(?: [^\s.!?;。！？]+){{0,5}}? (?:to|with) (?:your |the |a )(?:[^\s.!?;。！？]+ )?{PRIVATE_KEY}\b)")),
+            r"(?:\b(?:{EN_ASK_VERB}|by {EN_ASK_GERUND})\b(?: [^\s.!?;。！？]+){{0,5}}? {PRIVATE_KEY}\b|\b{EN_NEED}\b{g3} (?:your |the |a )?(?:[^\s.!?;。！？]+ )?{PRIVATE_KEY}\b|\b{PRIVATE_KEY}\b(?: [^\s.!?;。！？]+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b|\bwhat(?: is|'s) your (?:[^\s.!?;。！？]+ )?{PRIVATE_KEY}\b|\b(?:set|fill|populate)\b(?: [^\s.!?;。！？]+){{0,5}}? (?:to|with) (?:your |the |a )(?:[^\s.!?;。！？]+ )?{PRIVATE_KEY}\b)")),
         secret_rule("secret.seed-phrase", format!(
-            r"(?:\b{EN_ASK_VERB}\b(?: [^\s.!?;。！？]+){{0,5}}? {SEED_PHRASE}\b|\b{EN_NEED}\b{g3} (?:your |the |a )?(?:[^\s.!?;。！？]+ )?{SEED_PHRASE}\b|\b{SEED_PHRASE}\b(?: [^\s.!?;。！？]+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b|\bwhat(?: is|'s|are) your (?:[^\s.!?;。！？]+ )?{SEED_PHRASE}\b|\b(?:set|fill|populate)\b(?: [^\s.!?;。！？]+){{0,5}}? (?:to|with) (?:your |the |a )(?:[^\s.!?;。！？]+ )?{SEED_PHRASE}\b)")),
+            r"(?:\b(?:{EN_ASK_VERB}|by {EN_ASK_GERUND})\b(?: [^\s.!?;。！？]+){{0,5}}? {SEED_PHRASE}\b|\b{EN_NEED}\b{g3} (?:your |the |a )?(?:[^\s.!?;。！？]+ )?{SEED_PHRASE}\b|\b{SEED_PHRASE}\b(?: [^\s.!?;。！？]+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b|\bwhat(?: is|'s|are) your (?:[^\s.!?;。！？]+ )?{SEED_PHRASE}\b|\b(?:set|fill|populate)\b(?: [^\s.!?;。！？]+){{0,5}}? (?:to|with) (?:your |the |a )(?:[^\s.!?;。！？]+ )?{SEED_PHRASE}\b)")),
         secret_rule("secret.password", format!(
-            r"(?:\b{EN_ASK_VERB}\b(?: [^\s.!?;。！？]+){{0,4}}? (?:your |the |us |me )?(?:[^\s.!?;。！？]+ )?{PASSWORD}\b|\b{EN_NEED}\b{g3} (?:your |the )(?:[^\s.!?;。！？]+ )?{PASSWORD}\b|\bwhat(?: is|'s) your (?:[^\s.!?;。！？]+ )?{PASSWORD}\b|\b(?:re-?enter|log in with|sign in with|login with) your (?:[^\s.!?;。！？]+ )?{PASSWORD}\b)")),
+            r"(?:\b(?:{EN_ASK_VERB}|by {EN_ASK_GERUND})\b(?: [^\s.!?;。！？]+){{0,4}}? (?:(?:your |the |us |me )?(?:[^\s.!?;。！？]+ )?{PASSWORD}|(?:us |me )?{YOUR_CREDENTIALS})\b|\b{EN_NEED}\b{g3} (?:(?:your |the )(?:[^\s.!?;。！？]+ )?{PASSWORD}|{YOUR_CREDENTIALS})\b|\bwhat(?: is|'s|are) your (?:[^\s.!?;。！？]+ )?(?:{PASSWORD}|credentials)\b|\b(?:re-?enter|log in with|sign in with|login with) your (?:[^\s.!?;。！？]+ )?(?:{PASSWORD}|credentials)\b)")),
         secret_rule("secret.api-key", format!(
-            r"(?:\b{EN_ASK_VERB}\b(?: [^\s.!?;。！？]+){{0,4}}? {API_SECRET}\b|\b{EN_NEED}\b{g3} (?:your |the |an |a |valid )?(?:[^\s.!?;。！？]+ )?{API_SECRET}\b|\b{API_SECRET}\b(?: [^\s.!?;。！？]+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b)")),
+            r"(?:\b(?:{EN_ASK_VERB}|by {EN_ASK_GERUND})\b(?: [^\s.!?;。！？]+){{0,4}}? {API_SECRET}\b|\b{EN_NEED}\b{g3} (?:your |the |an |a |valid )?(?:[^\s.!?;。！？]+ )?{API_SECRET}\b|\b{API_SECRET}\b(?: [^\s.!?;。！？]+){{0,3}}? (?:is |are )?(?:required|needed|must be (?:provided|sent|included))\b)")),
+        secret_rule("secret.private-key", noun_then_ask(PRIVATE_KEY)),
+        secret_rule("secret.seed-phrase", noun_then_ask(SEED_PHRASE)),
+        secret_rule("secret.password", noun_then_ask(&format!("(?:{PASSWORD}|{YOUR_CREDENTIALS})"))),
+        secret_rule("secret.api-key", noun_then_ask(API_SECRET)),
+        secret_rule("secret.auth-header",
+            r"\b(?:send|give|share|paste|provide|forward|export|copy|hand over)\b (?:(?:us|me) (?:the |your )|your )(?:[^\s.!?;。！？]+ ){0,2}?cookies?\b".to_string()),
         secret_rule("secret.auth-header", format!(
-            r"(?:\b(?:send|include|pass|provide|add|attach|set|forward|{EN_NEED})\b{g4} (?:the |your |an? )?{AUTH_HEADER}\b(?: [^\s.!?;。！？]+){{0,2}}?(?: header\b|:| token\b)|\b(?:authorization|proxy-authorization)\s*:\s*(?:bearer|basic|token)\b)")),
+            r"(?:\b(?:send|include|pass|provide|add|attach|set|forward|{EN_NEED})\b{g4} (?:the |your |an? )?(?:{AUTH_HEADER}\b(?: [^\s.!?;。！？]+){{0,2}}?(?: header\b| token\b)|{AUTH_HEADER}:)|\b(?:authorization|proxy-authorization)\s*:\s*(?:bearer|basic|token)\b)")),
         secret_rule("secret.private-key", format!(
             r"(?:\b(?:introduce|introduzca|ingresa|ingrese|envia|envie|proporciona|proporcione|comparte|comparta|escribe|escriba|pega|pegue|dinos|danos|facilita|facilite|necesita|necesitamos|digite|insira|forneca|compartilhe|informe|cole|passe|mande|diga)\b{g3} (?:clave privada|llave privada|clave secreta|chave privada|chave secreta)\b|\b(?:entre[rz]?|saisi(?:r|s|ssez)|envoy(?:er|ez)|envoie|fourni(?:r|s|ssez)|partag(?:er|ez|e)|coll(?:er|ez|e)|donn(?:er|ez|e)|indiqu(?:er|ez)|communiqu(?:er|ez)|tap(?:er|ez))\b{g3} (?:cle privee|cle secrete)\b)")),
         secret_rule("secret.seed-phrase", format!(
             r"(?:\b(?:introduce|introduzca|ingresa|ingrese|envia|envie|proporciona|proporcione|comparte|comparta|escribe|escriba|pega|pegue|dinos|danos|facilita|facilite|digite|insira|forneca|compartilhe|informe|cole|passe|mande|diga)\b{g3} (?:frase semilla|frase de recuperacion|palabras de recuperacion|mnemonico|frase semente|frase-semente|frase de recuperacao|palavras de recuperacao|mnemonica)\b|\b(?:entre[rz]?|saisi(?:r|s|ssez)|envoy(?:er|ez)|envoie|fourni(?:r|s|ssez)|partag(?:er|ez|e)|coll(?:er|ez|e)|donn(?:er|ez|e)|indiqu(?:er|ez)|communiqu(?:er|ez)|tap(?:er|ez))\b{g3} (?:phrase de recuperation|phrase secrete|phrase mnemonique|mots de recuperation)\b)")),
         secret_rule("secret.password", format!(
             r"(?:\b(?:introduce|introduzca|ingresa|ingrese|envia|envie|proporciona|proporcione|comparte|comparta|escribe|escriba|dinos|danos|digite|insira|forneca|compartilhe|informe|mande|diga)\b{g3} (?:contrasena|senha|clave de acceso)\b|\b(?:entre[rz]?|saisi(?:r|s|ssez)|envoy(?:er|ez)|envoie|fourni(?:r|s|ssez)|partag(?:er|ez|e)|donn(?:er|ez|e)|indiqu(?:er|ez)|communiqu(?:er|ez)|tap(?:er|ez))\b{g3} (?:mot de passe|identifiants)\b)")),
-        secret_rule("secret.private-key", de_zh_ru_ask(
-            r"privat\w* schlussel|geheim\w* schlussel|api-?schlussel",
-            "私钥|私鑰|密钥|密鑰|秘钥",
-            r"приватн\w* ключ|секретн\w* ключ|api-?ключ",
-        )),
-        secret_rule("secret.seed-phrase", de_zh_ru_ask(
-            r"seed-?phrase|wiederherstellungsphrase|mnemonic",
-            "助记词|助記詞|种子短语|種子短語|种子词|恢复短语|恢復短語",
-            r"сид-?фраз|seed-?фраз|мнемони|фраз\w* восстановлени|секретн\w* фраз",
-        )),
-        secret_rule("secret.password", de_zh_ru_ask(
-            r"passwort|kennwort|zugangsdaten",
-            "密码|密碼|口令",
-            r"парол",
-        )),
+    ];
+    // German, Chinese and Russian asks: one spec per language.
+    let foreign_asks = [
+        (
+            "secret.private-key",
+            de_zh_ru_ask(
+                r"privat\w* schlussel|geheim\w* schlussel|api-?schlussel",
+                "私钥|私鑰|密钥|密鑰|秘钥",
+                r"приватн\w* ключ|секретн\w* ключ|api-?ключ",
+            ),
+        ),
+        (
+            "secret.seed-phrase",
+            de_zh_ru_ask(
+                r"seed-?phrase|wiederherstellungsphrase|mnemonic",
+                "助记词|助記詞|种子短语|種子短語|种子词|恢复短语|恢復短語",
+                r"сид-?фраз|seed-?фраз|мнемони|фраз\w* восстановлени|секретн\w* фраз",
+            ),
+        ),
+        (
+            "secret.password",
+            de_zh_ru_ask(
+                r"passwort|kennwort|zugangsdaten",
+                "密码|密碼|口令",
+                r"парол",
+            ),
+        ),
+    ];
+    for (id, patterns) in foreign_asks {
+        specs.extend(patterns.into_iter().map(|p| secret_rule(id, p)));
+    }
+    specs
+}
+
+/// An ask for a secret in German (either word order), Chinese and Russian, one pattern each (so
+/// that only the Russian one needs Unicode word boundaries); each argument is the alternation of
+/// that language's nouns for the secret.
+fn de_zh_ru_ask(german: &str, chinese: &str, russian: &str) -> [String; 3] {
+    let w = "[^\\s.!?;。！？]";
+    [
+        format!(
+            r"(?:\b(?:gib|gebe|geben sie|sende|senden sie|schicke|schicken sie|teile|teilen sie|nenne|nennen sie|trage|tragen sie|fuge|fugen sie)\b(?: {w}+){{0,3}}? (?:{german})\w*|\b(?:{german})\w*(?: {w}+){{0,4}}? (?:eingeben|angeben|senden|schicken|mitteilen|eintragen|einfugen|teilen)\b)"
+        ),
+        format!(
+            r"(?:输入|輸入|提供|发送|發送|告诉|告訴|分享|填写|填寫|粘贴|貼上|提交|上传|上傳|发给|發給|给我|給我)[^。！？]{{0,10}}(?:{chinese})"
+        ),
+        format!(
+            r"\b(?:введи|введите|отправь|отправьте|пришли|пришлите|укажи|укажите|сообщи|сообщите|поделись|поделитесь|вставь|вставьте|скинь|скиньте|дай|дайте|предостав)\w*(?: {w}+){{0,3}}? (?:{russian})\w*"
+        ),
     ]
 }
 
-/// An ask for a secret in German (either word order), Chinese or Russian; each argument is the
-/// alternation of that language's nouns for the secret.
-fn de_zh_ru_ask(german: &str, chinese: &str, russian: &str) -> String {
-    let w = "[^\\s.!?;。！？]";
-    format!(
-        r"(?:\b(?:gib|gebe|geben sie|sende|senden sie|schicke|schicken sie|teile|teilen sie|nenne|nennen sie|trage|tragen sie|fuge|fugen sie)\b(?: {w}+){{0,3}}? (?:{german})\w*|\b(?:{german})\w*(?: {w}+){{0,4}}? (?:eingeben|angeben|senden|schicken|mitteilen|eintragen|einfugen|teilen)\b|(?:输入|輸入|提供|发送|發送|告诉|告訴|分享|填写|填寫|粘贴|貼上|提交|上传|上傳|发给|發給|给我|給我)[^。！？]{{0,10}}(?:{chinese})|\b(?:введи|введите|отправь|отправьте|пришли|пришлите|укажи|укажите|сообщи|сообщите|поделись|поделитесь|вставь|вставьте|скинь|скиньте|дай|дайте|предостав)\w*(?: {w}+){{0,3}}? (?:{russian})\w*)"
-    )
-}
+/// The secret nouns of every language the rules know, for the negation scoping.
+const FOREIGN_SECRET_NOUNS: &str = r"(?:clave privada|llave privada|clave secreta|chave privada|chave secreta|cle privee|cle secrete|frase semilla|frase de recuperacion|palabras de recuperacion|mnemonico|frase semente|frase-semente|frase de recuperacao|palavras de recuperacao|mnemonica|phrase de recuperation|phrase secrete|phrase mnemonique|mots de recuperation|contrasena|senha|clave de acceso|mot de passe|identifiants|privat\w* schlussel|geheim\w* schlussel|api-?schlussel|seed-?phrase|wiederherstellungsphrase|passwort|kennwort|zugangsdaten|приватн\w* ключ\w*|секретн\w* ключ\w*|сид-?фраз\w*|seed-?фраз\w*|мнемони\w*|фраз\w* восстановлени\w*|парол\w*|私钥|私鑰|密钥|密鑰|秘钥|助记词|助記詞|种子短语|種子短語|种子词|恢复短语|恢復短語|密码|密碼|口令)";
 
-/// All rules, compiled once.
-pub(super) fn rules() -> &'static [Rule] {
-    static RULES: OnceLock<Vec<Rule>> = OnceLock::new();
-    RULES.get_or_init(|| {
-        specs()
-            .into_iter()
-            .map(|spec| Rule {
-                id: spec.id,
-                category: spec.category,
-                negatable: spec.negatable,
-                leet: spec.leet,
-                // The patterns are constants of this file; the unit tests compile every one.
-                regex: Regex::new(&spec.pattern)
-                    .unwrap_or_else(|e| panic!("screen rule {} does not compile: {e}", spec.id)),
-            })
-            .collect()
+/// Every secret noun, any language: where the secret stands in a secret-ask match.
+pub(super) fn secret_nouns() -> &'static Regex {
+    static NOUNS: OnceLock<Regex> = OnceLock::new();
+    NOUNS.get_or_init(|| {
+        Regex::new(&format!(
+            r"(?:\b(?:{PRIVATE_KEY}|{SEED_PHRASE}|{PASSWORD}|credentials|{API_SECRET}|{AUTH_HEADER})\b|{FOREIGN_SECRET_NOUNS})"
+        ))
+        .expect("the secret-noun pattern is a valid regex")
     })
 }
 
-fn negation_words() -> &'static Regex {
-    static NEGATION: OnceLock<Regex> = OnceLock::new();
-    NEGATION.get_or_init(|| {
-        Regex::new(
-            r"(?:\b(?:never|not|no|nor|don't|dont|doesn't|doesnt|won't|will not|cannot|can't|without|unlike|instead of|rather than|neither|nunca|jamais|ni|nie|niemals|kein\w*|nao|non|никогда|не|нет|без)\b|无需|無需|不要|不需要|不用|勿|绝不|絕不|从不|從不|无须|無須)",
-        )
-        .expect("the negation pattern is a valid regex")
-    })
+/// `pattern` without Unicode word boundaries.
+///
+/// A Unicode word boundary makes the regex engine leave its fast automaton for a slow one on any
+/// text with a non-ASCII character, around every candidate match: a hostile text made of
+/// candidates ("send send send ... да", "отправь отправь ...") then costs several times more. The
+/// folded text reads every Latin script as ASCII, so a pattern of Latin words gets ASCII
+/// boundaries. A pattern with Cyrillic words (never mixed with Latin ones: they are separate
+/// specs) gets boundaries made of character classes: before a word, the start of the text or a
+/// character that is not a letter, digit or underscore (consumed: the match then starts one
+/// character early, a space the screen trims); after a word, the end of the text or such a
+/// character, or nothing when the pattern goes on with a space anyway.
+fn with_fast_boundaries(pattern: &str) -> Cow<'_, str> {
+    if !pattern
+        .chars()
+        .any(|c| matches!(c, '\u{0400}'..='\u{052F}'))
+    {
+        return Cow::Owned(pattern.replace(r"\b", r"(?-u:\b)"));
+    }
+    const BEFORE: &str = r"(?:^|[^\p{L}\p{N}_])";
+    const AFTER: &str = r"(?:$|[^\p{L}\p{N}_])";
+    let mut out = String::with_capacity(pattern.len() + 64);
+    let mut rest = pattern;
+    while let Some(at) = rest.find(r"\b") {
+        let (head, tail) = (&rest[..at], &rest[at + 2..]);
+        out.push_str(head);
+        let starts_word =
+            out.is_empty() || out.ends_with('|') || out.ends_with('(') || out.ends_with("(?:");
+        if starts_word {
+            out.push_str(BEFORE);
+        } else if !(tail.starts_with(' ') || tail.starts_with("(?: ")) {
+            out.push_str(AFTER);
+        }
+        rest = tail;
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
 }
 
-/// Whether a secret-ask match is negated: a negation word in the few words before it, inside
-/// it, or right after it ("API key not required").
-pub(super) fn is_negated(folded: &str, start: usize, end: usize) -> bool {
-    let mut before = start.saturating_sub(40);
-    while !folded.is_char_boundary(before) {
-        before += 1;
-    }
-    let mut after = (end + 16).min(folded.len());
-    while !folded.is_char_boundary(after) {
-        after -= 1;
-    }
-    // Only look back to the start of the sentence: "Never share it. Enter your key" is an ask.
-    let window_before = &folded[before..start];
-    let sentence_start = window_before
-        .rfind(['.', '!', '?', ';', '。', '！', '？'])
-        .map_or(0, |i| i + 1);
-    let tail = &folded[end..after];
-    let tail_to_stop = tail
-        .split(['.', '!', '?', ';', ',', '。'])
-        .next()
-        .unwrap_or("");
-    negation_words().is_match(&window_before[sentence_start..])
-        || negation_words().is_match(&folded[start..end])
-        || negation_words().is_match(tail_to_stop)
+/// All rules, compiled once, grouped by id in the order the ids first appear.
+pub(super) fn rule_groups() -> &'static [RuleGroup] {
+    static GROUPS: OnceLock<Vec<RuleGroup>> = OnceLock::new();
+    GROUPS.get_or_init(|| {
+        let mut groups: Vec<RuleGroup> = Vec::new();
+        for spec in specs() {
+            // The patterns are constants of this file; the unit tests compile every one.
+            let compile = |pattern: &str| {
+                Regex::new(pattern)
+                    .unwrap_or_else(|e| panic!("screen rule {} does not compile: {e}", spec.id))
+            };
+            let rule = Rule {
+                check: match spec.check {
+                    CheckSpec::None => MatchCheck::None,
+                    CheckSpec::SecretAsk => MatchCheck::SecretAsk,
+                    CheckSpec::Veto(veto) => MatchCheck::Veto(compile(veto)),
+                },
+                loose: spec.loose,
+                regex: compile(&with_fast_boundaries(&spec.pattern)),
+            };
+            match groups.iter_mut().find(|g| g.id == spec.id) {
+                Some(group) => {
+                    assert!(
+                        group.category == spec.category,
+                        "rule {} has two categories",
+                        spec.id
+                    );
+                    group.rules.push(rule);
+                }
+                None => groups.push(RuleGroup {
+                    id: spec.id,
+                    category: spec.category,
+                    rules: vec![rule],
+                }),
+            }
+        }
+        groups
+    })
 }
 
 #[cfg(test)]
@@ -312,11 +469,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn fast_boundaries() {
+        assert_eq!(with_fast_boundaries(r"\bsend\b"), r"(?-u:\b)send(?-u:\b)");
+        assert_eq!(
+            with_fast_boundaries(r"(?:\bтеперь ты\b|\b(?:дай)\b(?: \w+)? x)"),
+            r"(?:(?:^|[^\p{L}\p{N}_])теперь ты(?:$|[^\p{L}\p{N}_])|(?:^|[^\p{L}\p{N}_])(?:дай)(?: \w+)? x)"
+        );
+        let re = Regex::new(&with_fast_boundaries(r"\bтеперь ты\b")).unwrap();
+        assert!(re.is_match("и теперь ты бот"));
+        assert!(re.is_match("теперь ты"));
+        assert!(!re.is_match("теперь тыква"));
+    }
+
+    #[test]
     fn every_rule_compiles_and_ids_are_namespaced() {
-        let all = rules();
-        assert!(all.len() > 30);
-        for rule in all {
-            let prefix = match rule.category {
+        let groups = rule_groups();
+        assert!(groups.iter().map(|g| g.rules.len()).sum::<usize>() > 30);
+        assert!(secret_nouns().is_match("seed phrase"));
+        for group in groups {
+            let prefix = match group.category {
                 Category::Injection => "inj.",
                 Category::HiddenText => "unicode.",
                 Category::Phishing => "phish.",
@@ -324,20 +495,10 @@ mod tests {
                 Category::SecretAsk => "secret.",
             };
             assert!(
-                rule.id.starts_with(prefix),
+                group.id.starts_with(prefix),
                 "{} is not under {prefix}",
-                rule.id
+                group.id
             );
         }
-    }
-
-    #[test]
-    fn negation_is_found_before_inside_and_after() {
-        let text = "never share your private key";
-        assert!(is_negated(text, 6, text.len()));
-        let text = "api key not required";
-        assert!(is_negated(text, 0, 7));
-        let text = "we never log. enter your private key";
-        assert!(!is_negated(text, 14, text.len()));
     }
 }

@@ -181,7 +181,7 @@ fn s2_fails_with_a_receipt_and_passes_clean_text() {
         .expect("findings listed");
     assert_eq!(findings[0]["source"], "accepts[0].description");
     assert_eq!(findings[0]["start"], 0);
-    assert_eq!(conclusion.detail["screened"][1]["bytes"], 29);
+    assert_eq!(conclusion.detail["screened"]["listed"][1]["bytes"], 29);
 
     let clean = screen_description(&texts[..1]);
     assert_eq!(clean.outcome, Outcome::Pass);

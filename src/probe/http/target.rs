@@ -42,9 +42,15 @@ pub struct Target {
 
 impl Target {
     /// Parses an absolute `http` or `https` URL. The fragment is dropped (it never goes on the
-    /// wire); user info is refused (credentials do not belong in a probed URL).
+    /// wire); user info is refused (credentials do not belong in a probed URL), and so is a host
+    /// that is neither a valid DNS name nor an IP address (see [`parse_host`]).
     pub fn parse(url: &str) -> Result<Target, String> {
         let without_fragment = url.split('#').next().unwrap_or_default().trim();
+        if let Some(c) = without_fragment.chars().find(|c| c.is_control()) {
+            return Err(format!(
+                "URL contains the control character {c:?}; refused: {url:?}"
+            ));
+        }
         let uri: http::Uri = without_fragment
             .parse()
             .map_err(|e| format!("not a valid URL ({e}): {url:?}"))?;
@@ -60,15 +66,7 @@ impl Target {
         if authority.as_str().contains('@') {
             return Err("URL carries user info (credentials); refused".to_string());
         }
-        let host = authority
-            .host()
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_ascii_lowercase();
-        if host.is_empty() {
-            return Err(format!("URL has an empty host: {url:?}"));
-        }
-        let ip = host.parse::<IpAddr>().ok();
+        let (host, ip) = parse_host(authority.host())?;
         let port = authority
             .port_u16()
             .unwrap_or_else(|| scheme.default_port());
@@ -153,6 +151,137 @@ impl Target {
     }
 }
 
+/// Parses a URL the user gave (a subject, a catalogue, an RPC node): as [`Target::parse`], and
+/// also refuses whitespace and control characters anywhere, fragment included, so that what is
+/// probed is exactly what was typed.
+pub fn parse_given_url(url: &str) -> Result<Target, String> {
+    if let Some(c) = url.chars().find(|c| c.is_control() || c.is_whitespace()) {
+        return Err(format!(
+            "the URL contains {c:?} (whitespace or a control character); refused: {url:?}"
+        ));
+    }
+    Target::parse(url)
+}
+
+/// A URL's host as the fetcher uses it: lower-cased, IPv6 without brackets, and the IP address
+/// when it is one. IPv4 is read as the WHATWG URL standard reads it (so `2130706433` and `0x7f.1`
+/// are 127.0.0.1, as browsers and the system resolver take them, and the address guard sees the
+/// address); anything else must be a DNS name of letters, digits, `-` and `_` in labels of 1-63
+/// characters, at most 253 in all. Percent-encoded hosts and IPv6 zone ids are refused.
+pub fn parse_host(raw: &str) -> Result<(String, Option<IpAddr>), String> {
+    let invalid = |why: &str| format!("invalid host {raw:?}: {why}");
+    if raw.is_empty() {
+        return Err(invalid("empty"));
+    }
+    if let Some(inner) = raw.strip_prefix('[') {
+        let inner = inner
+            .strip_suffix(']')
+            .ok_or_else(|| invalid("unclosed '['"))?;
+        let v6: std::net::Ipv6Addr = inner
+            .parse()
+            .map_err(|_| invalid("not an IPv6 address (zone ids are not accepted)"))?;
+        return Ok((v6.to_string(), Some(IpAddr::V6(v6))));
+    }
+    let host = raw.to_ascii_lowercase();
+    if host.contains('%') {
+        return Err(invalid(
+            "percent-encoded characters are not accepted in a host",
+        ));
+    }
+    if ends_in_a_number(&host) {
+        let v4 = whatwg_ipv4(&host).ok_or_else(|| invalid("not a valid IPv4 address"))?;
+        return Ok((v4.to_string(), Some(IpAddr::V4(v4))));
+    }
+    let name = host.strip_suffix('.').unwrap_or(&host);
+    if name.len() > 253 {
+        return Err(invalid("longer than 253 characters"));
+    }
+    for label in name.split('.') {
+        if label.is_empty() {
+            return Err(invalid("empty label"));
+        }
+        if label.len() > 63 {
+            return Err(invalid("a label is longer than 63 characters"));
+        }
+        if let Some(c) = label
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+        {
+            return Err(invalid(&format!(
+                "{c:?} is not allowed in a host name (letters, digits, '-' and '_')"
+            )));
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Err(invalid("a label starts or ends with '-'"));
+        }
+    }
+    Ok((host, None))
+}
+
+/// WHATWG "ends in a number": the last label (ignoring one trailing dot) is all digits, or a
+/// number in the IPv4 parser's sense (`0x` hex).
+fn ends_in_a_number(host: &str) -> bool {
+    let mut parts: Vec<&str> = host.split('.').collect();
+    if parts.len() > 1 && parts.last() == Some(&"") {
+        parts.pop();
+    }
+    let Some(last) = parts.last() else {
+        return false;
+    };
+    !last.is_empty() && (last.bytes().all(|b| b.is_ascii_digit()) || ipv4_number(last).is_some())
+}
+
+/// One part of a WHATWG IPv4 address: decimal, `0x` hexadecimal or `0`-prefixed octal.
+fn ipv4_number(part: &str) -> Option<u64> {
+    if part.is_empty() {
+        return None;
+    }
+    let (digits, radix) =
+        if let Some(hex) = part.strip_prefix("0x").or_else(|| part.strip_prefix("0X")) {
+            (hex, 16)
+        } else if part.len() > 1 && part.starts_with('0') {
+            (&part[1..], 8)
+        } else {
+            (part, 10)
+        };
+    if digits.is_empty() {
+        return Some(0);
+    }
+    if digits.len() > 16 || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    u64::from_str_radix(digits, radix).ok()
+}
+
+/// The WHATWG IPv4 parser: one to four parts, every part but the last at most 255, the last
+/// filling the remaining bytes.
+fn whatwg_ipv4(host: &str) -> Option<std::net::Ipv4Addr> {
+    let mut parts: Vec<&str> = host.split('.').collect();
+    if parts.len() > 1 && parts.last() == Some(&"") {
+        parts.pop();
+    }
+    if parts.is_empty() || parts.len() > 4 {
+        return None;
+    }
+    let numbers: Vec<u64> = parts
+        .iter()
+        .map(|p| ipv4_number(p))
+        .collect::<Option<_>>()?;
+    let (last, init) = numbers.split_last()?;
+    if init.iter().any(|n| *n > 255) {
+        return None;
+    }
+    let room = 8 * (5 - numbers.len() as u32);
+    if *last >= 1u64 << room {
+        return None;
+    }
+    let mut address = *last;
+    for (i, n) in init.iter().enumerate() {
+        address += n << (8 * (3 - i as u32));
+    }
+    u32::try_from(address).ok().map(std::net::Ipv4Addr::from)
+}
+
 /// RFC 3986 `scheme ":"`: a letter, then letters, digits, `+`, `-`, `.`, then a colon.
 fn has_scheme(reference: &str) -> bool {
     let Some(colon) = reference.find(':') else {
@@ -198,9 +327,40 @@ mod tests {
             "http://example.com:0/",
             "http://exa mple.com/",
             "",
+            "http://exa%00mple.com/",
+            "http://-bad-.example/",
+            "http://a..b/",
+            "http://exa$mple.com/",
+            "http://256.1.1.1/",
+            "http://1.2.3.4.5/",
+            "http://0x1g.1/",
+            "http://[fe80::1%25eth0]/",
+            "http://ex\u{1}ample.com/",
         ] {
             assert!(Target::parse(bad).is_err(), "{bad:?} should be refused");
         }
+    }
+
+    #[test]
+    fn ipv4_is_read_as_browsers_read_it() {
+        for (url, ip) in [
+            ("http://2130706433/", "127.0.0.1"),
+            ("http://0x7f.1/", "127.0.0.1"),
+            ("http://0177.0.0.1/", "127.0.0.1"),
+            ("http://127.1/", "127.0.0.1"),
+            ("http://10.0.0.1./", "10.0.0.1"),
+            ("http://93.184.215.14/", "93.184.215.14"),
+        ] {
+            let target = t(url);
+            assert_eq!(target.ip, Some(ip.parse().expect("literal")), "{url}");
+            assert_eq!(target.host, ip, "{url}");
+        }
+        assert_eq!(t("http://a-b_c.example.COM./").ip, None);
+        assert!(parse_given_url("http://example.com/ ").is_err());
+        assert!(parse_given_url("http://example.com/#a\tb").is_err());
+        assert!(parse_given_url("http://example.com/x").is_ok());
+        let long = format!("http://{}.example/", "a".repeat(64));
+        assert!(Target::parse(&long).is_err());
     }
 
     #[test]

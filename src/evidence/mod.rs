@@ -3,6 +3,14 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod chain;
+pub mod decode;
+pub mod free;
+pub mod http;
+pub mod paid;
+pub mod run;
+pub mod usd;
+
 /// What one check concluded from one probe run.
 ///
 /// `Unmeasured` means *we* could not look (our RPC down, our network down, a paid check in a free

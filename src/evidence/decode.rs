@@ -8,7 +8,7 @@ use std::io::Read;
 
 use flate2::read::{GzDecoder, ZlibDecoder};
 
-use super::HttpResponse;
+use super::http::HttpResponse;
 
 /// Largest output / input ratio accepted once the output is past [`RATIO_FLOOR_BYTES`]. Real
 /// JSON compresses around 5-20x; bombs run at hundreds or a thousand.

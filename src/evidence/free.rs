@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use alloy::primitives::B256;
 
-use crate::probe::http::{Exchange, FetchRequest};
+use super::http::{Exchange, FetchRequest};
 
 /// Everything one free probe run saw.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,6 +32,40 @@ pub struct FreeObservation {
     pub declared_assets: Vec<Address>,
     /// Whether the address guard was off for this run (the lab): recorded so a receipt shows it.
     pub allow_private: bool,
+    /// Set when the run's own deadline cut it short: what was not measured. Ours, never the
+    /// subject's: what was measured before it stands, the rest is `unmeasured`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_short: Option<CutShort>,
+}
+
+/// What the free run's deadline left unmeasured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CutShort {
+    /// The free run's deadline, ms.
+    pub deadline_ms: u64,
+    /// Samples asked for; `samples` holds those taken. A sample still in flight at the deadline
+    /// is dropped, not judged.
+    pub samples_planned: usize,
+    /// The operator file was not read in time (`operator_file` is then `None`).
+    pub operator_file_not_read: bool,
+}
+
+impl CutShort {
+    /// Why something was not measured, for evidence lines.
+    pub fn reason(&self) -> String {
+        format!("the run's deadline of {} ms passed first", self.deadline_ms)
+    }
+}
+
+impl FreeObservation {
+    /// Every exchange this run made (samples, then the operator file), for storage that keeps
+    /// bodies apart.
+    pub fn exchanges_mut(&mut self) -> impl Iterator<Item = &mut Exchange> {
+        self.samples
+            .iter_mut()
+            .map(|s| &mut s.exchange)
+            .chain(self.operator_file.iter_mut())
+    }
 }
 
 /// One unpaid request and what came back.

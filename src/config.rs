@@ -1,0 +1,1024 @@
+//! The configuration of a probe run, typed and validated in one place.
+//!
+//! Two sources map onto these types: the command line (`probe`'s flags, see `cmd::probe`) and,
+//! for the coming daemon, a TOML file whose `[probe]` and `[pay]` tables deserialise into
+//! [`ProbeConfig`] and [`PayConfig`] (unknown keys are refused). Every value is checked when it is
+//! read: a number outside its documented range, a URL that is not one we would fetch, a wallet
+//! named twice or a payment option without payment are usage errors before any traffic (exit 2),
+//! never a measurement. Files the configuration names (CA certificates, a rubric) are read by
+//! [`ProbeConfig::prepare`], bounded and without blocking (`crate::files`).
+//!
+//! Each range is documented in the README's option tables; keep them in step.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use alloy::primitives::Address;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use serde::{Deserialize, Deserializer};
+
+use crate::files::{self, FileError, caps};
+use crate::probe::free::{FreeProbeConfig, ListingBudget};
+use crate::probe::http::{FetchConfig, parse_given_url, validate_extra_roots};
+use crate::probe::paid::PaidOptions;
+use crate::probe::rpc::Rpc;
+use crate::rubric::Rubric;
+use crate::spend::Usd;
+
+/// A configuration value that is not acceptable, or a file it names that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{option}: {why}")]
+    Invalid { option: &'static str, why: String },
+    #[error("{option}: {error}")]
+    File {
+        option: &'static str,
+        error: FileError,
+    },
+}
+
+fn invalid(option: &'static str, why: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        option,
+        why: why.into(),
+    }
+}
+
+/// What a bounded number is: its range, its unit and its default, named once.
+pub trait Range {
+    const MIN: u64;
+    const MAX: u64;
+    const DEFAULT: u64;
+    /// `ms`, `samples`, `pages`...
+    const UNIT: &'static str;
+}
+
+/// A whole number within `R`'s range. Parsing (flags) and deserialising (the file) both refuse
+/// anything outside it, with a message that states the range.
+pub struct Bounded<R: Range>(u64, PhantomData<R>);
+
+impl<R: Range> Bounded<R> {
+    pub fn new(value: u64) -> Result<Self, OutOfRange> {
+        if (R::MIN..=R::MAX).contains(&value) {
+            Ok(Bounded(value, PhantomData))
+        } else {
+            Err(OutOfRange {
+                text: value.to_string(),
+                min: R::MIN,
+                max: R::MAX,
+                unit: R::UNIT,
+            })
+        }
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0
+    }
+
+    /// The value as milliseconds.
+    pub fn millis(&self) -> Duration {
+        Duration::from_millis(self.0)
+    }
+
+    /// The value as a count (every range fits a `usize` on the platforms we build for).
+    pub fn count(&self) -> usize {
+        usize::try_from(self.0).unwrap_or(usize::MAX)
+    }
+}
+
+impl<R: Range> Clone for Bounded<R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<R: Range> Copy for Bounded<R> {}
+impl<R: Range> PartialEq for Bounded<R> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+impl<R: Range> Eq for Bounded<R> {}
+
+impl<R: Range> fmt::Debug for Bounded<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.0, R::UNIT)
+    }
+}
+
+impl<R: Range> fmt::Display for Bounded<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl<R: Range> Default for Bounded<R> {
+    fn default() -> Self {
+        Bounded(R::DEFAULT, PhantomData)
+    }
+}
+
+/// A number outside its option's range (or not a whole number at all).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is out of range: must be a whole number from {min} to {max} ({unit})")]
+pub struct OutOfRange {
+    text: String,
+    min: u64,
+    max: u64,
+    unit: &'static str,
+}
+
+impl<R: Range> FromStr for Bounded<R> {
+    type Err = OutOfRange;
+
+    fn from_str(text: &str) -> Result<Self, OutOfRange> {
+        let out = || OutOfRange {
+            text: text.chars().take(40).collect(),
+            min: R::MIN,
+            max: R::MAX,
+            unit: R::UNIT,
+        };
+        // Digits only: no sign, no spaces, no exponent.
+        if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(out());
+        }
+        let value: u64 = text.parse().map_err(|_| out())?;
+        Bounded::new(value).map_err(|_| out())
+    }
+}
+
+impl<'de, R: Range> Deserialize<'de> for Bounded<R> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = u64::deserialize(d)?;
+        Bounded::new(value).map_err(serde::de::Error::custom)
+    }
+}
+
+macro_rules! range {
+    ($(#[$doc:meta])* $name:ident, $alias:ident, $min:expr, $max:expr, $default:expr, $unit:literal) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub enum $name {}
+        impl Range for $name {
+            const MIN: u64 = $min;
+            const MAX: u64 = $max;
+            const DEFAULT: u64 = $default;
+            const UNIT: &'static str = $unit;
+        }
+        $(#[$doc])*
+        pub type $alias = Bounded<$name>;
+    };
+}
+
+range!(
+    /// Unpaid requests per run.
+    SamplesRange, Samples, 1, 100, 5, "samples"
+);
+range!(
+    /// Pause between samples.
+    SpacingRange, SpacingMs, 0, 60_000, 200, "ms"
+);
+range!(
+    /// The free part of a run: samples, operator file, catalogue and chain reads together. Long
+    /// enough by default for five samples of an endpoint that answers just inside every per-phase
+    /// limit.
+    FreeDeadlineRange, FreeDeadlineMs, 100, 3_600_000, 120_000, "ms"
+);
+range!(
+    /// The paid part of a run (quote, reserve, sign, send, chain reads, replay); the refund
+    /// watch is a job of its own, bounded by its own limit.
+    PaidDeadlineRange, PaidDeadlineMs, 1_000, 3_600_000, 900_000, "ms"
+);
+range!(
+    /// One name resolution.
+    DnsTimeoutRange, DnsTimeoutMs, 100, 30_000, 5_000, "ms"
+);
+range!(
+    /// Catalogue pages read at most (100 entries each).
+    ListingPagesRange, ListingMaxPages, 1, 1_000, 50, "pages"
+);
+range!(
+    /// Catalogue bytes read at most, all pages together.
+    ListingBytesRange, ListingMaxBytes, 1_024, 268_435_456, 16_777_216, "bytes"
+);
+range!(
+    /// Time for reading the catalogue (within the free deadline).
+    ListingDeadlineRange, ListingDeadlineMs, 100, 3_600_000, 30_000, "ms"
+);
+range!(
+    /// Blocks a settlement needs before chain reads count as final.
+    ConfirmationsRange, Confirmations, 0, 64, 2, "blocks"
+);
+
+/// The most a spending cap may be, in USD: the probe pays cents; anything near this is a typo.
+pub const MAX_CAP_USD: &str = "1000";
+/// The most nameservers configured.
+pub const MAX_NAMESERVERS: usize = 8;
+/// The longest vantage name.
+pub const MAX_VANTAGE_CHARS: usize = 64;
+
+/// An `http://` or `https://` URL the prober accepts as given: no user info, no control
+/// characters or whitespace, a valid host (see `probe::http::parse_host`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpUrl(String);
+
+impl HttpUrl {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for HttpUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for HttpUrl {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<HttpUrl, String> {
+        parse_given_url(text)?;
+        Ok(HttpUrl(text.to_string()))
+    }
+}
+
+impl<'de> Deserialize<'de> for HttpUrl {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Where the probe runs from, recorded in every receipt: 1-64 letters, digits, `.`, `_`, `-`, `:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vantage(String);
+
+impl Vantage {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for Vantage {
+    fn default() -> Self {
+        Vantage("local".into())
+    }
+}
+
+impl fmt::Display for Vantage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for Vantage {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Vantage, String> {
+        let ok = !text.is_empty()
+            && text.chars().count() <= MAX_VANTAGE_CHARS
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'));
+        if ok {
+            Ok(Vantage(text.to_string()))
+        } else {
+            Err(format!(
+                "{:?} is not a vantage name: 1 to {MAX_VANTAGE_CHARS} letters, digits, '.', '_', '-' or ':'",
+                text.chars().take(80).collect::<String>()
+            ))
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Vantage {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// What a run's evidence is, stated in the report and the score document.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum Provenance {
+    /// A real endpoint.
+    #[default]
+    Live,
+    /// A test lab: test data never passes for observation.
+    TestHarness,
+}
+
+impl Provenance {
+    pub fn as_str(self) -> &'static str {
+        crate::evidence::run::Provenance::from(self).as_str()
+    }
+}
+
+/// What a run states (the evidence model's provenance; a probe run is never a synthetic fixture).
+impl From<Provenance> for crate::evidence::run::Provenance {
+    fn from(p: Provenance) -> Self {
+        match p {
+            Provenance::Live => crate::evidence::run::Provenance::Live,
+            Provenance::TestHarness => crate::evidence::run::Provenance::TestHarness,
+        }
+    }
+}
+
+/// The catalogue read for H1 and its budget.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListingConfig {
+    /// The catalogue (`.../discovery/resources`, paged).
+    pub url: HttpUrl,
+    #[serde(default)]
+    pub max_pages: ListingMaxPages,
+    #[serde(default)]
+    pub max_bytes: ListingMaxBytes,
+    #[serde(default)]
+    pub deadline_ms: ListingDeadlineMs,
+}
+
+/// The free probe of one subject: everything but payment. The file form's `[probe]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeConfig {
+    #[serde(default)]
+    pub samples: Samples,
+    #[serde(default)]
+    pub spacing_ms: SpacingMs,
+    #[serde(default)]
+    pub free_deadline_ms: FreeDeadlineMs,
+    #[serde(default)]
+    pub dns_timeout_ms: DnsTimeoutMs,
+    /// DNS servers (`IP:PORT`) to resolve names through; empty: the system's.
+    #[serde(default)]
+    pub nameservers: Vec<SocketAddr>,
+    #[serde(default)]
+    pub listing: Option<ListingConfig>,
+    /// The fixed JSON-RPC node every chain fact is read from.
+    #[serde(default)]
+    pub rpc: Option<HttpUrl>,
+    /// Tokens accepted as real besides the canonical USDC deployments.
+    #[serde(default)]
+    pub assets: Vec<Address>,
+    /// PEM files of CA certificates trusted besides the public roots.
+    #[serde(default)]
+    pub ca_files: Vec<PathBuf>,
+    /// Allow loopback, private and link-local destinations (the lab only).
+    #[serde(default)]
+    pub allow_private: bool,
+    #[serde(default)]
+    pub vantage: Vantage,
+    #[serde(default)]
+    pub provenance: Provenance,
+    /// A rubric file to score under instead of the embedded one.
+    #[serde(default)]
+    pub rubric: Option<PathBuf>,
+}
+
+/// Which key pays.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum WalletSource {
+    /// A file owned by us with no group or other permissions.
+    KeyFile(PathBuf),
+    /// A systemd credential name (`$CREDENTIALS_DIRECTORY/NAME`).
+    Credential(String),
+}
+
+/// Paying: the file form's `[pay]` table; its presence is what `--pay` says.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PayConfig {
+    /// The most one paid call may cost.
+    pub max_usd: Usd,
+    /// The most one subject may cost in any 24 hours (default: `max_usd`).
+    #[serde(default)]
+    pub max_usd_per_subject_per_day: Option<Usd>,
+    /// The most all paid calls may cost in any 24 hours (default: `max_usd`).
+    #[serde(default)]
+    pub max_usd_per_day: Option<Usd>,
+    pub wallet: WalletSource,
+    /// Where the spend store lives (default: see `cmd::probe::default_state_dir`).
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+    #[serde(default)]
+    pub confirmations: Confirmations,
+    #[serde(default)]
+    pub paid_deadline_ms: PaidDeadlineMs,
+}
+
+/// One probe run's whole configuration: the file form, top level.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    #[serde(default)]
+    pub probe: ProbeConfig,
+    #[serde(default)]
+    pub pay: Option<PayConfig>,
+}
+
+impl RunConfig {
+    /// The checks that span several values (each value checked its own range when it was read).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.probe.validate()?;
+        if let Some(pay) = &self.pay {
+            pay.validate()?;
+            if self.probe.rpc.is_none() {
+                return Err(invalid(
+                    "--pay",
+                    "paying needs --rpc (every payment is verified on chain through it)",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ProbeConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.nameservers.len() > MAX_NAMESERVERS {
+            return Err(invalid(
+                "--nameserver",
+                format!("at most {MAX_NAMESERVERS} nameservers"),
+            ));
+        }
+        if let Some(ns) = self.nameservers.iter().find(|ns| ns.port() == 0) {
+            return Err(invalid(
+                "--nameserver",
+                format!("{ns}: port 0 is not a port"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads what the configuration names (CA files, the rubric), bounded and checked, and builds
+    /// what the prober and the scorer run with. All of it before any traffic.
+    pub fn prepare(&self) -> Result<Prepared, ConfigError> {
+        self.validate()?;
+        let mut roots = Vec::new();
+        for path in &self.ca_files {
+            roots.extend(read_ca_file(path)?);
+        }
+        let rubric = match &self.rubric {
+            None => Rubric::embedded_default(),
+            Some(path) => read_rubric(path).map_err(|e| match e {
+                RubricFileError::File(error) => ConfigError::File {
+                    option: "--rubric",
+                    error,
+                },
+                RubricFileError::Invalid(why) => invalid("--rubric", why),
+            })?,
+        };
+        Ok(Prepared {
+            free: self.free_probe_config(roots),
+            rubric,
+        })
+    }
+
+    /// The prober's configuration, with the CA certificates already read.
+    pub fn free_probe_config(&self, extra_roots: Vec<CertificateDer<'static>>) -> FreeProbeConfig {
+        let mut fetch = FetchConfig {
+            allow_private: self.allow_private,
+            observe_invalid_tls: true,
+            extra_roots,
+            nameservers: self.nameservers.clone(),
+            ..FetchConfig::default()
+        };
+        fetch.timeouts.dns_ms = self.dns_timeout_ms.get();
+        let defaults = ListingBudget::default();
+        let listing_budget = match &self.listing {
+            None => defaults,
+            Some(l) => ListingBudget {
+                max_pages: l.max_pages.count(),
+                max_bytes: l.max_bytes.count(),
+                deadline: l.deadline_ms.millis(),
+            },
+        };
+        FreeProbeConfig {
+            fetch,
+            samples: self.samples.count(),
+            spacing: self.spacing_ms.millis(),
+            deadline: self.free_deadline_ms.millis(),
+            listing: self.listing.as_ref().map(|l| l.url.to_string()),
+            listing_budget,
+            rpc: self.rpc.as_ref().map(|u| Rpc::new(u.as_str())),
+            declared_assets: self.assets.clone(),
+            vantage: self.vantage.to_string(),
+        }
+    }
+}
+
+/// A probe configuration with its files read.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub free: FreeProbeConfig,
+    pub rubric: Rubric,
+}
+
+impl PayConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let max: Usd = MAX_CAP_USD
+            .parse()
+            .map_err(|e| invalid("--max-usd", format!("{e}")))?;
+        for (option, cap) in [
+            ("--max-usd", Some(self.max_usd)),
+            (
+                "--max-usd-per-subject-per-day",
+                self.max_usd_per_subject_per_day,
+            ),
+            ("--max-usd-per-day", self.max_usd_per_day),
+        ] {
+            match cap {
+                Some(cap) if cap == Usd::ZERO || cap > max => {
+                    return Err(invalid(
+                        option,
+                        format!(
+                            "{cap} USD is out of range: a cap is more than 0 and at most {MAX_CAP_USD} USD"
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        if let WalletSource::Credential(name) = &self.wallet {
+            let plain = !name.is_empty()
+                && name != "."
+                && name != ".."
+                && !name.contains('/')
+                && !name.chars().any(char::is_control);
+            if !plain {
+                return Err(invalid(
+                    "--wallet-credential",
+                    "a credential name is a plain file name",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Per call, per subject per day, per day.
+    pub fn caps(&self) -> (Usd, Usd, Usd) {
+        (
+            self.max_usd,
+            self.max_usd_per_subject_per_day.unwrap_or(self.max_usd),
+            self.max_usd_per_day.unwrap_or(self.max_usd),
+        )
+    }
+
+    /// The paid prober's options: production timings, or the local lab's when `confirmations` is
+    /// 0 (a dev chain that mines only on demand).
+    pub fn paid_options(&self) -> PaidOptions {
+        let base = match self.confirmations.get() {
+            0 => PaidOptions::lab(),
+            _ => PaidOptions::default(),
+        };
+        PaidOptions {
+            confirmations: self.confirmations.get(),
+            deadline_ms: self.paid_deadline_ms.get(),
+            ..base
+        }
+    }
+}
+
+/// Every certificate in a PEM file, each one checked the way the TLS handshakes will use it.
+pub fn read_ca_file(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
+    let bytes = files::read_regular(path, caps::CA_FILE, "a CA file").map_err(|error| {
+        ConfigError::File {
+            option: "--ca-file",
+            error,
+        }
+    })?;
+    let shown = path.display();
+    let certs = CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            invalid(
+                "--ca-file",
+                format!("{shown} is not a PEM certificate file: {e}"),
+            )
+        })?;
+    if certs.is_empty() {
+        return Err(invalid(
+            "--ca-file",
+            format!("{shown} holds no certificate"),
+        ));
+    }
+    for (i, cert) in certs.iter().enumerate() {
+        validate_extra_roots(std::slice::from_ref(cert)).map_err(|why| {
+            invalid(
+                "--ca-file",
+                format!("{shown}: certificate #{} cannot be used: {why}", i + 1),
+            )
+        })?;
+    }
+    Ok(certs)
+}
+
+/// Why a rubric file was not loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum RubricFileError {
+    #[error(transparent)]
+    File(FileError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A rubric file, read bounded and without blocking, then validated.
+pub fn read_rubric(path: &std::path::Path) -> Result<Rubric, RubricFileError> {
+    let bytes =
+        files::read_regular(path, caps::RUBRIC, "a rubric file").map_err(RubricFileError::File)?;
+    Rubric::from_bytes(&bytes)
+        .map_err(|e| RubricFileError::Invalid(format!("rubric {}: {e}", path.display())))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The daemon's file (`x402-probe daemon --config FILE`): the same `[probe]` and `[pay]` tables,
+// plus its own. An example with every field: `deploy/x402-probe.toml`.
+
+range!(
+    /// How often each subject gets a free run.
+    FreeEveryRange, FreeEverySecs, 1, 604_800, 10_800, "s"
+);
+range!(
+    /// Random spread of each due time, in percent of the cadence (both ways).
+    JitterRange, JitterPercent, 0, 50, 10, "%"
+);
+range!(
+    /// Runs in flight at once, all subjects together.
+    ConcurrencyRange, Concurrency, 1, 4_096, 32, "runs"
+);
+range!(
+    /// Least time between two runs on the same host.
+    HostGapRange, HostGapMs, 0, 3_600_000, 1_000, "ms"
+);
+range!(
+    /// The longest a failing subject's next run is put off (kept under the `down` gate's 72 h so
+    /// the gate and a recovery are both seen).
+    BackoffMaxRange, BackoffMaxSecs, 60, 86_400, 21_600, "s"
+);
+range!(
+    /// Least time between two paid calls to one subject.
+    PaidMinIntervalRange, PaidMinIntervalSecs, 60, 31_536_000, 604_800, "s"
+);
+range!(
+    /// How often the control endpoint is probed.
+    ControlEveryRange, ControlEverySecs, 10, 86_400, 300, "s"
+);
+range!(
+    /// How often a catalogue is read.
+    CatalogueEveryRange, CatalogueEverySecs, 60, 604_800, 86_400, "s"
+);
+range!(
+    /// Subjects taken from one catalogue at most.
+    CatalogueItemsRange, CatalogueMaxItems, 1, 1_000_000, 1_000, "subjects"
+);
+range!(
+    /// Time between signed checkpoints of the ledger.
+    CheckpointEveryRange, CheckpointEverySecs, 1, 86_400, 300, "s"
+);
+range!(
+    /// How much history a score reads.
+    HistoryDaysRange, HistoryDays, 30, 3_650, 180, "days"
+);
+range!(
+    /// Subjects configured and discovered together, at most.
+    MaxSubjectsRange, MaxSubjects, 1, 1_000_000, 100_000, "subjects"
+);
+
+/// The reporter key that signs the ledger's checkpoints.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum KeySourceConfig {
+    KeyFile(PathBuf),
+    Credential(String),
+}
+
+/// `[daemon]`: where state lives and how the ledger is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonSection {
+    /// The ledger, the spend store and the schedule (default: `$STATE_DIRECTORY`, then
+    /// `$XDG_STATE_HOME/x402-probe`, then `~/.local/state/x402-probe`).
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+    pub reporter_key: KeySourceConfig,
+    #[serde(default)]
+    pub checkpoint_every_secs: CheckpointEverySecs,
+    #[serde(default)]
+    pub history_days: HistoryDays,
+    #[serde(default)]
+    pub max_subjects: MaxSubjects,
+}
+
+/// `[schedule]`: cadence, politeness, paid sampling.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleConfig {
+    #[serde(default)]
+    pub free_every_secs: FreeEverySecs,
+    #[serde(default)]
+    pub jitter_percent: JitterPercent,
+    #[serde(default)]
+    pub concurrency: Concurrency,
+    #[serde(default)]
+    pub per_host_gap_ms: HostGapMs,
+    #[serde(default)]
+    pub backoff_max_secs: BackoffMaxSecs,
+    #[serde(default)]
+    pub paid_min_interval_secs: PaidMinIntervalSecs,
+    /// Pay on a subject's first run already (a verdict needs a paid call within 30 days anyway);
+    /// by default a subject is first paid once its free evidence is verdict-ready.
+    #[serde(default)]
+    pub pay_from_first_run: bool,
+}
+
+/// `[control]`: an endpoint we run ourselves with a known answer. While it fails, our vantage is
+/// declared out and the subjects' free outcomes in that window count against nobody.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlConfig {
+    pub url: HttpUrl,
+    #[serde(default)]
+    pub every_secs: ControlEverySecs,
+    /// The status the known answer has (an x402 control answers 402).
+    #[serde(default = "default_control_status")]
+    pub expect_status: u16,
+    /// Text the answer's body or headers must contain, when given.
+    #[serde(default)]
+    pub expect_contains: Option<String>,
+}
+
+fn default_control_status() -> u16 {
+    402
+}
+
+/// `[[subject]]`: one endpoint to probe.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubjectConfig {
+    pub url: HttpUrl,
+    /// Its category, for value (price percentile among peers); default `uncategorised`.
+    #[serde(default)]
+    pub category: Option<String>,
+}
+
+/// `[[catalogue]]`: a discovery catalogue whose listed endpoints become subjects.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogueConfig {
+    /// The catalogue's `.../discovery/resources` URL (paged).
+    pub url: HttpUrl,
+    #[serde(default)]
+    pub every_secs: CatalogueEverySecs,
+    #[serde(default)]
+    pub max_items: CatalogueMaxItems,
+    #[serde(default)]
+    pub max_pages: ListingMaxPages,
+    #[serde(default)]
+    pub max_bytes: ListingMaxBytes,
+    #[serde(default)]
+    pub deadline_ms: ListingDeadlineMs,
+    /// Only items quoting on one of these networks (CAIP-2); empty: all.
+    #[serde(default)]
+    pub networks: Vec<String>,
+    /// The category its subjects get; default `uncategorised`.
+    #[serde(default)]
+    pub category: Option<String>,
+}
+
+/// The daemon's whole file.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonConfig {
+    pub daemon: DaemonSection,
+    #[serde(default)]
+    pub probe: ProbeConfig,
+    #[serde(default)]
+    pub pay: Option<PayConfig>,
+    #[serde(default)]
+    pub schedule: ScheduleConfig,
+    #[serde(default)]
+    pub control: Option<ControlConfig>,
+    #[serde(default, rename = "subject")]
+    pub subjects: Vec<SubjectConfig>,
+    #[serde(default, rename = "catalogue")]
+    pub catalogues: Vec<CatalogueConfig>,
+}
+
+/// The most bytes a daemon configuration file may have.
+pub const MAX_DAEMON_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
+
+impl DaemonConfig {
+    /// Reads and checks a daemon file: bounded, every value in range, unknown fields refused.
+    pub fn read(path: &std::path::Path) -> Result<DaemonConfig, ConfigError> {
+        let bytes = files::read_regular(path, MAX_DAEMON_CONFIG_BYTES, "a daemon configuration")
+            .map_err(|error| ConfigError::File {
+                option: "--config",
+                error,
+            })?;
+        let text = std::str::from_utf8(&bytes).map_err(|e| invalid("--config", e.to_string()))?;
+        let config: DaemonConfig =
+            toml::from_str(text).map_err(|e| invalid("--config", e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.probe.validate()?;
+        if let Some(pay) = &self.pay {
+            pay.validate()?;
+            if pay.state_dir.is_some() {
+                return Err(invalid(
+                    "[pay] state_dir",
+                    "the daemon keeps the spend store in [daemon] state_dir",
+                ));
+            }
+            if self.probe.rpc.is_none() {
+                return Err(invalid("[pay]", "paying needs [probe] rpc (the fixed RPC)"));
+            }
+        }
+        if let KeySourceConfig::Credential(name) = &self.daemon.reporter_key {
+            if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+                return Err(invalid(
+                    "[daemon] reporter_key",
+                    "a credential name is a plain file name",
+                ));
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for s in &self.subjects {
+            if !seen.insert(s.url.as_str()) {
+                return Err(invalid("[[subject]]", format!("{} is listed twice", s.url)));
+            }
+            if let Some(c) = &s.category {
+                check_category(c)?;
+            }
+        }
+        for c in &self.catalogues {
+            if let Some(cat) = &c.category {
+                check_category(cat)?;
+            }
+        }
+        if self.subjects.len() as u64 > self.daemon.max_subjects.get() {
+            return Err(invalid(
+                "[[subject]]",
+                format!(
+                    "{} subjects is more than [daemon] max_subjects ({})",
+                    self.subjects.len(),
+                    self.daemon.max_subjects
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn check_category(c: &str) -> Result<(), ConfigError> {
+    let ok = !c.is_empty()
+        && c.len() <= 64
+        && c.chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch));
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(
+            "category",
+            format!("{c:?}: 1 to 64 characters from [A-Za-z0-9._-]"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_outside_their_range_are_refused_with_the_range() {
+        let err = "18446744073709551615".parse::<SpacingMs>().unwrap_err();
+        assert!(err.to_string().contains("from 0 to 60000 (ms)"), "{err}");
+        for bad in [
+            "",
+            "-1",
+            "+5",
+            "1e3",
+            " 5",
+            "60001",
+            "99999999999999999999999",
+        ] {
+            assert!(bad.parse::<SpacingMs>().is_err(), "{bad:?}");
+        }
+        assert_eq!("60000".parse::<SpacingMs>().unwrap().get(), 60_000);
+        assert!("0".parse::<Samples>().is_err());
+        assert_eq!(Samples::default().get(), 5);
+        assert_eq!(FreeDeadlineMs::default().millis(), Duration::from_secs(120));
+    }
+
+    #[test]
+    fn the_file_form_refuses_unknown_keys_and_out_of_range_values() {
+        let ok: RunConfig = serde_json::from_value(serde_json::json!({
+            "probe": {"samples": 3, "listing": {"url": "https://catalogue.example/discovery/resources"},
+                      "vantage": "eu-west-1", "provenance": "test_harness"},
+            "pay": {"max_usd": "0.05", "wallet": {"key_file": "/secret/key"}, "confirmations": 0}
+        }))
+        .unwrap();
+        assert_eq!(ok.probe.samples.get(), 3);
+        assert_eq!(ok.probe.spacing_ms, SpacingMs::default());
+        assert_eq!(ok.probe.provenance, Provenance::TestHarness);
+        let pay = ok.pay.as_ref().unwrap();
+        assert_eq!(pay.paid_options().confirmations, 0);
+        assert_eq!(pay.paid_options().deadline_ms, 900_000);
+        assert_eq!(pay.caps().2, "0.05".parse().unwrap());
+        let err = ok.validate().unwrap_err();
+        assert!(err.to_string().contains("--rpc"), "{err}");
+
+        for (bad, want) in [
+            (
+                serde_json::json!({"probe": {"sampels": 3}}),
+                "unknown field",
+            ),
+            (
+                serde_json::json!({"probe": {"spacing_ms": 1u64 << 63}}),
+                "from 0 to 60000",
+            ),
+            (
+                serde_json::json!({"probe": {"rpc": "http://user:pw@node.example/"}}),
+                "user info",
+            ),
+            (serde_json::json!({"probe": {"vantage": "a b"}}), "vantage"),
+            (
+                serde_json::json!({"pay": {"max_usd": "1", "wallet": {"key_file": "k"}, "cap": 1}}),
+                "unknown field",
+            ),
+        ] {
+            let err = serde_json::from_value::<RunConfig>(bad.clone()).unwrap_err();
+            assert!(err.to_string().contains(want), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_daemons_toml_tables_map_onto_the_same_types() {
+        let text = r#"
+            [probe]
+            samples = 3
+            free_deadline_ms = 60000
+            nameservers = ["127.0.0.1:5353"]
+            rpc = "https://node.example/"
+            [probe.listing]
+            url = "https://catalogue.example/discovery/resources"
+            max_pages = 10
+            [pay]
+            max_usd = "0.05"
+            max_usd_per_day = "1"
+            wallet = { credential = "wallet-key" }
+        "#;
+        let config: RunConfig = toml::from_str(text).unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.probe.free_deadline_ms.get(), 60_000);
+        assert_eq!(config.probe.listing.as_ref().unwrap().max_pages.get(), 10);
+        let pay = config.pay.unwrap();
+        assert_eq!(pay.wallet, WalletSource::Credential("wallet-key".into()));
+        assert_eq!(pay.caps().1, "0.05".parse().unwrap());
+        let free = config.probe.free_probe_config(Vec::new());
+        assert_eq!(free.listing_budget.max_pages, 10);
+        assert_eq!(free.fetch.nameservers.len(), 1);
+
+        for (bad, want) in [
+            ("[probe]\nspacing_ms = 60001\n", "from 0 to 60000"),
+            ("[probe]\nsampels = 3\n", "unknown field"),
+            ("[daemon]\n", "unknown field"),
+            ("[probe.listing]\nurl = \"http://a..b/\"\n", "empty label"),
+        ] {
+            let err = toml::from_str::<RunConfig>(bad).unwrap_err();
+            assert!(err.to_string().contains(want), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn caps_must_be_positive_and_modest() {
+        let pay = |usd: &str| PayConfig {
+            max_usd: usd.parse().unwrap(),
+            max_usd_per_subject_per_day: None,
+            max_usd_per_day: None,
+            wallet: WalletSource::Credential("wallet-key".into()),
+            state_dir: None,
+            confirmations: Confirmations::default(),
+            paid_deadline_ms: PaidDeadlineMs::default(),
+        };
+        assert!(pay("0.05").validate().is_ok());
+        assert!(pay("0").validate().is_err());
+        assert!(pay("1000.000001").validate().is_err());
+        let mut bad_name = pay("1");
+        bad_name.wallet = WalletSource::Credential("../key".into());
+        assert!(bad_name.validate().is_err());
+    }
+}

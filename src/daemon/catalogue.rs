@@ -1,0 +1,147 @@
+//! Reading a discovery catalogue on schedule: every page (bounded in pages, bytes and time), each
+//! page's hash kept, the listed endpoints filtered and capped. What was read becomes a ledger entry;
+//! its items are what H1 compares each listed subject's 402 with.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::evidence::free::PageSeen;
+use crate::probe::free::canonical_resource;
+use crate::probe::http::{FetchConfig, FetchRequest, fetch};
+
+/// Entries asked for per page.
+pub const PAGE_SIZE: usize = 100;
+
+/// What reading one catalogue may cost.
+#[derive(Debug, Clone, Copy)]
+pub struct CatalogueBudget {
+    pub max_pages: usize,
+    pub max_bytes: usize,
+    pub deadline: Duration,
+    pub max_items: usize,
+}
+
+/// One catalogue read.
+#[derive(Debug, Clone, Default)]
+pub struct CatalogueSeen {
+    pub pages: Vec<PageSeen>,
+    pub items_seen: usize,
+    /// Listed endpoints kept (canonical resource URL -> the item as listed), at most `max_items`.
+    pub items: BTreeMap<String, Value>,
+    /// Why the read stopped short, when it did: then nothing is delisted on its account.
+    pub error: Option<String>,
+}
+
+/// Reads `url` page by page within `budget`; `networks` (CAIP-2) filters items when not empty.
+pub async fn read_catalogue(
+    cfg: &FetchConfig,
+    url: &str,
+    networks: &[String],
+    budget: CatalogueBudget,
+    at_s: i64,
+) -> CatalogueSeen {
+    let mut seen = CatalogueSeen::default();
+    let deadline = tokio::time::Instant::now() + budget.deadline;
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let mut offset = 0usize;
+    let mut bytes = 0usize;
+    loop {
+        if seen.pages.len() >= budget.max_pages {
+            seen.error = Some(format!(
+                "stopped after {} pages (the budget); items after them are not known",
+                seen.pages.len()
+            ));
+            return seen;
+        }
+        let room = budget.max_bytes.saturating_sub(bytes);
+        if room == 0 {
+            seen.error = Some(format!("stopped after {bytes} bytes (the budget)"));
+            return seen;
+        }
+        let page_cfg = FetchConfig {
+            max_body_bytes: cfg.max_body_bytes.min(room),
+            ..cfg.clone()
+        };
+        let page_url = format!("{url}{sep}limit={PAGE_SIZE}&offset={offset}");
+        let Ok(ex) =
+            tokio::time::timeout_at(deadline, fetch(&page_cfg, &FetchRequest::get(&page_url)))
+                .await
+        else {
+            seen.error = Some(format!(
+                "the read budget of {} ms passed after {} pages",
+                budget.deadline.as_millis(),
+                seen.pages.len()
+            ));
+            return seen;
+        };
+        let body = ex.response.as_ref().map(|r| r.body.clone());
+        bytes += body.as_ref().map_or(0, Vec::len);
+        seen.pages.push(PageSeen {
+            url: page_url,
+            at: at_s,
+            status: ex.status(),
+            sha256: body.as_ref().map(|b| hex::encode(Sha256::digest(b))),
+        });
+        if let Some(e) = ex.error {
+            seen.error = Some(e.to_string());
+            return seen;
+        }
+        if ex.status() != Some(200) || ex.response.as_ref().is_some_and(|r| r.body_truncated) {
+            seen.error = Some(format!(
+                "page {} answered HTTP {} or was cut at the byte budget",
+                seen.pages.len(),
+                ex.status().unwrap_or(0)
+            ));
+            return seen;
+        }
+        let Ok(page) = serde_json::from_slice::<Value>(&body.unwrap_or_default()) else {
+            seen.error = Some("a page is not JSON".into());
+            return seen;
+        };
+        let Some(items) = page.get("items").and_then(Value::as_array) else {
+            seen.error = Some("a page has no items array".into());
+            return seen;
+        };
+        seen.items_seen += items.len();
+        for item in items {
+            if seen.items.len() >= budget.max_items {
+                break;
+            }
+            let Some(resource) = item.get("resource").and_then(Value::as_str) else {
+                continue;
+            };
+            if !(resource.starts_with("https://") || resource.starts_with("http://")) {
+                continue;
+            }
+            let quoted_networks: Vec<&str> = item
+                .get("accepts")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|e| e.get("network").and_then(Value::as_str))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if !networks.is_empty()
+                && !quoted_networks
+                    .iter()
+                    .any(|n| networks.iter().any(|w| w == n))
+            {
+                continue;
+            }
+            seen.items
+                .insert(canonical_resource(resource), item.clone());
+        }
+        let total = page
+            .pointer("/pagination/total")
+            .and_then(Value::as_u64)
+            .unwrap_or(0) as usize;
+        offset += items.len();
+        if items.is_empty() || offset >= total || seen.items.len() >= budget.max_items {
+            return seen;
+        }
+    }
+}

@@ -1,0 +1,954 @@
+//! `x402-probe daemon`: keeps probing many subjects, keeps every observation in the ledger, and
+//! scores each subject from its whole history.
+//!
+//! The loop: subjects (from the config and the catalogues it reads) each have a due time; due
+//! runs start under a global concurrency limit and per-host politeness; a run records itself and
+//! rescores its subject (`pipeline`); a control probe with a known answer opens and closes our own
+//! outage windows; the ledger is signed at checkpoints. Time comes from a [`Clock`]: the system's,
+//! or a simulated one that jumps to the next due time whenever nothing is in flight (days of a
+//! subject's life in seconds, with real HTTP and a real chain).
+
+pub mod catalogue;
+pub mod pipeline;
+pub mod schedule;
+pub mod scoring;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use tokio::task::JoinSet;
+
+use crate::checks::history::Declared;
+use crate::clock::{Clock, ManualClock};
+use crate::config::{DaemonConfig, KeySourceConfig, WalletSource};
+use crate::evidence::paid::RefundPlan;
+use crate::evidence::run::Provenance;
+use crate::ledger::key::ReporterKey;
+use crate::ledger::record::{
+    CatalogueRead, OutageRecord, Record, RecordKind, SubjectChange, SubjectRecord,
+};
+use crate::probe::rpc::Rpc;
+use crate::spend::{AllowedAsset, PayPolicy, SpendStore};
+use crate::store::{NewEntry, SqliteStore, Store, SubjectRow, SubjectState};
+use crate::wallet::Wallet;
+
+use pipeline::{CurrentRevision, PayParts, Population, RunDone, Shared};
+use schedule::{Cadence, HostGate, due_after_restart, next_free_ms, paid_wanted};
+
+/// How often the value population is refreshed (a score names the population it read).
+pub const POPULATION_EVERY_MS: i64 = 3_600_000;
+/// How long a stop waits for runs in flight before abandoning them (a paid call's reservation is
+/// durable before anything is signed, so an abandoned call is reconciled at the next start).
+pub const STOP_GRACE: Duration = Duration::from_secs(8);
+
+/// What the daemon is asked to do from outside: stop, or reload its configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    Stop,
+    Reload,
+}
+
+/// The daemon's time, and whether it is simulated.
+#[derive(Clone)]
+pub enum TimeSource {
+    /// The system clock; the loop sleeps until the next due time.
+    System,
+    /// A simulated clock: whenever nothing is in flight, it jumps to the next due time; the run
+    /// ends once the next due time is past `until_ms`.
+    Simulated {
+        clock: Arc<ManualClock>,
+        until_ms: i64,
+    },
+}
+
+/// A scheduled piece of work.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Job {
+    Free(String),
+    Control,
+    Catalogue(usize),
+    Checkpoint,
+    Population,
+    Refund(String),
+}
+
+struct Subject {
+    row: SubjectRow,
+    runs: u64,
+}
+
+/// The running daemon.
+pub struct Daemon {
+    config_path: Option<PathBuf>,
+    config: DaemonConfig,
+    shared: Arc<Shared>,
+    key: ReporterKey,
+    time: TimeSource,
+    cadence: Cadence,
+    subjects: BTreeMap<String, Subject>,
+    queue: BinaryHeap<Reverse<(i64, u64, Job)>>,
+    counter: u64,
+    hosts: HostGate,
+    refunds: BTreeMap<String, (String, RefundPlan)>,
+    control_open: Option<i64>,
+    control_last_ok: Option<i64>,
+    outage_seq: u64,
+}
+
+/// What one finished job reports to the loop.
+enum Done {
+    Run { host: String, done: RunDone },
+    Control(crate::ledger::record::ControlRecord),
+    Catalogue(usize, catalogue::CatalogueSeen),
+    Refund,
+}
+
+impl Daemon {
+    /// Opens the stores and the keys, and loads the subjects and their schedule.
+    pub async fn open(
+        config: DaemonConfig,
+        config_path: Option<PathBuf>,
+        time: TimeSource,
+    ) -> Result<Daemon> {
+        crate::install_crypto_provider();
+        let clock: Arc<dyn Clock> = match &time {
+            TimeSource::System => Arc::new(crate::clock::SystemClock),
+            TimeSource::Simulated { clock, .. } => clock.clone(),
+        };
+        let wall: Arc<dyn Clock> = Arc::new(crate::clock::SystemClock);
+        let state_dir = match &config.daemon.state_dir {
+            Some(dir) => dir.clone(),
+            None => crate::cmd::probe::default_state_dir()?,
+        };
+        let store: Arc<dyn Store> = Arc::new(
+            SqliteStore::open(&state_dir)
+                .with_context(|| format!("opening the ledger in {}", state_dir.display()))?,
+        );
+        let key = match &config.daemon.reporter_key {
+            KeySourceConfig::KeyFile(path) => ReporterKey::from_key_file(path)?,
+            KeySourceConfig::Credential(name) => ReporterKey::from_credential(name)?,
+        };
+        let prepared = config.probe.prepare()?;
+        let mut free = prepared.free;
+        // The daemon reads catalogues on its own schedule; a run never reads one itself.
+        free.listing = None;
+        free.vantage = config.probe.vantage.to_string();
+        let pay = match &config.pay {
+            None => None,
+            Some(pay) => {
+                let wallet = match &pay.wallet {
+                    WalletSource::KeyFile(path) => Wallet::from_key_file(path)?,
+                    WalletSource::Credential(name) => Wallet::from_credential(name)?,
+                };
+                let spend = Arc::new(SpendStore::open(&state_dir)?);
+                let rpc_url = config
+                    .probe
+                    .rpc
+                    .as_ref()
+                    .context("paying needs [probe] rpc")?;
+                let rpc = Rpc::new(rpc_url.as_str());
+                let (per_call, per_subject, per_day) = pay.caps();
+                let mut allowlist = AllowedAsset::canonical_usdc();
+                if !config.probe.assets.is_empty() {
+                    let chain = rpc.chain_id().await.context(
+                        "reading the RPC's chain id (to allow the declared assets on it)",
+                    )?;
+                    for asset in &config.probe.assets {
+                        allowlist.push(AllowedAsset {
+                            network: format!("eip155:{chain}"),
+                            asset: *asset,
+                            decimals: 6,
+                            usd_per_unit: "1".parse().expect("1 is a USD amount"),
+                        });
+                    }
+                }
+                let policy = PayPolicy::new(per_call, per_subject, per_day, allowlist);
+                policy
+                    .validate()
+                    .map_err(|e| anyhow::anyhow!("[pay]: {e}"))?;
+                Some(PayParts {
+                    wallet,
+                    spend,
+                    policy,
+                    rpc,
+                    options: pay.paid_options(),
+                })
+            }
+        };
+        let shared = Arc::new(Shared {
+            rubric: prepared.rubric,
+            free,
+            store: store.clone(),
+            pay,
+            clock,
+            wall,
+            vantage: config.probe.vantage.to_string(),
+            provenance: Provenance::from(config.probe.provenance),
+            history_days: config.daemon.history_days.get(),
+            outages: RwLock::new(Vec::new()),
+            summaries: RwLock::new(BTreeMap::new()),
+            listings: RwLock::new(BTreeMap::new()),
+            revisions: Mutex::new(BTreeMap::new()),
+            population: RwLock::new(Population::default()),
+            write_lock: tokio::sync::Mutex::new(()),
+        });
+        let s = &config.schedule;
+        let cadence = Cadence {
+            free_every_ms: s.free_every_secs.get() as i64 * 1000,
+            jitter_percent: s.jitter_percent.get(),
+            backoff_max_ms: s.backoff_max_secs.get() as i64 * 1000,
+            host_gap_ms: s.per_host_gap_ms.get() as i64,
+            paid_min_interval_ms: s.paid_min_interval_secs.get() as i64 * 1000,
+        };
+        let mut daemon = Daemon {
+            config_path,
+            config,
+            shared,
+            key,
+            time,
+            cadence,
+            subjects: BTreeMap::new(),
+            queue: BinaryHeap::new(),
+            counter: 0,
+            hosts: HostGate::default(),
+            refunds: BTreeMap::new(),
+            control_open: None,
+            control_last_ok: None,
+            outage_seq: 0,
+        };
+        daemon.load_state()?;
+        Ok(daemon)
+    }
+
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Subjects, their revisions and outages from the store; the configured subjects synced in;
+    /// every job scheduled (overdue subjects spread over one cadence: no burst after a restart).
+    fn load_state(&mut self) -> Result<()> {
+        let now = self.shared.clock.now_ms();
+        let store = self.shared.store.clone();
+        // Revisions: the last of each subject, with what it declared.
+        let mut revisions = BTreeMap::new();
+        for e in store.entries_of_kind(&[RecordKind::Revision], 0)? {
+            if let Record::Revision(r) = e.record {
+                let number = r.id.trim_start_matches('r').parse().unwrap_or(0);
+                revisions.insert(r.subject.clone(), (r.id, number));
+            }
+        }
+        {
+            let mut current = self
+                .shared
+                .revisions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            for (subject, (id, number)) in revisions {
+                let declared: Option<Declared> = store
+                    .declared(&subject, 0)?
+                    .last()
+                    .and_then(|b| serde_json::from_slice(b).ok());
+                if let Some(declared) = declared {
+                    current.insert(
+                        subject,
+                        CurrentRevision {
+                            id,
+                            number,
+                            declared,
+                        },
+                    );
+                }
+            }
+        }
+        self.refresh_outages()?;
+        for row in store.subjects()? {
+            self.subjects
+                .insert(row.url.clone(), Subject { row, runs: 0 });
+        }
+        self.sync_configured_subjects(now)?;
+        let urls: Vec<String> = self.subjects.keys().cloned().collect();
+        for url in urls {
+            let subject = &self.subjects[&url];
+            if subject.row.state != SubjectState::Active {
+                continue;
+            }
+            let due = due_after_restart(&self.cadence, &url, subject.row.next_free_ms, now);
+            self.push(due, Job::Free(url));
+        }
+        if self.config.control.is_some() {
+            self.push(now, Job::Control);
+        }
+        for i in 0..self.config.catalogues.len() {
+            self.push(now, Job::Catalogue(i));
+        }
+        let checkpoint_ms = self.config.daemon.checkpoint_every_secs.get() as i64 * 1000;
+        self.push(now + checkpoint_ms, Job::Checkpoint);
+        self.push(now, Job::Population);
+        Ok(())
+    }
+
+    fn push(&mut self, due: i64, job: Job) {
+        self.counter += 1;
+        self.queue.push(Reverse((due, self.counter, job)));
+    }
+
+    /// Adds configured subjects that are new, and marks removed the ones the configuration no
+    /// longer lists (their history stays).
+    fn sync_configured_subjects(&mut self, now: i64) -> Result<Vec<String>> {
+        let configured: BTreeMap<String, String> = self
+            .config
+            .subjects
+            .iter()
+            .map(|s| {
+                (
+                    s.url.to_string(),
+                    s.category.clone().unwrap_or_else(|| "uncategorised".into()),
+                )
+            })
+            .collect();
+        let mut entries = Vec::new();
+        let mut added = Vec::new();
+        for (url, category) in &configured {
+            let known = self.subjects.get(url).map(|s| s.row.state);
+            if known == Some(SubjectState::Active) {
+                continue;
+            }
+            let row = SubjectRow {
+                url: url.clone(),
+                category: category.clone(),
+                source: "config".into(),
+                state: SubjectState::Active,
+                added_ms: now,
+                next_free_ms: now,
+                next_paid_ms: now,
+                failures: 0,
+                last_run_ms: None,
+                last_paid_ms: None,
+                revision: None,
+            };
+            self.shared.store.put_subject(&row)?;
+            entries.push(NewEntry::plain(
+                now,
+                Record::Subject(SubjectRecord {
+                    subject: url.clone(),
+                    at_ms: now,
+                    change: SubjectChange::Added {
+                        source: "config".into(),
+                        category: category.clone(),
+                    },
+                }),
+            ));
+            self.subjects.insert(url.clone(), Subject { row, runs: 0 });
+            added.push(url.clone());
+        }
+        let removed: Vec<String> = self
+            .subjects
+            .iter()
+            .filter(|(url, s)| {
+                s.row.source == "config"
+                    && s.row.state == SubjectState::Active
+                    && !configured.contains_key(*url)
+            })
+            .map(|(url, _)| url.clone())
+            .collect();
+        for url in removed {
+            if let Some(s) = self.subjects.get_mut(&url) {
+                s.row.state = SubjectState::Removed;
+                self.shared.store.put_subject(&s.row)?;
+                entries.push(NewEntry::plain(
+                    now,
+                    Record::Subject(SubjectRecord {
+                        subject: url.clone(),
+                        at_ms: now,
+                        change: SubjectChange::Removed {
+                            why: "no longer in the configuration".into(),
+                        },
+                    }),
+                ));
+            }
+        }
+        if !entries.is_empty() {
+            self.shared.store.append(entries)?;
+        }
+        Ok(added)
+    }
+
+    /// Our outage windows, from the ledger (the control's and those declared by hand, perhaps by
+    /// another process).
+    fn refresh_outages(&mut self) -> Result<()> {
+        let records: Vec<OutageRecord> = self
+            .shared
+            .store
+            .entries_of_kind(&[RecordKind::Outage], 0)?
+            .into_iter()
+            .filter_map(|e| {
+                self.outage_seq = self.outage_seq.max(e.seq);
+                match e.record {
+                    Record::Outage(o) => Some(o),
+                    _ => None,
+                }
+            })
+            .collect();
+        if let Some(OutageRecord::Opened { from_ms, .. }) = records
+            .iter()
+            .rev()
+            .find(|r| !matches!(r, OutageRecord::Declared { .. }))
+        {
+            self.control_open = Some(*from_ms);
+        }
+        *self
+            .shared
+            .outages
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = scoring::outage_windows(&records);
+        Ok(())
+    }
+
+    /// Re-reads the configuration file: subjects added and removed, without losing state.
+    fn reload(&mut self) -> Result<()> {
+        let Some(path) = self.config_path.clone() else {
+            return Ok(());
+        };
+        let config = DaemonConfig::read(&path)?;
+        self.config.subjects = config.subjects;
+        self.config.catalogues = config.catalogues;
+        self.config.control = config.control;
+        let now = self.shared.clock.now_ms();
+        for url in self.sync_configured_subjects(now)? {
+            let due = due_after_restart(&self.cadence, &url, 0, now);
+            self.push(due, Job::Free(url));
+        }
+        tracing::info!(subjects = self.subjects.len(), "configuration reloaded");
+        Ok(())
+    }
+
+    /// Runs until told to stop (or, simulated, until the simulation's end).
+    pub async fn run(mut self, mut signals: tokio::sync::mpsc::Receiver<Signal>) -> Result<()> {
+        let mut in_flight: JoinSet<Done> = JoinSet::new();
+        let mut paid_in_flight = 0usize;
+        let concurrency = self.config.schedule.concurrency.count();
+        loop {
+            // Outside requests first.
+            while let Ok(signal) = signals.try_recv() {
+                match signal {
+                    Signal::Stop => return self.stop(in_flight).await,
+                    Signal::Reload => {
+                        if let Err(e) = self.reload() {
+                            tracing::error!(error = %e, "reloading the configuration failed; keeping the old one");
+                        }
+                    }
+                }
+            }
+            let now = self.shared.clock.now_ms();
+            self.dispatch(now, &mut in_flight, concurrency, &mut paid_in_flight)?;
+            let next_due = self.queue.peek().map(|Reverse((due, _, _))| *due);
+            match self.time.clone() {
+                TimeSource::Simulated { clock, until_ms } => {
+                    if let Some(done) = in_flight.try_join_next() {
+                        self.finish(done, &mut paid_in_flight)?;
+                        continue;
+                    }
+                    if in_flight.is_empty() {
+                        match next_due {
+                            Some(due) if due <= until_ms => clock.advance_to_ms(due),
+                            _ => return self.stop(in_flight).await,
+                        }
+                    } else if let Some(done) = in_flight.join_next().await {
+                        self.finish(done, &mut paid_in_flight)?;
+                    }
+                }
+                TimeSource::System => {
+                    let wait = next_due.map_or(Duration::from_secs(60), |due| {
+                        Duration::from_millis((due - now).clamp(1, 60_000) as u64)
+                    });
+                    tokio::select! {
+                        Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
+                            self.finish(done, &mut paid_in_flight)?;
+                        }
+                        signal = signals.recv() => match signal {
+                            Some(Signal::Reload) => {
+                                if let Err(e) = self.reload() {
+                                    tracing::error!(error = %e, "reloading the configuration failed; keeping the old one");
+                                }
+                            }
+                            Some(Signal::Stop) | None => return self.stop(in_flight).await,
+                        },
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Starts every due job the limits allow.
+    fn dispatch(
+        &mut self,
+        now: i64,
+        in_flight: &mut JoinSet<Done>,
+        concurrency: usize,
+        paid_in_flight: &mut usize,
+    ) -> Result<()> {
+        let mut deferred = Vec::new();
+        while let Some(Reverse((due, _, _))) = self.queue.peek() {
+            if *due > now || in_flight.len() >= concurrency {
+                break;
+            }
+            let Some(Reverse((_, _, job))) = self.queue.pop() else {
+                break;
+            };
+            match job {
+                Job::Free(url) => {
+                    let Some(subject) = self.subjects.get(&url) else {
+                        continue;
+                    };
+                    if subject.row.state != SubjectState::Active {
+                        continue;
+                    }
+                    let host = host_of(&url);
+                    if !self.hosts.try_take(&host, now) {
+                        let at = self.hosts.free_at(&host, now);
+                        // Busy host: look again when it is free (or soon, while a run holds it).
+                        let retry = if at == i64::MAX { now + 1_000 } else { at };
+                        deferred.push((retry, Job::Free(url)));
+                        continue;
+                    }
+                    let summary = self
+                        .shared
+                        .summaries
+                        .read()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get(&url)
+                        .cloned();
+                    // One paid call at a time (they share one wallet and lock the spend store).
+                    let pay = self.shared.pay.is_some()
+                        && *paid_in_flight == 0
+                        && paid_wanted(
+                            summary.as_ref(),
+                            subject.row.last_paid_ms,
+                            now,
+                            self.cadence.paid_min_interval_ms,
+                            self.config.schedule.pay_from_first_run,
+                        )
+                        .is_some();
+                    if pay {
+                        *paid_in_flight += 1;
+                    }
+                    let shared = self.shared.clone();
+                    let category = subject.row.category.clone();
+                    in_flight.spawn(async move {
+                        let done = pipeline::run_subject(shared, url, category, pay).await;
+                        Done::Run { host, done }
+                    });
+                }
+                Job::Control => {
+                    let Some(control) = self.config.control.clone() else {
+                        continue;
+                    };
+                    let fetch = self.shared.free.fetch.clone();
+                    let at = now;
+                    in_flight.spawn(async move {
+                        Done::Control(
+                            pipeline::control_probe(
+                                &fetch,
+                                control.url.as_str(),
+                                control.expect_status,
+                                control.expect_contains.as_deref(),
+                                at,
+                            )
+                            .await,
+                        )
+                    });
+                }
+                Job::Catalogue(i) => {
+                    let Some(c) = self.config.catalogues.get(i).cloned() else {
+                        continue;
+                    };
+                    let fetch = self.shared.free.fetch.clone();
+                    in_flight.spawn(async move {
+                        let budget = catalogue::CatalogueBudget {
+                            max_pages: c.max_pages.count(),
+                            max_bytes: c.max_bytes.count(),
+                            deadline: c.deadline_ms.millis(),
+                            max_items: c.max_items.count(),
+                        };
+                        let seen = catalogue::read_catalogue(
+                            &fetch,
+                            c.url.as_str(),
+                            &c.networks,
+                            budget,
+                            now.div_euclid(1000),
+                        )
+                        .await;
+                        Done::Catalogue(i, seen)
+                    });
+                }
+                Job::Checkpoint => {
+                    if let Err(e) = self.shared.store.checkpoint(&self.key, now) {
+                        tracing::error!(error = %e, "signing a checkpoint failed");
+                    }
+                    let every = self.config.daemon.checkpoint_every_secs.get() as i64 * 1000;
+                    self.push(now + every, Job::Checkpoint);
+                    if let Err(e) = self.refresh_outages() {
+                        tracing::error!(error = %e, "reading outage windows failed");
+                    }
+                }
+                Job::Population => {
+                    self.refresh_population(now);
+                    self.push(now + POPULATION_EVERY_MS, Job::Population);
+                }
+                Job::Refund(run_id) => {
+                    let Some((run_id, plan)) = self.refunds.remove(&run_id) else {
+                        continue;
+                    };
+                    let shared = self.shared.clone();
+                    in_flight.spawn(async move {
+                        if let Err(e) = pipeline::watch_refund_job(shared, run_id, plan).await {
+                            tracing::error!(error = %e, "recording a refund watch failed");
+                        }
+                        Done::Refund
+                    });
+                }
+            }
+        }
+        for (due, job) in deferred {
+            self.push(due, job);
+        }
+        Ok(())
+    }
+
+    /// Takes a finished job's report: the schedule, the outage windows, the catalogue's subjects.
+    fn finish(
+        &mut self,
+        joined: Result<Done, tokio::task::JoinError>,
+        paid_in_flight: &mut usize,
+    ) -> Result<()> {
+        let now = self.shared.clock.now_ms();
+        let done = match joined {
+            Ok(done) => done,
+            Err(e) => {
+                tracing::error!(error = %e, "a job ended abnormally");
+                return Ok(());
+            }
+        };
+        match done {
+            Done::Run { host, done } => {
+                self.hosts
+                    .release(&host, now, self.cadence.host_gap_ms, done.retry_after_ms);
+                if let Some(subject) = self.subjects.get_mut(&done.url) {
+                    subject.runs += 1;
+                    subject.row.failures = if done.reached {
+                        0
+                    } else {
+                        subject.row.failures.saturating_add(1)
+                    };
+                    subject.row.last_run_ms = Some(now);
+                    if done.paid {
+                        subject.row.last_paid_ms = Some(now);
+                    }
+                    subject.row.next_free_ms = next_free_ms(
+                        &self.cadence,
+                        &done.url,
+                        now,
+                        subject.row.failures,
+                        subject.runs,
+                    );
+                    if let Some(rev) = self
+                        .shared
+                        .revisions
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get(&done.url)
+                    {
+                        subject.row.revision = Some(rev.id.clone());
+                    }
+                    self.shared.store.put_subject(&subject.row)?;
+                    let due = subject.row.next_free_ms;
+                    if subject.row.state == SubjectState::Active {
+                        self.push(due, Job::Free(done.url.clone()));
+                    }
+                }
+                if done.asked_to_pay {
+                    *paid_in_flight = paid_in_flight.saturating_sub(1);
+                }
+                if let Some((run_id, plan)) = done.refund {
+                    self.refunds.insert(run_id.clone(), (run_id.clone(), plan));
+                    self.push(now, Job::Refund(run_id));
+                }
+                match &done.error {
+                    Some(e) => tracing::error!(subject = %done.url, error = %e, "run not recorded"),
+                    None => tracing::info!(
+                        subject = %done.url,
+                        reached = done.reached,
+                        paid = done.paid,
+                        verdict = done.summary.as_ref().map_or("-", |s| s.verdict.as_str()),
+                        score = done.summary.as_ref().map_or(f64::NAN, |s| s.capped_score),
+                        "run"
+                    ),
+                }
+            }
+            Done::Control(record) => {
+                self.control_result(record)?;
+                if let Some(c) = &self.config.control {
+                    let every = c.every_secs.get() as i64 * 1000;
+                    self.push(now + every, Job::Control);
+                }
+            }
+            Done::Catalogue(i, seen) => {
+                self.catalogue_result(i, seen, now)?;
+                if let Some(c) = self.config.catalogues.get(i) {
+                    let every = c.every_secs.get() as i64 * 1000;
+                    self.push(now + every, Job::Catalogue(i));
+                }
+            }
+            Done::Refund => {}
+        }
+        Ok(())
+    }
+
+    /// A control probe's result: records it, and opens or closes our outage window.
+    fn control_result(&mut self, record: crate::ledger::record::ControlRecord) -> Result<()> {
+        let at = record.at_ms;
+        let ok = record.ok;
+        let mut entries = vec![NewEntry::plain(at, Record::Control(record.clone()))];
+        match (ok, self.control_open) {
+            (false, None) => {
+                // The window starts just after the last known answer (the outage began since).
+                let from_ms = self.control_last_ok.map_or(at, |t| t + 1);
+                self.control_open = Some(from_ms);
+                entries.push(NewEntry::plain(
+                    at,
+                    Record::Outage(OutageRecord::Opened {
+                        from_ms,
+                        cause: format!("control {} failed: {}", record.url, record.detail),
+                    }),
+                ));
+                tracing::warn!(control = %record.url, detail = %record.detail, "our vantage is out: outage window opened");
+            }
+            (true, Some(from_ms)) => {
+                self.control_open = None;
+                entries.push(NewEntry::plain(
+                    at,
+                    Record::Outage(OutageRecord::Closed { from_ms, to_ms: at }),
+                ));
+                tracing::info!(control = %record.url, "control answers again: outage window closed");
+            }
+            _ => {}
+        }
+        if ok {
+            self.control_last_ok = Some(at);
+        }
+        self.shared.store.append(entries)?;
+        self.refresh_outages()
+    }
+
+    /// A catalogue read: recorded with every page's hash; new subjects added, missing ones
+    /// delisted (only after a complete read); each listed subject's item kept for H1.
+    fn catalogue_result(
+        &mut self,
+        i: usize,
+        seen: catalogue::CatalogueSeen,
+        now: i64,
+    ) -> Result<()> {
+        let Some(c) = self.config.catalogues.get(i).cloned() else {
+            return Ok(());
+        };
+        let source = c.url.to_string();
+        let category = c.category.clone().unwrap_or_else(|| "uncategorised".into());
+        let max = self.config.daemon.max_subjects.count();
+        let mut added = Vec::new();
+        let mut entries = Vec::new();
+        for url in seen.items.keys() {
+            if self.subjects.contains_key(url) {
+                if let Some(s) = self.subjects.get_mut(url)
+                    && s.row.state == SubjectState::Delisted
+                {
+                    s.row.state = SubjectState::Active;
+                    self.shared.store.put_subject(&s.row)?;
+                    entries.push(NewEntry::plain(
+                        now,
+                        Record::Subject(SubjectRecord {
+                            subject: url.clone(),
+                            at_ms: now,
+                            change: SubjectChange::Relisted {
+                                catalogue: source.clone(),
+                            },
+                        }),
+                    ));
+                    let due = due_after_restart(&self.cadence, url, 0, now);
+                    self.push(due, Job::Free(url.clone()));
+                }
+                continue;
+            }
+            if self.subjects.len() >= max {
+                break;
+            }
+            let row = SubjectRow {
+                url: url.clone(),
+                category: category.clone(),
+                source: source.clone(),
+                state: SubjectState::Active,
+                added_ms: now,
+                next_free_ms: now,
+                next_paid_ms: now,
+                failures: 0,
+                last_run_ms: None,
+                last_paid_ms: None,
+                revision: None,
+            };
+            self.shared.store.put_subject(&row)?;
+            entries.push(NewEntry::plain(
+                now,
+                Record::Subject(SubjectRecord {
+                    subject: url.clone(),
+                    at_ms: now,
+                    change: SubjectChange::Added {
+                        source: source.clone(),
+                        category: category.clone(),
+                    },
+                }),
+            ));
+            let due = due_after_restart(&self.cadence, url, 0, now);
+            self.push(due, Job::Free(url.clone()));
+            self.subjects.insert(url.clone(), Subject { row, runs: 0 });
+            added.push(url.clone());
+        }
+        let mut delisted = Vec::new();
+        if seen.error.is_none() {
+            for (url, s) in self.subjects.iter_mut() {
+                if s.row.source == source
+                    && s.row.state == SubjectState::Active
+                    && !seen.items.contains_key(url)
+                {
+                    s.row.state = SubjectState::Delisted;
+                    self.shared.store.put_subject(&s.row)?;
+                    delisted.push(url.clone());
+                    entries.push(NewEntry::plain(
+                        now,
+                        Record::Subject(SubjectRecord {
+                            subject: url.clone(),
+                            at_ms: now,
+                            change: SubjectChange::Delisted {
+                                catalogue: source.clone(),
+                            },
+                        }),
+                    ));
+                }
+            }
+        }
+        {
+            let mut listings = self
+                .shared
+                .listings
+                .write()
+                .unwrap_or_else(|p| p.into_inner());
+            for (url, item) in &seen.items {
+                listings.insert(
+                    url.clone(),
+                    pipeline::listing_for(
+                        &source,
+                        &seen.pages,
+                        seen.items_seen,
+                        Some(item.clone()),
+                    ),
+                );
+            }
+        }
+        entries.insert(
+            0,
+            NewEntry::plain(
+                now,
+                Record::Catalogue(CatalogueRead {
+                    url: source,
+                    at_ms: now,
+                    pages: seen.pages,
+                    items_seen: seen.items_seen,
+                    error: seen.error,
+                    added,
+                    delisted,
+                }),
+            ),
+        );
+        self.shared.store.append(entries)?;
+        Ok(())
+    }
+
+    /// The value population per category, from the latest scores, kept apart by hash.
+    fn refresh_population(&mut self, now: i64) {
+        let summaries = self
+            .shared
+            .summaries
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut by_category: BTreeMap<String, Vec<(String, schedule::ScoreSummary)>> =
+            BTreeMap::new();
+        for (url, s) in summaries {
+            by_category
+                .entry(s.category.clone())
+                .or_default()
+                .push((url, s));
+        }
+        let mut population = Population {
+            at_ms: now,
+            by_category: BTreeMap::new(),
+        };
+        for (category, peers) in by_category {
+            let docs = scoring::population_for("", &category, &peers);
+            let bytes = serde_json::to_vec(&docs).unwrap_or_default();
+            match self.shared.store.put_blob(&bytes) {
+                Ok(sha) => {
+                    population.by_category.insert(category, (sha, docs));
+                }
+                Err(e) => tracing::error!(error = %e, "keeping the value population failed"),
+            }
+        }
+        *self
+            .shared
+            .population
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = population;
+    }
+
+    /// Stops: nothing new starts; runs in flight get a grace to finish and record themselves,
+    /// then are abandoned (an abandoned run leaves no entry; a paid call's reservation is already
+    /// durable and is reconciled at the next start); the ledger is signed at its head.
+    async fn stop(self, mut in_flight: JoinSet<Done>) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + STOP_GRACE;
+        while !in_flight.is_empty() {
+            match tokio::time::timeout_at(deadline, in_flight.join_next()).await {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(_) => {
+                    tracing::warn!(
+                        abandoned = in_flight.len(),
+                        "stopping: abandoning runs in flight"
+                    );
+                    in_flight.abort_all();
+                    while in_flight.join_next().await.is_some() {}
+                    break;
+                }
+            }
+        }
+        let now = self.shared.clock.now_ms();
+        if let Err(e) = self.shared.store.checkpoint(&self.key, now) {
+            tracing::error!(error = %e, "signing the last checkpoint failed");
+        }
+        for s in self.subjects.values() {
+            self.shared.store.put_subject(&s.row)?;
+        }
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
+
+/// The host (and port) a URL is politeness-limited by.
+pub fn host_of(url: &str) -> String {
+    url.split_once("://")
+        .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(rest))
+        .unwrap_or(url)
+        .to_ascii_lowercase()
+}

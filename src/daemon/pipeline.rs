@@ -1,0 +1,555 @@
+//! One scheduled run of one subject, end to end: the free probe, the history-aware checks against
+//! the subject's earlier declarations, revision detection, a paid call when the scheduler asked
+//! for one, the ledger entries (run, revision) with their index rows in one transaction, and the
+//! rescore from the whole history. Also the refund watch (its own job) and the control probe.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::checks::free::evaluate_free;
+use crate::checks::history::{self, Declared, OutageWindow};
+use crate::clock::Clock;
+use crate::evidence::free::ListingSeen;
+use crate::evidence::paid::{RefundPlan, RefundSeen};
+use crate::evidence::run::{Provenance, RefundRecord, RunRecord, run_id};
+use crate::evidence::{CheckResult, Conclusion, Receipt, rfc3339};
+use crate::history::run_entries;
+use crate::ledger::record::{ControlRecord, Record, RecordKind, RevisionRecord, ScoreRecord};
+use crate::probe::free::{FreeProbeConfig, probe_free};
+use crate::probe::http::{FetchConfig, FetchRequest, fetch};
+use crate::probe::paid::{PaidContext, PaidOptions};
+use crate::probe::rpc::Rpc;
+use crate::rubric::Rubric;
+use crate::runner::RunOutput;
+use crate::score::input::{HistoryEntry, PeerDocument};
+use crate::spend::{PayPolicy, SpendStore};
+use crate::store::{Index, NewEntry, ScoreRow, Store, StoreError};
+use crate::wallet::Wallet;
+
+use super::schedule::{ScoreSummary, retry_after_ms};
+use super::scoring::{self, SubjectInputs, day_of};
+
+/// History entries of one ledger entry are numbered `seq * SEQ_STRIDE + i`: the ledger's order,
+/// and room for every entry of a run.
+pub const SEQ_STRIDE: u64 = 1024;
+
+/// What paying needs (absent: the daemon never pays).
+pub struct PayParts {
+    pub wallet: Wallet,
+    pub spend: Arc<SpendStore>,
+    pub policy: PayPolicy,
+    pub rpc: Rpc,
+    pub options: PaidOptions,
+}
+
+/// A subject's current revision: its id and what it declared then.
+#[derive(Debug, Clone)]
+pub struct CurrentRevision {
+    pub id: String,
+    pub number: u64,
+    pub declared: Declared,
+}
+
+/// The value population of one category, as of a refresh, kept apart by hash so a score names it.
+#[derive(Debug, Clone, Default)]
+pub struct Population {
+    pub at_ms: i64,
+    pub by_category: BTreeMap<String, (String, Vec<PeerDocument>)>,
+}
+
+/// What every job shares.
+pub struct Shared {
+    pub rubric: Rubric,
+    pub free: FreeProbeConfig,
+    pub store: Arc<dyn Store>,
+    pub pay: Option<PayParts>,
+    pub clock: Arc<dyn Clock>,
+    pub wall: Arc<dyn Clock>,
+    pub vantage: String,
+    pub provenance: Provenance,
+    pub history_days: u64,
+    pub outages: RwLock<Vec<OutageWindow>>,
+    pub summaries: RwLock<BTreeMap<String, ScoreSummary>>,
+    pub listings: RwLock<BTreeMap<String, ListingSeen>>,
+    pub revisions: Mutex<BTreeMap<String, CurrentRevision>>,
+    pub population: RwLock<Population>,
+    /// Serialises rescoring and the ledger writes of a run, so a score reads exactly the entries
+    /// before its own.
+    pub write_lock: tokio::sync::Mutex<()>,
+}
+
+/// What a run tells the scheduler.
+#[derive(Debug, Clone)]
+pub struct RunDone {
+    pub url: String,
+    /// Whether any sample got an HTTP response (for backoff).
+    pub reached: bool,
+    pub retry_after_ms: Option<i64>,
+    /// The scheduler asked this run to pay.
+    pub asked_to_pay: bool,
+    /// A payment was sent.
+    pub paid: bool,
+    pub refund: Option<(String, RefundPlan)>,
+    pub summary: Option<ScoreSummary>,
+    pub error: Option<String>,
+}
+
+/// Runs `url` once; `pay` asks for a paid call. Never panics; a store error is reported in
+/// `RunDone::error` (the run then left no entry).
+pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay: bool) -> RunDone {
+    let started_ms = shared.clock.now_ms();
+    let mut free = probe_free(&shared.free, &url, started_ms.div_euclid(1000)).await;
+    if let Some(listing) = shared
+        .listings
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&url)
+    {
+        free.listing = listing.clone();
+    }
+    let reached = free.samples.iter().any(|s| s.exchange.response.is_some());
+    let retry_after = retry_after_ms(&free);
+    let results = evaluate_free(&free, &shared.rubric);
+    let mut out = RunOutput {
+        free,
+        paid: None,
+        results,
+    };
+
+    // History-aware checks, against what earlier runs saw.
+    let declared_now = history::declared(&out.free, started_ms);
+    let prior: Vec<Declared> = match shared
+        .store
+        .declared(&url, started_ms - history::STABILITY_WINDOW_MS)
+    {
+        Ok(rows) => rows
+            .iter()
+            .filter_map(|b| serde_json::from_slice(b).ok())
+            .collect(),
+        Err(e) => return failed(url, reached, pay, format!("reading declarations: {e}")),
+    };
+    let notes = history::notes(&out.free);
+    let h2 = history::h2(declared_now.as_ref(), &prior, &notes, started_ms);
+    let h3 = history::h3(declared_now.as_ref(), &prior, &notes, started_ms);
+    let at = rfc3339(out.free.at);
+    for (id, conclusion) in [("H2", h2), ("H3", h3)] {
+        put_result(&mut out.results, id, conclusion, &shared.vantage, &at);
+    }
+
+    // A new revision when what it declares changed, dated like the run's evidence (whole seconds).
+    let evidence_ms = out.free.at.saturating_mul(1000);
+    let revision = {
+        let mut revisions = shared.revisions.lock().unwrap_or_else(|p| p.into_inner());
+        let current = revisions.get(&url).cloned();
+        match (&declared_now, current) {
+            (Some(now), None) => {
+                let record = RevisionRecord {
+                    subject: url.clone(),
+                    id: "r0".into(),
+                    at_ms: evidence_ms,
+                    fingerprint: now.fingerprint.clone(),
+                    previous: None,
+                    changed: Vec::new(),
+                };
+                revisions.insert(
+                    url.clone(),
+                    CurrentRevision {
+                        id: "r0".into(),
+                        number: 0,
+                        declared: now.clone(),
+                    },
+                );
+                (Some(record), "r0".to_string())
+            }
+            (Some(now), Some(cur)) => {
+                let changed = history::revision_change(Some(&cur.declared), now);
+                if changed.is_empty() {
+                    (None, cur.id)
+                } else {
+                    let number = cur.number + 1;
+                    let id = format!("r{number}");
+                    let record = RevisionRecord {
+                        subject: url.clone(),
+                        id: id.clone(),
+                        at_ms: evidence_ms,
+                        fingerprint: now.fingerprint.clone(),
+                        previous: Some(cur.id.clone()),
+                        changed,
+                    };
+                    revisions.insert(
+                        url.clone(),
+                        CurrentRevision {
+                            id: id.clone(),
+                            number,
+                            declared: now.clone(),
+                        },
+                    );
+                    (Some(record), id)
+                }
+            }
+            (None, Some(cur)) => (None, cur.id),
+            (None, None) => (None, "r0".to_string()),
+        }
+    };
+    let (revision_record, revision_id) = revision;
+
+    // A paid call, when asked and possible.
+    let mut refund = None;
+    if pay && let Some(parts) = shared.pay.as_ref() {
+        let ctx = PaidContext {
+            wallet: &parts.wallet,
+            store: &parts.spend,
+            policy: &parts.policy,
+            rpc: &parts.rpc,
+            fetch: &shared.free.fetch,
+            options: parts.options.clone(),
+            clock: shared.clock.as_ref(),
+            wall: shared.wall.as_ref(),
+            on_step: None,
+        };
+        refund = crate::runner::pay_and_merge(&ctx, &shared.rubric, &mut out).await;
+    }
+
+    let ended_ms = shared.clock.now_ms().max(started_ms);
+    let paid_sent = out.paid.as_ref().is_some_and(|p| p.payment.is_some());
+    let record = RunRecord {
+        id: run_id(&shared.vantage, &url, started_ms),
+        subject: url.clone(),
+        vantage: shared.vantage.clone(),
+        started_at_ms: started_ms,
+        ended_at_ms: ended_ms,
+        provenance: shared.provenance,
+        revision: revision_id.clone(),
+        free: out.free,
+        paid: out.paid,
+        results: out.results,
+    };
+    let run_id = record.id.clone();
+
+    // Record, then rescore, under the write lock.
+    let _writing = shared.write_lock.lock().await;
+    let mut entries = Vec::new();
+    if let Some(r) = revision_record {
+        entries.push(NewEntry::plain(started_ms, Record::Revision(r)));
+    }
+    let index = run_index(&shared.rubric, &record, declared_now);
+    entries.push(NewEntry {
+        at_ms: ended_ms,
+        record: Record::Run(Box::new(record)),
+        index: Some(index),
+    });
+    if let Err(e) = shared.store.append(entries) {
+        return failed(url, reached, pay, format!("recording the run: {e}"));
+    }
+    let summary = match rescore(&shared, &url, &category) {
+        Ok(summary) => Some(summary),
+        Err(e) => {
+            tracing::warn!(subject = %url, error = %e, "rescoring failed");
+            None
+        }
+    };
+    RunDone {
+        url,
+        reached,
+        retry_after_ms: retry_after,
+        asked_to_pay: pay,
+        paid: paid_sent,
+        refund: refund.map(|p| (run_id, p)),
+        summary,
+        error: None,
+    }
+}
+
+fn failed(url: String, reached: bool, asked_to_pay: bool, error: String) -> RunDone {
+    RunDone {
+        url,
+        reached,
+        retry_after_ms: None,
+        asked_to_pay,
+        paid: false,
+        refund: None,
+        summary: None,
+        error: Some(error),
+    }
+}
+
+/// Replaces a check's result with a conclusion drawn here (history-aware checks).
+fn put_result(results: &mut [CheckResult], id: &str, c: Conclusion, vantage: &str, at: &str) {
+    if let Some(slot) = results.iter_mut().find(|r| r.id == id) {
+        *slot = CheckResult {
+            id: id.to_string(),
+            outcome: c.outcome,
+            evidence: c.evidence,
+            value: c.value,
+            receipt: Receipt {
+                vantage: vantage.to_string(),
+                at: at.to_string(),
+                detail: c.detail,
+                ..Receipt::default()
+            },
+        };
+    }
+}
+
+/// The index rows of a run: its history entries (numbered from its ledger seq) and what it saw the
+/// subject declare.
+pub fn run_index(
+    rubric: &Rubric,
+    record: &RunRecord,
+    declared: Option<Declared>,
+) -> crate::store::IndexFn {
+    let entries = history_rows(rubric, record);
+    Box::new(move |seq| Index {
+        history: entries(seq)
+            .iter()
+            .filter_map(|e| serde_json::to_vec(e).ok())
+            .collect(),
+        declared: declared
+            .as_ref()
+            .and_then(|d| serde_json::to_vec(d).ok().map(|b| (d.at_ms, b))),
+    })
+}
+
+/// A run's history entries, once its ledger seq is known. The same function serves the daemon's
+/// index and `recompute --ledger`.
+pub fn history_rows(
+    rubric: &Rubric,
+    record: &RunRecord,
+) -> impl FnOnce(u64) -> Vec<HistoryEntry> + Send + 'static {
+    let results = record.results.clone();
+    let paid = record.payment_sent();
+    let revision = record.revision.clone();
+    let rubric = rubric.clone();
+    move |seq| run_entries(&results, &rubric, paid, &revision, seq * SEQ_STRIDE)
+}
+
+/// Rescores `url` as of now from its history; records the score (ledger entry and daily row).
+pub fn rescore(shared: &Shared, url: &str, category: &str) -> Result<ScoreSummary, String> {
+    let now_ms = shared.clock.now_ms();
+    let store = shared.store.as_ref();
+    let rows: Vec<HistoryEntry> = store
+        .history(url)
+        .map_err(|e| e.to_string())?
+        .iter()
+        .filter_map(|b| serde_json::from_slice(b).ok())
+        .collect();
+    let revisions: Vec<RevisionRecord> = store
+        .subject_entries(url, &[RecordKind::Revision], 0)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter_map(|e| match e.record {
+            Record::Revision(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    let outages = shared
+        .outages
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let history = scoring::history_for(rows, &outages, now_ms, shared.history_days);
+    let (population_sha, population) = {
+        let p = shared.population.read().unwrap_or_else(|p| p.into_inner());
+        match p.by_category.get(category) {
+            Some((sha, peers)) => (
+                Some(sha.clone()),
+                peers
+                    .iter()
+                    .filter(|peer| peer.id != url)
+                    .cloned()
+                    .collect(),
+            ),
+            None => (None, Vec::new()),
+        }
+    };
+    let price_usd = shared
+        .summaries
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(url)
+        .map_or(0.0, |s| s.price_usd);
+    let price_usd = latest_price(store, url).unwrap_or(price_usd);
+    let (through, _) = store.head().map_err(|e| e.to_string())?;
+    let inputs = scoring::inputs_document(
+        &shared.rubric,
+        SubjectInputs {
+            url: url.to_string(),
+            category: category.to_string(),
+            price_usd,
+            revisions: scoring::revisions_for(&revisions),
+            history,
+            population,
+            as_of_ms: now_ms,
+            provenance: shared.provenance,
+        },
+    );
+    let mut scored =
+        scoring::score(&shared.rubric, inputs, now_ms, through).map_err(|e| e.to_string())?;
+    scored.record.population_sha256 = population_sha;
+    let summary = scoring::summary_of(&shared.rubric, &scored.document, price_usd, category);
+    let seqs = store
+        .append(vec![NewEntry::plain(
+            now_ms,
+            Record::Score(scored.record.clone()),
+        )])
+        .map_err(|e| e.to_string())?;
+    store
+        .put_score(&ScoreRow {
+            subject: url.to_string(),
+            day: day_of(now_ms),
+            as_of_ms: now_ms,
+            seq: seqs.first().copied().unwrap_or(0),
+            document: scored.stored,
+        })
+        .map_err(|e| e.to_string())?;
+    shared
+        .summaries
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(url.to_string(), summary.clone());
+    Ok(summary)
+}
+
+/// The price the subject's latest declaration quotes, in USD (6-decimal tokens).
+fn latest_price(store: &dyn Store, url: &str) -> Option<f64> {
+    let rows = store.declared(url, 0).ok()?;
+    let last: Declared = serde_json::from_slice(rows.last()?).ok()?;
+    let units: u128 = last.amount.as_deref()?.parse().ok()?;
+    Some(units as f64 / 1e6)
+}
+
+/// The refund watch of an earlier paid call: its result is a ledger entry of its own, with H9
+/// judged again over the run's paid observation.
+pub async fn watch_refund_job(
+    shared: Arc<Shared>,
+    run_id: String,
+    plan: RefundPlan,
+) -> Result<(), StoreError> {
+    let Some(parts) = shared.pay.as_ref() else {
+        return Ok(());
+    };
+    let refund: RefundSeen = crate::probe::refund::watch_refund(
+        &shared.free.fetch,
+        &parts.rpc,
+        &parts.options,
+        shared.wall.as_ref(),
+        &plan,
+    )
+    .await;
+    // H9 over the run's paid observation with the refund side now seen.
+    let run = shared
+        .store
+        .subject_entries(&plan.subject, &[RecordKind::Run], 0)?
+        .into_iter()
+        .rev()
+        .find_map(|e| match e.record {
+            Record::Run(r) if r.id == run_id => Some(r),
+            _ => None,
+        });
+    let Some(run) = run else {
+        return Ok(());
+    };
+    let Some(mut paid) = run.paid.clone() else {
+        return Ok(());
+    };
+    paid.refund = Some(refund.clone());
+    let h9 = crate::checks::paid::evaluate_with_rubric(
+        &paid,
+        &shared.rubric,
+        run.free.at,
+        &shared.vantage,
+    )
+    .into_iter()
+    .find(|r| r.id == "H9");
+    let Some(h9) = h9 else {
+        return Ok(());
+    };
+    let at_ms = shared.clock.now_ms();
+    let record = RefundRecord {
+        run_id,
+        subject: plan.subject.clone(),
+        at_ms,
+        refund,
+        result: h9.clone(),
+    };
+    let rubric = shared.rubric.clone();
+    let revision = run.revision.clone();
+    let _writing = shared.write_lock.lock().await;
+    shared.store.append(vec![NewEntry {
+        at_ms,
+        record: Record::Refund(Box::new(record)),
+        index: Some(Box::new(move |seq| Index {
+            history: run_entries(&[h9], &rubric, true, &revision, seq * SEQ_STRIDE)
+                .iter()
+                .filter_map(|e| serde_json::to_vec(e).ok())
+                .collect(),
+            declared: None,
+        })),
+    }])?;
+    Ok(())
+}
+
+/// One control probe: the known answer or not.
+pub async fn control_probe(
+    fetch_cfg: &FetchConfig,
+    url: &str,
+    expect_status: u16,
+    expect_contains: Option<&str>,
+    at_ms: i64,
+) -> ControlRecord {
+    let exchange = fetch(fetch_cfg, &FetchRequest::get(url)).await;
+    let (ok, detail) = match exchange.response.as_ref() {
+        None => (
+            false,
+            exchange
+                .error
+                .as_ref()
+                .map_or("no response".to_string(), |e| e.to_string()),
+        ),
+        Some(r) if r.status != expect_status => (
+            false,
+            format!("HTTP {} where {expect_status} is known", r.status),
+        ),
+        Some(r) => match expect_contains {
+            Some(text) => {
+                let in_body = String::from_utf8_lossy(&r.body).contains(text);
+                let in_headers = r.headers.iter().any(|(_, v)| v.contains(text));
+                if in_body || in_headers {
+                    (true, "the known answer".to_string())
+                } else {
+                    (false, format!("the answer lacks {text:?}"))
+                }
+            }
+            None => (true, format!("HTTP {expect_status}, as known")),
+        },
+    };
+    ControlRecord {
+        url: url.to_string(),
+        at_ms,
+        ok,
+        detail,
+    }
+}
+
+/// The listing of one subject from a catalogue read (what H1 compares with).
+pub fn listing_for(
+    catalogue_url: &str,
+    pages: &[crate::evidence::free::PageSeen],
+    items_seen: usize,
+    item: Option<serde_json::Value>,
+) -> ListingSeen {
+    ListingSeen::Read {
+        url: catalogue_url.to_string(),
+        pages: pages.to_vec(),
+        items_seen,
+        item,
+    }
+}
+
+/// A score record as published, for tests and tools.
+pub fn score_of(record: &Record) -> Option<&ScoreRecord> {
+    match record {
+        Record::Score(s) => Some(s),
+        _ => None,
+    }
+}

@@ -1,0 +1,330 @@
+//! The scheduler's decisions, pure: when a subject is next due, how a failing subject backs off,
+//! how a restart spreads overdue subjects, which host may be contacted now, and whether a run
+//! should also make a paid call. Time is given, never read.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use sha2::{Digest, Sha256};
+
+use crate::evidence::free::FreeObservation;
+
+/// The cadence settings, in ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cadence {
+    pub free_every_ms: i64,
+    pub jitter_percent: u64,
+    pub backoff_max_ms: i64,
+    pub host_gap_ms: i64,
+    pub paid_min_interval_ms: i64,
+}
+
+/// A number in [0, 1) from a subject and a counter, stable across restarts (no burst, and the
+/// same schedule for the same history).
+pub fn unit_fraction(subject: &str, n: u64) -> f64 {
+    let digest = Sha256::new()
+        .chain_update(subject.as_bytes())
+        .chain_update(n.to_be_bytes())
+        .finalize();
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&digest[..8]);
+    (u64::from_be_bytes(word) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// When a subject is next due after a run that ended at `now_ms`. `failures` counts consecutive
+/// runs that could not reach it: each doubles the wait, up to `backoff_max_ms` (never less than
+/// the cadence), so a dead endpoint costs little while the 72-hour `down` gate and a recovery are
+/// both still seen. `n` (the run count) varies the jitter.
+pub fn next_free_ms(c: &Cadence, subject: &str, now_ms: i64, failures: u32, n: u64) -> i64 {
+    let base = if failures == 0 {
+        c.free_every_ms
+    } else {
+        let factor = 1i64 << failures.min(20);
+        c.free_every_ms
+            .saturating_mul(factor)
+            .min(c.backoff_max_ms.max(c.free_every_ms))
+    };
+    let spread = base as f64 * c.jitter_percent as f64 / 100.0;
+    let jitter = (unit_fraction(subject, n) * 2.0 - 1.0) * spread;
+    now_ms + (base as f64 + jitter).round().max(1.0) as i64
+}
+
+/// After a restart: a subject that is overdue (or new) is spread over one cadence from now instead
+/// of all of them running at once; one that is not yet due keeps its time.
+pub fn due_after_restart(c: &Cadence, subject: &str, stored_due_ms: i64, now_ms: i64) -> i64 {
+    if stored_due_ms > now_ms {
+        return stored_due_ms;
+    }
+    now_ms + (unit_fraction(subject, u64::MAX) * c.free_every_ms as f64) as i64
+}
+
+/// At most one run in flight per host, a least gap between runs on the same host, and a host's
+/// `Retry-After` honoured.
+#[derive(Debug, Default)]
+pub struct HostGate {
+    busy: BTreeSet<String>,
+    not_before: BTreeMap<String, i64>,
+}
+
+impl HostGate {
+    /// When `host` may be contacted next (now when it may).
+    pub fn free_at(&self, host: &str, now_ms: i64) -> i64 {
+        if self.busy.contains(host) {
+            return i64::MAX;
+        }
+        self.not_before
+            .get(host)
+            .copied()
+            .unwrap_or(now_ms)
+            .max(now_ms)
+    }
+
+    /// Takes the host for a run, when it is free now.
+    pub fn try_take(&mut self, host: &str, now_ms: i64) -> bool {
+        if self.free_at(host, now_ms) > now_ms {
+            return false;
+        }
+        self.busy.insert(host.to_string());
+        true
+    }
+
+    /// Gives the host back after a run that ended at `now_ms`; the next run waits the gap, or
+    /// longer when the host asked (`retry_after_ms`).
+    pub fn release(&mut self, host: &str, now_ms: i64, gap_ms: i64, retry_after_ms: Option<i64>) {
+        self.busy.remove(host);
+        let wait = gap_ms.max(retry_after_ms.unwrap_or(0));
+        self.not_before.insert(host.to_string(), now_ms + wait);
+    }
+
+    pub fn busy_hosts(&self) -> usize {
+        self.busy.len()
+    }
+}
+
+/// The longest `Retry-After` we honour: a host cannot park itself out of view for longer than the
+/// `down` gate needs to see it.
+pub const MAX_RETRY_AFTER_MS: i64 = 6 * 3_600_000;
+
+/// The longest `Retry-After` (delta seconds) among the run's 429 and 503 answers, capped.
+pub fn retry_after_ms(obs: &FreeObservation) -> Option<i64> {
+    obs.samples
+        .iter()
+        .filter_map(|s| s.exchange.response.as_ref())
+        .filter(|r| r.status == 429 || r.status == 503)
+        .filter_map(|r| r.header("retry-after"))
+        .filter_map(|v| v.trim().parse::<i64>().ok())
+        .map(|secs| secs.saturating_mul(1000).clamp(0, MAX_RETRY_AFTER_MS))
+        .max()
+}
+
+/// What the scheduler knows of a subject's latest score, for paid sampling.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoreSummary {
+    pub verified: bool,
+    pub verdict: String,
+    pub probes: u32,
+    pub probes_needed: u32,
+    pub span_days: f64,
+    pub span_days_needed: f64,
+    pub paid_days_ago: Option<f64>,
+    pub paid_within_days: f64,
+    pub band: (f64, f64),
+    pub capped_score: f64,
+    /// The grade boundaries of the rubric (minimum scores of each grade above the lowest).
+    pub grade_edges: Vec<f64>,
+    /// R4 and R5 values (0..1), for the value population.
+    pub r4: f64,
+    pub r5: f64,
+    pub price_usd: f64,
+    pub category: String,
+}
+
+/// Why a run should also pay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PaidReason {
+    /// The free evidence is enough for a verdict, but no paid call is recent enough.
+    VerdictReady,
+    /// The band straddles a grade boundary: one more paid call is most likely to move it.
+    BandStraddles,
+    /// Configured to pay from a subject's first run (`pay_from_first_run`).
+    FirstRun,
+}
+
+/// Whether this run should make a paid call: never more often than the minimum interval, first
+/// for subjects whose free evidence is verdict-ready without a recent paid call, then where the
+/// band straddles a grade boundary.
+pub fn paid_wanted(
+    summary: Option<&ScoreSummary>,
+    last_paid_ms: Option<i64>,
+    now_ms: i64,
+    min_interval_ms: i64,
+    from_first_run: bool,
+) -> Option<PaidReason> {
+    if last_paid_ms.is_some_and(|t| now_ms - t < min_interval_ms) {
+        return None;
+    }
+    if from_first_run && last_paid_ms.is_none() {
+        return Some(PaidReason::FirstRun);
+    }
+    let s = summary?;
+    let free_ready = s.probes >= s.probes_needed && s.span_days >= s.span_days_needed;
+    let paid_recent = s.paid_days_ago.is_some_and(|d| d <= s.paid_within_days);
+    if free_ready && !paid_recent {
+        return Some(PaidReason::VerdictReady);
+    }
+    let (low, high) = s.band;
+    if free_ready && s.grade_edges.iter().any(|e| low < *e && *e < high) {
+        return Some(PaidReason::BandStraddles);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const C: Cadence = Cadence {
+        free_every_ms: 3_600_000,
+        jitter_percent: 10,
+        backoff_max_ms: 6 * 3_600_000,
+        host_gap_ms: 1_000,
+        paid_min_interval_ms: 7 * 86_400_000,
+    };
+
+    #[test]
+    fn cadence_jitters_within_its_spread_and_backs_off_to_a_cap() {
+        for n in 0..200 {
+            let due = next_free_ms(&C, "https://a.example/x", 0, 0, n);
+            assert!((3_240_000..=3_960_000).contains(&due), "{due}");
+        }
+        let after = |f| {
+            next_free_ms(
+                &Cadence {
+                    jitter_percent: 0,
+                    ..C
+                },
+                "s",
+                0,
+                f,
+                0,
+            )
+        };
+        assert_eq!(after(1), 7_200_000);
+        assert_eq!(after(2), 14_400_000);
+        assert_eq!(after(3), 21_600_000);
+        assert_eq!(
+            after(30),
+            21_600_000,
+            "capped, and well under the 72 h gate"
+        );
+    }
+
+    #[test]
+    fn a_restart_spreads_overdue_subjects_over_one_cadence() {
+        let now = 1_000_000_000;
+        let dues: Vec<i64> = (0..1000)
+            .map(|i| due_after_restart(&C, &format!("https://s{i}.example/"), now - 5, now))
+            .collect();
+        assert!(dues.iter().all(|d| *d >= now && *d < now + C.free_every_ms));
+        let first_tenth = dues
+            .iter()
+            .filter(|d| **d < now + C.free_every_ms / 10)
+            .count();
+        assert!(
+            first_tenth < 200,
+            "{first_tenth} of 1000 in the first tenth: a burst"
+        );
+        assert_eq!(due_after_restart(&C, "s", now + 7, now), now + 7);
+    }
+
+    #[test]
+    fn one_run_per_host_a_gap_between_and_retry_after_honoured() {
+        let mut g = HostGate::default();
+        assert!(g.try_take("a", 0));
+        assert!(!g.try_take("a", 0));
+        assert!(g.try_take("b", 0));
+        g.release("a", 100, 1_000, None);
+        assert!(!g.try_take("a", 1_099));
+        assert!(g.try_take("a", 1_100));
+        g.release("a", 2_000, 1_000, Some(60_000));
+        assert_eq!(g.free_at("a", 2_000), 62_000);
+    }
+
+    fn summary(probes: u32, span: f64, paid: Option<f64>, band: (f64, f64)) -> ScoreSummary {
+        ScoreSummary {
+            verified: false,
+            verdict: "unverified".into(),
+            probes,
+            probes_needed: 8,
+            span_days: span,
+            span_days_needed: 3.0,
+            paid_days_ago: paid,
+            paid_within_days: 30.0,
+            band,
+            capped_score: 80.0,
+            grade_edges: vec![90.0, 80.0, 70.0, 60.0],
+            r4: 1.0,
+            r5: 1.0,
+            price_usd: 0.01,
+            category: "x".into(),
+        }
+    }
+
+    #[test]
+    fn paid_calls_go_first_where_they_settle_a_verdict() {
+        let week = 7 * 86_400_000;
+        assert_eq!(
+            paid_wanted(
+                Some(&summary(8, 3.0, None, (91.0, 95.0))),
+                None,
+                0,
+                week,
+                false
+            ),
+            Some(PaidReason::VerdictReady)
+        );
+        assert_eq!(
+            paid_wanted(
+                Some(&summary(7, 3.0, None, (91.0, 95.0))),
+                None,
+                0,
+                week,
+                false
+            ),
+            None,
+            "not verdict-ready yet"
+        );
+        assert_eq!(
+            paid_wanted(
+                Some(&summary(8, 3.0, Some(2.0), (91.0, 95.0))),
+                None,
+                0,
+                week,
+                false
+            ),
+            None,
+            "a recent paid call and a band inside one grade"
+        );
+        assert_eq!(
+            paid_wanted(
+                Some(&summary(8, 3.0, Some(2.0), (78.0, 84.0))),
+                None,
+                0,
+                week,
+                false
+            ),
+            Some(PaidReason::BandStraddles)
+        );
+        assert_eq!(
+            paid_wanted(
+                Some(&summary(8, 3.0, None, (1.0, 99.0))),
+                Some(0),
+                week - 1,
+                week,
+                false
+            ),
+            None,
+            "never more often than the minimum interval"
+        );
+        assert_eq!(paid_wanted(None, None, 0, week, false), None);
+    }
+}

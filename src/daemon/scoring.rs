@@ -1,0 +1,351 @@
+//! Scores from history: a subject's inputs document built from its ledger history (history rows,
+//! revisions, our outages, the value population), scored as of a time. Pure apart from what the
+//! caller reads from the store and passes in; `recompute --ledger` uses the same functions on
+//! the ledger alone.
+
+use serde_json::Value;
+
+use super::schedule::ScoreSummary;
+use crate::checks::history::{OutageWindow, excused};
+use crate::evidence::Outcome;
+use crate::evidence::run::Provenance;
+use crate::ledger::record::{OutageRecord, RevisionRecord, ScoreRecord};
+use crate::rubric::{Kind, Rubric};
+use crate::score::document::ScoreDocument;
+use crate::score::input::{
+    HistoryEntry, Inputs, InputsDocument, PeerDocument, PriceUsd, RevisionDocument, SubjectDocument,
+};
+use crate::score::montecarlo::Sampler;
+
+/// RFC 3339 (UTC, ms when not whole seconds) of a time in ms.
+pub fn rfc3339_ms(ms: i64) -> String {
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let f = if ms.rem_euclid(1000) == 0 {
+        time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z")
+    } else {
+        time::macros::format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+        )
+    };
+    t.format(&f).unwrap_or_default()
+}
+
+/// ms of an RFC 3339 time (None when it does not parse).
+pub fn ms_of(text: &str) -> Option<i64> {
+    let t =
+        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
+    i64::try_from(t.unix_timestamp_nanos().div_euclid(1_000_000)).ok()
+}
+
+/// `YYYY-MM-DD` (UTC) of a time in ms.
+pub fn day_of(ms: i64) -> String {
+    rfc3339_ms(ms.div_euclid(86_400_000) * 86_400_000)[..10].to_string()
+}
+
+/// Our outage windows from the ledger's outage records, in order: a window opened by the control
+/// stays open until closed; declared windows stand as declared.
+pub fn outage_windows(records: &[OutageRecord]) -> Vec<OutageWindow> {
+    let mut windows = Vec::new();
+    let mut open: Option<i64> = None;
+    for r in records {
+        match r {
+            OutageRecord::Opened { from_ms, .. } => open = Some(open.unwrap_or(*from_ms)),
+            OutageRecord::Closed { from_ms, to_ms } => {
+                windows.push(OutageWindow {
+                    from_ms: open.take().unwrap_or(*from_ms),
+                    to_ms: Some(*to_ms),
+                });
+            }
+            OutageRecord::Declared { from_ms, to_ms, .. } => windows.push(OutageWindow {
+                from_ms: *from_ms,
+                to_ms: Some(*to_ms),
+            }),
+        }
+    }
+    if let Some(from_ms) = open {
+        windows.push(OutageWindow {
+            from_ms,
+            to_ms: None,
+        });
+    }
+    windows
+}
+
+/// The history the score reads: entries within the horizon and not after `as_of`, each free pass
+/// or fail inside one of our outage windows excused (recorded as `unmeasured`, with a note that
+/// says why), in ledger order.
+pub fn history_for(
+    rows: Vec<HistoryEntry>,
+    outages: &[OutageWindow],
+    as_of_ms: i64,
+    horizon_days: u64,
+) -> Vec<HistoryEntry> {
+    let from = as_of_ms.saturating_sub(horizon_days as i64 * 86_400_000);
+    rows.into_iter()
+        .filter_map(|mut e| {
+            let at = ms_of(&e.at)?;
+            if at < from || at > as_of_ms {
+                return None;
+            }
+            if e.kind == Kind::Free
+                && let Some(w) = excused(e.outcome, at, outages)
+            {
+                e.note = Some(format!(
+                    "excused: our vantage was out from {} to {} ({} kept)",
+                    rfc3339_ms(w.from_ms),
+                    w.to_ms.map_or("now".to_string(), rfc3339_ms),
+                    e.outcome
+                ));
+                e.outcome = Outcome::Unmeasured;
+            }
+            Some(e)
+        })
+        .collect()
+}
+
+/// The subject's revisions as the scorer reads them, oldest first.
+pub fn revisions_for(records: &[RevisionRecord]) -> Vec<RevisionDocument> {
+    records
+        .iter()
+        .map(|r| RevisionDocument {
+            id: r.id.clone(),
+            at: rfc3339_ms(r.at_ms),
+            note: (!r.changed.is_empty()).then(|| format!("changed: {}", r.changed.join(", "))),
+        })
+        .collect()
+}
+
+/// Peers for value: the other subjects of the same category with a score.
+pub fn population_for(
+    subject: &str,
+    category: &str,
+    peers: &[(String, ScoreSummary)],
+) -> Vec<PeerDocument> {
+    let mut population: Vec<PeerDocument> = peers
+        .iter()
+        .filter(|(url, s)| url != subject && s.category == category)
+        .map(|(url, s)| PeerDocument {
+            id: url.clone(),
+            category: s.category.clone(),
+            price_usd: PriceUsd::Decimal(format!("{:.6}", s.price_usd)),
+            r4_pass_rate: (s.r4 * 10_000.0).round() / 10_000.0,
+            r5_pass_rate: (s.r5 * 10_000.0).round() / 10_000.0,
+        })
+        .collect();
+    population.sort_by(|a, b| a.id.cmp(&b.id));
+    population
+}
+
+/// Everything a subject's inputs document is built from.
+#[derive(Debug, Clone)]
+pub struct SubjectInputs {
+    pub url: String,
+    pub category: String,
+    pub price_usd: f64,
+    pub revisions: Vec<RevisionDocument>,
+    pub history: Vec<HistoryEntry>,
+    pub population: Vec<PeerDocument>,
+    pub as_of_ms: i64,
+    pub provenance: Provenance,
+}
+
+pub fn inputs_document(rubric: &Rubric, s: SubjectInputs) -> InputsDocument {
+    InputsDocument {
+        rubric_sha256: rubric.sha256().to_string(),
+        rubric_version: rubric.version.clone(),
+        as_of: rfc3339_ms(s.as_of_ms),
+        subject: SubjectDocument {
+            id: s.url.clone(),
+            url: s.url,
+            category: s.category,
+            price_usd: PriceUsd::Decimal(format!("{:.6}", s.price_usd)),
+            revisions: s.revisions,
+        },
+        history: s.history,
+        population: s.population,
+        provenance: s.provenance,
+    }
+}
+
+/// A scored subject: the document, its ledger form (the document without its inputs, which the
+/// ledger rebuilds) and the ledger record that publishes it.
+#[derive(Debug, Clone)]
+pub struct Scored {
+    pub document: ScoreDocument,
+    pub stored: Vec<u8>,
+    pub record: ScoreRecord,
+}
+
+/// Why a subject could not be scored (its history is kept; the error is reported).
+#[derive(Debug, thiserror::Error)]
+pub enum ScoringError {
+    #[error("inputs: {0}")]
+    Inputs(#[from] crate::score::input::InputError),
+    #[error("score: {0}")]
+    Score(#[from] crate::score::ScoreError),
+    #[error("document: {0}")]
+    Canonical(#[from] crate::canonical::CanonicalError),
+}
+
+/// Scores an inputs document and builds its ledger form. `through_seq` is the last ledger entry
+/// the inputs read.
+pub fn score(
+    rubric: &Rubric,
+    inputs: InputsDocument,
+    as_of_ms: i64,
+    through_seq: u64,
+) -> Result<Scored, ScoringError> {
+    let inputs = Inputs::from_document(inputs)?;
+    let document = crate::score::score(rubric, &inputs, Sampler::InverseCdfTable)?;
+    let stored = stored_form(&document)?;
+    let record = ScoreRecord {
+        subject: document.subject.url.clone(),
+        as_of_ms,
+        through_seq,
+        rubric_sha256: rubric.sha256().to_string(),
+        inputs_sha256: document.inputs_sha256.clone(),
+        document_sha256: crate::evidence::sha256_hex(&stored),
+        score: document.score.as_f64(),
+        capped_score: document.capped_score.as_f64(),
+        band: [document.band.low, document.band.high],
+        grade: document
+            .grade
+            .clone()
+            .or_else(|| document.provisional_grade.clone()),
+        verdict: document.verdict.verdict.as_str().to_string(),
+        population_sha256: None,
+    };
+    Ok(Scored {
+        document,
+        stored,
+        record,
+    })
+}
+
+/// The score document as the ledger keeps it: RFC 8785 bytes without `inputs` (the ledger holds
+/// every input; `inputs_sha256` names them).
+pub fn stored_form(document: &ScoreDocument) -> Result<Vec<u8>, crate::canonical::CanonicalError> {
+    let mut value = serde_json::to_value(document)?;
+    if let Value::Object(map) = &mut value {
+        map.remove("inputs");
+    }
+    Ok(crate::canonical::to_canonical_bytes(&value))
+}
+
+/// What the scheduler keeps of a score.
+pub fn summary_of(
+    rubric: &Rubric,
+    doc: &ScoreDocument,
+    price_usd: f64,
+    category: &str,
+) -> ScoreSummary {
+    let v = &doc.verdict.verification;
+    let check_value = |id: &str| {
+        doc.dimensions
+            .iter()
+            .flat_map(|d| d.checks.iter())
+            .find(|c| c.id == id)
+            .and_then(|c| c.value)
+            .map_or(0.0, |v| v / 100.0)
+    };
+    ScoreSummary {
+        verified: v.verified,
+        verdict: doc.verdict.verdict.as_str().to_string(),
+        probes: v.probes,
+        probes_needed: v.probes_needed,
+        span_days: v.probe_span_days,
+        span_days_needed: v.probe_span_days_needed,
+        paid_days_ago: v.last_paid_call_days_ago,
+        paid_within_days: v.paid_within_days,
+        band: (doc.band.low, doc.band.high),
+        capped_score: doc.capped_score.as_f64(),
+        grade_edges: rubric
+            .grades
+            .iter()
+            .map(|g| g.min)
+            .filter(|m| *m > 0.0)
+            .collect(),
+        r4: check_value("R4"),
+        r5: check_value("R5"),
+        price_usd,
+        category: category.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(seq: u64, at_ms: i64, outcome: Outcome, kind: Kind) -> HistoryEntry {
+        HistoryEntry {
+            seq,
+            check: "R1".into(),
+            outcome,
+            at: rfc3339_ms(at_ms),
+            kind,
+            revision: None,
+            value: None,
+            receipt: "0".repeat(64),
+            note: None,
+        }
+    }
+
+    #[test]
+    fn outages_excuse_free_outcomes_inside_them_and_nothing_else() {
+        let windows = outage_windows(&[
+            OutageRecord::Opened {
+                from_ms: 1_000,
+                cause: "control failed".into(),
+            },
+            OutageRecord::Closed {
+                from_ms: 1_000,
+                to_ms: 2_000,
+            },
+        ]);
+        assert_eq!(
+            windows,
+            vec![OutageWindow {
+                from_ms: 1_000,
+                to_ms: Some(2_000)
+            }]
+        );
+        let rows = vec![
+            entry(1, 500, Outcome::Fail, Kind::Free),
+            entry(2, 1_500, Outcome::Fail, Kind::Free),
+            entry(3, 1_500, Outcome::Fail, Kind::Paid),
+            entry(4, 2_500, Outcome::Fail, Kind::Free),
+        ];
+        let kept = history_for(rows, &windows, 10_000, 180);
+        let outcomes: Vec<Outcome> = kept.iter().map(|e| e.outcome).collect();
+        assert_eq!(
+            outcomes,
+            vec![
+                Outcome::Fail,
+                Outcome::Unmeasured,
+                Outcome::Fail,
+                Outcome::Fail
+            ]
+        );
+        assert!(kept[1].note.as_deref().unwrap().contains("excused"));
+        // An open window excuses until now; the horizon and as_of bound the history.
+        let open = outage_windows(&[OutageRecord::Opened {
+            from_ms: 2_000,
+            cause: "x".into(),
+        }]);
+        assert_eq!(open[0].to_ms, None);
+        let rows = vec![
+            entry(1, 0, Outcome::Pass, Kind::Free),
+            entry(2, 86_400_000 * 200, Outcome::Pass, Kind::Free),
+        ];
+        assert_eq!(history_for(rows, &[], 86_400_000 * 200, 180).len(), 1);
+    }
+
+    #[test]
+    fn times_round_trip_and_days_are_utc() {
+        assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_ms(1_500), "1970-01-01T00:00:01.500Z");
+        assert_eq!(ms_of(&rfc3339_ms(1_234_567)), Some(1_234_567));
+        assert_eq!(day_of(86_400_000 * 2 + 5), "1970-01-03");
+    }
+}

@@ -1,0 +1,91 @@
+//! The record of one probe run of one subject: who ran it, where from, when, what it saw (free and
+//! paid observations) and what the checks concluded. This is what the ledger stores, the scorer's
+//! history is built from, and reports print.
+
+use serde::{Deserialize, Serialize};
+
+use super::CheckResult;
+use super::free::FreeObservation;
+use super::paid::{PaidObservation, RefundSeen};
+
+/// Whether a record describes real observations (seed 001: test data never passes for
+/// observation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provenance {
+    Live,
+    SyntheticFixture,
+    TestHarness,
+}
+
+impl Provenance {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provenance::Live => "live",
+            Provenance::SyntheticFixture => "synthetic_fixture",
+            Provenance::TestHarness => "test_harness",
+        }
+    }
+}
+
+/// A provenance name that is not one of `live`, `synthetic_fixture`, `test_harness`.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown provenance {0:?} (expected live, synthetic_fixture or test_harness)")]
+pub struct UnknownProvenance(pub String);
+
+impl std::str::FromStr for Provenance {
+    type Err = UnknownProvenance;
+    fn from_str(s: &str) -> Result<Provenance, UnknownProvenance> {
+        match s {
+            "live" => Ok(Provenance::Live),
+            "synthetic_fixture" => Ok(Provenance::SyntheticFixture),
+            "test_harness" => Ok(Provenance::TestHarness),
+            other => Err(UnknownProvenance(other.to_string())),
+        }
+    }
+}
+
+/// One run of one subject.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Unique per vantage: `<vantage>:<started_at_ms>:<subject hash prefix>`.
+    pub id: String,
+    pub subject: String,
+    pub vantage: String,
+    /// Our clock at the start and the end of the run, ms since the epoch.
+    pub started_at_ms: i64,
+    pub ended_at_ms: i64,
+    pub provenance: Provenance,
+    /// The subject's revision (see `checks::history`) this run was recorded under.
+    pub revision: String,
+    pub free: FreeObservation,
+    pub paid: Option<PaidObservation>,
+    /// Every rubric check once, in rubric order.
+    pub results: Vec<CheckResult>,
+}
+
+impl RunRecord {
+    /// Whether a payment was actually sent (a refusal sends nothing): only then do the paid
+    /// results count as a paid call for the verdict.
+    pub fn payment_sent(&self) -> bool {
+        self.paid.as_ref().is_some_and(|p| p.payment.is_some())
+    }
+}
+
+/// The refund watch of an earlier run's paid call, when it ends (a job of its own).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RefundRecord {
+    /// The run whose paid call is watched.
+    pub run_id: String,
+    pub subject: String,
+    pub at_ms: i64,
+    pub refund: RefundSeen,
+    /// H9 re-evaluated over the run's paid observation with this refund side.
+    pub result: CheckResult,
+}
+
+/// A stable id for a run: vantage, start time and a hash of the subject.
+pub fn run_id(vantage: &str, subject: &str, started_at_ms: i64) -> String {
+    let hash = super::sha256_hex(subject.as_bytes());
+    format!("{vantage}:{started_at_ms}:{}", &hash[..12])
+}

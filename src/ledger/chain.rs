@@ -1,0 +1,377 @@
+//! The hash chain: how an entry is serialised and hashed, how entries link, and how a chain of
+//! stored rows is verified. Pure: rows in, a verdict out.
+//!
+//! An entry's bytes are the RFC 8785 canonical JSON of its [`Envelope`] (format version, sequence
+//! number, time, subject, the previous entry's hash, the record); its hash is the SHA-256 of those
+//! bytes. The first entry's `prev` is 32 zero bytes. A checkpoint is the reporter key's ed25519
+//! signature over `x402-probe.checkpoint/1\n<seq>\n<hash hex>`.
+
+use ed25519_dalek::{Signature, Verifier as _, VerifyingKey};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::record::{Record, RecordKind};
+use crate::canonical::to_canonical_bytes;
+
+/// The envelope format version written by this build.
+pub const ENVELOPE_VERSION: u32 = 1;
+
+/// What a checkpoint signs, before the seq and hash.
+pub const CHECKPOINT_DOMAIN: &str = "x402-probe.checkpoint/1";
+
+/// One entry as hashed: everything but its own hash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Envelope {
+    pub v: u32,
+    pub seq: u64,
+    pub at_ms: i64,
+    pub subject: Option<String>,
+    /// The previous entry's hash, hex.
+    pub prev: String,
+    pub record: Record,
+}
+
+/// An entry as stored: its columns and its canonical bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEntry {
+    pub seq: u64,
+    pub at_ms: i64,
+    pub kind: String,
+    pub subject: Option<String>,
+    pub prev: [u8; 32],
+    pub hash: [u8; 32],
+    pub body: Vec<u8>,
+}
+
+impl StoredEntry {
+    /// The envelope, parsed back from the canonical bytes.
+    pub fn envelope(&self) -> Result<Envelope, serde_json::Error> {
+        serde_json::from_slice(&self.body)
+    }
+}
+
+/// Builds the stored form of a new entry after `prev`.
+pub fn seal(
+    seq: u64,
+    at_ms: i64,
+    prev: [u8; 32],
+    record: &Record,
+) -> Result<StoredEntry, serde_json::Error> {
+    let envelope = EnvelopeRef {
+        v: ENVELOPE_VERSION,
+        seq,
+        at_ms,
+        subject: record.subject(),
+        prev: hex::encode(prev),
+        record,
+    };
+    let value = serde_json::to_value(&envelope)?;
+    let body = to_canonical_bytes(&value);
+    let hash: [u8; 32] = Sha256::digest(&body).into();
+    Ok(StoredEntry {
+        seq,
+        at_ms,
+        kind: record.kind().as_str().to_string(),
+        subject: record.subject().map(str::to_string),
+        prev,
+        hash,
+        body,
+    })
+}
+
+/// [`Envelope`] by reference, so sealing does not clone a record.
+#[derive(Serialize)]
+struct EnvelopeRef<'a> {
+    v: u32,
+    seq: u64,
+    at_ms: i64,
+    subject: Option<&'a str>,
+    prev: String,
+    record: &'a Record,
+}
+
+/// The bytes a checkpoint signs.
+pub fn checkpoint_message(seq: u64, hash: &[u8; 32]) -> Vec<u8> {
+    format!("{CHECKPOINT_DOMAIN}\n{seq}\n{}", hex::encode(hash)).into_bytes()
+}
+
+/// A stored checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub seq: u64,
+    pub hash: [u8; 32],
+    pub at_ms: i64,
+    pub public_key: [u8; 32],
+    pub signature: [u8; 64],
+}
+
+/// Where and why a chain is broken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("ledger entry {seq}: {why}")]
+pub struct Broken {
+    pub seq: u64,
+    pub why: String,
+}
+
+/// What a verification saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct VerifySummary {
+    pub entries: u64,
+    pub bytes: u64,
+    pub head_seq: u64,
+    pub head_hash: String,
+    pub checkpoints: u64,
+    /// The last entry a valid checkpoint covers (0: none).
+    pub signed_through: u64,
+}
+
+/// Verifies a chain incrementally: feed every stored row in `seq` order, then the checkpoints.
+#[derive(Debug, Default)]
+pub struct Verifier {
+    summary: VerifySummary,
+    prev: [u8; 32],
+    /// Hashes at the seqs checkpoints name, collected on the way (checkpoints are few).
+    wanted: std::collections::BTreeMap<u64, Option<[u8; 32]>>,
+}
+
+impl Verifier {
+    /// A verifier that will check `checkpoints` against the hashes it sees.
+    pub fn new(checkpoints: &[Checkpoint]) -> Verifier {
+        Verifier {
+            wanted: checkpoints.iter().map(|c| (c.seq, None)).collect(),
+            ..Verifier::default()
+        }
+    }
+
+    /// Checks one row: its position, its link to the previous row, its hash, and (when `deep`)
+    /// that its bytes are a canonical entry saying what the columns say. The hash chain alone
+    /// already catches any changed, removed or reordered entry; `deep` also catches a column
+    /// edited beside intact bytes, and bytes this build cannot read.
+    pub fn feed(&mut self, row: &StoredEntry, deep: bool) -> Result<(), Broken> {
+        let expected = self.summary.entries + 1;
+        let broken = |why: String| Broken { seq: row.seq, why };
+        if row.seq != expected {
+            return Err(Broken {
+                seq: expected,
+                why: format!("missing: the next stored entry is {}", row.seq),
+            });
+        }
+        if row.prev != self.prev {
+            return Err(broken(format!(
+                "its previous hash {} is not the hash of entry {} ({})",
+                hex::encode(row.prev),
+                expected - 1,
+                hex::encode(self.prev)
+            )));
+        }
+        let hash: [u8; 32] = Sha256::digest(&row.body).into();
+        if hash != row.hash {
+            return Err(broken(format!(
+                "its bytes hash to {}, not to its stored hash {}",
+                hex::encode(hash),
+                hex::encode(row.hash)
+            )));
+        }
+        if deep {
+            check_columns(row).map_err(broken)?;
+        }
+        if let Some(slot) = self.wanted.get_mut(&row.seq) {
+            *slot = Some(row.hash);
+        }
+        self.prev = row.hash;
+        self.summary.entries = expected;
+        self.summary.bytes += row.body.len() as u64;
+        Ok(())
+    }
+
+    /// Checks the checkpoints (each signature, and that it names the hash actually at its seq; a
+    /// `trusted` key, when given, must have made every one) and returns the summary.
+    pub fn finish(
+        mut self,
+        checkpoints: &[Checkpoint],
+        trusted: Option<&[u8; 32]>,
+    ) -> Result<VerifySummary, Broken> {
+        for c in checkpoints {
+            let broken = |why: String| Broken { seq: c.seq, why };
+            let Some(Some(hash)) = self.wanted.get(&c.seq) else {
+                return Err(broken(format!(
+                    "a checkpoint names entry {}, which the chain does not have",
+                    c.seq
+                )));
+            };
+            if *hash != c.hash {
+                return Err(broken(
+                    "the checkpoint signed another hash than the entry's".into(),
+                ));
+            }
+            if let Some(trusted) = trusted
+                && *trusted != c.public_key
+            {
+                return Err(broken(format!(
+                    "the checkpoint is signed by {}, not by the trusted reporter key",
+                    hex::encode(c.public_key)
+                )));
+            }
+            let key = VerifyingKey::from_bytes(&c.public_key)
+                .map_err(|e| broken(format!("the checkpoint's public key is invalid: {e}")))?;
+            let signature = Signature::from_bytes(&c.signature);
+            key.verify(&checkpoint_message(c.seq, &c.hash), &signature)
+                .map_err(|_| broken("the checkpoint's signature does not verify".into()))?;
+            self.summary.checkpoints += 1;
+            self.summary.signed_through = self.summary.signed_through.max(c.seq);
+        }
+        self.summary.head_seq = self.summary.entries;
+        self.summary.head_hash = hex::encode(self.prev);
+        Ok(self.summary)
+    }
+}
+
+/// The deep part of a row's check: canonical bytes of an entry whose envelope matches the columns.
+fn check_columns(row: &StoredEntry) -> Result<(), String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(&row.body).map_err(|e| format!("its bytes are not JSON: {e}"))?;
+    if to_canonical_bytes(&value) != row.body {
+        return Err("its bytes are not canonical JSON".into());
+    }
+    let envelope: Envelope =
+        serde_json::from_value(value).map_err(|e| format!("its bytes are not an entry: {e}"))?;
+    let same = envelope.v == ENVELOPE_VERSION
+        && envelope.seq == row.seq
+        && envelope.at_ms == row.at_ms
+        && envelope.prev == hex::encode(row.prev)
+        && envelope.subject == row.subject
+        && envelope.subject.as_deref() == envelope.record.subject()
+        && envelope.record.kind().as_str() == row.kind
+        && RecordKind::parse(&row.kind).is_some();
+    if !same {
+        return Err(
+            "its columns (seq, time, kind, subject or previous hash) differ from its bytes".into(),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::record::{ControlRecord, OutageRecord};
+    use ed25519_dalek::{Signer, SigningKey};
+
+    fn chain(n: u64) -> Vec<StoredEntry> {
+        let mut prev = [0u8; 32];
+        (1..=n)
+            .map(|seq| {
+                let record = if seq % 2 == 0 {
+                    Record::Control(ControlRecord {
+                        url: "https://control.example/".into(),
+                        at_ms: seq as i64 * 1000,
+                        ok: true,
+                        detail: format!("probe {seq}"),
+                    })
+                } else {
+                    Record::Outage(OutageRecord::Opened {
+                        from_ms: seq as i64,
+                        cause: "control failed".into(),
+                    })
+                };
+                let e = seal(seq, seq as i64 * 1000, prev, &record).unwrap();
+                prev = e.hash;
+                e
+            })
+            .collect()
+    }
+
+    fn verify(rows: &[StoredEntry], checkpoints: &[Checkpoint]) -> Result<VerifySummary, Broken> {
+        let mut v = Verifier::new(checkpoints);
+        for r in rows {
+            v.feed(r, true)?;
+        }
+        v.finish(checkpoints, None)
+    }
+
+    fn checkpoint(key: &SigningKey, e: &StoredEntry) -> Checkpoint {
+        Checkpoint {
+            seq: e.seq,
+            hash: e.hash,
+            at_ms: 0,
+            public_key: key.verifying_key().to_bytes(),
+            signature: key.sign(&checkpoint_message(e.seq, &e.hash)).to_bytes(),
+        }
+    }
+
+    #[test]
+    fn an_intact_chain_verifies_with_its_checkpoints() {
+        let rows = chain(10);
+        let key = SigningKey::from_bytes(&[7u8; 32]);
+        let cps = vec![checkpoint(&key, &rows[4]), checkpoint(&key, &rows[9])];
+        let s = verify(&rows, &cps).unwrap();
+        assert_eq!((s.entries, s.checkpoints, s.signed_through), (10, 2, 10));
+    }
+
+    #[test]
+    fn a_changed_removed_or_reordered_entry_is_named() {
+        let rows = chain(6);
+        // Changed bytes, hash not updated.
+        let mut changed = rows.clone();
+        changed[2].body[10] ^= 1;
+        assert_eq!(verify(&changed, &[]).unwrap_err().seq, 3);
+        // Changed and re-hashed: the next entry's link breaks.
+        let mut rehashed = rows.clone();
+        let forged = seal(
+            3,
+            rows[2].at_ms,
+            rows[1].hash,
+            &Record::Control(ControlRecord {
+                url: "x".into(),
+                at_ms: 0,
+                ok: false,
+                detail: "forged".into(),
+            }),
+        )
+        .unwrap();
+        rehashed[2] = forged;
+        assert_eq!(verify(&rehashed, &[]).unwrap_err().seq, 4);
+        // Removed.
+        let mut removed = rows.clone();
+        removed.remove(3);
+        assert_eq!(verify(&removed, &[]).unwrap_err().seq, 4);
+        // Reordered.
+        let mut swapped = rows.clone();
+        swapped.swap(1, 2);
+        assert_eq!(verify(&swapped, &[]).unwrap_err().seq, 2);
+        // A column that disagrees with the bytes.
+        let mut column = rows.clone();
+        column[4].kind = "run".into();
+        assert_eq!(verify(&column, &[]).unwrap_err().seq, 5);
+    }
+
+    #[test]
+    fn the_last_entry_rewritten_is_caught_by_its_checkpoint() {
+        let rows = chain(4);
+        let key = SigningKey::from_bytes(&[9u8; 32]);
+        let cps = vec![checkpoint(&key, &rows[3])];
+        let mut rewritten = rows.clone();
+        rewritten[3] = seal(
+            4,
+            rows[3].at_ms,
+            rows[2].hash,
+            &Record::Outage(OutageRecord::Closed {
+                from_ms: 0,
+                to_ms: 1,
+            }),
+        )
+        .unwrap();
+        let err = verify(&rewritten, &cps).unwrap_err();
+        assert_eq!(err.seq, 4);
+        // A checkpoint by another key than the trusted one is refused.
+        let mut v = Verifier::new(&cps);
+        for r in &rows {
+            v.feed(r, true).unwrap();
+        }
+        let other = SigningKey::from_bytes(&[1u8; 32])
+            .verifying_key()
+            .to_bytes();
+        assert!(v.finish(&cps, Some(&other)).is_err());
+    }
+}

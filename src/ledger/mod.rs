@@ -1,0 +1,15 @@
+//! The ledger (seed 004): every run, catalogue read, revision, outage window, correction and
+//! published score is an entry in an append-only, hash-chained log, signed at checkpoints by the
+//! daemon's reporter key. A correction is a new entry, never an edit.
+//!
+//! - [`record`]: what is recorded (typed, one enum for every kind of entry).
+//! - [`chain`]: how entries are serialised (RFC 8785), hashed and linked, and how a stored chain
+//!   is verified (pure).
+//! - [`key`]: the reporter key.
+//!
+//! Storage lives behind `store::Store` (SQLite by default); the on-disk format is in
+//! `state/ledger.md`.
+
+pub mod chain;
+pub mod key;
+pub mod record;

@@ -1,0 +1,216 @@
+//! What the ledger records: one typed [`Record`] per event, each in an [`Envelope`] that chains it
+//! to the previous entry. Both the writer (the daemon) and every reader (scoring from history,
+//! `ledger verify`, `ledger export`, `recompute --ledger`) use these types.
+
+use serde::{Deserialize, Serialize};
+
+use crate::evidence::free::PageSeen;
+use crate::evidence::run::{RefundRecord, RunRecord};
+
+/// One ledger event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Record {
+    /// A probe run of one subject (free, and paid when one was made).
+    Run(Box<RunRecord>),
+    /// The refund watch of an earlier run's paid call.
+    Refund(Box<RefundRecord>),
+    /// A discovery catalogue read.
+    Catalogue(CatalogueRead),
+    /// A subject's declared requirements changed: a new revision.
+    Revision(RevisionRecord),
+    /// Our vantage's own outages.
+    Outage(OutageRecord),
+    /// A control probe: a known answer from an endpoint we run ourselves.
+    Control(ControlRecord),
+    /// A subject added, removed, delisted or paused.
+    Subject(SubjectRecord),
+    /// A correction of an earlier entry: never an edit, always a new entry.
+    Correction(CorrectionRecord),
+    /// A score published for a subject (the document itself is kept beside, by digest).
+    Score(ScoreRecord),
+}
+
+/// The `kind` of a record, as stored beside it for indexing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordKind {
+    Run,
+    Refund,
+    Catalogue,
+    Revision,
+    Outage,
+    Control,
+    Subject,
+    Correction,
+    Score,
+}
+
+impl RecordKind {
+    pub const ALL: [RecordKind; 9] = [
+        RecordKind::Run,
+        RecordKind::Refund,
+        RecordKind::Catalogue,
+        RecordKind::Revision,
+        RecordKind::Outage,
+        RecordKind::Control,
+        RecordKind::Subject,
+        RecordKind::Correction,
+        RecordKind::Score,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordKind::Run => "run",
+            RecordKind::Refund => "refund",
+            RecordKind::Catalogue => "catalogue",
+            RecordKind::Revision => "revision",
+            RecordKind::Outage => "outage",
+            RecordKind::Control => "control",
+            RecordKind::Subject => "subject",
+            RecordKind::Correction => "correction",
+            RecordKind::Score => "score",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<RecordKind> {
+        RecordKind::ALL.into_iter().find(|k| k.as_str() == text)
+    }
+}
+
+impl Record {
+    pub fn kind(&self) -> RecordKind {
+        match self {
+            Record::Run(_) => RecordKind::Run,
+            Record::Refund(_) => RecordKind::Refund,
+            Record::Catalogue(_) => RecordKind::Catalogue,
+            Record::Revision(_) => RecordKind::Revision,
+            Record::Outage(_) => RecordKind::Outage,
+            Record::Control(_) => RecordKind::Control,
+            Record::Subject(_) => RecordKind::Subject,
+            Record::Correction(_) => RecordKind::Correction,
+            Record::Score(_) => RecordKind::Score,
+        }
+    }
+
+    /// The subject this entry is about, when it is about one (an operator may read those).
+    pub fn subject(&self) -> Option<&str> {
+        match self {
+            Record::Run(r) => Some(&r.subject),
+            Record::Refund(r) => Some(&r.subject),
+            Record::Revision(r) => Some(&r.subject),
+            Record::Subject(r) => Some(&r.subject),
+            Record::Score(r) => Some(&r.subject),
+            Record::Correction(r) => r.subject.as_deref(),
+            Record::Catalogue(_) | Record::Outage(_) | Record::Control(_) => None,
+        }
+    }
+}
+
+/// A discovery catalogue read: every page's hash, what was added and what was delisted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CatalogueRead {
+    pub url: String,
+    pub at_ms: i64,
+    pub pages: Vec<PageSeen>,
+    pub items_seen: usize,
+    /// Why the read stopped short, when it did (the subjects it would delist are then kept).
+    pub error: Option<String>,
+    /// Subjects first seen in this read.
+    pub added: Vec<String>,
+    /// Subjects listed before and missing now (only after a complete read).
+    pub delisted: Vec<String>,
+}
+
+/// A new revision of a subject: what it declares changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RevisionRecord {
+    pub subject: String,
+    /// `r0`, `r1`, ... in order.
+    pub id: String,
+    pub at_ms: i64,
+    /// SHA-256 of what the subject declares (see `checks::history::fingerprint`).
+    pub fingerprint: String,
+    pub previous: Option<String>,
+    /// What changed, in words (`price`, `payTo`, `description`, ...).
+    pub changed: Vec<String>,
+}
+
+/// Our own outages. A window opens when the control probe fails and closes when it passes again,
+/// or is declared by hand (at most 48 hours back).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum OutageRecord {
+    Opened {
+        from_ms: i64,
+        cause: String,
+    },
+    Closed {
+        from_ms: i64,
+        to_ms: i64,
+    },
+    Declared {
+        from_ms: i64,
+        to_ms: i64,
+        reason: String,
+        declared_at_ms: i64,
+    },
+}
+
+/// One control probe and whether it gave the known answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControlRecord {
+    pub url: String,
+    pub at_ms: i64,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// A change to the set of subjects.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubjectRecord {
+    pub subject: String,
+    pub at_ms: i64,
+    pub change: SubjectChange,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+pub enum SubjectChange {
+    Added { source: String, category: String },
+    Removed { why: String },
+    Delisted { catalogue: String },
+    Relisted { catalogue: String },
+}
+
+/// A correction: names the entry it corrects and why; what it changes is in `detail`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CorrectionRecord {
+    pub of_seq: u64,
+    pub subject: Option<String>,
+    pub at_ms: i64,
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub detail: serde_json::Value,
+}
+
+/// A published score. The full document (without its inputs, which the ledger rebuilds) is kept
+/// beside the ledger by `document_sha256`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoreRecord {
+    pub subject: String,
+    pub as_of_ms: i64,
+    /// The last ledger entry the score read.
+    pub through_seq: u64,
+    pub rubric_sha256: String,
+    pub inputs_sha256: String,
+    pub document_sha256: String,
+    pub score: f64,
+    pub capped_score: f64,
+    pub band: [f64; 2],
+    pub grade: Option<String>,
+    pub verdict: String,
+    /// The value population the score read (a blob, by hash), when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub population_sha256: Option<String>,
+}

@@ -1,0 +1,99 @@
+//! Reconciliation: resolving open reservations whose authorization window has closed, by asking
+//! the token through the fixed RPC. The decision per reservation is pure
+//! (`paid::steps::reconcile_verdict`); this is the IO around it.
+
+use alloy::primitives::B256;
+
+use crate::paid::chain::AUTHORIZATION_USED_TOPIC;
+use crate::paid::steps::{ChainView, Reconciled, reconcile_verdict};
+use crate::probe::rpc::{Rpc, RpcError};
+use crate::spend::{ReconcileReport, ReconcileStep, ReservationRecord, SpendError, SpendStore};
+
+/// Resolves open reservations whose `validBefore` has passed (by `wall_now`, real time). Used ->
+/// settled; unused once the chain's own clock has also passed `validBefore` -> released (the token
+/// refuses it from then on, forever); anything unknown stays open and keeps counting. RPC trouble
+/// is not an error: those rows stay open.
+pub async fn reconcile(
+    store: &SpendStore,
+    rpc: &Rpc,
+    wall_now: i64,
+    on_step: Option<&(dyn Fn(ReconcileStep) + Send + Sync)>,
+) -> Result<ReconcileReport, SpendError> {
+    let mut report = ReconcileReport::default();
+    let due = store.expired_open(wall_now)?;
+    if due.is_empty() {
+        return Ok(report);
+    }
+    let view = match chain_view(rpc).await {
+        Ok(view) => view,
+        Err(e) => {
+            report.still_open = due
+                .iter()
+                .map(|r| (r.id, format!("RPC unavailable: {e}")))
+                .collect();
+            return Ok(report);
+        }
+    };
+    for row in due {
+        let used = rpc
+            .authorization_state(row.asset, row.payer, row.nonce)
+            .await;
+        let tx = match (&used, row.from_block) {
+            (Ok(true), Some(from)) => find_authorization_use(rpc, &row, from, view.latest_block)
+                .await
+                .ok()
+                .flatten(),
+            _ => None,
+        };
+        match reconcile_verdict(row.chain_id, row.valid_before, &view, used, tx) {
+            Reconciled::Settled { tx, why } => {
+                if store.mark_settled(row.id, tx, &why, wall_now)? {
+                    report.settled.push(row.id);
+                }
+            }
+            Reconciled::Released(why) => {
+                if store.mark_released(row.id, &why, wall_now)? {
+                    report.released.push(row.id);
+                }
+            }
+            Reconciled::Open(why) => {
+                report.still_open.push((row.id, why));
+                continue;
+            }
+        }
+        if let Some(hook) = on_step {
+            hook(ReconcileStep::Resolved { id: row.id });
+        }
+    }
+    Ok(report)
+}
+
+async fn chain_view(rpc: &Rpc) -> Result<ChainView, RpcError> {
+    Ok(ChainView {
+        chain_id: rpc.chain_id().await?,
+        latest_block: rpc.block_number().await?,
+        latest_timestamp: rpc.latest_timestamp().await?,
+    })
+}
+
+/// The transaction whose `AuthorizationUsed(payer, nonce)` log shows our authorization was used.
+pub async fn find_authorization_use(
+    rpc: &Rpc,
+    row: &ReservationRecord,
+    from_block: u64,
+    to_block: u64,
+) -> Result<Option<B256>, RpcError> {
+    let logs = rpc
+        .logs(
+            row.asset,
+            &[
+                Some(AUTHORIZATION_USED_TOPIC),
+                Some(row.payer.into_word()),
+                Some(row.nonce),
+            ],
+            from_block,
+            to_block,
+        )
+        .await?;
+    Ok(logs.iter().find_map(|l| l.transaction_hash))
+}

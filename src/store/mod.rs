@@ -1,0 +1,223 @@
+//! The daemon's store, behind one narrow interface: the ledger (entries, blobs, checkpoints), the
+//! scorer's history index, subjects and their schedule, scores. The embedded implementation is
+//! SQLite ([`sqlite::SqliteStore`], one file in the state directory); a server database can take
+//! its place when several vantages share a store, and every SQL detail stays inside the
+//! implementation. Money lives in its own store (`spend::SpendStore`), which the daemon opens
+//! beside this one.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ledger::chain::{Broken, Checkpoint, StoredEntry, VerifySummary};
+use crate::ledger::key::ReporterKey;
+use crate::ledger::record::{Record, RecordKind};
+
+pub mod sqlite;
+
+pub use sqlite::SqliteStore;
+
+/// What can go wrong in a store: our problem, never the subject's.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store {path}: {context}: {source}")]
+    Sqlite {
+        path: String,
+        context: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("store {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("store {path}: {why}")]
+    Corrupt { path: String, why: String },
+    #[error("store {path} has schema {found:?}, this build writes {expected:?}")]
+    Schema {
+        path: String,
+        found: String,
+        expected: &'static str,
+    },
+    #[error("signing a checkpoint: {0}")]
+    Sign(String),
+    #[error(transparent)]
+    Broken(#[from] Broken),
+}
+
+/// Builds an entry's index rows once its sequence number is known (history entries carry the
+/// ledger's order).
+pub type IndexFn = Box<dyn FnOnce(u64) -> Index + Send>;
+
+/// The index rows one entry adds, written in the same transaction as the entry.
+#[derive(Debug, Clone, Default)]
+pub struct Index {
+    /// Serialised history entries of the entry's subject, in order.
+    pub history: Vec<Vec<u8>>,
+    /// A serialised declaration (what the run saw the subject declare), with its time.
+    pub declared: Option<(i64, Vec<u8>)>,
+}
+
+/// An entry to append, with what it adds to the indexes.
+pub struct NewEntry {
+    pub at_ms: i64,
+    pub record: Record,
+    pub index: Option<IndexFn>,
+}
+
+impl NewEntry {
+    pub fn plain(at_ms: i64, record: Record) -> NewEntry {
+        NewEntry {
+            at_ms,
+            record,
+            index: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for NewEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewEntry")
+            .field("at_ms", &self.at_ms)
+            .field("kind", &self.record.kind())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A subject as scheduled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubjectRow {
+    pub url: String,
+    pub category: String,
+    /// Where it came from: `config` or a catalogue URL.
+    pub source: String,
+    pub state: SubjectState,
+    pub added_ms: i64,
+    pub next_free_ms: i64,
+    pub next_paid_ms: i64,
+    /// Consecutive runs that could not reach the subject (for backoff).
+    pub failures: u32,
+    pub last_run_ms: Option<i64>,
+    pub last_paid_ms: Option<i64>,
+    /// The subject's current revision id (`r0`, `r1`, ...), once one was recorded.
+    pub revision: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubjectState {
+    /// Probed on schedule.
+    Active,
+    /// Gone from every source that listed it; kept with its history, no longer probed.
+    Delisted,
+    /// Removed from the configuration; kept with its history, no longer probed.
+    Removed,
+}
+
+impl SubjectState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubjectState::Active => "active",
+            SubjectState::Delisted => "delisted",
+            SubjectState::Removed => "removed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<SubjectState> {
+        match text {
+            "active" => Some(SubjectState::Active),
+            "delisted" => Some(SubjectState::Delisted),
+            "removed" => Some(SubjectState::Removed),
+            _ => None,
+        }
+    }
+}
+
+/// A score document kept for a subject: the latest of each UTC day is that day's snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScoreRow {
+    pub subject: String,
+    /// `YYYY-MM-DD` (UTC) of `as_of_ms`.
+    pub day: String,
+    pub as_of_ms: i64,
+    /// The ledger entry (a `score` record) that published it.
+    pub seq: u64,
+    pub document: Vec<u8>,
+}
+
+/// A ledger entry read back: its sequence number, time and record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadEntry {
+    pub seq: u64,
+    pub at_ms: i64,
+    pub record: Record,
+}
+
+/// The narrow interface. Everything is synchronous and short; callers in async code keep calls
+/// small (one run, one batch).
+pub trait Store: Send + Sync {
+    /// Appends entries in one transaction (with their history rows), bodies larger than the blob
+    /// threshold kept apart by hash. Returns their sequence numbers. Once it returns, the entries
+    /// are durable.
+    fn append(&self, entries: Vec<NewEntry>) -> Result<Vec<u64>, StoreError>;
+
+    /// The last entry's sequence number and hash (0 and zeros when empty).
+    fn head(&self) -> Result<(u64, [u8; 32]), StoreError>;
+
+    /// Entries about `subject` with `seq > after`, of the given kinds (all kinds when empty), in
+    /// order, bodies left apart.
+    fn subject_entries(
+        &self,
+        subject: &str,
+        kinds: &[RecordKind],
+        after: u64,
+    ) -> Result<Vec<ReadEntry>, StoreError>;
+
+    /// Entries of the given kinds with `seq > after`, in order (e.g. every outage).
+    fn entries_of_kind(
+        &self,
+        kinds: &[RecordKind],
+        after: u64,
+    ) -> Result<Vec<ReadEntry>, StoreError>;
+
+    /// Every stored row with `seq > after`, in order, to `f` (verification, export). Stops at
+    /// the first error `f` returns.
+    fn scan(
+        &self,
+        after: u64,
+        f: &mut dyn FnMut(StoredEntry) -> Result<(), Broken>,
+    ) -> Result<(), StoreError>;
+
+    /// Keeps bytes once, by their SHA-256 (hex returned).
+    fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError>;
+
+    /// A blob by its SHA-256.
+    fn blob(&self, sha256: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Puts every body kept apart back into a record read from the ledger.
+    fn restore_bodies(&self, record: &mut Record) -> Result<(), StoreError>;
+
+    /// Signs a checkpoint over the current head (when it is not signed yet).
+    fn checkpoint(&self, key: &ReporterKey, at_ms: i64) -> Result<Option<Checkpoint>, StoreError>;
+
+    fn checkpoints(&self) -> Result<Vec<Checkpoint>, StoreError>;
+
+    /// Verifies every hash, link and checkpoint (and that every blob matches its hash).
+    fn verify(&self, trusted: Option<&[u8; 32]>, deep: bool) -> Result<VerifySummary, StoreError>;
+
+    /// The history rows of `subject` (serialised history entries), in ledger order.
+    fn history(&self, subject: &str) -> Result<Vec<Vec<u8>>, StoreError>;
+
+    /// The declarations of `subject` at or after `since_ms`, in ledger order.
+    fn declared(&self, subject: &str, since_ms: i64) -> Result<Vec<Vec<u8>>, StoreError>;
+
+    fn subjects(&self) -> Result<Vec<SubjectRow>, StoreError>;
+    fn subject(&self, url: &str) -> Result<Option<SubjectRow>, StoreError>;
+    fn put_subject(&self, row: &SubjectRow) -> Result<(), StoreError>;
+
+    /// Keeps `row` as its subject's score of its day (replacing an earlier one of that day).
+    fn put_score(&self, row: &ScoreRow) -> Result<(), StoreError>;
+    fn latest_score(&self, subject: &str) -> Result<Option<ScoreRow>, StoreError>;
+    /// Every kept score of `subject` (one per day), oldest first.
+    fn daily_scores(&self, subject: &str) -> Result<Vec<ScoreRow>, StoreError>;
+}

@@ -1,0 +1,707 @@
+//! The embedded store: one SQLite file (`ledger.sqlite`) in the state directory, WAL, every commit
+//! on stable storage before it returns. Schema: `state/ledger.sql`; format: `state/ledger.md`.
+
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use sha2::{Digest, Sha256};
+
+use super::{Index, NewEntry, ReadEntry, ScoreRow, Store, StoreError, SubjectRow, SubjectState};
+use crate::evidence::http::Exchange;
+use crate::ledger::chain::{
+    Broken, Checkpoint, StoredEntry, Verifier, VerifySummary, checkpoint_message, seal,
+};
+use crate::ledger::key::ReporterKey;
+use crate::ledger::record::{Record, RecordKind};
+
+/// The schema this build reads and writes.
+pub const SCHEMA_ID: &str = "x402-probe.ledger/1";
+/// The schema file, embedded and applied on every open.
+pub const SCHEMA_SQL: &str = include_str!("../../state/ledger.sql");
+/// The store's file name in the state directory.
+pub const STORE_FILE: &str = "ledger.sqlite";
+/// Bodies at least this long are kept once, apart, addressed by their SHA-256.
+pub const BLOB_MIN_BYTES: usize = 256;
+
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed, `0600` in a `0700` directory) the store in `state_dir`.
+    pub fn open(state_dir: &Path) -> Result<SqliteStore, StoreError> {
+        if !state_dir.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(state_dir)
+                .map_err(|source| StoreError::Io {
+                    path: state_dir.display().to_string(),
+                    source,
+                })?;
+        }
+        let path = state_dir.join(STORE_FILE);
+        if !path.exists() {
+            // Created private before SQLite opens it, so it is never readable by others.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(&path)
+                .map_err(|source| StoreError::Io {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+        }
+        Self::open_file(&path)
+    }
+
+    /// Opens a store file as it is (for tests and tools).
+    pub fn open_file(path: &Path) -> Result<SqliteStore, StoreError> {
+        let shown = path.display().to_string();
+        let sql = |context: &'static str| {
+            let shown = shown.clone();
+            move |source| StoreError::Sqlite {
+                path: shown.clone(),
+                context,
+                source,
+            }
+        };
+        let conn = Connection::open(path).map_err(sql("opening"))?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(sql("setting the busy timeout"))?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(sql("enabling WAL"))?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(sql("setting synchronous"))?;
+        conn.execute_batch(SCHEMA_SQL)
+            .map_err(sql("applying the schema"))?;
+        let found: Option<String> = conn
+            .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(sql("reading the schema id"))?;
+        match found {
+            None => {
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('schema', ?1)",
+                    [SCHEMA_ID],
+                )
+                .map_err(sql("writing the schema id"))?;
+            }
+            Some(id) if id == SCHEMA_ID => {}
+            Some(found) => {
+                return Err(StoreError::Schema {
+                    path: shown,
+                    found,
+                    expected: SCHEMA_ID,
+                });
+            }
+        }
+        // The WAL and shared-memory files SQLite made: private too.
+        for suffix in ["-wal", "-shm"] {
+            let side = PathBuf::from(format!("{}{suffix}", path.display()));
+            if side.exists() {
+                let _ = std::fs::set_permissions(&side, std::fs::Permissions::from_mode(0o600));
+            }
+        }
+        Ok(SqliteStore {
+            conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave SQLite inconsistent (transactions roll back).
+        self.conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn sql(&self, context: &'static str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        move |source| StoreError::Sqlite {
+            path: self.path.display().to_string(),
+            context,
+            source,
+        }
+    }
+
+    fn corrupt(&self, why: String) -> StoreError {
+        StoreError::Corrupt {
+            path: self.path.display().to_string(),
+            why,
+        }
+    }
+
+    fn read_entries<P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+    ) -> Result<Vec<ReadEntry>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(sql).map_err(self.sql("reading entries"))?;
+        let rows = stmt
+            .query_map(params, |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, Vec<u8>>(2)?,
+                ))
+            })
+            .map_err(self.sql("reading entries"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.sql("reading entries"))?;
+        drop(stmt);
+        drop(conn);
+        rows.into_iter()
+            .map(|(seq, at_ms, body)| {
+                let envelope: crate::ledger::chain::Envelope = serde_json::from_slice(&body)
+                    .map_err(|e| self.corrupt(format!("entry {seq} does not parse: {e}")))?;
+                Ok(ReadEntry {
+                    seq: seq as u64,
+                    at_ms,
+                    record: envelope.record,
+                })
+            })
+            .collect()
+    }
+}
+
+fn kinds_clause(kinds: &[RecordKind]) -> String {
+    if kinds.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = kinds.iter().map(|k| format!("'{}'", k.as_str())).collect();
+    format!(" AND kind IN ({})", list.join(","))
+}
+
+/// Moves every body of at least [`BLOB_MIN_BYTES`] out of a record's exchanges into `blobs`.
+fn take_bodies(record: &mut Record, blobs: &mut Vec<([u8; 32], Vec<u8>)>) {
+    let mut take = |ex: &mut Exchange| {
+        for response in ex.responses_mut() {
+            if response.body.len() >= BLOB_MIN_BYTES && !response.body_stored_apart {
+                let body = std::mem::take(&mut response.body);
+                let hash: [u8; 32] = Sha256::digest(&body).into();
+                blobs.push((hash, body));
+                response.body_stored_apart = true;
+            }
+        }
+    };
+    match record {
+        Record::Run(run) => {
+            run.free.exchanges_mut().for_each(&mut take);
+            if let Some(paid) = run.paid.as_mut() {
+                paid.exchanges_mut().for_each(&mut take);
+            }
+        }
+        Record::Refund(refund) => {
+            if let Some(ex) = refund.refund.operator_exchange.as_mut() {
+                take(ex);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn hash32(bytes: Vec<u8>, what: &str, seq: i64) -> Result<[u8; 32], String> {
+    bytes
+        .try_into()
+        .map_err(|_| format!("entry {seq}: {what} is not 32 bytes"))
+}
+
+impl Store for SqliteStore {
+    fn append(&self, entries: Vec<NewEntry>) -> Result<Vec<u64>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(self.sql("starting an append"))?;
+        let (mut seq, mut prev) = head_in(&tx).map_err(self.sql("reading the head"))?;
+        let mut seqs = Vec::with_capacity(entries.len());
+        {
+            let mut insert_entry = tx
+                .prepare_cached(
+                    "INSERT INTO entry (seq, at_ms, kind, subject, prev, hash, body)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .map_err(self.sql("preparing an append"))?;
+            let mut insert_blob = tx
+                .prepare_cached("INSERT OR IGNORE INTO blob (sha256, bytes) VALUES (?1, ?2)")
+                .map_err(self.sql("preparing a blob"))?;
+            let mut insert_history = tx
+                .prepare_cached(
+                    "INSERT INTO history (subject, seq, idx, entry) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .map_err(self.sql("preparing a history row"))?;
+            let mut insert_declared = tx
+                .prepare_cached(
+                    "INSERT INTO declared (subject, seq, at_ms, body) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .map_err(self.sql("preparing a declaration"))?;
+            let mut blobs = Vec::new();
+            for NewEntry {
+                at_ms,
+                mut record,
+                index,
+            } in entries
+            {
+                take_bodies(&mut record, &mut blobs);
+                for (hash, bytes) in blobs.drain(..) {
+                    insert_blob
+                        .execute(params![hash.as_slice(), bytes])
+                        .map_err(self.sql("writing a blob"))?;
+                }
+                seq += 1;
+                let stored = seal(seq, at_ms, prev, &record)
+                    .map_err(|e| self.corrupt(format!("entry {seq} does not serialise: {e}")))?;
+                insert_entry
+                    .execute(params![
+                        stored.seq as i64,
+                        stored.at_ms,
+                        stored.kind,
+                        stored.subject,
+                        stored.prev.as_slice(),
+                        stored.hash.as_slice(),
+                        stored.body,
+                    ])
+                    .map_err(self.sql("writing an entry"))?;
+                if let (Some(subject), Some(index)) = (record.subject(), index) {
+                    let Index { history, declared } = index(seq);
+                    for (idx, row) in history.iter().enumerate() {
+                        insert_history
+                            .execute(params![subject, seq as i64, idx as i64, row])
+                            .map_err(self.sql("writing a history row"))?;
+                    }
+                    if let Some((at, body)) = declared {
+                        insert_declared
+                            .execute(params![subject, seq as i64, at, body])
+                            .map_err(self.sql("writing a declaration"))?;
+                    }
+                }
+                prev = stored.hash;
+                seqs.push(seq);
+            }
+        }
+        tx.commit().map_err(self.sql("committing an append"))?;
+        Ok(seqs)
+    }
+
+    fn head(&self) -> Result<(u64, [u8; 32]), StoreError> {
+        head_in(&self.conn()).map_err(self.sql("reading the head"))
+    }
+
+    fn subject_entries(
+        &self,
+        subject: &str,
+        kinds: &[RecordKind],
+        after: u64,
+    ) -> Result<Vec<ReadEntry>, StoreError> {
+        let sql = format!(
+            "SELECT seq, at_ms, body FROM entry WHERE subject = ?1 AND seq > ?2{} ORDER BY seq",
+            kinds_clause(kinds)
+        );
+        self.read_entries(&sql, params![subject, after as i64])
+    }
+
+    fn entries_of_kind(
+        &self,
+        kinds: &[RecordKind],
+        after: u64,
+    ) -> Result<Vec<ReadEntry>, StoreError> {
+        let sql = format!(
+            "SELECT seq, at_ms, body FROM entry WHERE seq > ?1{} ORDER BY seq",
+            kinds_clause(kinds)
+        );
+        self.read_entries(&sql, params![after as i64])
+    }
+
+    fn scan(
+        &self,
+        after: u64,
+        f: &mut dyn FnMut(StoredEntry) -> Result<(), Broken>,
+    ) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare(
+                "SELECT seq, at_ms, kind, subject, prev, hash, body FROM entry
+                 WHERE seq > ?1 ORDER BY seq",
+            )
+            .map_err(self.sql("scanning entries"))?;
+        let mut rows = stmt
+            .query([after as i64])
+            .map_err(self.sql("scanning entries"))?;
+        while let Some(r) = rows.next().map_err(self.sql("scanning entries"))? {
+            let seq: i64 = r.get(0).map_err(self.sql("scanning entries"))?;
+            let read = |i| r.get::<_, Vec<u8>>(i);
+            let prev = hash32(read(4).map_err(self.sql("scanning entries"))?, "prev", seq)
+                .map_err(|why| Broken {
+                    seq: seq as u64,
+                    why,
+                })?;
+            let hash = hash32(read(5).map_err(self.sql("scanning entries"))?, "hash", seq)
+                .map_err(|why| Broken {
+                    seq: seq as u64,
+                    why,
+                })?;
+            let entry = StoredEntry {
+                seq: seq as u64,
+                at_ms: r.get(1).map_err(self.sql("scanning entries"))?,
+                kind: r.get(2).map_err(self.sql("scanning entries"))?,
+                subject: r.get(3).map_err(self.sql("scanning entries"))?,
+                prev,
+                hash,
+                body: read(6).map_err(self.sql("scanning entries"))?,
+            };
+            f(entry)?;
+        }
+        Ok(())
+    }
+
+    fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError> {
+        let hash: [u8; 32] = Sha256::digest(bytes).into();
+        self.conn()
+            .execute(
+                "INSERT OR IGNORE INTO blob (sha256, bytes) VALUES (?1, ?2)",
+                params![hash.as_slice(), bytes],
+            )
+            .map_err(self.sql("writing a blob"))?;
+        Ok(hex::encode(hash))
+    }
+
+    fn blob(&self, sha256: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.conn()
+            .query_row(
+                "SELECT bytes FROM blob WHERE sha256 = ?1",
+                [sha256.as_slice()],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(self.sql("reading a blob"))
+    }
+
+    fn restore_bodies(&self, record: &mut Record) -> Result<(), StoreError> {
+        let mut missing = None;
+        let mut restore = |ex: &mut Exchange| {
+            for response in ex.responses_mut() {
+                if !response.body_stored_apart {
+                    continue;
+                }
+                let key: Option<[u8; 32]> = hex::decode(&response.body_sha256)
+                    .ok()
+                    .and_then(|b| b.try_into().ok());
+                match key.map(|k| self.blob(&k)) {
+                    Some(Ok(Some(bytes))) => {
+                        response.body = bytes;
+                        response.body_stored_apart = false;
+                    }
+                    _ => missing = Some(response.body_sha256.clone()),
+                }
+            }
+        };
+        match record {
+            Record::Run(run) => {
+                run.free.exchanges_mut().for_each(&mut restore);
+                if let Some(paid) = run.paid.as_mut() {
+                    paid.exchanges_mut().for_each(&mut restore);
+                }
+            }
+            Record::Refund(refund) => {
+                if let Some(ex) = refund.refund.operator_exchange.as_mut() {
+                    restore(ex);
+                }
+            }
+            _ => {}
+        }
+        match missing {
+            Some(hash) => Err(self.corrupt(format!("blob {hash} is missing"))),
+            None => Ok(()),
+        }
+    }
+
+    fn checkpoint(&self, key: &ReporterKey, at_ms: i64) -> Result<Option<Checkpoint>, StoreError> {
+        let (seq, hash) = self.head()?;
+        if seq == 0 {
+            return Ok(None);
+        }
+        let signed: Option<i64> = self
+            .conn()
+            .query_row("SELECT MAX(seq) FROM checkpoint", [], |r| r.get(0))
+            .map_err(self.sql("reading checkpoints"))?;
+        if signed.is_some_and(|s| s as u64 >= seq) {
+            return Ok(None);
+        }
+        let signature = key
+            .sign(&checkpoint_message(seq, &hash))
+            .map_err(|e| StoreError::Sign(e.to_string()))?;
+        let checkpoint = Checkpoint {
+            seq,
+            hash,
+            at_ms,
+            public_key: key.public_key(),
+            signature,
+        };
+        self.conn()
+            .execute(
+                "INSERT INTO checkpoint (seq, hash, at_ms, public_key, signature)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    seq as i64,
+                    hash.as_slice(),
+                    at_ms,
+                    checkpoint.public_key.as_slice(),
+                    checkpoint.signature.as_slice()
+                ],
+            )
+            .map_err(self.sql("writing a checkpoint"))?;
+        Ok(Some(checkpoint))
+    }
+
+    fn checkpoints(&self) -> Result<Vec<Checkpoint>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare("SELECT seq, hash, at_ms, public_key, signature FROM checkpoint ORDER BY seq")
+            .map_err(self.sql("reading checkpoints"))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, Vec<u8>>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, Vec<u8>>(3)?,
+                    r.get::<_, Vec<u8>>(4)?,
+                ))
+            })
+            .map_err(self.sql("reading checkpoints"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.sql("reading checkpoints"))?;
+        rows.into_iter()
+            .map(|(seq, hash, at_ms, public_key, signature)| {
+                let bad = |what: &str| self.corrupt(format!("checkpoint {seq}: bad {what}"));
+                Ok(Checkpoint {
+                    seq: seq as u64,
+                    hash: hash.try_into().map_err(|_| bad("hash"))?,
+                    at_ms,
+                    public_key: public_key.try_into().map_err(|_| bad("public key"))?,
+                    signature: signature.try_into().map_err(|_| bad("signature"))?,
+                })
+            })
+            .collect()
+    }
+
+    fn verify(&self, trusted: Option<&[u8; 32]>, deep: bool) -> Result<VerifySummary, StoreError> {
+        let checkpoints = self.checkpoints()?;
+        let mut verifier = Verifier::new(&checkpoints);
+        self.scan(0, &mut |row| verifier.feed(&row, deep))?;
+        let summary = verifier.finish(&checkpoints, trusted)?;
+        // Every blob must still be what its address says.
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare("SELECT sha256, bytes FROM blob")
+            .map_err(self.sql("reading blobs"))?;
+        let mut rows = stmt.query([]).map_err(self.sql("reading blobs"))?;
+        while let Some(r) = rows.next().map_err(self.sql("reading blobs"))? {
+            let key: Vec<u8> = r.get(0).map_err(self.sql("reading blobs"))?;
+            let bytes: Vec<u8> = r.get(1).map_err(self.sql("reading blobs"))?;
+            let digest: [u8; 32] = Sha256::digest(&bytes).into();
+            if digest[..] != key[..] {
+                return Err(self.corrupt(format!(
+                    "blob {} does not hash to its address",
+                    hex::encode(&key)
+                )));
+            }
+        }
+        Ok(summary)
+    }
+
+    fn history(&self, subject: &str) -> Result<Vec<Vec<u8>>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT entry FROM history WHERE subject = ?1 ORDER BY seq, idx")
+            .map_err(self.sql("reading history"))?;
+        let rows = stmt
+            .query_map([subject], |r| r.get(0))
+            .map_err(self.sql("reading history"))?
+            .collect::<Result<Vec<Vec<u8>>, _>>()
+            .map_err(self.sql("reading history"))?;
+        Ok(rows)
+    }
+
+    fn declared(&self, subject: &str, since_ms: i64) -> Result<Vec<Vec<u8>>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT body FROM declared WHERE subject = ?1 AND at_ms >= ?2 ORDER BY seq",
+            )
+            .map_err(self.sql("reading declarations"))?;
+        let rows = stmt
+            .query_map(params![subject, since_ms], |r| r.get(0))
+            .map_err(self.sql("reading declarations"))?
+            .collect::<Result<Vec<Vec<u8>>, _>>()
+            .map_err(self.sql("reading declarations"))?;
+        Ok(rows)
+    }
+
+    fn subjects(&self) -> Result<Vec<SubjectRow>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare(&format!("{SELECT_SUBJECT} ORDER BY url"))
+            .map_err(self.sql("reading subjects"))?;
+        let rows = stmt
+            .query_map([], read_subject)
+            .map_err(self.sql("reading subjects"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.sql("reading subjects"))?;
+        rows.into_iter()
+            .map(|r| r.map_err(|why| self.corrupt(why)))
+            .collect()
+    }
+
+    fn subject(&self, url: &str) -> Result<Option<SubjectRow>, StoreError> {
+        let row = self
+            .conn()
+            .query_row(
+                &format!("{SELECT_SUBJECT} WHERE url = ?1"),
+                [url],
+                read_subject,
+            )
+            .optional()
+            .map_err(self.sql("reading a subject"))?;
+        row.transpose().map_err(|why| self.corrupt(why))
+    }
+
+    fn put_subject(&self, row: &SubjectRow) -> Result<(), StoreError> {
+        self.conn()
+            .execute(
+                "INSERT INTO subject (url, category, source, state, added_ms, next_free_ms,
+                     next_paid_ms, failures, last_run_ms, last_paid_ms, revision)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                 ON CONFLICT (url) DO UPDATE SET category = ?2, source = ?3, state = ?4,
+                     added_ms = ?5, next_free_ms = ?6, next_paid_ms = ?7, failures = ?8,
+                     last_run_ms = ?9, last_paid_ms = ?10, revision = ?11",
+                params![
+                    row.url,
+                    row.category,
+                    row.source,
+                    row.state.as_str(),
+                    row.added_ms,
+                    row.next_free_ms,
+                    row.next_paid_ms,
+                    row.failures,
+                    row.last_run_ms,
+                    row.last_paid_ms,
+                    row.revision,
+                ],
+            )
+            .map_err(self.sql("writing a subject"))?;
+        Ok(())
+    }
+
+    fn put_score(&self, row: &ScoreRow) -> Result<(), StoreError> {
+        self.conn()
+            .execute(
+                "INSERT INTO score (subject, day, as_of_ms, seq, document) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (subject, day) DO UPDATE SET as_of_ms = ?3, seq = ?4, document = ?5",
+                params![
+                    row.subject,
+                    row.day,
+                    row.as_of_ms,
+                    row.seq as i64,
+                    row.document
+                ],
+            )
+            .map_err(self.sql("writing a score"))?;
+        Ok(())
+    }
+
+    fn latest_score(&self, subject: &str) -> Result<Option<ScoreRow>, StoreError> {
+        self.conn()
+            .query_row(
+                "SELECT subject, day, as_of_ms, seq, document FROM score WHERE subject = ?1
+                 ORDER BY day DESC LIMIT 1",
+                [subject],
+                read_score,
+            )
+            .optional()
+            .map_err(self.sql("reading a score"))
+    }
+
+    fn daily_scores(&self, subject: &str) -> Result<Vec<ScoreRow>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare(
+                "SELECT subject, day, as_of_ms, seq, document FROM score WHERE subject = ?1
+                 ORDER BY day",
+            )
+            .map_err(self.sql("reading scores"))?;
+        let rows = stmt
+            .query_map([subject], read_score)
+            .map_err(self.sql("reading scores"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.sql("reading scores"))?;
+        Ok(rows)
+    }
+}
+
+const SELECT_SUBJECT: &str = "SELECT url, category, source, state, added_ms, next_free_ms,
+    next_paid_ms, failures, last_run_ms, last_paid_ms, revision FROM subject";
+
+fn read_subject(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<SubjectRow, String>> {
+    let state: String = r.get(3)?;
+    let url: String = r.get(0)?;
+    let Some(state) = SubjectState::parse(&state) else {
+        return Ok(Err(format!("subject {url}: unknown state {state:?}")));
+    };
+    Ok(Ok(SubjectRow {
+        url,
+        category: r.get(1)?,
+        source: r.get(2)?,
+        state,
+        added_ms: r.get(4)?,
+        next_free_ms: r.get(5)?,
+        next_paid_ms: r.get(6)?,
+        failures: r.get(7)?,
+        last_run_ms: r.get(8)?,
+        last_paid_ms: r.get(9)?,
+        revision: r.get(10)?,
+    }))
+}
+
+fn read_score(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScoreRow> {
+    Ok(ScoreRow {
+        subject: r.get(0)?,
+        day: r.get(1)?,
+        as_of_ms: r.get(2)?,
+        seq: r.get::<_, i64>(3)? as u64,
+        document: r.get(4)?,
+    })
+}
+
+fn head_in(conn: &Connection) -> rusqlite::Result<(u64, [u8; 32])> {
+    let row: Option<(i64, Vec<u8>)> = conn
+        .query_row(
+            "SELECT seq, hash FROM entry ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    Ok(match row {
+        None => (0, [0u8; 32]),
+        Some((seq, hash)) => (seq as u64, hash.try_into().unwrap_or([0u8; 32])),
+    })
+}

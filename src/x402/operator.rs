@@ -1,0 +1,157 @@
+//! The operator file, `/.well-known/x402-operator.json` at a subject's origin: the wallets its
+//! operator declares and its refund rule (`probes/operator-file.md`). Pure parsing; strict, since a
+//! file that says something else than we read would make H4 and H9 judge the wrong thing.
+
+use serde_json::Value;
+
+use crate::evidence::paid::{
+    NoteKind, OperatorFile, OperatorWallet, RefundRule, RevisionNote, address_any_case,
+};
+
+/// Where the operator file lives at a subject's origin.
+pub const OPERATOR_FILE_PATH: &str = "/.well-known/x402-operator.json";
+
+/// The operator file format this build reads (`probes/operator-file.md`).
+pub const OPERATOR_FILE_SCHEMA: &str = "x402-probe.operator/1";
+
+pub fn parse_operator_file(bytes: &[u8]) -> Result<OperatorFile, String> {
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("the operator file is not JSON: {e}"))?;
+    let object = value
+        .as_object()
+        .ok_or_else(|| "the operator file is not a JSON object".to_string())?;
+    match object.get("schema").and_then(Value::as_str) {
+        Some(OPERATOR_FILE_SCHEMA) => {}
+        Some(other) => {
+            return Err(format!(
+                "the operator file's schema is {other:?}, not {OPERATOR_FILE_SCHEMA:?}"
+            ));
+        }
+        None => {
+            return Err(format!(
+                "the operator file names no schema ({OPERATOR_FILE_SCHEMA:?})"
+            ));
+        }
+    }
+    let wallets = object
+        .get("wallets")
+        .and_then(Value::as_array)
+        .ok_or_else(|| "the operator file has no wallets list".to_string())?;
+    let mut parsed = Vec::new();
+    for (i, w) in wallets.iter().enumerate() {
+        let network = match w.get("network") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(n)) => Some(n.clone()),
+            Some(_) => return Err(format!("wallets[{i}].network is not a string")),
+        };
+        let address = w
+            .get("address")
+            .and_then(Value::as_str)
+            .and_then(address_any_case)
+            .ok_or_else(|| format!("wallets[{i}].address is not a 0x-prefixed 20-byte address"))?;
+        parsed.push(OperatorWallet { network, address });
+    }
+    let refund = match object.get("refund") {
+        None | Some(Value::Null) => None,
+        Some(r) => {
+            let on = r
+                .get("on")
+                .and_then(Value::as_str)
+                .ok_or_else(|| "refund.on is missing".to_string())?;
+            let within = r
+                .get("within_seconds")
+                .and_then(Value::as_u64)
+                .filter(|w| *w >= 1)
+                .ok_or_else(|| {
+                    "refund.within_seconds is not a whole number of at least 1".to_string()
+                })?;
+            Some(RefundRule {
+                on: on.to_string(),
+                within_seconds: within,
+            })
+        }
+    };
+    let notes = match object.get("notes") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => parse_notes(items)?,
+        Some(_) => return Err("notes is not a list".to_string()),
+    };
+    Ok(OperatorFile {
+        wallets: parsed,
+        refund,
+        notes,
+    })
+}
+
+/// Most notes read from one file; a longer list is refused (a file is a statement, not a log).
+pub const MAX_NOTES: usize = 64;
+/// Longest note text kept, in characters.
+pub const MAX_NOTE_TEXT: usize = 500;
+
+fn parse_notes(items: &[Value]) -> Result<Vec<RevisionNote>, String> {
+    if items.len() > MAX_NOTES {
+        return Err(format!(
+            "notes has {} entries, more than {MAX_NOTES}",
+            items.len()
+        ));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let at = n
+                .get("at")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("notes[{i}].at is missing"))?;
+            let at =
+                time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
+                    .map_err(|e| format!("notes[{i}].at is not an RFC 3339 time: {e}"))?;
+            let at_ms = i64::try_from(at.unix_timestamp_nanos() / 1_000_000)
+                .map_err(|_| format!("notes[{i}].at is out of range"))?;
+            let kind = match n.get("kind").and_then(Value::as_str) {
+                Some("price_change") => NoteKind::PriceChange,
+                Some("payto_rotation") => NoteKind::PaytoRotation,
+                Some(other) => {
+                    return Err(format!(
+                        "notes[{i}].kind {other:?} is not price_change or payto_rotation"
+                    ));
+                }
+                None => return Err(format!("notes[{i}].kind is missing")),
+            };
+            let amount = match n.get("amount") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(a)) if crate::x402::types::is_decimal_integer(a) => {
+                    Some(a.clone())
+                }
+                Some(_) => {
+                    return Err(format!("notes[{i}].amount is not a decimal integer string"));
+                }
+            };
+            let pay_to = match n.get("pay_to") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(
+                    v.as_str()
+                        .and_then(address_any_case)
+                        .ok_or_else(|| format!("notes[{i}].pay_to is not an address"))?,
+                ),
+            };
+            if kind == NoteKind::PaytoRotation && pay_to.is_none() {
+                return Err(format!("notes[{i}]: a payto_rotation names the new pay_to"));
+            }
+            let text: String = n
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .chars()
+                .take(MAX_NOTE_TEXT)
+                .collect();
+            Ok(RevisionNote {
+                at_ms,
+                kind,
+                amount,
+                pay_to,
+                text,
+            })
+        })
+        .collect()
+}

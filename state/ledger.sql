@@ -1,0 +1,88 @@
+-- The ledger store (`ledger.sqlite`): the append-only, hash-chained evidence log, its blobs and
+-- signed checkpoints, and the daemon's working state (subjects, schedule, latest scores). The code
+-- embeds this file and applies it on every open. Format: state/ledger.md.
+
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) STRICT;
+
+-- One row per ledger entry. `body` is the entry's RFC 8785 canonical JSON (envelope included);
+-- `hash` its SHA-256; `prev` the previous entry's hash (32 zero bytes for seq 1). Rows are only
+-- ever inserted.
+CREATE TABLE IF NOT EXISTS entry (
+    seq     INTEGER PRIMARY KEY,
+    at_ms   INTEGER NOT NULL,
+    kind    TEXT NOT NULL,
+    subject TEXT,
+    prev    BLOB NOT NULL,
+    hash    BLOB NOT NULL,
+    body    BLOB NOT NULL
+) STRICT;
+CREATE INDEX IF NOT EXISTS entry_subject ON entry (subject, seq);
+CREATE INDEX IF NOT EXISTS entry_kind ON entry (kind, seq);
+
+-- Large byte strings (HTTP bodies) kept once, addressed by their SHA-256.
+CREATE TABLE IF NOT EXISTS blob (
+    sha256 BLOB PRIMARY KEY,
+    bytes  BLOB NOT NULL
+) STRICT, WITHOUT ROWID;
+
+-- Signed checkpoints: the reporter key's ed25519 signature over "x402-probe.checkpoint/1",
+-- seq and hash of the entry it covers.
+CREATE TABLE IF NOT EXISTS checkpoint (
+    seq        INTEGER PRIMARY KEY,
+    hash       BLOB NOT NULL,
+    at_ms      INTEGER NOT NULL,
+    public_key BLOB NOT NULL,
+    signature  BLOB NOT NULL
+) STRICT;
+
+-- The daemon's subjects and their schedule. Working state, rebuilt from config and catalogues;
+-- every change that matters is also a ledger entry.
+CREATE TABLE IF NOT EXISTS subject (
+    url         TEXT PRIMARY KEY,
+    category    TEXT NOT NULL,
+    source      TEXT NOT NULL,
+    state       TEXT NOT NULL,
+    added_ms    INTEGER NOT NULL,
+    next_free_ms INTEGER NOT NULL,
+    next_paid_ms INTEGER NOT NULL,
+    failures    INTEGER NOT NULL,
+    last_run_ms INTEGER,
+    last_paid_ms INTEGER,
+    revision    TEXT
+) STRICT;
+
+-- The latest score document of each subject (the document without its inputs, which the ledger
+-- rebuilds), and one snapshot per subject and UTC day.
+CREATE TABLE IF NOT EXISTS score (
+    subject   TEXT NOT NULL,
+    day       TEXT NOT NULL,
+    as_of_ms  INTEGER NOT NULL,
+    seq       INTEGER NOT NULL,
+    document  BLOB NOT NULL,
+    PRIMARY KEY (subject, day)
+) STRICT;
+
+-- The scorer's history entries of each run, derived from the ledger's run and refund entries when
+-- they are appended (in the same transaction): an index that scoring reads instead of whole runs.
+-- `recompute --ledger` rebuilds them from the entries themselves.
+CREATE TABLE IF NOT EXISTS history (
+    subject TEXT NOT NULL,
+    seq     INTEGER NOT NULL,
+    idx     INTEGER NOT NULL,
+    entry   BLOB NOT NULL,
+    PRIMARY KEY (subject, seq, idx)
+) STRICT, WITHOUT ROWID;
+
+-- What each run saw a subject declare (price, payTo, revision fingerprint), for the checks that
+-- compare runs (H2, H3, revisions). Derived from the run entries, written with them.
+CREATE TABLE IF NOT EXISTS declared (
+    subject TEXT NOT NULL,
+    seq     INTEGER NOT NULL,
+    at_ms   INTEGER NOT NULL,
+    body    BLOB NOT NULL,
+    PRIMARY KEY (subject, seq)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS declared_time ON declared (subject, at_ms);

@@ -1,0 +1,257 @@
+//! The daemon on simulated days against the lab: endpoints that change over time (a price rise,
+//! a payTo rotation, each with and without the operator's note; an 80-hour outage; a 30% failure
+//! share), honest and dishonest paid endpoints, and a control endpoint. The daemon runs in this
+//! process on a simulated clock (days in seconds) with real HTTP, TLS and a real chain; nothing
+//! about the timelines reaches it except what the endpoints serve. Assertions read what it
+//! published: its score records and documents.
+
+mod daemon_support;
+
+use std::sync::Arc;
+
+use daemon_support::*;
+use x402_lab::dynamic::Timeline;
+use x402_probe::clock::ManualClock;
+use x402_probe::ledger::record::{OutageRecord, Record, RecordKind};
+use x402_probe::store::{SqliteStore, Store};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_simulated_days_reach_the_verdicts_the_lab_promises() {
+    let mut lab = lab(&["honest-v2", "overcharge", "wrong-payee"]).await;
+    let start = start_ms();
+    let clock = Arc::new(ManualClock::at_ms(start));
+    let at = |d: f64| start + (d * DAY as f64) as i64;
+    let other = lab.other_wallet.to_checksum(None);
+    let rise = "30000";
+    let variants = [
+        (
+            "price-noted",
+            Timeline {
+                price: vec![(at(2.0), 30_000)],
+                notes: vec![(at(2.0), note(at(2.0), "price_change", Some(rise), None))],
+                ..Timeline::default()
+            },
+        ),
+        (
+            "price-unnoted",
+            Timeline {
+                price: vec![(at(2.0), 30_000)],
+                ..Timeline::default()
+            },
+        ),
+        (
+            "payto-noted",
+            Timeline {
+                pay_to: vec![(at(2.0), lab.other_wallet)],
+                notes: vec![(at(2.0), note(at(2.0), "payto_rotation", None, Some(&other)))],
+                ..Timeline::default()
+            },
+        ),
+        (
+            "payto-unnoted",
+            Timeline {
+                pay_to: vec![(at(2.0), lab.other_wallet)],
+                ..Timeline::default()
+            },
+        ),
+        (
+            "outage-80h",
+            Timeline {
+                down: vec![(at(1.0), at(1.0) + 80 * HOUR)],
+                ..Timeline::default()
+            },
+        ),
+        (
+            "flaky-30",
+            Timeline {
+                fail_share: 0.3,
+                ..Timeline::default()
+            },
+        ),
+    ];
+    let mut urls = std::collections::BTreeMap::new();
+    for (name, timeline) in variants {
+        let url = lab
+            .spawn_variant("honest-v2", name, timeline, lab_clock(&clock))
+            .await
+            .unwrap();
+        urls.insert(name, url);
+    }
+    for name in ["honest-v2", "overcharge", "wrong-payee"] {
+        urls.insert(name, lab.endpoint(name).unwrap().url.clone());
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = Settings::new(dir.path());
+    settings.subjects = urls.values().cloned().collect();
+    let text = config_text(&lab, &settings);
+    run_simulated(&text, clock.clone(), at(5.0)).await;
+
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let verdict_of = |name: &str| latest_document(&store, &urls[name])["verdict"].clone();
+
+    // An honest endpoint is unverified until it has 8 probes over 3 days and a paid call, then
+    // established.
+    let honest = scores(&store, &urls["honest-v2"]);
+    assert!(
+        honest
+            .iter()
+            .filter(|s| s.as_of_ms < at(3.0) - HOUR)
+            .all(|s| s.verdict == "unverified"),
+        "unverified before 3 days of probes"
+    );
+    let v = verdict_of("honest-v2");
+    assert_eq!(v["status"], "established", "{v}");
+    assert!(
+        ["ok", "caution"].contains(&v["verdict"].as_str().unwrap()),
+        "an honest endpoint: {v}"
+    );
+    assert!(v["verification"]["last_paid_call_days_ago"].is_number());
+
+    // Overcharge and wrong payee reach avoid once a paid call shows them.
+    for name in ["overcharge", "wrong-payee"] {
+        assert_eq!(verdict_of(name)["verdict"], "avoid", "{name}");
+    }
+
+    // The 80-hour outage reaches down, and recovers.
+    let outage = scores(&store, &urls["outage-80h"]);
+    let down_at: Vec<i64> = outage
+        .iter()
+        .filter(|s| s.verdict == "down")
+        .map(|s| s.as_of_ms)
+        .collect();
+    assert!(
+        down_at
+            .iter()
+            .any(|t| *t >= at(1.0) + 72 * HOUR && *t <= at(1.0) + 81 * HOUR),
+        "down within the outage: {down_at:?}"
+    );
+    assert!(
+        down_at.iter().all(|t| *t >= at(1.0) + 72 * HOUR),
+        "not down before 72 hours of failure"
+    );
+    assert_ne!(verdict_of("outage-80h")["verdict"], "down", "it recovered");
+
+    // An unnoted payTo rotation fails H3 and puts the subject on watch; a noted one does not.
+    let unnoted = latest_document(&store, &urls["payto-unnoted"]);
+    assert!(check(&unnoted, "H3")["fails"].as_u64().unwrap() > 0);
+    let gate = |doc: &serde_json::Value, flag: &str| {
+        doc["gates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["flag"] == flag)
+            .unwrap()["binding"]
+            .as_bool()
+            .unwrap()
+    };
+    assert!(gate(&unnoted, "payto_changed"));
+    assert_eq!(unnoted["watch"]["on_watch"], true, "{}", unnoted["watch"]);
+    let noted = latest_document(&store, &urls["payto-noted"]);
+    assert_eq!(check(&noted, "H3")["fails"], 0, "{}", check(&noted, "H3"));
+    assert!(!gate(&noted, "payto_changed"));
+    assert!(
+        !noted["watch"]["reasons"]
+            .to_string()
+            .contains("payto_changed"),
+        "{}",
+        noted["watch"]
+    );
+
+    // An unnoted price increase fails H2; a noted one passes.
+    let unnoted = latest_document(&store, &urls["price-unnoted"]);
+    assert!(check(&unnoted, "H2")["fails"].as_u64().unwrap() > 0);
+    let noted = latest_document(&store, &urls["price-noted"]);
+    assert_eq!(check(&noted, "H2")["fails"], 0, "{}", check(&noted, "H2"));
+    assert!(check(&noted, "H2")["passes"].as_u64().unwrap() > 0);
+
+    // Failing 30% of the time shows as R2's rate.
+    let flaky = latest_document(&store, &urls["flaky-30"]);
+    let r2 = check(&flaky, "R2");
+    let (p, f) = (
+        r2["passes"].as_f64().unwrap(),
+        r2["fails"].as_f64().unwrap(),
+    );
+    assert!(f > 0.0 && (0.5..0.9).contains(&(p / (p + f))), "{r2}");
+
+    // The price and payTo changes are revisions.
+    let revisions = store
+        .subject_entries(&urls["price-unnoted"], &[RecordKind::Revision], 0)
+        .unwrap();
+    assert_eq!(revisions.len(), 2, "r0 and the price rise");
+
+    // The ledger verifies.
+    let summary = store.verify(None, true).unwrap();
+    assert!(summary.entries > 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_control_failure_excuses_every_subject_in_its_window() {
+    let mut lab = lab(&["control", "honest-v2"]).await;
+    let start = start_ms();
+    let clock = Arc::new(ManualClock::at_ms(start));
+    // Our vantage "loses its network" for 70 minutes: the control and a subject both fail then.
+    let window = (start + 10 * HOUR, start + 10 * HOUR + 70 * 60_000);
+    let down = Timeline {
+        down: vec![window],
+        ..Timeline::default()
+    };
+    let control = lab
+        .spawn_variant("control", "control-out", down.clone(), lab_clock(&clock))
+        .await
+        .unwrap();
+    let subject = lab
+        .spawn_variant("honest-v2", "blackout", down, lab_clock(&clock))
+        .await
+        .unwrap();
+    let steady = lab.endpoint("honest-v2").unwrap().url.clone();
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = Settings::new(dir.path());
+    settings.subjects = vec![subject.clone(), steady.clone()];
+    settings.control = Some(control);
+    settings.control_every_secs = 300;
+    settings.free_every_secs = 3600;
+    settings.pay = false;
+    let text = config_text(&lab, &settings);
+    run_simulated(&text, clock.clone(), start + DAY).await;
+
+    let store = SqliteStore::open(dir.path()).unwrap();
+    // The window was opened and closed by the control.
+    let outages: Vec<OutageRecord> = store
+        .entries_of_kind(&[RecordKind::Outage], 0)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.record {
+            Record::Outage(o) => Some(o),
+            _ => None,
+        })
+        .collect();
+    let closed = outages
+        .iter()
+        .find_map(|o| match o {
+            OutageRecord::Closed { from_ms, to_ms } => Some((*from_ms, *to_ms)),
+            _ => None,
+        })
+        .expect("the window closed");
+    assert!(closed.0 <= window.0 + 5 * 60_000 && closed.0 > window.0 - 6 * 60_000);
+    assert!(closed.1 >= window.1 && closed.1 <= window.1 + 6 * 60_000);
+
+    // The subject failed R1 inside the window, and none of it counts against it.
+    let raw_fails = history(&store, &subject)
+        .into_iter()
+        .filter(|e| e["check"] == "R1" && e["outcome"] == "fail")
+        .filter(|e| {
+            let t = ms_of(e["at"].as_str().unwrap());
+            t >= closed.0 && t <= closed.1
+        })
+        .count();
+    assert!(raw_fails > 0, "a run fell inside the outage");
+    let doc = latest_document(&store, &subject);
+    assert_eq!(check(&doc, "R1")["fails"], 0, "{}", check(&doc, "R1"));
+    assert!(check(&doc, "R1")["unmeasured"].as_u64().unwrap() >= raw_fails as u64);
+    // The steady subject is untouched.
+    let doc = latest_document(&store, &steady);
+    assert_eq!(check(&doc, "R1")["fails"], 0);
+    assert!(store.verify(None, true).is_ok());
+}

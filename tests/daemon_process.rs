@@ -1,0 +1,242 @@
+//! The daemon as the service runs it: a separate process on the real clock. SIGHUP reloads its
+//! subjects, SIGTERM stops it with exit 0 within 10 s, and `kill -9` at random moments (paid calls
+//! in flight included) never breaks the ledger, never loses or doubles a reservation, never lets
+//! the caps be passed, and the schedule resumes.
+
+mod daemon_support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use daemon_support::*;
+use x402_probe::ledger::record::{Record, RecordKind};
+use x402_probe::spend::{ReservationState, SpendStore, Usd};
+use x402_probe::store::{SqliteStore, Store};
+
+fn start_daemon(config: &Path, log: &Path) -> Child {
+    let log = std::fs::File::create(log).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_x402-probe"))
+        .args(["daemon", "--config"])
+        .arg(config)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("the daemon starts")
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on our own child's pid.
+    let rc = unsafe { libc::kill(child.id() as i32, sig) };
+    assert_eq!(rc, 0);
+}
+
+/// Runs recorded for `subject` so far (reading while the daemon writes: SQLite WAL readers).
+fn runs_of(state: &Path, subject: &str) -> usize {
+    let Ok(store) = SqliteStore::open_file(&state.join("ledger.sqlite")) else {
+        return 0;
+    };
+    store
+        .subject_entries(subject, &[RecordKind::Run], 0)
+        .map(|e| e.len())
+        .unwrap_or(0)
+}
+
+fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let until = Instant::now() + timeout;
+    while Instant::now() < until {
+        if ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_subjects_and_sigterm_stops_within_ten_seconds() {
+    let lab = lab(&["honest-v2", "honest-v1"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let first = lab.endpoint("honest-v2").unwrap().url.clone();
+    let second = lab.endpoint("honest-v1").unwrap().url.clone();
+    let mut settings = Settings::new(dir.path());
+    settings.subjects = vec![first.clone()];
+    settings.free_every_secs = 2;
+    settings.pay = false;
+    let config = write_config(dir.path(), &config_text(&lab, &settings));
+    let log = dir.path().join("daemon.log");
+    let mut child = start_daemon(&config, &log);
+    wait_for("a first run", Duration::from_secs(60), || {
+        runs_of(dir.path(), &first) > 0
+    });
+    assert_eq!(runs_of(dir.path(), &second), 0);
+
+    // SIGHUP: the second subject is added without losing the first one's state.
+    settings.subjects = vec![first.clone(), second.clone()];
+    write_config(dir.path(), &config_text(&lab, &settings));
+    let before = runs_of(dir.path(), &first);
+    signal(&child, libc::SIGHUP);
+    wait_for(
+        "a run of the added subject",
+        Duration::from_secs(60),
+        || runs_of(dir.path(), &second) > 0,
+    );
+    assert!(runs_of(dir.path(), &first) >= before);
+
+    // SIGTERM: exit 0 within 10 seconds, the ledger intact and signed at its head.
+    let asked = Instant::now();
+    signal(&child, libc::SIGTERM);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "still running 10 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        status.success(),
+        "{status}: {}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    let store = SqliteStore::open_file(&dir.path().join("ledger.sqlite")).unwrap();
+    let summary = store.verify(None, true).unwrap();
+    assert_eq!(
+        summary.signed_through, summary.head_seq,
+        "signed at its head"
+    );
+    let logs = std::fs::read_to_string(&log).unwrap();
+    assert!(logs.contains("configuration reloaded"), "{logs}");
+    assert!(logs.contains("subject="), "one line per run: {logs}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_at_random_moments_never_breaks_the_ledger_the_money_or_the_schedule() {
+    let lab = lab(&[
+        "honest-v2",
+        "honest-v1",
+        "overcharge",
+        "charge-without-delivery",
+        "double-pull",
+        "wrong-payee",
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let subjects: Vec<String> = lab.endpoints.iter().map(|e| e.url.clone()).collect();
+    let mut settings = Settings::new(dir.path());
+    settings.subjects = subjects.clone();
+    settings.free_every_secs = 1;
+    settings.pay_from_first_run = true;
+    settings.paid_min_interval_secs = 60;
+    settings.samples = 1;
+    let config = write_config(dir.path(), &config_text(&lab, &settings));
+    let log = dir.path().join("daemon.log");
+    let state = dir.path();
+    let daily_cap: Usd = "5".parse().unwrap();
+
+    let mut seen_entries = 0u64;
+    for round in 0..8u64 {
+        let mut child = start_daemon(&config, &log);
+        // A moment somewhere in the first seconds, when runs and paid calls are starting.
+        let wait =
+            400 + (x402_probe::daemon::schedule::unit_fraction("kill", round) * 2600.0) as u64;
+        std::thread::sleep(Duration::from_millis(wait));
+        signal(&child, libc::SIGKILL);
+        let _ = child.wait();
+
+        let store = SqliteStore::open_file(&state.join("ledger.sqlite")).unwrap();
+        let summary = store
+            .verify(None, true)
+            .unwrap_or_else(|e| panic!("round {round}: the ledger is broken after kill -9: {e}"));
+        assert!(
+            summary.entries >= seen_entries,
+            "round {round}: acknowledged entries lost ({} < {seen_entries})",
+            summary.entries
+        );
+        seen_entries = summary.entries;
+        // No run recorded twice.
+        let mut ids = BTreeSet::new();
+        for e in store.entries_of_kind(&[RecordKind::Run], 0).unwrap() {
+            if let Record::Run(r) = e.record {
+                assert!(ids.insert(r.id.clone()), "run {} recorded twice", r.id);
+            }
+        }
+        // The caps hold, counting every reservation still open.
+        let spend = SpendStore::open(state).unwrap();
+        let mut committed = Usd::ZERO;
+        for r in spend.reservations().unwrap() {
+            if r.state != ReservationState::Released {
+                committed = committed.checked_add(r.cost).unwrap();
+            }
+        }
+        assert!(
+            committed <= daily_cap,
+            "round {round}: {committed} > {daily_cap}"
+        );
+    }
+
+    // A clean run after the kills: the schedule resumes, then a SIGTERM stop.
+    let store = SqliteStore::open_file(&state.join("ledger.sqlite")).unwrap();
+    let runs_before = store.entries_of_kind(&[RecordKind::Run], 0).unwrap().len();
+    let mut child = start_daemon(&config, &log);
+    wait_for("runs after the restarts", Duration::from_secs(60), || {
+        SqliteStore::open_file(&state.join("ledger.sqlite"))
+            .and_then(|s| s.entries_of_kind(&[RecordKind::Run], 0))
+            .map(|e| e.len() > runs_before + subjects.len())
+            .unwrap_or(false)
+    });
+    signal(&child, libc::SIGTERM);
+    assert!(child.wait().unwrap().success());
+    let summary = store.verify(None, true).unwrap();
+    assert_eq!(summary.signed_through, summary.head_seq);
+
+    // Money: every authorization of ours that was used on chain has exactly one reservation, and
+    // no reservation was settled without its use on chain.
+    let spend = SpendStore::open(state).unwrap();
+    let reservations = spend.reservations().unwrap();
+    assert!(!reservations.is_empty(), "paid calls were made");
+    let nonces: BTreeSet<_> = reservations.iter().map(|r| r.nonce).collect();
+    assert_eq!(nonces.len(), reservations.len(), "a nonce reserved twice");
+    let rpc = x402_probe::probe::rpc::Rpc::new(lab.rpc_url());
+    let token = lab.token.address();
+    let used = rpc
+        .logs(
+            token,
+            &[
+                Some(x402_probe::paid::chain::AUTHORIZATION_USED_TOPIC),
+                Some(lab.payer.into_word()),
+            ],
+            0,
+            rpc.block_number().await.unwrap(),
+        )
+        .await
+        .unwrap();
+    for log in &used {
+        let nonce = log.topics[2];
+        assert!(
+            nonces.contains(&nonce),
+            "an authorization used on chain has no reservation"
+        );
+    }
+    for r in &reservations {
+        let on_chain = rpc
+            .authorization_state(token, r.payer, r.nonce)
+            .await
+            .unwrap();
+        if r.state == ReservationState::Settled {
+            assert!(on_chain, "reservation {} settled but unused on chain", r.id);
+        }
+        if on_chain {
+            assert_ne!(
+                r.state,
+                ReservationState::Released,
+                "reservation {} released though used on chain",
+                r.id
+            );
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! Running the daemon against the lab: configuration files, the daemon in process on a simulated
+//! clock, and reading what it published back from its store.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+use x402_lab::dynamic::LabClock;
+use x402_lab::{Lab, LabOptions};
+use x402_probe::clock::{Clock, ManualClock};
+use x402_probe::config::DaemonConfig;
+use x402_probe::daemon::{Daemon, TimeSource};
+use x402_probe::ledger::key::ReporterKey;
+use x402_probe::ledger::record::{Record, RecordKind};
+use x402_probe::store::{SqliteStore, Store};
+
+pub const HOUR: i64 = 3_600_000;
+pub const DAY: i64 = 24 * HOUR;
+
+pub async fn lab(scenarios: &[&str]) -> Lab {
+    x402_probe::install_crypto_provider();
+    Lab::start_with(LabOptions {
+        scenarios: Some(scenarios.iter().map(|s| s.to_string()).collect()),
+        ..LabOptions::default()
+    })
+    .await
+    .expect("the lab starts")
+}
+
+pub fn lab_clock(clock: &Arc<ManualClock>) -> LabClock {
+    let c = clock.clone();
+    Arc::new(move || c.now_ms())
+}
+
+/// The settings the tests vary.
+pub struct Settings<'a> {
+    pub state_dir: &'a Path,
+    pub subjects: Vec<String>,
+    pub control: Option<String>,
+    pub control_every_secs: u64,
+    pub free_every_secs: u64,
+    pub pay: bool,
+    pub pay_from_first_run: bool,
+    pub paid_min_interval_secs: u64,
+    pub samples: u64,
+    pub extra: &'a str,
+}
+
+impl<'a> Settings<'a> {
+    pub fn new(state_dir: &'a Path) -> Settings<'a> {
+        Settings {
+            state_dir,
+            subjects: Vec::new(),
+            control: None,
+            control_every_secs: 600,
+            free_every_secs: 3 * 3600,
+            pay: true,
+            pay_from_first_run: false,
+            paid_min_interval_secs: 86_400,
+            samples: 2,
+            extra: "",
+        }
+    }
+}
+
+/// A daemon configuration for `lab` (TOML text), with a fresh reporter key in the state dir.
+pub fn config_text(lab: &Lab, s: &Settings) -> String {
+    let key = s.state_dir.join("reporter.key");
+    if !key.exists() {
+        std::fs::create_dir_all(s.state_dir).unwrap();
+        ReporterKey::generate(&key).expect("a reporter key");
+    }
+    let mut text = format!(
+        r#"
+[daemon]
+state_dir = "{state}"
+reporter_key = {{ key_file = "{key}" }}
+checkpoint_every_secs = 3600
+
+[probe]
+samples = {samples}
+spacing_ms = 0
+allow_private = true
+ca_files = ["{ca}"]
+rpc = "{rpc}"
+assets = ["{token}"]
+provenance = "test_harness"
+vantage = "lab"
+
+[schedule]
+free_every_secs = {every}
+jitter_percent = 10
+concurrency = 8
+per_host_gap_ms = 1000
+backoff_max_secs = 21600
+paid_min_interval_secs = {paid_every}
+pay_from_first_run = {first}
+{extra}
+"#,
+        state = s.state_dir.display(),
+        key = key.display(),
+        samples = s.samples,
+        ca = lab.ca_file.display(),
+        rpc = lab.rpc_url(),
+        token = lab.token.address().to_checksum(None),
+        every = s.free_every_secs,
+        paid_every = s.paid_min_interval_secs,
+        first = s.pay_from_first_run,
+        extra = s.extra,
+    );
+    if s.pay {
+        text.push_str(&format!(
+            r#"
+[pay]
+max_usd = "0.05"
+max_usd_per_subject_per_day = "0.50"
+max_usd_per_day = "5"
+wallet = {{ key_file = "{wallet}" }}
+confirmations = 0
+"#,
+            wallet = lab.payer_key_file.display()
+        ));
+    }
+    if let Some(control) = &s.control {
+        text.push_str(&format!(
+            "\n[control]\nurl = \"{control}\"\nevery_secs = {}\nexpect_status = 402\n",
+            s.control_every_secs
+        ));
+    }
+    for url in &s.subjects {
+        text.push_str(&format!(
+            "\n[[subject]]\nurl = \"{url}\"\ncategory = \"weather\"\n"
+        ));
+    }
+    text
+}
+
+pub fn write_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("daemon.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Runs the daemon in this process on `clock` until `until_ms`.
+pub async fn run_simulated(config_text: &str, clock: Arc<ManualClock>, until_ms: i64) {
+    x402_probe::cmd::daemon::init_logs();
+    let config: DaemonConfig = toml::from_str(config_text).expect("the test's config parses");
+    config.validate().expect("the test's config is valid");
+    let daemon = Daemon::open(config, None, TimeSource::Simulated { clock, until_ms })
+        .await
+        .expect("the daemon opens");
+    let (_tx, rx) = tokio::sync::mpsc::channel(1);
+    daemon.run(rx).await.expect("the daemon runs to the end");
+}
+
+/// Every score the daemon published for `subject`, in order, with the as-of time.
+pub fn scores(store: &SqliteStore, subject: &str) -> Vec<x402_probe::ledger::record::ScoreRecord> {
+    store
+        .subject_entries(subject, &[RecordKind::Score], 0)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.record {
+            Record::Score(s) => Some(s),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The latest full score document of `subject` (without its inputs).
+pub fn latest_document(store: &SqliteStore, subject: &str) -> Value {
+    let row = store
+        .latest_score(subject)
+        .unwrap()
+        .unwrap_or_else(|| panic!("{subject} has a score"));
+    serde_json::from_slice(&row.document).unwrap()
+}
+
+/// A check's block in a score document.
+pub fn check<'a>(doc: &'a Value, id: &str) -> &'a Value {
+    doc["dimensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| d["checks"].as_array().unwrap())
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("{id} in the document"))
+}
+
+/// The history rows of a subject, parsed.
+pub fn history(store: &SqliteStore, subject: &str) -> Vec<Value> {
+    store
+        .history(subject)
+        .unwrap()
+        .iter()
+        .map(|b| serde_json::from_slice(b).unwrap())
+        .collect()
+}
+
+pub fn ms_of(text: &str) -> i64 {
+    x402_probe::daemon::scoring::ms_of(text).unwrap()
+}
+
+/// A note in the operator file's format.
+pub fn note(at_ms: i64, kind: &str, amount: Option<&str>, pay_to: Option<&str>) -> Value {
+    let mut n = serde_json::json!({
+        "at": x402_lab::dynamic::rfc3339_ms(at_ms), "kind": kind, "text": "announced change",
+    });
+    if let Some(a) = amount {
+        n["amount"] = Value::String(a.into());
+    }
+    if let Some(p) = pay_to {
+        n["pay_to"] = Value::String(p.into());
+    }
+    n
+}
+
+/// A start time for simulations: the wall clock, on a whole hour (paid calls' EIP-3009 windows
+/// are on the wall clock; evidence is stamped on the simulated one).
+pub fn start_ms() -> i64 {
+    let now = x402_probe::clock::SystemClock.now_ms();
+    now - now.rem_euclid(HOUR)
+}
