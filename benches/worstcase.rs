@@ -24,6 +24,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
 use x402_probe::checks::free::evaluate_free;
+use x402_probe::evidence::run::Provenance;
 use x402_probe::observation::{ChainSeen, FreeObservation, ListingSeen, Sample};
 use x402_probe::probe::http::{Exchange, FetchRequest, HttpResponse, Timings};
 use x402_probe::report::ProbeReport;
@@ -338,6 +339,7 @@ fn observation(response: Response) -> FreeObservation {
         chain: ChainSeen::NoRpc,
         declared_assets: Vec::new(),
         allow_private: false,
+        cut_short: None,
     }
 }
 
@@ -349,7 +351,7 @@ fn evaluate(rubric: &Rubric, obs: FreeObservation) -> usize {
         paid: None,
         results,
     };
-    let inputs = single_run_inputs(rubric, &out, "uncategorised", "synthetic_fixture");
+    let inputs = single_run_inputs(rubric, &out, "uncategorised", Provenance::SyntheticFixture);
     let score = score_inputs(rubric, &inputs);
     let mut report = ProbeReport::new(URL, "bench", "2026-11-01T00:00:00Z", rubric, out.results);
     report.score = Some(score);
