@@ -2,6 +2,8 @@
 //! returning the process exit code.
 
 pub mod daemon;
+#[cfg(feature = "lab")]
+mod daemon_lab;
 pub mod demo;
 pub mod explain;
 pub mod ledger;

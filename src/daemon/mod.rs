@@ -102,7 +102,12 @@ pub struct Daemon {
 
 /// What one finished job reports to the loop.
 enum Done {
-    Run { host: String, done: Box<RunDone> },
+    Run {
+        host: String,
+        done: Box<RunDone>,
+        /// Real time the run took (for its log line; evidence is timed on the run's clock).
+        took: std::time::Duration,
+    },
     Control(crate::ledger::record::ControlRecord),
     Catalogue(usize, catalogue::CatalogueSeen),
     Refund,
@@ -546,10 +551,12 @@ impl Daemon {
                     let shared = self.shared.clone();
                     let category = subject.row.category.clone();
                     in_flight.spawn(async move {
+                        let began = std::time::Instant::now();
                         let done = pipeline::run_subject(shared, url, category, pay).await;
                         Done::Run {
                             host,
                             done: Box::new(done),
+                            took: began.elapsed(),
                         }
                     });
                 }
@@ -644,7 +651,7 @@ impl Daemon {
             }
         };
         match done {
-            Done::Run { host, done } => {
+            Done::Run { host, done, took } => {
                 self.hosts
                     .release(&host, now, self.cadence.host_gap_ms, done.retry_after_ms);
                 if let Some(subject) = self.subjects.get_mut(&done.url) {
@@ -688,13 +695,20 @@ impl Daemon {
                     self.push(now, Job::Refund(run_id));
                 }
                 match &done.error {
-                    Some(e) => tracing::error!(subject = %done.url, error = %e, "run not recorded"),
+                    Some(e) => tracing::error!(
+                        subject = %done.url,
+                        error = %e,
+                        ms = took.as_millis() as u64,
+                        "run not recorded"
+                    ),
                     None => tracing::info!(
                         subject = %done.url,
                         reached = done.reached,
                         paid = done.paid,
                         verdict = done.summary.as_ref().map_or("-", |s| s.verdict.as_str()),
                         score = done.summary.as_ref().map_or(f64::NAN, |s| s.capped_score),
+                        failing = %done.failing.join(","),
+                        ms = took.as_millis() as u64,
                         "run"
                     ),
                 }

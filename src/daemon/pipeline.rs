@@ -91,6 +91,8 @@ pub struct RunDone {
     pub paid: bool,
     pub refund: Option<(String, RefundPlan)>,
     pub summary: Option<ScoreSummary>,
+    /// The checks this run failed (for the run's log line).
+    pub failing: Vec<String>,
     pub error: Option<String>,
 }
 
@@ -225,6 +227,12 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
         results: out.results,
     };
     let run_id = record.id.clone();
+    let failing: Vec<String> = record
+        .results
+        .iter()
+        .filter(|r| r.outcome == crate::evidence::Outcome::Fail)
+        .map(|r| r.id.clone())
+        .collect();
 
     // Record, then rescore, under the write lock.
     let _writing = shared.write_lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -256,6 +264,7 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
         paid: paid_sent,
         refund: refund.map(|p| (run_id, p)),
         summary,
+        failing,
         error: None,
     }
 }
@@ -269,6 +278,7 @@ fn failed(url: String, reached: bool, asked_to_pay: bool, error: String) -> RunD
         paid: false,
         refund: None,
         summary: None,
+        failing: Vec::new(),
         error: Some(error),
     }
 }
