@@ -408,7 +408,7 @@ pub struct PayConfig {
     #[serde(default)]
     pub max_usd_per_day: Option<Usd>,
     pub wallet: WalletSource,
-    /// Where the spend store lives (default: see `cmd::probe::default_state_dir`).
+    /// Where the spend store lives (default: see [`default_state_dir`]).
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
     #[serde(default)]
@@ -588,6 +588,26 @@ impl PayConfig {
             ..base
         }
     }
+}
+
+/// Where state lives when no directory is given: `$STATE_DIRECTORY` (systemd), else
+/// `$XDG_STATE_HOME/x402-probe`, else `~/.local/state/x402-probe`.
+pub fn default_state_dir() -> Result<PathBuf, ConfigError> {
+    if let Some(d) = std::env::var_os("STATE_DIRECTORY").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d).join("x402-probe"));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|d| !d.is_empty())
+        .ok_or_else(|| {
+            invalid(
+                "--state-dir",
+                "none given, and neither STATE_DIRECTORY, XDG_STATE_HOME nor HOME is set",
+            )
+        })?;
+    Ok(PathBuf::from(home).join(".local/state/x402-probe"))
 }
 
 /// Every certificate in a PEM file, each one checked the way the TLS handshakes will use it.

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use crate::config::DaemonConfig;
-use crate::daemon::{Daemon, Signal, TimeSource};
+use crate::daemon::{Daemon, TimeSource};
+
+pub use super::service::{forward_signals, init_logs};
 
 /// Options of `x402-probe daemon`.
 #[derive(Debug, clap::Args)]
@@ -62,40 +64,4 @@ fn run_lab(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32> {
 #[cfg(not(feature = "lab"))]
 fn run_lab(_days: Option<u32>, _state_dir: Option<PathBuf>) -> Result<i32> {
     anyhow::bail!("this build has no embedded lab (built without the `lab` feature)")
-}
-
-/// Structured logs on standard error (one line per run); `RUST_LOG` filters them, else `default`
-/// (a level: `info`, `warn`, ...).
-pub fn init_logs(default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .try_init();
-}
-
-/// SIGTERM and SIGINT stop the daemon; SIGHUP reloads its configuration.
-pub(crate) async fn forward_signals(tx: tokio::sync::mpsc::Sender<Signal>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        tracing::error!("cannot listen for signals");
-        return;
-    };
-    loop {
-        let signal = tokio::select! {
-            _ = term.recv() => Signal::Stop,
-            _ = int.recv() => Signal::Stop,
-            _ = hup.recv() => Signal::Reload,
-        };
-        if tx.send(signal).await.is_err() {
-            return;
-        }
-    }
 }

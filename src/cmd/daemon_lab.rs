@@ -32,7 +32,7 @@ const STEADY: [&str; 3] = ["honest-v2", "overcharge", "wrong-payee"];
 pub fn run(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32> {
     crate::install_crypto_provider();
     // A simulated run logs warnings only (its runs are summarised at the end); `RUST_LOG` wins.
-    super::daemon::init_logs(if days.is_some() { "warn" } else { "info" });
+    super::service::init_logs(if days.is_some() { "warn" } else { "info" });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -154,7 +154,7 @@ async fn run_async(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32>
             );
             let daemon = Daemon::open(config, Some(config_path), TimeSource::System).await?;
             let (tx, rx) = tokio::sync::mpsc::channel(8);
-            tokio::spawn(super::daemon::forward_signals(tx));
+            tokio::spawn(super::service::forward_signals(tx));
             daemon.run(rx).await?;
         }
     }

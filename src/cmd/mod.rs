@@ -11,3 +11,4 @@ pub mod outage;
 pub mod probe;
 pub mod recompute;
 pub mod score;
+pub mod service;

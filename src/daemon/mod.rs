@@ -128,7 +128,7 @@ impl Daemon {
         let wall: Arc<dyn Clock> = Arc::new(crate::clock::SystemClock);
         let state_dir = match &config.daemon.state_dir {
             Some(dir) => dir.clone(),
-            None => crate::cmd::probe::default_state_dir()?,
+            None => crate::config::default_state_dir()?,
         };
         let store: Arc<dyn Store> = Arc::new(
             SqliteStore::open(&state_dir)
