@@ -178,11 +178,11 @@ impl Notifier {
         let Some(target) = &self.target else {
             return;
         };
-        if let Err(e) = target.socket.send_to_addr(message.as_bytes(), &target.addr) {
-            if !self.warned {
-                self.warned = true;
-                tracing::warn!(error = %e, "notifying systemd failed (further failures are not logged)");
-            }
+        if let Err(e) = target.socket.send_to_addr(message.as_bytes(), &target.addr)
+            && !self.warned
+        {
+            self.warned = true;
+            tracing::warn!(error = %e, "notifying systemd failed (further failures are not logged)");
         }
     }
 }
