@@ -9,6 +9,7 @@
 //! subject's life in seconds, with real HTTP and a real chain).
 
 pub mod catalogue;
+pub mod notify;
 pub mod pipeline;
 pub mod recompute;
 pub mod schedule;
@@ -98,6 +99,7 @@ pub struct Daemon {
     control_open: Option<i64>,
     control_last_ok: Option<i64>,
     outage_seq: u64,
+    notify: notify::Notifier,
 }
 
 /// What one finished job reports to the loop.
@@ -215,6 +217,7 @@ impl Daemon {
             config,
             shared,
             key,
+            notify: notify::Notifier::for_time(&time),
             time,
             cadence,
             subjects: BTreeMap::new(),
@@ -442,7 +445,11 @@ impl Daemon {
         let mut in_flight: JoinSet<Done> = JoinSet::new();
         let mut paid_in_flight = 0usize;
         let concurrency = self.config.schedule.concurrency.count();
+        // The store is open and the schedule built. (The HTTP API, when it comes, binds before.)
+        self.notify_ready();
         loop {
+            // The watchdog's ping comes from this loop, so a loop that hangs stops pinging.
+            self.notify_tick(in_flight.len());
             // Outside requests first.
             while let Ok(signal) = signals.try_recv() {
                 match signal {
@@ -476,6 +483,7 @@ impl Daemon {
                     let wait = next_due.map_or(Duration::from_secs(60), |due| {
                         Duration::from_millis((due - now).clamp(1, 60_000) as u64)
                     });
+                    let wait = self.notify.wait(wait);
                     tokio::select! {
                         Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
                             self.finish(done, &mut paid_in_flight)?;
@@ -946,7 +954,9 @@ impl Daemon {
     /// Stops: nothing new starts; runs in flight get a grace to finish and record themselves,
     /// then are abandoned (an abandoned run leaves no entry; a paid call's reservation is already
     /// durable and is reconciled at the next start); the ledger is signed at its head.
-    async fn stop(self, mut in_flight: JoinSet<Done>) -> Result<()> {
+    async fn stop(mut self, mut in_flight: JoinSet<Done>) -> Result<()> {
+        let status = format!("stopping: {}", self.status_line(in_flight.len()));
+        self.notify.stopping(&status);
         let deadline = tokio::time::Instant::now() + STOP_GRACE;
         while !in_flight.is_empty() {
             match tokio::time::timeout_at(deadline, in_flight.join_next()).await {
