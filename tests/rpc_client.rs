@@ -106,7 +106,10 @@ async fn a_result_of_the_wrong_shape_is_a_bad_response_whatever_its_characters()
         let url = node_answering(body).await;
         match Rpc::new(url).chain_id().await {
             Err(RpcError::BadResponse { message, .. }) => {
-                assert!(message.starts_with("unexpected \"") && message.len() <= 220, "{message}")
+                assert!(
+                    message.starts_with("unexpected \"") && message.len() <= 220,
+                    "{message}"
+                )
             }
             other => panic!("{other:?}"),
         }

@@ -370,3 +370,39 @@ impl Rpc {
             })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the `rpc_response` fuzz target (its input is in fuzz/regressions/rpc_response/):
+    /// the quote was cut with `String::truncate` at byte 200, which panics inside a character.
+    #[test]
+    fn a_quoted_result_is_cut_on_a_character_boundary() {
+        // One to four bytes per character, shifted by 0..4 bytes of padding: every way a
+        // character can straddle the cut.
+        for wide in ["é", "€", "😀"] {
+            for pad in 0..4 {
+                let v = Value::String(format!("{}{}", "a".repeat(pad), wide.repeat(300)));
+                let RpcError::BadResponse { method, message } = unexpected_answer("eth_call", &v)
+                else {
+                    panic!("not a bad response")
+                };
+                assert_eq!(method, "eth_call");
+                let quoted = message.strip_prefix("unexpected ").expect("the prefix");
+                assert!(
+                    quoted.len() <= MAX_QUOTED_BYTES && quoted.len() + 4 > MAX_QUOTED_BYTES,
+                    "{} bytes quoted",
+                    quoted.len()
+                );
+                assert!(v.to_string().starts_with(quoted));
+            }
+        }
+        // A short result is quoted whole.
+        let RpcError::BadResponse { message, .. } = unexpected_answer("eth_call", &Value::Null)
+        else {
+            panic!("not a bad response")
+        };
+        assert_eq!(message, "unexpected null");
+    }
+}

@@ -180,13 +180,20 @@ mod tests {
         let schema = format!(r#"{{"schema":"{long}","wallets":[]}}"#);
         let e = parse_operator_file(schema.as_bytes()).unwrap_err();
         assert!(e.len() < 200, "{} bytes: {e}", e.len());
-        assert!(e.contains("xxx...") && e.contains(OPERATOR_FILE_SCHEMA), "{e}");
+        assert!(
+            e.contains("xxx...") && e.contains(OPERATOR_FILE_SCHEMA),
+            "{e}"
+        );
 
         let kind = format!(
             r#"{{"schema":"{OPERATOR_FILE_SCHEMA}","wallets":[],"notes":[{{"at":"2026-01-01T00:00:00Z","kind":"{long}\n"}}]}}"#
         );
         let e = parse_operator_file(kind.as_bytes()).unwrap_err();
-        assert!(e.len() < 200 && e.starts_with("notes[0].kind"), "{} bytes: {e}", e.len());
+        assert!(
+            e.len() < 200 && e.starts_with("notes[0].kind"),
+            "{} bytes: {e}",
+            e.len()
+        );
 
         // Short values are quoted whole, as before.
         let e = parse_operator_file(br#"{"schema":"other/1","wallets":[]}"#).unwrap_err();
