@@ -847,13 +847,13 @@ impl DaemonConfig {
                 return Err(invalid("[pay]", "paying needs [probe] rpc (the fixed RPC)"));
             }
         }
-        if let KeySourceConfig::Credential(name) = &self.daemon.reporter_key {
-            if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-                return Err(invalid(
-                    "[daemon] reporter_key",
-                    "a credential name is a plain file name",
-                ));
-            }
+        if let KeySourceConfig::Credential(name) = &self.daemon.reporter_key
+            && (name.is_empty() || name.contains('/') || name == "." || name == "..")
+        {
+            return Err(invalid(
+                "[daemon] reporter_key",
+                "a credential name is a plain file name",
+            ));
         }
         let mut seen = std::collections::BTreeSet::new();
         for s in &self.subjects {

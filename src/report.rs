@@ -2,15 +2,22 @@
 
 use std::fmt::Write as _;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::{Map, Value, json};
 
-use crate::evidence::{CheckResult, Outcome};
+use crate::budget::{
+    MAX_EVIDENCE_CHARS, MAX_RECEIPT_BYTES, MAX_RECEIPT_ITEMS, MAX_RECEIPT_STRING_CHARS,
+    MAX_REPORT_BYTES, MAX_REPORT_CUTS,
+};
+use crate::evidence::{CheckResult, Outcome, Receipt, sha256_hex};
 use crate::rubric::Rubric;
 
 /// The JSON report's schema id. Bump the suffix on any incompatible change (README documents it).
 pub const PROBE_REPORT_SCHEMA: &str = "x402-probe.probe-report/1";
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Serialising a report always bounds it (see [`ProbeReport::bounded_json`]): whoever writes the
+/// JSON gets at most [`MAX_REPORT_BYTES`], with a `cuts` list naming what was shortened.
+#[derive(Debug, Clone, Deserialize)]
 pub struct ProbeReport {
     pub schema: String,
     pub subject: String,
@@ -118,9 +125,9 @@ pub struct RubricRef {
     pub sha256: String,
 }
 
+/// One check in the report. Its id is the result's (`result.id`): one `id` key in the JSON.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReportedCheck {
-    pub id: String,
     pub title: String,
     pub dimension: String,
     pub kind: String,
@@ -185,7 +192,6 @@ impl ProbeReport {
                     kind: check
                         .map(|c| format!("{:?}", c.kind).to_lowercase())
                         .unwrap_or_default(),
-                    id: result.id.clone(),
                     result,
                 }
             })
@@ -253,13 +259,13 @@ impl ProbeReport {
                 let _ = writeln!(
                     out,
                     "  {:<3} {} {:<28} {}",
-                    c.id,
+                    c.result.id,
                     paint(code, &format!("{label:<10}")),
                     truncate(&c.title, 28),
                     one_line(&c.result.evidence, 120)
                 );
                 if c.result.outcome == Outcome::Fail
-                    && let Some(fix) = remediation(&c.id)
+                    && let Some(fix) = remediation(&c.result.id)
                 {
                     let _ = writeln!(out, "      {} {}", paint("36", "fix:"), one_line(&fix, 140));
                 }
@@ -281,6 +287,285 @@ impl ProbeReport {
         );
         out
     }
+}
+
+impl Serialize for ProbeReport {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.bounded_json()
+            .map_err(serde::ser::Error::custom)?
+            .serialize(serializer)
+    }
+}
+
+impl ProbeReport {
+    /// The JSON report, at most [`MAX_REPORT_BYTES`] when printed (pretty or compact). Endpoint
+    /// text reaches the report through evidence lines and receipts, so each is bounded first
+    /// (evidence to [`MAX_EVIDENCE_CHARS`] characters; in a receipt's detail, strings to
+    /// [`MAX_RECEIPT_STRING_CHARS`], arrays to [`MAX_RECEIPT_ITEMS`] items, the whole detail to
+    /// about [`MAX_RECEIPT_BYTES`]); then, while the report is still too large, the largest
+    /// receipt detail (and last the score document) is replaced by a stub naming its size and
+    /// sha256. Every place shortened is listed under `cuts`. Copies only what it keeps.
+    pub fn bounded_json(&self) -> Result<Value, serde_json::Error> {
+        let mut cuts = Cuts::default();
+        let checks = self
+            .checks
+            .iter()
+            .map(|check| bounded_check(check, &mut cuts))
+            .collect::<Result<Vec<Value>, _>>()?;
+        let mut doc = Map::new();
+        doc.insert("schema".into(), json!(self.schema));
+        doc.insert(
+            "subject".into(),
+            json!(cut_string(
+                &self.subject,
+                MAX_RECEIPT_STRING_CHARS,
+                "subject",
+                &mut cuts
+            )),
+        );
+        doc.insert(
+            "vantage".into(),
+            json!(cut_string(
+                &self.vantage,
+                MAX_RECEIPT_STRING_CHARS,
+                "vantage",
+                &mut cuts
+            )),
+        );
+        doc.insert("at".into(), json!(self.at));
+        doc.insert("rubric".into(), serde_json::to_value(&self.rubric)?);
+        doc.insert("checks".into(), Value::Array(checks));
+        doc.insert("summary".into(), serde_json::to_value(&self.summary)?);
+        doc.insert("provenance".into(), json!(self.provenance));
+        if let Some(paid) = &self.paid {
+            let paid = serde_json::to_value(paid)?;
+            doc.insert("paid".into(), Shaper::new("paid", &mut cuts).shape(&paid));
+        }
+        if let Some(score) = &self.score {
+            doc.insert("score".into(), score.clone());
+        }
+        doc.insert("exit_code".into(), json!(self.exit_code));
+        fit(&mut doc, &mut cuts)?;
+        if !cuts.lines.is_empty() {
+            doc.insert("cuts".into(), json!(cuts.lines()));
+        }
+        Ok(Value::Object(doc))
+    }
+}
+
+/// Printed size of a stub, at most (what replacing a part saves is its size less this).
+const STUB_BYTES: usize = 256;
+/// Room kept for the `cuts` list itself when fitting the rest.
+const CUTS_ROOM: usize = 32 * 1024;
+
+/// Where the report was shortened, in order.
+#[derive(Default)]
+struct Cuts {
+    lines: Vec<String>,
+}
+
+impl Cuts {
+    fn note(&mut self, line: String) {
+        self.lines.push(line);
+    }
+
+    fn lines(&self) -> Vec<String> {
+        let mut shown: Vec<String> = self
+            .lines
+            .iter()
+            .take(MAX_REPORT_CUTS)
+            .map(|l| one_line(l, 300))
+            .collect();
+        if self.lines.len() > MAX_REPORT_CUTS {
+            shown.push(format!(
+                "and {} more places cut",
+                self.lines.len() - MAX_REPORT_CUTS
+            ));
+        }
+        shown
+    }
+}
+
+/// At most `max` characters of `text`; a cut is noted under `place`.
+fn cut_string(text: &str, max: usize, place: &str, cuts: &mut Cuts) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_string(),
+        Some((end, _)) => {
+            cuts.note(format!(
+                "{place}: {} characters, the first {max} kept",
+                text.chars().count()
+            ));
+            format!("{}…", &text[..end])
+        }
+    }
+}
+
+/// One check as the report shows it: its evidence and its receipt's detail bounded.
+fn bounded_check(check: &ReportedCheck, cuts: &mut Cuts) -> Result<Value, serde_json::Error> {
+    let result = &check.result;
+    let place = format!("checks[{}]", result.id);
+    let receipt = &result.receipt;
+    let shown = CheckResult {
+        id: result.id.clone(),
+        outcome: result.outcome,
+        evidence: cut_string(
+            &result.evidence,
+            MAX_EVIDENCE_CHARS,
+            &format!("{place}.evidence"),
+            cuts,
+        ),
+        value: result.value,
+        receipt: Receipt {
+            vantage: receipt.vantage.clone(),
+            at: receipt.at.clone(),
+            sha256: receipt.sha256.clone(),
+            tx: receipt.tx.clone(),
+            detail: Shaper::new(&format!("{place}.receipt.detail"), cuts).shape(&receipt.detail),
+        },
+    };
+    // The id first, then what the check is, then what it concluded.
+    let mut printed = Map::new();
+    printed.insert("id".into(), json!(result.id));
+    printed.insert("title".into(), json!(check.title));
+    printed.insert("dimension".into(), json!(check.dimension));
+    printed.insert("kind".into(), json!(check.kind));
+    if let Value::Object(fields) = serde_json::to_value(shown)? {
+        printed.extend(fields.into_iter().filter(|(key, _)| key != "id"));
+    }
+    Ok(Value::Object(printed))
+}
+
+/// Copies a JSON value within the receipt bounds, noting every cut.
+struct Shaper<'c> {
+    place: String,
+    /// Rough serialised bytes still allowed.
+    left: usize,
+    cuts: &'c mut Cuts,
+}
+
+impl<'c> Shaper<'c> {
+    fn new(place: &str, cuts: &'c mut Cuts) -> Self {
+        Shaper {
+            place: place.to_string(),
+            left: MAX_RECEIPT_BYTES,
+            cuts,
+        }
+    }
+
+    fn shape(&mut self, value: &Value) -> Value {
+        let place = self.place.clone();
+        self.shape_at(value, &place)
+    }
+
+    fn spend(&mut self, bytes: usize) {
+        self.left = self.left.saturating_sub(bytes);
+    }
+
+    fn shape_at(&mut self, value: &Value, place: &str) -> Value {
+        match value {
+            Value::String(text) => {
+                let max = MAX_RECEIPT_STRING_CHARS.min(self.left.max(16));
+                let kept = cut_string(text, max, place, self.cuts);
+                self.spend(kept.len() + 2);
+                Value::String(kept)
+            }
+            Value::Array(items) => {
+                let mut kept = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    if i >= MAX_RECEIPT_ITEMS || self.left == 0 {
+                        self.cuts.note(format!(
+                            "{place}: {} items, the first {i} kept",
+                            items.len()
+                        ));
+                        break;
+                    }
+                    self.spend(2);
+                    kept.push(self.shape_at(item, &format!("{place}[{i}]")));
+                }
+                Value::Array(kept)
+            }
+            Value::Object(map) => {
+                let mut kept = Map::new();
+                for (i, (key, item)) in map.iter().enumerate() {
+                    if self.left == 0 {
+                        self.cuts
+                            .note(format!("{place}: {} fields, the first {i} kept", map.len()));
+                        break;
+                    }
+                    let key = cut_string(key, 200, place, self.cuts);
+                    self.spend(key.len() + 4);
+                    let child = format!("{place}.{key}");
+                    kept.insert(key, self.shape_at(item, &child));
+                }
+                Value::Object(kept)
+            }
+            scalar => {
+                self.spend(8);
+                scalar.clone()
+            }
+        }
+    }
+}
+
+/// Pretty-printed bytes of `value` when nested `depth` levels deep in the report.
+fn printed_size(value: &Value, depth: usize) -> Result<usize, serde_json::Error> {
+    let text = serde_json::to_vec_pretty(value)?;
+    let lines = text.iter().filter(|b| **b == b'\n').count();
+    Ok(text.len() + lines * 2 * depth)
+}
+
+/// Replace the largest receipt details, then the score, by stubs until the report fits.
+fn fit(doc: &mut Map<String, Value>, cuts: &mut Cuts) -> Result<(), serde_json::Error> {
+    let limit = MAX_REPORT_BYTES - CUTS_ROOM;
+    let mut size = serde_json::to_vec_pretty(doc)?.len();
+    while size > limit {
+        // (printed size, which): receipts first, largest first; the score only after them.
+        let mut candidates: Vec<(usize, Option<usize>)> = Vec::new();
+        if let Some(Value::Array(checks)) = doc.get("checks") {
+            for (i, check) in checks.iter().enumerate() {
+                let detail = &check["receipt"]["detail"];
+                if !detail.is_null() && detail.get("cut").is_none() {
+                    candidates.push((printed_size(detail, 4)?, Some(i)));
+                }
+            }
+        }
+        candidates.sort_by_key(|c| std::cmp::Reverse(c.0));
+        if let Some(score) = doc.get("score").filter(|s| s.get("cut").is_none()) {
+            candidates.push((printed_size(score, 1)?, None));
+        }
+        let Some(&(bytes, which)) = candidates.first() else {
+            break;
+        };
+        let place = match which {
+            Some(i) => format!(
+                "checks[{}].receipt.detail",
+                doc["checks"][i]["id"].as_str().unwrap_or("?")
+            ),
+            None => "score".to_string(),
+        };
+        let slot = match which {
+            Some(i) => match doc.get_mut("checks").and_then(|c| c.get_mut(i)) {
+                Some(check) => &mut check["receipt"]["detail"],
+                None => break,
+            },
+            None => match doc.get_mut("score") {
+                Some(score) => score,
+                None => break,
+            },
+        };
+        let digest = sha256_hex(&serde_json::to_vec(&*slot)?);
+        *slot = json!({
+            "cut": format!("{bytes} bytes left out to keep the report within {MAX_REPORT_BYTES} bytes"),
+            "sha256": digest,
+        });
+        cuts.note(format!("{place}: {bytes} bytes replaced by a stub"));
+        // Measure again only when the estimate says it fits (the estimate errs by little).
+        size = size.saturating_sub(bytes.saturating_sub(STUB_BYTES));
+        if size <= limit {
+            size = serde_json::to_vec_pretty(doc)?.len();
+        }
+    }
+    Ok(())
 }
 
 /// One line summarising a score document: score, band, grade (provisional while unverified), verdict
@@ -362,6 +647,114 @@ pub fn one_line(s: &str, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn result(id: &str, evidence: String, detail: Value) -> CheckResult {
+        CheckResult {
+            id: id.into(),
+            outcome: Outcome::Fail,
+            evidence,
+            value: None,
+            receipt: Receipt {
+                vantage: "test".into(),
+                at: "2026-11-29T00:00:00Z".into(),
+                detail,
+                ..Receipt::default()
+            },
+        }
+    }
+
+    fn report_of(results: Vec<CheckResult>, score: Option<Value>) -> ProbeReport {
+        let rubric = Rubric::embedded_default();
+        let mut report = ProbeReport::new("https://x.example/", "test", "t", &rubric, results);
+        report.score = score;
+        report
+    }
+
+    #[test]
+    fn a_small_report_is_printed_whole() {
+        let detail = json!({"deviations": [{"code": "a", "message": "b"}], "entries": 1});
+        let report = report_of(vec![result("C1", "fine".into(), detail.clone())], None);
+        let printed: Value = serde_json::to_value(&report).unwrap();
+        assert!(printed.get("cuts").is_none());
+        assert_eq!(printed["checks"][0]["receipt"]["detail"], detail);
+        assert_eq!(printed["checks"][0]["id"], "C1");
+        assert_eq!(printed["checks"][0]["evidence"], "fine");
+        // It reads back as a report.
+        let back: ProbeReport = serde_json::from_value(printed).unwrap();
+        assert_eq!(back.checks[0].result, report.checks[0].result);
+    }
+
+    #[test]
+    fn any_report_prints_within_a_mebibyte_and_says_what_was_cut() {
+        // Every check with a huge evidence line and a receipt full of findings and long strings,
+        // and a large score document.
+        let rubric = Rubric::embedded_default();
+        let findings: Vec<Value> = (0..20_000)
+            .map(|i| json!({"rule": "inj.x", "start": i, "excerpt": "\u{200b}".repeat(40)}))
+            .collect();
+        let results: Vec<CheckResult> = rubric
+            .checks
+            .iter()
+            .map(|c| {
+                result(
+                    &c.id,
+                    "evidence ".repeat(50_000),
+                    json!({"findings": findings, "text": "x".repeat(500_000)}),
+                )
+            })
+            .collect();
+        let score = json!({"history": vec!["entry"; 200_000]});
+        let report = report_of(results, Some(score));
+        let pretty = serde_json::to_vec_pretty(&report).unwrap();
+        assert!(pretty.len() <= MAX_REPORT_BYTES, "{} bytes", pretty.len());
+        let printed: Value = serde_json::from_slice(&pretty).unwrap();
+        let cuts = printed["cuts"].as_array().expect("cuts are listed");
+        assert!(!cuts.is_empty() && cuts.len() <= MAX_REPORT_CUTS + 1);
+        let check = &printed["checks"][0];
+        assert!(check["evidence"].as_str().unwrap().chars().count() <= MAX_EVIDENCE_CHARS + 1);
+        let detail = &check["receipt"]["detail"];
+        let kept = detail["findings"].as_array().map_or(0, Vec::len);
+        assert!(kept <= MAX_RECEIPT_ITEMS, "{kept} findings kept");
+        assert_eq!(
+            printed["checks"].as_array().unwrap().len(),
+            rubric.checks.len()
+        );
+        assert_eq!(printed["summary"]["fail"], rubric.checks.len());
+    }
+
+    #[test]
+    fn receipts_are_cut_before_the_score() {
+        // Details of about 60 KiB each: together over the bound, each within its own.
+        let results: Vec<CheckResult> = Rubric::embedded_default()
+            .checks
+            .iter()
+            .map(|c| {
+                let items: Vec<String> = (0..30).map(|_| "y".repeat(1_900)).collect();
+                result(&c.id, "e".into(), json!({ "items": items }))
+            })
+            .collect();
+        let report = report_of(results, Some(json!({"score": 50.0})));
+        let printed = report.bounded_json().unwrap();
+        assert!(serde_json::to_vec_pretty(&printed).unwrap().len() <= MAX_REPORT_BYTES);
+        assert_eq!(printed["score"]["score"], 50.0, "the score is kept");
+        let stubs = printed["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["receipt"]["detail"].get("cut").is_some())
+            .count();
+        assert!(stubs > 0);
+        let stub = printed["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["receipt"]["detail"].get("cut").is_some())
+            .unwrap();
+        assert_eq!(
+            stub["receipt"]["detail"]["sha256"].as_str().unwrap().len(),
+            64
+        );
+    }
 
     #[test]
     fn hostile_evidence_cannot_drive_the_terminal() {

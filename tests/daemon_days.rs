@@ -180,9 +180,17 @@ async fn five_simulated_days_reach_the_verdicts_the_lab_promises() {
         .unwrap();
     assert_eq!(revisions.len(), 2, "r0 and the price rise");
 
-    // The ledger verifies.
+    // The ledger verifies, and every published score re-derives from it byte for byte.
     let summary = store.verify(None, true).unwrap();
     assert!(summary.entries > 100);
+    let recomputed = x402_probe::daemon::recompute::recompute_ledger(
+        &store,
+        &[x402_probe::rubric::Rubric::embedded_default()],
+    )
+    .unwrap();
+    assert!(recomputed.scores > 100);
+    assert_eq!(recomputed.mismatches, vec![], "{recomputed:?}");
+    assert_eq!(recomputed.identical, recomputed.scores);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -254,4 +262,11 @@ async fn a_control_failure_excuses_every_subject_in_its_window() {
     let doc = latest_document(&store, &steady);
     assert_eq!(check(&doc, "R1")["fails"], 0);
     assert!(store.verify(None, true).is_ok());
+    let recomputed = x402_probe::daemon::recompute::recompute_ledger(
+        &store,
+        &[x402_probe::rubric::Rubric::embedded_default()],
+    )
+    .unwrap();
+    assert_eq!(recomputed.mismatches, vec![], "the excuses re-derive too");
+    assert!(recomputed.scores > 20);
 }

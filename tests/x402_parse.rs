@@ -621,3 +621,297 @@ proptest! {
         run_all_checks(&parsed);
     }
 }
+
+// ---------- duplicates and budgets ----------
+
+fn honest_header_object() -> Value {
+    sample_parsed("v2_honest_header_bazaar")
+        .header_object
+        .expect("decoded")
+}
+
+fn encoded(object: &Value) -> String {
+    STANDARD.encode(serde_json::to_vec(object).expect("json"))
+}
+
+fn with_other_payee(object: &Value) -> Value {
+    let mut other = object.clone();
+    other["accepts"][0]["payTo"] = json!("0x857b06519E91e3A54538791bDbb0E22373e36b66");
+    other
+}
+
+#[test]
+fn repeated_payment_required_headers_that_agree_are_one_quote() {
+    let object = honest_header_object();
+    let same = encoded(&object);
+    // The same text twice, or the same object in two encodings (and any letter case).
+    let unpadded = STANDARD_NO_PAD.encode(serde_json::to_vec(&object).expect("json"));
+    for (first, second) in [(&same, &same), (&same, &unpadded)] {
+        let headers = vec![
+            ("payment-required".to_string(), first.clone()),
+            ("PAYMENT-REQUIRED".to_string(), second.clone()),
+        ];
+        let parsed = parse_payment_required(402, &headers, b"{}");
+        assert_eq!(parsed.source, Source::Header);
+        assert!(
+            parsed.has_deviation("header.duplicate"),
+            "{:?}",
+            parsed.deviations
+        );
+        assert!(!parsed.has_deviation("header.duplicate_disagree"));
+        assert_eq!(c1(&parsed, true).outcome, Outcome::Pass);
+    }
+}
+
+#[test]
+fn repeated_payment_required_headers_that_disagree_offer_nothing() {
+    let object = honest_header_object();
+    let other = with_other_payee(&object);
+    // Another payee, another letter case, or a second header that does not decode: whichever a
+    // client reads first decides what it pays, so nothing is read, not even a v1 body.
+    let v1_body = serde_json::to_vec(&json!({
+        "x402Version": 1,
+        "accepts": [object["accepts"][0].clone()]
+    }))
+    .expect("json");
+    for (first, second) in [
+        ("payment-required", encoded(&other)),
+        ("Payment-Required", encoded(&other)),
+        ("payment-required", "%%% not base64".to_string()),
+    ] {
+        let headers = vec![
+            ("PAYMENT-REQUIRED".to_string(), encoded(&object)),
+            (first.to_string(), second),
+        ];
+        let parsed = parse_payment_required(402, &headers, &v1_body);
+        assert!(parsed.required.is_none(), "{first}: a quote was read");
+        assert_eq!(parsed.source, Source::None);
+        assert!(parsed.has_deviation("header.duplicate_disagree"));
+        let conclusion = c1(&parsed, true);
+        assert_eq!(conclusion.outcome, Outcome::Fail);
+        assert!(deviation_codes(&conclusion).contains(&"header.duplicate_disagree".to_string()));
+        assert!(
+            conclusion.evidence.contains("disagree"),
+            "{}",
+            conclusion.evidence
+        );
+        assert_eq!(c2_of(&parsed, true).outcome, Outcome::Fail);
+    }
+}
+
+#[test]
+fn repeated_settlement_responses_must_agree() {
+    use x402_probe::x402::parse_settlement_response;
+    let receipt = |tx: &str| {
+        STANDARD.encode(
+            json!({"success": true, "transaction": tx, "network": "eip155:31337"}).to_string(),
+        )
+    };
+    let a = receipt(&format!("0x{}", "11".repeat(32)));
+    let b = receipt(&format!("0x{}", "22".repeat(32)));
+    let pairs = |x: &str, y: &str, names: (&str, &str)| {
+        vec![
+            (names.0.to_string(), x.to_string()),
+            (names.1.to_string(), y.to_string()),
+        ]
+    };
+    let same = parse_settlement_response(&pairs(&a, &a, ("payment-response", "PAYMENT-RESPONSE")))
+        .expect("the same receipt twice is one receipt");
+    assert!(
+        same.deviations
+            .iter()
+            .any(|d| d.code == "payment_response.duplicate")
+    );
+    let both =
+        parse_settlement_response(&pairs(&a, &a, ("payment-response", "x-payment-response")))
+            .expect("the same receipt under both names");
+    assert!(
+        both.deviations
+            .iter()
+            .any(|d| d.code == "payment_response.both_headers")
+    );
+    for names in [
+        ("payment-response", "Payment-Response"),
+        ("payment-response", "x-payment-response"),
+    ] {
+        let err = parse_settlement_response(&pairs(&a, &b, names)).expect_err("two receipts");
+        assert_eq!(err.code, "payment_response.duplicate_disagree", "{names:?}");
+    }
+}
+
+/// A v2 body (no header) whose accepts has `n` copies of `entry`.
+fn flood_body(entry: &str, n: usize) -> Vec<u8> {
+    let entries = vec![entry; n].join(",");
+    format!(
+        r#"{{"x402Version":2,"resource":{{"url":"https://weather.example/forecast"}},"accepts":[{entries}]}}"#
+    )
+    .into_bytes()
+}
+
+#[test]
+fn an_accepts_flood_reads_the_first_entries_and_counts_the_rest() {
+    let body = flood_body("{}", 340_000);
+    let parsed = parse_payment_required(402, &[], &body);
+    let required = parsed.required.as_ref().expect("read");
+    assert_eq!(required.accepts.len(), 64);
+    assert_eq!(required.accepts_sent, 340_000);
+    assert!(parsed.has_deviation("accepts.too_many"));
+    // Only the entries read are checked: 64 entries' worth of deviations, not 340,000.
+    assert!(
+        parsed.deviations.len() < 64 * 12,
+        "{}",
+        parsed.deviations.len()
+    );
+    assert_eq!(
+        parsed.body_object.as_ref().unwrap()["accepts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        64
+    );
+    assert_eq!(parsed.body_accepts_unread, 340_000 - 64);
+
+    let first = c1(&parsed, true);
+    assert_eq!(first.outcome, Outcome::Fail);
+    assert!(deviation_codes(&first).contains(&"accepts.too_many".to_string()));
+    let second = c2_of(&parsed, true);
+    assert_eq!(second.outcome, Outcome::Fail);
+    let detail = &second.detail;
+    assert_eq!(detail["entries"], 64);
+    assert_eq!(detail["entries_sent"], 340_000);
+    assert_eq!(detail["deviations"].as_array().unwrap().len(), 32);
+    assert!(detail["deviations_omitted"].as_u64().unwrap() > 0);
+    let kept: Vec<String> = deviation_codes(&second);
+    assert_eq!(kept[0], "accepts.too_many");
+}
+
+#[test]
+fn header_and_body_floods_are_compared_as_far_as_they_were_read() {
+    let entry = r#"{"scheme":"exact","network":"eip155:84532","amount":"1"}"#;
+    let header_object: Value = serde_json::from_slice(&flood_body(entry, 100)).unwrap();
+    let header = vec![("payment-required".to_string(), encoded(&header_object))];
+    // The same flood in the body: the entries read agree, the rest were not compared.
+    let parsed = parse_payment_required(402, &header, &flood_body(entry, 100));
+    let agree = c4(&parsed);
+    assert_eq!(agree.outcome, Outcome::Unmeasured, "{}", agree.evidence);
+    // A body with another number of entries differs.
+    let parsed = parse_payment_required(402, &header, &flood_body(entry, 101));
+    assert_eq!(c4(&parsed).outcome, Outcome::Fail);
+    // A flood that differs within the entries read differs.
+    let other = entry.replace("\"1\"", "\"2\"");
+    let parsed = parse_payment_required(402, &header, &flood_body(&other, 100));
+    assert_eq!(c4(&parsed).outcome, Outcome::Fail);
+}
+
+#[test]
+fn objects_too_deep_or_too_large_are_refused_whole() {
+    let mut object = honest_header_object();
+    let chain: Value = serde_json::from_str(&format!("{}{}", "[".repeat(70), "]".repeat(70)))
+        .expect("serde_json reads 70 levels");
+    object["extensions"]["nest"] = chain;
+    let parsed =
+        parse_payment_required(402, &[("payment-required".into(), encoded(&object))], b"{}");
+    assert!(parsed.required.is_none());
+    assert!(
+        parsed.has_deviation("header.too_deep"),
+        "{:?}",
+        parsed.deviations
+    );
+    assert_eq!(c1(&parsed, true).outcome, Outcome::Fail);
+
+    let wide = format!(
+        r#"{{"x402Version":1,"accepts":[],"pad":[{}0]}}"#,
+        "0,".repeat(30_000)
+    );
+    let parsed = parse_payment_required(402, &[], wide.as_bytes());
+    assert!(
+        parsed.has_deviation("body.too_complex"),
+        "{:?}",
+        parsed.deviations
+    );
+    assert!(parsed.required.is_none());
+}
+
+#[test]
+fn deviation_messages_quote_long_values_by_their_start() {
+    let long = format!("0x{}", "ab".repeat(30_000));
+    let body = flood_body(&json!({"payTo": long, "network": long}).to_string(), 1);
+    let parsed = parse_payment_required(402, &[], &body);
+    for d in &parsed.deviations {
+        assert!(
+            d.message.chars().count() <= 303,
+            "{}: {} chars",
+            d.code,
+            d.message.len()
+        );
+    }
+}
+
+fn c5_with(schema: Value, input: Value) -> Conclusion {
+    let object = json!({
+        "x402Version": 2,
+        "resource": {"url": "https://weather.example/forecast"},
+        "accepts": [],
+        "extensions": {"bazaar": {
+            "info": {"input": input, "output": {"type": "json"}},
+            "schema": schema
+        }}
+    });
+    let parsed = parse_payment_required(402, &[("payment-required".into(), encoded(&object))], b"");
+    c5_of(&parsed, true)
+}
+
+#[test]
+fn schemas_whose_validation_could_explode_are_refused_not_run() {
+    let nest = |depth: usize| -> Value {
+        serde_json::from_str(&format!("{}1{}", "[".repeat(depth), "]".repeat(depth))).unwrap()
+    };
+    // anyOf over a recursive $ref with two identical branches: 2^depth steps to validate.
+    let branch = json!({"type": "array", "items": {"$ref": "#/$defs/nest"}});
+    let bomb = json!({
+        "$defs": {"nest": {"anyOf": [branch.clone(), branch]}},
+        "properties": {"input": {"properties": {"nest": {"$ref": "#/$defs/nest"}}}}
+    });
+    const TOO_COMPLEX: &str = "extensions.bazaar.schema.too_complex";
+    let conclusion = c5_with(bomb.clone(), json!({"type": "http", "nest": nest(40)}));
+    assert_eq!(conclusion.outcome, Outcome::Fail);
+    assert_eq!(deviation_codes(&conclusion), [TOO_COMPLEX]);
+    // The same schema over a shallow instance is cheap, and judged.
+    let conclusion = c5_with(bomb, json!({"type": "http", "nest": nest(3)}));
+    assert_eq!(
+        deviation_codes(&conclusion),
+        ["extensions.bazaar.info.does_not_validate"]
+    );
+
+    // A diamond of references: no recursion, 2^k paths.
+    let mut defs = serde_json::Map::new();
+    for i in 0..30 {
+        let next = json!({"$ref": format!("#/$defs/d{}", i + 1)});
+        defs.insert(format!("d{i}"), json!({"anyOf": [next.clone(), next]}));
+    }
+    defs.insert("d30".into(), json!({"type": "integer"}));
+    let diamond = json!({"$defs": defs, "properties": {"input": {"$ref": "#/$defs/d0"}}});
+    let conclusion = c5_with(diamond, json!({"type": "http"}));
+    assert_eq!(deviation_codes(&conclusion), [TOO_COMPLEX]);
+
+    // Too large to compile at all.
+    let mut properties = serde_json::Map::new();
+    for i in 0..1_000 {
+        properties.insert(format!("p{i}"), json!({"type": "string"}));
+    }
+    let big = json!({"properties": {"input": {"properties": properties}}});
+    assert_eq!(
+        deviation_codes(&c5_with(big, json!({"type": "http"}))),
+        [TOO_COMPLEX]
+    );
+
+    // References this tool does not follow are not guessed at.
+    let anchored = json!({
+        "$defs": {"x": {"$anchor": "x", "type": "object"}},
+        "properties": {"input": {"$ref": "#x"}}
+    });
+    assert_eq!(
+        deviation_codes(&c5_with(anchored, json!({"type": "http"}))),
+        [TOO_COMPLEX]
+    );
+}

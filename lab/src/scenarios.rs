@@ -159,6 +159,41 @@ pub enum Hostile {
     GzipBomb,
     /// A 402 whose chunked body never ends.
     EndlessChunked,
+    /// A v2 PaymentRequired only in the body, filling it to just under 1 MiB with about 350,000
+    /// empty `accepts` entries.
+    AcceptsFloodBody,
+    /// A `PAYMENT-REQUIRED` header whose `accepts` holds 10,000 empty entries (about 40 KB).
+    AcceptsFloodHeader,
+    /// An honest `PAYMENT-REQUIRED` header whose `extensions` hold a chain of arrays nested 100
+    /// deep (within what common JSON parsers accept, beyond what any client needs).
+    DeepNesting,
+    /// A v2 PaymentRequired only in the body, filling it to just under 1 MiB with entries whose
+    /// every field has the wrong JSON type: about ten deviations per entry.
+    DeviationFlood,
+    /// Two `PAYMENT-REQUIRED` headers: the honest quote, then one with another payee and twice the
+    /// price. Served over ordinary HTTP, and it settles a payment for the first.
+    DuplicateHeadersDisagree,
+    /// The honest `PAYMENT-REQUIRED` header, sent twice.
+    DuplicateHeadersAgree,
+    /// `Payment-Required` and `PAYMENT-REQUIRED` on the wire, with different payees.
+    DuplicateHeadersCase,
+    /// An honest `PAYMENT-REQUIRED` header, and two `Content-Type` headers that disagree
+    /// (`application/json` and `text/html`).
+    DuplicateContentType,
+    /// An honest header whose bazaar schema is a recursive `anyOf` with two identical branches and
+    /// whose `info` nests an array 40 deep: validating it naively takes 2^40 steps.
+    SchemaBomb,
+}
+
+impl Hostile {
+    /// Whether this behaviour is written as raw bytes (one response per connection, whatever was
+    /// asked); the others are served over ordinary HTTP, payments included.
+    pub fn is_raw(self) -> bool {
+        !matches!(
+            self,
+            Hostile::DuplicateHeadersDisagree | Hostile::DuplicateHeadersAgree
+        )
+    }
 }
 
 /// How the discovery catalogue lists the endpoint.
@@ -249,6 +284,16 @@ const ANSWERS_NOT_402: [(&str, &str); 5] = [
     ("R2", "fail"),
     ("R3", "pass"),
     ("C1", "fail"),
+    ("S1", "pass"),
+];
+
+/// A 402 with more in it than a client should read: it answers quickly with a 402, and the
+/// requirements neither parse as published (C1) nor are well-formed (C2).
+const OVER_BUDGET: [(&str, &str); 5] = [
+    ("R1", "pass"),
+    ("R2", "pass"),
+    ("C1", "fail"),
+    ("C2", "fail"),
     ("S1", "pass"),
 ];
 
@@ -692,6 +737,87 @@ pub fn all() -> Vec<Scenario> {
             .hostile(Hostile::EndlessChunked)
             .expect_only(&[("R1", "pass"), ("R2", "pass"), ("C1", "pass")])
             .build(),
+        // Hostile x402: responses within the read caps that cost too much to evaluate naively.
+        B::new(
+            "accepts-flood-body",
+            "a 1 MiB body with about 350,000 empty accepts entries",
+        )
+        .hostile(Hostile::AcceptsFloodBody)
+        .expect_only(&OVER_BUDGET)
+        .build(),
+        B::new(
+            "accepts-flood-header",
+            "a PAYMENT-REQUIRED header with 10,000 empty accepts entries",
+        )
+        .hostile(Hostile::AcceptsFloodHeader)
+        .expect_only(&OVER_BUDGET)
+        .build(),
+        B::new(
+            "deep-nesting",
+            "an honest header whose extensions nest arrays 100 deep",
+        )
+        .hostile(Hostile::DeepNesting)
+        .expect_only(&NO_QUOTE)
+        .build(),
+        B::new(
+            "deviation-flood",
+            "a 1 MiB body of entries whose every field has the wrong type",
+        )
+        .hostile(Hostile::DeviationFlood)
+        .expect_only(&OVER_BUDGET)
+        .build(),
+        B::new(
+            "dup-header-disagree",
+            "two PAYMENT-REQUIRED headers with different payees and prices",
+        )
+        .hostile(Hostile::DuplicateHeadersDisagree)
+        .expect_only(&NO_QUOTE)
+        .build(),
+        B::new(
+            "dup-header-agree",
+            "the honest PAYMENT-REQUIRED header, sent twice",
+        )
+        .hostile(Hostile::DuplicateHeadersAgree)
+        .build(),
+        B::new(
+            "dup-header-case",
+            "Payment-Required and PAYMENT-REQUIRED with different payees",
+        )
+        .hostile(Hostile::DuplicateHeadersCase)
+        .expect_only(&[
+            ("R1", "pass"),
+            ("R2", "pass"),
+            ("C1", "fail"),
+            ("S1", "pass"),
+        ])
+        .build(),
+        B::new(
+            "dup-content-type",
+            "two Content-Type headers: application/json and text/html",
+        )
+        .hostile(Hostile::DuplicateContentType)
+        .expect_only(&[
+            ("R1", "pass"),
+            ("R2", "pass"),
+            ("C1", "pass"),
+            ("S1", "pass"),
+            ("S5", "fail"),
+        ])
+        .build(),
+        B::new(
+            "schema-bomb",
+            "an honest quote whose bazaar schema takes 2^40 steps to validate naively",
+        )
+        .hostile(Hostile::SchemaBomb)
+        .expect_only(&[
+            ("R1", "pass"),
+            ("R2", "pass"),
+            ("C1", "pass"),
+            ("C2", "pass"),
+            ("C5", "fail"),
+            ("S1", "pass"),
+        ])
+        .build(),
     ]
 }
 

@@ -162,7 +162,7 @@ async fn serve<S>(stream: S, endpoint: Arc<Endpoint>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    if let Some(hostile) = endpoint.scenario.hostile {
+    if let Some(hostile) = endpoint.scenario.hostile.filter(|h| h.is_raw()) {
         let _ = hostile_response(stream, hostile, &endpoint).await;
         return;
     }
@@ -349,13 +349,50 @@ fn payment_required(endpoint: &Endpoint, error: Option<&str>) -> Resp {
                 _ => Bytes::from_static(b"{}"),
             };
             let resp = respond(StatusCode::PAYMENT_REQUIRED, "application/json", body);
-            with_header(
+            let resp = with_header(
                 resp,
                 "payment-required",
                 &quote::encode_header(scenario, &pr),
-            )
+            );
+            match scenario.hostile {
+                Some(Hostile::DuplicateHeadersAgree) => append_header(
+                    resp,
+                    "payment-required",
+                    &quote::encode_header(scenario, &pr),
+                ),
+                Some(Hostile::DuplicateHeadersDisagree) => {
+                    let other = other_payee_quote(&pr, &endpoint.quote);
+                    append_header(
+                        resp,
+                        "payment-required",
+                        &STANDARD.encode(other.to_string()),
+                    )
+                }
+                _ => resp,
+            }
         }
     }
+}
+
+/// A second header line with the same name (`with_header` replaces).
+fn append_header(mut resp: Resp, name: &'static str, value: &str) -> Resp {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        resp.headers_mut().append(name, v);
+    }
+    resp
+}
+
+/// The same PaymentRequired with every entry paying another wallet twice the price: what a second,
+/// disagreeing `PAYMENT-REQUIRED` header says.
+fn other_payee_quote(pr: &Value, ctx: &QuoteContext) -> Value {
+    let mut other = pr.clone();
+    if let Some(entries) = other["accepts"].as_array_mut() {
+        for entry in entries {
+            entry["payTo"] = Value::String(ctx.other_wallet.to_checksum(None));
+            entry["amount"] = Value::String((quote::PRICE * 2).to_string());
+        }
+    }
+    other
 }
 
 fn decode_payment(value: &str) -> Option<Value> {
@@ -576,6 +613,80 @@ where
             stream.write_all(head.as_bytes()).await?;
             stream.write_all(&bomb).await?;
         }
+        Hostile::AcceptsFloodBody => {
+            let body = accepts_flood_body(&endpoint.quote.resource);
+            write_402(&mut stream, &[], body.as_bytes()).await?;
+        }
+        Hostile::AcceptsFloodHeader => {
+            let object = format!(
+                "{{\"x402Version\":2,\"resource\":{{\"url\":{}}},\"accepts\":[{}{{}}]}}",
+                Value::String(endpoint.quote.resource.clone()),
+                "{},".repeat(ACCEPTS_FLOOD_HEADER_ENTRIES - 1)
+            );
+            let header = STANDARD.encode(object);
+            write_402(&mut stream, &[("payment-required", &header)], b"{}").await?;
+        }
+        Hostile::DeepNesting => {
+            let mut nested = pr.clone();
+            let chain = format!(
+                "{}{}",
+                "[".repeat(DEEP_NESTING_DEPTH),
+                "]".repeat(DEEP_NESTING_DEPTH)
+            );
+            nested["extensions"]["nest"] =
+                serde_json::from_str(&chain).map_err(std::io::Error::other)?;
+            let header = STANDARD.encode(nested.to_string());
+            write_402(&mut stream, &[("payment-required", &header)], b"{}").await?;
+        }
+        Hostile::DeviationFlood => {
+            let body = deviation_flood_body(&endpoint.quote.resource);
+            write_402(&mut stream, &[], body.as_bytes()).await?;
+        }
+        Hostile::DuplicateHeadersCase => {
+            let other = STANDARD.encode(other_payee_quote(&pr, &endpoint.quote).to_string());
+            write_402(
+                &mut stream,
+                &[
+                    ("Payment-Required", &pr_header),
+                    ("PAYMENT-REQUIRED", &other),
+                ],
+                b"{}",
+            )
+            .await?;
+        }
+        Hostile::DuplicateContentType => {
+            // write_402 declares application/json first.
+            write_402(
+                &mut stream,
+                &[
+                    ("payment-required", &pr_header),
+                    ("content-type", "text/html"),
+                ],
+                b"{}",
+            )
+            .await?;
+        }
+        Hostile::SchemaBomb => {
+            let mut bomb = pr.clone();
+            let branch = json!({"type": "array", "items": {"$ref": "#/$defs/nest"}});
+            bomb["extensions"]["bazaar"]["schema"] = json!({
+                "$defs": {"nest": {"anyOf": [branch.clone(), branch]}},
+                "type": "object",
+                "properties": {"input": {"properties": {"nest": {"$ref": "#/$defs/nest"}}}}
+            });
+            let chain = format!(
+                "{}1{}",
+                "[".repeat(SCHEMA_BOMB_DEPTH),
+                "]".repeat(SCHEMA_BOMB_DEPTH)
+            );
+            bomb["extensions"]["bazaar"]["info"]["input"]["nest"] =
+                serde_json::from_str(&chain).map_err(std::io::Error::other)?;
+            let header = STANDARD.encode(bomb.to_string());
+            write_402(&mut stream, &[("payment-required", &header)], b"{}").await?;
+        }
+        Hostile::DuplicateHeadersDisagree | Hostile::DuplicateHeadersAgree => {
+            // Served over ordinary HTTP (see `Hostile::is_raw`); never written raw.
+        }
         Hostile::EndlessChunked => {
             let head = format!(
                 "HTTP/1.1 402 Payment Required\r\npayment-required: {pr_header}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
@@ -592,6 +703,62 @@ where
     }
     stream.flush().await?;
     stream.shutdown().await
+}
+
+/// The largest body the hostile x402 scenarios send: just under the probe's 1 MiB body cap, so
+/// every byte is read.
+pub const HOSTILE_BODY_BYTES: usize = (1 << 20) - 1024;
+/// `accepts` entries in the `accepts-flood-header` scenario's header.
+pub const ACCEPTS_FLOOD_HEADER_ENTRIES: usize = 10_000;
+/// How deep the `deep-nesting` scenario nests its arrays.
+pub const DEEP_NESTING_DEPTH: usize = 100;
+/// How deep the `schema-bomb` scenario nests the array its schema recurses over.
+pub const SCHEMA_BOMB_DEPTH: usize = 40;
+
+/// A 402 head with these headers (and a JSON content type), then `body`.
+async fn write_402<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<()> {
+    let mut head =
+        String::from("HTTP/1.1 402 Payment Required\r\ncontent-type: application/json\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body).await
+}
+
+/// `{"x402Version":2,"resource":{...},"accepts":[{},{},...]}`, as many entries as fit in
+/// [`HOSTILE_BODY_BYTES`].
+pub fn accepts_flood_body(resource: &str) -> String {
+    let head = format!(
+        "{{\"x402Version\":2,\"resource\":{{\"url\":{}}},\"accepts\":[",
+        Value::String(resource.to_string())
+    );
+    let entries = (HOSTILE_BODY_BYTES - head.len() - 2) / 3;
+    format!("{head}{}{{}}]}}", "{},".repeat(entries - 1))
+}
+
+/// A v2 body whose entries give every field the wrong JSON type, filling [`HOSTILE_BODY_BYTES`].
+pub fn deviation_flood_body(resource: &str) -> String {
+    const ENTRY: &str = r#"{"scheme":1,"network":2,"amount":[],"asset":4,"payTo":5,"maxTimeoutSeconds":"x","extra":7,"description":8,"mimeType":9,"resource":10,"outputSchema":11}"#;
+    let head = format!(
+        "{{\"x402Version\":2,\"resource\":{{\"url\":{}}},\"accepts\":[",
+        Value::String(resource.to_string())
+    );
+    let entries = (HOSTILE_BODY_BYTES - head.len() - 2) / (ENTRY.len() + 1);
+    let mut body = head;
+    for i in 0..entries {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(ENTRY);
+    }
+    body.push_str("]}");
+    body
 }
 
 /// How many zero bytes the gzip bomb inflates to.

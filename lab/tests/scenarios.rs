@@ -821,3 +821,148 @@ async fn gzip_bomb_inflates_a_thousandfold() {
     .unwrap();
     assert_eq!(inflated, x402_lab::server::GZIP_BOMB_INFLATED as u64);
 }
+
+// ---------- hostile x402: within the read caps, too costly to evaluate naively ----------
+
+/// How deep a JSON value nests (a scalar is 0).
+fn depth(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepts_floods_fill_the_body_and_the_header() {
+    let lab = lab(&["accepts-flood-body", "accepts-flood-header"]).await;
+    let resp = unpaid(&lab, "accepts-flood-body").await;
+    assert!(header(&resp, "payment-required").is_none());
+    let (pr, body) = quote(resp).await;
+    assert!(
+        body.len() <= 1 << 20,
+        "{} bytes: within the probe's body cap",
+        body.len()
+    );
+    assert!(body.len() > (1 << 20) - 2048, "{} bytes", body.len());
+    assert_eq!(pr["x402Version"], 2);
+    let entries = pr["accepts"].as_array().unwrap();
+    assert!(entries.len() > 340_000, "{} entries", entries.len());
+    assert!(entries.iter().all(|e| e == &serde_json::json!({})));
+
+    let resp = unpaid(&lab, "accepts-flood-header").await;
+    let raw = header(&resp, "payment-required").unwrap();
+    assert!(
+        raw.len() < 64 * 1024,
+        "the header fits the probe's head cap"
+    );
+    let (pr, body) = quote(resp).await;
+    assert_eq!(body, b"{}");
+    assert_eq!(pr["accepts"].as_array().unwrap().len(), 10_000);
+    assert_eq!(pr["resource"]["url"], url(&lab, "accepts-flood-header"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deep_nesting_and_the_schema_bomb_are_otherwise_honest_quotes() {
+    let lab = lab(&["deep-nesting", "schema-bomb"]).await;
+    let (pr, _) = quote(unpaid(&lab, "deep-nesting").await).await;
+    assert_eq!(depth(&pr["extensions"]["nest"]), 100);
+    assert_eq!(pr["accepts"][0]["amount"], "10000");
+    assert_eq!(pr["accepts"][0]["payTo"], lab.pay_to.to_checksum(None));
+
+    let (pr, _) = quote(unpaid(&lab, "schema-bomb").await).await;
+    let bazaar = &pr["extensions"]["bazaar"];
+    let branches = bazaar["schema"]["$defs"]["nest"]["anyOf"]
+        .as_array()
+        .unwrap();
+    assert_eq!(branches.len(), 2);
+    assert_eq!(branches[0], branches[1], "two identical recursive branches");
+    assert_eq!(branches[0]["items"]["$ref"], "#/$defs/nest");
+    assert_eq!(depth(&bazaar["info"]["input"]["nest"]), 40);
+    assert_eq!(pr["accepts"][0]["amount"], "10000");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deviation_flood_gets_every_field_wrong() {
+    let lab = lab(&["deviation-flood"]).await;
+    let (pr, body) = quote(unpaid(&lab, "deviation-flood").await).await;
+    assert!(body.len() <= 1 << 20 && body.len() > (1 << 20) - 2048);
+    let entries = pr["accepts"].as_array().unwrap();
+    assert!(entries.len() > 6_000, "{} entries", entries.len());
+    for entry in entries {
+        assert!(entry["scheme"].is_number() && entry["payTo"].is_number());
+        assert!(entry["amount"].is_array() && entry["maxTimeoutSeconds"].is_string());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicate_payment_required_headers() {
+    let lab = lab(&["dup-header-disagree", "dup-header-agree", "dup-header-case"]).await;
+    let all = |resp: &reqwest::Response| -> Vec<Value> {
+        resp.headers()
+            .get_all("payment-required")
+            .iter()
+            .map(|v| decode_b64_json(v.to_str().unwrap()))
+            .collect()
+    };
+    let resp = unpaid(&lab, "dup-header-agree").await;
+    let quotes = all(&resp);
+    assert_eq!(quotes.len(), 2);
+    assert_eq!(quotes[0], quotes[1]);
+
+    let resp = unpaid(&lab, "dup-header-disagree").await;
+    let quotes = all(&resp);
+    assert_eq!(quotes.len(), 2);
+    assert_eq!(
+        quotes[0]["accepts"][0]["payTo"],
+        lab.pay_to.to_checksum(None)
+    );
+    assert_eq!(quotes[0]["accepts"][0]["amount"], "10000");
+    assert_ne!(
+        quotes[1]["accepts"][0]["payTo"],
+        quotes[0]["accepts"][0]["payTo"]
+    );
+    assert_eq!(quotes[1]["accepts"][0]["amount"], "20000");
+    // The first quote is real: paying it settles on chain.
+    let before = balance(&lab, lab.payer).await;
+    let (resp, _, _) = pay(&lab, "dup-header-disagree").await;
+    assert_eq!(resp.status().as_u16(), 200);
+    assert_eq!(balance(&lab, lab.payer).await, before - price());
+
+    // The case variants are distinct on the wire.
+    use tokio::io::AsyncReadExt;
+    let mut s = raw_get(&lab, "dup-header-case").await;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 16384];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed early");
+        head.extend_from_slice(&buf[..n]);
+    }
+    let head = String::from_utf8_lossy(&head).to_string();
+    let value = |name: &str| {
+        let line = head
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}: ")))
+            .unwrap_or_else(|| panic!("no {name} line in {head}"));
+        decode_b64_json(&line[name.len() + 2..])
+    };
+    let (mixed, upper) = (value("Payment-Required"), value("PAYMENT-REQUIRED"));
+    assert_ne!(mixed["accepts"][0]["payTo"], upper["accepts"][0]["payTo"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dup_content_type_declares_two_types() {
+    let lab = lab(&["dup-content-type"]).await;
+    let resp = unpaid(&lab, "dup-content-type").await;
+    let types: Vec<&str> = resp
+        .headers()
+        .get_all("content-type")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert_eq!(types, ["application/json", "text/html"]);
+    let (pr, body) = quote(resp).await;
+    assert_eq!(body, b"{}");
+    assert_eq!(pr["accepts"][0]["payTo"], lab.pay_to.to_checksum(None));
+}

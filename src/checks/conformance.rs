@@ -17,9 +17,15 @@
 //!   exactly as sent; a v2 header beside a different v1 body fails.
 //! - C5 v1 reads the first entry that carries an `outputSchema`.
 
-use alloy::primitives::{Address, B256};
-use serde_json::{Value, json};
+use std::collections::HashSet;
 
+use alloy::primitives::{Address, B256};
+use serde_json::{Map, Value, json};
+
+use crate::budget::{
+    MAX_ACCEPTS_ENTRIES, MAX_RECEIPT_DEVIATIONS, MAX_REGEX_BACKTRACK, MAX_REGEX_BYTES,
+    MAX_SCHEMA_VALUES, MAX_SCHEMA_WORK,
+};
 use crate::evidence::Conclusion;
 use crate::x402::eip712::TokenDomain;
 use crate::x402::network::canonical_usdc;
@@ -32,6 +38,9 @@ use crate::x402::types::{
 const C1_CODES: &[&str] = &[
     "header.empty",
     "header.too_large",
+    "header.too_deep",
+    "header.too_complex",
+    "header.duplicate_disagree",
     "header.bad_base64",
     "header.bad_json",
     "header.not_object",
@@ -50,6 +59,7 @@ const C1_CODES: &[&str] = &[
     "accepts.missing",
     "accepts.not_array",
     "accepts.empty",
+    "accepts.too_many",
 ];
 
 /// Entry fields whose deviations fail C2 (`""` is the entry itself, e.g. not an object).
@@ -76,7 +86,7 @@ fn is_c1_deviation(deviation: &Deviation, version: u8) -> bool {
 fn is_c2_deviation(deviation: &Deviation) -> bool {
     if matches!(
         deviation.code.as_str(),
-        "accepts.missing" | "accepts.not_array" | "accepts.empty"
+        "accepts.missing" | "accepts.not_array" | "accepts.empty" | "accepts.too_many"
     ) {
         return true;
     }
@@ -94,12 +104,16 @@ pub fn c1(parsed: &Parsed402, response_arrived: bool) -> Conclusion {
         return Conclusion::unmeasured("no response arrived, so there was no 402 to read");
     }
     let Some(required) = &parsed.required else {
-        return failed(
-            "no PaymentRequired in the PAYMENT-REQUIRED header or the body",
+        let summary = if parsed.has_deviation("header.duplicate_disagree") {
+            "the PAYMENT-REQUIRED headers disagree, so no quote is read"
+        } else {
+            "no PaymentRequired in the PAYMENT-REQUIRED header or the body"
+        };
+        return failed(summary, &parsed.deviations, &[]).with_detail(detail(
+            parsed,
             &parsed.deviations,
             &[],
-        )
-        .with_detail(detail(parsed, &parsed.deviations, &[]));
+        ));
     };
     let (counted, notes): (Vec<Deviation>, Vec<Deviation>) = parsed
         .deviations
@@ -144,11 +158,14 @@ pub fn c2(required: &PaymentRequired) -> Conclusion {
         .filter(|d| d.entry_field().is_some() || d.code.starts_with("accepts."))
         .cloned()
         .partition(is_c2_deviation);
-    let detail = json!({
-        "entries": required.accepts.len(),
-        "deviations": deviation_list(&counted),
-        "notes": deviation_list(&notes),
-    });
+    let mut detail = Map::new();
+    detail.insert("entries".into(), json!(required.accepts.len()));
+    if required.accepts_sent > required.accepts.len() {
+        detail.insert("entries_sent".into(), json!(required.accepts_sent));
+    }
+    put_deviations(&mut detail, "deviations", &counted);
+    put_deviations(&mut detail, "notes", &notes);
+    let detail = Value::Object(detail);
     if counted.is_empty() {
         let entries = match required.accepts.len() {
             1 => "the accepts entry is".to_string(),
@@ -307,14 +324,25 @@ pub fn c4(parsed: &Parsed402) -> Conclusion {
     if body.get("x402Version").is_none() || body.get("accepts").is_none() {
         return Conclusion::na("the body is not itself a PaymentRequired");
     }
-    if header == body {
+    // Both objects hold only the accepts entries within the budget; the rest were counted.
+    let (header_unread, body_unread) = (parsed.header_accepts_unread, parsed.body_accepts_unread);
+    let mut differences = Vec::new();
+    collect_differences(header, body, String::new(), &mut differences);
+    if differences.is_empty() && header_unread != body_unread {
+        differences.push("/accepts (a different number of entries)".to_string());
+    }
+    if differences.is_empty() {
+        if header_unread > 0 {
+            return Conclusion::unmeasured(format!(
+                "the first {MAX_ACCEPTS_ENTRIES} accepts entries agree; the other {header_unread} were not read, so not compared (C1 carries accepts.too_many)"
+            ))
+            .with_detail(json!({ "deviations": [], "entries_not_compared": header_unread }));
+        }
         return Conclusion::pass(
             "the PAYMENT-REQUIRED header and the body decode to the same object",
         )
         .with_detail(json!({ "deviations": [] }));
     }
-    let mut differences = Vec::new();
-    collect_differences(header, body, String::new(), &mut differences);
     let problems = vec![Deviation::new(
         "header_body.differ",
         format!("differ at {}", differences.join(", ")),
@@ -453,8 +481,30 @@ fn bazaar_problems(required: &PaymentRequired) -> Vec<Deviation> {
         ));
         return problems;
     }
+    let scan = scan_schema(schema);
+    if scan.values > MAX_SCHEMA_VALUES {
+        problems.push(Deviation::new(
+            "extensions.bazaar.schema.too_complex",
+            format!(
+                "the schema has more than {MAX_SCHEMA_VALUES} JSON values; it was not compiled"
+            ),
+        ));
+        return problems;
+    }
     // Offline: a `$ref` to anything outside the schema itself is an error, never a fetch.
-    let validator = match jsonschema::options().offline().build(schema) {
+    // Patterns run on a linear-time engine unless they need look-around or back-references,
+    // which get a bounded number of backtracking steps. Formats are annotations here (as in
+    // draft 2020-12): checking them is not what C5 asks.
+    let patterns = jsonschema::PatternOptions::fancy_regex()
+        .backtrack_limit(MAX_REGEX_BACKTRACK)
+        .size_limit(MAX_REGEX_BYTES)
+        .dfa_size_limit(MAX_REGEX_BYTES);
+    let validator = match jsonschema::options()
+        .offline()
+        .should_validate_formats(false)
+        .with_pattern_options(patterns)
+        .build(schema)
+    {
         Ok(validator) => validator,
         Err(e) => {
             problems.push(Deviation::new(
@@ -465,6 +515,14 @@ fn bazaar_problems(required: &PaymentRequired) -> Vec<Deviation> {
         }
     };
     if let Some(info) = info.filter(|i| i.is_object()) {
+        // Validation is exponential in the worst case: bound its work before doing it.
+        if let Err(why) = validation_work(schema, &scan, info) {
+            problems.push(Deviation::new(
+                "extensions.bazaar.schema.too_complex",
+                format!("info was not validated against the schema: {why}"),
+            ));
+            return problems;
+        }
         let errors: Vec<String> = validator
             .iter_errors(info)
             .take(3)
@@ -481,6 +539,248 @@ fn bazaar_problems(required: &PaymentRequired) -> Vec<Deviation> {
         }
     }
     problems
+}
+
+/// What C5 needs to know about a schema before compiling it.
+struct SchemaScan {
+    /// JSON values in it, counted up to one past [`MAX_SCHEMA_VALUES`].
+    values: usize,
+    /// It names schema resources below its root (`$id`, anchors, or draft 4 `id`), so a `$ref`
+    /// may not mean a JSON pointer from the root.
+    nested_resources: bool,
+}
+
+fn scan_schema(schema: &Value) -> SchemaScan {
+    fn walk(value: &Value, root: bool, draft4: bool, scan: &mut SchemaScan) {
+        if scan.values > MAX_SCHEMA_VALUES {
+            return;
+        }
+        scan.values += 1;
+        match value {
+            Value::Object(map) => {
+                for (key, child) in map {
+                    let names_resource = matches!(
+                        key.as_str(),
+                        "$id" | "$anchor" | "$dynamicAnchor" | "$recursiveAnchor"
+                    ) || (draft4 && key == "id" && child.is_string());
+                    if names_resource && !root {
+                        scan.nested_resources = true;
+                    }
+                    walk(child, false, draft4, scan);
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|v| walk(v, false, draft4, scan)),
+            _ => {}
+        }
+    }
+    let draft4 = schema
+        .get("$schema")
+        .and_then(Value::as_str)
+        .is_some_and(|s| s.contains("draft-04"));
+    let mut scan = SchemaScan {
+        values: 0,
+        nested_resources: false,
+    };
+    walk(schema, true, draft4, &mut scan);
+    scan
+}
+
+/// The worst-case work of validating `instance` against `schema`, counted from the two documents
+/// alone, or why it is over [`MAX_SCHEMA_WORK`] or cannot be bounded. Every application of a
+/// schema node to an instance node counts, through every in-place applicator (`allOf`, `anyOf`,
+/// `oneOf`, `not`, `if`/`then`/`else`, `$ref`) and every descending one (`properties`, `items`,
+/// ...), as a validator that never short-circuits would do them; strings weigh by their length
+/// (patterns scan them), and `const`, `enum` and `uniqueItems` by the instance's size. A cycle
+/// that returns to the same schema node at the same instance node without descending is counted
+/// once, as validators stop there too. Linear in the budget.
+fn validation_work(schema: &Value, scan: &SchemaScan, instance: &Value) -> Result<u64, String> {
+    if scan.nested_resources {
+        return Err(
+            "the schema names resources below its root ($id, anchors), whose references this tool does not follow"
+                .into(),
+        );
+    }
+    let mut work = SchemaWork {
+        root: schema,
+        spent: 0,
+        active: HashSet::new(),
+    };
+    match work.apply(schema, instance) {
+        Ok(()) => Ok(work.spent),
+        Err(WorkStop::Budget) => Err(format!(
+            "validating it could take more than {MAX_SCHEMA_WORK} steps (recursive or repeated subschemas)"
+        )),
+        Err(WorkStop::Unbounded(what)) => Err(format!(
+            "it uses {what}, whose cost this tool does not bound"
+        )),
+    }
+}
+
+enum WorkStop {
+    Budget,
+    Unbounded(&'static str),
+}
+
+struct SchemaWork<'s> {
+    root: &'s Value,
+    spent: u64,
+    /// The (schema node, instance node) pairs being applied, by address.
+    active: HashSet<(usize, usize)>,
+}
+
+impl<'s> SchemaWork<'s> {
+    fn spend(&mut self, units: u64) -> Result<(), WorkStop> {
+        self.spent = self.spent.saturating_add(units);
+        if self.spent > MAX_SCHEMA_WORK {
+            return Err(WorkStop::Budget);
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, schema: &'s Value, instance: &Value) -> Result<(), WorkStop> {
+        let key = (
+            schema as *const Value as usize,
+            instance as *const Value as usize,
+        );
+        if !self.active.insert(key) {
+            return self.spend(1);
+        }
+        let result = self.apply_keywords(schema, instance);
+        self.active.remove(&key);
+        result
+    }
+
+    fn apply_keywords(&mut self, schema: &'s Value, instance: &Value) -> Result<(), WorkStop> {
+        self.spend(1)?;
+        if let Value::String(text) = instance {
+            self.spend(text.len() as u64 / 64)?;
+        }
+        let Some(keywords) = schema.as_object() else {
+            return Ok(());
+        };
+        if keywords.contains_key("const") || keywords.contains_key("uniqueItems") {
+            let size = self.size_of(instance)?;
+            self.spend(size)?;
+        }
+        if let Some(options) = keywords.get("enum").and_then(Value::as_array) {
+            let size = self.size_of(instance)?;
+            self.spend(size.saturating_add(options.len() as u64))?;
+        }
+        // `unevaluated*` needs the in-place applicators' annotations: count those twice.
+        let passes = if keywords.contains_key("unevaluatedProperties")
+            || keywords.contains_key("unevaluatedItems")
+        {
+            2
+        } else {
+            1
+        };
+        for _ in 0..passes {
+            for (name, sub) in keywords {
+                match name.as_str() {
+                    "allOf" | "anyOf" | "oneOf" => {
+                        for branch in sub.as_array().into_iter().flatten() {
+                            self.apply(branch, instance)?;
+                        }
+                    }
+                    "not" | "if" | "then" | "else" => self.apply(sub, instance)?,
+                    "$ref" => {
+                        let target = self.resolve(sub)?;
+                        self.apply(target, instance)?;
+                    }
+                    "$dynamicRef" | "$recursiveRef" => {
+                        return Err(WorkStop::Unbounded("dynamic references"));
+                    }
+                    "dependentSchemas" | "dependencies" if instance.is_object() => {
+                        for dependent in sub.as_object().into_iter().flat_map(|m| m.values()) {
+                            if !dependent.is_array() {
+                                self.apply(dependent, instance)?;
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for (name, sub) in keywords {
+            match (name.as_str(), instance) {
+                ("properties", Value::Object(fields)) => {
+                    for (field, property) in sub.as_object().into_iter().flatten() {
+                        if let Some(value) = fields.get(field) {
+                            self.apply(property, value)?;
+                        }
+                    }
+                }
+                ("patternProperties", Value::Object(fields)) => {
+                    for property in sub.as_object().into_iter().flat_map(|m| m.values()) {
+                        for value in fields.values() {
+                            self.apply(property, value)?;
+                        }
+                    }
+                }
+                ("additionalProperties" | "unevaluatedProperties", Value::Object(fields)) => {
+                    for value in fields.values() {
+                        self.apply(sub, value)?;
+                    }
+                }
+                ("propertyNames", Value::Object(fields)) => {
+                    for field in fields.keys() {
+                        let name = Value::String(field.clone());
+                        self.apply(sub, &name)?;
+                    }
+                }
+                ("items" | "prefixItems", Value::Array(items)) if sub.is_array() => {
+                    for (item, position) in items.iter().zip(sub.as_array().into_iter().flatten()) {
+                        self.apply(position, item)?;
+                    }
+                }
+                (
+                    "items" | "additionalItems" | "unevaluatedItems" | "contains",
+                    Value::Array(items),
+                ) => {
+                    for item in items {
+                        self.apply(sub, item)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A `$ref` as a JSON pointer from the schema's root (`#`, `#/$defs/x`).
+    fn resolve(&self, reference: &Value) -> Result<&'s Value, WorkStop> {
+        let target = match reference.as_str() {
+            Some("#") => Some(self.root),
+            Some(r) => r
+                .strip_prefix('#')
+                .filter(|pointer| pointer.starts_with('/'))
+                .and_then(|pointer| self.root.pointer(pointer)),
+            None => None,
+        };
+        target.ok_or(WorkStop::Unbounded(
+            "a $ref that is not a JSON pointer into the schema",
+        ))
+    }
+
+    /// Values in `value`, counting no further than the work left.
+    fn size_of(&self, value: &Value) -> Result<u64, WorkStop> {
+        let left = MAX_SCHEMA_WORK.saturating_sub(self.spent);
+        let mut count = 0u64;
+        let mut stack = vec![value];
+        while let Some(v) = stack.pop() {
+            count += 1;
+            if count > left {
+                return Err(WorkStop::Budget);
+            }
+            match v {
+                Value::Array(items) => stack.extend(items),
+                Value::Object(map) => stack.extend(map.values()),
+                Value::String(text) => count += text.len() as u64 / 64,
+                _ => {}
+            }
+        }
+        Ok(count)
+    }
 }
 
 fn output_schema_problems(required: &PaymentRequired) -> Vec<Deviation> {
@@ -523,30 +823,44 @@ fn output_schema_problems(required: &PaymentRequired) -> Vec<Deviation> {
 }
 
 fn missing_payment_required(parsed: &Parsed402) -> Conclusion {
+    let mut detail = Map::new();
+    put_deviations(&mut detail, "deviations", &parsed.deviations);
     failed(
         "no PaymentRequired in the response",
         &parsed.deviations,
         &[],
     )
-    .with_detail(json!({ "deviations": deviation_list(&parsed.deviations) }))
+    .with_detail(Value::Object(detail))
 }
 
 fn detail(parsed: &Parsed402, counted: &[Deviation], notes: &[Deviation]) -> Value {
-    json!({
-        "source": parsed.source,
-        "version": parsed.version,
-        "deviations": deviation_list(counted),
-        "notes": deviation_list(notes),
-    })
+    let mut detail = Map::new();
+    detail.insert("source".into(), json!(parsed.source));
+    detail.insert("version".into(), json!(parsed.version));
+    put_deviations(&mut detail, "deviations", counted);
+    put_deviations(&mut detail, "notes", notes);
+    Value::Object(detail)
 }
 
+/// A receipt's list of deviations: the first [`MAX_RECEIPT_DEVIATIONS`], in the order found.
 fn deviation_list(deviations: &[Deviation]) -> Value {
     Value::Array(
         deviations
             .iter()
+            .take(MAX_RECEIPT_DEVIATIONS)
             .map(|d| json!({ "code": d.code, "message": d.message }))
             .collect(),
     )
+}
+
+/// `deviations` under `name` in a receipt's detail, and under `<name>_omitted` how many were not
+/// kept (the outcome counts them all).
+fn put_deviations(detail: &mut Map<String, Value>, name: &str, deviations: &[Deviation]) {
+    detail.insert(name.into(), deviation_list(deviations));
+    let omitted = deviations.len().saturating_sub(MAX_RECEIPT_DEVIATIONS);
+    if omitted > 0 {
+        detail.insert(format!("{name}_omitted"), json!(omitted));
+    }
 }
 
 /// A fail whose one-line evidence names the codes (the first few; all are in the detail).
@@ -663,6 +977,8 @@ mod tests {
             version: Some(2),
             header_object: Some(header),
             body_object: Some(body),
+            header_accepts_unread: 0,
+            body_accepts_unread: 0,
             required: None,
             deviations: Vec::new(),
         };

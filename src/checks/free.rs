@@ -19,7 +19,7 @@ use crate::probe::http::{Exchange, FetchError, FetchErrorKind, HttpResponse, Pha
 use crate::rubric::{Kind, Rubric};
 use crate::score::curve::interpolate;
 use crate::x402::parse::parse_payment_required;
-use crate::x402::types::{Parsed402, PaymentRequired};
+use crate::x402::types::{Parsed402, PaymentRequired, printable_prefix};
 
 /// R1's bound: a response head within 10 s.
 pub const REACHABLE_WITHIN_MS: f64 = 10_000.0;
@@ -231,8 +231,13 @@ impl<'a> Run<'a> {
         let mut h = BTreeMap::new();
         if let Some(r) = self.primary {
             h.insert("response.body".into(), r.body_sha256.clone());
-            if let Some(v) = r.header("payment-required") {
-                h.insert("response.payment-required".into(), sha256_hex(v.as_bytes()));
+            // Every PAYMENT-REQUIRED header, so a receipt shows each of two that disagree.
+            for (i, v) in r.header_all("payment-required").enumerate() {
+                let label = match i {
+                    0 => "response.payment-required".to_string(),
+                    n => format!("response.payment-required.{}", n + 1),
+                };
+                h.insert(label, sha256_hex(v.as_bytes()));
             }
         }
         h
@@ -688,6 +693,18 @@ fn s5(run: &Run) -> Conclusion {
     let Some(resp) = run.primary else {
         return run.no_response_conclusion("no response to sniff");
     };
+    // Two Content-Type headers that differ declare nothing a client can rely on: which one it
+    // honours depends on the client.
+    let mut declared = resp.header_all("content-type");
+    if let Some(first) = declared.next()
+        && let Some(other) = declared.find(|t| !t.trim().eq_ignore_ascii_case(first.trim()))
+    {
+        return Conclusion::fail(format!(
+            "Content-Type headers that disagree ({} and {}): the type a client sees depends on the client",
+            printable_prefix(first, 100),
+            printable_prefix(other, 100)
+        ));
+    }
     let encoding = resp
         .header("content-encoding")
         .filter(|e| !e.trim().is_empty() && *e != "identity");

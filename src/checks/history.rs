@@ -151,7 +151,7 @@ fn current_notes(notes: &[RevisionNote], kind: NoteKind, now_ms: i64) -> Vec<&Re
 }
 
 /// Earlier declarations within the window before `now_ms` (prior runs only).
-fn recent<'a>(prior: &'a [Declared], now_ms: i64) -> Vec<&'a Declared> {
+fn recent(prior: &[Declared], now_ms: i64) -> Vec<&Declared> {
     prior
         .iter()
         .filter(|d| d.at_ms < now_ms && now_ms - d.at_ms <= STABILITY_WINDOW_MS)

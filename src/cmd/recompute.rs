@@ -11,8 +11,12 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Score documents, or directories searched recursively for `*.json`.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "ledger")]
     pub paths: Vec<PathBuf>,
+    /// Re-derive every score the daemon published from the ledger in this state directory alone,
+    /// and compare each byte for byte.
+    #[arg(long, value_name = "DIR", conflicts_with = "paths")]
+    pub ledger: Option<PathBuf>,
     /// Extra rubric files; a document names its rubric by SHA-256 (the embedded default is
     /// always available).
     #[arg(long)]
@@ -25,6 +29,29 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut rubrics = vec![Rubric::embedded_default()];
     for p in &args.rubric {
         rubrics.push(super::score::load_rubric(Some(p))?);
+    }
+    if let Some(dir) = &args.ledger {
+        let store = crate::cmd::ledger::open_existing(dir)?;
+        let report = crate::daemon::recompute::recompute_ledger(&store, &rubrics)?;
+        for m in &report.mismatches {
+            eprintln!("DIFFERS ledger entry {} ({}): {}", m.seq, m.subject, m.why);
+        }
+        if report.scores == 0 {
+            anyhow::bail!("the ledger in {} holds no published score", dir.display());
+        }
+        if !report.mismatches.is_empty() {
+            eprintln!(
+                "{} of {} published scores did not recompute",
+                report.mismatches.len(),
+                report.scores
+            );
+            return Ok(1);
+        }
+        println!(
+            "{} published scores recomputed from the ledger byte for byte",
+            report.scores
+        );
+        return Ok(0);
     }
     let mut files = Vec::new();
     for p in &args.paths {

@@ -10,6 +10,7 @@
 
 pub mod catalogue;
 pub mod pipeline;
+pub mod recompute;
 pub mod schedule;
 pub mod scoring;
 
@@ -101,7 +102,7 @@ pub struct Daemon {
 
 /// What one finished job reports to the loop.
 enum Done {
-    Run { host: String, done: RunDone },
+    Run { host: String, done: Box<RunDone> },
     Control(crate::ledger::record::ControlRecord),
     Catalogue(usize, catalogue::CatalogueSeen),
     Refund,
@@ -194,7 +195,7 @@ impl Daemon {
             listings: RwLock::new(BTreeMap::new()),
             revisions: Mutex::new(BTreeMap::new()),
             population: RwLock::new(Population::default()),
-            write_lock: tokio::sync::Mutex::new(()),
+            write_lock: Mutex::new(()),
         });
         let s = &config.schedule;
         let cadence = Cadence {
@@ -372,6 +373,11 @@ impl Daemon {
             }
         }
         if !entries.is_empty() {
+            let _writing = self
+                .shared
+                .write_lock
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             self.shared.store.append(entries)?;
         }
         Ok(added)
@@ -541,7 +547,10 @@ impl Daemon {
                     let category = subject.row.category.clone();
                     in_flight.spawn(async move {
                         let done = pipeline::run_subject(shared, url, category, pay).await;
-                        Done::Run { host, done }
+                        Done::Run {
+                            host,
+                            done: Box::new(done),
+                        }
                     });
                 }
                 Job::Control => {
@@ -741,6 +750,8 @@ impl Daemon {
         if ok {
             self.control_last_ok = Some(at);
         }
+        let shared = self.shared.clone();
+        let _writing = shared.write_lock.lock().unwrap_or_else(|p| p.into_inner());
         self.shared.store.append(entries)?;
         self.refresh_outages()
     }
@@ -872,6 +883,11 @@ impl Daemon {
                 }),
             ),
         );
+        let _writing = self
+            .shared
+            .write_lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         self.shared.store.append(entries)?;
         Ok(())
     }

@@ -75,7 +75,7 @@ pub struct Shared {
     pub population: RwLock<Population>,
     /// Serialises rescoring and the ledger writes of a run, so a score reads exactly the entries
     /// before its own.
-    pub write_lock: tokio::sync::Mutex<()>,
+    pub write_lock: Mutex<()>,
 }
 
 /// What a run tells the scheduler.
@@ -227,7 +227,7 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
     let run_id = record.id.clone();
 
     // Record, then rescore, under the write lock.
-    let _writing = shared.write_lock.lock().await;
+    let _writing = shared.write_lock.lock().unwrap_or_else(|p| p.into_inner());
     let mut entries = Vec::new();
     if let Some(r) = revision_record {
         entries.push(NewEntry::plain(started_ms, Record::Revision(r)));
@@ -327,6 +327,9 @@ pub fn history_rows(
 pub fn rescore(shared: &Shared, url: &str, category: &str) -> Result<ScoreSummary, String> {
     let now_ms = shared.clock.now_ms();
     let store = shared.store.as_ref();
+    // Everything read is at or before `through`, the last entry the score says it read (another
+    // process may append an outage declaration meanwhile: it waits for the next score).
+    let (through, _) = store.head().map_err(|e| e.to_string())?;
     let rows: Vec<HistoryEntry> = store
         .history(url)
         .map_err(|e| e.to_string())?
@@ -342,11 +345,17 @@ pub fn rescore(shared: &Shared, url: &str, category: &str) -> Result<ScoreSummar
             _ => None,
         })
         .collect();
-    let outages = shared
-        .outages
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
+    let outage_records: Vec<crate::ledger::record::OutageRecord> = store
+        .entries_of_kind(&[RecordKind::Outage], 0)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|e| e.seq <= through)
+        .filter_map(|e| match e.record {
+            Record::Outage(o) => Some(o),
+            _ => None,
+        })
+        .collect();
+    let outages = scoring::outage_windows(&outage_records);
     let history = scoring::history_for(rows, &outages, now_ms, shared.history_days);
     let (population_sha, population) = {
         let p = shared.population.read().unwrap_or_else(|p| p.into_inner());
@@ -362,14 +371,7 @@ pub fn rescore(shared: &Shared, url: &str, category: &str) -> Result<ScoreSummar
             None => (None, Vec::new()),
         }
     };
-    let price_usd = shared
-        .summaries
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(url)
-        .map_or(0.0, |s| s.price_usd);
-    let price_usd = latest_price(store, url).unwrap_or(price_usd);
-    let (through, _) = store.head().map_err(|e| e.to_string())?;
+    let price_usd = latest_price(store, url).unwrap_or(0.0);
     let inputs = scoring::inputs_document(
         &shared.rubric,
         SubjectInputs {
@@ -383,8 +385,8 @@ pub fn rescore(shared: &Shared, url: &str, category: &str) -> Result<ScoreSummar
             provenance: shared.provenance,
         },
     );
-    let mut scored =
-        scoring::score(&shared.rubric, inputs, now_ms, through).map_err(|e| e.to_string())?;
+    let mut scored = scoring::score(&shared.rubric, inputs, now_ms, through, shared.history_days)
+        .map_err(|e| e.to_string())?;
     scored.record.population_sha256 = population_sha;
     let summary = scoring::summary_of(&shared.rubric, &scored.document, price_usd, category);
     let seqs = store
@@ -468,13 +470,14 @@ pub async fn watch_refund_job(
     let record = RefundRecord {
         run_id,
         subject: plan.subject.clone(),
+        revision: run.revision.clone(),
         at_ms,
         refund,
         result: h9.clone(),
     };
     let rubric = shared.rubric.clone();
     let revision = run.revision.clone();
-    let _writing = shared.write_lock.lock().await;
+    let _writing = shared.write_lock.lock().unwrap_or_else(|p| p.into_inner());
     shared.store.append(vec![NewEntry {
         at_ms,
         record: Record::Refund(Box::new(record)),

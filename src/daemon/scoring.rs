@@ -195,6 +195,7 @@ pub fn score(
     inputs: InputsDocument,
     as_of_ms: i64,
     through_seq: u64,
+    horizon_days: u64,
 ) -> Result<Scored, ScoringError> {
     let inputs = Inputs::from_document(inputs)?;
     let document = crate::score::score(rubric, &inputs, Sampler::InverseCdfTable)?;
@@ -203,6 +204,7 @@ pub fn score(
         subject: document.subject.url.clone(),
         as_of_ms,
         through_seq,
+        horizon_days,
         rubric_sha256: rubric.sha256().to_string(),
         inputs_sha256: document.inputs_sha256.clone(),
         document_sha256: crate::evidence::sha256_hex(&stored),

@@ -78,6 +78,8 @@ pub struct RefundRecord {
     /// The run whose paid call is watched.
     pub run_id: String,
     pub subject: String,
+    /// The revision the run was recorded under (the H9 entry keeps it).
+    pub revision: String,
     pub at_ms: i64,
     pub refund: RefundSeen,
     /// H9 re-evaluated over the run's paid observation with this refund side.

@@ -202,6 +202,8 @@ pub struct ScoreRecord {
     pub as_of_ms: i64,
     /// The last ledger entry the score read.
     pub through_seq: u64,
+    /// How many days of history the score read (the daemon's `history_days`).
+    pub horizon_days: u64,
     pub rubric_sha256: String,
     pub inputs_sha256: String,
     pub document_sha256: String,

@@ -180,8 +180,12 @@ pub trait Store: Send + Sync {
         after: u64,
     ) -> Result<Vec<ReadEntry>, StoreError>;
 
+    /// At most `limit` entries with `seq > after`, in order, bodies left apart (a pass over the
+    /// whole ledger, a page at a time).
+    fn entries_page(&self, after: u64, limit: usize) -> Result<Vec<ReadEntry>, StoreError>;
+
     /// Every stored row with `seq > after`, in order, to `f` (verification, export). Stops at
-    /// the first error `f` returns.
+    /// the first error `f` returns. `f` must not call back into the store: the scan holds it.
     fn scan(
         &self,
         after: u64,

@@ -331,6 +331,13 @@ impl Store for SqliteStore {
         self.read_entries(&sql, params![after as i64])
     }
 
+    fn entries_page(&self, after: u64, limit: usize) -> Result<Vec<ReadEntry>, StoreError> {
+        self.read_entries(
+            "SELECT seq, at_ms, body FROM entry WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            params![after as i64, limit.min(i64::MAX as usize) as i64],
+        )
+    }
+
     fn scan(
         &self,
         after: u64,

@@ -14,13 +14,13 @@
 //! | Where | Problems |
 //! |---|---|
 //! | `status` | `not_402` |
-//! | `header` (`PAYMENT-REQUIRED`) | `duplicate`, `empty`, `too_large`, `bad_base64`, `base64_url_safe`, `base64_unpadded`, `bad_json`, `not_object`, `version_not_2` |
-//! | `body` (only when no usable header) | `bom`, `too_large`, `bad_json`, `not_object`, `v2_without_header` |
+//! | `header` (`PAYMENT-REQUIRED`) | `duplicate` (repeated, same object), `duplicate_disagree` (repeated, different objects: none is read), `empty`, `too_large`, `bad_base64`, `base64_url_safe`, `base64_unpadded`, `bad_json`, `not_object`, `too_deep`, `too_complex`, `version_not_2` |
+//! | `body` (only when no usable header) | `bom`, `too_large`, `bad_json`, `not_object`, `too_deep`, `too_complex`, `v2_without_header` |
 //! | `payment_required` | `missing` (nothing that looks like one) |
 //! | `x402Version` | `missing`, `string`, `not_integer`, `unsupported` |
 //! | `error` | `not_string` |
 //! | `resource` (v2), `resource.url`, `resource.description`, `resource.mimeType` | `missing`, `not_object`, `not_string` |
-//! | `accepts` | `missing`, `not_array`, `empty` |
+//! | `accepts` | `missing`, `not_array`, `empty`, `too_many` (more than `budget::MAX_ACCEPTS_ENTRIES`: the rest counted, not read) |
 //! | `accepts[i]` | `not_object` |
 //! | `accepts[i].scheme` | `missing`, `not_string`, `unknown` |
 //! | `accepts[i].network` | `missing`, `not_string`, `not_caip2` (v2), `unknown` (v1) |
@@ -30,17 +30,18 @@
 //! | `accepts[i].extra`, `.extra.name`, `.extra.version`, `.extra.assetTransferMethod` | `not_object`, `missing`, `not_string`, `unknown` |
 //! | `accepts[i].description`, `.mimeType`, `.resource`, `.outputSchema` | `missing` (v1 resource), `not_string`, `not_object` |
 //! | `extensions` | `not_object` |
-//! | `payment_response` (receipt) | `missing`, `duplicate`, `both_headers`, `empty`, `too_large`, `bad_base64`, `base64_url_safe`, `base64_unpadded`, `bad_json`, `not_object`, `success.missing`, `success.not_bool`, `transaction.not_hash`, `<field>.not_string` |
+//! | `payment_response` (receipt) | `missing`, `duplicate`, `both_headers`, `duplicate_disagree` (repeated headers, either name, that differ: no receipt), `empty`, `too_large`, `bad_base64`, `base64_url_safe`, `base64_unpadded`, `bad_json`, `not_object`, `too_deep`, `too_complex`, `success.missing`, `success.not_bool`, `transaction.not_hash`, `<field>.not_string` |
 //!
 //! The checks add their own: C4 `header_body.differ`; C5 `extensions.bazaar.{missing, not_object,
 //! info.missing, info.not_object, info.input.missing, info.output.missing, schema.missing,
-//! schema.not_object, schema.invalid, info.does_not_validate}` and (v1)
+//! schema.not_object, schema.invalid, schema.too_complex, info.does_not_validate}` and (v1)
 //! `accepts.outputSchema.missing`, `accepts[i].outputSchema.{not_object, input.missing,
 //! output.missing, ...}`; C3 `accepts[i].asset.{not_address, not_recognised}`,
 //! `accepts[i].extra.{name, version, domain_separator}.mismatch`, `token.{name, version,
 //! domain_separator}.unreadable`. Which codes fail which check is written in
 //! `checks::conformance`.
 
+mod bounded;
 pub mod eip712;
 pub mod network;
 pub mod operator;

@@ -5,8 +5,6 @@
 //! header, then the body as v2, then the body as v1. The body is only held against the server when
 //! there is no usable header: with v2 the body is the server's own business.
 
-use std::collections::HashMap;
-
 use alloy::primitives::Address;
 use base64::Engine as _;
 use base64::alphabet;
@@ -14,17 +12,14 @@ use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::bounded::{DecodeError, Decoded, decode_object};
 use super::network::{AddressKind, address_kind, is_caip2, is_known_v1_name};
 use super::types::{
     Deviation, Parsed402, PaymentRequired, Requirement, Resource, SettlementResponse, Source,
-    is_decimal_integer,
+    is_decimal_integer, printable_prefix,
 };
-
-/// Largest decoded `PAYMENT-REQUIRED` (or receipt) header accepted. Bazaar schemas make these
-/// headers large, so this is well above the ~8 KiB other clients use.
-pub const MAX_HEADER_DECODED_BYTES: usize = 64 * 1024;
-/// Largest body the parser looks into; the prober bounds bodies too, this keeps the parser safe alone.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+pub use crate::budget::{MAX_ACCEPTS_ENTRIES, MAX_BODY_BYTES, MAX_HEADER_DECODED_BYTES};
+use crate::budget::{MAX_JSON_DEPTH, MAX_JSON_VALUES, MAX_QUOTED_VALUE_CHARS};
 
 /// Schemes this build knows. Other schemes are recorded (`scheme.unknown`) and not paid.
 pub const KNOWN_SCHEMES: &[&str] = &["exact", "upto"];
@@ -39,7 +34,10 @@ pub const PAYMENT_RESPONSE_HEADER: &str = "payment-response";
 pub const X_PAYMENT_RESPONSE_HEADER: &str = "x-payment-response";
 
 /// Read an unpaid response. `headers` are `(name, value)` pairs; names are compared without regard
-/// to case. Never panics and never fails: what could not be read is in `deviations`.
+/// to case. Never panics and never fails: what could not be read is in `deviations`. The work is
+/// linear in the input and bounded by `crate::budget`: at most [`MAX_ACCEPTS_ENTRIES`] entries
+/// are read, an object nested too deep or with too many values is refused whole, and every bound
+/// reached is a deviation.
 pub fn parse_payment_required(status: u16, headers: &[(String, String)], body: &[u8]) -> Parsed402 {
     let mut deviations = Vec::new();
     if status != 402 {
@@ -49,21 +47,40 @@ pub fn parse_payment_required(status: u16, headers: &[(String, String)], body: &
         ));
     }
 
-    let header = read_header_object(headers, &mut deviations);
+    let header = match read_header_object(headers, &mut deviations) {
+        HeaderRead::Usable(decoded) => Some(decoded),
+        HeaderRead::Absent | HeaderRead::Unusable => None,
+        // Two quotes at once: which one a client pays depends on the client. Neither is read, and
+        // the body is not offered in their place.
+        HeaderRead::Disagree => {
+            return Parsed402 {
+                source: Source::None,
+                version: None,
+                header_object: None,
+                body_object: None,
+                header_accepts_unread: 0,
+                body_accepts_unread: 0,
+                required: None,
+                deviations,
+            };
+        }
+    };
     let body = read_body_object(body, header.is_none(), &mut deviations);
 
-    let header_object = header.as_ref().map(|(value, _)| value.clone());
-    let body_object = body.as_ref().map(|(value, _)| value.clone());
+    let header_object = header.as_ref().map(|d| Value::Object(d.object.clone()));
+    let body_object = body.as_ref().map(|d| Value::Object(d.object.clone()));
+    let header_accepts_unread = header.as_ref().map_or(0, Decoded::accepts_unread);
+    let body_accepts_unread = body.as_ref().map_or(0, Decoded::accepts_unread);
 
     let chosen = match (header, body) {
-        (Some((value, bytes)), _) => Some((Carrier::Header, value, bytes)),
-        (None, Some((value, bytes))) if looks_like_payment_required(&value) => {
-            Some((Carrier::Body, value, bytes))
+        (Some(decoded), _) => Some((Carrier::Header, decoded)),
+        (None, Some(decoded)) if looks_like_payment_required(&decoded.object) => {
+            Some((Carrier::Body, decoded))
         }
         (None, _) => None,
     };
 
-    let Some((carrier, object, bytes)) = chosen else {
+    let Some((carrier, decoded)) = chosen else {
         deviations.push(Deviation::new(
             "payment_required.missing",
             "no usable PAYMENT-REQUIRED header and no PaymentRequired (x402Version, accepts) in the body",
@@ -73,12 +90,14 @@ pub fn parse_payment_required(status: u16, headers: &[(String, String)], body: &
             version: None,
             header_object,
             body_object,
+            header_accepts_unread,
+            body_accepts_unread,
             required: None,
             deviations,
         };
     };
 
-    let required = interpret(carrier, &object, &bytes);
+    let required = interpret(carrier, decoded);
     let source = match (carrier, required.x402_version) {
         (Carrier::Header, _) => Source::Header,
         (Carrier::Body, 2) => Source::BodyV2,
@@ -101,6 +120,8 @@ pub fn parse_payment_required(status: u16, headers: &[(String, String)], body: &
         version: Some(required.x402_version),
         header_object,
         body_object,
+        header_accepts_unread,
+        body_accepts_unread,
         required: Some(required),
         deviations,
     }
@@ -114,59 +135,154 @@ enum Carrier {
 
 /// A body object is taken for a PaymentRequired when it has either of the two keys only a
 /// PaymentRequired has; `{}` or `{"error": ...}` is not one.
-fn looks_like_payment_required(value: &Value) -> bool {
-    value.get("x402Version").is_some() || value.get("accepts").is_some()
+fn looks_like_payment_required(object: &Map<String, Value>) -> bool {
+    object.contains_key("x402Version") || object.contains_key("accepts")
 }
 
-/// The first header with this name, ignoring case; a repeat is recorded under `code_prefix`.
-fn find_header<'a>(
-    headers: &'a [(String, String)],
-    name: &str,
-    code_prefix: &str,
-    deviations: &mut Vec<Deviation>,
-) -> Option<&'a str> {
-    let mut found = headers
+/// `text` as a quoted Rust string of at most [`MAX_QUOTED_VALUE_CHARS`] characters, for deviation
+/// messages: a 60 KiB payee is quoted by its start, never copied whole.
+pub(crate) fn quoted(text: &str) -> String {
+    match text.char_indices().nth(MAX_QUOTED_VALUE_CHARS) {
+        None => format!("{text:?}"),
+        Some((cut, _)) => format!("{:?}... ({} bytes)", &text[..cut], text.len()),
+    }
+}
+
+/// Every value of the header with this name, ignoring case, in order.
+fn header_values<'a>(headers: &'a [(String, String)], name: &str) -> Vec<&'a str> {
+    headers
         .iter()
         .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_str());
-    let first = found.next()?;
-    if found.next().is_some() {
-        deviations.push(Deviation::new(
-            format!("{code_prefix}.duplicate"),
-            format!("more than one {name} header; the first was read"),
-        ));
-    }
-    Some(first)
+        .map(|(_, v)| v.as_str())
+        .collect()
 }
 
-/// Decode the `PAYMENT-REQUIRED` header to a JSON object, with the decoded bytes (for raw entries).
-fn read_header_object(
-    headers: &[(String, String)],
-    deviations: &mut Vec<Deviation>,
-) -> Option<(Value, Vec<u8>)> {
-    let text = find_header(headers, PAYMENT_REQUIRED_HEADER, "header", deviations)?;
-    let bytes = decode_header_value(text, "header", deviations)?;
-    let value = match serde_json::from_slice::<Value>(&bytes) {
-        Ok(value) => value,
-        Err(e) => {
-            deviations.push(Deviation::new(
-                "header.bad_json",
-                format!("the decoded PAYMENT-REQUIRED header is not JSON: {e}"),
-            ));
-            return None;
-        }
+/// What the `PAYMENT-REQUIRED` header(s) gave.
+enum HeaderRead {
+    Absent,
+    /// Present, but not a readable object (the reason is recorded).
+    Unusable,
+    Usable(Decoded),
+    /// Several headers that do not say the same thing (recorded as `header.duplicate_disagree`).
+    Disagree,
+}
+
+/// Decode the `PAYMENT-REQUIRED` header to a JSON object. Repeated headers (in any letter case)
+/// that all decode to the same object are read once, with a `header.duplicate` note; repeated
+/// headers that do not are `header.duplicate_disagree`, and none of them is read.
+fn read_header_object(headers: &[(String, String)], deviations: &mut Vec<Deviation>) -> HeaderRead {
+    let values = header_values(headers, PAYMENT_REQUIRED_HEADER);
+    let Some(first) = values.first() else {
+        return HeaderRead::Absent;
     };
-    if !value.is_object() {
+    if values.len() > 1 {
+        if let Some(why) = disagreement(&values) {
+            deviations.push(Deviation::new(
+                "header.duplicate_disagree",
+                format!(
+                    "{} PAYMENT-REQUIRED headers that do not say the same thing ({why}): clients would be shown different requirements, so none is read",
+                    values.len()
+                ),
+            ));
+            return HeaderRead::Disagree;
+        }
         deviations.push(Deviation::new(
-            "header.not_object",
+            "header.duplicate",
             format!(
-                "the decoded PAYMENT-REQUIRED header is a JSON {}, not an object",
-                json_type(&value)
+                "{} PAYMENT-REQUIRED headers, all decoding to the same object; the first was read",
+                values.len()
             ),
         ));
+    }
+    match decode_header_object(first, deviations) {
+        Some(decoded) => HeaderRead::Usable(decoded),
+        None => HeaderRead::Unusable,
+    }
+}
+
+/// Why repeated header values do not say the same thing, or `None` when they do: the same text,
+/// or objects equal as JSON values with every `accepts` entry read (entries past the budget
+/// cannot be compared, so only identical text agrees then).
+fn disagreement(values: &[&str]) -> Option<String> {
+    let first = values[0].trim();
+    if values.iter().all(|v| v.trim() == first) {
         return None;
     }
-    Some((value, bytes))
+    let mut scratch = Vec::new();
+    let decode = |text: &str, scratch: &mut Vec<Deviation>| {
+        decode_header_value(text, "header", scratch).and_then(|bytes| decode_object(&bytes).ok())
+    };
+    let Some(reference) = decode(first, &mut scratch) else {
+        return Some("the first does not decode to an object".into());
+    };
+    for (n, value) in values.iter().enumerate().skip(1) {
+        let Some(other) = decode(value, &mut scratch) else {
+            return Some(format!("header {} does not decode to an object", n + 1));
+        };
+        if reference.accepts_unread() > 0 || other.accepts_unread() > 0 {
+            return Some(format!(
+                "header {} is other text with more accepts entries than can be compared",
+                n + 1
+            ));
+        }
+        if other.object != reference.object {
+            let keys: Vec<String> = reference
+                .object
+                .keys()
+                .chain(other.object.keys())
+                .filter(|k| reference.object.get(*k) != other.object.get(*k))
+                .take(5)
+                .map(|k| printable_prefix(k, 40))
+                .collect();
+            return Some(format!(
+                "headers 1 and {} differ in {}",
+                n + 1,
+                keys.join(", ")
+            ));
+        }
+    }
+    None
+}
+
+/// Decode one header value to a JSON object within the budget.
+fn decode_header_object(text: &str, deviations: &mut Vec<Deviation>) -> Option<Decoded> {
+    let bytes = decode_header_value(text, "header", deviations)?;
+    decoded_or_deviation(
+        decode_object(&bytes),
+        "header",
+        "the decoded PAYMENT-REQUIRED header",
+        deviations,
+    )
+}
+
+/// The decoded object, or the deviation saying why there is none (`<carrier>.bad_json`,
+/// `.not_object`, `.too_deep`, `.too_complex`).
+fn decoded_or_deviation(
+    decoded: Result<Decoded, DecodeError>,
+    carrier: &str,
+    what: &str,
+    deviations: &mut Vec<Deviation>,
+) -> Option<Decoded> {
+    let (code, message) = match decoded {
+        Ok(decoded) => return Some(decoded),
+        Err(DecodeError::Syntax(e)) => ("bad_json", format!("{what} is not JSON: {e}")),
+        Err(DecodeError::NotObject(kind)) => (
+            "not_object",
+            format!("{what} is a JSON {kind}, not an object"),
+        ),
+        Err(DecodeError::TooDeep) => (
+            "too_deep",
+            format!("{what} nests deeper than {MAX_JSON_DEPTH} levels; nothing of it was read"),
+        ),
+        Err(DecodeError::TooComplex) => (
+            "too_complex",
+            format!(
+                "{what} holds more than {MAX_JSON_VALUES} JSON values (besides accepts entries past the first {MAX_ACCEPTS_ENTRIES}); nothing of it was read"
+            ),
+        ),
+    };
+    deviations.push(Deviation::new(format!("{carrier}.{code}"), message));
+    None
 }
 
 /// Decode a base64 header value leniently: standard or URL-safe alphabet, with or without padding.
@@ -247,64 +363,54 @@ pub(crate) fn decode_header_value(
     Some(bytes)
 }
 
-/// Parse the body as a JSON object. Problems are recorded only when `held_against` (no usable
-/// header), because a v2 server may send any body it likes.
+/// Parse the body as a JSON object within the budget. Problems are recorded only when
+/// `held_against` (no usable header), because a v2 server may send any body it likes.
 fn read_body_object(
     body: &[u8],
     held_against: bool,
     deviations: &mut Vec<Deviation>,
-) -> Option<(Value, Vec<u8>)> {
-    let mut note = |code: &str, message: String| {
-        if held_against {
-            deviations.push(Deviation::new(code, message));
-        }
-    };
+) -> Option<Decoded> {
+    let mut noted = Vec::new();
     let body = match body.strip_prefix(b"\xEF\xBB\xBF") {
         Some(rest) => {
-            note(
+            noted.push(Deviation::new(
                 "body.bom",
-                "the body starts with a UTF-8 byte order mark".into(),
-            );
+                "the body starts with a UTF-8 byte order mark",
+            ));
             rest
         }
         None => body,
     };
-    if body.trim_ascii().is_empty() {
-        return None;
-    }
-    if body.len() > MAX_BODY_BYTES {
-        note(
+    let decoded = if body.trim_ascii().is_empty() {
+        None
+    } else if body.len() > MAX_BODY_BYTES {
+        noted.push(Deviation::new(
             "body.too_large",
             format!(
                 "{} bytes; the parser reads bodies up to {MAX_BODY_BYTES}",
                 body.len()
             ),
-        );
-        return None;
-    }
-    let value = match serde_json::from_slice::<Value>(body) {
-        Ok(value) => value,
-        Err(e) => {
-            note("body.bad_json", format!("the body is not JSON: {e}"));
-            return None;
-        }
+        ));
+        None
+    } else {
+        decoded_or_deviation(decode_object(body), "body", "the body", &mut noted)
     };
-    if !value.is_object() {
-        note(
-            "body.not_object",
-            format!("the body is a JSON {}, not an object", json_type(&value)),
-        );
-        return None;
+    if held_against {
+        deviations.extend(noted);
     }
-    Some((value, body.to_vec()))
+    decoded
 }
 
-/// Interpret one JSON object as a PaymentRequired. `bytes` is the exact JSON text of `object`, from
-/// which each `accepts` entry's raw text is taken.
-fn interpret(carrier: Carrier, object: &Value, bytes: &[u8]) -> PaymentRequired {
+/// Interpret one decoded object as a PaymentRequired.
+fn interpret(carrier: Carrier, decoded: Decoded) -> PaymentRequired {
+    let Decoded {
+        object,
+        accepts_raw,
+        accepts_sent,
+    } = decoded;
     let mut deviations = Vec::new();
-    let declared = read_version(object, &mut deviations);
-    let version = declared.unwrap_or_else(|| infer_version(carrier, object));
+    let declared = read_version(&object, &mut deviations);
+    let version = declared.unwrap_or_else(|| infer_version(carrier, &object));
 
     let error = match object.get("error") {
         None | Some(Value::Null) => None,
@@ -325,7 +431,8 @@ fn interpret(carrier: Carrier, object: &Value, bytes: &[u8]) -> PaymentRequired 
         None
     };
 
-    let accepts = read_accepts(object, bytes, version, &mut deviations);
+    let accepts = read_accepts(&object, accepts_raw, accepts_sent, version, &mut deviations);
+    let accepts_sent = accepts_sent.unwrap_or(accepts.len());
 
     let extensions = match object.get("extensions") {
         None | Some(Value::Null) => None,
@@ -345,13 +452,14 @@ fn interpret(carrier: Carrier, object: &Value, bytes: &[u8]) -> PaymentRequired 
         resource,
         resource_raw,
         accepts,
+        accepts_sent,
         extensions,
         deviations,
     }
 }
 
 /// The declared version when it is 1 or 2 (a string is accepted with a deviation).
-fn read_version(object: &Value, deviations: &mut Vec<Deviation>) -> Option<u8> {
+fn read_version(object: &Map<String, Value>, deviations: &mut Vec<Deviation>) -> Option<u8> {
     let version = match object.get("x402Version") {
         None | Some(Value::Null) => {
             deviations.push(Deviation::new(
@@ -374,14 +482,17 @@ fn read_version(object: &Value, deviations: &mut Vec<Deviation>) -> Option<u8> {
             Ok(v) if (1..=2).contains(&v) => {
                 deviations.push(Deviation::new(
                     "x402Version.string",
-                    format!("x402Version is the string {s:?}; it is a JSON number"),
+                    format!(
+                        "x402Version is the string {}; it is a JSON number",
+                        quoted(s)
+                    ),
                 ));
                 v
             }
             _ => {
                 deviations.push(Deviation::new(
                     "x402Version.not_integer",
-                    format!("x402Version is the string {s:?}"),
+                    format!("x402Version is the string {}", quoted(s)),
                 ));
                 return None;
             }
@@ -409,7 +520,7 @@ fn read_version(object: &Value, deviations: &mut Vec<Deviation>) -> Option<u8> {
 
 /// Without a usable declared version: the header is v2's carrier; a body is read as v2 when its
 /// entries use v2's `amount` and not v1's `maxAmountRequired`, else as v1.
-fn infer_version(carrier: Carrier, object: &Value) -> u8 {
+fn infer_version(carrier: Carrier, object: &Map<String, Value>) -> u8 {
     if carrier == Carrier::Header {
         return 2;
     }
@@ -473,9 +584,12 @@ fn read_resource(value: Option<&Value>, deviations: &mut Vec<Deviation>) -> Opti
     }
 }
 
+/// The entries read (at most [`MAX_ACCEPTS_ENTRIES`]); `raws` are their exact texts and `sent`
+/// how many the array had.
 fn read_accepts(
-    object: &Value,
-    bytes: &[u8],
+    object: &Map<String, Value>,
+    raws: Vec<Box<RawValue>>,
+    sent: Option<usize>,
     version: u8,
     deviations: &mut Vec<Deviation>,
 ) -> Vec<Requirement> {
@@ -500,32 +614,31 @@ fn read_accepts(
         ));
         return Vec::new();
     }
-    let mut raws = raw_accepts(bytes).filter(|raws| raws.len() == entries.len());
+    let sent = sent.unwrap_or(entries.len());
+    if sent > entries.len() {
+        deviations.push(Deviation::new(
+            "accepts.too_many",
+            format!(
+                "accepts has {sent} entries, more than the {MAX_ACCEPTS_ENTRIES} a client is asked to read; the first {} were read, the other {} only counted",
+                entries.len(),
+                sent - entries.len()
+            ),
+        ));
+    }
+    let mut raws = raws.into_iter();
     entries
         .iter()
         .enumerate()
         .map(|(index, entry)| {
             let raw = raws
-                .as_mut()
-                .map(|raws| std::mem::replace(&mut raws[index], placeholder_raw()))
+                .next()
                 .or_else(|| serde_json::value::to_raw_value(entry).ok())
-                .unwrap_or_else(placeholder_raw);
+                .unwrap_or_else(|| RawValue::NULL.to_owned());
             let requirement = read_requirement(index, raw, entry, version);
             deviations.extend(requirement.deviations.iter().cloned());
             requirement
         })
         .collect()
-}
-
-/// Each `accepts` entry's exact text. Duplicate keys resolve as in `serde_json::Value` (the last
-/// one wins), so these line up with the parsed entries.
-fn raw_accepts(bytes: &[u8]) -> Option<Vec<Box<RawValue>>> {
-    let top: HashMap<String, Box<RawValue>> = serde_json::from_slice(bytes).ok()?;
-    serde_json::from_str(top.get("accepts")?.get()).ok()
-}
-
-fn placeholder_raw() -> Box<RawValue> {
-    RawValue::NULL.to_owned()
 }
 
 /// Read one entry into typed views, recording every deviation under `accepts[<index>]`.
@@ -565,7 +678,7 @@ fn read_requirement(index: usize, raw: Box<RawValue>, entry: &Value, version: u8
     {
         deviations.push(Deviation::new(
             format!("{}.unknown", at("scheme")),
-            format!("scheme {scheme:?} is not one of {KNOWN_SCHEMES:?}"),
+            format!("scheme {} is not one of {KNOWN_SCHEMES:?}", quoted(scheme)),
         ));
     }
 
@@ -632,7 +745,10 @@ fn check_network(network: &str, version: u8, at: &str, deviations: &mut Vec<Devi
         if !is_known_v1_name(network) {
             deviations.push(Deviation::new(
                 format!("{at}.unknown"),
-                format!("network {network:?} is neither CAIP-2 nor a known v1 network name"),
+                format!(
+                    "network {} is neither CAIP-2 nor a known v1 network name",
+                    quoted(network)
+                ),
             ));
         }
     } else {
@@ -643,7 +759,10 @@ fn check_network(network: &str, version: u8, at: &str, deviations: &mut Vec<Devi
         };
         deviations.push(Deviation::new(
             format!("{at}.not_caip2"),
-            format!("network {network:?}{hint} is not a CAIP-2 chain id such as eip155:8453"),
+            format!(
+                "network {}{hint} is not a CAIP-2 chain id such as eip155:8453",
+                quoted(network)
+            ),
         ));
     }
 }
@@ -698,7 +817,8 @@ fn read_amount(
         deviations.push(Deviation::new(
             format!("{at}.not_integer_string"),
             format!(
-                "the price {text:?} is not a decimal integer of atomic units (digits only, no sign, point, exponent or leading zero)"
+                "the price {} is not a decimal integer of atomic units (digits only, no sign, point, exponent or leading zero)",
+                quoted(&text)
             ),
         ));
     } else if alloy::primitives::U256::from_str_radix(&text, 10).is_err() {
@@ -716,14 +836,14 @@ fn check_address(text: &str, kind: AddressKind, at: &str, deviations: &mut Vec<D
             let Some(hex_part) = text.strip_prefix("0x") else {
                 deviations.push(Deviation::new(
                     format!("{at}.not_address"),
-                    format!("{text:?} is not a 0x-prefixed EVM address"),
+                    format!("{} is not a 0x-prefixed EVM address", quoted(text)),
                 ));
                 return;
             };
             if hex_part.len() != 40 || !hex_part.bytes().all(|b| b.is_ascii_hexdigit()) {
                 deviations.push(Deviation::new(
                     format!("{at}.not_address"),
-                    format!("{text:?} is not 20 bytes of hex"),
+                    format!("{} is not 20 bytes of hex", quoted(text)),
                 ));
                 return;
             }
@@ -744,7 +864,7 @@ fn check_address(text: &str, kind: AddressKind, at: &str, deviations: &mut Vec<D
             if !ok {
                 deviations.push(Deviation::new(
                     format!("{at}.not_address"),
-                    format!("{text:?} is not a base58 Solana address"),
+                    format!("{} is not a base58 Solana address", quoted(text)),
                 ));
             }
         }
@@ -783,7 +903,10 @@ fn read_max_timeout(
         Some(Value::String(text)) => {
             deviations.push(Deviation::new(
                 format!("{at}.not_integer"),
-                format!("maxTimeoutSeconds is the string {text:?}; it is a JSON integer"),
+                format!(
+                    "maxTimeoutSeconds is the string {}; it is a JSON integer",
+                    quoted(text)
+                ),
             ));
             if !is_decimal_integer(text) {
                 return None;
@@ -851,7 +974,10 @@ fn read_extra(
     {
         deviations.push(Deviation::new(
             format!("{at}.assetTransferMethod.unknown"),
-            format!("assetTransferMethod {method:?} is not one of {KNOWN_TRANSFER_METHODS:?}"),
+            format!(
+                "assetTransferMethod {} is not one of {KNOWN_TRANSFER_METHODS:?}",
+                quoted(method)
+            ),
         ));
     }
     // Clients refuse to sign an exact EVM payment without the token's EIP-712 domain.
@@ -922,29 +1048,11 @@ pub fn parse_settlement_response(
     headers: &[(String, String)],
 ) -> Result<SettlementResponse, Deviation> {
     let mut deviations = Vec::new();
-    let v2 = find_header(
-        headers,
-        PAYMENT_RESPONSE_HEADER,
-        "payment_response",
-        &mut deviations,
-    );
-    let v1 = find_header(
-        headers,
-        X_PAYMENT_RESPONSE_HEADER,
-        "payment_response",
-        &mut deviations,
-    );
-    let (header_name, text) = match (v2, v1) {
-        (Some(text), other) => {
-            if other.is_some() {
-                deviations.push(Deviation::new(
-                    "payment_response.both_headers",
-                    "both PAYMENT-RESPONSE and X-PAYMENT-RESPONSE; PAYMENT-RESPONSE was read",
-                ));
-            }
-            (PAYMENT_RESPONSE_HEADER, text)
-        }
-        (None, Some(text)) => (X_PAYMENT_RESPONSE_HEADER, text),
+    let v2 = header_values(headers, PAYMENT_RESPONSE_HEADER);
+    let v1 = header_values(headers, X_PAYMENT_RESPONSE_HEADER);
+    let (header_name, text) = match (v2.first(), v1.first()) {
+        (Some(text), _) => (PAYMENT_RESPONSE_HEADER, *text),
+        (None, Some(text)) => (X_PAYMENT_RESPONSE_HEADER, *text),
         (None, None) => {
             return Err(Deviation::new(
                 "payment_response.missing",
@@ -952,6 +1060,32 @@ pub fn parse_settlement_response(
             ));
         }
     };
+    // Several receipts (under either name, in any letter case) must say the same thing; receipts
+    // that differ leave nothing to believe.
+    let all: Vec<&str> = v2.iter().chain(&v1).copied().collect();
+    if all.len() > 1 {
+        if let Some(why) = disagreement(&all) {
+            return Err(Deviation::new(
+                "payment_response.duplicate_disagree",
+                format!(
+                    "{} settlement response headers that do not say the same thing ({why})",
+                    all.len()
+                ),
+            ));
+        }
+        if v2.len() > 1 || v1.len() > 1 {
+            deviations.push(Deviation::new(
+                "payment_response.duplicate",
+                "the settlement response header is repeated, with the same content; the first was read",
+            ));
+        }
+        if !v2.is_empty() && !v1.is_empty() {
+            deviations.push(Deviation::new(
+                "payment_response.both_headers",
+                "both PAYMENT-RESPONSE and X-PAYMENT-RESPONSE, with the same content; PAYMENT-RESPONSE was read",
+            ));
+        }
+    }
     let Some(bytes) = decode_header_value(text, "payment_response", &mut deviations) else {
         // A failed decode always records its reason last.
         return Err(deviations.pop().unwrap_or_else(|| {
@@ -961,21 +1095,19 @@ pub fn parse_settlement_response(
             )
         }));
     };
-    let object: Value = serde_json::from_slice(&bytes).map_err(|e| {
-        Deviation::new(
-            "payment_response.bad_json",
-            format!("the decoded {header_name} header is not JSON: {e}"),
-        )
-    })?;
-    let Some(fields) = object.as_object() else {
-        return Err(Deviation::new(
-            "payment_response.not_object",
-            format!(
-                "the decoded {header_name} header is a JSON {}",
-                json_type(&object)
-            ),
-        ));
+    let what = format!("the decoded {header_name} header");
+    let mut refused = Vec::new();
+    let Some(decoded) = decoded_or_deviation(
+        decode_object(&bytes),
+        "payment_response",
+        &what,
+        &mut refused,
+    ) else {
+        return Err(refused.pop().unwrap_or_else(|| {
+            Deviation::new("payment_response.bad_json", format!("{what} is not JSON"))
+        }));
     };
+    let fields = decoded.object;
     let success = match fields.get("success") {
         Some(Value::Bool(success)) => *success,
         Some(other) => {
@@ -993,7 +1125,7 @@ pub fn parse_settlement_response(
     };
     let mut string = |key: &str| {
         optional_string(
-            fields,
+            &fields,
             key,
             &format!("payment_response.{key}"),
             &mut deviations,
@@ -1018,7 +1150,8 @@ pub fn parse_settlement_response(
             deviations.push(Deviation::new(
                 "payment_response.transaction.not_hash",
                 format!(
-                    "a successful settlement names no 0x 32-byte transaction hash ({transaction:?})"
+                    "a successful settlement names no 0x 32-byte transaction hash ({})",
+                    transaction.as_deref().map_or("none".to_string(), quoted)
                 ),
             ));
         }
@@ -1033,7 +1166,7 @@ pub fn parse_settlement_response(
         network,
         amount,
         extensions,
-        object,
+        object: Value::Object(fields),
         deviations,
     })
 }

@@ -66,8 +66,7 @@ impl std::fmt::Display for Deviation {
     }
 }
 
-/// Longest deviation message kept, in characters.
-pub const MAX_MESSAGE_CHARS: usize = 300;
+pub use crate::budget::MAX_MESSAGE_CHARS;
 
 /// At most `max` characters of `text`, control characters escaped, with `...` when cut. For
 /// putting endpoint-supplied text into evidence lines.
@@ -100,6 +99,11 @@ pub struct Parsed402 {
     pub header_object: Option<Value>,
     /// The body, when it parsed as a JSON object.
     pub body_object: Option<Value>,
+    /// `accepts` entries of the header object that were counted but not read (past
+    /// `budget::MAX_ACCEPTS_ENTRIES`): `header_object` holds only the ones read.
+    pub header_accepts_unread: usize,
+    /// The same for the body object.
+    pub body_accepts_unread: usize,
     pub required: Option<PaymentRequired>,
     /// Every deviation found, in the order found: the carrier's (header, body, status) and then
     /// the interpreted PaymentRequired's (top level and every entry).
@@ -132,7 +136,11 @@ pub struct PaymentRequired {
     pub resource: Option<Resource>,
     /// v2: the top-level `resource` exactly as received, echoed in the payment payload.
     pub resource_raw: Option<Value>,
+    /// The entries read: the first `budget::MAX_ACCEPTS_ENTRIES` of those sent.
     pub accepts: Vec<Requirement>,
+    /// How many entries `accepts` had as sent (more than `accepts.len()` when over the budget,
+    /// which is the deviation `accepts.too_many`).
+    pub accepts_sent: usize,
     /// v2: the `extensions` map as received (key order kept), echoed in the payment payload.
     pub extensions: Option<Map<String, Value>>,
     /// Deviations of this object: the top level and, copied, every entry's.
