@@ -98,6 +98,24 @@ def payment_required():
     seeds.add("many_empty_entries", response(402, [], '{"x402Version":2,"accepts":[' + ",".join(["{}"] * 200) + "]}"))
     seeds.add("not_402", response(200, [("payment-required", value)], body))
     seeds.add("body_only", body)
+    # The budgets (src/budget.rs), reached through the target's repetition marker
+    # (`\x01UNIT\x01COUNT`, see src/lib.rs): more accepts entries, values and levels than are read,
+    # and a header and a body over the size caps.
+    def rep(unit, count):
+        return "\x01" + unit + "\x01" + str(count)
+    json_type = [("content-type", "application/json")]
+    seeds.add("budget_accepts", response(402, json_type, '{"x402Version":1,"accepts":[' + rep("{},", 100) + "{}]}"))
+    seeds.add("budget_depth", response(402, json_type, '{"x402Version":1,"accepts":[],"extra":' + rep("[", 70) + rep("]", 70) + "}"))
+    seeds.add("budget_values", response(402, json_type, '{"x402Version":1,"accepts":[{"scheme":"exact"}],"extra":[' + rep("0,", 25000) + "0]}"))
+    seeds.add("budget_body_size", response(402, json_type, '{"x402Version":1,"error":"' + rep("aaaaaaaa", 140000) + '"}'))
+    seeds.add("budget_header_size", response(402, [("payment-required", rep("AAAA", 30000))], ""))
+    # A header whose base64 repeats: the JSON before the repeated entry is padded to 3 bytes so
+    # that the entry `{},` (3 bytes) is always 4 base64 characters.
+    prefix = '{"x402Version":2,"accepts":['
+    prefix += " " * (-len(prefix) % 3)
+    header = (base64.standard_b64encode(prefix.encode()).decode() + rep(base64.standard_b64encode(b"{},").decode(), 100)
+              + base64.standard_b64encode(b"{}]}").decode())
+    seeds.add("budget_header_accepts", response(402, [("payment-required", header)], ""))
 
 
 def settlement_response():
@@ -196,5 +214,48 @@ def rpc_response():
     seeds.add("truncated", response(200, [("x-truncated", "1")], '{"jsonrpc":"2.0","id":1,"result":"0x1'))
 
 
-for make in (payment_required, settlement_response, operator_file, screen, decode_body, url, rpc_response):
+def http_response():
+    """Raw server bytes; the first byte picks the cap, the mode and the stream buffer (see the target)."""
+    seeds = Seeds("http_response")
+    body = [b for n, s, h, b in x402_samples() if n == "v2_in_body_only"][0]
+    raw, chunked_mode = 2, 4 | 2  # 4 KiB cap; verbatim, or chunked by the target
+    tiny_cap, one_byte_reads, seven_byte_reads = 0, 1 << 3, 2 << 3
+
+    def head(status, *headers):
+        return ("HTTP/1.1 " + status + "\r\n" + "".join(h + "\r\n" for h in headers) + "\r\n").encode()
+
+    def chunks(data, *sizes, last=b"0\r\n\r\n"):
+        out, at = b"", 0
+        for size in sizes:
+            out += b"%x\r\n" % size + data[at:at + size] + b"\r\n"
+            at += size
+        return out + last
+
+    sized = head("402 Payment Required", "Content-Type: application/json", f"Content-Length: {len(body)}") + body
+    te = head("402 Payment Required", "Transfer-Encoding: chunked")
+    seeds.add("sized", bytes([raw]) + sized)
+    seeds.add("sized_one_byte_reads", bytes([raw | one_byte_reads]) + sized)
+    seeds.add("sized_over_cap", bytes([raw & ~3 | tiny_cap]) + sized)
+    seeds.add("until_close", bytes([raw]) + head("200 OK", "Connection: close") + body)
+    seeds.add("short_of_length", bytes([raw]) + head("200 OK", "Content-Length: 500") + body[:100])
+    seeds.add("chunked", bytes([raw]) + te + chunks(body, 10, 100, len(body) - 110))
+    seeds.add("chunked_seven_byte_reads", bytes([raw | seven_byte_reads]) + te + chunks(body, 1, len(body) - 1))
+    seeds.add("chunked_trailers", bytes([raw]) + te + chunks(body, len(body), last=b"0\r\nX-Checksum: 1\r\n\r\n"))
+    seeds.add("chunked_extensions", bytes([raw]) + te + b"5;a=b;c=\"d\"\r\nhello\r\n0;x\r\n\r\n")
+    seeds.add("chunked_no_last_chunk", bytes([raw]) + te + b"5\r\nhello\r\n")
+    seeds.add("chunk_size_overflow", bytes([raw]) + te + b"ffffffffffffffffff\r\nhello\r\n0\r\n\r\n")
+    seeds.add("chunked_and_length", bytes([raw]) + head("200 OK", "Transfer-Encoding: chunked", "Content-Length: 3") + chunks(b"abcdef", 6))
+    seeds.add("gzip_then_chunked", bytes([raw]) + head("200 OK", "Transfer-Encoding: gzip, chunked") + chunks(b"abc", 3))
+    seeds.add("two_lengths", bytes([raw]) + head("200 OK", "Content-Length: 3", "Content-Length: 4") + b"abcd")
+    seeds.add("continue_then_402", bytes([raw]) + head("100 Continue") + sized)
+    seeds.add("no_content_with_body", bytes([raw]) + head("204 No Content", "Content-Length: 5") + b"hello")
+    seeds.add("many_headers", bytes([raw]) + head("200 OK", *[f"X-H{i}: {i}" for i in range(20)]) + b"")
+    seeds.add("bare_lf", bytes([raw]) + b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok")
+    seeds.add("http10", bytes([raw]) + b"HTTP/1.0 402 Payment Required\r\n\r\n" + body)
+    seeds.add("not_http", bytes([raw]) + b"SSH-2.0-OpenSSH_9.6\r\n")
+    seeds.add("by_target_chunked", bytes([chunked_mode]) + body[:50] + b"\xff" + body[50:60] + b"\xff\xff" + body[60:])
+    seeds.add("by_target_chunked_over_cap", bytes([chunked_mode & ~3 | tiny_cap | one_byte_reads]) + b"0123456789\xffabcdefghij")
+
+
+for make in (payment_required, settlement_response, operator_file, screen, decode_body, url, rpc_response, http_response):
     make()

@@ -18,6 +18,7 @@ declare -A RUNS=(
     [operator_file]=300000
     [screen]=3000
     [decode_body]=15000
+    [http_response]=20000
     [url]=100000
     [rpc_response]=200000
 )

@@ -66,6 +66,61 @@ pub fn response(data: &[u8]) -> Response {
     }
 }
 
+/// Largest value [`expand`] makes: past the 1 MiB body budget, so that every bound is reachable.
+pub const MAX_EXPANDED_BYTES: usize = 1024 * 1024 + 64 * 1024;
+
+/// A short input standing for a large one: each `\x01M\x01N` in `data` (up to 4 of them) is `M`
+/// written `N` times (`N` decimal digits; none means 2), the whole capped at
+/// [`MAX_EXPANDED_BYTES`]. With it a 4 KiB input reaches the budgets of a megabyte (20,000 JSON
+/// values, 64 accepts entries, 64 levels, the size caps), which libFuzzer's length limit would
+/// otherwise keep out of reach. A byte 0x01 is never valid outside a JSON string nor inside one,
+/// so a marker takes no input the parsers could accept away from the fuzzer.
+pub fn expand(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len());
+    let mut rest = data;
+    for _ in 0..4 {
+        let Some(open) = rest.iter().position(|&b| b == 1) else {
+            break;
+        };
+        let Some(close) = rest[open + 1..].iter().position(|&b| b == 1) else {
+            break;
+        };
+        let close = open + 1 + close;
+        let digits = rest[close + 1..]
+            .iter()
+            .take(7)
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        let count = std::str::from_utf8(&rest[close + 1..close + 1 + digits])
+            .ok()
+            .and_then(|d| d.parse::<usize>().ok())
+            .unwrap_or(2);
+        out.extend_from_slice(&rest[..open]);
+        let unit = &rest[open + 1..close];
+        // At most what fits (an empty unit, any count, adds nothing).
+        let fits = MAX_EXPANDED_BYTES.saturating_sub(out.len()) / unit.len().max(1);
+        for _ in 0..count.min(fits) {
+            out.extend_from_slice(unit);
+        }
+        rest = &rest[close + 1 + digits..];
+    }
+    out.extend_from_slice(rest);
+    out.truncate(MAX_EXPANDED_BYTES);
+    out
+}
+
+/// [`response`], with [`expand`] applied to the body and to every header value.
+pub fn response_expanded(data: &[u8]) -> Response {
+    let mut r = response(data);
+    r.body = expand(&r.body);
+    for (_, value) in &mut r.headers {
+        if value.contains('\x01') {
+            *value = String::from_utf8_lossy(&expand(value.as_bytes())).into_owned();
+        }
+    }
+    r
+}
+
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
