@@ -22,6 +22,9 @@ for target in "${targets[@]}"; do
         # A body may decode to 100 times its size (the ratio cap, past a 64 KiB floor): 1 KiB
         # of input already decodes past the floor to every cap, and costs less per input.
         decode_body) max_len=1024 ;;
+        # Read a byte at a time, each input byte costs a round of task switches: 1 KiB holds a
+        # head and a body past every cap but the largest.
+        http_response) max_len=1024 ;;
         *) max_len=4096 ;;
     esac
     max_len="${MAX_LEN:-$max_len}"
