@@ -1,0 +1,895 @@
+//! The daemon at scale, as a separate process (`x402-probe daemon --config`, built by this bench):
+//!
+//! - `sweep`: a full free sweep of 20,000 lab endpoints, each on its own loopback address
+//!   (127.0.0.0/8), served over HTTPS by child processes (a per-process limit of open files keeps
+//!   20,000 listeners out of one process): the wall time until every subject's first free run is
+//!   in the ledger, and the daemon's CPU per run against the same requests made bare (a reqwest
+//!   GET with a fresh TLS handshake, and our prober's `fetch` alone), measured in the same run.
+//!   Goal (issue 9): at most 60 s on this 2-core machine.
+//! - `memory`: resident memory of the daemon with 100,000 subjects configured and scheduled, on
+//!   loopback addresses where nothing listens (runs are refused at once), against the same daemon
+//!   with no subject. Goal: at most 300 MB.
+//!
+//! Each endpoint answers like the lab's `honest-v2`: the same 402 (its `PAYMENT-REQUIRED` header
+//! and `{}` body, built by the lab's own quote functions for its URL), the same operator file, a
+//! certificate of its own address signed by a CA made for the run.
+//!
+//! The daemon's configuration is the default but for what a sweep needs: `concurrency` (default
+//! 1024 here, 32 by default), loopback allowed, the CA, and `free_every_secs = 1` so that every
+//! subject is due at once (the daemon spreads new subjects over one cadence, so at the default
+//! 3-hour cadence a first sweep takes 3 hours by design).
+//!
+//! Run with `cargo bench --bench daemon` (both), `-- sweep` or `-- memory`. Options:
+//! `--subjects N` (sweep, 20000), `--concurrency N` (1024), `--servers N` (3), `--baseline N`
+//! (endpoints the baselines visit, 3000), `--http` (plain HTTP endpoints), `--memory-subjects N`
+//! (100000), `--memory-secs N` (seconds the daemon runs before memory is read, 30).
+//! Not part of CI: it takes a few minutes and most of the machine.
+
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use alloy::primitives::Address;
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::TlsAcceptor;
+
+use x402_lab::quote::{self, QuoteContext};
+use x402_lab::server::RESOURCE_PATH;
+use x402_probe::probe::http::{FetchConfig, FetchRequest, fetch};
+
+const SERVER_ENV: &str = "X402_PROBE_BENCH_SWEEP_SERVER";
+const OPERATOR_PATH: &str = "/.well-known/x402-operator.json";
+/// The port every endpoint listens on (each on its own address).
+const PORT: u16 = 8402;
+/// Requests a default free run makes: 5 samples and the operator file.
+const REQUESTS_PER_RUN: f64 = 6.0;
+const SWEEP_GOAL_SECS: f64 = 60.0;
+const MEMORY_GOAL_MB: f64 = 300.0;
+
+// ---------- options ----------
+
+struct Options {
+    sweep: bool,
+    memory: bool,
+    subjects: usize,
+    concurrency: usize,
+    servers: usize,
+    baseline: usize,
+    plain_http: bool,
+    memory_subjects: usize,
+    memory_secs: u64,
+}
+
+fn options() -> Options {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let value = |name: &str, default: usize| -> usize {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .map(|v| {
+                v.parse()
+                    .unwrap_or_else(|_| panic!("{name} takes a number"))
+            })
+            .unwrap_or(default)
+    };
+    let sweep = args.iter().any(|a| a == "sweep");
+    let memory = args.iter().any(|a| a == "memory");
+    Options {
+        sweep: sweep || !memory,
+        memory: memory || !sweep,
+        subjects: value("--subjects", 20_000),
+        concurrency: value("--concurrency", 1024),
+        servers: value("--servers", 3),
+        baseline: value("--baseline", 3_000),
+        plain_http: args.iter().any(|a| a == "--http"),
+        memory_subjects: value("--memory-subjects", 100_000),
+        memory_secs: value("--memory-secs", 30) as u64,
+    }
+}
+
+fn main() {
+    if let Ok(spec) = std::env::var(SERVER_ENV) {
+        return serve(&spec);
+    }
+    let options = options();
+    x402_probe::install_crypto_provider();
+    if options.sweep {
+        sweep(&options);
+    }
+    if options.memory {
+        memory(&options);
+    }
+}
+
+// ---------- addresses ----------
+
+/// The loopback network of this run (127.N.0.0/15, by process id, so two runs do not collide).
+fn network() -> u8 {
+    20 + (std::process::id() % 100) as u8 * 2
+}
+
+/// Endpoint `i`'s address: 250 per /24, host parts 1 to 250.
+fn address(net: u8, i: usize) -> Ipv4Addr {
+    let block = i / 250;
+    Ipv4Addr::new(
+        127,
+        net + (block / 256) as u8,
+        (block % 256) as u8,
+        (1 + i % 250) as u8,
+    )
+}
+
+fn url(scheme: &str, net: u8, i: usize, port: u16) -> String {
+    format!("{scheme}://{}:{port}{RESOURCE_PATH}", address(net, i))
+}
+
+// ---------- the endpoints (child processes) ----------
+
+fn ca_params() -> CertificateParams {
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, "x402-probe daemon bench CA");
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::days(1);
+    params.not_after = now + time::Duration::days(30);
+    params
+}
+
+/// What one endpoint answers, built once.
+struct Answers {
+    payment_required: HeaderValue,
+    operator_file: Bytes,
+}
+
+impl Answers {
+    fn new(resource: String) -> Answers {
+        let scenario = x402_lab::scenarios::by_name("honest-v2").expect("the honest-v2 scenario");
+        let ctx = QuoteContext {
+            chain_id: 31_337,
+            token: Address::repeat_byte(0x11),
+            fake_token: Address::repeat_byte(0x22),
+            pay_to: Address::repeat_byte(0x33),
+            other_wallet: Address::repeat_byte(0x44),
+            resource,
+        };
+        let pr = quote::payment_required(&scenario, &ctx, 0);
+        Answers {
+            payment_required: HeaderValue::from_str(&quote::encode_header(&scenario, &pr))
+                .expect("a header value"),
+            operator_file: Bytes::from(
+                quote::operator_file(&scenario, &ctx).expect("honest-v2 has an operator file"),
+            ),
+        }
+    }
+
+    /// The lab's honest-v2 answers: the 402 (header, `{}` body), the operator file, 404 else.
+    fn answer(&self, path: &str) -> Response<Full<Bytes>> {
+        let json = HeaderValue::from_static("application/json");
+        let (status, body) = match path {
+            RESOURCE_PATH => (StatusCode::PAYMENT_REQUIRED, Bytes::from_static(b"{}")),
+            OPERATOR_PATH => (StatusCode::OK, self.operator_file.clone()),
+            _ => (StatusCode::NOT_FOUND, Bytes::from_static(b"not found\n")),
+        };
+        let mut resp = Response::new(Full::new(body));
+        *resp.status_mut() = status;
+        resp.headers_mut().insert(http::header::CONTENT_TYPE, json);
+        if status == StatusCode::PAYMENT_REQUIRED {
+            resp.headers_mut()
+                .insert("payment-required", self.payment_required.clone());
+        }
+        resp
+    }
+}
+
+/// A child: serves endpoints `first..first + count` until its standard input closes.
+/// `spec` is `net,first,count,port,https,ca_key_file`.
+fn serve(spec: &str) {
+    let parts: Vec<&str> = spec.split(',').collect();
+    let net: u8 = parts[0].parse().unwrap();
+    let first: usize = parts[1].parse().unwrap();
+    let count: usize = parts[2].parse().unwrap();
+    let port: u16 = parts[3].parse().unwrap();
+    let https = parts[4] == "https";
+    x402_probe::install_crypto_provider();
+    let tls = https.then(|| {
+        let ca_key = KeyPair::from_pem(&std::fs::read_to_string(parts[5]).unwrap()).unwrap();
+        let ca_der = ca_params().self_signed(&ca_key).unwrap().der().clone();
+        (
+            Issuer::new(ca_params(), ca_key),
+            ca_der,
+            KeyPair::generate().unwrap(),
+        )
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        for i in first..first + count {
+            let ip = address(net, i);
+            let scheme = if https { "https" } else { "http" };
+            let answers = Arc::new(Answers::new(url(scheme, net, i, port)));
+            let acceptor = tls.as_ref().map(|(issuer, ca_der, key)| {
+                let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+                params.subject_alt_names = vec![SanType::IpAddress(IpAddr::V4(ip))];
+                let mut dn = DistinguishedName::new();
+                dn.push(DnType::CommonName, ip.to_string());
+                params.distinguished_name = dn;
+                params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+                params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+                let now = time::OffsetDateTime::now_utc();
+                params.not_before = now - time::Duration::days(1);
+                params.not_after = now + time::Duration::days(365);
+                let leaf = params.signed_by(key, issuer).unwrap();
+                let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+                let mut config = rustls::ServerConfig::builder()
+                    .with_no_client_auth()
+                    .with_single_cert(vec![leaf.der().clone(), ca_der.clone()], key_der)
+                    .unwrap();
+                config.alpn_protocols = vec![b"http/1.1".to_vec()];
+                TlsAcceptor::from(Arc::new(config))
+            });
+            let listener = std::net::TcpListener::bind(SocketAddr::from((ip, port)))
+                .unwrap_or_else(|e| panic!("binding {ip}:{port}: {e}"));
+            listener.set_nonblocking(true).unwrap();
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            tokio::spawn(async move {
+                loop {
+                    let Ok((tcp, _)) = listener.accept().await else {
+                        continue;
+                    };
+                    let answers = answers.clone();
+                    let acceptor = acceptor.clone();
+                    tokio::spawn(async move {
+                        match acceptor {
+                            Some(acceptor) => {
+                                if let Ok(tls) = acceptor.accept(tcp).await {
+                                    serve_connection(tls, answers).await;
+                                }
+                            }
+                            None => serve_connection(tcp, answers).await,
+                        }
+                    });
+                }
+            });
+        }
+        println!("ready");
+        std::io::stdout().flush().unwrap();
+        tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            let _ = std::io::stdin().read_line(&mut line);
+        })
+        .await
+        .unwrap();
+    });
+}
+
+async fn serve_connection<S>(stream: S, answers: Arc<Answers>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req: Request<Incoming>| {
+        let answers = answers.clone();
+        async move { Ok::<_, Infallible>(answers.answer(req.uri().path())) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}
+
+struct Servers {
+    children: Vec<Child>,
+}
+
+impl Servers {
+    fn cpu_seconds(&self) -> f64 {
+        self.children.iter().map(|c| proc_cpu_seconds(c.id())).sum()
+    }
+}
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            drop(child.stdin.take());
+        }
+        for child in &mut self.children {
+            let _ = child.wait();
+        }
+    }
+}
+
+fn start_servers(o: &Options, net: u8, ca_key: &Path) -> Servers {
+    let per = o.subjects.div_ceil(o.servers);
+    let mut children = Vec::new();
+    for s in 0..o.servers {
+        let first = s * per;
+        let count = per.min(o.subjects.saturating_sub(first));
+        if count == 0 {
+            continue;
+        }
+        let spec = format!(
+            "{net},{first},{count},{PORT},{},{}",
+            if o.plain_http { "http" } else { "https" },
+            ca_key.display()
+        );
+        let child = Command::new(std::env::current_exe().unwrap())
+            .env(SERVER_ENV, spec)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("an endpoint server process");
+        children.push(child);
+    }
+    for child in &mut children {
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready", "an endpoint server did not start");
+    }
+    Servers { children }
+}
+
+// ---------- process accounting ----------
+
+/// User and system CPU time of a process, from /proc (clock ticks).
+fn proc_cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    let after = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 of stat (utime, stime) are 12 and 13 after the command.
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// A `/proc/PID/status` line in kB (VmRSS, VmHWM).
+fn proc_status_kb(pid: u32, key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with(key))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// CPU time of this process, all threads.
+fn own_cpu_seconds() -> f64 {
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+// ---------- the daemon (child process) ----------
+
+struct DaemonProcess {
+    child: Child,
+    log: PathBuf,
+    spawned: Instant,
+}
+
+impl DaemonProcess {
+    fn start(config: &Path, dir: &Path) -> DaemonProcess {
+        let log = dir.join("daemon.log");
+        let child = Command::new(env!("CARGO_BIN_EXE_x402-probe"))
+            .arg("daemon")
+            .arg("--config")
+            .arg(config)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("the daemon starts");
+        DaemonProcess {
+            child,
+            log,
+            spawned: Instant::now(),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the log's "daemon started" (the schedule is built); `None` if it exited first.
+    fn wait_started(&mut self, limit: Duration) -> Option<Duration> {
+        loop {
+            let mut text = String::new();
+            if let Ok(mut f) = std::fs::File::open(&self.log) {
+                let _ = f.read_to_string(&mut text);
+            }
+            if text.contains("daemon started") {
+                return Some(self.spawned.elapsed());
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                eprintln!("the daemon exited ({status}):\n{text}");
+                return None;
+            }
+            if self.spawned.elapsed() > limit {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then the time it takes to stop (killed after `limit`).
+    fn stop(mut self, limit: Duration) -> (Duration, bool) {
+        let t = Instant::now();
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        loop {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return (t.elapsed(), true);
+            }
+            if t.elapsed() > limit {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                return (t.elapsed(), false);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn reporter_key(dir: &Path) -> PathBuf {
+    let key = dir.join("reporter.key");
+    x402_probe::ledger::key::ReporterKey::generate(&key).expect("a reporter key");
+    key
+}
+
+// ---------- the sweep ----------
+
+fn sweep(o: &Options) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let net = network();
+    let scheme = if o.plain_http { "http" } else { "https" };
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_cert = ca_params().self_signed(&ca_key).unwrap();
+    let ca_key_file = dir.path().join("ca.key");
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_key_file, ca_key.serialize_pem()).unwrap();
+    std::fs::write(&ca_file, ca_cert.pem()).unwrap();
+    let ca_der: CertificateDer<'static> = ca_cert.der().clone();
+
+    let t = Instant::now();
+    let servers = start_servers(o, net, &ca_key_file);
+    let urls: Vec<String> = (0..o.subjects).map(|i| url(scheme, net, i, PORT)).collect();
+    println!(
+        "sweep: {} endpoints ({scheme}, honest-v2's answers), one per loopback address 127.{net}.x.y, served by {} child processes (up in {:.1} s)",
+        o.subjects,
+        servers.children.len(),
+        t.elapsed().as_secs_f64()
+    );
+
+    // Baselines: the requests a run makes (5 samples and the operator file), made bare, from
+    // this process, to endpoints spread over the whole set.
+    let step = (o.subjects / o.baseline.max(1)).max(1);
+    let picked: Vec<usize> = (0..o.subjects).step_by(step).take(o.baseline).collect();
+    let requests: Vec<String> = picked
+        .iter()
+        .flat_map(|&i| {
+            let base = format!("{scheme}://{}:{PORT}", address(net, i));
+            let mut r: Vec<String> = (0..5).map(|_| format!("{base}{RESOURCE_PATH}")).collect();
+            r.push(format!("{base}{OPERATOR_PATH}"));
+            r
+        })
+        .collect();
+    let bare = baseline_reqwest(&requests, &ca_der, &servers);
+    let ours = baseline_fetch(&requests, &ca_der, &servers);
+
+    // The daemon.
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let key = reporter_key(&state);
+    let mut text = format!(
+        r#"[daemon]
+state_dir = "{state}"
+reporter_key = {{ key_file = "{key}" }}
+
+[probe]
+allow_private = true
+ca_files = ["{ca}"]
+vantage = "bench"
+provenance = "test_harness"
+
+[schedule]
+free_every_secs = 1
+concurrency = {concurrency}
+"#,
+        state = state.display(),
+        key = key.display(),
+        ca = ca_file.display(),
+        concurrency = o.concurrency,
+    );
+    for u in &urls {
+        text.push_str(&format!("\n[[subject]]\nurl = \"{u}\"\n"));
+    }
+    let config = dir.path().join("daemon.toml");
+    std::fs::write(&config, text).unwrap();
+
+    let servers_cpu0 = servers.cpu_seconds();
+    let mut daemon = DaemonProcess::start(&config, dir.path());
+    let Some(startup) = daemon.wait_started(Duration::from_secs(1800)) else {
+        panic!("the daemon did not start");
+    };
+    let started = Instant::now();
+    let cpu_started = proc_cpu_seconds(daemon.pid());
+    let servers_cpu1 = servers.cpu_seconds();
+    // Every subject's first run in the ledger.
+    let ledger = state.join("ledger.sqlite");
+    let conn =
+        rusqlite::Connection::open_with_flags(&ledger, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("the daemon's ledger");
+    conn.busy_timeout(Duration::from_secs(10)).unwrap();
+    let mut seen: HashSet<String> = HashSet::with_capacity(o.subjects);
+    let mut after = 0i64;
+    let limit = Duration::from_secs(1800);
+    let mut progress = Vec::new();
+    let mut next_mark = 0.25;
+    loop {
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT seq, subject FROM entry WHERE kind = 'run' AND seq > ?1 ORDER BY seq",
+            )
+            .unwrap();
+        let rows: Vec<(i64, String)> = stmt
+            .query_map([after], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        for (seq, subject) in rows {
+            after = seq;
+            seen.insert(subject);
+        }
+        let share = seen.len() as f64 / o.subjects as f64;
+        if share >= next_mark {
+            progress.push((share, started.elapsed().as_secs_f64()));
+            next_mark += 0.25;
+        }
+        if seen.len() >= o.subjects || started.elapsed() > limit {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let sweep_secs = started.elapsed().as_secs_f64();
+    let daemon_cpu = proc_cpu_seconds(daemon.pid()) - cpu_started;
+    let servers_cpu = servers.cpu_seconds() - servers_cpu1;
+    let hwm = proc_status_kb(daemon.pid(), "VmHWM").unwrap_or(0);
+    let done = seen.len();
+    let checked = check_runs(&conn, 200);
+    drop(conn);
+    let (stop, clean) = daemon.stop(Duration::from_secs(600));
+    drop(servers);
+
+    let runs = done as f64;
+    let per_run = daemon_cpu / runs;
+    println!(
+        "  daemon: concurrency {}, 5 samples 200 ms apart and the operator file per run (the defaults), free_every_secs = 1",
+        o.concurrency
+    );
+    println!(
+        "  startup (config read, subjects stored, schedule built): {:.1} s, {:.1} s of CPU",
+        startup.as_secs_f64(),
+        cpu_started
+    );
+    println!(
+        "  sweep: {done} of {} first runs in the ledger in {sweep_secs:.1} s ({:.0} runs/s); quarters at {}",
+        o.subjects,
+        runs / sweep_secs,
+        progress
+            .iter()
+            .map(|(s, t)| format!("{:.0}%: {t:.1} s", s * 100.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
+        "  goal: at most {SWEEP_GOAL_SECS:.0} s: {} (sweep alone {sweep_secs:.1} s; from the process's start {:.1} s)",
+        if done == o.subjects && sweep_secs + startup.as_secs_f64() <= SWEEP_GOAL_SECS {
+            "met"
+        } else {
+            "NOT met"
+        },
+        sweep_secs + startup.as_secs_f64()
+    );
+    println!(
+        "  sampled runs: {}/{} answered 402 on every sample",
+        checked.0, checked.1
+    );
+    println!(
+        "  CPU during the sweep: daemon {daemon_cpu:.1} s, endpoint servers {servers_cpu:.1} s, of {:.1} s available on 2 cores (daemon peak RSS {:.0} MB)",
+        sweep_secs * 2.0,
+        hwm as f64 / 1024.0
+    );
+    println!(
+        "  stop (SIGTERM to exit): {:.1} s{}",
+        stop.as_secs_f64(),
+        if clean {
+            ""
+        } else {
+            " (killed: did not stop in time)"
+        }
+    );
+    println!(
+        "  CPU per request (the baselines: {} endpoints x 6 requests each, same servers, this run):",
+        picked.len()
+    );
+    println!(
+        "    bare reqwest GET, fresh TLS handshake   {:8.0} µs   (servers {:6.0} µs; {:.0} requests/s)",
+        bare.client_cpu * 1e6,
+        bare.server_cpu * 1e6,
+        bare.rate
+    );
+    println!(
+        "    our prober's fetch alone                {:8.0} µs   (servers {:6.0} µs; {:.0} requests/s)   ratio {:.2}",
+        ours.client_cpu * 1e6,
+        ours.server_cpu * 1e6,
+        ours.rate,
+        ours.client_cpu / bare.client_cpu
+    );
+    println!(
+        "    daemon, per request of a run            {:8.0} µs   (servers {:6.0} µs)                       ratio {:.2}",
+        per_run / REQUESTS_PER_RUN * 1e6,
+        servers_cpu / runs / REQUESTS_PER_RUN * 1e6,
+        per_run / REQUESTS_PER_RUN / bare.client_cpu
+    );
+    println!(
+        "    daemon CPU per run {:.2} ms = 6 fetches {:.2} ms + the rest of the run (checks, ledger, rescoring, schedule) {:.2} ms",
+        per_run * 1e3,
+        ours.client_cpu * REQUESTS_PER_RUN * 1e3,
+        (per_run - ours.client_cpu * REQUESTS_PER_RUN) * 1e3
+    );
+    let _ = servers_cpu0;
+}
+
+/// Whether sampled runs got a 402 on every sample: (good, sampled).
+fn check_runs(conn: &rusqlite::Connection, n: usize) -> (usize, usize) {
+    let mut stmt = conn
+        .prepare("SELECT body FROM entry WHERE kind = 'run' ORDER BY random() LIMIT ?1")
+        .unwrap();
+    let bodies: Vec<Vec<u8>> = stmt
+        .query_map([n as i64], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let good = bodies
+        .iter()
+        .filter(|b| {
+            let v: serde_json::Value = serde_json::from_slice(b).unwrap();
+            let samples = v["record"]["free"]["samples"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            samples.len() == 5
+                && samples
+                    .iter()
+                    .all(|s| s["exchange"]["response"]["status"] == 402)
+        })
+        .count();
+    (good, bodies.len())
+}
+
+struct Baseline {
+    /// CPU seconds per request: this process, and the endpoint servers.
+    client_cpu: f64,
+    server_cpu: f64,
+    rate: f64,
+}
+
+/// Up to this many baseline requests in flight.
+const BASELINE_IN_FLIGHT: usize = 128;
+
+fn baseline_reqwest(
+    requests: &[String],
+    ca: &CertificateDer<'static>,
+    servers: &Servers,
+) -> Baseline {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.clone()).unwrap();
+    let mut tls = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.resumption = rustls::client::Resumption::disabled();
+    let client = reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .pool_max_idle_per_host(0)
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    run_baseline(requests, servers, move |url| {
+        let client = client.clone();
+        async move {
+            let resp = client.get(&url).send().await.expect("a bare request");
+            assert!([200, 402].contains(&resp.status().as_u16()));
+            std::hint::black_box(resp.bytes().await.unwrap());
+        }
+    })
+}
+
+fn baseline_fetch(
+    requests: &[String],
+    ca: &CertificateDer<'static>,
+    servers: &Servers,
+) -> Baseline {
+    let cfg = Arc::new(FetchConfig {
+        allow_private: true,
+        extra_roots: vec![ca.clone()],
+        ..FetchConfig::default()
+    });
+    run_baseline(requests, servers, move |url| {
+        let cfg = cfg.clone();
+        async move {
+            let exchange = fetch(&cfg, &FetchRequest::get(url)).await;
+            assert!(
+                matches!(exchange.status(), Some(200 | 402)),
+                "{:?}",
+                exchange.error
+            );
+            std::hint::black_box(exchange);
+        }
+    })
+}
+
+fn run_baseline<F, Fut>(requests: &[String], servers: &Servers, one: F) -> Baseline
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let go = |list: &[String]| {
+        rt.block_on(async {
+            let mut set = tokio::task::JoinSet::new();
+            for url in list {
+                if set.len() >= BASELINE_IN_FLIGHT {
+                    set.join_next().await.unwrap().unwrap();
+                }
+                set.spawn(one(url.clone()));
+            }
+            while let Some(r) = set.join_next().await {
+                r.unwrap();
+            }
+        })
+    };
+    // Warm up (lazy statics, the servers' first connections).
+    go(&requests[..requests.len().min(300)]);
+    let (c0, s0, t0) = (own_cpu_seconds(), servers.cpu_seconds(), Instant::now());
+    go(requests);
+    let wall = t0.elapsed().as_secs_f64();
+    let n = requests.len() as f64;
+    Baseline {
+        client_cpu: (own_cpu_seconds() - c0) / n,
+        server_cpu: (servers.cpu_seconds() - s0) / n,
+        rate: n / wall,
+    }
+}
+
+// ---------- memory ----------
+
+fn memory(o: &Options) {
+    println!(
+        "memory: the daemon's resident set with {} subjects configured and scheduled (default cadence; nothing listens at their addresses), against no subject",
+        o.memory_subjects
+    );
+    let empty = memory_run(0, o.memory_secs);
+    let full = memory_run(o.memory_subjects, o.memory_secs);
+    for (label, m) in [("no subject", &empty), ("subjects", &full)] {
+        println!(
+            "  {label:<11} {:>7} subjects: started in {:6.1} s; VmRSS {:6.1} MB at start, {:6.1} MB after {} s ({} runs); VmHWM {:6.1} MB; stop {:.1} s{}",
+            m.subjects,
+            m.startup,
+            m.rss_start_kb as f64 / 1024.0,
+            m.rss_end_kb as f64 / 1024.0,
+            o.memory_secs,
+            m.runs,
+            m.hwm_kb as f64 / 1024.0,
+            m.stop,
+            if m.stopped { "" } else { " (killed)" }
+        );
+    }
+    let peak = full.hwm_kb as f64 / 1024.0;
+    println!(
+        "  per subject: {:.2} kB resident ({:.2} kB at the peak); config file {:.1} MB",
+        (full.rss_end_kb as f64 - empty.rss_end_kb as f64) / full.subjects.max(1) as f64,
+        (full.hwm_kb as f64 - empty.hwm_kb as f64) / full.subjects.max(1) as f64,
+        full.config_bytes as f64 / 1e6
+    );
+    println!(
+        "  goal: at most {MEMORY_GOAL_MB:.0} MB: {} (peak {peak:.1} MB)",
+        if peak <= MEMORY_GOAL_MB {
+            "met"
+        } else {
+            "NOT met"
+        }
+    );
+}
+
+struct Memory {
+    subjects: usize,
+    startup: f64,
+    rss_start_kb: u64,
+    rss_end_kb: u64,
+    hwm_kb: u64,
+    runs: u64,
+    stop: f64,
+    stopped: bool,
+    config_bytes: u64,
+}
+
+fn memory_run(subjects: usize, secs: u64) -> Memory {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let net = network();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let key = reporter_key(&state);
+    // Nothing listens on port 9 of these addresses: every run is refused at once. The subjects
+    // as one inline array (top level, so before any table): a `[[subject]]` table each would
+    // pass the configuration file's 4 MiB cap near 100,000 subjects.
+    let mut text = String::from("subject = [\n");
+    for i in 0..subjects {
+        text.push_str(&format!("{{url=\"{}\"}},\n", url("https", net, i, 9)));
+    }
+    text.push_str(&format!(
+        "]\n\n[daemon]\nstate_dir = \"{}\"\nreporter_key = {{ key_file = \"{}\" }}\n\n[probe]\nallow_private = true\n",
+        state.display(),
+        key.display()
+    ));
+    let config = dir.path().join("daemon.toml");
+    std::fs::write(&config, &text).unwrap();
+    let mut daemon = DaemonProcess::start(&config, dir.path());
+    let startup = daemon
+        .wait_started(Duration::from_secs(3600))
+        .expect("the daemon starts")
+        .as_secs_f64();
+    let rss_start_kb = proc_status_kb(daemon.pid(), "VmRSS").unwrap_or(0);
+    std::thread::sleep(Duration::from_secs(secs));
+    let rss_end_kb = proc_status_kb(daemon.pid(), "VmRSS").unwrap_or(0);
+    let hwm_kb = proc_status_kb(daemon.pid(), "VmHWM").unwrap_or(0);
+    let runs = rusqlite::Connection::open_with_flags(
+        state.join("ledger.sqlite"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .and_then(|c| {
+        c.busy_timeout(Duration::from_secs(10))?;
+        c.query_row("SELECT COUNT(*) FROM entry WHERE kind = 'run'", [], |r| {
+            r.get::<_, i64>(0)
+        })
+    })
+    .unwrap_or(0) as u64;
+    let (stop, stopped) = daemon.stop(Duration::from_secs(900));
+    Memory {
+        subjects,
+        startup,
+        rss_start_kb,
+        rss_end_kb,
+        hwm_kb,
+        runs,
+        stop: stop.as_secs_f64(),
+        stopped,
+        config_bytes: text.len() as u64,
+    }
+}

@@ -1,0 +1,690 @@
+//! The ledger's costs, so an operator can size the machine and the disk: appends per second
+//! (batched), verification per second (the hash chain alone, and deep), and bytes per run entry
+//! and per subject per day at the default cadence, each against a baseline measured in the same
+//! run.
+//!
+//! Goals (issue 9): at least 20,000 entries/s appended in batches; at least 500,000 entries/s
+//! verified (the hash chain).
+//!
+//! - The entries are real: the daemon runs two simulated days against the lab (honest endpoints
+//!   over HTTPS, the fixed RPC on the lab chain, the default 5 samples and 3-hour cadence), and
+//!   its own run and score entries are taken back from its ledger (bodies restored) as templates.
+//! - Appends: `Store::append` of run entries with their index rows (history, declaration), in
+//!   transactions of 1, 64 and 512 entries, on a fresh store each time. Baseline: plain SQLite
+//!   inserts of the very rows that append wrote (entry, blobs, history, declaration: the same
+//!   bytes, same schema, same pragmas, same transactions) without building them (no
+//!   serialisation, canonical JSON, hashing or head read).
+//! - Verification: `Store::verify` chain only (`deep = false`) and deep, over a store of run
+//!   entries and a store of score entries. Baseline: SHA-256 of the same bodies, already in
+//!   memory.
+//! - Bytes: the store file's growth (WAL checkpointed) per appended run entry, and per subject
+//!   over the second simulated day of the daemon, with what each table holds.
+//!
+//! Run with `cargo bench --bench ledger` (add `-- --quick` for fewer entries and rounds, `--keep`
+//! to keep the daemon's ledger for a look).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use rusqlite::{Connection, params};
+use sha2::{Digest, Sha256};
+
+use x402_lab::dynamic::{LabClock, Timeline};
+use x402_lab::{Lab, LabOptions};
+use x402_probe::checks::history::declared;
+use x402_probe::clock::{Clock, ManualClock};
+use x402_probe::config::DaemonConfig;
+use x402_probe::daemon::pipeline::run_index;
+use x402_probe::daemon::{Daemon, TimeSource};
+use x402_probe::evidence::run::RunRecord;
+use x402_probe::ledger::key::ReporterKey;
+use x402_probe::ledger::record::{Record, RecordKind, ScoreRecord};
+use x402_probe::rubric::Rubric;
+use x402_probe::store::sqlite::{SCHEMA_SQL, STORE_FILE};
+use x402_probe::store::{NewEntry, SqliteStore, Store};
+
+const HOUR: i64 = 3_600_000;
+const DAY: i64 = 24 * HOUR;
+/// Honest endpoints the daemon runs over its two simulated days.
+const SUBJECTS: usize = 8;
+const GOAL_APPEND: f64 = 20_000.0;
+const GOAL_VERIFY: f64 = 500_000.0;
+
+struct Sizes {
+    quick: bool,
+}
+
+impl Sizes {
+    /// Entries appended per measurement for a batch size.
+    fn entries(&self, batch: usize) -> usize {
+        let (one, many) = if self.quick {
+            (60, 2_048)
+        } else {
+            (250, 8_192)
+        };
+        if batch == 1 { one } else { many.max(batch) }
+    }
+    fn rounds(&self) -> usize {
+        if self.quick { 1 } else { 3 }
+    }
+    fn verify_runs(&self) -> usize {
+        if self.quick { 2_000 } else { 10_000 }
+    }
+    fn verify_scores(&self) -> usize {
+        if self.quick { 20_000 } else { 200_000 }
+    }
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let sizes = Sizes { quick };
+    x402_probe::install_crypto_provider();
+    let root = tempfile::tempdir().expect("a temporary directory");
+    let captured = capture(root.path());
+    let rubric = Rubric::embedded_default();
+
+    println!(
+        "ledger: entries from the daemon's own ledger after two simulated days of {SUBJECTS} honest lab endpoints"
+    );
+    println!(
+        "  run entry: {} bytes of canonical JSON, {} response bodies kept apart (blobs), {} history rows",
+        captured.run_body_bytes, captured.run_bodies_apart, captured.run_history_rows
+    );
+    println!();
+    appends(&sizes, root.path(), &captured, &rubric);
+    println!();
+    verification(&sizes, root.path(), &captured, &rubric);
+    println!();
+    bytes(root.path(), &captured, &rubric);
+    if std::env::args().any(|a| a == "--keep") {
+        // For a look at the daemon's own ledger (`daemon/ledger.sqlite`) after the run.
+        println!("kept: {}", root.keep().display());
+    }
+}
+
+// ---------- what the daemon wrote ----------
+
+struct Captured {
+    run: RunRecord,
+    score: ScoreRecord,
+    run_body_bytes: usize,
+    run_bodies_apart: usize,
+    run_history_rows: usize,
+    /// The daemon's store: size after day 1 and after day 2 (WAL checkpointed), and the tables'
+    /// contents after each.
+    day1: TableBytes,
+    day2: TableBytes,
+}
+
+/// Two simulated days of the daemon against the lab; its ledger read back.
+fn capture(root: &Path) -> Captured {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let state = root.join("daemon");
+    let (day1, day2) = rt.block_on(async {
+        let mut lab = Lab::start_with(LabOptions {
+            scenarios: Some(vec!["honest-v2".into(), "honest-v1".into()]),
+            ..LabOptions::default()
+        })
+        .await
+        .expect("the lab starts");
+        let now = x402_probe::clock::SystemClock.now_ms();
+        let start = now - now.rem_euclid(HOUR);
+        let clock = Arc::new(ManualClock::at_ms(start));
+        let mut urls: Vec<String> = lab.endpoints.iter().map(|e| e.url.clone()).collect();
+        for i in urls.len()..SUBJECTS {
+            let c = clock.clone();
+            let lab_clock: LabClock = Arc::new(move || c.now_ms());
+            let url = lab
+                .spawn_variant(
+                    "honest-v2",
+                    &format!("honest-{i}"),
+                    Timeline::default(),
+                    lab_clock,
+                )
+                .await
+                .expect("a variant starts");
+            urls.push(url);
+        }
+        let text = daemon_config(&lab, &state, &urls);
+        let run_until = |until_ms: i64| {
+            let config: DaemonConfig = toml::from_str(&text).expect("the config parses");
+            config.validate().expect("the config is valid");
+            let clock = clock.clone();
+            async move {
+                let daemon = Daemon::open(config, None, TimeSource::Simulated { clock, until_ms })
+                    .await
+                    .expect("the daemon opens");
+                let (_tx, rx) = tokio::sync::mpsc::channel(1);
+                daemon.run(rx).await.expect("the daemon runs");
+            }
+        };
+        run_until(start + DAY).await;
+        let day1 = table_bytes(&state.join(STORE_FILE));
+        run_until(start + 2 * DAY).await;
+        let day2 = table_bytes(&state.join(STORE_FILE));
+        drop(lab);
+        (day1, day2)
+    });
+
+    let store = SqliteStore::open(&state).expect("the daemon's store");
+    let honest_v2 = store
+        .entries_of_kind(&[RecordKind::Run], 0)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.record {
+            Record::Run(r) => Some((e.seq, r)),
+            _ => None,
+        })
+        .last()
+        .expect("the daemon recorded runs");
+    let (seq, stored_run) = honest_v2;
+    let body = scan_body(&store, seq);
+    let mut record = Record::Run(stored_run);
+    store.restore_bodies(&mut record).expect("bodies restored");
+    let Record::Run(run) = record else {
+        unreachable!()
+    };
+    let run_history_rows = store.history(&run.subject).unwrap().len()
+        / store
+            .subject_entries(&run.subject, &[RecordKind::Run], 0)
+            .unwrap()
+            .len()
+            .max(1);
+    let bodies_apart = body.windows(APART.len()).filter(|w| *w == APART).count();
+    let score = store
+        .entries_of_kind(&[RecordKind::Score], 0)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.record {
+            Record::Score(s) => Some(s),
+            _ => None,
+        })
+        .last()
+        .expect("the daemon published scores");
+    Captured {
+        run_body_bytes: body.len(),
+        run_bodies_apart: bodies_apart,
+        run: *run,
+        score,
+        run_history_rows,
+        day1,
+        day2,
+    }
+}
+
+fn daemon_config(lab: &Lab, state: &Path, urls: &[String]) -> String {
+    let key = state.join("reporter.key");
+    std::fs::create_dir_all(state).unwrap();
+    ReporterKey::generate(&key).expect("a reporter key");
+    // Defaults everywhere (5 samples, the 3-hour cadence, checkpoints every 5 minutes) but the
+    // spacing between samples, which only costs wall time in a simulation.
+    let mut text = format!(
+        r#"
+[daemon]
+state_dir = "{state}"
+reporter_key = {{ key_file = "{key}" }}
+
+[probe]
+spacing_ms = 0
+allow_private = true
+ca_files = ["{ca}"]
+rpc = "{rpc}"
+assets = ["{token}"]
+provenance = "test_harness"
+vantage = "lab"
+"#,
+        state = state.display(),
+        key = key.display(),
+        ca = lab.ca_file.display(),
+        rpc = lab.rpc_url(),
+        token = lab.token.address().to_checksum(None),
+    );
+    for url in urls {
+        text.push_str(&format!(
+            "\n[[subject]]\nurl = \"{url}\"\ncategory = \"weather\"\n"
+        ));
+    }
+    text
+}
+
+fn scan_body(store: &SqliteStore, seq: u64) -> Vec<u8> {
+    let mut body = Vec::new();
+    store
+        .scan(seq - 1, &mut |row| {
+            if row.seq == seq {
+                body = row.body;
+            }
+            Ok(())
+        })
+        .unwrap();
+    body
+}
+
+/// What a store file holds, WAL checkpointed first.
+#[derive(Debug, Clone, Default)]
+struct TableBytes {
+    file: u64,
+    entries: u64,
+    entry_bytes: u64,
+    runs: u64,
+    scores: u64,
+    history_rows: u64,
+    history_bytes: u64,
+    declared_bytes: u64,
+    blobs: u64,
+    blob_bytes: u64,
+    score_rows: u64,
+    score_row_bytes: u64,
+}
+
+fn table_bytes(path: &Path) -> TableBytes {
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+        .unwrap();
+    let one = |sql: &str| -> u64 {
+        conn.query_row(sql, [], |r| r.get::<_, Option<i64>>(0))
+            .unwrap()
+            .unwrap_or(0) as u64
+    };
+    TableBytes {
+        file: std::fs::metadata(path).unwrap().len(),
+        entries: one("SELECT COUNT(*) FROM entry"),
+        entry_bytes: one("SELECT SUM(LENGTH(body)) FROM entry"),
+        runs: one("SELECT COUNT(*) FROM entry WHERE kind = 'run'"),
+        scores: one("SELECT COUNT(*) FROM entry WHERE kind = 'score'"),
+        history_rows: one("SELECT COUNT(*) FROM history"),
+        history_bytes: one("SELECT SUM(LENGTH(entry)) FROM history"),
+        declared_bytes: one("SELECT SUM(LENGTH(body)) FROM declared"),
+        blobs: one("SELECT COUNT(*) FROM blob"),
+        blob_bytes: one("SELECT SUM(LENGTH(bytes)) FROM blob"),
+        score_rows: one("SELECT COUNT(*) FROM score"),
+        score_row_bytes: one("SELECT SUM(LENGTH(document)) FROM score"),
+    }
+}
+
+// ---------- appends ----------
+
+/// Run entry `i`: the template as another subject, with its index rows.
+fn run_entry(template: &RunRecord, rubric: &Rubric, i: usize) -> NewEntry {
+    let mut run = template.clone();
+    run.subject = format!("{}?bench={i}", template.subject);
+    run.id = format!("{}:{i}", template.id);
+    run.started_at_ms += i as i64;
+    run.ended_at_ms += i as i64;
+    let declared_now = declared(&run.free, run.started_at_ms);
+    let index = run_index(rubric, &run, declared_now);
+    NewEntry {
+        at_ms: run.ended_at_ms,
+        record: Record::Run(Box::new(run)),
+        index: Some(index),
+    }
+}
+
+fn score_entry(template: &ScoreRecord, i: usize) -> NewEntry {
+    let mut score = template.clone();
+    score.subject = format!("{}?bench={i}", template.subject);
+    score.as_of_ms += i as i64;
+    NewEntry::plain(score.as_of_ms, Record::Score(score))
+}
+
+fn fresh_store(root: &Path, name: &str) -> (PathBuf, SqliteStore) {
+    let dir = root.join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = SqliteStore::open(&dir).expect("a fresh store");
+    (dir, store)
+}
+
+/// Appends `n` run entries in transactions of `batch`; the seconds spent in `append`.
+fn append_runs(
+    store: &SqliteStore,
+    template: &RunRecord,
+    rubric: &Rubric,
+    n: usize,
+    batch: usize,
+) -> f64 {
+    let mut spent = 0.0;
+    let mut i = 0;
+    while i < n {
+        let entries: Vec<NewEntry> = (i..(i + batch).min(n))
+            .map(|k| run_entry(template, rubric, k))
+            .collect();
+        i += entries.len();
+        let t = Instant::now();
+        store.append(entries).expect("append");
+        spent += t.elapsed().as_secs_f64();
+    }
+    spent
+}
+
+/// The rows an append wrote, per entry, as bytes.
+struct WrittenRow {
+    entry: (i64, i64, String, Option<String>, Vec<u8>, Vec<u8>, Vec<u8>),
+    history: Vec<(String, i64, i64, Vec<u8>)>,
+    declared: Option<(String, i64, i64, Vec<u8>)>,
+    /// Response bodies the entry keeps apart (one blob insert each).
+    bodies_apart: usize,
+}
+
+const APART: &[u8] = b"\"body_stored_apart\":true";
+
+fn written_rows(path: &Path) -> (Vec<WrittenRow>, Vec<(Vec<u8>, Vec<u8>)>) {
+    let conn = Connection::open(path).unwrap();
+    let mut entries = conn
+        .prepare("SELECT seq, at_ms, kind, subject, prev, hash, body FROM entry ORDER BY seq")
+        .unwrap();
+    let mut history = conn
+        .prepare("SELECT subject, seq, idx, entry FROM history WHERE seq = ?1 ORDER BY idx")
+        .unwrap();
+    let mut declared_rows = conn
+        .prepare("SELECT subject, seq, at_ms, body FROM declared WHERE seq = ?1")
+        .unwrap();
+    let rows: Vec<WrittenRow> = entries
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+            ))
+        })
+        .unwrap()
+        .map(|e| {
+            let entry: (i64, i64, String, Option<String>, Vec<u8>, Vec<u8>, Vec<u8>) = e.unwrap();
+            let seq = entry.0;
+            let history = history
+                .query_map([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            let declared = declared_rows
+                .query_map([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .unwrap()
+                .map(Result::unwrap)
+                .next();
+            let bodies_apart = entry.6.windows(APART.len()).filter(|w| *w == APART).count();
+            WrittenRow {
+                entry,
+                history,
+                declared,
+                bodies_apart,
+            }
+        })
+        .collect();
+    let mut blobs = conn.prepare("SELECT sha256, bytes FROM blob").unwrap();
+    let blobs = blobs
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    (rows, blobs)
+}
+
+/// The baseline: the same rows inserted into the same schema, in the same transactions, with the
+/// store's pragmas; the seconds spent inserting.
+fn plain_inserts(
+    path: &Path,
+    rows: &[WrittenRow],
+    blobs: &[(Vec<u8>, Vec<u8>)],
+    batch: usize,
+) -> f64 {
+    let mut conn = Connection::open(path).unwrap();
+    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+    conn.pragma_update(None, "synchronous", "FULL").unwrap();
+    conn.execute_batch(SCHEMA_SQL).unwrap();
+    let mut spent = 0.0;
+    for chunk in rows.chunks(batch) {
+        let t = Instant::now();
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .unwrap();
+        {
+            let mut blob = tx
+                .prepare_cached("INSERT OR IGNORE INTO blob (sha256, bytes) VALUES (?1, ?2)")
+                .unwrap();
+            let mut entry = tx
+                .prepare_cached(
+                    "INSERT INTO entry (seq, at_ms, kind, subject, prev, hash, body)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .unwrap();
+            let mut history = tx
+                .prepare_cached(
+                    "INSERT INTO history (subject, seq, idx, entry) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .unwrap();
+            let mut declared_row = tx
+                .prepare_cached(
+                    "INSERT INTO declared (subject, seq, at_ms, body) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .unwrap();
+            // The store inserts (or ignores, when kept already) each body it keeps apart, once
+            // per entry: so does the baseline, as many times as the entry has bodies apart.
+            for row in chunk {
+                for k in 0..row.bodies_apart {
+                    let (sha, bytes) = &blobs[k % blobs.len()];
+                    blob.execute(params![sha, bytes]).unwrap();
+                }
+                let (seq, at_ms, kind, subject, prev, hash, body) = &row.entry;
+                entry
+                    .execute(params![seq, at_ms, kind, subject, prev, hash, body])
+                    .unwrap();
+                for (subject, seq, idx, e) in &row.history {
+                    history.execute(params![subject, seq, idx, e]).unwrap();
+                }
+                if let Some((subject, seq, at, body)) = &row.declared {
+                    declared_row
+                        .execute(params![subject, seq, at, body])
+                        .unwrap();
+                }
+            }
+        }
+        tx.commit().unwrap();
+        spent += t.elapsed().as_secs_f64();
+    }
+    spent
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn met(ok: bool) -> &'static str {
+    if ok { "met" } else { "NOT met" }
+}
+
+fn appends(sizes: &Sizes, root: &Path, captured: &Captured, rubric: &Rubric) {
+    println!(
+        "appends: run entries with their index rows, per transaction size (median of {} rounds; every commit on stable storage)",
+        sizes.rounds()
+    );
+    println!(
+        "  {:>6}  {:>8}  {:>16}  {:>16}  {:>6}",
+        "batch", "entries", "Store::append /s", "plain inserts /s", "ratio"
+    );
+    let mut best = 0.0f64;
+    for batch in [1usize, 64, 512] {
+        let n = sizes.entries(batch);
+        let (mut ours, mut base) = (Vec::new(), Vec::new());
+        for round in 0..sizes.rounds() {
+            let (dir, store) = fresh_store(root, &format!("append-{batch}-{round}"));
+            let spent = append_runs(&store, &captured.run, rubric, n, batch);
+            drop(store);
+            ours.push(n as f64 / spent);
+            let (rows, blobs) = written_rows(&dir.join(STORE_FILE));
+            let plain = root.join(format!("plain-{batch}-{round}.sqlite"));
+            let spent = plain_inserts(&plain, &rows, &blobs, batch);
+            base.push(n as f64 / spent);
+            let _ = std::fs::remove_dir_all(&dir);
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", plain.display()));
+            }
+        }
+        let (o, b) = (median(ours), median(base));
+        best = best.max(o);
+        println!("  {batch:>6}  {n:>8}  {o:>16.0}  {b:>16.0}  {:>6.2}", b / o);
+    }
+    println!(
+        "  goal: at least {GOAL_APPEND:.0} entries/s batched: {} (best {best:.0}/s); ratio = time of Store::append / time of the plain inserts",
+        met(best >= GOAL_APPEND)
+    );
+}
+
+// ---------- verification ----------
+
+fn verification(sizes: &Sizes, root: &Path, captured: &Captured, rubric: &Rubric) {
+    println!(
+        "verification: Store::verify over a whole store, against SHA-256 of the same bodies in memory"
+    );
+    println!(
+        "  {:<14} {:>8} {:>10}  {:>14} {:>14} {:>14} {:>14}  {:>6}",
+        "entries",
+        "count",
+        "avg bytes",
+        "SHA-256 /s",
+        "scan only /s",
+        "chain /s",
+        "deep /s",
+        "ratio"
+    );
+    let mut chain_rates = Vec::new();
+    for kind in ["run", "score"] {
+        let (dir, store) = fresh_store(root, &format!("verify-{kind}"));
+        let n = if kind == "run" {
+            sizes.verify_runs()
+        } else {
+            sizes.verify_scores()
+        };
+        let batch = 4096;
+        let mut i = 0;
+        while i < n {
+            let entries: Vec<NewEntry> = (i..(i + batch).min(n))
+                .map(|k| match kind {
+                    "run" => run_entry(&captured.run, rubric, k),
+                    _ => score_entry(&captured.score, k),
+                })
+                .collect();
+            i += entries.len();
+            store.append(entries).unwrap();
+        }
+        // Warm the page cache the same way for every pass.
+        let mut bodies = Vec::with_capacity(n);
+        store
+            .scan(0, &mut |row| {
+                bodies.push(row.body);
+                Ok(())
+            })
+            .unwrap();
+        let total: usize = bodies.iter().map(Vec::len).sum();
+        let rounds = sizes.rounds();
+        let (mut sha, mut scan, mut chain, mut deep) = (vec![], vec![], vec![], vec![]);
+        for _ in 0..rounds {
+            let t = Instant::now();
+            for b in &bodies {
+                std::hint::black_box(Sha256::digest(b));
+            }
+            sha.push(n as f64 / t.elapsed().as_secs_f64());
+            let t = Instant::now();
+            let mut seen = 0usize;
+            store
+                .scan(0, &mut |row| {
+                    seen += row.body.len();
+                    Ok(())
+                })
+                .unwrap();
+            std::hint::black_box(seen);
+            scan.push(n as f64 / t.elapsed().as_secs_f64());
+            let t = Instant::now();
+            let summary = store.verify(None, false).expect("the chain verifies");
+            chain.push(n as f64 / t.elapsed().as_secs_f64());
+            assert_eq!(summary.entries as usize, n);
+            let t = Instant::now();
+            store.verify(None, true).expect("the chain verifies deep");
+            deep.push(n as f64 / t.elapsed().as_secs_f64());
+        }
+        let (s, sc, c, d) = (median(sha), median(scan), median(chain), median(deep));
+        chain_rates.push((kind, c, total / n));
+        println!(
+            "  {:<14} {n:>8} {:>10}  {s:>14.0} {sc:>14.0} {c:>14.0} {d:>14.0}  {:>6.2}",
+            format!("{kind} entries"),
+            total / n,
+            s / c
+        );
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    for (kind, rate, avg) in chain_rates {
+        println!(
+            "  goal: at least {GOAL_VERIFY:.0} entries/s (chain): {} for {kind} entries ({rate:.0}/s, {:.0} MB/s of {avg}-byte entries)",
+            met(rate >= GOAL_VERIFY),
+            rate * avg as f64 / 1e6
+        );
+    }
+    println!("  ratio = time of the chain-only verify / time of SHA-256 over the bodies in memory");
+}
+
+// ---------- bytes ----------
+
+fn bytes(root: &Path, captured: &Captured, rubric: &Rubric) {
+    println!("bytes: the store file's growth (WAL checkpointed)");
+    // Per run entry: many run entries appended to an empty store.
+    let n = 2_000;
+    let (dir, store) = fresh_store(root, "bytes");
+    let path = dir.join(STORE_FILE);
+    drop(store);
+    let empty = table_bytes(&path);
+    let store = SqliteStore::open(&dir).unwrap();
+    append_runs(&store, &captured.run, rubric, n, 256);
+    drop(store);
+    let full = table_bytes(&path);
+    let per = |a: u64, b: u64| (b - a) as f64 / n as f64;
+    println!(
+        "  per run entry (later runs of a subject: its bodies already kept): {:.0} bytes of file = entry {:.0} + history {:.0} ({:.1} rows) + declaration {:.0} + b-tree and page overhead",
+        per(empty.file, full.file),
+        per(empty.entry_bytes, full.entry_bytes),
+        per(empty.history_bytes, full.history_bytes),
+        per(empty.history_rows, full.history_rows),
+        per(empty.declared_bytes, full.declared_bytes),
+    );
+    println!(
+        "  a subject's first run also keeps its response bodies once: {} bytes of blobs here",
+        full.blob_bytes
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // Per subject per day: the daemon's second simulated day.
+    let (a, b) = (&captured.day1, &captured.day2);
+    let s = SUBJECTS as f64;
+    let d = |x: u64, y: u64| (y.saturating_sub(x)) as f64 / s;
+    println!(
+        "  per subject per day at the default cadence (the daemon's second simulated day, {SUBJECTS} subjects, every 3 h +-10%):"
+    );
+    println!(
+        "    {:.0} bytes of file: {:.1} run and {:.1} score entries ({:.0} bytes), {:.0} history rows ({:.0} bytes), declarations {:.0}, blobs {:.0}, daily score rows {:.0}",
+        d(a.file, b.file),
+        d(a.runs, b.runs),
+        d(a.scores, b.scores),
+        d(a.entry_bytes, b.entry_bytes),
+        d(a.history_rows, b.history_rows),
+        d(a.history_bytes, b.history_bytes),
+        d(a.declared_bytes, b.declared_bytes),
+        d(a.blob_bytes, b.blob_bytes),
+        d(a.score_row_bytes, b.score_row_bytes),
+    );
+    let per_day = d(a.file, b.file);
+    println!(
+        "    sizing: {:.1} MB per subject per year; 1,000 subjects {:.1} GB/year; 100,000 subjects {:.0} GB/year",
+        per_day * 365.0 / 1e6,
+        per_day * 365.0 * 1_000.0 / 1e9,
+        per_day * 365.0 * 100_000.0 / 1e9
+    );
+    let _ = (b.entries, b.blobs, b.score_rows);
+}
