@@ -407,9 +407,14 @@ fn append_entries(
     spent
 }
 
+/// An `entry` row: seq, at_ms, kind, subject, prev, hash, body.
+type EntryRow = (i64, i64, String, Option<String>, Vec<u8>, Vec<u8>, Vec<u8>);
+/// A `blob` row: sha256, bytes.
+type BlobRow = (Vec<u8>, Vec<u8>);
+
 /// The rows an append wrote, per entry, as bytes.
 struct WrittenRow {
-    entry: (i64, i64, String, Option<String>, Vec<u8>, Vec<u8>, Vec<u8>),
+    entry: EntryRow,
     history: Vec<(String, i64, i64, Vec<u8>)>,
     declared: Option<(String, i64, i64, Vec<u8>)>,
     score: Option<(String, String, i64, i64, Vec<u8>)>,
@@ -419,7 +424,7 @@ struct WrittenRow {
 
 const APART: &[u8] = b"\"body_stored_apart\":true";
 
-fn written_rows(path: &Path) -> (Vec<WrittenRow>, Vec<(Vec<u8>, Vec<u8>)>) {
+fn written_rows(path: &Path) -> (Vec<WrittenRow>, Vec<BlobRow>) {
     let conn = Connection::open(path).unwrap();
     let mut entries = conn
         .prepare("SELECT seq, at_ms, kind, subject, prev, hash, body FROM entry ORDER BY seq")
@@ -447,7 +452,7 @@ fn written_rows(path: &Path) -> (Vec<WrittenRow>, Vec<(Vec<u8>, Vec<u8>)>) {
         })
         .unwrap()
         .map(|e| {
-            let entry: (i64, i64, String, Option<String>, Vec<u8>, Vec<u8>, Vec<u8>) = e.unwrap();
+            let entry: EntryRow = e.unwrap();
             let seq = entry.0;
             let history = history
                 .query_map([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))

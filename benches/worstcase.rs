@@ -425,6 +425,8 @@ fn measure(
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    // `cargo bench --bench worstcase -- TEXT`: only the shapes whose name contains TEXT.
+    let only: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let reps = if quick { 1 } else { 5 };
     let rubric = Rubric::embedded_default();
     // Warm up (lazy statics, the rubric's tables).
@@ -468,6 +470,9 @@ fn main() {
         }
     }
     for (name, make) in SHAPES {
+        if only.as_deref().is_some_and(|o| !name.contains(o)) {
+            continue;
+        }
         let mut at = Vec::new();
         for ((size, label), base) in SIZES.iter().zip(&honest_at) {
             match measure(&rubric, *make, *size, reps) {

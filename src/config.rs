@@ -408,7 +408,7 @@ pub struct PayConfig {
     #[serde(default)]
     pub max_usd_per_day: Option<Usd>,
     pub wallet: WalletSource,
-    /// Where the spend store lives (default: see `cmd::probe::default_state_dir`).
+    /// Where the spend store lives (default: see [`default_state_dir`]).
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
     #[serde(default)]
@@ -588,6 +588,26 @@ impl PayConfig {
             ..base
         }
     }
+}
+
+/// Where state lives when no directory is given: `$STATE_DIRECTORY` (systemd), else
+/// `$XDG_STATE_HOME/x402-probe`, else `~/.local/state/x402-probe`.
+pub fn default_state_dir() -> Result<PathBuf, ConfigError> {
+    if let Some(d) = std::env::var_os("STATE_DIRECTORY").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d).join("x402-probe"));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|d| !d.is_empty())
+        .ok_or_else(|| {
+            invalid(
+                "--state-dir",
+                "none given, and neither STATE_DIRECTORY, XDG_STATE_HOME nor HOME is set",
+            )
+        })?;
+    Ok(PathBuf::from(home).join(".local/state/x402-probe"))
 }
 
 /// Every certificate in a PEM file, each one checked the way the TLS handshakes will use it.
@@ -1020,5 +1040,42 @@ mod tests {
         let mut bad_name = pay("1");
         bad_name.wallet = WalletSource::Credential("../key".into());
         assert!(bad_name.validate().is_err());
+    }
+
+    /// The documented example in `deploy/` is a valid file, and every default it shows in a
+    /// comment is the default the code has (uncommenting a line changes nothing).
+    #[test]
+    fn the_deploy_example_reads_and_its_commented_defaults_are_the_defaults() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/x402-probe.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let config = DaemonConfig::read(&path).unwrap();
+        assert_eq!(
+            config.daemon.reporter_key,
+            KeySourceConfig::Credential("reporter-key".into())
+        );
+        assert!(config.pay.is_some() && config.control.is_some());
+        assert_eq!(config.subjects.len(), 2);
+        assert_eq!(config.catalogues.len(), 1);
+
+        // Uncomment every `# key = value` line inside its table; the values must equal the
+        // defaults just read (sections whose only lines are commented alternatives are skipped).
+        let mut uncommented = String::new();
+        for line in text.lines() {
+            let plain = line.strip_prefix("# ").unwrap_or(line);
+            let is_default_line = line.starts_with("# ")
+                && plain.contains(" = ")
+                && !plain.contains('{')
+                && !plain.starts_with("state_dir")
+                && !plain.starts_with("nameservers")
+                && !plain.starts_with("rubric");
+            uncommented.push_str(if is_default_line { plain } else { line });
+            uncommented.push('\n');
+        }
+        let explicit: DaemonConfig = toml::from_str(&uncommented).unwrap();
+        explicit.validate().unwrap();
+        assert_eq!(
+            explicit, config,
+            "a commented default differs from the code's"
+        );
     }
 }

@@ -6,64 +6,62 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use crate::config::DaemonConfig;
-use crate::daemon::{Daemon, Signal, TimeSource};
+use crate::daemon::{Daemon, TimeSource};
+
+pub use super::service::{forward_signals, init_logs};
 
 /// Options of `x402-probe daemon`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The daemon's configuration (TOML; a documented example is `deploy/x402-probe.toml`).
-    #[arg(long, value_name = "FILE")]
-    pub config: PathBuf,
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "lab",
+        conflicts_with = "lab"
+    )]
+    pub config: Option<PathBuf>,
+    /// Run against the embedded lab instead (a configuration written for it; nothing leaves
+    /// loopback).
+    #[arg(long)]
+    pub lab: bool,
+    /// With --lab: run this many days on a simulated clock (seconds of real time), then print
+    /// each subject's daily score.
+    #[arg(long, requires = "lab", value_name = "DAYS",
+          value_parser = clap::value_parser!(u32).range(1..=60))]
+    pub days: Option<u32>,
+    /// With --lab: where to keep the ledger (default: a new directory in the system's temporary
+    /// directory; kept, and named at the end).
+    #[arg(long, requires = "lab", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<i32> {
-    let config = DaemonConfig::read(&args.config)?;
-    init_logs();
+    let Some(config_path) = args.config else {
+        return run_lab(args.days, args.state_dir);
+    };
+    let config = DaemonConfig::read(&config_path)?;
+    init_logs("info");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
     runtime.block_on(async move {
-        let daemon = Daemon::open(config, Some(args.config.clone()), TimeSource::System).await?;
+        let daemon = Daemon::open(config, Some(config_path.clone()), TimeSource::System).await?;
         let (tx, rx) = tokio::sync::mpsc::channel(8);
         tokio::spawn(forward_signals(tx));
-        tracing::info!(config = %args.config.display(), "x402-probe daemon started");
+        tracing::info!(config = %config_path.display(), "x402-probe daemon started");
         daemon.run(rx).await?;
         anyhow::Ok(0)
     })
 }
 
-/// Structured logs on standard error (one line per run); `RUST_LOG` filters them.
-pub fn init_logs() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .try_init();
+#[cfg(feature = "lab")]
+fn run_lab(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32> {
+    super::daemon_lab::run(days, state_dir)
 }
 
-/// SIGTERM and SIGINT stop the daemon; SIGHUP reloads its configuration.
-async fn forward_signals(tx: tokio::sync::mpsc::Sender<Signal>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        tracing::error!("cannot listen for signals");
-        return;
-    };
-    loop {
-        let signal = tokio::select! {
-            _ = term.recv() => Signal::Stop,
-            _ = int.recv() => Signal::Stop,
-            _ = hup.recv() => Signal::Reload,
-        };
-        if tx.send(signal).await.is_err() {
-            return;
-        }
-    }
+#[cfg(not(feature = "lab"))]
+fn run_lab(_days: Option<u32>, _state_dir: Option<PathBuf>) -> Result<i32> {
+    anyhow::bail!("this build has no embedded lab (built without the `lab` feature)")
 }

@@ -2,6 +2,8 @@
 //! returning the process exit code.
 
 pub mod daemon;
+#[cfg(feature = "lab")]
+mod daemon_lab;
 pub mod demo;
 pub mod explain;
 pub mod ledger;
@@ -9,3 +11,4 @@ pub mod outage;
 pub mod probe;
 pub mod recompute;
 pub mod score;
+pub mod service;

@@ -294,7 +294,7 @@ impl PayArgs {
         };
         let state_dir = match &pay.state_dir {
             Some(d) => d.clone(),
-            None => default_state_dir()?,
+            None => crate::config::default_state_dir()?,
         };
         let store = SpendStore::open(&state_dir)?;
         Ok(PayArgs {
@@ -335,17 +335,4 @@ impl PayArgs {
             .map_err(|e| anyhow::anyhow!("pay policy: {e}"))?;
         Ok(policy)
     }
-}
-
-/// `$STATE_DIRECTORY` (systemd), else `$XDG_STATE_HOME/x402-probe`, else `~/.local/state/x402-probe`.
-pub fn default_state_dir() -> Result<PathBuf> {
-    if let Some(d) = std::env::var_os("STATE_DIRECTORY").filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(d));
-    }
-    if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(d).join("x402-probe"));
-    }
-    let home = std::env::var_os("HOME")
-        .context("no --state-dir, and neither STATE_DIRECTORY, XDG_STATE_HOME nor HOME")?;
-    Ok(PathBuf::from(home).join(".local/state/x402-probe"))
 }

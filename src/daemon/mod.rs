@@ -9,6 +9,7 @@
 //! subject's life in seconds, with real HTTP and a real chain).
 
 pub mod catalogue;
+pub mod notify;
 pub mod pipeline;
 pub mod recompute;
 pub mod schedule;
@@ -100,11 +101,17 @@ pub struct Daemon {
     outage_seq: u64,
     /// Subject rows changed by finished runs, not yet written.
     dirty: Vec<SubjectRow>,
+    notify: notify::Notifier,
 }
 
 /// What one finished job reports to the loop.
 enum Done {
-    Run { host: String, done: Box<RunDone> },
+    Run {
+        host: String,
+        done: Box<RunDone>,
+        /// Real time the run took (for its log line; evidence is timed on the run's clock).
+        took: std::time::Duration,
+    },
     Control(crate::ledger::record::ControlRecord),
     Catalogue(usize, catalogue::CatalogueSeen),
     Refund,
@@ -125,7 +132,7 @@ impl Daemon {
         let wall: Arc<dyn Clock> = Arc::new(crate::clock::SystemClock);
         let state_dir = match &config.daemon.state_dir {
             Some(dir) => dir.clone(),
-            None => crate::cmd::probe::default_state_dir()?,
+            None => crate::config::default_state_dir()?,
         };
         let store: Arc<dyn Store> = Arc::new(
             SqliteStore::open(&state_dir)
@@ -213,6 +220,7 @@ impl Daemon {
             config,
             shared,
             key,
+            notify: notify::Notifier::for_time(&time),
             time,
             cadence,
             subjects: BTreeMap::new(),
@@ -443,7 +451,11 @@ impl Daemon {
         let mut in_flight: JoinSet<Done> = JoinSet::new();
         let mut paid_in_flight = 0usize;
         let concurrency = self.config.schedule.concurrency.count();
+        // The store is open and the schedule built. (The HTTP API, when it comes, binds before.)
+        self.notify_ready();
         loop {
+            // The watchdog's ping comes from this loop, so a loop that hangs stops pinging.
+            self.notify_tick(in_flight.len());
             // Outside requests first.
             while let Ok(signal) = signals.try_recv() {
                 match signal {
@@ -478,6 +490,7 @@ impl Daemon {
                     let wait = next_due.map_or(Duration::from_secs(60), |due| {
                         Duration::from_millis((due - now).clamp(1, 60_000) as u64)
                     });
+                    let wait = self.notify.wait(wait);
                     tokio::select! {
                         Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
                             self.finish(done, &mut paid_in_flight)?;
@@ -563,10 +576,12 @@ impl Daemon {
                     let shared = self.shared.clone();
                     let category = subject.row.category.clone();
                     in_flight.spawn(async move {
+                        let began = std::time::Instant::now();
                         let done = pipeline::run_subject(shared, url, category, pay).await;
                         Done::Run {
                             host,
                             done: Box::new(done),
+                            took: began.elapsed(),
                         }
                     });
                 }
@@ -661,7 +676,7 @@ impl Daemon {
             }
         };
         match done {
-            Done::Run { host, done } => {
+            Done::Run { host, done, took } => {
                 self.hosts
                     .release(&host, now, self.cadence.host_gap_ms, done.retry_after_ms);
                 if let Some(subject) = self.subjects.get_mut(&done.url) {
@@ -706,13 +721,20 @@ impl Daemon {
                     self.push(now, Job::Refund(run_id));
                 }
                 match &done.error {
-                    Some(e) => tracing::error!(subject = %done.url, error = %e, "run not recorded"),
+                    Some(e) => tracing::error!(
+                        subject = %done.url,
+                        error = %e,
+                        ms = took.as_millis() as u64,
+                        "run not recorded"
+                    ),
                     None => tracing::info!(
                         subject = %done.url,
                         reached = done.reached,
                         paid = done.paid,
                         verdict = done.summary.as_ref().map_or("-", |s| s.verdict.as_str()),
                         score = done.summary.as_ref().map_or(f64::NAN, |s| s.capped_score),
+                        failing = %done.failing.join(","),
+                        ms = took.as_millis() as u64,
                         "run"
                     ),
                 }
@@ -952,7 +974,9 @@ impl Daemon {
     /// Stops: nothing new starts; runs in flight get a grace to finish and record themselves,
     /// then are abandoned (an abandoned run leaves no entry; a paid call's reservation is already
     /// durable and is reconciled at the next start); the ledger is signed at its head.
-    async fn stop(self, mut in_flight: JoinSet<Done>) -> Result<()> {
+    async fn stop(mut self, mut in_flight: JoinSet<Done>) -> Result<()> {
+        let status = format!("stopping: {}", self.status_line(in_flight.len()));
+        self.notify.stopping(&status);
         let deadline = tokio::time::Instant::now() + STOP_GRACE;
         while !in_flight.is_empty() {
             match tokio::time::timeout_at(deadline, in_flight.join_next()).await {

@@ -93,6 +93,8 @@ pub struct RunDone {
     pub paid: bool,
     pub refund: Option<(String, RefundPlan)>,
     pub summary: Option<ScoreSummary>,
+    /// The checks this run failed (for the run's log line).
+    pub failing: Vec<String>,
     pub error: Option<String>,
 }
 
@@ -232,6 +234,12 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
         results: out.results,
     };
     let run_id = record.id.clone();
+    let failing: Vec<String> = record
+        .results
+        .iter()
+        .filter(|r| r.outcome == crate::evidence::Outcome::Fail)
+        .map(|r| r.id.clone())
+        .collect();
 
     // Record, then rescore: with the runs that finished meanwhile, in one commit each.
     let mut entries = Vec::new();
@@ -256,6 +264,7 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
         paid: paid_sent,
         refund: refund.map(|p| (run_id, p)),
         summary,
+        failing,
         error: None,
     }
 }
@@ -379,6 +388,7 @@ fn failed(url: String, reached: bool, asked_to_pay: bool, error: String) -> RunD
         paid: false,
         refund: None,
         summary: None,
+        failing: Vec::new(),
         error: Some(error),
     }
 }

@@ -190,6 +190,42 @@ pub async fn fetch(cfg: &FetchConfig, req: &FetchRequest) -> Exchange {
     exchange
 }
 
+/// One `GET url` hop over an already open `stream`, read as [`fetch`] reads a hop: hyper's
+/// HTTP/1.1 client under the head caps, then the body (chunked, sized or until close) under the
+/// byte cap and the deadlines. No redirect is followed. The response is `None` when no head was
+/// read. Public for the fuzz targets only: it feeds them a server's bytes without a socket.
+#[doc(hidden)]
+pub async fn read_hop<S>(
+    cfg: &FetchConfig,
+    url: &str,
+    stream: S,
+) -> (Option<HttpResponse>, Option<FetchError>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(cfg.timeouts.overall_ms);
+    let target = match Target::parse(url) {
+        Ok(target) => target,
+        Err(message) => {
+            let error = FetchError::new(Phase::Request, FetchErrorKind::BadUrl, message);
+            return (None, Some(error));
+        }
+    };
+    let mut run = HopRun::new(&target, started);
+    let opened = match build_request(cfg, &target, "GET", &[], &[]) {
+        Ok(request) => run.request(cfg, stream, request, deadline).await,
+        Err(error) => Err(error),
+    };
+    match opened {
+        Ok(open) => {
+            let (response, error) = run.read_body(open, cfg, deadline).await;
+            (Some(response), error)
+        }
+        Err(error) => (None, Some(error)),
+    }
+}
+
 impl Exchange {
     /// Adds a finished hop and makes it the exchange's current view (tls, address, timings).
     fn record(&mut self, mut run: HopRun, fetch_started: Instant) {
@@ -1029,6 +1065,56 @@ mod tests {
         assert!(json.contains(r#""extra_roots":["AQID"]"#), "{json}");
         let back: FetchConfig = serde_json::from_str(&json).expect("parses back");
         assert_eq!(back, with_root);
+    }
+
+    /// A server on an in-memory stream: reads the request head, answers `served`, closes.
+    fn serve(served: &'static [u8]) -> tokio::io::DuplexStream {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (client, mut server) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(async move {
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.ends_with(b"\r\n\r\n") {
+                match server.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            assert!(request.starts_with(b"GET /x HTTP/1.1\r\n"));
+            let _ = server.write_all(served).await;
+            let _ = server.shutdown().await;
+        });
+        client
+    }
+
+    /// `read_hop` reads what a server wrote as `fetch` would: a chunked body de-chunked, and
+    /// cut at the byte cap; bad framing keeps the bytes before it, with the error beside them.
+    #[tokio::test]
+    async fn a_hop_read_from_a_stream_dechunks_and_caps_the_body() {
+        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: b\r\n\r\n\
+            5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+        for (cap, body, truncated) in [(1024, &b"hello world"[..], false), (7, b"hello w", true)] {
+            let cfg = FetchConfig {
+                max_body_bytes: cap,
+                ..FetchConfig::default()
+            };
+            let (response, error) = read_hop(&cfg, "http://lab.test/x", serve(chunked)).await;
+            let response = response.expect("a head was read");
+            assert!(error.is_none(), "{error:?}");
+            assert_eq!(response.status, 200);
+            assert_eq!(response.body, body);
+            assert_eq!(response.body_truncated, truncated);
+            assert!(
+                response
+                    .headers
+                    .contains(&("x-a".to_string(), "b".to_string()))
+            );
+        }
+        let bad = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\nzz\r\n";
+        let (response, error) =
+            read_hop(&FetchConfig::default(), "http://lab.test/x", serve(bad)).await;
+        assert_eq!(response.expect("a head").body, b"ok");
+        assert_eq!(error.expect("bad framing").phase, Phase::Body);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use alloy::primitives::{Address, B256, Bytes, U256};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::probe::http::{FetchConfig, FetchRequest, fetch};
+use crate::probe::http::{FetchConfig, FetchRequest, HttpResponse, fetch};
 
 /// Why a chain read failed. None of these says anything about the subject.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -71,33 +71,7 @@ impl Rpc {
         let resp = ex
             .response
             .ok_or_else(|| unreachable("no response".into()))?;
-        let bad = |message: String| RpcError::BadResponse {
-            method: method.to_string(),
-            message,
-        };
-        if resp.body_truncated {
-            return Err(bad("response larger than the body cap".into()));
-        }
-        let v: Value = serde_json::from_slice(&resp.body).map_err(|e| {
-            bad(format!(
-                "HTTP {} with a body that is not JSON: {e}",
-                resp.status
-            ))
-        })?;
-        if let Some(err) = v.get("error") {
-            return Err(RpcError::Node {
-                method: method.to_string(),
-                code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
-                message: err
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-            });
-        }
-        v.get("result")
-            .cloned()
-            .ok_or_else(|| bad("no result".into()))
+        read_result(method, &resp)
     }
 
     pub async fn chain_id(&self) -> Result<u64, RpcError> {
@@ -183,20 +157,68 @@ impl Rpc {
     }
 
     fn bad(&self, method: &str, v: &Value) -> RpcError {
-        let mut text = v.to_string();
-        text.truncate(200);
-        RpcError::BadResponse {
-            method: method.to_string(),
-            message: format!("unexpected {text}"),
-        }
+        unexpected_answer(method, v)
     }
 }
 
-fn parse_quantity(v: &Value) -> Option<u64> {
+/// The `result` of one JSON-RPC answer, or why there is none. Pure: the parsing half of
+/// [`Rpc::call`] (public for the fuzz targets only).
+#[doc(hidden)]
+pub fn read_result(method: &str, resp: &HttpResponse) -> Result<Value, RpcError> {
+    let bad = |message: String| RpcError::BadResponse {
+        method: method.to_string(),
+        message,
+    };
+    if resp.body_truncated {
+        return Err(bad("response larger than the body cap".into()));
+    }
+    let v: Value = serde_json::from_slice(&resp.body).map_err(|e| {
+        bad(format!(
+            "HTTP {} with a body that is not JSON: {e}",
+            resp.status
+        ))
+    })?;
+    if let Some(err) = v.get("error") {
+        return Err(RpcError::Node {
+            method: method.to_string(),
+            code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
+            message: err
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+        });
+    }
+    v.get("result")
+        .cloned()
+        .ok_or_else(|| bad("no result".into()))
+}
+
+/// Most bytes of a result of the wrong shape quoted in an error.
+const MAX_QUOTED_BYTES: usize = 200;
+
+/// A result of the wrong shape, quoted in part (public for the fuzz targets only).
+#[doc(hidden)]
+pub fn unexpected_answer(method: &str, v: &Value) -> RpcError {
+    let text = v.to_string();
+    // Cut at a character boundary: the node's JSON may hold any text (found by the
+    // `rpc_response` fuzz target: `String::truncate` inside a character panicked).
+    let shown = &text[..text.floor_char_boundary(MAX_QUOTED_BYTES)];
+    RpcError::BadResponse {
+        method: method.to_string(),
+        message: format!("unexpected {shown}"),
+    }
+}
+
+/// Public for the fuzz targets only.
+#[doc(hidden)]
+pub fn parse_quantity(v: &Value) -> Option<u64> {
     u64::from_str_radix(v.as_str()?.strip_prefix("0x")?, 16).ok()
 }
 
-fn parse_log(v: &Value) -> Option<LogEntry> {
+/// Public for the fuzz targets only.
+#[doc(hidden)]
+pub fn parse_log(v: &Value) -> Option<LogEntry> {
     Some(LogEntry {
         address: v.get("address")?.as_str()?.parse().ok()?,
         topics: v
@@ -214,7 +236,9 @@ fn parse_log(v: &Value) -> Option<LogEntry> {
     })
 }
 
-fn parse_receipt(v: &Value) -> Option<TxReceipt> {
+/// Public for the fuzz targets only.
+#[doc(hidden)]
+pub fn parse_receipt(v: &Value) -> Option<TxReceipt> {
     Some(TxReceipt {
         transaction_hash: v.get("transactionHash")?.as_str()?.parse().ok()?,
         block_number: parse_quantity(v.get("blockNumber")?)?,
@@ -344,5 +368,41 @@ impl Rpc {
                 method: "eth_call".into(),
                 message: "balanceOf did not return one word".into(),
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the `rpc_response` fuzz target (its input is in fuzz/regressions/rpc_response/):
+    /// the quote was cut with `String::truncate` at byte 200, which panics inside a character.
+    #[test]
+    fn a_quoted_result_is_cut_on_a_character_boundary() {
+        // One to four bytes per character, shifted by 0..4 bytes of padding: every way a
+        // character can straddle the cut.
+        for wide in ["é", "€", "😀"] {
+            for pad in 0..4 {
+                let v = Value::String(format!("{}{}", "a".repeat(pad), wide.repeat(300)));
+                let RpcError::BadResponse { method, message } = unexpected_answer("eth_call", &v)
+                else {
+                    panic!("not a bad response")
+                };
+                assert_eq!(method, "eth_call");
+                let quoted = message.strip_prefix("unexpected ").expect("the prefix");
+                assert!(
+                    quoted.len() <= MAX_QUOTED_BYTES && quoted.len() + 4 > MAX_QUOTED_BYTES,
+                    "{} bytes quoted",
+                    quoted.len()
+                );
+                assert!(v.to_string().starts_with(quoted));
+            }
+        }
+        // A short result is quoted whole.
+        let RpcError::BadResponse { message, .. } = unexpected_answer("eth_call", &Value::Null)
+        else {
+            panic!("not a bad response")
+        };
+        assert_eq!(message, "unexpected null");
     }
 }

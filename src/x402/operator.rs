@@ -7,6 +7,7 @@ use serde_json::Value;
 use crate::evidence::paid::{
     NoteKind, OperatorFile, OperatorWallet, RefundRule, RevisionNote, address_any_case,
 };
+use crate::x402::types::printable_prefix;
 
 /// Where the operator file lives at a subject's origin.
 pub const OPERATOR_FILE_PATH: &str = "/.well-known/x402-operator.json";
@@ -24,7 +25,8 @@ pub fn parse_operator_file(bytes: &[u8]) -> Result<OperatorFile, String> {
         Some(OPERATOR_FILE_SCHEMA) => {}
         Some(other) => {
             return Err(format!(
-                "the operator file's schema is {other:?}, not {OPERATOR_FILE_SCHEMA:?}"
+                "the operator file's schema is {}, not {OPERATOR_FILE_SCHEMA:?}",
+                quoted(other)
             ));
         }
         None => {
@@ -83,6 +85,15 @@ pub fn parse_operator_file(bytes: &[u8]) -> Result<OperatorFile, String> {
     })
 }
 
+/// Most characters of a value from the file quoted in an error: the error goes into H4's receipt,
+/// which a file of a megabyte must not fill.
+const MAX_QUOTED_CHARS: usize = 64;
+
+/// `text` as an error quotes it: shortened, control characters escaped, in quotes.
+fn quoted(text: &str) -> String {
+    format!("{:?}", printable_prefix(text, MAX_QUOTED_CHARS))
+}
+
 /// Most notes read from one file; a longer list is refused (a file is a statement, not a log).
 pub const MAX_NOTES: usize = 64;
 /// Longest note text kept, in characters.
@@ -113,7 +124,8 @@ fn parse_notes(items: &[Value]) -> Result<Vec<RevisionNote>, String> {
                 Some("payto_rotation") => NoteKind::PaytoRotation,
                 Some(other) => {
                     return Err(format!(
-                        "notes[{i}].kind {other:?} is not price_change or payto_rotation"
+                        "notes[{i}].kind {} is not price_change or payto_rotation",
+                        quoted(other)
                     ));
                 }
                 None => return Err(format!("notes[{i}].kind is missing")),
@@ -154,4 +166,37 @@ fn parse_notes(items: &[Value]) -> Result<Vec<RevisionNote>, String> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the `operator_file` fuzz target: an error quoted the whole `schema` value, so a
+    /// 1 MiB file made a 1 MiB receipt line.
+    #[test]
+    fn errors_quote_a_bounded_piece_of_the_file() {
+        let long = "x".repeat(100_000);
+        let schema = format!(r#"{{"schema":"{long}","wallets":[]}}"#);
+        let e = parse_operator_file(schema.as_bytes()).unwrap_err();
+        assert!(e.len() < 200, "{} bytes: {e}", e.len());
+        assert!(
+            e.contains("xxx...") && e.contains(OPERATOR_FILE_SCHEMA),
+            "{e}"
+        );
+
+        let kind = format!(
+            r#"{{"schema":"{OPERATOR_FILE_SCHEMA}","wallets":[],"notes":[{{"at":"2026-01-01T00:00:00Z","kind":"{long}\n"}}]}}"#
+        );
+        let e = parse_operator_file(kind.as_bytes()).unwrap_err();
+        assert!(
+            e.len() < 200 && e.starts_with("notes[0].kind"),
+            "{} bytes: {e}",
+            e.len()
+        );
+
+        // Short values are quoted whole, as before.
+        let e = parse_operator_file(br#"{"schema":"other/1","wallets":[]}"#).unwrap_err();
+        assert!(e.contains(r#""other/1""#), "{e}");
+    }
 }

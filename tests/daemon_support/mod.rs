@@ -144,7 +144,7 @@ pub fn write_config(dir: &Path, text: &str) -> PathBuf {
 
 /// Runs the daemon in this process on `clock` until `until_ms`.
 pub async fn run_simulated(config_text: &str, clock: Arc<ManualClock>, until_ms: i64) {
-    x402_probe::cmd::daemon::init_logs();
+    x402_probe::cmd::daemon::init_logs("info");
     let config: DaemonConfig = toml::from_str(config_text).expect("the test's config parses");
     config.validate().expect("the test's config is valid");
     let daemon = Daemon::open(config, None, TimeSource::Simulated { clock, until_ms })

@@ -1,0 +1,28 @@
+# Sourced by run.sh and smoke.sh: how the fuzz targets are built. No nightly feature is used, so the
+# stable toolchain builds them (see README.md, "Why libFuzzer on stable").
+#
+# The flags are the ones cargo-fuzz passes for libFuzzer without a sanitizer: SanitizerCoverage
+# with 8-bit counters, the PC table and comparison tracing (what libFuzzer's feedback reads), stack
+# depth, `--cfg fuzzing`, and debug assertions with overflow checks on (an overflow is a finding).
+# `--target` keeps the flags off build scripts and proc macros, which run on the host uninstrumented.
+
+FUZZ_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+FUZZ_TRIPLE="$(rustc -vV | sed -n 's/^host: //p')"
+FUZZ_BIN_DIR="$FUZZ_DIR/target/$FUZZ_TRIPLE/release"
+FUZZ_TARGETS=(payment_required settlement_response operator_file screen decode_body http_response url rpc_response)
+export RUSTFLAGS="-Cpasses=sancov-module \
+-Cllvm-args=-sanitizer-coverage-level=4 \
+-Cllvm-args=-sanitizer-coverage-inline-8bit-counters \
+-Cllvm-args=-sanitizer-coverage-pc-table \
+-Cllvm-args=-sanitizer-coverage-trace-compares \
+-Cllvm-args=-sanitizer-coverage-stack-depth \
+--cfg fuzzing -Cdebug-assertions -Coverflow-checks"
+
+# Keep freed memory in the process: glibc otherwise returns every large block (a deflate
+# compressor's tables, a decoded body) to the kernel after each input and faults it in again on
+# the next, which spent about half of decode_body's time in the kernel. No behaviour changes.
+export GLIBC_TUNABLES="glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=268435456"
+
+fuzz_build() {
+    (cd "$FUZZ_DIR" && cargo build --locked --release --target "$FUZZ_TRIPLE" "$@")
+}

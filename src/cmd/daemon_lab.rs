@@ -1,0 +1,338 @@
+//! `x402-probe daemon --lab [--days N]`: the daemon against the embedded lab, to watch evidence
+//! accumulate. The lab serves honest and dishonest endpoints, endpoints that change over time (a
+//! price rise without a note, a price rise with one, an outage, a 30% failure share) and a control
+//! endpoint; the daemon gets a configuration written for them, in a state directory that is kept so
+//! `ledger verify` and `recompute --ledger` can be run on it afterwards.
+//!
+//! With `--days N` the daemon runs on a simulated clock (N days in seconds of real time; the lab's
+//! endpoints follow the same clock) and then prints each subject's daily score: the score, its band
+//! and the verdict move as probes, paid calls and days accumulate. Without it the daemon runs in
+//! real time until SIGTERM or Ctrl-C, one log line per run.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+use x402_lab::dynamic::{LabClock, Timeline, rfc3339_ms};
+use x402_lab::{Lab, LabOptions};
+
+use crate::clock::{Clock, ManualClock, SystemClock};
+use crate::config::DaemonConfig;
+use crate::daemon::{Daemon, TimeSource};
+use crate::ledger::key::ReporterKey;
+use crate::store::{SqliteStore, Store};
+
+const HOUR: i64 = 3_600_000;
+const DAY: i64 = 24 * HOUR;
+
+/// The lab's own scenarios the daemon probes as they are.
+const STEADY: [&str; 3] = ["honest-v2", "overcharge", "wrong-payee"];
+
+pub fn run(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32> {
+    crate::install_crypto_provider();
+    // A simulated run logs warnings only (its runs are summarised at the end); `RUST_LOG` wins.
+    super::service::init_logs(if days.is_some() { "warn" } else { "info" });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(run_async(days, state_dir))
+}
+
+async fn run_async(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32> {
+    let state = match state_dir {
+        Some(dir) => dir,
+        None => std::env::temp_dir().join(format!(
+            "x402-probe-lab-{}-{}",
+            std::process::id(),
+            SystemClock.now_ms()
+        )),
+    };
+    if state.join("ledger.sqlite").exists() {
+        anyhow::bail!(
+            "{} already holds a ledger: give a new --state-dir (the lab is new each time)",
+            state.display()
+        );
+    }
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&state)
+            .with_context(|| format!("creating the state directory {}", state.display()))?;
+    }
+
+    let mut scenarios: Vec<String> = STEADY.iter().map(|s| s.to_string()).collect();
+    scenarios.push("control".into());
+    let mut lab = Lab::start_with(LabOptions {
+        scenarios: Some(scenarios),
+        ..LabOptions::default()
+    })
+    .await
+    .context("starting the lab (did `npm ci` run?)")?;
+
+    // Whole hours of the wall clock: paid calls' authorization windows run on the wall clock
+    // even when the daemon's clock is simulated.
+    let now = SystemClock.now_ms();
+    let start = now - now.rem_euclid(HOUR);
+    let manual = Arc::new(ManualClock::at_ms(start));
+    let lab_clock: LabClock = match days {
+        Some(_) => {
+            let c = manual.clone();
+            Arc::new(move || c.now_ms())
+        }
+        None => Arc::new(|| SystemClock.now_ms()),
+    };
+    let mut subjects: Vec<(String, String)> = Vec::new();
+    for name in STEADY {
+        let url = lab
+            .endpoint(name)
+            .with_context(|| format!("the lab has no {name} scenario"))?
+            .url
+            .clone();
+        subjects.push((name.to_string(), url));
+    }
+    for (name, timeline) in timelines(start) {
+        let url = lab
+            .spawn_variant("honest-v2", name, timeline, lab_clock.clone())
+            .await
+            .with_context(|| format!("serving the {name} endpoint"))?;
+        subjects.push((name.to_string(), url));
+    }
+    let control = lab
+        .endpoint("control")
+        .context("the lab has no control scenario")?
+        .url
+        .clone();
+
+    ReporterKey::generate(&state.join("reporter.key")).context("making a reporter key")?;
+    let text = config_text(&lab, &state, &subjects, &control, days.is_some());
+    let config_path = state.join("daemon.toml");
+    std::fs::write(&config_path, &text)
+        .with_context(|| format!("writing {}", config_path.display()))?;
+    let config = DaemonConfig::read(&config_path)?;
+
+    println!(
+        "lab up: chain {} at {}, {} subjects, control {control}",
+        lab.chain_id,
+        lab.rpc_url(),
+        subjects.len()
+    );
+    for (name, url) in &subjects {
+        println!("  {name:<18} {url}");
+    }
+    println!("state directory: {}", state.display());
+
+    match days {
+        Some(days) => {
+            let until_ms = start + i64::from(days) * DAY;
+            println!("running {days} simulated days...");
+            let started = std::time::Instant::now();
+            let daemon = Daemon::open(
+                config,
+                Some(config_path),
+                TimeSource::Simulated {
+                    clock: manual,
+                    until_ms,
+                },
+            )
+            .await?;
+            let (_tx, rx) = tokio::sync::mpsc::channel(1);
+            daemon.run(rx).await?;
+            println!(
+                "{days} simulated days in {:.1} s of real time\n",
+                started.elapsed().as_secs_f64()
+            );
+            print_timelines(&state, &subjects)?;
+        }
+        None => {
+            println!(
+                "the daemon runs until Ctrl-C (free runs every 60 s per subject, one log line each)"
+            );
+            let daemon = Daemon::open(config, Some(config_path), TimeSource::System).await?;
+            let (tx, rx) = tokio::sync::mpsc::channel(8);
+            tokio::spawn(super::service::forward_signals(tx));
+            daemon.run(rx).await?;
+        }
+    }
+    println!(
+        "\nthe ledger is kept: x402-probe ledger verify --state-dir {0}\n\
+         \x20                   x402-probe recompute --ledger {0}",
+        state.display()
+    );
+    Ok(0)
+}
+
+/// The endpoints that change over time, relative to `start`.
+fn timelines(start: i64) -> Vec<(&'static str, Timeline)> {
+    let day = |d: f64| start + (d * DAY as f64) as i64;
+    let noted = serde_json::json!({
+        "at": rfc3339_ms(day(2.0)), "kind": "price_change", "amount": "30000",
+        "text": "New price from day 2: 0.03 per call.",
+    });
+    vec![
+        (
+            "price-rise",
+            Timeline {
+                price: vec![(day(2.0), 30_000)],
+                ..Timeline::default()
+            },
+        ),
+        (
+            "price-rise-noted",
+            Timeline {
+                price: vec![(day(2.0), 30_000)],
+                notes: vec![(day(2.0), noted)],
+                ..Timeline::default()
+            },
+        ),
+        (
+            "outage-30h",
+            Timeline {
+                down: vec![(day(1.0), day(1.0) + 30 * HOUR)],
+                ..Timeline::default()
+            },
+        ),
+        (
+            "flaky-30",
+            Timeline {
+                fail_share: 0.3,
+                ..Timeline::default()
+            },
+        ),
+    ]
+}
+
+/// The daemon's configuration for the lab: a free run every 3 hours on simulated days (every
+/// minute in real time), a paid call once a subject's free evidence is verdict-ready and then
+/// daily, small caps.
+fn config_text(
+    lab: &Lab,
+    state: &Path,
+    subjects: &[(String, String)],
+    control: &str,
+    simulated: bool,
+) -> String {
+    let (free_every, control_every, paid_every, gap) = if simulated {
+        (3 * 3600, 600, 86_400, 1000)
+    } else {
+        (60, 30, 600, 1000)
+    };
+    let mut text = format!(
+        r#"# Written by `x402-probe daemon --lab` for the lab it started.
+[daemon]
+state_dir = "{state}"
+reporter_key = {{ key_file = "{state}/reporter.key" }}
+checkpoint_every_secs = 3600
+
+[probe]
+samples = 2
+spacing_ms = 0
+allow_private = true
+ca_files = ["{ca}"]
+rpc = "{rpc}"
+assets = ["{token}"]
+provenance = "test_harness"
+vantage = "lab"
+
+[schedule]
+free_every_secs = {free_every}
+jitter_percent = 10
+concurrency = 8
+per_host_gap_ms = {gap}
+paid_min_interval_secs = {paid_every}
+
+[pay]
+max_usd = "0.05"
+max_usd_per_subject_per_day = "0.50"
+max_usd_per_day = "5"
+wallet = {{ key_file = "{wallet}" }}
+confirmations = 0
+
+[control]
+url = "{control}"
+every_secs = {control_every}
+expect_status = 402
+"#,
+        state = state.display(),
+        ca = lab.ca_file.display(),
+        rpc = lab.rpc_url(),
+        token = lab.token.address().to_checksum(None),
+        wallet = lab.payer_key_file.display(),
+    );
+    for (_, url) in subjects {
+        text.push_str(&format!(
+            "\n[[subject]]\nurl = \"{url}\"\ncategory = \"weather\"\n"
+        ));
+    }
+    text
+}
+
+/// Each subject's daily score (the last of each day): score, band, grade, verdict.
+fn print_timelines(state: &Path, subjects: &[(String, String)]) -> Result<()> {
+    let store = SqliteStore::open(state)?;
+    for (name, url) in subjects {
+        println!("{name} ({url})");
+        println!(
+            "  {:<10} {:>6} {:>15}  {:<5} {:<12} {:<11} {:<14} checks with fails (count)",
+            "day", "score", "band", "grade", "verdict", "status", "binding gates"
+        );
+        for row in store.daily_scores(url)? {
+            let doc: Value = serde_json::from_slice(&row.document)?;
+            let band = &doc["band"];
+            let grade = doc["grade"]
+                .as_str()
+                .map(str::to_string)
+                .or_else(|| doc["provisional_grade"].as_str().map(|g| format!("({g})")))
+                .unwrap_or_else(|| "-".into());
+            let gates: Vec<&str> = doc["gates"]
+                .as_array()
+                .map(|gates| {
+                    gates
+                        .iter()
+                        .filter(|g| g["binding"] == true)
+                        .filter_map(|g| g["flag"].as_str())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let fails: Vec<String> = doc["dimensions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|d| d["checks"].as_array().into_iter().flatten())
+                .filter_map(|c| {
+                    let n = c["fails"].as_u64().filter(|n| *n > 0)?;
+                    Some(format!("{} {n}", c["id"].as_str()?))
+                })
+                .collect();
+            println!(
+                "  {:<10} {:>6.1} {:>15}  {:<5} {:<12} {:<11} {:<14} {}",
+                row.day,
+                doc["capped_score"].as_f64().unwrap_or(f64::NAN),
+                format!(
+                    "[{:.1}, {:.1}]",
+                    band["low"].as_f64().unwrap_or(f64::NAN),
+                    band["high"].as_f64().unwrap_or(f64::NAN)
+                ),
+                grade,
+                doc["verdict"]["verdict"].as_str().unwrap_or("?"),
+                doc["verdict"]["status"].as_str().unwrap_or("?"),
+                if gates.is_empty() {
+                    "-".to_string()
+                } else {
+                    gates.join(", ")
+                },
+                if fails.is_empty() {
+                    "-".to_string()
+                } else {
+                    fails.join(", ")
+                }
+            );
+        }
+        println!();
+    }
+    Ok(())
+}

@@ -1,0 +1,71 @@
+//! The README's third command, `x402-probe daemon --lab --days N`, as a user runs it: the binary
+//! brings the lab up, runs the daemon on simulated days, prints each subject's daily scores, and
+//! leaves a ledger that verifies and recomputes.
+
+use std::process::Command;
+
+fn run(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_x402-probe"))
+        .args(args)
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("the binary runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn daemon_lab_days_prints_daily_scores_and_keeps_a_ledger_that_verifies() {
+    let root = tempfile::tempdir().unwrap();
+    let state = root.path().join("state");
+    let state_arg = state.to_str().unwrap();
+    let (code, text) = run(&["daemon", "--lab", "--days", "2", "--state-dir", state_arg]);
+    assert_eq!(code, 0, "{text}");
+    for subject in [
+        "honest-v2",
+        "overcharge",
+        "wrong-payee",
+        "price-rise",
+        "price-rise-noted",
+        "outage-30h",
+        "flaky-30",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("{subject} (https://127.0.0.1:"))),
+            "{subject} has a table: {text}"
+        );
+    }
+    // Two simulated days: a table row per day (the start day and the next), every verdict still
+    // unverified (the rubric needs probes over 3 days).
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("  20") && l.contains('['))
+        .collect();
+    assert!(rows.len() >= 14, "{text}");
+    assert!(rows.iter().all(|r| r.contains("unverified")), "{text}");
+    // The outage on day 1 shows as R1 failures on the outage endpoint by the second day.
+    let outage = text.split("outage-30h (").nth(1).unwrap();
+    assert!(
+        outage.lines().take(4).any(|l| l.contains("R1 ")),
+        "{outage}"
+    );
+
+    let (code, text) = run(&["ledger", "verify", "--state-dir", state_arg]);
+    assert_eq!(code, 0, "{text}");
+    let (code, text) = run(&["recompute", "--ledger", state_arg]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("byte for byte"), "{text}");
+
+    // The state directory is the lab's own: a second run into it is refused, not mixed in.
+    let (code, text) = run(&["daemon", "--lab", "--days", "1", "--state-dir", state_arg]);
+    assert_ne!(code, 0, "{text}");
+    assert!(text.contains("already holds a ledger"), "{text}");
+    // --days without --lab is a usage error.
+    let (code, _) = run(&["daemon", "--days", "1"]);
+    assert_eq!(code, 2);
+}
