@@ -99,6 +99,8 @@ pub struct Daemon {
     control_open: Option<i64>,
     control_last_ok: Option<i64>,
     outage_seq: u64,
+    /// Subject rows changed by finished runs, not yet written.
+    dirty: Vec<SubjectRow>,
     notify: notify::Notifier,
 }
 
@@ -203,6 +205,7 @@ impl Daemon {
             revisions: Mutex::new(BTreeMap::new()),
             population: RwLock::new(Population::default()),
             write_lock: Mutex::new(()),
+            recording: pipeline::Recording::default(),
         });
         let s = &config.schedule;
         let cadence = Cadence {
@@ -228,6 +231,7 @@ impl Daemon {
             control_open: None,
             control_last_ok: None,
             outage_seq: 0,
+            dirty: Vec::new(),
         };
         daemon.load_state()?;
         Ok(daemon)
@@ -258,9 +262,8 @@ impl Daemon {
                 .unwrap_or_else(|p| p.into_inner());
             for (subject, (id, number)) in revisions {
                 let declared: Option<Declared> = store
-                    .declared(&subject, 0)?
-                    .last()
-                    .and_then(|b| serde_json::from_slice(b).ok());
+                    .latest_declared(&subject)?
+                    .and_then(|b| serde_json::from_slice(&b).ok());
                 if let Some(declared) = declared {
                     current.insert(
                         subject,
@@ -320,6 +323,7 @@ impl Daemon {
             })
             .collect();
         let mut entries = Vec::new();
+        let mut rows = Vec::new();
         let mut added = Vec::new();
         for (url, category) in &configured {
             let known = self.subjects.get(url).map(|s| s.row.state);
@@ -339,7 +343,7 @@ impl Daemon {
                 last_paid_ms: None,
                 revision: None,
             };
-            self.shared.store.put_subject(&row)?;
+            rows.push(row.clone());
             entries.push(NewEntry::plain(
                 now,
                 Record::Subject(SubjectRecord {
@@ -367,7 +371,7 @@ impl Daemon {
         for url in removed {
             if let Some(s) = self.subjects.get_mut(&url) {
                 s.row.state = SubjectState::Removed;
-                self.shared.store.put_subject(&s.row)?;
+                rows.push(s.row.clone());
                 entries.push(NewEntry::plain(
                     now,
                     Record::Subject(SubjectRecord {
@@ -380,6 +384,8 @@ impl Daemon {
                 ));
             }
         }
+        // One commit for all the rows (each commit waits for the disk).
+        self.shared.store.put_subjects(&rows)?;
         if !entries.is_empty() {
             let _writing = self
                 .shared
@@ -461,15 +467,16 @@ impl Daemon {
                     }
                 }
             }
+            // Every job that finished meanwhile, then their subjects' rows in one commit.
+            while let Some(done) = in_flight.try_join_next() {
+                self.finish(done, &mut paid_in_flight)?;
+            }
+            self.flush_subjects()?;
             let now = self.shared.clock.now_ms();
             self.dispatch(now, &mut in_flight, concurrency, &mut paid_in_flight)?;
             let next_due = self.queue.peek().map(|Reverse((due, _, _))| *due);
             match self.time.clone() {
                 TimeSource::Simulated { clock, until_ms } => {
-                    if let Some(done) = in_flight.try_join_next() {
-                        self.finish(done, &mut paid_in_flight)?;
-                        continue;
-                    }
                     if in_flight.is_empty() {
                         match next_due {
                             Some(due) if due <= until_ms => clock.advance_to_ms(due),
@@ -501,6 +508,16 @@ impl Daemon {
                 }
             }
         }
+    }
+
+    /// Writes the subject rows finished runs changed, in one commit.
+    fn flush_subjects(&mut self) -> Result<()> {
+        if self.dirty.is_empty() {
+            return Ok(());
+        }
+        let rows = std::mem::take(&mut self.dirty);
+        self.shared.store.put_subjects(&rows)?;
+        Ok(())
     }
 
     /// Starts every due job the limits allow.
@@ -689,7 +706,8 @@ impl Daemon {
                     {
                         subject.row.revision = Some(rev.id.clone());
                     }
-                    self.shared.store.put_subject(&subject.row)?;
+                    // Written with the others that finished meanwhile (`flush_subjects`).
+                    self.dirty.push(subject.row.clone());
                     let due = subject.row.next_free_ms;
                     if subject.row.state == SubjectState::Active {
                         self.push(due, Job::Free(done.url.clone()));
@@ -794,13 +812,14 @@ impl Daemon {
         let max = self.config.daemon.max_subjects.count();
         let mut added = Vec::new();
         let mut entries = Vec::new();
+        let mut rows = Vec::new();
         for url in seen.items.keys() {
             if self.subjects.contains_key(url) {
                 if let Some(s) = self.subjects.get_mut(url)
                     && s.row.state == SubjectState::Delisted
                 {
                     s.row.state = SubjectState::Active;
-                    self.shared.store.put_subject(&s.row)?;
+                    rows.push(s.row.clone());
                     entries.push(NewEntry::plain(
                         now,
                         Record::Subject(SubjectRecord {
@@ -832,7 +851,7 @@ impl Daemon {
                 last_paid_ms: None,
                 revision: None,
             };
-            self.shared.store.put_subject(&row)?;
+            rows.push(row.clone());
             entries.push(NewEntry::plain(
                 now,
                 Record::Subject(SubjectRecord {
@@ -857,7 +876,7 @@ impl Daemon {
                     && !seen.items.contains_key(url)
                 {
                     s.row.state = SubjectState::Delisted;
-                    self.shared.store.put_subject(&s.row)?;
+                    rows.push(s.row.clone());
                     delisted.push(url.clone());
                     entries.push(NewEntry::plain(
                         now,
@@ -905,6 +924,7 @@ impl Daemon {
                 }),
             ),
         );
+        self.shared.store.put_subjects(&rows)?;
         let _writing = self
             .shared
             .write_lock
@@ -977,9 +997,8 @@ impl Daemon {
         if let Err(e) = self.shared.store.checkpoint(&self.key, now) {
             tracing::error!(error = %e, "signing the last checkpoint failed");
         }
-        for s in self.subjects.values() {
-            self.shared.store.put_subject(&s.row)?;
-        }
+        let rows: Vec<SubjectRow> = self.subjects.values().map(|s| s.row.clone()).collect();
+        self.shared.store.put_subjects(&rows)?;
         tracing::info!("stopped");
         Ok(())
     }

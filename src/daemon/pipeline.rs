@@ -73,9 +73,11 @@ pub struct Shared {
     pub listings: RwLock<BTreeMap<String, ListingSeen>>,
     pub revisions: Mutex<BTreeMap<String, CurrentRevision>>,
     pub population: RwLock<Population>,
-    /// Serialises rescoring and the ledger writes of a run, so a score reads exactly the entries
-    /// before its own.
+    /// Serialises rescoring and the ledger writes, so a score reads exactly the entries before
+    /// the batch of scores it is written with.
     pub write_lock: Mutex<()>,
+    /// Finished runs waiting to be written (group commit).
+    pub recording: Recording,
 }
 
 /// What a run tells the scheduler.
@@ -120,14 +122,19 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
 
     // History-aware checks, against what earlier runs saw.
     let declared_now = history::declared(&out.free, started_ms);
-    let prior: Vec<Declared> = match shared
-        .store
-        .declared(&url, started_ms - history::STABILITY_WINDOW_MS)
-    {
-        Ok(rows) => rows
+    // Read off the runtime's workers: the store may be busy writing a batch to disk.
+    let read = {
+        let store = shared.store.clone();
+        let subject = url.clone();
+        let since = started_ms - history::STABILITY_WINDOW_MS;
+        tokio::task::spawn_blocking(move || store.declared(&subject, since)).await
+    };
+    let prior: Vec<Declared> = match read {
+        Ok(Ok(rows)) => rows
             .iter()
             .filter_map(|b| serde_json::from_slice(b).ok())
             .collect(),
+        Ok(Err(e)) => return failed(url, reached, pay, format!("reading declarations: {e}")),
         Err(e) => return failed(url, reached, pay, format!("reading declarations: {e}")),
     };
     let notes = history::notes(&out.free);
@@ -234,8 +241,7 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
         .map(|r| r.id.clone())
         .collect();
 
-    // Record, then rescore, under the write lock.
-    let _writing = shared.write_lock.lock().unwrap_or_else(|p| p.into_inner());
+    // Record, then rescore: with the runs that finished meanwhile, in one commit each.
     let mut entries = Vec::new();
     if let Some(r) = revision_record {
         entries.push(NewEntry::plain(started_ms, Record::Revision(r)));
@@ -246,15 +252,9 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
         record: Record::Run(Box::new(record)),
         index: Some(index),
     });
-    if let Err(e) = shared.store.append(entries) {
-        return failed(url, reached, pay, format!("recording the run: {e}"));
-    }
-    let summary = match rescore(&shared, &url, &category) {
-        Ok(summary) => Some(summary),
-        Err(e) => {
-            tracing::warn!(subject = %url, error = %e, "rescoring failed");
-            None
-        }
+    let summary = match record_run(&shared, url.clone(), category, entries).await {
+        Ok(summary) => summary,
+        Err(e) => return failed(url, reached, pay, format!("recording the run: {e}")),
     };
     RunDone {
         url,
@@ -266,6 +266,116 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
         summary,
         failing,
         error: None,
+    }
+}
+
+/// A finished run's entries waiting to be recorded, and where its outcome goes: the summary of
+/// its new score (`None` when rescoring failed), or why the run was not recorded.
+struct PendingRun {
+    url: String,
+    category: String,
+    entries: Vec<NewEntry>,
+    done: tokio::sync::oneshot::Sender<Result<Option<ScoreSummary>, String>>,
+}
+
+/// Group commit of finished runs. Every commit waits for stable storage (milliseconds), so runs
+/// that finish while one batch is being written are written together by the next: one
+/// transaction for their entries, then one for their scores.
+#[derive(Default)]
+pub struct Recording {
+    waiting: Mutex<Vec<PendingRun>>,
+    /// Whose turn it is to write what is waiting (fair: first come, first served).
+    turn: tokio::sync::Mutex<()>,
+}
+
+/// Records a run's entries and rescores its subject, with whatever other runs are waiting.
+async fn record_run(
+    shared: &Arc<Shared>,
+    url: String,
+    category: String,
+    entries: Vec<NewEntry>,
+) -> Result<Option<ScoreSummary>, String> {
+    let (done, outcome) = tokio::sync::oneshot::channel();
+    shared
+        .recording
+        .waiting
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(PendingRun {
+            url,
+            category,
+            entries,
+            done,
+        });
+    {
+        let _turn = shared.recording.turn.lock().await;
+        let batch = std::mem::take(
+            &mut *shared
+                .recording
+                .waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        // Empty when an earlier turn took ours along.
+        if !batch.is_empty() {
+            let shared = shared.clone();
+            // The writes block on the disk: off the runtime's workers, which keep probing.
+            let _ = tokio::task::spawn_blocking(move || record_batch(&shared, batch)).await;
+        }
+    }
+    outcome
+        .await
+        .unwrap_or_else(|_| Err("the recording was abandoned".into()))
+}
+
+/// Writes a batch of runs under the write lock: every run's entries in one transaction, then
+/// every subject rescored and the scores in one transaction. Each score reads the ledger through
+/// the batch's runs (a subject's history is its own: the other runs change nothing it reads). A
+/// store error fails the whole transaction: every run of the batch reports it, none left an entry.
+fn record_batch(shared: &Shared, batch: Vec<PendingRun>) {
+    let _writing = shared.write_lock.lock().unwrap_or_else(|p| p.into_inner());
+    let mut runs = Vec::with_capacity(batch.len());
+    let mut entries = Vec::new();
+    for mut run in batch {
+        entries.append(&mut run.entries);
+        runs.push(run);
+    }
+    if let Err(e) = shared.store.append(entries) {
+        let why = e.to_string();
+        for run in runs {
+            let _ = run.done.send(Err(why.clone()));
+        }
+        return;
+    }
+    let mut scores = Vec::new();
+    let mut outcomes = Vec::with_capacity(runs.len());
+    for run in runs {
+        match score_subject(shared, &run.url, &run.category) {
+            Ok((entry, summary)) => {
+                scores.push(entry);
+                outcomes.push((run, Some(summary)));
+            }
+            Err(e) => {
+                tracing::warn!(subject = %run.url, error = %e, "rescoring failed");
+                outcomes.push((run, None));
+            }
+        }
+    }
+    if !scores.is_empty()
+        && let Err(e) = shared.store.append(scores)
+    {
+        for (run, summary) in &mut outcomes {
+            if summary.take().is_some() {
+                tracing::warn!(subject = %run.url, error = %e, "recording the score failed");
+            }
+        }
+    }
+    let mut summaries = shared.summaries.write().unwrap_or_else(|p| p.into_inner());
+    for (run, summary) in outcomes {
+        if let Some(s) = &summary {
+            summaries.insert(run.url.clone(), s.clone());
+        }
+        let _ = run.done.send(Ok(summary));
     }
 }
 
@@ -317,6 +427,7 @@ pub fn run_index(
         declared: declared
             .as_ref()
             .and_then(|d| serde_json::to_vec(d).ok().map(|b| (d.at_ms, b))),
+        score: None,
     })
 }
 
@@ -333,8 +444,13 @@ pub fn history_rows(
     move |seq| run_entries(&results, &rubric, paid, &revision, seq * SEQ_STRIDE)
 }
 
-/// Rescores `url` as of now from its history; records the score (ledger entry and daily row).
-pub fn rescore(shared: &Shared, url: &str, category: &str) -> Result<ScoreSummary, String> {
+/// Rescores `url` as of now from its history: the score's ledger entry (which also keeps the
+/// document as the subject's score of the day) and its summary. Call under the write lock.
+fn score_subject(
+    shared: &Shared,
+    url: &str,
+    category: &str,
+) -> Result<(NewEntry, ScoreSummary), String> {
     let now_ms = shared.clock.now_ms();
     let store = shared.store.as_ref();
     // Everything read is at or before `through`, the last entry the score says it read (another
@@ -399,33 +515,28 @@ pub fn rescore(shared: &Shared, url: &str, category: &str) -> Result<ScoreSummar
         .map_err(|e| e.to_string())?;
     scored.record.population_sha256 = population_sha;
     let summary = scoring::summary_of(&shared.rubric, &scored.document, price_usd, category);
-    let seqs = store
-        .append(vec![NewEntry::plain(
-            now_ms,
-            Record::Score(scored.record.clone()),
-        )])
-        .map_err(|e| e.to_string())?;
-    store
-        .put_score(&ScoreRow {
-            subject: url.to_string(),
-            day: day_of(now_ms),
-            as_of_ms: now_ms,
-            seq: seqs.first().copied().unwrap_or(0),
-            document: scored.stored,
-        })
-        .map_err(|e| e.to_string())?;
-    shared
-        .summaries
-        .write()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(url.to_string(), summary.clone());
-    Ok(summary)
+    let row = ScoreRow {
+        subject: url.to_string(),
+        day: day_of(now_ms),
+        as_of_ms: now_ms,
+        seq: 0,
+        document: scored.stored,
+    };
+    let entry = NewEntry {
+        at_ms: now_ms,
+        record: Record::Score(scored.record),
+        index: Some(Box::new(move |seq| Index {
+            score: Some(ScoreRow { seq, ..row }),
+            ..Index::default()
+        })),
+    };
+    Ok((entry, summary))
 }
 
 /// The price the subject's latest declaration quotes, in USD (6-decimal tokens).
 fn latest_price(store: &dyn Store, url: &str) -> Option<f64> {
-    let rows = store.declared(url, 0).ok()?;
-    let last: Declared = serde_json::from_slice(rows.last()?).ok()?;
+    let row = store.latest_declared(url).ok()??;
+    let last: Declared = serde_json::from_slice(&row).ok()?;
     let units: u128 = last.amount.as_deref()?.parse().ok()?;
     Some(units as f64 / 1e6)
 }
@@ -496,7 +607,7 @@ pub async fn watch_refund_job(
                 .iter()
                 .filter_map(|e| serde_json::to_vec(e).ok())
                 .collect(),
-            declared: None,
+            ..Index::default()
         })),
     }])?;
     Ok(())

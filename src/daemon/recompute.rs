@@ -55,7 +55,8 @@ pub fn recompute_ledger(
 ) -> Result<LedgerRecompute, StoreError> {
     let populations = populations_named(store)?;
     let mut subjects: BTreeMap<String, SubjectState> = BTreeMap::new();
-    let mut outages: Vec<OutageRecord> = Vec::new();
+    // With their seq: a score reads our outages up to the entry it says it read.
+    let mut outages: Vec<(u64, OutageRecord)> = Vec::new();
     let mut report = LedgerRecompute::default();
     let mut after = 0;
     loop {
@@ -104,7 +105,7 @@ pub fn recompute_ledger(
                         subjects.entry(s.subject.clone()).or_default().category = Some(category);
                     }
                 }
-                Record::Outage(o) => outages.push(o),
+                Record::Outage(o) => outages.push((seq, o)),
                 Record::Score(score) => {
                     let outcome = check_score(&populations, rubrics, &subjects, &outages, &score);
                     report.scores += 1;
@@ -168,7 +169,7 @@ fn check_score(
     populations: &Populations,
     rubrics: &[Rubric],
     subjects: &BTreeMap<String, SubjectState>,
-    outages: &[OutageRecord],
+    outages: &[(u64, OutageRecord)],
     score: &ScoreRecord,
 ) -> Result<(), Check> {
     let Some(rubric) = rubrics.iter().find(|r| r.sha256() == score.rubric_sha256) else {
@@ -191,9 +192,14 @@ fn check_score(
             None => return Err(Check::Differs(format!("population {sha} was not read"))),
         },
     };
+    let read: Vec<OutageRecord> = outages
+        .iter()
+        .filter(|(seq, _)| *seq <= score.through_seq)
+        .map(|(_, o)| o.clone())
+        .collect();
     let history = scoring::history_for(
         state.history.clone(),
-        &scoring::outage_windows(outages),
+        &scoring::outage_windows(&read),
         score.as_of_ms,
         score.horizon_days,
     );

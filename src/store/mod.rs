@@ -56,6 +56,9 @@ pub struct Index {
     pub history: Vec<Vec<u8>>,
     /// A serialised declaration (what the run saw the subject declare), with its time.
     pub declared: Option<(i64, Vec<u8>)>,
+    /// The score document a `score` entry publishes, kept as its subject's score of its day
+    /// (as [`Store::put_score`] does) in the entry's transaction; its `seq` is the entry's.
+    pub score: Option<ScoreRow>,
 }
 
 /// An entry to append, with what it adds to the indexes.
@@ -215,9 +218,14 @@ pub trait Store: Send + Sync {
     /// The declarations of `subject` at or after `since_ms`, in ledger order.
     fn declared(&self, subject: &str, since_ms: i64) -> Result<Vec<Vec<u8>>, StoreError>;
 
+    /// The last declaration of `subject` in ledger order (without reading the others).
+    fn latest_declared(&self, subject: &str) -> Result<Option<Vec<u8>>, StoreError>;
+
     fn subjects(&self) -> Result<Vec<SubjectRow>, StoreError>;
     fn subject(&self, url: &str) -> Result<Option<SubjectRow>, StoreError>;
     fn put_subject(&self, row: &SubjectRow) -> Result<(), StoreError>;
+    /// Writes every row in one transaction (one commit instead of one per subject).
+    fn put_subjects(&self, rows: &[SubjectRow]) -> Result<(), StoreError>;
 
     /// Keeps `row` as its subject's score of its day (replacing an earlier one of that day).
     fn put_score(&self, row: &ScoreRow) -> Result<(), StoreError>;

@@ -220,7 +220,7 @@ fn take_bodies(record: &mut Record, blobs: &mut Vec<([u8; 32], Vec<u8>)>) {
     }
 }
 
-fn hash32(bytes: Vec<u8>, what: &str, seq: i64) -> Result<[u8; 32], String> {
+fn hash32(bytes: &[u8], what: &str, seq: i64) -> Result<[u8; 32], String> {
     bytes
         .try_into()
         .map_err(|_| format!("entry {seq}: {what} is not 32 bytes"))
@@ -282,7 +282,11 @@ impl Store for SqliteStore {
                     ])
                     .map_err(self.sql("writing an entry"))?;
                 if let (Some(subject), Some(index)) = (record.subject(), index) {
-                    let Index { history, declared } = index(seq);
+                    let Index {
+                        history,
+                        declared,
+                        score,
+                    } = index(seq);
                     for (idx, row) in history.iter().enumerate() {
                         insert_history
                             .execute(params![subject, seq as i64, idx as i64, row])
@@ -292,6 +296,10 @@ impl Store for SqliteStore {
                         insert_declared
                             .execute(params![subject, seq as i64, at, body])
                             .map_err(self.sql("writing a declaration"))?;
+                    }
+                    if let Some(row) = score {
+                        put_score_in(&tx, &ScoreRow { seq, ..row })
+                            .map_err(self.sql("writing a score"))?;
                     }
                 }
                 prev = stored.hash;
@@ -312,8 +320,12 @@ impl Store for SqliteStore {
         kinds: &[RecordKind],
         after: u64,
     ) -> Result<Vec<ReadEntry>, StoreError> {
+        // The subject's own entries (its index), not every entry of the kinds: SQLite would
+        // otherwise walk the kind index over all subjects (every revision, every run) and look
+        // each row up to compare its subject.
         let sql = format!(
-            "SELECT seq, at_ms, body FROM entry WHERE subject = ?1 AND seq > ?2{} ORDER BY seq",
+            "SELECT seq, at_ms, body FROM entry INDEXED BY entry_subject
+             WHERE subject = ?1 AND seq > ?2{} ORDER BY seq",
             kinds_clause(kinds)
         );
         self.read_entries(&sql, params![subject, after as i64])
@@ -355,17 +367,21 @@ impl Store for SqliteStore {
             .map_err(self.sql("scanning entries"))?;
         while let Some(r) = rows.next().map_err(self.sql("scanning entries"))? {
             let seq: i64 = r.get(0).map_err(self.sql("scanning entries"))?;
-            let read = |i| r.get::<_, Vec<u8>>(i);
-            let prev = hash32(read(4).map_err(self.sql("scanning entries"))?, "prev", seq)
-                .map_err(|why| Broken {
-                    seq: seq as u64,
-                    why,
-                })?;
-            let hash = hash32(read(5).map_err(self.sql("scanning entries"))?, "hash", seq)
-                .map_err(|why| Broken {
-                    seq: seq as u64,
-                    why,
-                })?;
+            // The hashes are read in place (no copy per row): a verification reads every row.
+            let digest = |i, what| {
+                let bytes = r
+                    .get_ref(i)
+                    .and_then(|v| v.as_blob().map_err(Into::into))
+                    .map_err(self.sql("scanning entries"))?;
+                hash32(bytes, what, seq).map_err(|why| {
+                    StoreError::from(Broken {
+                        seq: seq as u64,
+                        why,
+                    })
+                })
+            };
+            let prev = digest(4, "prev")?;
+            let hash = digest(5, "hash")?;
             let entry = StoredEntry {
                 seq: seq as u64,
                 at_ms: r.get(1).map_err(self.sql("scanning entries"))?,
@@ -373,7 +389,7 @@ impl Store for SqliteStore {
                 subject: r.get(3).map_err(self.sql("scanning entries"))?,
                 prev,
                 hash,
-                body: read(6).map_err(self.sql("scanning entries"))?,
+                body: r.get(6).map_err(self.sql("scanning entries"))?,
             };
             f(entry)?;
         }
@@ -564,6 +580,17 @@ impl Store for SqliteStore {
         Ok(rows)
     }
 
+    fn latest_declared(&self, subject: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.conn()
+            .prepare_cached(
+                "SELECT body FROM declared WHERE subject = ?1 ORDER BY seq DESC LIMIT 1",
+            )
+            .map_err(self.sql("reading declarations"))?
+            .query_row([subject], |r| r.get(0))
+            .optional()
+            .map_err(self.sql("reading declarations"))
+    }
+
     fn subjects(&self) -> Result<Vec<SubjectRow>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn
@@ -593,47 +620,25 @@ impl Store for SqliteStore {
     }
 
     fn put_subject(&self, row: &SubjectRow) -> Result<(), StoreError> {
-        self.conn()
-            .execute(
-                "INSERT INTO subject (url, category, source, state, added_ms, next_free_ms,
-                     next_paid_ms, failures, last_run_ms, last_paid_ms, revision)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-                 ON CONFLICT (url) DO UPDATE SET category = ?2, source = ?3, state = ?4,
-                     added_ms = ?5, next_free_ms = ?6, next_paid_ms = ?7, failures = ?8,
-                     last_run_ms = ?9, last_paid_ms = ?10, revision = ?11",
-                params![
-                    row.url,
-                    row.category,
-                    row.source,
-                    row.state.as_str(),
-                    row.added_ms,
-                    row.next_free_ms,
-                    row.next_paid_ms,
-                    row.failures,
-                    row.last_run_ms,
-                    row.last_paid_ms,
-                    row.revision,
-                ],
-            )
-            .map_err(self.sql("writing a subject"))?;
-        Ok(())
+        put_subject_in(&self.conn(), row).map_err(self.sql("writing a subject"))
+    }
+
+    fn put_subjects(&self, rows: &[SubjectRow]) -> Result<(), StoreError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(self.sql("starting to write subjects"))?;
+        for row in rows {
+            put_subject_in(&tx, row).map_err(self.sql("writing a subject"))?;
+        }
+        tx.commit().map_err(self.sql("committing subjects"))
     }
 
     fn put_score(&self, row: &ScoreRow) -> Result<(), StoreError> {
-        self.conn()
-            .execute(
-                "INSERT INTO score (subject, day, as_of_ms, seq, document) VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (subject, day) DO UPDATE SET as_of_ms = ?3, seq = ?4, document = ?5",
-                params![
-                    row.subject,
-                    row.day,
-                    row.as_of_ms,
-                    row.seq as i64,
-                    row.document
-                ],
-            )
-            .map_err(self.sql("writing a score"))?;
-        Ok(())
+        put_score_in(&self.conn(), row).map_err(self.sql("writing a score"))
     }
 
     fn latest_score(&self, subject: &str) -> Result<Option<ScoreRow>, StoreError> {
@@ -697,6 +702,46 @@ fn read_score(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScoreRow> {
         seq: r.get::<_, i64>(3)? as u64,
         document: r.get(4)?,
     })
+}
+
+fn put_subject_in(conn: &Connection, row: &SubjectRow) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO subject (url, category, source, state, added_ms, next_free_ms,
+             next_paid_ms, failures, last_run_ms, last_paid_ms, revision)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+         ON CONFLICT (url) DO UPDATE SET category = ?2, source = ?3, state = ?4,
+             added_ms = ?5, next_free_ms = ?6, next_paid_ms = ?7, failures = ?8,
+             last_run_ms = ?9, last_paid_ms = ?10, revision = ?11",
+    )?
+    .execute(params![
+        row.url,
+        row.category,
+        row.source,
+        row.state.as_str(),
+        row.added_ms,
+        row.next_free_ms,
+        row.next_paid_ms,
+        row.failures,
+        row.last_run_ms,
+        row.last_paid_ms,
+        row.revision,
+    ])?;
+    Ok(())
+}
+
+fn put_score_in(conn: &Connection, row: &ScoreRow) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO score (subject, day, as_of_ms, seq, document) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (subject, day) DO UPDATE SET as_of_ms = ?3, seq = ?4, document = ?5",
+    )?
+    .execute(params![
+        row.subject,
+        row.day,
+        row.as_of_ms,
+        row.seq as i64,
+        row.document
+    ])?;
+    Ok(())
 }
 
 fn head_in(conn: &Connection) -> rusqlite::Result<(u64, [u8; 32])> {
