@@ -108,7 +108,8 @@ impl ApiDaemon {
         settings.subjects = urls.values().cloned().collect();
         settings.pay = options.pay;
         settings.pay_from_first_run = options.pay;
-        let history_text = format!("{}\n[api]\nenabled = false\n", config_text(&lab, &settings));
+        settings.api = "[api]\nenabled = false\n".into();
+        let history_text = config_text(&lab, &settings);
         if options.days > 0 {
             run_simulated(&history_text, clock.clone(), end).await;
         }
@@ -148,11 +149,8 @@ impl ApiDaemon {
             }
         });
         settings.free_every_secs = options.live_free_every_secs;
-        let live_text = format!(
-            "{}\n[api]\nbind = \"127.0.0.1:0\"\n{}\n",
-            config_text(&lab, &settings),
-            options.api_extra
-        );
+        settings.api = format!("[api]\nbind = \"127.0.0.1:0\"\n{}\n", options.api_extra);
+        let live_text = config_text(&lab, &settings);
         x402_probe::cmd::daemon::init_logs("info");
         let config: DaemonConfig = toml::from_str(&live_text).expect("the test's config parses");
         config.validate().expect("the test's config is valid");
