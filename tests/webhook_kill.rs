@@ -154,7 +154,7 @@ async fn events_survive_kill_9_and_are_all_delivered_once_the_receiver_is_up() {
     let mut child = start_daemon(&config, &log);
     wait_for("events in the outbox", Duration::from_secs(120), || {
         let rows = outbox(state);
-        rows.len() >= 4 && rows.iter().any(|r| r.attempts > 0)
+        rows.len() >= 6 && rows.iter().any(|r| r.attempts > 0)
     });
     signal(&child, libc::SIGKILL);
     let _ = child.wait();
@@ -188,7 +188,7 @@ async fn events_survive_kill_9_and_are_all_delivered_once_the_receiver_is_up() {
     let mut child = start_daemon(&config, &log);
     wait_for("the outbox emptied", Duration::from_secs(120), || {
         let rows = outbox(state);
-        rows.len() > at_kill.len() && rows.iter().all(|r| r.state == OutboxState::Delivered)
+        rows.len() >= at_kill.len() + 4 && rows.iter().all(|r| r.state == OutboxState::Delivered)
     });
     signal(&child, libc::SIGTERM);
     assert!(child.wait().unwrap().success());
@@ -230,6 +230,11 @@ async fn events_survive_kill_9_and_are_all_delivered_once_the_receiver_is_up() {
         .filter(|r| r.state == OutboxState::Pending)
         .count();
     assert!(pending <= 3, "{pending} left pending");
+    let kinds: BTreeSet<&str> = rows.iter().map(|r| r.event.kind.as_str()).collect();
+    assert!(
+        kinds.contains("pay_to_changed") && kinds.contains("gate_binding"),
+        "{kinds:?}"
+    );
     let duplicates = seen.values().filter(|n| **n > 1).count();
     eprintln!(
         "{} events, {} requests, {duplicates} ids received more than once",
