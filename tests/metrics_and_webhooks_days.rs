@@ -47,7 +47,7 @@ fn value(samples: &BTreeMap<String, f64>, series: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simulated_days_give_true_metrics_and_signed_webhooks() {
-    let mut lab = lab(&["honest-v2"]).await;
+    let mut lab = lab(&["honest-v2", "control"]).await;
     let start = start_ms();
     let clock = Arc::new(ManualClock::at_ms(start));
     let at = |d: f64| start + (d * DAY as f64) as i64;
@@ -64,6 +64,19 @@ async fn simulated_days_give_true_metrics_and_signed_webhooks() {
         .await
         .unwrap();
     let honest = lab.endpoint("honest-v2").unwrap().url.clone();
+    // Our control endpoint stops answering near the end: our outage window is open then.
+    let control = lab
+        .spawn_variant(
+            "control",
+            "control-out",
+            Timeline {
+                down: vec![(at(3.4), at(4.0))],
+                ..Timeline::default()
+            },
+            lab_clock(&clock),
+        )
+        .await
+        .unwrap();
     // The first two deliveries are refused: the retries are part of what is checked.
     let receiver = start_receiver(SocketAddr::from(([127, 0, 0, 1], 0)), 2).await;
 
@@ -71,6 +84,8 @@ async fn simulated_days_give_true_metrics_and_signed_webhooks() {
     let secret = secret_file(dir.path(), SECRET);
     let mut settings = Settings::new(dir.path());
     settings.subjects = vec![honest.clone(), rotating.clone()];
+    settings.control = Some(control);
+    settings.control_every_secs = 1800;
     let mut text = config_text(&lab, &settings);
     text.push_str(&webhook_table(&receiver.url(), &secret, 20));
 
@@ -354,7 +369,18 @@ async fn simulated_days_give_true_metrics_and_signed_webhooks() {
         value(&m, "x402_probe_ledger_seconds_since_checkpoint"),
         (clock.now_ms() - last.at_ms) as f64 / 1000.0
     );
-    assert_eq!(value(&m, "x402_probe_outage_active"), 0.0);
+    let last_outage = entries.values().rev().find_map(|r| match r {
+        Record::Outage(o) => Some(o.clone()),
+        _ => None,
+    });
+    assert!(
+        matches!(
+            last_outage,
+            Some(x402_probe::ledger::record::OutageRecord::Opened { .. })
+        ),
+        "{last_outage:?}"
+    );
+    assert_eq!(value(&m, "x402_probe_outage_active"), 1.0);
     for verdict in ["ok", "unverified", "caution", "avoid", "down"] {
         let n = [&honest, &rotating]
             .iter()
