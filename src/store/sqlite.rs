@@ -677,7 +677,7 @@ impl Store for SqliteStore {
         Ok(rows)
     }
     fn last_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
-        let row: Option<(i64, Vec<u8>, i64, Vec<u8>, Vec<u8>)> = self
+        let row: Option<CheckpointRow> = self
             .conn()
             .query_row(
                 "SELECT seq, hash, at_ms, public_key, signature FROM checkpoint
@@ -776,6 +776,9 @@ impl Store for SqliteStore {
         self.read_outbox(&format!("{SELECT_OUTBOX} ORDER BY id"), [])
     }
 }
+
+/// A checkpoint's columns as read: seq, hash, time, public key, signature.
+type CheckpointRow = (i64, Vec<u8>, i64, Vec<u8>, Vec<u8>);
 
 const SELECT_OUTBOX: &str = "SELECT id, event_id, webhook, kind, created_ms, body, state,
     attempts, next_attempt_ms, last_error, done_ms FROM webhook_outbox";
