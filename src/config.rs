@@ -891,6 +891,65 @@ pub struct CatalogueConfig {
     pub category: Option<String>,
 }
 
+range!(
+    /// Delivery attempts of one webhook event before it is marked dead.
+    WebhookAttemptsRange, WebhookAttempts, 1, 100, 12, "attempts"
+);
+range!(
+    /// The wait before a webhook event's second attempt (doubled at each further one).
+    WebhookRetryInitialRange, WebhookRetryInitialMs, 100, 3_600_000, 10_000, "ms"
+);
+range!(
+    /// The longest wait between two attempts of a webhook event.
+    WebhookRetryMaxRange, WebhookRetryMaxMs, 100, 86_400_000, 3_600_000, "ms"
+);
+range!(
+    /// One webhook POST, connect to last byte of the answer.
+    WebhookTimeoutRange, WebhookTimeoutMs, 100, 60_000, 10_000, "ms"
+);
+
+/// Where a webhook's shared secret is read from (its bytes, surrounding whitespace dropped).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum WebhookSecret {
+    /// A file owned by us with no group or other permissions.
+    File(PathBuf),
+    /// A systemd credential name (`$CREDENTIALS_DIRECTORY/NAME`).
+    Credential(String),
+}
+
+impl WebhookSecret {
+    pub fn key_source(&self) -> Result<crate::secret::KeySource, crate::secret::SecretError> {
+        match self {
+            WebhookSecret::File(path) => Ok(crate::secret::KeySource::File(path.clone())),
+            WebhookSecret::Credential(name) => crate::secret::KeySource::credential(name),
+        }
+    }
+}
+
+fn all_webhook_events() -> Vec<crate::webhook::EventKind> {
+    crate::webhook::EventKind::ALL.to_vec()
+}
+
+/// `[[webhook]]`: a receiver of events about subjects (README, "Webhooks").
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    pub url: HttpUrl,
+    pub secret: WebhookSecret,
+    /// Which events it gets; default all.
+    #[serde(default = "all_webhook_events")]
+    pub events: Vec<crate::webhook::EventKind>,
+    #[serde(default)]
+    pub max_attempts: WebhookAttempts,
+    #[serde(default)]
+    pub retry_initial_ms: WebhookRetryInitialMs,
+    #[serde(default)]
+    pub retry_max_ms: WebhookRetryMaxMs,
+    #[serde(default)]
+    pub timeout_ms: WebhookTimeoutMs,
+}
+
 /// The daemon's whole file.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -908,6 +967,8 @@ pub struct DaemonConfig {
     pub subjects: Vec<SubjectConfig>,
     #[serde(default, rename = "catalogue")]
     pub catalogues: Vec<CatalogueConfig>,
+    #[serde(default, rename = "webhook")]
+    pub webhooks: Vec<WebhookConfig>,
     #[serde(default)]
     pub api: ApiConfig,
 }
@@ -964,6 +1025,32 @@ impl DaemonConfig {
         for c in &self.catalogues {
             if let Some(cat) = &c.category {
                 check_category(cat)?;
+            }
+        }
+        let mut hooks = std::collections::BTreeSet::new();
+        for w in &self.webhooks {
+            if !hooks.insert(w.url.as_str()) {
+                return Err(invalid("[[webhook]]", format!("{} is listed twice", w.url)));
+            }
+            if w.events.is_empty() {
+                return Err(invalid(
+                    "[[webhook]] events",
+                    format!("{}: no event chosen (leave events out for all)", w.url),
+                ));
+            }
+            if w.retry_max_ms.get() < w.retry_initial_ms.get() {
+                return Err(invalid(
+                    "[[webhook]] retry_max_ms",
+                    format!("{}: less than retry_initial_ms", w.url),
+                ));
+            }
+            if let WebhookSecret::Credential(name) = &w.secret
+                && (name.is_empty() || name.contains('/') || name == "." || name == "..")
+            {
+                return Err(invalid(
+                    "[[webhook]] secret",
+                    "a credential name is a plain file name",
+                ));
             }
         }
         if self.subjects.len() as u64 > self.daemon.max_subjects.get() {
@@ -1133,6 +1220,7 @@ mod tests {
         assert!(config.pay.is_some() && config.control.is_some());
         assert_eq!(config.subjects.len(), 2);
         assert_eq!(config.catalogues.len(), 1);
+        assert_eq!(config.webhooks.len(), 1);
 
         // Uncomment every `# key = value` line inside its table; the values must equal the
         // defaults just read (sections whose only lines are commented alternatives are skipped).

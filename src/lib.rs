@@ -16,6 +16,7 @@ pub mod evidence;
 pub mod files;
 pub mod history;
 pub mod ledger;
+pub mod metrics;
 pub mod paid;
 /// The evidence of a free run (kept under its old name while the tree moves to `evidence`).
 pub use evidence::free as observation;
@@ -28,6 +29,7 @@ pub mod secret;
 pub mod spend;
 pub mod store;
 pub mod wallet;
+pub mod webhook;
 pub mod x402;
 
 /// Install rustls' ring provider as the process default (once; later calls are no-ops).

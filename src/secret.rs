@@ -84,6 +84,13 @@ impl KeySource {
         decode_key(&text, self.path(), what)
     }
 
+    /// A shared secret (a webhook's): the file's bytes, surrounding whitespace dropped, under the
+    /// same access checks as a key (at most `caps::KEY_FILE` bytes).
+    pub fn read_secret(&self, what: &'static str) -> Result<Zeroizing<Vec<u8>>, SecretError> {
+        let text = self.read_text(what)?;
+        Ok(Zeroizing::new(text.trim_ascii().to_vec()))
+    }
+
     /// The file's bytes, after it passed the access checks.
     fn read_text(&self, what: &'static str) -> Result<Zeroizing<Vec<u8>>, SecretError> {
         let path = self.path();

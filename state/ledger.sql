@@ -86,3 +86,23 @@ CREATE TABLE IF NOT EXISTS declared (
     PRIMARY KEY (subject, seq)
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS declared_time ON declared (subject, at_ms);
+
+-- Webhook events waiting for delivery (and those delivered or given up on). A row is written in the
+-- transaction of the ledger entry that causes it (a score whose verdict changed or whose gate
+-- started binding, a revision whose payTo changed), so an event exists exactly when its cause does.
+-- One row per event and destination; `event_id` is what receivers deduplicate by (delivery is at
+-- least once). `next_attempt_ms` is on the wall clock; 0 means at once.
+CREATE TABLE IF NOT EXISTS webhook_outbox (
+    id              INTEGER PRIMARY KEY,
+    event_id        TEXT NOT NULL,
+    webhook         TEXT NOT NULL,
+    kind            TEXT NOT NULL,
+    created_ms      INTEGER NOT NULL,
+    body            BLOB NOT NULL,
+    state           TEXT NOT NULL,
+    attempts        INTEGER NOT NULL,
+    next_attempt_ms INTEGER NOT NULL,
+    last_error      TEXT,
+    done_ms         INTEGER
+) STRICT;
+CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox (state, next_attempt_ms);

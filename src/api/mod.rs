@@ -8,6 +8,7 @@
 //! Every error is JSON: `{"error": {"code": <ErrorCode>, "message": ...}}`, whoever produced it
 //! (a handler, a rejected extractor, the timeout or body-limit layers, an unknown route).
 
+pub(crate) mod metrics;
 pub mod openapi;
 pub(crate) mod ratelimit;
 pub mod signed;
@@ -97,8 +98,8 @@ pub(crate) fn router(state: ApiState) -> Router {
             state.clone(),
             ratelimit::limit_public,
         ));
-    let private: Router<ApiState> = Router::new();
-    // .merge(metrics::routes()).merge(operator::routes())
+    let private: Router<ApiState> = Router::new().merge(metrics::routes());
+    // .merge(operator::routes())
     let timeout = state.config.request_timeout_ms.millis();
     let max_body = state.config.max_body_bytes.count();
     Router::new()

@@ -124,6 +124,8 @@ pub struct Daemon {
     /// Subject rows changed by finished runs, not yet written.
     dirty: Vec<SubjectRow>,
     notify: notify::Notifier,
+    /// The webhook delivery task, while the loop runs.
+    delivery: Option<tokio::task::JoinHandle<()>>,
     /// Requests from the API into the loop; the receiver is taken by `run`.
     commands: tokio::sync::mpsc::Sender<Command>,
     commands_rx: Option<tokio::sync::mpsc::Receiver<Command>>,
@@ -234,6 +236,8 @@ impl Daemon {
             population: RwLock::new(Population::default()),
             write_lock: Mutex::new(()),
             recording: pipeline::Recording::default(),
+            metrics: crate::metrics::Metrics::new(),
+            webhooks: crate::webhook::Webhooks::from_config(&config.webhooks)?,
             score_changes: Arc::default(),
         });
         let s = &config.schedule;
@@ -272,6 +276,7 @@ impl Daemon {
             control_last_ok: None,
             outage_seq: 0,
             dirty: Vec::new(),
+            delivery: None,
         };
         daemon.load_state()?;
         Ok(daemon)
@@ -566,6 +571,11 @@ impl Daemon {
         // The store is open, the schedule built and the API bound and serving: ready.
         self.start_api();
         self.notify_ready();
+        if !self.shared.webhooks.is_empty() {
+            self.delivery = Some(tokio::spawn(crate::webhook::deliver::run(
+                self.shared.clone(),
+            )));
+        }
         loop {
             // The watchdog's ping comes from this loop, so a loop that hangs stops pinging.
             self.notify_tick(in_flight.len());
@@ -590,6 +600,9 @@ impl Daemon {
             self.flush_subjects()?;
             let now = self.shared.clock.now_ms();
             self.dispatch(now, &mut in_flight, concurrency, &mut paid_in_flight)?;
+            self.shared
+                .metrics
+                .scheduler(self.queue.len(), in_flight.len());
             let next_due = self.queue.peek().map(|Reverse((due, _, _))| *due);
             match self.time.clone() {
                 TimeSource::Simulated { clock, until_ms } => {
@@ -650,7 +663,7 @@ impl Daemon {
             if *due > now || in_flight.len() >= concurrency {
                 break;
             }
-            let Some(Reverse((_, _, job))) = self.queue.pop() else {
+            let Some(Reverse((due_ms, _, job))) = self.queue.pop() else {
                 break;
             };
             match job {
@@ -690,6 +703,7 @@ impl Daemon {
                     if pay {
                         *paid_in_flight += 1;
                     }
+                    self.shared.metrics.run_started(now - due_ms);
                     let shared = self.shared.clone();
                     let category = subject.row.category.clone();
                     in_flight.spawn(async move {
@@ -836,6 +850,9 @@ impl Daemon {
                 if let Some((run_id, plan)) = done.refund {
                     self.refunds.insert(run_id.clone(), (run_id.clone(), plan));
                     self.push(now, Job::Refund(run_id));
+                }
+                if done.error.is_some() {
+                    self.shared.metrics.run_not_recorded();
                 }
                 match &done.error {
                     Some(e) => tracing::error!(
@@ -1093,6 +1110,10 @@ impl Daemon {
     /// durable and is reconciled at the next start); the ledger is signed at its head.
     async fn stop(mut self, mut in_flight: JoinSet<Done>) -> Result<()> {
         let status = format!("stopping: {}", self.status_line(in_flight.len()));
+        // A delivery cut short is posted again after the restart, with the same event id.
+        if let Some(delivery) = self.delivery.take() {
+            delivery.abort();
+        }
         self.notify.stopping(&status);
         // Requests in flight finish; no new ones (a status would wait for this loop, now gone).
         if let Some(api) = self.api.take() {

@@ -78,6 +78,10 @@ pub struct Shared {
     pub write_lock: Mutex<()>,
     /// Finished runs waiting to be written (group commit).
     pub recording: Recording,
+    /// The Prometheus metrics (`crate::metrics`).
+    pub metrics: crate::metrics::Metrics,
+    /// The webhook receivers, and what their events are detected against (`crate::webhook`).
+    pub webhooks: crate::webhook::Webhooks,
     /// Subjects whose score was just written (read by the API's view).
     pub score_changes: Arc<ScoreChanges>,
 }
@@ -197,15 +201,22 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
                         declared: now.clone(),
                     },
                 );
-                (Some(record), "r0".to_string())
+                (Some(record), "r0".to_string(), None)
             }
             (Some(now), Some(cur)) => {
                 let changed = history::revision_change(Some(&cur.declared), now);
                 if changed.is_empty() {
-                    (None, cur.id)
+                    (None, cur.id, None)
                 } else {
                     let number = cur.number + 1;
                     let id = format!("r{number}");
+                    let pay_to_event = shared.webhooks.revision_event(
+                        &url,
+                        &id,
+                        Some((&cur.id, &cur.declared)),
+                        now,
+                        evidence_ms,
+                    );
                     let record = RevisionRecord {
                         subject: url.clone(),
                         id: id.clone(),
@@ -222,14 +233,14 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
                             declared: now.clone(),
                         },
                     );
-                    (Some(record), id)
+                    (Some(record), id, pay_to_event)
                 }
             }
-            (None, Some(cur)) => (None, cur.id),
-            (None, None) => (None, "r0".to_string()),
+            (None, Some(cur)) => (None, cur.id, None),
+            (None, None) => (None, "r0".to_string(), None),
         }
     };
-    let (revision_record, revision_id) = revision;
+    let (revision_record, revision_id, pay_to_event) = revision;
 
     // A paid call, when asked and possible.
     let mut refund = None;
@@ -263,6 +274,7 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
         results: out.results,
     };
     let run_id = record.id.clone();
+    let tally = crate::metrics::RunTally::of(&record);
     let failing: Vec<String> = record
         .results
         .iter()
@@ -273,7 +285,18 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
     // Record, then rescore: with the runs that finished meanwhile, in one commit each.
     let mut entries = Vec::new();
     if let Some(r) = revision_record {
-        entries.push(NewEntry::plain(started_ms, Record::Revision(r)));
+        // A payTo change is a webhook event, in the outbox with the revision that shows it.
+        let routed = shared.webhooks.route(pay_to_event.into_iter().collect());
+        entries.push(NewEntry {
+            at_ms: started_ms,
+            record: Record::Revision(r),
+            index: (!routed.is_empty()).then(|| -> crate::store::IndexFn {
+                Box::new(move |seq| Index {
+                    outbox: routed.rows(seq),
+                    ..Index::default()
+                })
+            }),
+        });
     }
     let index = run_index(&shared.rubric, &record, declared_now);
     entries.push(NewEntry {
@@ -285,6 +308,7 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
         Ok(summary) => summary,
         Err(e) => return failed(url, reached, pay, format!("recording the run: {e}")),
     };
+    shared.metrics.run_recorded(&tally);
     RunDone {
         url,
         reached,
@@ -378,10 +402,12 @@ fn record_batch(shared: &Shared, batch: Vec<PendingRun>) {
     }
     let mut scores = Vec::new();
     let mut outcomes = Vec::with_capacity(runs.len());
+    let mut published = Vec::new();
     for run in runs {
         match score_subject(shared, &run.url, &run.category) {
-            Ok((entry, summary)) => {
+            Ok((entry, summary, now)) => {
                 scores.push(entry);
+                published.push((run.url.clone(), now));
                 outcomes.push((run, Some(summary)));
             }
             Err(e) => {
@@ -390,14 +416,25 @@ fn record_batch(shared: &Shared, batch: Vec<PendingRun>) {
             }
         }
     }
-    if !scores.is_empty()
-        && let Err(e) = shared.store.append(scores)
-    {
-        for (run, summary) in &mut outcomes {
-            if summary.take().is_some() {
-                tracing::warn!(subject = %run.url, error = %e, "recording the score failed");
+    if !scores.is_empty() {
+        match shared.store.append(scores) {
+            Ok(_) => {
+                // What the scores published is what the next ones are compared with.
+                for (url, now) in published {
+                    shared.webhooks.remember(&url, now);
+                }
+            }
+            Err(e) => {
+                for (run, summary) in &mut outcomes {
+                    if summary.take().is_some() {
+                        tracing::warn!(subject = %run.url, error = %e, "recording the score failed");
+                    }
+                }
             }
         }
+    }
+    if !shared.webhooks.is_empty() {
+        shared.webhooks.wake.notify_one();
     }
     shared.score_changes.mark(
         outcomes
@@ -462,7 +499,7 @@ pub fn run_index(
         declared: declared
             .as_ref()
             .and_then(|d| serde_json::to_vec(d).ok().map(|b| (d.at_ms, b))),
-        score: None,
+        ..Index::default()
     })
 }
 
@@ -485,7 +522,7 @@ fn score_subject(
     shared: &Shared,
     url: &str,
     category: &str,
-) -> Result<(NewEntry, ScoreSummary), String> {
+) -> Result<(NewEntry, ScoreSummary, crate::webhook::Published), String> {
     let now_ms = shared.clock.now_ms();
     let store = shared.store.as_ref();
     // Everything read is at or before `through`, the last entry the score says it read (another
@@ -550,6 +587,13 @@ fn score_subject(
         .map_err(|e| e.to_string())?;
     scored.record.population_sha256 = population_sha;
     let summary = scoring::summary_of(&shared.rubric, &scored.document, price_usd, category);
+    // Webhook events of this score (a verdict change, a gate starting to bind), in the outbox
+    // with the score's entry.
+    let (events, published) = shared
+        .webhooks
+        .score_events(store, url, &scored.document, now_ms)
+        .map_err(|e| e.to_string())?;
+    let routed = shared.webhooks.route(events);
     let row = ScoreRow {
         subject: url.to_string(),
         day: day_of(now_ms),
@@ -562,10 +606,11 @@ fn score_subject(
         record: Record::Score(scored.record),
         index: Some(Box::new(move |seq| Index {
             score: Some(ScoreRow { seq, ..row }),
+            outbox: routed.rows(seq),
             ..Index::default()
         })),
     };
-    Ok((entry, summary))
+    Ok((entry, summary, published))
 }
 
 /// The price the subject's latest declaration quotes, in USD (6-decimal tokens).

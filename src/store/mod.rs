@@ -59,6 +59,87 @@ pub struct Index {
     /// The score document a `score` entry publishes, kept as its subject's score of its day
     /// (as [`Store::put_score`] does) in the entry's transaction; its `seq` is the entry's.
     pub score: Option<ScoreRow>,
+    /// Webhook events this entry causes, put in the outbox in the entry's transaction: an event
+    /// exists exactly when its cause does, across any crash.
+    pub outbox: Vec<NewOutboxEvent>,
+}
+
+/// A webhook event for one destination, as written to the outbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewOutboxEvent {
+    /// The event's id (the same for every attempt: receivers deduplicate by it).
+    pub event_id: String,
+    /// The destination's URL (which `[[webhook]]` it goes to).
+    pub webhook: String,
+    /// The event type (`webhook::EventKind`'s spelling).
+    pub kind: String,
+    pub created_ms: i64,
+    /// The JSON payload, exactly as it will be posted.
+    pub body: Vec<u8>,
+}
+
+/// Where an outbox event stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutboxState {
+    /// Not delivered yet: tried again at `next_attempt_ms`.
+    Pending,
+    /// A 2xx answer was received.
+    Delivered,
+    /// Every attempt allowed failed (or its destination is no longer configured).
+    Dead,
+}
+
+impl OutboxState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutboxState::Pending => "pending",
+            OutboxState::Delivered => "delivered",
+            OutboxState::Dead => "dead",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<OutboxState> {
+        match text {
+            "pending" => Some(OutboxState::Pending),
+            "delivered" => Some(OutboxState::Delivered),
+            "dead" => Some(OutboxState::Dead),
+            _ => None,
+        }
+    }
+}
+
+/// An outbox event as kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxRow {
+    /// The row's own number (delivery order).
+    pub id: i64,
+    pub event: NewOutboxEvent,
+    pub state: OutboxState,
+    /// Attempts made so far.
+    pub attempts: u32,
+    /// Wall-clock ms of the next attempt (0: at once).
+    pub next_attempt_ms: i64,
+    pub last_error: Option<String>,
+    pub done_ms: Option<i64>,
+}
+
+/// What one delivery attempt changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutboxUpdate {
+    Delivered {
+        attempts: u32,
+        at_ms: i64,
+    },
+    Retry {
+        attempts: u32,
+        next_attempt_ms: i64,
+        error: String,
+    },
+    Dead {
+        attempts: u32,
+        at_ms: i64,
+        error: String,
+    },
 }
 
 /// An entry to append, with what it adds to the indexes.
@@ -232,4 +313,18 @@ pub trait Store: Send + Sync {
     fn latest_score(&self, subject: &str) -> Result<Option<ScoreRow>, StoreError>;
     /// Every kept score of `subject` (one per day), oldest first.
     fn daily_scores(&self, subject: &str) -> Result<Vec<ScoreRow>, StoreError>;
+
+    /// The latest signed checkpoint, without reading the others.
+    fn last_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError>;
+
+    /// At most `limit` pending outbox events due at `now_ms` (wall clock), oldest first.
+    fn outbox_due(&self, now_ms: i64, limit: usize) -> Result<Vec<OutboxRow>, StoreError>;
+    /// When the next pending outbox event is due (`None`: none pending).
+    fn outbox_next_due(&self) -> Result<Option<i64>, StoreError>;
+    /// Records what a delivery attempt of event row `id` came to (a pending row only).
+    fn outbox_update(&self, id: i64, update: &OutboxUpdate) -> Result<(), StoreError>;
+    /// Pending and dead events.
+    fn outbox_counts(&self) -> Result<(u64, u64), StoreError>;
+    /// Every outbox row, oldest first (tests and tools).
+    fn outbox_rows(&self) -> Result<Vec<OutboxRow>, StoreError>;
 }

@@ -8,7 +8,10 @@ use std::sync::{Mutex, MutexGuard};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use sha2::{Digest, Sha256};
 
-use super::{Index, NewEntry, ReadEntry, ScoreRow, Store, StoreError, SubjectRow, SubjectState};
+use super::{
+    Index, NewEntry, NewOutboxEvent, OutboxRow, OutboxState, OutboxUpdate, ReadEntry, ScoreRow,
+    Store, StoreError, SubjectRow, SubjectState,
+};
 use crate::evidence::http::Exchange;
 use crate::ledger::chain::{
     Broken, Checkpoint, StoredEntry, Verifier, VerifySummary, checkpoint_message, seal,
@@ -286,7 +289,12 @@ impl Store for SqliteStore {
                         history,
                         declared,
                         score,
+                        outbox,
                     } = index(seq);
+                    for event in &outbox {
+                        insert_outbox_in(&tx, event)
+                            .map_err(self.sql("writing a webhook event"))?;
+                    }
                     for (idx, row) in history.iter().enumerate() {
                         insert_history
                             .execute(params![subject, seq as i64, idx as i64, row])
@@ -668,6 +676,166 @@ impl Store for SqliteStore {
             .map_err(self.sql("reading scores"))?;
         Ok(rows)
     }
+    fn last_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
+        let row: Option<CheckpointRow> = self
+            .conn()
+            .query_row(
+                "SELECT seq, hash, at_ms, public_key, signature FROM checkpoint
+                 ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )
+            .optional()
+            .map_err(self.sql("reading the last checkpoint"))?;
+        let Some((seq, hash, at_ms, public_key, signature)) = row else {
+            return Ok(None);
+        };
+        let bad = |what: &str| self.corrupt(format!("checkpoint {seq}: bad {what}"));
+        Ok(Some(Checkpoint {
+            seq: seq as u64,
+            hash: hash.try_into().map_err(|_| bad("hash"))?,
+            at_ms,
+            public_key: public_key.try_into().map_err(|_| bad("public key"))?,
+            signature: signature.try_into().map_err(|_| bad("signature"))?,
+        }))
+    }
+
+    fn outbox_due(&self, now_ms: i64, limit: usize) -> Result<Vec<OutboxRow>, StoreError> {
+        self.read_outbox(
+            &format!(
+                "{SELECT_OUTBOX} WHERE state = 'pending' AND next_attempt_ms <= ?1
+                 ORDER BY id LIMIT ?2"
+            ),
+            params![now_ms, limit.min(i64::MAX as usize) as i64],
+        )
+    }
+
+    fn outbox_next_due(&self) -> Result<Option<i64>, StoreError> {
+        self.conn()
+            .query_row(
+                "SELECT MIN(next_attempt_ms) FROM webhook_outbox WHERE state = 'pending'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(self.sql("reading the outbox"))
+    }
+
+    fn outbox_update(&self, id: i64, update: &OutboxUpdate) -> Result<(), StoreError> {
+        let (state, attempts, next, error, done) = match update {
+            OutboxUpdate::Delivered { attempts, at_ms } => {
+                (OutboxState::Delivered, *attempts, 0, None, Some(*at_ms))
+            }
+            OutboxUpdate::Retry {
+                attempts,
+                next_attempt_ms,
+                error,
+            } => (
+                OutboxState::Pending,
+                *attempts,
+                *next_attempt_ms,
+                Some(error.as_str()),
+                None,
+            ),
+            OutboxUpdate::Dead {
+                attempts,
+                at_ms,
+                error,
+            } => (
+                OutboxState::Dead,
+                *attempts,
+                0,
+                Some(error.as_str()),
+                Some(*at_ms),
+            ),
+        };
+        self.conn()
+            .prepare_cached(
+                "UPDATE webhook_outbox SET state = ?1, attempts = ?2, next_attempt_ms = ?3,
+                     last_error = COALESCE(?4, last_error), done_ms = ?5
+                 WHERE id = ?6 AND state = 'pending'",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![state.as_str(), attempts, next, error, done, id])
+            })
+            .map_err(self.sql("updating the outbox"))?;
+        Ok(())
+    }
+
+    fn outbox_counts(&self) -> Result<(u64, u64), StoreError> {
+        self.conn()
+            .query_row(
+                "SELECT COALESCE(SUM(state = 'pending'), 0), COALESCE(SUM(state = 'dead'), 0)
+                 FROM webhook_outbox",
+                [],
+                |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)),
+            )
+            .map_err(self.sql("counting the outbox"))
+    }
+
+    fn outbox_rows(&self) -> Result<Vec<OutboxRow>, StoreError> {
+        self.read_outbox(&format!("{SELECT_OUTBOX} ORDER BY id"), [])
+    }
+}
+
+/// A checkpoint's columns as read: seq, hash, time, public key, signature.
+type CheckpointRow = (i64, Vec<u8>, i64, Vec<u8>, Vec<u8>);
+
+const SELECT_OUTBOX: &str = "SELECT id, event_id, webhook, kind, created_ms, body, state,
+    attempts, next_attempt_ms, last_error, done_ms FROM webhook_outbox";
+
+impl SqliteStore {
+    fn read_outbox<P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+    ) -> Result<Vec<OutboxRow>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(sql)
+            .map_err(self.sql("reading the outbox"))?;
+        let rows = stmt
+            .query_map(params, |r| {
+                Ok((
+                    OutboxRow {
+                        id: r.get(0)?,
+                        event: NewOutboxEvent {
+                            event_id: r.get(1)?,
+                            webhook: r.get(2)?,
+                            kind: r.get(3)?,
+                            created_ms: r.get(4)?,
+                            body: r.get(5)?,
+                        },
+                        state: OutboxState::Pending,
+                        attempts: r.get(7)?,
+                        next_attempt_ms: r.get(8)?,
+                        last_error: r.get(9)?,
+                        done_ms: r.get(10)?,
+                    },
+                    r.get::<_, String>(6)?,
+                ))
+            })
+            .map_err(self.sql("reading the outbox"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.sql("reading the outbox"))?;
+        rows.into_iter()
+            .map(|(mut row, state)| {
+                row.state = OutboxState::parse(&state).ok_or_else(|| {
+                    self.corrupt(format!("outbox row {}: unknown state {state:?}", row.id))
+                })?;
+                Ok(row)
+            })
+            .collect()
+    }
+}
+
+fn insert_outbox_in(conn: &Connection, e: &NewOutboxEvent) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO webhook_outbox (event_id, webhook, kind, created_ms, body, state, attempts,
+             next_attempt_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'pending', 0, 0)",
+    )?
+    .execute(params![e.event_id, e.webhook, e.kind, e.created_ms, e.body])?;
+    Ok(())
 }
 
 const SELECT_SUBJECT: &str = "SELECT url, category, source, state, added_ms, next_free_ms,
