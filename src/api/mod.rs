@@ -8,7 +8,9 @@
 //! Every error is JSON: `{"error": {"code": <ErrorCode>, "message": ...}}`, whoever produced it
 //! (a handler, a rejected extractor, the timeout or body-limit layers, an unknown route).
 
+pub(crate) mod admin;
 pub mod openapi;
+pub(crate) mod operator;
 pub(crate) mod ratelimit;
 pub mod signed;
 pub(crate) mod v1;
@@ -53,6 +55,10 @@ pub(crate) struct ApiState {
     pub(crate) commands: mpsc::Sender<Command>,
     pub(crate) config: Arc<ApiConfig>,
     pub(crate) limiter: Arc<ratelimit::RateLimiter>,
+    /// The admin token (absent: admin actions are refused), set from [`Bound`].
+    pub(crate) admin_token: admin::SharedToken,
+    /// Operators' challenges, outstanding.
+    pub(crate) challenges: Arc<operator::Challenges>,
 }
 
 impl ApiState {
@@ -81,8 +87,12 @@ impl ApiState {
             reporter_public: key.public_key(),
             rubrics: Arc::new(rubrics),
             commands,
+            challenges: Arc::new(operator::Challenges::new(
+                config.operator_challenge_ttl_secs.get(),
+            )),
             config: Arc::new(config),
             limiter,
+            admin_token: None,
         }
     }
 }
@@ -92,12 +102,13 @@ impl ApiState {
 pub(crate) fn router(state: ApiState) -> Router {
     let public = Router::new()
         .merge(v1::routes())
+        .merge(operator::routes())
         // .merge(pages::routes())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             ratelimit::limit_public,
         ));
-    let private: Router<ApiState> = Router::new();
+    let private: Router<ApiState> = Router::new().merge(admin::routes(state.clone()));
     // .merge(metrics::routes()).merge(operator::routes())
     let timeout = state.config.request_timeout_ms.millis();
     let max_body = state.config.max_body_bytes.count();
@@ -139,6 +150,18 @@ pub enum ErrorCode {
     Unavailable,
     /// Something failed on our side.
     Internal,
+    /// The request contradicts the current state (a subject already probed, not paused, ...).
+    Conflict,
+    /// No such operator challenge (never issued, or expired long ago).
+    ChallengeUnknown,
+    /// The challenge expired before its signature was presented.
+    ChallengeExpired,
+    /// The challenge was already presented once (a challenge is single use).
+    ChallengeUsed,
+    /// The signature is malformed or recovers no signer.
+    BadSignature,
+    /// The signer is neither the subject's payTo nor one of its declared operator keys.
+    NotOperator,
 }
 
 impl ErrorCode {
@@ -154,6 +177,12 @@ impl ErrorCode {
             ErrorCode::Timeout => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Conflict => StatusCode::CONFLICT,
+            ErrorCode::ChallengeUnknown
+            | ErrorCode::ChallengeExpired
+            | ErrorCode::ChallengeUsed => StatusCode::UNAUTHORIZED,
+            ErrorCode::BadSignature => StatusCode::BAD_REQUEST,
+            ErrorCode::NotOperator => StatusCode::FORBIDDEN,
         }
     }
 
@@ -293,6 +322,8 @@ pub(crate) struct ClientAddr(pub(crate) SocketAddr);
 /// Why the API could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiStartError {
+    #[error("[api] admin token: {0}")]
+    AdminToken(#[from] crate::secret::SecretError),
     #[error("[api] bind {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -305,6 +336,8 @@ pub enum ApiStartError {
 pub struct Bound {
     listener: tokio::net::TcpListener,
     addr: SocketAddr,
+    /// Read at the start too, so a configured token that cannot be read fails the start.
+    admin_token: admin::SharedToken,
 }
 
 impl Bound {
@@ -324,7 +357,12 @@ pub fn bind(config: &ApiConfig) -> Result<Bound, ApiStartError> {
     std_listener.set_nonblocking(true).map_err(err)?;
     let listener = tokio::net::TcpListener::from_std(std_listener).map_err(err)?;
     let addr = listener.local_addr().map_err(err)?;
-    Ok(Bound { listener, addr })
+    let admin_token = admin::load_token(config)?.map(Arc::new);
+    Ok(Bound {
+        listener,
+        addr,
+        admin_token,
+    })
 }
 
 /// The server while it runs.
@@ -352,7 +390,8 @@ impl Running {
 }
 
 /// Serves `router(state)` on `bound` until [`Running::shutdown`].
-pub(crate) fn spawn(bound: Bound, state: ApiState) -> Running {
+pub(crate) fn spawn(bound: Bound, mut state: ApiState) -> Running {
+    state.admin_token = bound.admin_token;
     let (stop, stopped) = watch::channel(false);
     let addr = bound.addr;
     let config = state.config.clone();
