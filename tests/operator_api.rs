@@ -76,7 +76,7 @@ fn outcome_of(entry: &ReadEntry, check: &str) -> (String, String) {
         .find(|r| r.id == check)
         .unwrap_or_else(|| panic!("{check} not in the run"));
     (
-        serde_json::to_value(&r.outcome)
+        serde_json::to_value(r.outcome)
             .unwrap()
             .as_str()
             .unwrap()
@@ -366,6 +366,7 @@ async fn admin_actions_and_the_operators_own_evidence_against_a_running_daemon()
     assert_eq!(page["subject"], rising.as_str());
     assert_eq!(page["signer"], d.lab.pay_to.to_checksum(None));
     let first = page["entries"].as_array().unwrap().clone();
+    let first_page = page.to_string();
     assert_eq!(first.len(), 5);
     let mut all = first.clone();
     let mut after = page["next_after"].as_u64().expect("more pages");
@@ -502,6 +503,16 @@ async fn admin_actions_and_the_operators_own_evidence_against_a_running_daemon()
         bodies.push((route.to_string(), r.text().await.unwrap()));
     }
     assert!(bodies.len() > 8);
+    // The same check as the public API's test, shown able to fail: the page read with the proof
+    // holds raw entries.
+    let leaks = LeakCheck::from_store(d.dir.path());
+    assert!(leaks.markers() > 0);
+    assert!(leaks.leak_in(first_page.as_bytes()).is_some());
+    for (path, body) in &bodies {
+        if let Some(why) = leaks.leak_in(body.as_bytes()) {
+            panic!("{path} without a proof: {why}");
+        }
+    }
     for (path, body) in &bodies {
         for id in &run_ids {
             assert!(
