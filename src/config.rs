@@ -739,6 +739,10 @@ range!(
     /// Requests one client may make at once above its sustained rate.
     ApiBurstRange, ApiRateBurst, 1, 1_000_000, 60, "requests"
 );
+range!(
+    /// How long an operator's challenge may be answered (`POST /v1/operator/challenge`).
+    ChallengeTtlRange, ChallengeTtlSecs, 1, 3_600, 300, "s"
+);
 
 /// The API's default address: loopback, port 8402 (402 for the status code x402 is built on).
 pub const DEFAULT_API_BIND: &str = "127.0.0.1:8402";
@@ -773,6 +777,12 @@ pub struct ApiConfig {
     pub rate_per_second: ApiRatePerSecond,
     #[serde(default)]
     pub rate_burst: ApiRateBurst,
+    /// The admin token's file (a private file like a key: 0600, ours). Without it, and without
+    /// a systemd credential `admin-token`, the admin routes refuse every request.
+    #[serde(default)]
+    pub admin_token_file: Option<PathBuf>,
+    #[serde(default)]
+    pub operator_challenge_ttl_secs: ChallengeTtlSecs,
 }
 
 impl Default for ApiConfig {
@@ -786,6 +796,8 @@ impl Default for ApiConfig {
             max_connections: Default::default(),
             rate_per_second: Default::default(),
             rate_burst: Default::default(),
+            admin_token_file: None,
+            operator_challenge_ttl_secs: Default::default(),
         }
     }
 }

@@ -33,9 +33,20 @@ pub enum SecretError {
         path: String,
         why: &'static str,
     },
+    #[error("{what} {path}: not a usable token ({why})")]
+    BadToken {
+        what: &'static str,
+        path: String,
+        why: &'static str,
+    },
     #[error("systemd credential {name:?}: {why}")]
     Credential { name: String, why: String },
 }
+
+/// The shortest bearer token read (`openssl rand -hex 32` gives 64).
+pub const MIN_TOKEN_CHARS: usize = 32;
+/// The longest bearer token read.
+pub const MAX_TOKEN_CHARS: usize = 256;
 
 /// Where a key lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +100,25 @@ impl KeySource {
     pub fn read_secret(&self, what: &'static str) -> Result<Zeroizing<Vec<u8>>, SecretError> {
         let text = self.read_text(what)?;
         Ok(Zeroizing::new(text.trim_ascii().to_vec()))
+    }
+
+    /// Reads a bearer token: printable ASCII without spaces, 32 to 256 characters, surrounding
+    /// whitespace (a trailing newline) ignored. `what` names it in errors.
+    pub fn read_token(&self, what: &'static str) -> Result<Zeroizing<Vec<u8>>, SecretError> {
+        let text = self.read_text(what)?;
+        let trimmed = text.trim_ascii();
+        let bad = |why| SecretError::BadToken {
+            what,
+            path: self.path().display().to_string(),
+            why,
+        };
+        if !(MIN_TOKEN_CHARS..=MAX_TOKEN_CHARS).contains(&trimmed.len()) {
+            return Err(bad("a token has 32 to 256 characters"));
+        }
+        if !trimmed.iter().all(u8::is_ascii_graphic) {
+            return Err(bad("a token is printable ASCII without spaces"));
+        }
+        Ok(Zeroizing::new(trimmed.to_vec()))
     }
 
     /// The file's bytes, after it passed the access checks.

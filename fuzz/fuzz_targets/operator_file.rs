@@ -3,7 +3,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use x402_probe::evidence::paid::NoteKind;
-use x402_probe::x402::operator::{MAX_NOTE_TEXT, MAX_NOTES, parse_operator_file};
+use x402_probe::x402::operator::{
+    MAX_NOTE_TEXT, MAX_NOTES, MAX_OPERATOR_KEYS, parse_operator_file,
+};
 
 /// Longest error message: an error names a field and quotes at most a short piece of the file.
 const MAX_ERROR_CHARS: usize = 1024;
@@ -12,6 +14,7 @@ fuzz_target!(|data: &[u8]| {
     match parse_operator_file(data) {
         Ok(file) => {
             assert!(file.notes.len() <= MAX_NOTES, "{} notes", file.notes.len());
+            assert!(file.operator_keys.len() <= MAX_OPERATOR_KEYS);
             for note in &file.notes {
                 assert!(note.text.chars().count() <= MAX_NOTE_TEXT);
                 if note.kind == NoteKind::PaytoRotation {

@@ -8,8 +8,10 @@
 //! Every error is JSON: `{"error": {"code": <ErrorCode>, "message": ...}}`, whoever produced it
 //! (a handler, a rejected extractor, the timeout or body-limit layers, an unknown route).
 
+pub(crate) mod admin;
 pub(crate) mod metrics;
 pub mod openapi;
+pub(crate) mod operator;
 pub(crate) mod ratelimit;
 pub mod signed;
 pub(crate) mod v1;
@@ -54,6 +56,10 @@ pub(crate) struct ApiState {
     pub(crate) commands: mpsc::Sender<Command>,
     pub(crate) config: Arc<ApiConfig>,
     pub(crate) limiter: Arc<ratelimit::RateLimiter>,
+    /// The admin token (absent: admin actions are refused), set from [`Bound`].
+    pub(crate) admin_token: admin::SharedToken,
+    /// Operators' challenges, outstanding.
+    pub(crate) challenges: Arc<operator::Challenges>,
 }
 
 impl ApiState {
@@ -82,8 +88,12 @@ impl ApiState {
             reporter_public: key.public_key(),
             rubrics: Arc::new(rubrics),
             commands,
+            challenges: Arc::new(operator::Challenges::new(
+                config.operator_challenge_ttl_secs.get(),
+            )),
             config: Arc::new(config),
             limiter,
+            admin_token: None,
         }
     }
 }
@@ -93,13 +103,15 @@ impl ApiState {
 pub(crate) fn router(state: ApiState) -> Router {
     let public = Router::new()
         .merge(v1::routes())
+        .merge(operator::routes())
         // .merge(pages::routes())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             ratelimit::limit_public,
         ));
-    let private: Router<ApiState> = Router::new().merge(metrics::routes());
-    // .merge(operator::routes())
+    let private: Router<ApiState> = Router::new()
+        .merge(metrics::routes())
+        .merge(admin::routes(state.clone()));
     let timeout = state.config.request_timeout_ms.millis();
     let max_body = state.config.max_body_bytes.count();
     Router::new()
@@ -140,6 +152,18 @@ pub enum ErrorCode {
     Unavailable,
     /// Something failed on our side.
     Internal,
+    /// The request contradicts the current state (a subject already probed, not paused, ...).
+    Conflict,
+    /// No such operator challenge (never issued, or expired long ago).
+    ChallengeUnknown,
+    /// The challenge expired before its signature was presented.
+    ChallengeExpired,
+    /// The challenge was already presented once (a challenge is single use).
+    ChallengeUsed,
+    /// The signature is malformed or recovers no signer.
+    BadSignature,
+    /// The signer is neither the subject's payTo nor one of its declared operator keys.
+    NotOperator,
 }
 
 impl ErrorCode {
@@ -155,6 +179,12 @@ impl ErrorCode {
             ErrorCode::Timeout => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Conflict => StatusCode::CONFLICT,
+            ErrorCode::ChallengeUnknown
+            | ErrorCode::ChallengeExpired
+            | ErrorCode::ChallengeUsed => StatusCode::UNAUTHORIZED,
+            ErrorCode::BadSignature => StatusCode::BAD_REQUEST,
+            ErrorCode::NotOperator => StatusCode::FORBIDDEN,
         }
     }
 
@@ -294,6 +324,8 @@ pub(crate) struct ClientAddr(pub(crate) SocketAddr);
 /// Why the API could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiStartError {
+    #[error("[api] admin token: {0}")]
+    AdminToken(#[from] crate::secret::SecretError),
     #[error("[api] bind {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -306,6 +338,8 @@ pub enum ApiStartError {
 pub struct Bound {
     listener: tokio::net::TcpListener,
     addr: SocketAddr,
+    /// Read at the start too, so a configured token that cannot be read fails the start.
+    admin_token: admin::SharedToken,
 }
 
 impl Bound {
@@ -325,7 +359,12 @@ pub fn bind(config: &ApiConfig) -> Result<Bound, ApiStartError> {
     std_listener.set_nonblocking(true).map_err(err)?;
     let listener = tokio::net::TcpListener::from_std(std_listener).map_err(err)?;
     let addr = listener.local_addr().map_err(err)?;
-    Ok(Bound { listener, addr })
+    let admin_token = admin::load_token(config)?.map(Arc::new);
+    Ok(Bound {
+        listener,
+        addr,
+        admin_token,
+    })
 }
 
 /// The server while it runs.
@@ -353,7 +392,8 @@ impl Running {
 }
 
 /// Serves `router(state)` on `bound` until [`Running::shutdown`].
-pub(crate) fn spawn(bound: Bound, state: ApiState) -> Running {
+pub(crate) fn spawn(bound: Bound, mut state: ApiState) -> Running {
+    state.admin_token = bound.admin_token;
     let (stop, stopped) = watch::channel(false);
     let addr = bound.addr;
     let config = state.config.clone();

@@ -75,6 +75,8 @@ pub enum SubjectStateView {
     Active,
     Delisted,
     Removed,
+    /// Paused by an admin: not probed until resumed.
+    Paused,
 }
 
 impl From<SubjectState> for SubjectStateView {
@@ -83,6 +85,7 @@ impl From<SubjectState> for SubjectStateView {
             SubjectState::Active => SubjectStateView::Active,
             SubjectState::Delisted => SubjectStateView::Delisted,
             SubjectState::Removed => SubjectStateView::Removed,
+            SubjectState::Paused => SubjectStateView::Paused,
         }
     }
 }

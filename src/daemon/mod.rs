@@ -8,6 +8,7 @@
 //! or a simulated one that jumps to the next due time whenever nothing is in flight (days of a
 //! subject's life in seconds, with real HTTP and a real chain).
 
+pub mod admin;
 pub mod catalogue;
 pub mod notify;
 pub mod pipeline;
@@ -59,6 +60,16 @@ pub enum Signal {
 pub enum Command {
     /// The loop's view of itself now.
     Status(tokio::sync::oneshot::Sender<LoopStatus>),
+    /// An admin action (the API checked the admin token).
+    Admin(
+        admin::AdminAction,
+        tokio::sync::oneshot::Sender<Result<admin::AdminDone, admin::ActionRefused>>,
+    ),
+    /// A revision note its operator posted (the API checked the proof): its ledger entry's seq.
+    Note(
+        Box<crate::ledger::record::NoteRecord>,
+        tokio::sync::oneshot::Sender<Result<u64, admin::ActionRefused>>,
+    ),
 }
 
 /// What only the loop knows: its clock, its queue, its runs in flight.
@@ -123,6 +134,8 @@ pub struct Daemon {
     outage_seq: u64,
     /// Subject rows changed by finished runs, not yet written.
     dirty: Vec<SubjectRow>,
+    /// Subjects with a free run in flight (an admin's run-now or resume must not queue another).
+    running: std::collections::BTreeSet<String>,
     notify: notify::Notifier,
     /// The webhook delivery task, while the loop runs.
     delivery: Option<tokio::task::JoinHandle<()>>,
@@ -277,6 +290,7 @@ impl Daemon {
             outage_seq: 0,
             dirty: Vec::new(),
             delivery: None,
+            running: Default::default(),
         };
         daemon.load_state()?;
         Ok(daemon)
@@ -324,8 +338,18 @@ impl Daemon {
     }
 
     /// Answers a request from the API.
-    fn command(&self, command: Command, in_flight: usize) {
+    fn command(&mut self, command: Command, in_flight: usize) {
         match command {
+            Command::Admin(action, reply) => {
+                let done = self.admin(action);
+                if let Err(e) = &done {
+                    tracing::warn!(error = %e, "admin action refused");
+                }
+                let _ = reply.send(done);
+            }
+            Command::Note(note, reply) => {
+                let _ = reply.send(self.note(*note));
+            }
             Command::Status(reply) => {
                 let mut by_state = BTreeMap::new();
                 for s in self.subjects.values() {
@@ -440,7 +464,8 @@ impl Daemon {
         let mut added = Vec::new();
         for (url, category) in &configured {
             let known = self.subjects.get(url).map(|s| s.row.state);
-            if known == Some(SubjectState::Active) {
+            // A paused subject stays paused across reloads and restarts (an admin resumes it).
+            if matches!(known, Some(SubjectState::Active | SubjectState::Paused)) {
                 continue;
             }
             let row = SubjectRow {
@@ -706,6 +731,7 @@ impl Daemon {
                     self.shared.metrics.run_started(now - due_ms);
                     let shared = self.shared.clone();
                     let category = subject.row.category.clone();
+                    self.running.insert(url.clone());
                     in_flight.spawn(async move {
                         let began = std::time::Instant::now();
                         let done = pipeline::run_subject(shared, url, category, pay).await;
@@ -808,6 +834,7 @@ impl Daemon {
         };
         match done {
             Done::Run { host, done, took } => {
+                self.running.remove(&done.url);
                 self.hosts
                     .release(&host, now, self.cadence.host_gap_ms, done.retry_after_ms);
                 if let Some(subject) = self.subjects.get_mut(&done.url) {

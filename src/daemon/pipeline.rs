@@ -170,7 +170,22 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
         Ok(Err(e)) => return failed(url, reached, pay, format!("reading declarations: {e}")),
         Err(e) => return failed(url, reached, pay, format!("reading declarations: {e}")),
     };
-    let notes = history::notes(&out.free);
+    let mut notes = history::notes(&out.free);
+    // Notes its operator posted through the API count like the operator file's (H2, H3).
+    let posted = {
+        let store = shared.store.clone();
+        let subject = url.clone();
+        tokio::task::spawn_blocking(move || store.subject_entries(&subject, &[RecordKind::Note], 0))
+            .await
+    };
+    match posted {
+        Ok(Ok(entries)) => notes.extend(entries.into_iter().filter_map(|e| match e.record {
+            Record::Note(n) => Some(n.note),
+            _ => None,
+        })),
+        Ok(Err(e)) => return failed(url, reached, pay, format!("reading posted notes: {e}")),
+        Err(e) => return failed(url, reached, pay, format!("reading posted notes: {e}")),
+    }
     let h2 = history::h2(declared_now.as_ref(), &prior, &notes, started_ms);
     let h3 = history::h3(declared_now.as_ref(), &prior, &notes, started_ms);
     let at = rfc3339(out.free.at);

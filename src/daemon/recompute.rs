@@ -118,7 +118,10 @@ pub fn recompute_ledger(
                         }),
                     }
                 }
-                Record::Catalogue(_) | Record::Control(_) | Record::Correction(_) => {}
+                Record::Catalogue(_)
+                | Record::Control(_)
+                | Record::Correction(_)
+                | Record::Note(_) => {}
             }
         }
     }

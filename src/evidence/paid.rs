@@ -285,6 +285,10 @@ pub struct OperatorFile {
     /// intended (H2, H3).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<RevisionNote>,
+    /// Addresses besides `payTo` whose signature proves control of the subject to our API (its
+    /// operator reads its ledger entries and posts notes with them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operator_keys: Vec<Address>,
 }
 
 /// What a revision note announces.

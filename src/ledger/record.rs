@@ -29,6 +29,8 @@ pub enum Record {
     Correction(CorrectionRecord),
     /// A score published for a subject (the document itself is kept beside, by digest).
     Score(ScoreRecord),
+    /// A revision note its operator posted through the API, after proving control.
+    Note(NoteRecord),
 }
 
 /// The `kind` of a record, as stored beside it for indexing.
@@ -44,10 +46,11 @@ pub enum RecordKind {
     Subject,
     Correction,
     Score,
+    Note,
 }
 
 impl RecordKind {
-    pub const ALL: [RecordKind; 9] = [
+    pub const ALL: [RecordKind; 10] = [
         RecordKind::Run,
         RecordKind::Refund,
         RecordKind::Catalogue,
@@ -57,6 +60,7 @@ impl RecordKind {
         RecordKind::Subject,
         RecordKind::Correction,
         RecordKind::Score,
+        RecordKind::Note,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -70,6 +74,7 @@ impl RecordKind {
             RecordKind::Subject => "subject",
             RecordKind::Correction => "correction",
             RecordKind::Score => "score",
+            RecordKind::Note => "note",
         }
     }
 
@@ -90,6 +95,7 @@ impl Record {
             Record::Subject(_) => RecordKind::Subject,
             Record::Correction(_) => RecordKind::Correction,
             Record::Score(_) => RecordKind::Score,
+            Record::Note(_) => RecordKind::Note,
         }
     }
 
@@ -101,6 +107,7 @@ impl Record {
             Record::Revision(r) => Some(&r.subject),
             Record::Subject(r) => Some(&r.subject),
             Record::Score(r) => Some(&r.subject),
+            Record::Note(r) => Some(&r.subject),
             Record::Correction(r) => r.subject.as_deref(),
             Record::Catalogue(_) | Record::Outage(_) | Record::Control(_) => None,
         }
@@ -177,10 +184,40 @@ pub struct SubjectRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "change", rename_all = "snake_case")]
 pub enum SubjectChange {
-    Added { source: String, category: String },
-    Removed { why: String },
-    Delisted { catalogue: String },
-    Relisted { catalogue: String },
+    Added {
+        source: String,
+        category: String,
+    },
+    Removed {
+        why: String,
+    },
+    Delisted {
+        catalogue: String,
+    },
+    Relisted {
+        catalogue: String,
+    },
+    /// Paused by an admin action: kept with its history, not probed until resumed.
+    Paused {
+        why: String,
+    },
+    Resumed {
+        why: String,
+    },
+}
+
+/// A dated revision note its operator posted through the API (the same note an operator file
+/// may carry; H2 and H3 read both), with the key that proved control.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoteRecord {
+    pub subject: String,
+    /// When it was posted (the note's own date is `note.at_ms`).
+    pub at_ms: i64,
+    pub note: crate::evidence::paid::RevisionNote,
+    /// The address that signed the challenge: the subject's payTo or a declared operator key.
+    pub signer: String,
+    /// The challenge the signature was over (single use).
+    pub challenge_id: String,
 }
 
 /// A correction: names the entry it corrects and why; what it changes is in `detail`.

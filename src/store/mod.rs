@@ -196,6 +196,8 @@ pub enum SubjectState {
     Delisted,
     /// Removed from the configuration; kept with its history, no longer probed.
     Removed,
+    /// Paused by an admin action; kept with its history, not probed until resumed.
+    Paused,
 }
 
 impl SubjectState {
@@ -204,6 +206,7 @@ impl SubjectState {
             SubjectState::Active => "active",
             SubjectState::Delisted => "delisted",
             SubjectState::Removed => "removed",
+            SubjectState::Paused => "paused",
         }
     }
 
@@ -212,6 +215,7 @@ impl SubjectState {
             "active" => Some(SubjectState::Active),
             "delisted" => Some(SubjectState::Delisted),
             "removed" => Some(SubjectState::Removed),
+            "paused" => Some(SubjectState::Paused),
             _ => None,
         }
     }
@@ -256,6 +260,22 @@ pub trait Store: Send + Sync {
         kinds: &[RecordKind],
         after: u64,
     ) -> Result<Vec<ReadEntry>, StoreError>;
+
+    /// At most `limit` entries about `subject` with `seq > after`, in order, as stored: the
+    /// canonical bytes and the chain's hashes (what the subject's operator reads and verifies).
+    fn subject_stored_entries(
+        &self,
+        subject: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEntry>, StoreError>;
+
+    /// The last entry about `subject` of `kind`, bodies left apart.
+    fn latest_subject_entry(
+        &self,
+        subject: &str,
+        kind: RecordKind,
+    ) -> Result<Option<ReadEntry>, StoreError>;
 
     /// Entries of the given kinds with `seq > after`, in order (e.g. every outage).
     fn entries_of_kind(

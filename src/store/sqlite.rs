@@ -339,6 +339,70 @@ impl Store for SqliteStore {
         self.read_entries(&sql, params![subject, after as i64])
     }
 
+    fn subject_stored_entries(
+        &self,
+        subject: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEntry>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT seq, at_ms, kind, subject, prev, hash, body FROM entry
+                 INDEXED BY entry_subject WHERE subject = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+            )
+            .map_err(self.sql("reading a subject's entries"))?;
+        let mut rows = stmt
+            .query(params![
+                subject,
+                after as i64,
+                limit.min(i64::MAX as usize) as i64
+            ])
+            .map_err(self.sql("reading a subject's entries"))?;
+        let mut out = Vec::new();
+        while let Some(r) = rows
+            .next()
+            .map_err(self.sql("reading a subject's entries"))?
+        {
+            let seq: i64 = r.get(0).map_err(self.sql("reading a subject's entries"))?;
+            let digest = |i, what| -> Result<[u8; 32], StoreError> {
+                let bytes: Vec<u8> = r.get(i).map_err(self.sql("reading a subject's entries"))?;
+                hash32(&bytes, what, seq).map_err(|why| {
+                    StoreError::from(Broken {
+                        seq: seq as u64,
+                        why,
+                    })
+                })
+            };
+            out.push(StoredEntry {
+                seq: seq as u64,
+                at_ms: r.get(1).map_err(self.sql("reading a subject's entries"))?,
+                kind: r.get(2).map_err(self.sql("reading a subject's entries"))?,
+                subject: r.get(3).map_err(self.sql("reading a subject's entries"))?,
+                prev: digest(4, "prev")?,
+                hash: digest(5, "hash")?,
+                body: r.get(6).map_err(self.sql("reading a subject's entries"))?,
+            });
+        }
+        Ok(out)
+    }
+
+    fn latest_subject_entry(
+        &self,
+        subject: &str,
+        kind: RecordKind,
+    ) -> Result<Option<ReadEntry>, StoreError> {
+        let sql = format!(
+            "SELECT seq, at_ms, body FROM entry INDEXED BY entry_subject
+             WHERE subject = ?1{} ORDER BY seq DESC LIMIT 1",
+            kinds_clause(&[kind])
+        );
+        Ok(self
+            .read_entries(&sql, params![subject])?
+            .into_iter()
+            .next())
+    }
+
     fn entries_of_kind(
         &self,
         kinds: &[RecordKind],

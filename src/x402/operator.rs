@@ -78,10 +78,16 @@ pub fn parse_operator_file(bytes: &[u8]) -> Result<OperatorFile, String> {
         Some(Value::Array(items)) => parse_notes(items)?,
         Some(_) => return Err("notes is not a list".to_string()),
     };
+    let operator_keys = match object.get("operator_keys") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => parse_operator_keys(items)?,
+        Some(_) => return Err("operator_keys is not a list".to_string()),
+    };
     Ok(OperatorFile {
         wallets: parsed,
         refund,
         notes,
+        operator_keys,
     })
 }
 
@@ -99,6 +105,27 @@ pub const MAX_NOTES: usize = 64;
 /// Longest note text kept, in characters.
 pub const MAX_NOTE_TEXT: usize = 500;
 
+/// Most operator keys read from one file.
+pub const MAX_OPERATOR_KEYS: usize = 16;
+
+fn parse_operator_keys(items: &[Value]) -> Result<Vec<alloy::primitives::Address>, String> {
+    if items.len() > MAX_OPERATOR_KEYS {
+        return Err(format!(
+            "operator_keys has {} entries, more than {MAX_OPERATOR_KEYS}",
+            items.len()
+        ));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            k.as_str()
+                .and_then(address_any_case)
+                .ok_or_else(|| format!("operator_keys[{i}] is not a 0x-prefixed 20-byte address"))
+        })
+        .collect()
+}
+
 fn parse_notes(items: &[Value]) -> Result<Vec<RevisionNote>, String> {
     if items.len() > MAX_NOTES {
         return Err(format!(
@@ -109,68 +136,121 @@ fn parse_notes(items: &[Value]) -> Result<Vec<RevisionNote>, String> {
     items
         .iter()
         .enumerate()
-        .map(|(i, n)| {
-            let at = n
-                .get("at")
-                .and_then(Value::as_str)
-                .ok_or_else(|| format!("notes[{i}].at is missing"))?;
-            let at =
-                time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
-                    .map_err(|e| format!("notes[{i}].at is not an RFC 3339 time: {e}"))?;
-            let at_ms = i64::try_from(at.unix_timestamp_nanos() / 1_000_000)
-                .map_err(|_| format!("notes[{i}].at is out of range"))?;
-            let kind = match n.get("kind").and_then(Value::as_str) {
-                Some("price_change") => NoteKind::PriceChange,
-                Some("payto_rotation") => NoteKind::PaytoRotation,
-                Some(other) => {
-                    return Err(format!(
-                        "notes[{i}].kind {} is not price_change or payto_rotation",
-                        quoted(other)
-                    ));
-                }
-                None => return Err(format!("notes[{i}].kind is missing")),
-            };
-            let amount = match n.get("amount") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(a)) if crate::x402::types::is_decimal_integer(a) => {
-                    Some(a.clone())
-                }
-                Some(_) => {
-                    return Err(format!("notes[{i}].amount is not a decimal integer string"));
-                }
-            };
-            let pay_to = match n.get("pay_to") {
-                None | Some(Value::Null) => None,
-                Some(v) => Some(
-                    v.as_str()
-                        .and_then(address_any_case)
-                        .ok_or_else(|| format!("notes[{i}].pay_to is not an address"))?,
-                ),
-            };
-            if kind == NoteKind::PaytoRotation && pay_to.is_none() {
-                return Err(format!("notes[{i}]: a payto_rotation names the new pay_to"));
-            }
-            let text: String = n
-                .get("text")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .chars()
-                .take(MAX_NOTE_TEXT)
-                .collect();
-            Ok(RevisionNote {
-                at_ms,
-                kind,
-                amount,
-                pay_to,
-                text,
-            })
-        })
+        .map(|(i, n)| parse_note(n).map_err(|e| format!("notes[{i}]{e}")))
         .collect()
+}
+
+/// One revision note, as the operator file writes it (also what the API takes). An error starts
+/// with the field (`.kind ...`, `: ...`) so the caller can prefix where the note was.
+pub fn parse_note(n: &Value) -> Result<RevisionNote, String> {
+    let at = n
+        .get("at")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ".at is missing".to_string())?;
+    let at = time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
+        .map_err(|e| format!(".at is not an RFC 3339 time: {e}"))?;
+    let at_ms = i64::try_from(at.unix_timestamp_nanos() / 1_000_000)
+        .map_err(|_| ".at is out of range".to_string())?;
+    let kind = match n.get("kind").and_then(Value::as_str) {
+        Some("price_change") => NoteKind::PriceChange,
+        Some("payto_rotation") => NoteKind::PaytoRotation,
+        Some(other) => {
+            return Err(format!(
+                ".kind {} is not price_change or payto_rotation",
+                quoted(other)
+            ));
+        }
+        None => return Err(".kind is missing".to_string()),
+    };
+    let amount = match n.get("amount") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(a)) if crate::x402::types::is_decimal_integer(a) => Some(a.clone()),
+        Some(_) => return Err(".amount is not a decimal integer string".to_string()),
+    };
+    let pay_to = match n.get("pay_to") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_str()
+                .and_then(address_any_case)
+                .ok_or_else(|| ".pay_to is not an address".to_string())?,
+        ),
+    };
+    if kind == NoteKind::PaytoRotation && pay_to.is_none() {
+        return Err(": a payto_rotation names the new pay_to".to_string());
+    }
+    let text: String = n
+        .get("text")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .chars()
+        .take(MAX_NOTE_TEXT)
+        .collect();
+    Ok(RevisionNote {
+        at_ms,
+        kind,
+        amount,
+        pay_to,
+        text,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn operator_keys_are_read_with_bounds() {
+        let file = |keys: &str| {
+            format!(r#"{{"schema":"{OPERATOR_FILE_SCHEMA}","wallets":[],"operator_keys":{keys}}}"#)
+        };
+        let ok = parse_operator_file(
+            file(r#"["0x7e5f4552091a69125d5dfcb7b8c2659029395bdf"]"#).as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(
+            ok.operator_keys,
+            vec![address_any_case("0x7E5F4552091A69125d5DfCb7b8C2659029395Bdf").unwrap()]
+        );
+        let none = parse_operator_file(
+            format!(r#"{{"schema":"{OPERATOR_FILE_SCHEMA}","wallets":[]}}"#).as_bytes(),
+        )
+        .unwrap();
+        assert!(none.operator_keys.is_empty());
+        let e = parse_operator_file(file(r#"["0x12"]"#).as_bytes()).unwrap_err();
+        assert!(e.starts_with("operator_keys[0]"), "{e}");
+        let e = parse_operator_file(file(r#""0x12""#).as_bytes()).unwrap_err();
+        assert!(e.contains("not a list"), "{e}");
+        let many = format!(
+            "[{}]",
+            vec![r#""0x7e5f4552091a69125d5dfcb7b8c2659029395bdf""#; MAX_OPERATOR_KEYS + 1]
+                .join(",")
+        );
+        let e = parse_operator_file(file(&many).as_bytes()).unwrap_err();
+        assert!(e.contains("more than"), "{e}");
+    }
+
+    #[test]
+    fn a_note_is_read_alone_as_in_the_file() {
+        let n = parse_note(&serde_json::json!({
+            "at": "2026-11-02T09:00:00Z", "kind": "price_change", "amount": "20000", "text": "x"
+        }))
+        .unwrap();
+        assert_eq!(n.kind, NoteKind::PriceChange);
+        assert_eq!(n.amount.as_deref(), Some("20000"));
+        let e = parse_note(
+            &serde_json::json!({"at": "2026-11-02T09:00:00Z", "kind": "payto_rotation"}),
+        )
+        .unwrap_err();
+        assert!(e.contains("names the new pay_to"), "{e}");
+        // In a file, the error names the note.
+        let file = format!(
+            r#"{{"schema":"{OPERATOR_FILE_SCHEMA}","wallets":[],"notes":[{{"kind":"price_change"}}]}}"#
+        );
+        assert_eq!(
+            parse_operator_file(file.as_bytes()).unwrap_err(),
+            "notes[0].at is missing"
+        );
+    }
 
     /// Found by the `operator_file` fuzz target: an error quoted the whole `schema` value, so a
     /// 1 MiB file made a 1 MiB receipt line.

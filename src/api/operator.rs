@@ -1,0 +1,444 @@
+//! The operator's own evidence (seed 004): the public gets signed aggregates, never the raw
+//! ledger; a subject's operator reads every entry about its endpoint, and posts dated revision
+//! notes, after proving control of it.
+//!
+//! The proof: `POST /v1/operator/challenge {subject}` issues a challenge (kept in memory, at
+//! most [`MAX_OUTSTANDING`] at once, valid for `[api] operator_challenge_ttl_secs`, single use);
+//! its text is signed with EIP-191 `personal_sign` by the subject's current payTo (its latest
+//! declaration) or by an address its operator file lists in `operator_keys`. The signature is
+//! then presented once, with the request it authorises (`/v1/operator/entries` or
+//! `/v1/operator/notes`): the challenge is spent by that attempt, whatever its result.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::Mutex;
+
+use alloy::primitives::{Address, Signature};
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{ApiError, ApiState, ErrorCode};
+use crate::checks::history::Declared;
+use crate::daemon::Command;
+use crate::evidence::paid::address_any_case;
+use crate::ledger::record::{NoteRecord, Record, RecordKind};
+use crate::x402::operator::{parse_note, parse_operator_file};
+
+/// Most challenges outstanding at once (a request beyond it waits for some to expire).
+pub const MAX_OUTSTANDING: usize = 1024;
+/// Most entries in one page of `/v1/operator/entries`.
+pub const MAX_PAGE: usize = 1000;
+/// Entries in a page when the request names no limit.
+pub const DEFAULT_PAGE: usize = 200;
+/// The first line of every challenge text (what the operator's wallet shows it is signing).
+pub const CHALLENGE_DOMAIN: &str = "x402-probe operator proof";
+
+/// One issued challenge.
+#[derive(Debug, Clone)]
+struct Challenge {
+    subject: String,
+    text: String,
+    expires_ms: i64,
+    used: bool,
+}
+
+/// The challenges issued and not yet expired (used ones are kept until they expire, so a replay
+/// is told apart from an unknown id).
+pub(crate) struct Challenges {
+    issued: Mutex<HashMap<String, Challenge>>,
+    ttl_ms: i64,
+}
+
+impl Challenges {
+    pub(crate) fn new(ttl_secs: u64) -> Challenges {
+        Challenges {
+            issued: Mutex::new(HashMap::new()),
+            ttl_ms: i64::try_from(ttl_secs).unwrap_or(i64::MAX / 1000) * 1000,
+        }
+    }
+
+    fn issue(&self, subject: &str, now_ms: i64) -> Result<(String, Challenge), ApiError> {
+        let mut issued = self.issued.lock().unwrap_or_else(|p| p.into_inner());
+        issued.retain(|_, c| c.expires_ms > now_ms);
+        if issued.len() >= MAX_OUTSTANDING {
+            let mut e = ApiError::new(
+                ErrorCode::Unavailable,
+                "too many challenges outstanding; retry shortly",
+            );
+            e.retry_after = Some(((self.ttl_ms / 1000).max(1)) as u64);
+            return Err(e);
+        }
+        let id = hex::encode(rand::random::<[u8; 16]>());
+        let nonce = hex::encode(rand::random::<[u8; 32]>());
+        let expires_ms = now_ms.saturating_add(self.ttl_ms);
+        let text = format!(
+            "{CHALLENGE_DOMAIN}\nsubject: {subject}\nchallenge: {id}\nnonce: {nonce}\nexpires: {}",
+            crate::evidence::rfc3339(expires_ms.div_euclid(1000))
+        );
+        let challenge = Challenge {
+            subject: subject.to_string(),
+            text,
+            expires_ms,
+            used: false,
+        };
+        issued.insert(id.clone(), challenge.clone());
+        Ok((id, challenge))
+    }
+
+    /// Spends the challenge `id` (single use: this attempt is its only one).
+    fn spend(&self, id: &str, now_ms: i64) -> Result<Challenge, ApiError> {
+        let mut issued = self.issued.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(c) = issued.get_mut(id) else {
+            return Err(ApiError::new(
+                ErrorCode::ChallengeUnknown,
+                "no such challenge (ask POST /v1/operator/challenge for one)",
+            ));
+        };
+        if c.used {
+            return Err(ApiError::new(
+                ErrorCode::ChallengeUsed,
+                "this challenge was already presented once; ask for a new one",
+            ));
+        }
+        c.used = true;
+        if c.expires_ms <= now_ms {
+            return Err(ApiError::new(
+                ErrorCode::ChallengeExpired,
+                "this challenge expired; ask for a new one",
+            ));
+        }
+        Ok(c.clone())
+    }
+}
+
+/// The operator's routes.
+pub(crate) fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/v1/operator/challenge", post(challenge))
+        .route("/v1/operator/entries", post(entries))
+        .route("/v1/operator/notes", post(notes))
+}
+
+/// `POST /v1/operator/challenge`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChallengeRequest {
+    /// The subject's URL or its API id.
+    pub subject: String,
+}
+
+/// A challenge to sign with EIP-191 `personal_sign`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ChallengeIssued {
+    pub challenge_id: String,
+    /// The subject's URL.
+    pub subject: String,
+    /// RFC 3339: the signature must be presented before then.
+    pub expires_at: String,
+    /// The exact text to sign (UTF-8, as is: no trailing newline).
+    pub text: String,
+    /// Who may sign: the subject's payTo or a key its operator file lists in `operator_keys`.
+    pub signers: String,
+}
+
+/// A signature over a challenge's text.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Proof {
+    pub challenge_id: String,
+    /// 65 bytes, hex (`0x` optional): r, s, v as `personal_sign` returns them.
+    pub signature: String,
+}
+
+/// `POST /v1/operator/entries`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EntriesRequest {
+    pub challenge_id: String,
+    pub signature: String,
+    /// Entries after this sequence number (the previous page's `next_after`).
+    #[serde(default)]
+    pub after: Option<u64>,
+    /// At most this many (1 to 1000; default 200).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// Every ledger entry about the subject, a page at a time, as stored: each entry's canonical
+/// JSON with its chain fields, so they can be checked against the signed checkpoints
+/// (`sha256(entry) == hash`; the envelope's `prev` is the previous entry's hash).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct OperatorEntries {
+    pub subject: String,
+    /// The address whose signature was accepted.
+    pub signer: String,
+    pub entries: Vec<OperatorEntry>,
+    /// Present when more entries follow: ask again with `after` set to it (a new challenge).
+    pub next_after: Option<u64>,
+    /// The ledger's head when this page was read.
+    pub head_seq: u64,
+    pub head_hash: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct OperatorEntry {
+    pub seq: u64,
+    pub at_ms: i64,
+    pub kind: String,
+    /// Hex SHA-256 of the previous entry's canonical bytes.
+    pub prev: String,
+    /// Hex SHA-256 of `entry`'s bytes.
+    pub hash: String,
+    /// The entry's canonical JSON (RFC 8785), byte for byte as chained. Response bodies of a
+    /// kilobyte or more are kept beside the ledger by hash and named, not inlined.
+    pub entry: String,
+}
+
+/// `POST /v1/operator/notes`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoteRequest {
+    pub challenge_id: String,
+    pub signature: String,
+    /// A revision note as the operator file writes one: `at` (RFC 3339), `kind`
+    /// (`price_change` or `payto_rotation`), `amount`, `pay_to`, `text`.
+    pub note: Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct NotePosted {
+    pub subject: String,
+    pub signer: String,
+    /// The ledger entry that records the note.
+    pub ledger_seq: u64,
+    /// The note as recorded (`at_ms` in unix milliseconds).
+    pub note: Value,
+}
+
+async fn challenge(
+    State(state): State<ApiState>,
+    Json(body): Json<ChallengeRequest>,
+) -> Result<(StatusCode, Json<ChallengeIssued>), ApiError> {
+    let url = super::admin::subject_url(&state, &body.subject)?;
+    let known = state
+        .shared
+        .store
+        .subject(&url)
+        .map_err(|e| ApiError::internal(format!("reading the subject: {e}")))?;
+    if known.is_none() {
+        return Err(ApiError::not_found(format!("no subject {url}")));
+    }
+    let now = state.shared.wall.now_ms();
+    let (id, c) = state.challenges.issue(&url, now)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(ChallengeIssued {
+            challenge_id: id,
+            subject: c.subject,
+            expires_at: crate::evidence::rfc3339(c.expires_ms.div_euclid(1000)),
+            text: c.text,
+            signers: "the subject's current payTo, or an address its operator file lists in operator_keys".into(),
+        }),
+    ))
+}
+
+/// Checks a proof: spends the challenge, recovers the signer, and accepts it only if it is the
+/// subject's payTo or one of its operator keys. Returns the subject and the signer.
+fn verify(state: &ApiState, proof: &Proof) -> Result<(String, Address), ApiError> {
+    let now = state.shared.wall.now_ms();
+    let challenge = state.challenges.spend(&proof.challenge_id, now)?;
+    let signature = Signature::from_str(proof.signature.trim()).map_err(|e| {
+        ApiError::new(
+            ErrorCode::BadSignature,
+            format!("the signature is not 65 bytes of hex r, s, v: {e}"),
+        )
+    })?;
+    let signer = signature
+        .recover_address_from_msg(challenge.text.as_bytes())
+        .map_err(|e| {
+            ApiError::new(
+                ErrorCode::BadSignature,
+                format!("no signer can be recovered from the signature: {e}"),
+            )
+        })?;
+    let allowed = operators_of(state, &challenge.subject)?;
+    if !allowed.contains(&signer) {
+        return Err(ApiError::new(
+            ErrorCode::NotOperator,
+            format!(
+                "{signer} signed the challenge, which is neither the subject's payTo nor an operator key its operator file lists"
+            ),
+        ));
+    }
+    Ok((challenge.subject, signer))
+}
+
+/// The addresses that may prove control of `subject`: its payTo in its latest declaration, and
+/// the operator keys of the operator file its latest run read.
+fn operators_of(state: &ApiState, subject: &str) -> Result<Vec<Address>, ApiError> {
+    let store = &state.shared.store;
+    let internal = |e: crate::store::StoreError| ApiError::internal(format!("reading: {e}"));
+    let mut allowed = Vec::new();
+    let declared: Option<Declared> = store
+        .latest_declared(subject)
+        .map_err(internal)?
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    if let Some(pay_to) = declared
+        .and_then(|d| d.pay_to)
+        .as_deref()
+        .and_then(address_any_case)
+    {
+        allowed.push(pay_to);
+    }
+    if let Some(entry) = store
+        .latest_subject_entry(subject, RecordKind::Run)
+        .map_err(internal)?
+    {
+        let mut record = entry.record;
+        store.restore_bodies(&mut record).map_err(internal)?;
+        if let Record::Run(run) = record
+            && let Some(file) = run
+                .free
+                .operator_file
+                .as_ref()
+                .and_then(|ex| ex.response.as_ref())
+                .filter(|r| r.status == 200 && !r.body_truncated)
+                .and_then(|r| parse_operator_file(&r.body).ok())
+        {
+            allowed.extend(file.operator_keys);
+        }
+    }
+    Ok(allowed)
+}
+
+async fn entries(
+    State(state): State<ApiState>,
+    Json(body): Json<EntriesRequest>,
+) -> Result<Json<OperatorEntries>, ApiError> {
+    let limit = body.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::bad_request("limit: 1 to 1000"));
+    }
+    let proof = Proof {
+        challenge_id: body.challenge_id,
+        signature: body.signature,
+    };
+    let (subject, signer) = verify(&state, &proof)?;
+    let store = state.shared.store.clone();
+    let after = body.after.unwrap_or(0);
+    let read = {
+        let subject = subject.clone();
+        tokio::task::spawn_blocking(move || {
+            let head = store.head()?;
+            // One more than the page, to know whether another follows.
+            let rows = store.subject_stored_entries(&subject, after, limit + 1)?;
+            Ok::<_, crate::store::StoreError>((head, rows))
+        })
+        .await
+    };
+    let ((head_seq, head_hash), mut rows) = match read {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return Err(ApiError::internal(format!("reading entries: {e}"))),
+        Err(e) => return Err(ApiError::internal(format!("reading entries: {e}"))),
+    };
+    let next_after = if rows.len() > limit {
+        rows.truncate(limit);
+        rows.last().map(|r| r.seq)
+    } else {
+        None
+    };
+    let entries = rows
+        .into_iter()
+        .map(|r| OperatorEntry {
+            seq: r.seq,
+            at_ms: r.at_ms,
+            kind: r.kind,
+            prev: hex::encode(r.prev),
+            hash: hex::encode(r.hash),
+            // Canonical JSON is UTF-8 (written by serde_json).
+            entry: String::from_utf8_lossy(&r.body).into_owned(),
+        })
+        .collect();
+    Ok(Json(OperatorEntries {
+        subject,
+        signer: signer.to_checksum(None),
+        entries,
+        next_after,
+        head_seq,
+        head_hash: hex::encode(head_hash),
+    }))
+}
+
+async fn notes(
+    State(state): State<ApiState>,
+    Json(body): Json<NoteRequest>,
+) -> Result<(StatusCode, Json<NotePosted>), ApiError> {
+    // The note is checked before the proof is spent: a malformed note costs no challenge.
+    let note = parse_note(&body.note).map_err(|e| ApiError::bad_request(format!("note{e}")))?;
+    let proof = Proof {
+        challenge_id: body.challenge_id,
+        signature: body.signature,
+    };
+    let (subject, signer) = verify(&state, &proof)?;
+    let record = NoteRecord {
+        subject: subject.clone(),
+        at_ms: state.shared.clock.now_ms(),
+        note: note.clone(),
+        signer: signer.to_checksum(None),
+        challenge_id: proof.challenge_id,
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    super::admin::send(&state, Command::Note(Box::new(record), tx)).await?;
+    let seq = super::admin::receive(rx)
+        .await?
+        .map_err(super::admin::refused)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(NotePosted {
+            subject,
+            signer: signer.to_checksum(None),
+            ledger_seq: seq,
+            note: serde_json::to_value(&note).unwrap_or(Value::Null),
+        }),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_challenge_is_single_use_expires_and_is_capped() {
+        let c = Challenges::new(60);
+        let (id, issued) = c.issue("https://a.example/x", 1_000).unwrap();
+        assert!(issued.text.starts_with(CHALLENGE_DOMAIN));
+        assert!(issued.text.contains("subject: https://a.example/x"));
+        assert!(issued.text.contains(&id));
+        assert_eq!(c.spend(&id, 2_000).unwrap().subject, "https://a.example/x");
+        assert_eq!(
+            c.spend(&id, 2_000).unwrap_err().code,
+            ErrorCode::ChallengeUsed
+        );
+        assert_eq!(
+            c.spend("nope", 2_000).unwrap_err().code,
+            ErrorCode::ChallengeUnknown
+        );
+        let (late, _) = c.issue("https://a.example/x", 1_000).unwrap();
+        assert_eq!(
+            c.spend(&late, 61_000).unwrap_err().code,
+            ErrorCode::ChallengeExpired
+        );
+        // The cap: full until the outstanding ones expire.
+        let c = Challenges::new(60);
+        for _ in 0..MAX_OUTSTANDING {
+            c.issue("s", 0).unwrap();
+        }
+        assert_eq!(c.issue("s", 1).unwrap_err().code, ErrorCode::Unavailable);
+        assert!(c.issue("s", 60_000).is_ok(), "expired ones make room");
+    }
+}

@@ -1,0 +1,633 @@
+//! Admin actions and the operator's own evidence, against a running daemon with the lab behind it:
+//! the admin token from a credential file, each action's effect on the loop and the ledger, the
+//! EIP-191 proof of control by real keys (the subject's payTo wallet), single-use and expiring
+//! challenges, the raw entries nobody else gets, and a revision note posted through the API that
+//! turns an H2 failure into a pass.
+
+mod api_support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use alloy::signers::SignerSync;
+use alloy::signers::local::PrivateKeySigner;
+use api_support::*;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use x402_lab::chain::DEV_ACCOUNTS;
+use x402_probe::ledger::record::{Record, RecordKind, SubjectChange};
+use x402_probe::store::{ReadEntry, SqliteStore, Store};
+
+const TOKEN: &str = "test-admin-token-0123456789abcdef0123456789abcdef";
+
+async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    body: Value,
+) -> (u16, Value) {
+    let mut request = client.post(url).json(&body);
+    if let Some(t) = token {
+        request = request.bearer_auth(t);
+    }
+    let r = request.send().await.expect("the API answers");
+    let status = r.status().as_u16();
+    let bytes = r.bytes().await.unwrap();
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("{url}: not JSON ({e}): {}", String::from_utf8_lossy(&bytes)));
+    (status, value)
+}
+
+async fn get(client: &reqwest::Client, url: &str) -> (u16, String) {
+    let r = client.get(url).send().await.expect("the API answers");
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+fn code(body: &Value) -> &str {
+    body["error"]["code"].as_str().unwrap_or("")
+}
+
+/// The runs of `subject` in the ledger, oldest first.
+fn runs(store: &SqliteStore, subject: &str) -> Vec<ReadEntry> {
+    store
+        .subject_entries(subject, &[RecordKind::Run], 0)
+        .unwrap()
+}
+
+/// Waits (at most `secs`) until `subject` has more than `before` runs; returns the newest.
+async fn next_run(store: &SqliteStore, subject: &str, before: usize, secs: u64) -> ReadEntry {
+    for _ in 0..secs * 5 {
+        let all = runs(store, subject);
+        if all.len() > before {
+            return all.last().cloned().unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("no new run of {subject} within {secs} s");
+}
+
+fn outcome_of(entry: &ReadEntry, check: &str) -> (String, String) {
+    let Record::Run(run) = &entry.record else {
+        panic!("not a run entry")
+    };
+    let r = run
+        .results
+        .iter()
+        .find(|r| r.id == check)
+        .unwrap_or_else(|| panic!("{check} not in the run"));
+    (
+        serde_json::to_value(r.outcome)
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_string(),
+        r.evidence.clone(),
+    )
+}
+
+/// Asks for a challenge for `subject` and signs its text with `signer`.
+async fn prove(
+    client: &reqwest::Client,
+    d: &ApiDaemon,
+    subject: &str,
+    signer: &PrivateKeySigner,
+) -> (String, String) {
+    let (status, c) = post(
+        client,
+        &d.url("/v1/operator/challenge"),
+        None,
+        json!({"subject": subject}),
+    )
+    .await;
+    assert_eq!(status, 201, "{c}");
+    let text = c["text"].as_str().unwrap();
+    assert!(text.starts_with("x402-probe operator proof\n"), "{text}");
+    assert!(text.contains(subject), "{text}");
+    let signature = signer.sign_message_sync(text.as_bytes()).unwrap();
+    (
+        c["challenge_id"].as_str().unwrap().to_string(),
+        format!("0x{}", hex::encode(signature.as_bytes())),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_configured_token_admin_actions_are_refused_and_do_nothing() {
+    let d = ApiDaemon::start(ApiOptions {
+        days: 0,
+        price_rise: false,
+        declared_outage: false,
+        pay: false,
+        live_free_every_secs: 3600,
+        ..ApiOptions::default()
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let url = d.urls["honest-v2"].clone();
+    for token in [None, Some(TOKEN)] {
+        let (status, body) = post(
+            &client,
+            &d.url("/v1/admin/subjects/pause"),
+            token,
+            json!({"subject": url, "reason": "test"}),
+        )
+        .await;
+        assert_eq!(status, 403, "{body}");
+        assert_eq!(code(&body), "forbidden", "{body}");
+    }
+    let store = SqliteStore::open(d.dir.path()).unwrap();
+    assert_eq!(
+        store.subject(&url).unwrap().unwrap().state.as_str(),
+        "active",
+        "a refused action did nothing"
+    );
+    // An unknown challenge is refused with its own code, and returns nothing else.
+    let (status, body) = post(
+        &client,
+        &d.url("/v1/operator/entries"),
+        None,
+        json!({"challenge_id": "00", "signature": "0x00"}),
+    )
+    .await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(code(&body), "challenge_unknown", "{body}");
+    assert!(body.get("entries").is_none());
+    d.stop().await.expect("the daemon stops cleanly");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_actions_and_the_operators_own_evidence_against_a_running_daemon() {
+    let secrets = tempfile::tempdir().unwrap();
+    let token_file = secrets.path().join("admin-token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut d = ApiDaemon::start(ApiOptions {
+        days: 2,
+        pay: false,
+        declared_outage: false,
+        // Runs come when asked (run-now), not on a cadence the test would race with.
+        live_free_every_secs: 3600,
+        api_extra: format!(
+            "admin_token_file = \"{}\"\noperator_challenge_ttl_secs = 4\n",
+            token_file.display()
+        ),
+        ..ApiOptions::default()
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let store = SqliteStore::open(d.dir.path()).unwrap();
+    let honest = d.urls["honest-v2"].clone();
+    let rising = d.urls["price-rise"].clone();
+
+    // --- Admin: refused without the token or with a wrong one, and nothing is done.
+    for token in [None, Some("wrong-token-0123456789abcdef0123456789abcdef")] {
+        let (status, body) = post(
+            &client,
+            &d.url("/v1/admin/subjects/pause"),
+            token,
+            json!({"subject": honest, "reason": "test"}),
+        )
+        .await;
+        assert_eq!(status, 401, "{body}");
+        assert_eq!(code(&body), "unauthorized", "{body}");
+    }
+    assert_eq!(
+        store.subject(&honest).unwrap().unwrap().state.as_str(),
+        "active"
+    );
+
+    // --- Run now: a run of the subject appears in the ledger.
+    let before = runs(&store, &honest).len();
+    let body = run_now(&client, &d, &d.id_of("honest-v2")).await;
+    assert_eq!(body["action"], "run_now");
+    assert_eq!(body["subject"], honest.as_str());
+    let run = next_run(&store, &honest, before, 60).await;
+    assert!(run.seq > 0);
+
+    // --- Declare an outage: recorded, and served by /v1/outages.
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let rfc = |s: i64| x402_probe::evidence::rfc3339(s);
+    let (from, to) = (rfc(now_s - 7200), rfc(now_s - 3600));
+    let (status, body) = post(
+        &client,
+        &d.url("/v1/admin/outages"),
+        Some(TOKEN),
+        json!({"from": from, "to": to, "reason": "test: uplink down"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let seq = body["ledger_seq"]
+        .as_u64()
+        .expect("the outage's ledger entry");
+    let recorded = store
+        .entries_of_kind(&[RecordKind::Outage], seq - 1)
+        .unwrap();
+    assert!(
+        matches!(&recorded[0].record, Record::Outage(x402_probe::ledger::record::OutageRecord::Declared { reason, .. }) if reason == "test: uplink down"),
+        "{recorded:?}"
+    );
+    let (_, outages) = get(&client, &d.url("/v1/outages")).await;
+    let outages: Value = serde_json::from_str(&outages).unwrap();
+    let ms = x402_probe::daemon::scoring::ms_of;
+    assert!(
+        outages["outages"].as_array().unwrap().iter().any(|o| {
+            o["from"].as_str().and_then(ms) == ms(&from) && o["to"].as_str().and_then(ms) == ms(&to)
+        }),
+        "{outages}"
+    );
+    // Outside the rules (more than 48 hours back): refused, nothing recorded.
+    let (status, body) = post(
+        &client,
+        &d.url("/v1/admin/outages"),
+        Some(TOKEN),
+        json!({"from": rfc(now_s - 4 * 86_400), "to": to, "reason": "too old"}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+
+    // --- Pause: the subject leaves the loop's schedule, a run of it is refused; resume puts it back.
+    let overcharge = d.urls["overcharge"].clone();
+    until_due(&client, &d, &overcharge, true).await;
+    let (status, body) = post(
+        &client,
+        &d.url("/v1/admin/subjects/pause"),
+        Some(TOKEN),
+        json!({"subject": overcharge, "reason": "test: owner asked"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let paused_seq = body["ledger_seq"].as_u64().unwrap();
+    let e = store
+        .subject_entries(&overcharge, &[RecordKind::Subject], paused_seq - 1)
+        .unwrap();
+    assert!(
+        matches!(&e[0].record, Record::Subject(s) if matches!(&s.change, SubjectChange::Paused { why } if why == "test: owner asked")),
+        "{e:?}"
+    );
+    assert_eq!(
+        store.subject(&overcharge).unwrap().unwrap().state.as_str(),
+        "paused"
+    );
+    let (_, s) = get(&client, &d.url("/v1/status")).await;
+    assert!(
+        !due_of(&serde_json::from_str(&s).unwrap(), &overcharge),
+        "{s}"
+    );
+    let (status, body) = post(
+        &client,
+        &d.url("/v1/admin/runs"),
+        Some(TOKEN),
+        json!({"subject": overcharge}),
+    )
+    .await;
+    assert_eq!((status, code(&body)), (409, "conflict"), "{body}");
+    let (status, body) = post(
+        &client,
+        &d.url("/v1/admin/subjects/pause"),
+        Some(TOKEN),
+        json!({"subject": overcharge}),
+    )
+    .await;
+    assert_eq!((status, code(&body)), (409, "conflict"), "{body}");
+    let (status, body) = post(
+        &client,
+        &d.url("/v1/admin/subjects/resume"),
+        Some(TOKEN),
+        json!({"subject": overcharge}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    until_due(&client, &d, &overcharge, true).await;
+    assert_eq!(
+        store.subject(&overcharge).unwrap().unwrap().state.as_str(),
+        "active"
+    );
+
+    // --- Add a subject: recorded, scheduled at once, and probed.
+    let clock =
+        std::sync::Arc::new(|| x402_probe::clock::Clock::now_ms(&x402_probe::clock::SystemClock));
+    let added = d
+        .lab
+        .spawn_variant(
+            "honest-v2",
+            "added",
+            x402_lab::dynamic::Timeline::default(),
+            clock,
+        )
+        .await
+        .unwrap();
+    let (status, body) = post(
+        &client,
+        &d.url("/v1/admin/subjects"),
+        Some(TOKEN),
+        json!({"url": added, "category": "test"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["subject"], added.as_str());
+    let row = store.subject(&added).unwrap().expect("the subject's row");
+    assert_eq!(
+        (row.state.as_str(), row.source.as_str()),
+        ("active", "admin")
+    );
+    next_run(&store, &added, 0, 60).await;
+    let (status, body) = post(
+        &client,
+        &d.url("/v1/admin/subjects"),
+        Some(TOKEN),
+        json!({"url": added}),
+    )
+    .await;
+    assert_eq!((status, code(&body)), (409, "conflict"), "{body}");
+    let (status, _) = post(
+        &client,
+        &d.url("/v1/admin/subjects"),
+        Some(TOKEN),
+        json!({"url": "ftp://x"}),
+    )
+    .await;
+    assert_eq!(status, 400);
+
+    // --- The operator's evidence: the payTo wallet (lab account 3) reads its subject's entries.
+    let pay_to = DEV_ACCOUNTS[3].signer();
+    assert_eq!(pay_to.address(), d.lab.pay_to);
+    let stranger = PrivateKeySigner::random();
+    let (id, sig) = prove(&client, &d, &rising, &pay_to).await;
+    let (status, page) = post(
+        &client,
+        &d.url("/v1/operator/entries"),
+        None,
+        json!({"challenge_id": id, "signature": sig, "limit": 5}),
+    )
+    .await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["subject"], rising.as_str());
+    assert_eq!(page["signer"], d.lab.pay_to.to_checksum(None));
+    let first = page["entries"].as_array().unwrap().clone();
+    let first_page = page.to_string();
+    assert_eq!(first.len(), 5);
+    let mut all = first.clone();
+    let mut after = page["next_after"].as_u64().expect("more pages");
+    // Replaying the proof is refused.
+    let (status, body) = post(
+        &client,
+        &d.url("/v1/operator/entries"),
+        None,
+        json!({"challenge_id": id, "signature": sig, "after": after}),
+    )
+    .await;
+    assert_eq!((status, code(&body)), (401, "challenge_used"), "{body}");
+    assert!(body.get("entries").is_none());
+    loop {
+        let (id, sig) = prove(&client, &d, &rising, &pay_to).await;
+        let (status, page) = post(
+            &client,
+            &d.url("/v1/operator/entries"),
+            None,
+            json!({"challenge_id": id, "signature": sig, "after": after, "limit": 1000}),
+        )
+        .await;
+        assert_eq!(status, 200, "{page}");
+        all.extend(page["entries"].as_array().unwrap().iter().cloned());
+        match page["next_after"].as_u64() {
+            Some(a) => after = a,
+            None => break,
+        }
+    }
+    // Every entry about the subject, each one checkable against the chain.
+    let in_store = store.subject_entries(&rising, &[], 0).unwrap();
+    assert!(
+        all.len() >= in_store.len() && in_store.len() > 5,
+        "{} vs {}",
+        all.len(),
+        in_store.len()
+    );
+    let mut run_ids = Vec::new();
+    for e in &all {
+        let text = e["entry"].as_str().unwrap();
+        assert_eq!(
+            hex::encode(Sha256::digest(text.as_bytes())),
+            e["hash"].as_str().unwrap()
+        );
+        let envelope: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(envelope["prev"], e["prev"]);
+        assert_eq!(envelope["seq"], e["seq"]);
+        assert_eq!(envelope["subject"], rising.as_str());
+        if envelope["record"]["kind"] == "run" {
+            run_ids.push(envelope["record"]["id"].as_str().unwrap().to_string());
+        }
+    }
+    assert!(!run_ids.is_empty());
+    let seqs: Vec<u64> = all.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "in order, no page overlap"
+    );
+
+    // Another wallet is refused; so is a signature over another subject's challenge, and an
+    // expired challenge. None of them returns entries.
+    let refused = |body: &Value| body.get("entries").is_none() && body.get("error").is_some();
+    let (id, sig) = prove(&client, &d, &rising, &stranger).await;
+    let (status, body) = post(
+        &client,
+        &d.url("/v1/operator/entries"),
+        None,
+        json!({"challenge_id": id, "signature": sig}),
+    )
+    .await;
+    assert_eq!((status, code(&body)), (403, "not_operator"), "{body}");
+    assert!(refused(&body));
+    let (id_rising, _) = prove(&client, &d, &rising, &pay_to).await;
+    let (_, sig_honest) = prove(&client, &d, &honest, &pay_to).await;
+    let (status, body) = post(
+        &client,
+        &d.url("/v1/operator/entries"),
+        None,
+        json!({"challenge_id": id_rising, "signature": sig_honest}),
+    )
+    .await;
+    assert_eq!((status, code(&body)), (403, "not_operator"), "{body}");
+    assert!(refused(&body));
+    let (id, sig) = prove(&client, &d, &rising, &pay_to).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (status, body) = post(
+        &client,
+        &d.url("/v1/operator/entries"),
+        None,
+        json!({"challenge_id": id, "signature": sig}),
+    )
+    .await;
+    assert_eq!((status, code(&body)), (401, "challenge_expired"), "{body}");
+    assert!(refused(&body));
+    let (id, _) = prove(&client, &d, &rising, &pay_to).await;
+    let (status, body) = post(
+        &client,
+        &d.url("/v1/operator/entries"),
+        None,
+        json!({"challenge_id": id, "signature": "0x1234"}),
+    )
+    .await;
+    assert_eq!((status, code(&body)), (400, "bad_signature"), "{body}");
+
+    // No public route returns a raw entry: every GET route of the OpenAPI document (ids filled
+    // in), and the operator's routes without a valid proof, are searched for the run ids.
+    let (_, doc) = get(&client, &d.url("/v1/openapi.json")).await;
+    let doc: Value = serde_json::from_str(&doc).unwrap();
+    let rubric = {
+        let (_, r) = get(&client, &d.url("/v1/rubrics")).await;
+        let r: Value = serde_json::from_str(&r).unwrap();
+        r["rubrics"][0]["sha256"].as_str().unwrap().to_string()
+    };
+    let mut bodies = Vec::new();
+    for path in doc["paths"].as_object().unwrap().keys() {
+        let path = path
+            .replace("{id}", &d.id_of("price-rise"))
+            .replace("{sha256}", &rubric);
+        let (status, body) = get(&client, &d.url(&path)).await;
+        assert!(status < 500, "{path}: {status}");
+        bodies.push((path, body));
+    }
+    for route in [
+        "/v1/operator/entries",
+        "/v1/operator/notes",
+        "/v1/operator/challenge",
+    ] {
+        let r = client
+            .post(d.url(route))
+            .json(&json!({"subject": rising, "challenge_id": "x", "signature": "0x", "note": {}}))
+            .send()
+            .await
+            .unwrap();
+        bodies.push((route.to_string(), r.text().await.unwrap()));
+    }
+    assert!(bodies.len() > 8);
+    // The same check as the public API's test, shown able to fail: the page read with the proof
+    // holds raw entries.
+    let leaks = LeakCheck::from_store(d.dir.path());
+    assert!(leaks.markers() > 0);
+    assert!(leaks.leak_in(first_page.as_bytes()).is_some());
+    for (path, body) in &bodies {
+        if let Some(why) = leaks.leak_in(body.as_bytes()) {
+            panic!("{path} without a proof: {why}");
+        }
+    }
+    for (path, body) in &bodies {
+        for id in &run_ids {
+            assert!(
+                !body.contains(id.as_str()),
+                "{path} leaks the raw entry of run {id}"
+            );
+        }
+        assert!(!body.contains("\"entries\""), "{path} answers with entries");
+    }
+
+    // --- A revision note through the API: the unannounced rise fails H2, the announced one
+    // passes.
+    let before = runs(&store, &rising).len();
+    run_now(&client, &d, &rising).await;
+    let unannounced = next_run(&store, &rising, before, 60).await;
+    let (outcome, evidence) = outcome_of(&unannounced, "H2");
+    assert_eq!(outcome, "fail", "{evidence}");
+    let note = json!({
+        "at": rfc(now_s - 60),
+        "kind": "price_change",
+        "amount": "30000",
+        "text": "new price from today, announced to our users",
+    });
+    // A stranger's note is refused and recorded nowhere.
+    let (id, sig) = prove(&client, &d, &rising, &stranger).await;
+    let (status, body) = post(
+        &client,
+        &d.url("/v1/operator/notes"),
+        None,
+        json!({"challenge_id": id, "signature": sig, "note": note}),
+    )
+    .await;
+    assert_eq!((status, code(&body)), (403, "not_operator"), "{body}");
+    assert!(
+        store
+            .subject_entries(&rising, &[RecordKind::Note], 0)
+            .unwrap()
+            .is_empty()
+    );
+    // A malformed note is refused before the proof is looked at.
+    let (id, sig) = prove(&client, &d, &rising, &pay_to).await;
+    let (status, body) = post(
+        &client,
+        &d.url("/v1/operator/notes"),
+        None,
+        json!({"challenge_id": id, "signature": sig, "note": {"at": "yesterday", "kind": "price_change"}}),
+    )
+    .await;
+    assert_eq!((status, code(&body)), (400, "bad_request"), "{body}");
+    let (id, sig) = prove(&client, &d, &rising, &pay_to).await;
+    let (status, body) = post(
+        &client,
+        &d.url("/v1/operator/notes"),
+        None,
+        json!({"challenge_id": id, "signature": sig, "note": note}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let seq = body["ledger_seq"].as_u64().unwrap();
+    let notes = store
+        .subject_entries(&rising, &[RecordKind::Note], 0)
+        .unwrap();
+    assert_eq!(notes.len(), 1);
+    assert_eq!(notes[0].seq, seq);
+    let Record::Note(n) = &notes[0].record else {
+        panic!()
+    };
+    assert_eq!(n.signer, d.lab.pay_to.to_checksum(None));
+    assert_eq!(n.note.amount.as_deref(), Some("30000"));
+    let before = runs(&store, &rising).len();
+    run_now(&client, &d, &rising).await;
+    let announced = next_run(&store, &rising, before, 60).await;
+    let (outcome, evidence) = outcome_of(&announced, "H2");
+    assert_eq!(outcome, "pass", "{evidence}");
+    assert!(evidence.contains("as the operator noted"), "{evidence}");
+
+    d.stop().await.expect("the daemon stops cleanly");
+}
+
+fn due_of(status: &Value, url: &str) -> bool {
+    status["next_due"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["url"] == url)
+}
+
+/// Waits until the loop's schedule lists `url` among the next due runs (a run of it in flight is
+/// not listed until it ends).
+async fn until_due(client: &reqwest::Client, d: &ApiDaemon, url: &str, due: bool) {
+    for _ in 0..150 {
+        let (_, s) = get(client, &d.url("/v1/status")).await;
+        if due_of(&serde_json::from_str(&s).unwrap(), url) == due {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("{url} never became due={due} in /v1/status");
+}
+
+/// Asks for a run of `subject` now, retrying while one is in flight; returns the answer.
+async fn run_now(client: &reqwest::Client, d: &ApiDaemon, subject: &str) -> Value {
+    for _ in 0..120 {
+        let (status, body) = post(
+            client,
+            &d.url("/v1/admin/runs"),
+            Some(TOKEN),
+            json!({"subject": subject}),
+        )
+        .await;
+        match status {
+            202 => return body,
+            409 => tokio::time::sleep(Duration::from_millis(500)).await,
+            _ => panic!("run now: {status} {body}"),
+        }
+    }
+    panic!("a run of {subject} stayed in flight");
+}
