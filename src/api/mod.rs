@@ -285,12 +285,14 @@ async fn json_errors(request: Request<Body>, next: Next) -> Response {
     if !(status.is_client_error() || status.is_server_error()) {
         return response;
     }
-    let is_json = response
+    // Only bodies nobody shaped: none, or plain text (axum's rejections, tower-http's layers).
+    // JSON is ours already; an HTML error page (the pages' routes) is left as it is.
+    let unshaped = response
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if is_json {
+        .is_none_or(|v| v.starts_with("text/plain"));
+    if !unshaped {
         return response;
     }
     let (mut parts, body) = response.into_parts();

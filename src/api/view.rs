@@ -111,7 +111,7 @@ impl Builder {
             };
             let changed = changes.take();
             // Store reads and signatures block: off the runtime's workers.
-            let (returned, builder) = tokio::task::spawn_blocking(move || {
+            let rebuilt = tokio::task::spawn_blocking(move || {
                 let mut me = self;
                 let any_rows = me.refresh_rows(&shared, false);
                 let mut any = any_rows;
@@ -123,10 +123,17 @@ impl Builder {
                 }
                 (any, me)
             })
-            .await
-            .unwrap_or_else(|e| panic!("the API view's rebuild panicked: {e}"));
+            .await;
+            let (any, builder) = match rebuilt {
+                Ok(rebuilt) => rebuilt,
+                Err(e) => {
+                    // Only a bug gets here; the API keeps serving the last view it had.
+                    tracing::error!(error = %e, "API view: a rebuild failed; the view is no longer refreshed");
+                    return;
+                }
+            };
             self = builder;
-            if returned {
+            if any {
                 view.publish(&self);
             }
         }
