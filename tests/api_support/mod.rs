@@ -108,7 +108,8 @@ impl ApiDaemon {
         settings.subjects = urls.values().cloned().collect();
         settings.pay = options.pay;
         settings.pay_from_first_run = options.pay;
-        let history_text = format!("{}\n[api]\nenabled = false\n", config_text(&lab, &settings));
+        settings.api = "[api]\nenabled = false\n".into();
+        let history_text = config_text(&lab, &settings);
         if options.days > 0 {
             run_simulated(&history_text, clock.clone(), end).await;
         }
@@ -128,6 +129,16 @@ impl ApiDaemon {
                 .unwrap();
         }
 
+        // Every subject due again now (the history left them due up to one 3-hour cadence later):
+        // the serving daemon spreads them over its own cadence and keeps probing.
+        {
+            let store = SqliteStore::open(dir.path()).unwrap();
+            let mut rows = store.subjects().unwrap();
+            for row in &mut rows {
+                row.next_free_ms = row.next_free_ms.min(end);
+            }
+            store.put_subjects(&rows).unwrap();
+        }
         // Serving: the system clock; the lab's varied endpoint follows it too.
         clock.advance_to_ms(SystemClock.now_ms());
         let sync = clock.clone();
@@ -138,11 +149,8 @@ impl ApiDaemon {
             }
         });
         settings.free_every_secs = options.live_free_every_secs;
-        let live_text = format!(
-            "{}\n[api]\nbind = \"127.0.0.1:0\"\n{}\n",
-            config_text(&lab, &settings),
-            options.api_extra
-        );
+        settings.api = format!("[api]\nbind = \"127.0.0.1:0\"\n{}\n", options.api_extra);
+        let live_text = config_text(&lab, &settings);
         x402_probe::cmd::daemon::init_logs("info");
         let config: DaemonConfig = toml::from_str(&live_text).expect("the test's config parses");
         config.validate().expect("the test's config is valid");
@@ -204,5 +212,64 @@ impl ApiDaemon {
         let result = self.task.await.expect("the daemon's task");
         self.clock_sync.abort();
         result
+    }
+}
+
+/// What a raw ledger entry would show if a route leaked one: the envelope's shape (an object
+/// with `prev` and `record`), and strings only raw entries hold (run ids, revision fingerprints,
+/// the reasons and details of outages and control probes).
+pub struct LeakCheck {
+    markers: Vec<String>,
+}
+
+impl LeakCheck {
+    /// The markers of every entry in the state directory's ledger.
+    pub fn from_store(dir: &std::path::Path) -> LeakCheck {
+        let store = SqliteStore::open(dir).unwrap();
+        let mut markers = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = store.entries_page(after, 1000).unwrap();
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            for e in page {
+                match e.record {
+                    Record::Run(r) => markers.push(r.id.clone()),
+                    Record::Refund(r) => markers.push(r.run_id.clone()),
+                    Record::Revision(r) => markers.push(r.fingerprint.clone()),
+                    Record::Outage(OutageRecord::Declared { reason, .. }) => markers.push(reason),
+                    Record::Outage(OutageRecord::Opened { cause, .. }) => markers.push(cause),
+                    Record::Control(c) => markers.push(c.detail.clone()),
+                    _ => {}
+                }
+            }
+        }
+        markers.retain(|m| m.len() >= 12);
+        markers.sort();
+        markers.dedup();
+        LeakCheck { markers }
+    }
+
+    pub fn markers(&self) -> usize {
+        self.markers.len()
+    }
+
+    /// Why `body` looks like it holds a raw ledger entry, if it does.
+    pub fn leak_in(&self, body: &[u8]) -> Option<String> {
+        let text = String::from_utf8_lossy(body);
+        if let Some(m) = self.markers.iter().find(|m| text.contains(m.as_str())) {
+            return Some(format!("holds {m:?}, which only a raw ledger entry holds"));
+        }
+        let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+        fn envelope(v: &serde_json::Value) -> bool {
+            match v {
+                serde_json::Value::Object(o) => {
+                    (o.contains_key("prev") && o.contains_key("record")) || o.values().any(envelope)
+                }
+                serde_json::Value::Array(a) => a.iter().any(envelope),
+                _ => false,
+            }
+        }
+        envelope(&value).then(|| "holds an object shaped like a ledger envelope".to_string())
     }
 }
