@@ -3,6 +3,7 @@
 //! See ARCHITECTURE.md for the map. IO lives in `probe` (one file per kind of IO); `checks`,
 //! `x402`, `rubric` and `score` are pure: they never read the clock or touch the network.
 
+pub mod api;
 pub mod budget;
 pub mod canonical;
 pub mod checks;
