@@ -39,10 +39,10 @@ struct Frame {
 
 const WIDTH: f64 = 720.0;
 const HEIGHT: f64 = 260.0;
-const LEFT: f64 = 34.0;
+const LEFT: f64 = 46.0;
 const RIGHT: f64 = 10.0;
-const TOP: f64 = 16.0;
-const BOTTOM: f64 = 26.0;
+const TOP: f64 = 26.0;
+const BOTTOM: f64 = 32.0;
 
 impl Frame {
     fn x(&self, t: i64) -> f64 {

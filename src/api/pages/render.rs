@@ -25,6 +25,23 @@ const DESCRIPTION_CHARS: usize = 300;
 const FIELD_CHARS: usize = 90;
 const REASON_CHARS: usize = 300;
 
+/// One of our times, to the minute: `2026-12-04 16:07Z`.
+fn when(ms: i64) -> String {
+    let full = rfc3339_ms(ms);
+    match full.get(..16) {
+        Some(minutes) => format!("{}Z", minutes.replacen('T', " ", 1)),
+        None => escape(&full),
+    }
+}
+
+/// An RFC 3339 time as written in a document or receipt, to the minute when it reads as one.
+fn short_time(text_value: &str) -> String {
+    match crate::daemon::scoring::ms_of(text_value) {
+        Some(ms) => when(ms),
+        None => text(text_value, FIELD_CHARS),
+    }
+}
+
 fn layout(title: &str, body: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -111,7 +128,7 @@ fn index_row(out: &mut String, row: &IndexRow) {
         Latest::Doc(doc) => {
             let capped = if doc.capped_score < doc.score {
                 format!(
-                    " <span class=\"muted small\" title=\"capped from {0}\">cap</span>",
+                    " <span class=\"muted small\" title=\"capped from {0}\">capped</span>",
                     number(doc.score, 2)
                 )
             } else {
@@ -119,9 +136,10 @@ fn index_row(out: &mut String, row: &IndexRow) {
             };
             let _ = write!(
                 out,
-                "<td class=\"num\"><strong>{}</strong>{capped}</td>\
-                 <td class=\"band\">{}<div class=\"muted small\">{}–{} · {}</div></td>\
-                 <td>{}</td><td>{}</td><td>{}</td><td class=\"small\">{}</td></tr>",
+                "<td class=\"num\" data-label=\"Score\"><strong>{}</strong>{capped}</td>\
+                 <td class=\"band\" data-label=\"Band\">{}<div class=\"muted small\">{}–{} · {}</div></td>\
+                 <td data-label=\"Grade\">{}</td><td data-label=\"Verdict\">{}</td>\
+                 <td data-label=\"Outlook\">{}</td><td class=\"small\" data-label=\"As of\">{}</td></tr>",
                 number(doc.capped_score, 2),
                 band_bar(doc.capped_score, doc.band.low, doc.band.high),
                 number(doc.band.low, 1),
@@ -130,7 +148,7 @@ fn index_row(out: &mut String, row: &IndexRow) {
                 grade_cell(doc),
                 verdict_badge(doc),
                 outlook_cell(doc),
-                text(&doc.as_of, 300),
+                short_time(&doc.as_of),
             );
         }
         Latest::None => out.push_str(
@@ -158,7 +176,23 @@ pub(crate) fn index(view: &IndexView) -> String {
         view.total,
         if view.total == 1 { "" } else { "s" }
     );
-    body.push_str("<div class=\"scroll\"><table class=\"subjects\"><thead><tr>");
+    body.push_str("<nav class=\"sort-nav\">Sort by ");
+    for key in SortKey::ALL {
+        let _ = write!(
+            body,
+            "<a href=\"/?sort={}&amp;dir={}\">{}</a> ",
+            key.as_str(),
+            if q.sort == key {
+                q.direction.flip()
+            } else {
+                key.natural()
+            }
+            .as_str(),
+            key.as_str()
+        );
+    }
+    body.push_str("</nav>");
+    body.push_str("<div class=\"scroll\"><table class=\"subjects cards\"><thead><tr>");
     body.push_str(&sort_link(q, SortKey::Subject, "Subject"));
     body.push_str(&sort_link(q, SortKey::Score, "Score"));
     body.push_str(&sort_link(q, SortKey::Band, "Band"));
@@ -201,7 +235,7 @@ fn summary(out: &mut String, doc: &ScoreDoc) {
          <div class=\"band-block\">{}<div>band {}–{} <span class=\"muted\">({} confidence)</span></div></div>\
          <dl class=\"facts\"><dt>Grade</dt><dd>{}</dd><dt>Verdict</dt><dd>{}</dd>\
          <dt>Outlook</dt><dd>{} <span class=\"muted small\">{} over the last {} days against {}</span></dd>\
-         <dt>Evidence</dt><dd>{} of {} probes over {} of {} days; {}</dd>\
+         <dt>Evidence</dt><dd>{} probes over {} days <span class=\"muted small\">({} over {} days verify)</span>; {}</dd>\
          <dt>As of</dt><dd>{} <span class=\"muted small\">rubric {} {}</span></dd></dl></section>",
         number(doc.capped_score, 2),
         if doc.cap.binding {
@@ -234,7 +268,7 @@ fn summary(out: &mut String, doc: &ScoreDoc) {
                 "last paid call {} days ago",
                 number(d, 1)
             )),
-        text(&doc.as_of, 300),
+        short_time(&doc.as_of),
         text(&doc.rubric.id, FIELD_CHARS),
         text(&doc.rubric.version, FIELD_CHARS),
     );
@@ -262,20 +296,22 @@ fn summary(out: &mut String, doc: &ScoreDoc) {
 }
 
 fn gates(out: &mut String, doc: &ScoreDoc) {
-    out.push_str("<section><h2>Binding gates</h2>");
+    out.push_str("<section id=\"gates\"><h2>Binding gates</h2>");
     let binding: Vec<_> = doc.gates.iter().filter(|g| g.binding).collect();
     if binding.is_empty() {
         out.push_str("<p class=\"muted\">No gate binds: nothing caps the score or forces the verdict.</p></section>");
         return;
     }
     out.push_str(
-        "<div class=\"scroll\"><table><thead><tr><th scope=\"col\">Gate</th><th scope=\"col\">Check</th>\
+        "<div class=\"scroll\"><table class=\"cards\"><thead><tr><th scope=\"col\">Gate</th><th scope=\"col\">Check</th>\
          <th scope=\"col\">Cap</th><th scope=\"col\">Verdict</th><th scope=\"col\">Why</th></tr></thead><tbody>",
     );
     for g in binding {
         let _ = write!(
             out,
-            "<tr><td><code>{}</code></td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td data-label=\"Gate\"><code>{}</code></td><td data-label=\"Check\">{}</td>\
+             <td class=\"num\" data-label=\"Cap\">{}</td><td data-label=\"Verdict\">{}</td>\
+             <td data-label=\"Why\">{}</td></tr>",
             text(&g.flag, FIELD_CHARS),
             text(&g.check, FIELD_CHARS),
             g.cap.map_or("–".to_string(), |c| number(c, 2)),
@@ -305,7 +341,7 @@ fn receipt_cell(receipt: Option<&LastReceipt>) -> String {
     let mut s = format!(
         "<span class=\"outcome outcome-{c}\">{c}</span> <span class=\"muted small\">{}</span>\
          <div class=\"evidence\">{}</div>",
-        text(&r.at, FIELD_CHARS),
+        short_time(&r.at),
         text(&r.evidence, EVIDENCE_CHARS),
         c = outcome_class(r.outcome),
     );
@@ -347,9 +383,10 @@ fn check_row(out: &mut String, c: &CheckDoc, receipt: Option<&LastReceipt>) {
     let _ = write!(
         out,
         "<tr><th scope=\"row\"><code>{}</code> {}<div class=\"muted small\">{} · {}</div></th>\
-         <td class=\"num counts\"><span class=\"outcome-pass\">{}</span>/<span class=\"outcome-fail\">{}</span>/{}/{}</td>\
-         <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{} <span class=\"muted small\">of {}</span></td>\
-         <td class=\"receipt-cell\">{}</td></tr>",
+         <td class=\"num counts\" data-label=\"Outcomes\"><span class=\"outcome-pass\">{}</span>/<span class=\"outcome-fail\">{}</span>/{}/{}</td>\
+         <td class=\"num\" data-label=\"Evidence weight\">{}</td><td class=\"num\" data-label=\"Value\">{}</td>\
+         <td class=\"num\" data-label=\"Points\">{} <span class=\"muted small\">of {}</span></td>\
+         <td class=\"receipt-cell\" data-label=\"Last receipt\">{}</td></tr>",
         text(&c.id, FIELD_CHARS),
         text(&c.title, FIELD_CHARS),
         match c.kind {
@@ -379,7 +416,7 @@ fn check_row(out: &mut String, c: &CheckDoc, receipt: Option<&LastReceipt>) {
 
 fn checks(out: &mut String, doc: &ScoreDoc, view: &SubjectView) {
     out.push_str(
-        "<section><h2>Checks</h2><p class=\"muted small\">Outcomes counted: \
+        "<section id=\"checks\"><h2>Checks</h2><p class=\"muted small\">Outcomes counted: \
          pass/fail/na/unmeasured. Evidence weight is the decayed weight of the passes and fails \
          the score uses. Unmeasured outcomes (ours, never the subject's) count for nothing.</p>",
     );
@@ -393,7 +430,7 @@ fn checks(out: &mut String, doc: &ScoreDoc, view: &SubjectView) {
             if dim.scored { "" } else { " · not scored" }
         );
         out.push_str(
-            "<div class=\"scroll\"><table class=\"checks\"><thead><tr><th scope=\"col\">Check</th>\
+            "<div class=\"scroll\"><table class=\"checks cards\"><thead><tr><th scope=\"col\">Check</th>\
              <th scope=\"col\">Outcomes</th><th scope=\"col\">Evidence weight</th>\
              <th scope=\"col\">Value</th><th scope=\"col\">Points</th><th scope=\"col\">Last receipt</th>\
              </tr></thead><tbody>",
@@ -407,7 +444,7 @@ fn checks(out: &mut String, doc: &ScoreDoc, view: &SubjectView) {
 }
 
 fn history(out: &mut String, view: &SubjectView) {
-    out.push_str("<section><h2>History</h2>");
+    out.push_str("<section id=\"history\"><h2>History</h2>");
     match history_chart(&view.history, &view.outages, &view.revisions) {
         Some(svg) => {
             out.push_str("<figure class=\"chart-box\">");
@@ -428,7 +465,7 @@ fn history(out: &mut String, view: &SubjectView) {
                 out,
                 "<li><code>{}</code> at {}: changed {}</li>",
                 text(&r.id, FIELD_CHARS),
-                escape(&rfc3339_ms(r.at_ms)),
+                when(r.at_ms),
                 text(&r.changed.join(", "), REASON_CHARS)
             );
         }
@@ -443,8 +480,8 @@ fn history(out: &mut String, view: &SubjectView) {
             let _ = write!(
                 out,
                 "<li>{} to {}</li>",
-                escape(&rfc3339_ms(w.from_ms)),
-                escape(&w.to_ms.map_or("now (open)".to_string(), rfc3339_ms))
+                when(w.from_ms),
+                w.to_ms.map_or("now (open)".to_string(), when)
             );
         }
         out.push_str("</ul>");
@@ -487,8 +524,10 @@ fn paid_row(out: &mut String, p: &PaidCall) {
     };
     let _ = write!(
         out,
-        "<tr><td class=\"small\">{}</td><td><code>{}</code></td><td>{}</td><td class=\"tx\">{}</td><td class=\"tx\">{}</td></tr>",
-        escape(&rfc3339_ms(p.at_ms)),
+        "<tr><td class=\"small\" data-label=\"When\">{}</td><td data-label=\"Revision\"><code>{}</code></td>\
+         <td data-label=\"Outcome\">{}</td><td class=\"tx\" data-label=\"Settlement\">{}</td>\
+         <td class=\"tx\" data-label=\"On chain\">{}</td></tr>",
+        when(p.at_ms),
         text(&p.revision, FIELD_CHARS),
         outcome,
         settlement,
@@ -497,7 +536,7 @@ fn paid_row(out: &mut String, p: &PaidCall) {
 }
 
 fn paid_calls(out: &mut String, view: &SubjectView) {
-    out.push_str("<section><h2>Paid calls</h2>");
+    out.push_str("<section id=\"paid\"><h2>Paid calls</h2>");
     if view.paid_calls.is_empty() {
         out.push_str("<p class=\"muted\">No paid call yet.</p></section>");
         return;
@@ -505,7 +544,7 @@ fn paid_calls(out: &mut String, view: &SubjectView) {
     out.push_str(
         "<p class=\"muted small\">The settlement transaction is what the endpoint named; the \
          chain column is what our RPC shows used our signed authorization.</p>\
-         <div class=\"scroll\"><table class=\"paid\"><thead><tr><th scope=\"col\">When</th>\
+         <div class=\"scroll\"><table class=\"paid cards\"><thead><tr><th scope=\"col\">When</th>\
          <th scope=\"col\">Revision</th><th scope=\"col\">Outcome</th>\
          <th scope=\"col\">Settlement (endpoint's word)</th><th scope=\"col\">On chain</th>\
          </tr></thead><tbody>",
@@ -536,7 +575,7 @@ fn declared(out: &mut String, view: &SubjectView) {
     };
     let _ = write!(
         out,
-        "<section><h2>What it declares</h2><dl class=\"facts\">\
+        "<section id=\"declared\"><h2>What it declares</h2><dl class=\"facts\">\
          <dt>Amount</dt><dd>{} <span class=\"muted small\">atomic units</span></dd>\
          <dt>Asset</dt><dd>{}</dd><dt>Network</dt><dd>{}</dd><dt>payTo</dt><dd>{}</dd>{}</dl></section>",
         field(&d.amount),
