@@ -517,6 +517,9 @@ provenance = "test_harness"
 [schedule]
 free_every_secs = 1
 concurrency = {concurrency}
+
+[api]
+enabled = false
 "#,
         state = state.display(),
         key = key.display(),
@@ -854,7 +857,7 @@ fn memory_run(subjects: usize, secs: u64) -> Memory {
         text.push_str(&format!("{{url=\"https://{}:9/\"}},\n", address(net, i)));
     }
     text.push_str(&format!(
-        "]\n\n[daemon]\nstate_dir = \"{}\"\nreporter_key = {{ key_file = \"{}\" }}\n\n[probe]\nallow_private = true\n",
+        "]\n\n[api]\nenabled = false\n\n[daemon]\nstate_dir = \"{}\"\nreporter_key = {{ key_file = \"{}\" }}\n\n[probe]\nallow_private = true\n",
         state.display(),
         key.display()
     ));

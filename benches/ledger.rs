@@ -245,6 +245,9 @@ rpc = "{rpc}"
 assets = ["{token}"]
 provenance = "test_harness"
 vantage = "lab"
+
+[api]
+enabled = false
 "#,
         state = state.display(),
         key = key.display(),

@@ -715,6 +715,81 @@ range!(
     MaxSubjectsRange, MaxSubjects, 1, 1_000_000, 100_000, "subjects"
 );
 
+range!(
+    /// The longest one API request may take, from its head read to its response.
+    ApiTimeoutRange, ApiRequestTimeoutMs, 100, 120_000, 10_000, "ms"
+);
+range!(
+    /// The longest a client may take to send a request's head (slow clients hold no slot).
+    ApiHeaderTimeoutRange, ApiHeaderTimeoutMs, 100, 60_000, 5_000, "ms"
+);
+range!(
+    /// The largest request body the API reads (the public routes take none).
+    ApiBodyRange, ApiMaxBodyBytes, 0, 1_048_576, 65_536, "bytes"
+);
+range!(
+    /// Connections served at once; further ones wait to be accepted.
+    ApiConnectionsRange, ApiMaxConnections, 1, 100_000, 1_024, "connections"
+);
+range!(
+    /// Requests one client (IP address) may make per second on the public routes, sustained.
+    ApiRateRange, ApiRatePerSecond, 1, 1_000_000, 20, "requests/s"
+);
+range!(
+    /// Requests one client may make at once above its sustained rate.
+    ApiBurstRange, ApiRateBurst, 1, 1_000_000, 60, "requests"
+);
+
+/// The API's default address: loopback, port 8402 (402 for the status code x402 is built on).
+pub const DEFAULT_API_BIND: &str = "127.0.0.1:8402";
+
+fn default_api_bind() -> SocketAddr {
+    DEFAULT_API_BIND.parse().expect("a socket address")
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// `[api]`: the HTTP server inside the daemon (the JSON API and what others mount beside it).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiConfig {
+    /// Serve the API at all.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Where to listen; port 0 takes any free port (tests).
+    #[serde(default = "default_api_bind")]
+    pub bind: SocketAddr,
+    #[serde(default)]
+    pub request_timeout_ms: ApiRequestTimeoutMs,
+    #[serde(default)]
+    pub header_timeout_ms: ApiHeaderTimeoutMs,
+    #[serde(default)]
+    pub max_body_bytes: ApiMaxBodyBytes,
+    #[serde(default)]
+    pub max_connections: ApiMaxConnections,
+    #[serde(default)]
+    pub rate_per_second: ApiRatePerSecond,
+    #[serde(default)]
+    pub rate_burst: ApiRateBurst,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            enabled: true,
+            bind: default_api_bind(),
+            request_timeout_ms: Default::default(),
+            header_timeout_ms: Default::default(),
+            max_body_bytes: Default::default(),
+            max_connections: Default::default(),
+            rate_per_second: Default::default(),
+            rate_burst: Default::default(),
+        }
+    }
+}
+
 /// The reporter key that signs the ledger's checkpoints.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
@@ -833,6 +908,8 @@ pub struct DaemonConfig {
     pub subjects: Vec<SubjectConfig>,
     #[serde(default, rename = "catalogue")]
     pub catalogues: Vec<CatalogueConfig>,
+    #[serde(default)]
+    pub api: ApiConfig,
 }
 
 /// The most bytes a daemon configuration file may have.

@@ -28,6 +28,10 @@ enum Command {
     Ledger(cmd::ledger::Args),
     /// Declare a window in which our own vantage was out.
     Outage(cmd::outage::Args),
+    /// Check a signed score document (from the API) offline against the reporter's public key.
+    VerifyScore(cmd::verify_score::Args),
+    /// Print the running daemon's status (subjects by verdict, next runs, budget, outages).
+    Status(cmd::status::Args),
 }
 
 fn main() {
@@ -41,6 +45,8 @@ fn main() {
         Command::Daemon(a) => cmd::daemon::run(a),
         Command::Ledger(a) => cmd::ledger::run(a),
         Command::Outage(a) => cmd::outage::run(a),
+        Command::VerifyScore(a) => cmd::verify_score::run(a),
+        Command::Status(a) => cmd::status::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

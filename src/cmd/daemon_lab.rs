@@ -153,6 +153,9 @@ async fn run_async(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32>
                 "the daemon runs until Ctrl-C (free runs every 60 s per subject, one log line each)"
             );
             let daemon = Daemon::open(config, Some(config_path), TimeSource::System).await?;
+            if let Some(addr) = daemon.api_addr() {
+                println!("API: http://{addr}/v1/subjects  (x402-probe status --api http://{addr})");
+            }
             let (tx, rx) = tokio::sync::mpsc::channel(8);
             tokio::spawn(super::service::forward_signals(tx));
             daemon.run(rx).await?;
@@ -256,7 +259,12 @@ confirmations = 0
 url = "{control}"
 every_secs = {control_every}
 expect_status = 402
+
+# The HTTP API (`x402-probe status`, /v1/...): served in real time only.
+[api]
+enabled = {api}
 "#,
+        api = !simulated,
         state = state.display(),
         ca = lab.ca_file.display(),
         rpc = lab.rpc_url(),

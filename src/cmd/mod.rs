@@ -12,3 +12,5 @@ pub mod probe;
 pub mod recompute;
 pub mod score;
 pub mod service;
+pub mod status;
+pub mod verify_score;

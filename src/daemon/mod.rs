@@ -54,6 +54,28 @@ pub enum Signal {
     Reload,
 }
 
+/// A request into the daemon's loop from its API (answered by the loop, which owns the schedule).
+#[derive(Debug)]
+pub enum Command {
+    /// The loop's view of itself now.
+    Status(tokio::sync::oneshot::Sender<LoopStatus>),
+}
+
+/// What only the loop knows: its clock, its queue, its runs in flight.
+#[derive(Debug, Clone)]
+pub struct LoopStatus {
+    pub now_ms: i64,
+    pub simulated: bool,
+    pub in_flight: usize,
+    /// Subjects by state (`active`, `delisted`, `removed`).
+    pub subjects_by_state: BTreeMap<String, usize>,
+    /// The soonest due free runs: (due, subject URL), at most [`NEXT_DUE_SHOWN`].
+    pub next_due: Vec<(i64, String)>,
+}
+
+/// How many due runs a status shows.
+pub const NEXT_DUE_SHOWN: usize = 10;
+
 /// The daemon's time, and whether it is simulated.
 #[derive(Clone)]
 pub enum TimeSource {
@@ -102,6 +124,12 @@ pub struct Daemon {
     /// Subject rows changed by finished runs, not yet written.
     dirty: Vec<SubjectRow>,
     notify: notify::Notifier,
+    /// Requests from the API into the loop; the receiver is taken by `run`.
+    commands: tokio::sync::mpsc::Sender<Command>,
+    commands_rx: Option<tokio::sync::mpsc::Receiver<Command>>,
+    /// The API's listener, bound at open (before READY), served from `run`.
+    api_bound: Option<crate::api::Bound>,
+    api: Option<crate::api::Running>,
 }
 
 /// What one finished job reports to the loop.
@@ -206,6 +234,7 @@ impl Daemon {
             population: RwLock::new(Population::default()),
             write_lock: Mutex::new(()),
             recording: pipeline::Recording::default(),
+            score_changes: Arc::default(),
         });
         let s = &config.schedule;
         let cadence = Cadence {
@@ -215,7 +244,18 @@ impl Daemon {
             host_gap_ms: s.per_host_gap_ms.get() as i64,
             paid_min_interval_ms: s.paid_min_interval_secs.get() as i64 * 1000,
         };
+        // Bound now, so a port already taken fails the start (exit 2) before any traffic.
+        let api_bound = if config.api.enabled {
+            Some(crate::api::bind(&config.api)?)
+        } else {
+            None
+        };
+        let (commands, commands_rx) = tokio::sync::mpsc::channel(64);
         let mut daemon = Daemon {
+            commands,
+            commands_rx: Some(commands_rx),
+            api_bound,
+            api: None,
             config_path,
             config,
             shared,
@@ -239,6 +279,74 @@ impl Daemon {
 
     pub fn shared(&self) -> &Arc<Shared> {
         &self.shared
+    }
+
+    /// The API's address (bound at open; served once `run` starts), unless `[api]` is disabled.
+    pub fn api_addr(&self) -> Option<std::net::SocketAddr> {
+        self.api_bound
+            .as_ref()
+            .map(crate::api::Bound::addr)
+            .or(self.api.as_ref().map(crate::api::Running::addr))
+    }
+
+    /// Starts serving the API on the listener bound at open.
+    fn start_api(&mut self) {
+        let Some(bound) = self.api_bound.take() else {
+            return;
+        };
+        // Rubric files by hash: the embedded one, and the configured one when it still has the
+        // bytes the daemon scores under.
+        let mut rubric_files = vec![crate::rubric::EMBEDDED_DEFAULT.to_vec()];
+        if let Some(path) = &self.config.probe.rubric {
+            match crate::files::read_regular(path, crate::files::caps::RUBRIC, "a rubric file") {
+                Ok(bytes) if crate::evidence::sha256_hex(&bytes) == self.shared.rubric.sha256() => {
+                    rubric_files.push(bytes)
+                }
+                Ok(_) => {
+                    tracing::warn!(rubric = %path.display(), "the rubric file changed since the start; the API serves the embedded rubric only")
+                }
+                Err(e) => tracing::warn!(error = %e, "reading the rubric file for the API failed"),
+            }
+        }
+        let state = crate::api::ApiState::new(
+            self.shared.clone(),
+            self.key.clone(),
+            self.commands.clone(),
+            self.config.api.clone(),
+            rubric_files,
+        );
+        self.api = Some(crate::api::spawn(bound, state));
+    }
+
+    /// Answers a request from the API.
+    fn command(&self, command: Command, in_flight: usize) {
+        match command {
+            Command::Status(reply) => {
+                let mut by_state = BTreeMap::new();
+                for s in self.subjects.values() {
+                    *by_state
+                        .entry(s.row.state.as_str().to_string())
+                        .or_insert(0) += 1;
+                }
+                let mut due: Vec<(i64, String)> = self
+                    .queue
+                    .iter()
+                    .filter_map(|Reverse((due, _, job))| match job {
+                        Job::Free(url) => Some((*due, url.clone())),
+                        _ => None,
+                    })
+                    .collect();
+                due.sort();
+                due.truncate(NEXT_DUE_SHOWN);
+                let _ = reply.send(LoopStatus {
+                    now_ms: self.shared.clock.now_ms(),
+                    simulated: matches!(self.time, TimeSource::Simulated { .. }),
+                    in_flight,
+                    subjects_by_state: by_state,
+                    next_due: due,
+                });
+            }
+        }
     }
 
     /// Subjects, their revisions and outages from the store; the configured subjects synced in;
@@ -451,12 +559,20 @@ impl Daemon {
         let mut in_flight: JoinSet<Done> = JoinSet::new();
         let mut paid_in_flight = 0usize;
         let concurrency = self.config.schedule.concurrency.count();
-        // The store is open and the schedule built. (The HTTP API, when it comes, binds before.)
+        let mut commands = self
+            .commands_rx
+            .take()
+            .context("the daemon's loop runs once")?;
+        // The store is open, the schedule built and the API bound and serving: ready.
+        self.start_api();
         self.notify_ready();
         loop {
             // The watchdog's ping comes from this loop, so a loop that hangs stops pinging.
             self.notify_tick(in_flight.len());
             // Outside requests first.
+            while let Ok(command) = commands.try_recv() {
+                self.command(command, in_flight.len());
+            }
             while let Ok(signal) = signals.try_recv() {
                 match signal {
                     Signal::Stop => return self.stop(in_flight).await,
@@ -495,6 +611,7 @@ impl Daemon {
                         Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
                             self.finish(done, &mut paid_in_flight)?;
                         }
+                        Some(command) = commands.recv() => self.command(command, in_flight.len()),
                         signal = signals.recv() => match signal {
                             Some(Signal::Reload) => {
                                 if let Err(e) = self.reload() {
@@ -977,6 +1094,10 @@ impl Daemon {
     async fn stop(mut self, mut in_flight: JoinSet<Done>) -> Result<()> {
         let status = format!("stopping: {}", self.status_line(in_flight.len()));
         self.notify.stopping(&status);
+        // Requests in flight finish; no new ones (a status would wait for this loop, now gone).
+        if let Some(api) = self.api.take() {
+            api.shutdown().await;
+        }
         let deadline = tokio::time::Instant::now() + STOP_GRACE;
         while !in_flight.is_empty() {
             match tokio::time::timeout_at(deadline, in_flight.join_next()).await {

@@ -78,6 +78,35 @@ pub struct Shared {
     pub write_lock: Mutex<()>,
     /// Finished runs waiting to be written (group commit).
     pub recording: Recording,
+    /// Subjects whose score was just written (read by the API's view).
+    pub score_changes: Arc<ScoreChanges>,
+}
+
+/// Subjects whose latest score changed since a reader last took them, and a wake-up for it.
+#[derive(Debug, Default)]
+pub struct ScoreChanges {
+    changed: Mutex<std::collections::BTreeSet<String>>,
+    notify: tokio::sync::Notify,
+}
+
+impl ScoreChanges {
+    pub fn mark(&self, urls: impl IntoIterator<Item = String>) {
+        self.changed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(urls);
+        self.notify.notify_one();
+    }
+
+    /// Waits until something is marked (returns at once if something was since the last wait).
+    pub async fn wait(&self) {
+        self.notify.notified().await;
+    }
+
+    /// Takes every subject marked so far.
+    pub fn take(&self) -> std::collections::BTreeSet<String> {
+        std::mem::take(&mut *self.changed.lock().unwrap_or_else(|p| p.into_inner()))
+    }
 }
 
 /// What a run tells the scheduler.
@@ -370,6 +399,12 @@ fn record_batch(shared: &Shared, batch: Vec<PendingRun>) {
             }
         }
     }
+    shared.score_changes.mark(
+        outcomes
+            .iter()
+            .filter(|(_, s)| s.is_some())
+            .map(|(run, _)| run.url.clone()),
+    );
     let mut summaries = shared.summaries.write().unwrap_or_else(|p| p.into_inner());
     for (run, summary) in outcomes {
         if let Some(s) = &summary {

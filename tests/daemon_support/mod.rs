@@ -45,6 +45,8 @@ pub struct Settings<'a> {
     pub paid_min_interval_secs: u64,
     pub samples: u64,
     pub extra: &'a str,
+    /// The `[api]` table (default: on a free loopback port, so tests never share one).
+    pub api: String,
 }
 
 impl<'a> Settings<'a> {
@@ -60,6 +62,7 @@ impl<'a> Settings<'a> {
             paid_min_interval_secs: 86_400,
             samples: 2,
             extra: "",
+            api: "[api]\nbind = \"127.0.0.1:0\"\n".into(),
         }
     }
 }
@@ -133,6 +136,8 @@ confirmations = 0
             "\n[[subject]]\nurl = \"{url}\"\ncategory = \"weather\"\n"
         ));
     }
+    text.push('\n');
+    text.push_str(&s.api);
     text
 }
 

@@ -22,9 +22,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
+use super::ApiState;
 use crate::store::{Store, StoreError};
-
-pub use view::subject_id;
 
 /// Sent with every page and the stylesheet: nothing but our own stylesheet and inline images
 /// (`data:`, the favicon) may load; no script at all, no framing, no form posts.
@@ -34,22 +33,12 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self';
 /// The stylesheet, embedded in the binary.
 pub const STYLESHEET: &str = include_str!("pages.css");
 
-#[derive(Clone)]
-struct PagesState {
-    store: Arc<dyn Store>,
-}
-
-/// The pages' routes (`/`, `/subjects/{id}`, the stylesheet) over `store`, mergeable into any
-/// router.
-pub fn router<S>(store: Arc<dyn Store>) -> Router<S>
-where
-    S: Clone + Send + Sync + 'static,
-{
+/// The pages' routes (`/`, `/subjects/{id}`, the stylesheet), public, mounted by `api::router`.
+pub(crate) fn routes() -> Router<ApiState> {
     Router::new()
         .route("/", get(index_page))
         .route("/subjects/{id}", get(subject_page))
         .route(render::STYLESHEET_PATH, get(stylesheet))
-        .with_state(PagesState { store })
 }
 
 fn with_headers(status: StatusCode, content_type: &'static str, body: String) -> Response {
@@ -112,7 +101,7 @@ async fn read<T: Send + 'static>(
 }
 
 async fn index_page(
-    State(state): State<PagesState>,
+    State(state): State<ApiState>,
     query: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     let query = match query {
@@ -126,20 +115,25 @@ async fn index_page(
         Ok(q) => q,
         Err(why) => return page(StatusCode::BAD_REQUEST, render::bad_request(&why)),
     };
-    match read(&state.store, move |store| view::index_view(store, query)).await {
+    match read(&state.shared.store, move |store| {
+        view::index_view(store, query)
+    })
+    .await
+    {
         Ok(v) => page(StatusCode::OK, render::index(&v)),
         Err(response) => response,
     }
 }
 
-async fn subject_page(State(state): State<PagesState>, Path(id): Path<String>) -> Response {
+async fn subject_page(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
     let wanted = id.clone();
-    let found = read(&state.store, move |store| {
-        match view::find_subject(store, &wanted)? {
+    let found = read(
+        &state.shared.store,
+        move |store| match view::find_subject(store, &wanted)? {
             Some(row) => view::subject_view(store, row).map(Some),
             None => Ok(None),
-        }
-    })
+        },
+    )
     .await;
     match found {
         Ok(Some(v)) => page(StatusCode::OK, render::subject(&v)),

@@ -728,7 +728,7 @@ mod tests {
             receipts.insert(id.to_string(), receipt.clone());
         }
         SubjectView {
-            id: "0123456789abcdef".into(),
+            id: "0123456789abcdef".repeat(2),
             url: format!("https://x.test/{HOSTILE}"),
             category: HOSTILE.into(),
             state: SubjectState::Active,
@@ -835,7 +835,7 @@ mod tests {
 
     fn row(url: &str, latest: Latest) -> IndexRow {
         IndexRow {
-            id: crate::api::pages::subject_id(url),
+            id: crate::api::signed::subject_id(url),
             url: url.into(),
             category: "weather".into(),
             state: SubjectState::Active,

@@ -17,11 +17,7 @@ use crate::ledger::record::{Record, RecordKind};
 use crate::rubric::{Kind, Verdict};
 use crate::store::{Store, StoreError, SubjectRow, SubjectState};
 
-/// The public id of a subject in page and API paths: the first 16 hex digits of the SHA-256 of
-/// its URL (stable, fixed length, safe in a path whatever the URL holds).
-pub fn subject_id(url: &str) -> String {
-    crate::evidence::sha256_hex(url.as_bytes())[..16].to_string()
-}
+pub(crate) use crate::api::signed::subject_id;
 
 /// How many paid calls a subject page lists (the newest).
 pub(crate) const PAID_CALLS_SHOWN: usize = 50;
@@ -513,8 +509,8 @@ pub(crate) struct SubjectView {
 
 /// The subject whose [`subject_id`] is `id`, when there is one.
 pub(crate) fn find_subject(store: &dyn Store, id: &str) -> Result<Option<SubjectRow>, StoreError> {
-    // Ids are 16 lowercase hex digits; anything else names nothing (and costs no scan).
-    if id.len() != 16 || !id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+    // Ids are 32 lowercase hex digits; anything else names nothing (and costs no scan).
+    if id.len() != 32 || !id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
         return Ok(None);
     }
     Ok(store
@@ -686,15 +682,6 @@ fn quote_description(paid: &PaidObservation) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn subject_ids_are_short_stable_hex() {
-        let id = subject_id("https://example.test/weather?q=1");
-        assert_eq!(id.len(), 16);
-        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()));
-        assert_eq!(id, subject_id("https://example.test/weather?q=1"));
-        assert_ne!(id, subject_id("https://example.test/weather?q=2"));
-    }
 
     #[test]
     fn queries_are_read_strictly() {

@@ -1,0 +1,367 @@
+//! The API under load while the daemon keeps probing: a daemon with the lab behind it (free runs
+//! every 2 s per subject, real HTTP/TLS to the lab, the ledger written) serves its API on
+//! loopback; a SECOND PROCESS (this binary re-executed with `--load-client`) loads the subject
+//! route `/v1/subjects/{id}/score` over keep-alive connections and reports requests/s and
+//! latency percentiles (hdrhistogram). The baseline, measured in the same run on the same
+//! machine by the same client, is a bare hyper server answering a body of the same size: the
+//! ratio says what the API costs over the HTTP stack itself. The goal line is the issue's:
+//! >= 5,000 requests/s with p99 under 20 ms.
+//!
+//!   cargo bench --bench api [-- --connections 32 --seconds 5]
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Full};
+use serde::{Deserialize, Serialize};
+use x402_lab::{Lab, LabOptions};
+use x402_probe::config::DaemonConfig;
+use x402_probe::daemon::{Daemon, Signal, TimeSource};
+use x402_probe::ledger::key::ReporterKey;
+
+const GOAL_RPS: f64 = 5_000.0;
+const GOAL_P99_MS: f64 = 20.0;
+
+/// What the load client reports (one JSON line on stdout).
+#[derive(Debug, Serialize, Deserialize)]
+struct LoadReport {
+    requests: u64,
+    errors: u64,
+    non_200: u64,
+    seconds: f64,
+    p50_us: u64,
+    p99_us: u64,
+    max_us: u64,
+}
+
+impl LoadReport {
+    fn rps(&self) -> f64 {
+        self.requests as f64 / self.seconds
+    }
+}
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(url) = arg(&args, "--load-client") {
+        let connections: usize = arg(&args, "--connections").unwrap().parse().unwrap();
+        let seconds: f64 = arg(&args, "--seconds").unwrap().parse().unwrap();
+        let report = load_client(&url, connections, seconds);
+        println!("{}", serde_json::to_string(&report).unwrap());
+        return;
+    }
+    let connections: usize = arg(&args, "--connections").map_or(32, |c| c.parse().unwrap());
+    let seconds: f64 = arg(&args, "--seconds").map_or(5.0, |s| s.parse().unwrap());
+    // The daemon's process as in production on this machine: one worker per core.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(bench(connections, seconds));
+}
+
+/// Loads `url` from `connections` keep-alive connections for `seconds` (after a second of
+/// warm-up), in this process (the second one).
+fn load_client(url: &str, connections: usize, seconds: f64) -> LoadReport {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let uri: http::Uri = url.parse().unwrap();
+        let addr: SocketAddr = uri.authority().unwrap().as_str().parse().unwrap();
+        let warm_until = Instant::now() + Duration::from_secs(1);
+        let end = warm_until + Duration::from_secs_f64(seconds);
+        let mut tasks = Vec::new();
+        for _ in 0..connections {
+            let uri = uri.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut hist =
+                    hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+                let (mut requests, mut errors, mut non_200) = (0u64, 0u64, 0u64);
+                let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+                stream.set_nodelay(true).unwrap();
+                let (mut sender, conn) =
+                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                        .await
+                        .unwrap();
+                tokio::spawn(conn);
+                loop {
+                    let now = Instant::now();
+                    if now >= end {
+                        break;
+                    }
+                    let request = http::Request::get(uri.path())
+                        .header(http::header::HOST, uri.authority().unwrap().as_str())
+                        .body(Empty::<Bytes>::new())
+                        .unwrap();
+                    let began = Instant::now();
+                    let ok = match sender.send_request(request).await {
+                        Ok(response) => {
+                            let status = response.status();
+                            match response.into_body().collect().await {
+                                Ok(_) => Some(status == 200),
+                                Err(_) => None,
+                            }
+                        }
+                        Err(_) => None,
+                    };
+                    if began < warm_until {
+                        if ok.is_none() {
+                            break;
+                        }
+                        continue;
+                    }
+                    let took = began.elapsed().as_micros() as u64;
+                    match ok {
+                        Some(true) => {
+                            requests += 1;
+                            hist.record(took.max(1)).unwrap();
+                        }
+                        Some(false) => non_200 += 1,
+                        None => {
+                            errors += 1;
+                            break;
+                        }
+                    }
+                }
+                (hist, requests, errors, non_200)
+            }));
+        }
+        let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+        let (mut requests, mut errors, mut non_200) = (0, 0, 0);
+        for t in tasks {
+            let (h, r, e, n) = t.await.unwrap();
+            hist.add(h).unwrap();
+            requests += r;
+            errors += e;
+            non_200 += n;
+        }
+        LoadReport {
+            requests,
+            errors,
+            non_200,
+            seconds,
+            p50_us: hist.value_at_quantile(0.50),
+            p99_us: hist.value_at_quantile(0.99),
+            max_us: hist.max(),
+        }
+    })
+}
+
+/// Runs the load client as a second process against `url`.
+fn load_from_second_process(url: &str, connections: usize, seconds: f64) -> LoadReport {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--load-client",
+            url,
+            "--connections",
+            &connections.to_string(),
+            "--seconds",
+            &seconds.to_string(),
+        ])
+        .output()
+        .expect("the load client runs");
+    assert!(
+        out.status.success(),
+        "load client: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("load client said {line:?}: {e}"))
+}
+
+/// A bare hyper server answering every request with `body` (the baseline).
+async fn bare_server(body: Bytes) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let body = body.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |_req| {
+                    let body = body.clone();
+                    async move {
+                        Ok::<_, std::convert::Infallible>(
+                            http::Response::builder()
+                                .header("content-type", "application/json")
+                                .body(Full::new(body))
+                                .unwrap(),
+                        )
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(true)
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+async fn get(url: &str) -> (u16, Bytes) {
+    let uri: http::Uri = url.parse().unwrap();
+    let addr: SocketAddr = uri.authority().unwrap().as_str().parse().unwrap();
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let request = http::Request::get(uri.path())
+        .header(http::header::HOST, uri.authority().unwrap().as_str())
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let status = response.status().as_u16();
+    (
+        status,
+        response.into_body().collect().await.unwrap().to_bytes(),
+    )
+}
+
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+async fn bench(connections: usize, seconds: f64) {
+    x402_probe::install_crypto_provider();
+    let lab = Lab::start_with(LabOptions {
+        scenarios: Some(
+            ["honest-v2", "overcharge", "wrong-payee"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ),
+        ..LabOptions::default()
+    })
+    .await
+    .expect("the lab starts (did `npm ci` run?)");
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("reporter.key");
+    ReporterKey::generate(&key).unwrap();
+    let urls: Vec<String> = ["honest-v2", "overcharge", "wrong-payee"]
+        .iter()
+        .map(|n| lab.endpoint(n).unwrap().url.clone())
+        .collect();
+    let mut text = format!(
+        r#"[daemon]
+state_dir = "{state}"
+reporter_key = {{ key_file = "{key}" }}
+
+[probe]
+samples = 2
+spacing_ms = 0
+allow_private = true
+ca_files = ["{ca}"]
+rpc = "{rpc}"
+provenance = "test_harness"
+vantage = "bench"
+
+[schedule]
+free_every_secs = 2
+jitter_percent = 0
+per_host_gap_ms = 0
+
+[api]
+bind = "127.0.0.1:0"
+# The bench client is one address: its limit is raised out of the way.
+rate_per_second = 1000000
+rate_burst = 1000000
+"#,
+        state = dir.path().display(),
+        key = key.display(),
+        ca = lab.ca_file.display(),
+        rpc = lab.rpc_url(),
+    );
+    for u in &urls {
+        text.push_str(&format!("\n[[subject]]\nurl = \"{u}\"\n"));
+    }
+    let config: DaemonConfig = toml::from_str(&text).unwrap();
+    config.validate().unwrap();
+    let daemon = Daemon::open(config, None, TimeSource::System)
+        .await
+        .unwrap();
+    let api = daemon.api_addr().expect("the API is bound");
+    let (stop, rx) = tokio::sync::mpsc::channel(1);
+    let running = tokio::spawn(daemon.run(rx));
+
+    // The subject route, once the subject has a score.
+    let id = x402_probe::api::signed::subject_id(&urls[0]);
+    let route = format!("http://{api}/v1/subjects/{id}/score");
+    let began = Instant::now();
+    let body = loop {
+        let (status, body) = get(&route).await;
+        if status == 200 {
+            break body;
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(60),
+            "no score within a minute"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let head = |b: Bytes| -> u64 {
+        serde_json::from_slice::<serde_json::Value>(&b).unwrap()["seq"]
+            .as_u64()
+            .unwrap()
+    };
+
+    let bare = bare_server(Bytes::from(vec![b' '; body.len()])).await;
+    let seq0 = head(get(&format!("http://{api}/v1/ledger/head")).await.1);
+    let baseline = load_from_second_process(&format!("http://{bare}/"), connections, seconds);
+    let seq1 = head(get(&format!("http://{api}/v1/ledger/head")).await.1);
+    let ours = load_from_second_process(&route, connections, seconds);
+    let seq2 = head(get(&format!("http://{api}/v1/ledger/head")).await.1);
+    let _ = stop.send(Signal::Stop).await;
+    running.await.unwrap().unwrap();
+
+    println!(
+        "api bench: GET /v1/subjects/{{id}}/score ({} bytes, signed envelope), {connections} keep-alive connections from a second process, {seconds} s each after 1 s warm-up",
+        body.len()
+    );
+    println!(
+        "  the daemon kept probing {} subjects every 2 s: {} ledger entries during the baseline, {} during the API's load",
+        urls.len(),
+        seq1 - seq0,
+        seq2 - seq1
+    );
+    for (name, r) in [
+        ("baseline (bare hyper, same body)", &baseline),
+        ("x402-probe API", &ours),
+    ] {
+        println!(
+            "  {name:<34} {:>9.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms  max {:>7.2} ms  ({} errors, {} non-200)",
+            r.rps(),
+            ms(r.p50_us),
+            ms(r.p99_us),
+            ms(r.max_us),
+            r.errors,
+            r.non_200
+        );
+    }
+    println!(
+        "  ratio API / baseline: {:.2} of the requests/s, p99 x{:.2}",
+        ours.rps() / baseline.rps(),
+        ours.p99_us as f64 / baseline.p99_us.max(1) as f64
+    );
+    let met = ours.rps() >= GOAL_RPS && ms(ours.p99_us) < GOAL_P99_MS && ours.errors == 0;
+    println!(
+        "  goal: >= {GOAL_RPS:.0} req/s with p99 < {GOAL_P99_MS:.0} ms: {} ({:.0} req/s, p99 {:.2} ms)",
+        if met { "MET" } else { "NOT MET" },
+        ours.rps(),
+        ms(ours.p99_us)
+    );
+    drop(lab);
+}

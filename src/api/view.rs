@@ -1,0 +1,320 @@
+//! The subjects as the API serves them, in memory: each subject's summary, its signed score
+//! envelope and its daily history, serialised once when its score changes (never a store read or
+//! a signature per request). The pipeline marks subjects whose score it just wrote
+//! (`Shared::score_changes`); a task of the view rebuilds those, and re-reads the subject rows
+//! every few seconds for subjects added or delisted without a new score. Readers take an `Arc` of
+//! the whole view: a request never waits for a rebuild.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::signed::{SignedScore, envelope_parts, subject_id};
+use super::v1::{
+    BandView, DailyScore, OutlookView, ScoreHistory, ScoreSummaryView, SubjectSummary, Trend,
+    ValueView, Verdict, WatchView,
+};
+use crate::daemon::pipeline::Shared;
+use crate::ledger::key::ReporterKey;
+use crate::store::{ScoreRow, SubjectRow};
+
+/// How often subject rows are re-read for changes that bring no new score.
+const ROWS_EVERY: Duration = Duration::from_secs(5);
+
+/// One subject, ready to serve.
+pub(crate) struct SubjectEntry {
+    pub(crate) summary: SubjectSummary,
+    pub(crate) summary_json: Bytes,
+    /// The signed envelope of the latest score, when there is one.
+    pub(crate) signed: Option<Bytes>,
+    pub(crate) history_json: Bytes,
+}
+
+/// The whole view at one moment.
+#[derive(Default)]
+pub(crate) struct ViewData {
+    pub(crate) by_id: HashMap<String, Arc<SubjectEntry>>,
+    /// Every subject, by id.
+    pub(crate) ordered: Vec<Arc<SubjectEntry>>,
+}
+
+pub(crate) struct View {
+    current: RwLock<Arc<ViewData>>,
+}
+
+impl View {
+    /// Builds the view from the store now, then keeps it fresh from a task on the current
+    /// runtime (it ends when the daemon's shared state is dropped).
+    pub(crate) fn start(shared: Arc<Shared>, key: ReporterKey) -> Arc<View> {
+        let view = Arc::new(View {
+            current: RwLock::new(Arc::new(ViewData::default())),
+        });
+        let mut builder = Builder {
+            shared: Arc::downgrade(&shared),
+            key,
+            entries: BTreeMap::new(),
+            rows: BTreeMap::new(),
+        };
+        builder.refresh_rows(&shared, true);
+        view.publish(&builder);
+        let weak_view = Arc::downgrade(&view);
+        drop(shared);
+        tokio::spawn(async move { builder.run(weak_view).await });
+        view
+    }
+
+    /// The view now (cheap: one `Arc` clone under a read lock held for that long).
+    pub(crate) fn current(&self) -> Arc<ViewData> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn publish(&self, builder: &Builder) {
+        let ordered: Vec<Arc<SubjectEntry>> = builder.entries.values().cloned().collect();
+        let by_id = ordered
+            .iter()
+            .map(|e| (e.summary.id.clone(), e.clone()))
+            .collect();
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) =
+            Arc::new(ViewData { by_id, ordered });
+    }
+}
+
+struct Builder {
+    shared: std::sync::Weak<Shared>,
+    key: ReporterKey,
+    /// By subject id.
+    entries: BTreeMap<String, Arc<SubjectEntry>>,
+    /// The rows the entries were built from, by URL.
+    rows: BTreeMap<String, SubjectRow>,
+}
+
+impl Builder {
+    async fn run(mut self, view: std::sync::Weak<View>) {
+        loop {
+            let Some(shared) = self.shared.upgrade() else {
+                return;
+            };
+            let changes = shared.score_changes.clone();
+            drop(shared);
+            let _ = tokio::time::timeout(ROWS_EVERY, changes.wait()).await;
+            let Some(shared) = self.shared.upgrade() else {
+                return;
+            };
+            let Some(view) = view.upgrade() else {
+                return;
+            };
+            let changed = changes.take();
+            // Store reads and signatures block: off the runtime's workers.
+            let (returned, builder) = tokio::task::spawn_blocking(move || {
+                let mut me = self;
+                let any_rows = me.refresh_rows(&shared, false);
+                let mut any = any_rows;
+                for url in changed {
+                    if let Some(row) = me.rows.get(&url).cloned() {
+                        me.rebuild(&shared, &row);
+                        any = true;
+                    }
+                }
+                (any, me)
+            })
+            .await
+            .unwrap_or_else(|e| panic!("the API view's rebuild panicked: {e}"));
+            self = builder;
+            if returned {
+                view.publish(&self);
+            }
+        }
+    }
+
+    /// Re-reads the subject rows; rebuilds subjects that are new or whose row changed (`all`:
+    /// every subject). Returns whether anything changed.
+    fn refresh_rows(&mut self, shared: &Shared, all: bool) -> bool {
+        let rows = match shared.store.subjects() {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "API view: reading subjects failed");
+                return false;
+            }
+        };
+        let mut changed = false;
+        for row in rows {
+            let differs = self.rows.get(&row.url).is_none_or(|old| {
+                old.state != row.state
+                    || old.category != row.category
+                    || old.revision != row.revision
+            });
+            if all || differs {
+                self.rebuild(shared, &row);
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    fn rebuild(&mut self, shared: &Shared, row: &SubjectRow) {
+        self.rows.insert(row.url.clone(), row.clone());
+        let id = subject_id(&row.url);
+        let latest = match shared.store.latest_score(&row.url) {
+            Ok(latest) => latest,
+            Err(e) => {
+                tracing::warn!(subject = %row.url, error = %e, "API view: reading a score failed");
+                None
+            }
+        };
+        let days = shared.store.daily_scores(&row.url).unwrap_or_else(|e| {
+            tracing::warn!(subject = %row.url, error = %e, "API view: reading daily scores failed");
+            Vec::new()
+        });
+        let (summary_view, signed) = match &latest {
+            Some(score) => (summary_of(score), self.sign(score)),
+            None => (None, None),
+        };
+        let summary = SubjectSummary {
+            id: id.clone(),
+            url: row.url.clone(),
+            category: row.category.clone(),
+            state: row.state.into(),
+            revision: row.revision.clone(),
+            latest: summary_view,
+            score_url: format!("/v1/subjects/{id}/score"),
+        };
+        let history = ScoreHistory {
+            subject_id: id.clone(),
+            url: row.url.clone(),
+            days: days.iter().filter_map(daily_of).collect(),
+        };
+        let entry = SubjectEntry {
+            summary_json: Bytes::from(serde_json::to_vec(&summary).unwrap_or_default()),
+            summary,
+            signed,
+            history_json: Bytes::from(serde_json::to_vec(&history).unwrap_or_default()),
+        };
+        self.entries.insert(id, Arc::new(entry));
+    }
+
+    /// The signed envelope of a stored score (`None`, logged, if it cannot be signed now).
+    fn sign(&self, score: &ScoreRow) -> Option<Bytes> {
+        let (mut envelope, message): (SignedScore, Vec<u8>) = match envelope_parts(
+            &score.document,
+            score.seq,
+            &self.key.public_key(),
+        ) {
+            Ok(parts) => parts,
+            Err(e) => {
+                tracing::warn!(subject = %score.subject, error = %e, "API view: a stored score cannot be enveloped");
+                return None;
+            }
+        };
+        match self.key.sign(&message) {
+            Ok(signature) => envelope.signature = hex::encode(signature),
+            Err(e) => {
+                tracing::error!(error = %e, "API view: signing a score failed");
+                return None;
+            }
+        }
+        serde_json::to_vec(&envelope).ok().map(Bytes::from)
+    }
+}
+
+fn f64_at(v: &Value, path: &[&str]) -> Option<f64> {
+    path.iter().try_fold(v, |v, k| v.get(k))?.as_f64()
+}
+
+fn str_at(v: &Value, path: &[&str]) -> Option<String> {
+    path.iter()
+        .try_fold(v, |v, k| v.get(k))?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The grade a document gives, and whether it is provisional.
+fn grade_of(doc: &Value) -> (Option<String>, bool) {
+    match str_at(doc, &["grade"]) {
+        Some(g) => (Some(g), false),
+        None => (str_at(doc, &["provisional_grade"]), true),
+    }
+}
+
+fn band_of(doc: &Value) -> BandView {
+    BandView {
+        low: f64_at(doc, &["band", "low"]).unwrap_or(0.0),
+        high: f64_at(doc, &["band", "high"]).unwrap_or(0.0),
+    }
+}
+
+/// A stored score document, summarised (`None` when it is not a score document we can read).
+fn summary_of(row: &ScoreRow) -> Option<ScoreSummaryView> {
+    let doc: Value = serde_json::from_slice(&row.document).ok()?;
+    let verdict = Verdict::parse(doc["verdict"]["verdict"].as_str()?)?;
+    let trend = match doc["outlook"]["trend"].as_str() {
+        Some("improving") => Trend::Improving,
+        Some("stable") => Trend::Stable,
+        Some("declining") => Trend::Declining,
+        _ => Trend::Unknown,
+    };
+    let (grade, grade_provisional) = grade_of(&doc);
+    Some(ScoreSummaryView {
+        as_of: str_at(&doc, &["as_of"])?,
+        score: f64_at(&doc, &["score"])?,
+        capped_score: f64_at(&doc, &["capped_score"])?,
+        band: band_of(&doc),
+        grade,
+        grade_provisional,
+        verdict,
+        confidence: str_at(&doc, &["confidence"]).unwrap_or_default(),
+        outlook: OutlookView {
+            trend,
+            delta: f64_at(&doc, &["outlook", "delta"]),
+        },
+        watch: WatchView {
+            on_watch: doc["watch"]["on_watch"].as_bool().unwrap_or(false),
+            reasons: doc["watch"]["reasons"]
+                .as_array()
+                .map(|rs| {
+                    rs.iter()
+                        .filter_map(|r| {
+                            r.get("code")
+                                .or_else(|| r.get("flag"))
+                                .and_then(Value::as_str)
+                                .map(str::to_string)
+                                .or_else(|| r.as_str().map(str::to_string))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        },
+        value: ValueView {
+            price_usd: f64_at(&doc, &["value", "price_usd"]),
+            price_percentile: f64_at(&doc, &["value", "price_percentile"]),
+            usd_per_valid_kib: f64_at(&doc, &["value", "usd_per_valid_kib"]),
+            peers: doc["value"]["peers"].as_u64().unwrap_or(0),
+        },
+        rubric_sha256: str_at(&doc, &["rubric", "sha256"]).unwrap_or_default(),
+        ledger_seq: row.seq,
+        document_sha256: crate::evidence::sha256_hex(&row.document),
+    })
+}
+
+fn daily_of(row: &ScoreRow) -> Option<DailyScore> {
+    let s = summary_of(row)?;
+    Some(DailyScore {
+        day: row.day.clone(),
+        as_of: s.as_of,
+        score: s.score,
+        capped_score: s.capped_score,
+        band: s.band,
+        grade: s.grade,
+        grade_provisional: s.grade_provisional,
+        verdict: s.verdict,
+        confidence: s.confidence,
+        on_watch: s.watch.on_watch,
+        ledger_seq: row.seq,
+        document_sha256: s.document_sha256,
+    })
+}

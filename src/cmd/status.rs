@@ -1,0 +1,189 @@
+//! `x402-probe status [--api URL]`: the running daemon's view of itself, from its API's
+//! `/v1/status`, printed for a terminal: subjects by verdict, next due runs, paid budget left,
+//! outages. Exit codes: 0 printed, 1 the daemon did not answer (or answered an error), 2 usage.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Limited};
+
+use crate::api::v1::StatusView;
+use crate::report::one_line;
+
+/// Options of `x402-probe status`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The daemon's API (`[api] bind`; http only, normally loopback).
+    #[arg(
+        long,
+        value_name = "URL",
+        default_value = "http://127.0.0.1:8402",
+        env = "X402_PROBE_API"
+    )]
+    pub api: String,
+    /// Print the status document as JSON instead.
+    #[arg(long)]
+    pub json: bool,
+}
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
+pub fn run(args: Args) -> Result<i32> {
+    let uri: http::Uri = format!("{}/v1/status", args.api.trim_end_matches('/'))
+        .parse()
+        .with_context(|| format!("--api {}: not a URL", args.api))?;
+    if uri.scheme_str() != Some("http") {
+        bail!(
+            "--api {}: only http:// is spoken (put the daemon's API behind TLS with a proxy)",
+            args.api
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let answer = runtime.block_on(async { tokio::time::timeout(TIMEOUT, get(&uri)).await });
+    let (status, body) = match answer {
+        Ok(Ok(a)) => a,
+        Ok(Err(e)) => {
+            eprintln!("x402-probe status: {} did not answer: {e:#}", args.api);
+            return Ok(1);
+        }
+        Err(_) => {
+            eprintln!(
+                "x402-probe status: {} did not answer within {TIMEOUT:?}",
+                args.api
+            );
+            return Ok(1);
+        }
+    };
+    if status != 200 {
+        let text = String::from_utf8_lossy(&body);
+        eprintln!("x402-probe status: HTTP {status}: {}", one_line(&text, 300));
+        return Ok(1);
+    }
+    let view: StatusView = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("x402-probe status: the answer is not a status document: {e}");
+            return Ok(1);
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&view)?);
+    } else {
+        print!("{}", render(&view, &args.api));
+    }
+    Ok(0)
+}
+
+async fn get(uri: &http::Uri) -> Result<(u16, Bytes)> {
+    let host = uri.host().context("the URL has no host")?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = uri.port_u16().unwrap_or(80);
+    let stream = tokio::net::TcpStream::connect((host, port))
+        .await
+        .with_context(|| format!("connecting to {host}:{port}"))?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    let authority = uri.authority().map(|a| a.as_str()).unwrap_or(host);
+    let request = http::Request::get(uri.path())
+        .header(http::header::HOST, authority)
+        .header(http::header::ACCEPT, "application/json")
+        .body(Empty::<Bytes>::new())?;
+    let response = sender.send_request(request).await?;
+    let status = response.status().as_u16();
+    let body = Limited::new(response.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map_err(|e| anyhow::anyhow!("reading the answer: {e}"))?
+        .to_bytes();
+    Ok((status, body))
+}
+
+/// The status for a terminal (every text from the daemon made printable).
+pub fn render(v: &StatusView, api: &str) -> String {
+    let mut out = String::new();
+    let clock = if v.simulated {
+        " (simulated clock)"
+    } else {
+        ""
+    };
+    out.push_str(&format!(
+        "x402-probe daemon at {}, {}{clock}\n",
+        one_line(api, 100),
+        one_line(&v.now, 40)
+    ));
+    let states: Vec<String> = v
+        .subjects_by_state
+        .iter()
+        .map(|(k, n)| format!("{n} {}", one_line(k, 20)))
+        .collect();
+    out.push_str(&format!(
+        "subjects   {}\n",
+        if states.is_empty() {
+            "none".into()
+        } else {
+            states.join(", ")
+        }
+    ));
+    let mut verdicts: Vec<String> = ["ok", "caution", "avoid", "down", "unverified"]
+        .iter()
+        .map(|k| {
+            format!(
+                "{k} {}",
+                v.subjects_by_verdict.get(*k).copied().unwrap_or(0)
+            )
+        })
+        .collect();
+    verdicts.push(format!("unscored {}", v.unscored));
+    out.push_str(&format!("verdicts   {}\n", verdicts.join(", ")));
+    out.push_str(&format!("runs       {} in flight\n", v.runs_in_flight));
+    if v.next_due.is_empty() {
+        out.push_str("next due   nothing scheduled\n");
+    }
+    for (i, due) in v.next_due.iter().enumerate() {
+        let label = if i == 0 { "next due" } else { "" };
+        out.push_str(&format!(
+            "{label:<10} {}  {}\n",
+            one_line(&due.due, 40),
+            one_line(&due.url, 120)
+        ));
+    }
+    match &v.paid_budget {
+        None => out.push_str("budget     no paid calls (no [pay] table)\n"),
+        Some(b) => out.push_str(&format!(
+            "budget     ${} left of ${} in 24 h (${} spent or reserved, {} open)\n",
+            one_line(&b.left_usd, 40),
+            one_line(&b.cap_usd, 40),
+            one_line(&b.spent_usd, 40),
+            b.open_reservations
+        )),
+    }
+    let open = if v.outage_open {
+        "OPEN now"
+    } else {
+        "none open"
+    };
+    out.push_str(&format!(
+        "outages    {open}; {} window(s) on record\n",
+        v.outages.len()
+    ));
+    for o in v.outages.iter().rev().take(5) {
+        out.push_str(&format!(
+            "           {} .. {}\n",
+            one_line(&o.from, 40),
+            o.to.as_deref()
+                .map_or("now".to_string(), |t| one_line(t, 40))
+        ));
+    }
+    out.push_str(&format!(
+        "ledger     {} entries, rubric {}\n",
+        v.ledger_seq,
+        one_line(&v.rubric_sha256, 64)
+    ));
+    out
+}
