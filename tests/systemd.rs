@@ -259,6 +259,13 @@ async fn the_daemon_speaks_systemds_notify_protocol() {
     settings.subjects = vec![subject];
     settings.free_every_secs = 2;
     settings.pay = false;
+    // The API on a port known in advance (free a moment ago), to call it as soon as READY=1 comes.
+    let api_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    settings.api = format!("[api]\nbind = \"127.0.0.1:{api_port}\"\n");
     let config = write_config(dir.path(), &config_text(&lab, &settings));
 
     // systemd's side: a datagram socket the daemon is told about.
@@ -292,6 +299,11 @@ async fn the_daemon_speaks_systemds_notify_protocol() {
         ready.contains("STATUS=subjects: 1, runs since start: 0, in flight: 0, vantage: ok"),
         "{ready:?}"
     );
+    // READY=1 means the API is bound and serving.
+    let key = reqwest::get(format!("http://127.0.0.1:{api_port}/v1/key"))
+        .await
+        .unwrap_or_else(|e| panic!("the API answers once READY=1 is sent: {e}\n{}", log()));
+    assert_eq!(key.status(), 200);
 
     // Several seconds of service: pings never further apart than half the watchdog time, and the
     // status line follows the runs.

@@ -5,7 +5,7 @@
 //! so memory stays bounded by the clients active within one burst's refill time.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -48,9 +48,7 @@ impl RateLimiter {
 
     /// Takes one token for `ip` at `now`: `Ok` or the seconds until one is back.
     pub(crate) fn take(&self, ip: IpAddr, now: Instant) -> Result<(), u64> {
-        let mut h = self.hasher.build_hasher();
-        ip.hash(&mut h);
-        let shard = &self.shards[(h.finish() as usize) % SHARDS];
+        let shard = &self.shards[(self.hasher.hash_one(ip) as usize) % SHARDS];
         let mut buckets = shard.lock().unwrap_or_else(|p| p.into_inner());
         if buckets.len() >= SHARD_SOFT_CAP {
             let (rate, burst) = (self.per_second, self.burst);
