@@ -12,6 +12,7 @@ pub(crate) mod admin;
 pub(crate) mod metrics;
 pub mod openapi;
 pub(crate) mod operator;
+pub(crate) mod pages;
 pub(crate) mod ratelimit;
 pub mod signed;
 pub(crate) mod v1;
@@ -104,7 +105,7 @@ pub(crate) fn router(state: ApiState) -> Router {
     let public = Router::new()
         .merge(v1::routes())
         .merge(operator::routes())
-        // .merge(pages::routes())
+        .merge(pages::routes())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             ratelimit::limit_public,
