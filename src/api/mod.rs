@@ -12,7 +12,7 @@ pub(crate) mod admin;
 pub(crate) mod metrics;
 pub mod openapi;
 pub(crate) mod operator;
-pub(crate) mod pages;
+pub mod pages;
 pub(crate) mod ratelimit;
 pub mod signed;
 pub(crate) mod v1;
