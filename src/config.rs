@@ -1243,6 +1243,7 @@ mod tests {
                 && plain.contains(" = ")
                 && !plain.contains('{')
                 && !plain.starts_with("state_dir")
+                && !plain.starts_with("admin_token_file")
                 && !plain.starts_with("nameservers")
                 && !plain.starts_with("rubric");
             uncommented.push_str(if is_default_line { plain } else { line });
