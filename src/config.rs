@@ -939,8 +939,8 @@ impl WebhookSecret {
     }
 }
 
-fn all_webhook_events() -> Vec<crate::webhook::EventKind> {
-    crate::webhook::EventKind::ALL.to_vec()
+fn all_webhook_events() -> Vec<crate::webhook::event::EventKind> {
+    crate::webhook::event::EventKind::ALL.to_vec()
 }
 
 /// `[[webhook]]`: a receiver of events about subjects (README, "Webhooks").
@@ -951,7 +951,7 @@ pub struct WebhookConfig {
     pub secret: WebhookSecret,
     /// Which events it gets; default all.
     #[serde(default = "all_webhook_events")]
-    pub events: Vec<crate::webhook::EventKind>,
+    pub events: Vec<crate::webhook::event::EventKind>,
     #[serde(default)]
     pub max_attempts: WebhookAttempts,
     #[serde(default)]

@@ -24,7 +24,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::daemon::pipeline::Shared;
 use crate::evidence::Outcome;
 use crate::evidence::http::{Exchange, Timings};
 use crate::evidence::paid::{Decision, PaidObservation};
@@ -596,9 +595,9 @@ impl Metrics {
             .inc();
     }
 
-    /// Reads what is (subjects, money, ledger, outages, outbox) and encodes every series.
-    pub fn render(&self, shared: &Shared, format: Format) -> Result<String, MetricsError> {
-        self.refresh(shared)?;
+    /// Sets the gauges from what is now (`scrape`) and encodes every series.
+    pub fn render(&self, scrape: &Scrape, format: Format) -> Result<String, MetricsError> {
+        self.refresh(scrape);
         let mut open_metrics = String::new();
         prometheus_client::encoding::text::encode(&mut open_metrics, &self.registry)
             .map_err(|_| MetricsError::Encode)?;
@@ -608,72 +607,75 @@ impl Metrics {
         })
     }
 
-    fn refresh(&self, shared: &Shared) -> Result<(), MetricsError> {
-        let now_ms = shared.clock.now_ms();
-        {
-            let summaries = shared.summaries.read().unwrap_or_else(|p| p.into_inner());
-            let mut counts = [0i64; VERDICTS.len()];
-            for s in summaries.values() {
-                if let Some(i) = VERDICTS.iter().position(|v| v.as_str() == s.verdict) {
-                    counts[i] += 1;
-                }
-            }
-            for (verdict, count) in VERDICTS.into_iter().zip(counts) {
-                self.subjects
-                    .get_or_create(&VerdictLabels {
-                        verdict: VerdictLabel(verdict),
-                    })
-                    .set(count);
+    fn refresh(&self, scrape: &Scrape) {
+        let mut counts = [0i64; VERDICTS.len()];
+        for verdict in &scrape.verdicts {
+            if let Some(i) = VERDICTS.iter().position(|v| v.as_str() == verdict) {
+                counts[i] += 1;
             }
         }
-        let store = shared.store.as_ref();
-        let (head, _) = store.head()?;
-        self.ledger_entries.set(head.min(i64::MAX as u64) as i64);
-        let since_ms = match store.last_checkpoint()? {
-            Some(c) => Some(c.at_ms),
-            None if head > 0 => store.entries_page(0, 1)?.first().map(|e| e.at_ms),
-            None => None,
-        };
-        self.checkpoint_age
-            .set(since_ms.map_or(0.0, |t| (now_ms - t).max(0) as f64 / 1000.0));
-        let out = shared
-            .outages
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .any(|w| w.contains(now_ms));
-        self.outage.set(i64::from(out));
-        if let Some(pay) = &shared.pay {
-            let wall_s = shared.wall.now_ms().div_euclid(1000);
-            let totals = pay
-                .spend
-                .totals("", wall_s)
-                .map_err(|e| MetricsError::Spend(e.to_string()))?;
-            self.spent_usd.set(usd_f64(totals.day));
+        for (verdict, count) in VERDICTS.into_iter().zip(counts) {
+            self.subjects
+                .get_or_create(&VerdictLabels {
+                    verdict: VerdictLabel(verdict),
+                })
+                .set(count);
+        }
+        self.ledger_entries
+            .set(scrape.ledger_head.min(i64::MAX as u64) as i64);
+        self.checkpoint_age.set(
+            scrape
+                .checkpoint_since_ms
+                .map_or(0.0, |t| (scrape.now_ms - t).max(0) as f64 / 1000.0),
+        );
+        self.outage.set(i64::from(scrape.outage_active));
+        if let Some(spend) = &scrape.spend {
+            self.spent_usd.set(usd_f64(spend.spent_today));
             for (cap, usd) in [
-                (CapLabel::PerCall, pay.policy.max_per_call_usd),
-                (
-                    CapLabel::PerSubjectPerDay,
-                    pay.policy.max_per_subject_per_day_usd,
-                ),
-                (CapLabel::PerDay, pay.policy.max_per_day_usd),
+                (CapLabel::PerCall, spend.per_call),
+                (CapLabel::PerSubjectPerDay, spend.per_subject_per_day),
+                (CapLabel::PerDay, spend.per_day),
             ] {
                 self.caps_usd
                     .get_or_create(&CapLabels { cap })
                     .set(usd_f64(usd));
             }
         }
-        let (pending, dead) = store.outbox_counts()?;
         for (state, n) in [
-            (OutboxStateLabel::Pending, pending),
-            (OutboxStateLabel::Dead, dead),
+            (OutboxStateLabel::Pending, scrape.outbox_pending),
+            (OutboxStateLabel::Dead, scrape.outbox_dead),
         ] {
             self.outbox
                 .get_or_create(&OutboxLabels { state })
                 .set(n.min(i64::MAX as u64) as i64);
         }
-        Ok(())
     }
+}
+
+/// What the gauges show, read from the daemon's state when a scrape comes (by
+/// `daemon::pipeline::scrape`): the metrics module reads nothing itself, so it sits below the
+/// daemon it is updated from.
+#[derive(Debug, Clone, Default)]
+pub struct Scrape {
+    pub now_ms: i64,
+    /// Each scored subject's published verdict.
+    pub verdicts: Vec<String>,
+    pub ledger_head: u64,
+    /// The last checkpoint's time (or the first entry's when none was signed yet).
+    pub checkpoint_since_ms: Option<i64>,
+    pub outage_active: bool,
+    pub spend: Option<SpendScrape>,
+    pub outbox_pending: u64,
+    pub outbox_dead: u64,
+}
+
+/// Money spent today against the caps (only with paid calls configured).
+#[derive(Debug, Clone, Copy)]
+pub struct SpendScrape {
+    pub spent_today: Usd,
+    pub per_call: Usd,
+    pub per_subject_per_day: Usd,
+    pub per_day: Usd,
 }
 
 /// What the metrics take from one run, computed before its record moves into the ledger.

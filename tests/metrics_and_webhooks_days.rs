@@ -20,6 +20,7 @@ use webhook_support::*;
 use x402_lab::dynamic::Timeline;
 use x402_probe::clock::{Clock, ManualClock, SystemClock};
 use x402_probe::config::DaemonConfig;
+use x402_probe::daemon::pipeline::scrape;
 use x402_probe::daemon::{Daemon, TimeSource};
 use x402_probe::ledger::record::Record;
 use x402_probe::metrics::Format;
@@ -255,7 +256,10 @@ async fn simulated_days_give_true_metrics_and_signed_webhooks() {
     );
 
     // ---- Metrics ----
-    let text = shared.metrics.render(&shared, Format::Prometheus).unwrap();
+    let text = shared
+        .metrics
+        .render(&scrape(&shared).unwrap(), Format::Prometheus)
+        .unwrap();
     eprintln!("{text}");
     let mut promtool = Command::new("promtool")
         .args(["check", "metrics"])
@@ -275,7 +279,10 @@ async fn simulated_days_give_true_metrics_and_signed_webhooks() {
         checked.status.success() && lint.trim().is_empty(),
         "promtool: {lint}\n{text}"
     );
-    let open_metrics = shared.metrics.render(&shared, Format::OpenMetrics).unwrap();
+    let open_metrics = shared
+        .metrics
+        .render(&scrape(&shared).unwrap(), Format::OpenMetrics)
+        .unwrap();
     assert!(open_metrics.ends_with("# EOF\n"));
 
     let m = samples(&text);

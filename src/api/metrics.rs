@@ -20,10 +20,13 @@ pub(crate) fn routes() -> Router<ApiState> {
 async fn metrics(State(state): State<ApiState>, headers: HeaderMap) -> Result<Response, ApiError> {
     let format = Format::from_accept(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
     let shared = state.shared.clone();
-    let text = tokio::task::spawn_blocking(move || shared.metrics.render(&shared, format))
-        .await
-        .map_err(|e| ApiError::internal(format!("rendering the metrics: {e}")))?
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let text = tokio::task::spawn_blocking(move || {
+        crate::daemon::pipeline::scrape(&shared)
+            .and_then(|scrape| shared.metrics.render(&scrape, format))
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("rendering the metrics: {e}")))?
+    .map_err(|e| ApiError::internal(e.to_string()))?;
     Ok((
         [(
             header::CONTENT_TYPE,

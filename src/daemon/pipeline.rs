@@ -772,3 +772,57 @@ pub fn score_of(record: &Record) -> Option<&ScoreRecord> {
         _ => None,
     }
 }
+
+/// What the metrics' gauges show now, read from the shared state and the stores (a few short
+/// queries) when a scrape comes.
+pub fn scrape(shared: &Shared) -> Result<crate::metrics::Scrape, crate::metrics::MetricsError> {
+    use crate::metrics::{MetricsError, Scrape, SpendScrape};
+    let now_ms = shared.clock.now_ms();
+    let verdicts = shared
+        .summaries
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .values()
+        .map(|s| s.verdict.to_string())
+        .collect();
+    let store = shared.store.as_ref();
+    let (ledger_head, _) = store.head()?;
+    let checkpoint_since_ms = match store.last_checkpoint()? {
+        Some(c) => Some(c.at_ms),
+        None if ledger_head > 0 => store.entries_page(0, 1)?.first().map(|e| e.at_ms),
+        None => None,
+    };
+    let outage_active = shared
+        .outages
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .any(|w| w.contains(now_ms));
+    let spend = match &shared.pay {
+        Some(pay) => {
+            let wall_s = shared.wall.now_ms().div_euclid(1000);
+            let totals = pay
+                .spend
+                .totals("", wall_s)
+                .map_err(|e| MetricsError::Spend(e.to_string()))?;
+            Some(SpendScrape {
+                spent_today: totals.day,
+                per_call: pay.policy.max_per_call_usd,
+                per_subject_per_day: pay.policy.max_per_subject_per_day_usd,
+                per_day: pay.policy.max_per_day_usd,
+            })
+        }
+        None => None,
+    };
+    let (outbox_pending, outbox_dead) = store.outbox_counts()?;
+    Ok(Scrape {
+        now_ms,
+        verdicts,
+        ledger_head,
+        checkpoint_since_ms,
+        outage_active,
+        spend,
+        outbox_pending,
+        outbox_dead,
+    })
+}

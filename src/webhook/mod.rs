@@ -10,11 +10,13 @@
 //! ("Webhooks").
 
 pub mod deliver;
+pub mod event;
+
+pub use event::EventKind;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 use zeroize::Zeroizing;
 
@@ -25,34 +27,6 @@ use crate::rubric::Verdict;
 use crate::score::document::ScoreDocument;
 use crate::secret::SecretError;
 use crate::store::{NewOutboxEvent, Store, StoreError};
-
-/// What a webhook can be told about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventKind {
-    /// A subject's published verdict differs from its previous score's.
-    VerdictChanged,
-    /// A gate binds in a subject's new score that did not bind in its previous one.
-    GateBinding,
-    /// A new revision of a subject declares another payTo than the revision before.
-    PayToChanged,
-}
-
-impl EventKind {
-    pub const ALL: [EventKind; 3] = [
-        EventKind::VerdictChanged,
-        EventKind::GateBinding,
-        EventKind::PayToChanged,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventKind::VerdictChanged => "verdict_changed",
-            EventKind::GateBinding => "gate_binding",
-            EventKind::PayToChanged => "pay_to_changed",
-        }
-    }
-}
 
 /// The header carrying `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`.
 pub const SIGNATURE_HEADER: &str = "x402-probe-signature";

@@ -1,0 +1,32 @@
+//! The kinds of webhook event: a leaf, so that the configuration can name them without
+//! depending on the webhook machinery.
+
+use serde::{Deserialize, Serialize};
+
+/// What a webhook can be told about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A subject's published verdict differs from its previous score's.
+    VerdictChanged,
+    /// A gate binds in a subject's new score that did not bind in its previous one.
+    GateBinding,
+    /// A new revision of a subject declares another payTo than the revision before.
+    PayToChanged,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 3] = [
+        EventKind::VerdictChanged,
+        EventKind::GateBinding,
+        EventKind::PayToChanged,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::VerdictChanged => "verdict_changed",
+            EventKind::GateBinding => "gate_binding",
+            EventKind::PayToChanged => "pay_to_changed",
+        }
+    }
+}
