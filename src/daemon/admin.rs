@@ -185,19 +185,7 @@ impl Daemon {
                         "the daemon already has [daemon] max_subjects subjects".into(),
                     ));
                 }
-                SubjectRow {
-                    url: url.clone(),
-                    category: category.clone(),
-                    source: "admin".into(),
-                    state: SubjectState::Active,
-                    added_ms: now,
-                    next_free_ms: now,
-                    next_paid_ms: now,
-                    failures: 0,
-                    last_run_ms: None,
-                    last_paid_ms: None,
-                    revision: None,
-                }
+                SubjectRow::new_active(url.clone(), category.clone(), "admin".into(), now)
             }
         };
         let seq = self.record_subject(

@@ -468,19 +468,7 @@ impl Daemon {
             if matches!(known, Some(SubjectState::Active | SubjectState::Paused)) {
                 continue;
             }
-            let row = SubjectRow {
-                url: url.clone(),
-                category: category.clone(),
-                source: "config".into(),
-                state: SubjectState::Active,
-                added_ms: now,
-                next_free_ms: now,
-                next_paid_ms: now,
-                failures: 0,
-                last_run_ms: None,
-                last_paid_ms: None,
-                revision: None,
-            };
+            let row = SubjectRow::new_active(url.clone(), category.clone(), "config".into(), now);
             rows.push(row.clone());
             entries.push(NewEntry::plain(
                 now,
@@ -999,19 +987,7 @@ impl Daemon {
             if self.subjects.len() >= max {
                 break;
             }
-            let row = SubjectRow {
-                url: url.clone(),
-                category: category.clone(),
-                source: source.clone(),
-                state: SubjectState::Active,
-                added_ms: now,
-                next_free_ms: now,
-                next_paid_ms: now,
-                failures: 0,
-                last_run_ms: None,
-                last_paid_ms: None,
-                revision: None,
-            };
+            let row = SubjectRow::new_active(url.clone(), category.clone(), source.clone(), now);
             rows.push(row.clone());
             entries.push(NewEntry::plain(
                 now,

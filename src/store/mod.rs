@@ -187,6 +187,25 @@ pub struct SubjectRow {
     pub revision: Option<String>,
 }
 
+impl SubjectRow {
+    /// A subject new to the daemon (from the configuration, a catalogue or an admin), due now.
+    pub fn new_active(url: String, category: String, source: String, now_ms: i64) -> SubjectRow {
+        SubjectRow {
+            url,
+            category,
+            source,
+            state: SubjectState::Active,
+            added_ms: now_ms,
+            next_free_ms: now_ms,
+            next_paid_ms: now_ms,
+            failures: 0,
+            last_run_ms: None,
+            last_paid_ms: None,
+            revision: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SubjectState {
