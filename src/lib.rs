@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod budget;
+pub mod calibrate;
 pub mod canonical;
 pub mod checks;
 pub mod clock;
