@@ -151,3 +151,20 @@ fn score_refuses_a_different_major_version() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("never cross major versions"), "{stderr}");
 }
+
+/// The score module reads its own documents back with the type that wrote them (the pages and
+/// the recalibration do): every golden document parses and serialises to the same bytes.
+#[test]
+fn golden_documents_read_back_to_the_same_bytes() {
+    for file in golden_files() {
+        let bytes = std::fs::read(&file).unwrap();
+        let doc = x402_probe::score::document::ScoreDocument::from_slice(&bytes)
+            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        assert_eq!(
+            doc.to_bytes().unwrap(),
+            bytes,
+            "{} does not read back byte for byte",
+            file.display()
+        );
+    }
+}

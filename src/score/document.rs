@@ -11,16 +11,17 @@ use super::tally::CheckState;
 use super::value::Value;
 use super::verdict::{Reason, VerdictBlock};
 use crate::rubric::{GateWhen, Kind, Metric, OnRevision, Verdict};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 
 /// Names this document format.
 pub const FORMAT: &str = "x402-probe.score/1";
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScoreDocument {
-    pub format: &'static str,
+    pub format: Cow<'static, str>,
     /// The scorer's method version; a change to how a score is computed changes it.
-    pub method: &'static str,
+    pub method: Cow<'static, str>,
     pub rubric: RubricRef,
     /// SHA-256 of the canonical inputs (also the Monte Carlo seed).
     pub inputs_sha256: String,
@@ -54,11 +55,14 @@ pub struct ScoreDocument {
     /// Checks in the history that this rubric does not have (kept, not scored).
     pub ignored_checks: Vec<String>,
     /// The inputs exactly as scored (shared with the parsed inputs, not copied).
-    #[serde(serialize_with = "serialize_shared")]
+    #[serde(
+        serialize_with = "serialize_shared",
+        deserialize_with = "deserialize_shared"
+    )]
     pub inputs: std::sync::Arc<serde_json::Value>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RubricRef {
     pub id: String,
     pub version: String,
@@ -66,14 +70,14 @@ pub struct RubricRef {
     pub sha256: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SubjectRef {
     pub id: String,
     pub url: String,
     pub category: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Band {
     pub low: f64,
     pub high: f64,
@@ -83,13 +87,13 @@ pub struct Band {
     pub sampler: Sampler,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WatchBlock {
     pub on_watch: bool,
     pub reasons: Vec<Reason>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DimensionDoc {
     pub id: String,
     pub weight: f64,
@@ -101,7 +105,7 @@ pub struct DimensionDoc {
     pub checks: Vec<CheckDoc>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckDoc {
     pub id: String,
     pub title: String,
@@ -127,7 +131,7 @@ pub struct CheckDoc {
     pub contribution: Points,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PriorHeld {
     pub check: String,
     pub points: f64,
@@ -135,7 +139,7 @@ pub struct PriorHeld {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GateDoc {
     pub flag: String,
     pub check: String,
@@ -177,7 +181,7 @@ impl GateDoc {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CapDoc {
     /// The lowest cap among binding gates, if any.
     pub cap: Option<f64>,
@@ -194,7 +198,19 @@ fn serialize_shared<S: serde::Serializer>(
     value.as_ref().serialize(s)
 }
 
+fn deserialize_shared<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<std::sync::Arc<serde_json::Value>, D::Error> {
+    serde_json::Value::deserialize(d).map(std::sync::Arc::new)
+}
+
 impl ScoreDocument {
+    /// Reads a published document back (the daemon's stored snapshots, the pages, the
+    /// recalibration): the same type that wrote it, so reader and writer cannot drift apart.
+    pub fn from_slice(bytes: &[u8]) -> Result<ScoreDocument, serde_json::Error> {
+        serde_json::from_slice(bytes)
+    }
+
     /// The published bytes: canonical JSON and a newline.
     pub fn to_bytes(&self) -> Result<Vec<u8>, crate::canonical::CanonicalError> {
         let mut bytes = crate::canonical::canonical_bytes_of(self)?;

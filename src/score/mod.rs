@@ -186,8 +186,8 @@ pub fn score(
     ignored_checks.dedup();
 
     Ok(ScoreDocument {
-        format: FORMAT,
-        method: METHOD,
+        format: FORMAT.into(),
+        method: METHOD.into(),
         rubric: RubricRef {
             id: rubric.id.clone(),
             version: rubric.version.clone(),

@@ -41,7 +41,7 @@ pub struct Term {
     pub posterior: Posterior,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Sampler {
     /// Inverse-CDF tables built once per subject (published).

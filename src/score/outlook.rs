@@ -8,9 +8,9 @@ use super::input::Inputs;
 use super::points::{Points, breakdown};
 use super::tally::{CheckState, EntryWeights, tally_all};
 use crate::rubric::Rubric;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Trend {
     Improving,
@@ -21,7 +21,7 @@ pub enum Trend {
 }
 
 /// Why a check is not among the checks the outlook compares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LeftOutBecause {
     /// Weight 0 in the rubric (shown, not scored): it cannot move a score.
@@ -32,13 +32,13 @@ pub enum LeftOutBecause {
     NoRecentEvidence,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LeftOut {
     pub check: String,
     pub because: LeftOutBecause,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Outlook {
     pub trend: Trend,
     pub recent_days: f64,

@@ -6,7 +6,7 @@
 
 use super::tally::{CheckState, Tally};
 use crate::rubric::Rubric;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Ten-thousandths of a point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
@@ -47,6 +47,14 @@ impl std::iter::Sum for Points {
 impl Serialize for Points {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_f64(self.as_f64())
+    }
+}
+
+/// Read back from the published decimal: exact, since every published value is a whole number
+/// of ten-thousandths well inside 2^53.
+impl<'de> Deserialize<'de> for Points {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Points, D::Error> {
+        f64::deserialize(d).map(Points::from_f64)
     }
 }
 

@@ -25,7 +25,7 @@ pub fn posterior_mean(pass_weight: f64, fail_weight: f64) -> f64 {
     (1.0 + pass_weight) / (2.0 + pass_weight + fail_weight)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CheckState {
     /// Scored from evidence.

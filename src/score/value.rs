@@ -4,12 +4,12 @@
 use super::input::Inputs;
 use crate::evidence::Outcome;
 use crate::rubric::Rubric;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A peer counts for the price percentile when both its R4 and R5 pass rates reach this.
 pub const PEER_MIN_PASS_RATE: f64 = 0.8;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Value {
     pub inside_score: bool,
     pub price_usd: f64,

@@ -7,9 +7,9 @@ use super::input::Inputs;
 use super::tally::{CheckState, EntryWeights, Tally};
 use crate::evidence::Outcome;
 use crate::rubric::{Kind, Rubric, Verdict};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reason {
     pub code: String,
     pub detail: String,
@@ -23,7 +23,7 @@ fn reason(code: &str, detail: String) -> Reason {
 }
 
 /// Whether there is enough evidence to state a verdict from the grade.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verification {
     pub verified: bool,
     /// Pass or fail outcomes of the probe check (R1): the probes that reached a conclusion.
@@ -138,7 +138,7 @@ pub fn verification(
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Not enough evidence yet: the grade is provisional and never shown as a low grade.
@@ -146,7 +146,7 @@ pub enum Status {
     Established,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VerdictBlock {
     pub verdict: Verdict,
     pub status: Status,
