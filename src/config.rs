@@ -1232,12 +1232,30 @@ mod tests {
         assert!(config.pay.is_some() && config.control.is_some());
         assert_eq!(config.subjects.len(), 2);
         assert_eq!(config.catalogues.len(), 1);
-        assert_eq!(config.webhooks.len(), 1);
+        // The webhook table is there, disabled (its secret file must exist before it is
+        // enabled): removing one `#` from its lines enables it, defaults and all.
+        assert!(config.webhooks.is_empty(), "the example starts as is");
+        let enabled: String = text
+            .lines()
+            .map(|l| match l.strip_prefix('#') {
+                Some(rest)
+                    if rest.starts_with(['[', '#']) || rest.starts_with(char::is_alphabetic) =>
+                {
+                    rest
+                }
+                _ => l,
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert!(
+            text.contains("\n#[[webhook]]\n"),
+            "the disabled webhook table"
+        );
 
         // Uncomment every `# key = value` line inside its table; the values must equal the
         // defaults just read (sections whose only lines are commented alternatives are skipped).
         let mut uncommented = String::new();
-        for line in text.lines() {
+        for line in enabled.lines() {
             let plain = line.strip_prefix("# ").unwrap_or(line);
             let is_default_line = line.starts_with("# ")
                 && plain.contains(" = ")
@@ -1251,9 +1269,14 @@ mod tests {
         }
         let explicit: DaemonConfig = toml::from_str(&uncommented).unwrap();
         explicit.validate().unwrap();
+        assert_eq!(explicit.webhooks.len(), 1, "the enabled webhook table");
+        let enabled: DaemonConfig = toml::from_str(&enabled).unwrap();
         assert_eq!(
-            explicit, config,
+            explicit, enabled,
             "a commented default differs from the code's"
         );
+        let mut without_webhooks = explicit;
+        without_webhooks.webhooks.clear();
+        assert_eq!(without_webhooks, config);
     }
 }
