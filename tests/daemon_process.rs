@@ -4,34 +4,17 @@
 //! the caps be passed, and the schedule resumes.
 
 mod daemon_support;
+mod process_support;
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use daemon_support::*;
+use process_support::*;
 use x402_probe::ledger::record::{Record, RecordKind};
 use x402_probe::spend::{ReservationState, SpendStore, Usd};
 use x402_probe::store::{SqliteStore, Store};
-
-fn start_daemon(config: &Path, log: &Path) -> Child {
-    let log = std::fs::File::create(log).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_x402-probe"))
-        .args(["daemon", "--config"])
-        .arg(config)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("the daemon starts")
-}
-
-fn signal(child: &Child, sig: i32) {
-    // SAFETY: kill(2) on our own child's pid.
-    let rc = unsafe { libc::kill(child.id() as i32, sig) };
-    assert_eq!(rc, 0);
-}
 
 /// Runs recorded for `subject` so far (reading while the daemon writes: SQLite WAL readers).
 fn runs_of(state: &Path, subject: &str) -> usize {
@@ -42,17 +25,6 @@ fn runs_of(state: &Path, subject: &str) -> usize {
         .subject_entries(subject, &[RecordKind::Run], 0)
         .map(|e| e.len())
         .unwrap_or(0)
-}
-
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
-    let until = Instant::now() + timeout;
-    while Instant::now() < until {
-        if ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting for {what}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,15 +6,16 @@
 //! metrics` without a warning, and its values are the ledger's and the spend store's.
 
 mod daemon_support;
+mod metrics_support;
 mod webhook_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use daemon_support::*;
+use metrics_support::*;
 use serde_json::Value;
 use webhook_support::*;
 use x402_lab::dynamic::Timeline;
@@ -28,23 +29,6 @@ use x402_probe::spend::SpendStore;
 use x402_probe::store::{OutboxState, SqliteStore, Store};
 
 const SECRET: &str = "a-receiver-secret-of-some-length";
-
-/// `name{labels} value` lines of the classic text format, by series.
-fn samples(text: &str) -> BTreeMap<String, f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .filter_map(|l| {
-            let (series, value) = l.rsplit_once(' ')?;
-            Some((series.to_string(), value.parse().ok()?))
-        })
-        .collect()
-}
-
-fn value(samples: &BTreeMap<String, f64>, series: &str) -> f64 {
-    *samples
-        .get(series)
-        .unwrap_or_else(|| panic!("{series} is exposed: {samples:#?}"))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simulated_days_give_true_metrics_and_signed_webhooks() {
@@ -261,24 +245,7 @@ async fn simulated_days_give_true_metrics_and_signed_webhooks() {
         .render(&scrape(&shared).unwrap(), Format::Prometheus)
         .unwrap();
     eprintln!("{text}");
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian's prometheus package) is installed");
-    std::io::Write::write_all(promtool.stdin.as_mut().unwrap(), text.as_bytes()).unwrap();
-    let checked = promtool.wait_with_output().unwrap();
-    let lint = format!(
-        "{}{}",
-        String::from_utf8_lossy(&checked.stdout),
-        String::from_utf8_lossy(&checked.stderr)
-    );
-    assert!(
-        checked.status.success() && lint.trim().is_empty(),
-        "promtool: {lint}\n{text}"
-    );
+    assert_promtool_clean(&text);
     let open_metrics = shared
         .metrics
         .render(&scrape(&shared).unwrap(), Format::OpenMetrics)

@@ -5,16 +5,17 @@
 //! duplicate only ever repeats an id with the same payload.
 
 mod daemon_support;
+mod process_support;
 mod webhook_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use daemon_support::*;
+use process_support::*;
 use serde_json::Value;
 use webhook_support::*;
 use x402_lab::dynamic::{LabClock, Timeline};
@@ -24,43 +25,10 @@ use x402_probe::store::{OutboxRow, OutboxState, SqliteStore, Store};
 
 const SECRET: &str = "kill-test-secret-0123456789";
 
-fn start_daemon(config: &Path, log: &Path) -> Child {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_x402-probe"))
-        .args(["daemon", "--config"])
-        .arg(config)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("the daemon starts")
-}
-
-fn signal(child: &Child, sig: i32) {
-    // SAFETY: kill(2) on our own child's pid.
-    let rc = unsafe { libc::kill(child.id() as i32, sig) };
-    assert_eq!(rc, 0);
-}
-
 fn outbox(state: &Path) -> Vec<OutboxRow> {
     SqliteStore::open_file(&state.join("ledger.sqlite"))
         .and_then(|s| s.outbox_rows())
         .unwrap_or_default()
-}
-
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
-    let until = Instant::now() + timeout;
-    while Instant::now() < until {
-        if ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting for {what}");
 }
 
 /// The outbox matches the ledger exactly: one pay_to_changed event per revision that changed the
