@@ -478,7 +478,7 @@ impl Metrics {
         let subjects = Family::<VerdictLabels, Gauge>::default();
         registry.register(
             "subjects",
-            "Subjects scored since the daemon started, by the verdict of their latest score",
+            "Subjects with a published score, by the verdict of their latest score",
             subjects.clone(),
         );
         let ledger_entries = Gauge::default();

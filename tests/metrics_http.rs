@@ -1,12 +1,17 @@
 //! `GET /metrics` on the daemon's API, against a lab-backed daemon that keeps probing: the classic
 //! text format by default (what `promtool check metrics` accepts without a warning), OpenMetrics
-//! when the scraper asks for it, and no rate limit in the way of a scraper.
+//! when the scraper asks for it, no rate limit in the way of a scraper, and gauges that are right
+//! from the first scrape after a restart.
 
 mod api_support;
+mod metrics_support;
 
-use std::process::{Command, Stdio};
+use std::collections::BTreeMap;
 
 use api_support::*;
+use metrics_support::*;
+use x402_probe::daemon::scoring::from_stored_form;
+use x402_probe::store::{SqliteStore, Store};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_are_served_in_both_formats_and_pass_promtool() {
@@ -30,24 +35,7 @@ async fn metrics_are_served_in_both_formats_and_pass_promtool() {
     let text = response.text().await.unwrap();
     assert!(text.contains("x402_probe_ledger_entries "), "{text}");
     assert!(!text.contains("# EOF"));
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian's prometheus package) is installed");
-    std::io::Write::write_all(promtool.stdin.as_mut().unwrap(), text.as_bytes()).unwrap();
-    let checked = promtool.wait_with_output().unwrap();
-    let lint = format!(
-        "{}{}",
-        String::from_utf8_lossy(&checked.stdout),
-        String::from_utf8_lossy(&checked.stderr)
-    );
-    assert!(
-        checked.status.success() && lint.trim().is_empty(),
-        "promtool: {lint}\n{text}"
-    );
+    assert_promtool_clean(&text);
 
     // Scraped again and again: a public rate limit of 1/s does not apply to it.
     for _ in 0..5 {
@@ -72,4 +60,73 @@ async fn metrics_are_served_in_both_formats_and_pass_promtool() {
         assert!(body.contains("# TYPE x402_probe_runs counter"));
     }
     d.stop().await.unwrap();
+}
+
+/// The latest stored verdict of every subject with a score, counted by verdict.
+fn stored_verdicts(store: &SqliteStore) -> BTreeMap<String, f64> {
+    let mut counts = BTreeMap::new();
+    for row in store.subjects().unwrap() {
+        if let Some(score) = store.latest_score(&row.url).unwrap() {
+            let doc = from_stored_form(&score.document).unwrap();
+            *counts
+                .entry(doc.verdict.verdict.as_str().to_string())
+                .or_insert(0.0) += 1.0;
+        }
+    }
+    counts
+}
+
+/// The daemon that serves is a restart: the simulated history was scored by another daemon
+/// on the same state directory. The verdict gauge counts every scored subject from the first
+/// scrape, not only those scored since the start (the serving daemon's cadence is an hour, so
+/// few or none are rescored before the scrape).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_the_verdict_gauge_counts_every_scored_subject() {
+    let d = ApiDaemon::start(ApiOptions {
+        days: 1,
+        scenarios: vec!["honest-v2", "overcharge", "wrong-payee"],
+        price_rise: false,
+        declared_outage: false,
+        pay: false,
+        live_free_every_secs: 3600,
+        ..ApiOptions::default()
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let store = SqliteStore::open(d.dir.path()).unwrap();
+    let verdicts = ["ok", "caution", "avoid", "down", "unverified"];
+    let mut last = String::new();
+    // A run finishing between the scrape and the store read could change one verdict: retry.
+    for _ in 0..5 {
+        let text = client
+            .get(d.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let m = samples(&text);
+        let gauge: BTreeMap<String, f64> = verdicts
+            .iter()
+            .map(|v| {
+                let series = format!("x402_probe_subjects{{verdict=\"{v}\"}}");
+                (v.to_string(), value(&m, &series))
+            })
+            .filter(|(_, n)| *n > 0.0)
+            .collect();
+        let stored = stored_verdicts(&store);
+        assert_eq!(
+            stored.values().sum::<f64>(),
+            3.0,
+            "the history scored every subject: {stored:?}"
+        );
+        if gauge == stored {
+            d.stop().await.unwrap();
+            return;
+        }
+        last = format!("gauge {gauge:?}, store {stored:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    panic!("the verdict gauge is not the store's latest verdicts: {last}");
 }

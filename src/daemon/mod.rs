@@ -419,6 +419,7 @@ impl Daemon {
                 .insert(row.url.clone(), Subject { row, runs: 0 });
         }
         self.sync_configured_subjects(now)?;
+        self.load_summaries()?;
         let urls: Vec<String> = self.subjects.keys().cloned().collect();
         for url in urls {
             let subject = &self.subjects[&url];
@@ -437,6 +438,45 @@ impl Daemon {
         let checkpoint_ms = self.config.daemon.checkpoint_every_secs.get() as i64 * 1000;
         self.push(now + checkpoint_ms, Job::Checkpoint);
         self.push(now, Job::Population);
+        Ok(())
+    }
+
+    /// Each subject's latest published score, read once at the start: the summaries that the
+    /// paid-call decisions, the value population and the verdict gauge read are then right from
+    /// the first turn after a restart, not only for the subjects scored since.
+    fn load_summaries(&mut self) -> Result<()> {
+        let store = self.shared.store.clone();
+        let mut loaded = BTreeMap::new();
+        for (url, subject) in &self.subjects {
+            if subject.row.state == SubjectState::Removed {
+                continue;
+            }
+            let Some(score) = store.latest_score(url)? else {
+                continue;
+            };
+            match scoring::from_stored_form(&score.document) {
+                Ok(doc) => {
+                    let summary = scoring::summary_of(
+                        &self.shared.rubric,
+                        &doc,
+                        doc.value.price_usd,
+                        &subject.row.category,
+                    );
+                    loaded.insert(url.clone(), summary);
+                }
+                // Not fatal: the subject counts as unscored until its next score.
+                Err(e) => tracing::warn!(
+                    subject = %url,
+                    error = %e,
+                    "a stored score does not read back"
+                ),
+            }
+        }
+        *self
+            .shared
+            .summaries
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = loaded;
         Ok(())
     }
 

@@ -235,6 +235,17 @@ pub fn stored_form(document: &ScoreDocument) -> Result<Vec<u8>, crate::canonical
     Ok(crate::canonical::to_canonical_bytes(&value))
 }
 
+/// A score document read back from its ledger form ([`stored_form`]) with the type that wrote it:
+/// everything but `inputs`, which reads as null (the ledger keeps them; `inputs_sha256` names
+/// them).
+pub fn from_stored_form(bytes: &[u8]) -> Result<ScoreDocument, serde_json::Error> {
+    let mut value: Value = serde_json::from_slice(bytes)?;
+    if let Value::Object(map) = &mut value {
+        map.entry("inputs").or_insert(Value::Null);
+    }
+    serde_json::from_value(value)
+}
+
 /// What the scheduler keeps of a score.
 pub fn summary_of(
     rubric: &Rubric,
@@ -278,6 +289,23 @@ pub fn summary_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ledger_form_reads_back_as_the_document_without_its_inputs() {
+        let golden = include_str!("../../tests/data/golden/01-healthy-established.json");
+        let document = ScoreDocument::from_slice(golden.as_bytes()).unwrap();
+        let stored = stored_form(&document).unwrap();
+        assert!(
+            ScoreDocument::from_slice(&stored).is_err(),
+            "no inputs in the ledger form"
+        );
+        let read = from_stored_form(&stored).unwrap();
+        assert!(read.inputs.is_null());
+        let mut expected = document;
+        expected.inputs = std::sync::Arc::new(Value::Null);
+        assert_eq!(read, expected);
+        assert_eq!(stored_form(&read).unwrap(), stored, "byte for byte");
+    }
 
     fn entry(seq: u64, at_ms: i64, outcome: Outcome, kind: Kind) -> HistoryEntry {
         HistoryEntry {
