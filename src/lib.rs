@@ -11,6 +11,7 @@ pub mod checks;
 pub mod clock;
 pub mod cmd;
 pub mod config;
+pub mod control;
 pub mod daemon;
 pub mod definitions;
 pub mod evidence;

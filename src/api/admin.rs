@@ -9,21 +9,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderValue, Request, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{ApiError, ApiState, ErrorCode};
 use crate::config::ApiConfig;
-use crate::daemon::Command;
-use crate::daemon::admin::{ActionRefused, AdminAction, AdminDone};
+use crate::control::{ActionRefused, AdminAction, AdminDone, Command};
 use crate::secret::{KeySource, SecretError};
 
 /// The systemd credential the token is read from when no file is configured.
@@ -70,19 +67,9 @@ pub(crate) fn load_token(config: &ApiConfig) -> Result<Option<AdminToken>, Secre
     Ok(Some(AdminToken::from_secret(&token)))
 }
 
-/// The admin routes, each behind the token check.
-pub(crate) fn routes(state: ApiState) -> Router<ApiState> {
-    Router::new()
-        .route("/v1/admin/subjects", post(add_subject))
-        .route("/v1/admin/subjects/pause", post(pause))
-        .route("/v1/admin/subjects/resume", post(resume))
-        .route("/v1/admin/outages", post(declare_outage))
-        .route("/v1/admin/runs", post(run_now))
-        .route_layer(middleware::from_fn_with_state(state, require_token))
-}
-
-/// Refuses the request unless it carries the admin token (before its body is read).
-async fn require_token(
+/// Refuses the request unless it carries the admin token (before its body is read): the layer
+/// of every admin route (`api::router`).
+pub(crate) async fn require_token(
     State(state): State<ApiState>,
     request: Request<Body>,
     next: Next,
@@ -192,7 +179,7 @@ fn reason_of(reason: Option<String>, default: &str) -> Result<String, ApiError> 
     Ok(reason.to_string())
 }
 
-async fn add_subject(
+pub(crate) async fn add_subject(
     State(state): State<ApiState>,
     Json(body): Json<AddSubject>,
 ) -> Result<(StatusCode, Json<AdminAnswer>), ApiError> {
@@ -208,7 +195,7 @@ async fn add_subject(
     ))
 }
 
-async fn pause(
+pub(crate) async fn pause(
     State(state): State<ApiState>,
     Json(body): Json<SubjectAction>,
 ) -> Result<Json<AdminAnswer>, ApiError> {
@@ -218,7 +205,7 @@ async fn pause(
     Ok(Json(answer(AdminActionName::Pause, done)))
 }
 
-async fn resume(
+pub(crate) async fn resume(
     State(state): State<ApiState>,
     Json(body): Json<SubjectAction>,
 ) -> Result<Json<AdminAnswer>, ApiError> {
@@ -228,7 +215,7 @@ async fn resume(
     Ok(Json(answer(AdminActionName::Resume, done)))
 }
 
-async fn declare_outage(
+pub(crate) async fn declare_outage(
     State(state): State<ApiState>,
     Json(body): Json<DeclareOutage>,
 ) -> Result<(StatusCode, Json<AdminAnswer>), ApiError> {
@@ -244,7 +231,7 @@ async fn declare_outage(
     ))
 }
 
-async fn run_now(
+pub(crate) async fn run_now(
     State(state): State<ApiState>,
     Json(body): Json<RunNow>,
 ) -> Result<(StatusCode, Json<AdminAnswer>), ApiError> {

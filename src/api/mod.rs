@@ -15,6 +15,7 @@ pub(crate) mod operator;
 pub mod pages;
 pub(crate) mod ratelimit;
 pub mod signed;
+pub(crate) mod types;
 pub(crate) mod v1;
 pub(crate) mod view;
 
@@ -35,7 +36,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 use crate::config::ApiConfig;
-use crate::daemon::Command;
+use crate::control::Command;
 use crate::daemon::pipeline::Shared;
 use crate::ledger::key::ReporterKey;
 
@@ -99,20 +100,24 @@ impl ApiState {
     }
 }
 
-/// Every route. Public routes (read-only, for anyone) sit behind the per-client rate limit; the
-/// others (metrics, the operator's and admin routes, each with its own access rule) do not.
+/// Every route. The public routes, the operator's (anyone may ask; a proof decides) and the
+/// pages sit behind the per-client rate limit; metrics and the admin routes (behind the admin
+/// token) do not.
 pub(crate) fn router(state: ApiState) -> Router {
     let public = Router::new()
-        .merge(v1::routes())
-        .merge(operator::routes())
+        .merge(openapi::routes(openapi::Access::Public))
+        .merge(openapi::routes(openapi::Access::OperatorProof))
         .merge(pages::routes())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             ratelimit::limit_public,
         ));
-    let private: Router<ApiState> = Router::new()
-        .merge(metrics::routes())
-        .merge(admin::routes(state.clone()));
+    let private: Router<ApiState> = Router::new().merge(metrics::routes()).merge(
+        openapi::routes(openapi::Access::AdminToken).route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            admin::require_token,
+        )),
+    );
     let timeout = state.config.request_timeout_ms.millis();
     let max_body = state.config.max_body_bytes.count();
     Router::new()
@@ -161,6 +166,8 @@ pub enum ErrorCode {
     ChallengeExpired,
     /// The challenge was already presented once (a challenge is single use).
     ChallengeUsed,
+    /// The challenge was issued for another operator action (reading entries, posting a note).
+    ChallengeOtherAction,
     /// The signature is malformed or recovers no signer.
     BadSignature,
     /// The signer is neither the subject's payTo nor one of its declared operator keys.
@@ -184,6 +191,7 @@ impl ErrorCode {
             ErrorCode::ChallengeUnknown
             | ErrorCode::ChallengeExpired
             | ErrorCode::ChallengeUsed => StatusCode::UNAUTHORIZED,
+            ErrorCode::ChallengeOtherAction => StatusCode::FORBIDDEN,
             ErrorCode::BadSignature => StatusCode::BAD_REQUEST,
             ErrorCode::NotOperator => StatusCode::FORBIDDEN,
         }

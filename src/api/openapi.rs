@@ -1,22 +1,29 @@
-//! The route table of the public API, and what is generated from it: the router's public routes,
-//! the OpenAPI 3.1 document (`/v1/openapi.json`, schemas by schemars from the very types the
-//! handlers serialise), a short machine-readable description for agents (`/v1/description.json`)
-//! and `/llms.txt`. One table feeds all of them, so a route cannot be served undocumented or
-//! documented with another shape than it answers.
+//! The route table of the API, and what is generated from it: the routers of the JSON routes
+//! (public, the operator's, the admin's), the OpenAPI 3.1 document (`/v1/openapi.json`, schemas by
+//! schemars from the very types the handlers read and serialise, with each route's access rule),
+//! a short machine-readable description for agents (`/v1/description.json`) and `/llms.txt`. One
+//! table feeds all of them, so a route cannot be served undocumented or documented with another
+//! shape than it answers.
 
 use std::sync::OnceLock;
 
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, get};
+use axum::routing::{MethodRouter, get, post};
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use super::admin::{self, AddSubject, AdminAnswer, DeclareOutage, RunNow, SubjectAction};
+use super::operator::{
+    self, ChallengeIssued, ChallengeRequest, EntriesRequest, NotePosted, NoteRequest,
+    OperatorEntries,
+};
 use super::signed::SignedScore;
-use super::v1::{self, *};
+use super::types::*;
+use super::v1;
 use super::{ApiState, ErrorBody};
 
 /// What a route answers with on success.
@@ -30,18 +37,139 @@ pub(crate) enum Answer {
     Text,
 }
 
-/// One route of the public API.
+/// The HTTP method of a route (its handler is routed under the same one).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Method {
+    Get,
+    Post,
+}
+
+impl Method {
+    fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Method::Get => "get",
+            Method::Post => "post",
+        }
+    }
+}
+
+/// Who may call a route.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Access {
+    /// Anyone, under the per-client rate limit.
+    Public,
+    /// A subject's operator, under the rate limit: the body carries a signature over a challenge
+    /// issued for this action (`POST /v1/operator/challenge`), by the subject's payTo or one of
+    /// its declared operator keys.
+    OperatorProof,
+    /// `Authorization: Bearer` with the admin token (no rate limit; refused when no token is
+    /// configured).
+    AdminToken,
+}
+
+/// One route of the API.
 #[derive(Clone, Copy)]
 pub(crate) struct RouteDoc {
+    pub(crate) method: Method,
     pub(crate) path: &'static str,
     pub(crate) operation_id: &'static str,
     pub(crate) summary: &'static str,
-    pub(crate) handler: fn() -> MethodRouter<ApiState>,
+    pub(crate) access: Access,
+    /// Routed as `method`: `get(handler)` or `post(handler)`.
+    pub(crate) handler: Handler,
     /// Path parameters: name and description.
     pub(crate) path_params: &'static [(&'static str, &'static str, &'static str)],
     /// The query parameters' type (its fields become the parameters).
-    pub(crate) query: Option<fn(&mut SchemaGenerator) -> schemars::Schema>,
+    pub(crate) query: Option<SchemaFn>,
+    /// The JSON request body's type.
+    pub(crate) body: Option<SchemaFn>,
+    /// The status of a success.
+    pub(crate) ok_status: u16,
     pub(crate) answer: Answer,
+}
+
+/// The routes of one access rule, from the table: what is served is what is documented (the
+/// caller puts the rule's layer on them: the rate limit, the token check).
+pub(crate) fn routes(access: Access) -> axum::Router<ApiState> {
+    ROUTES
+        .iter()
+        .filter(|r| r.access == access)
+        .fold(axum::Router::new(), |router, r| {
+            router.route(r.path, (r.handler)())
+        })
+}
+
+type SchemaFn = fn(&mut SchemaGenerator) -> schemars::Schema;
+type Handler = fn() -> MethodRouter<ApiState>;
+
+impl RouteDoc {
+    /// A public GET route, without parameters until they are added.
+    const fn get(
+        path: &'static str,
+        operation_id: &'static str,
+        summary: &'static str,
+        handler: Handler,
+        answer: Answer,
+    ) -> RouteDoc {
+        RouteDoc {
+            method: Method::Get,
+            path,
+            operation_id,
+            summary,
+            access: Access::Public,
+            handler,
+            path_params: &[],
+            query: None,
+            body: None,
+            ok_status: 200,
+            answer,
+        }
+    }
+
+    /// A POST route with a JSON body, answering `ok` (its status and answer) on success.
+    const fn post(
+        access: Access,
+        path: &'static str,
+        operation_id: &'static str,
+        summary: &'static str,
+        handler: Handler,
+        body: SchemaFn,
+        ok: (u16, Answer),
+    ) -> RouteDoc {
+        RouteDoc {
+            method: Method::Post,
+            path,
+            operation_id,
+            summary,
+            access,
+            handler,
+            path_params: &[],
+            query: None,
+            body: Some(body),
+            ok_status: ok.0,
+            answer: ok.1,
+        }
+    }
+
+    const fn path_params(
+        mut self,
+        params: &'static [(&'static str, &'static str, &'static str)],
+    ) -> RouteDoc {
+        self.path_params = params;
+        self
+    }
+
+    const fn query(mut self, query: SchemaFn) -> RouteDoc {
+        self.query = Some(query);
+        self
+    }
 }
 
 fn schema<T: JsonSchema>(g: &mut SchemaGenerator) -> schemars::Schema {
@@ -54,139 +182,192 @@ const SUBJECT_ID: (&str, &str, &str) = (
     "^[0-9a-f]{32}$",
 );
 
-/// Every public route.
+/// Every route of the JSON API.
 pub(crate) const ROUTES: &[RouteDoc] = &[
-    RouteDoc {
-        path: "/v1/subjects",
-        operation_id: "listSubjects",
-        summary: "Subjects with their latest score, band, grade, verdict, confidence, outlook, watch and value; filtered, sorted, paged.",
-        handler: || get(v1::subjects),
-        path_params: &[],
-        query: Some(schema::<SubjectQuery>),
-        answer: Answer::Json(schema::<SubjectPage>),
-    },
-    RouteDoc {
-        path: "/v1/subjects/{id}",
-        operation_id: "getSubject",
-        summary: "One subject and its latest score, summarised.",
-        handler: || get(v1::subject),
-        path_params: &[SUBJECT_ID],
-        query: None,
-        answer: Answer::Json(schema::<SubjectSummary>),
-    },
-    RouteDoc {
-        path: "/v1/subjects/{id}/score",
-        operation_id: "getSignedScore",
-        summary: "The subject's latest score document, signed by the reporter key (verify offline with `x402-probe verify-score`).",
-        handler: || get(v1::subject_score),
-        path_params: &[SUBJECT_ID],
-        query: None,
-        answer: Answer::Json(schema::<SignedScore>),
-    },
-    RouteDoc {
-        path: "/v1/subjects/{id}/history",
-        operation_id: "getScoreHistory",
-        summary: "The subject's daily scores (the last of each UTC day), oldest first.",
-        handler: || get(v1::subject_history),
-        path_params: &[SUBJECT_ID],
-        query: None,
-        answer: Answer::Json(schema::<ScoreHistory>),
-    },
-    RouteDoc {
-        path: "/v1/outages",
-        operation_id: "listOutages",
-        summary: "Our own declared outage windows (free outcomes inside them count against no subject).",
-        handler: || get(v1::outages),
-        path_params: &[],
-        query: None,
-        answer: Answer::Json(schema::<OutageList>),
-    },
-    RouteDoc {
-        path: "/v1/rubrics",
-        operation_id: "listRubrics",
-        summary: "The rubrics this daemon serves, by the SHA-256 of their files.",
-        handler: || get(v1::rubrics),
-        path_params: &[],
-        query: None,
-        answer: Answer::Json(schema::<RubricList>),
-    },
-    RouteDoc {
-        path: "/v1/rubrics/{sha256}",
-        operation_id: "getRubric",
-        summary: "A rubric file, byte for byte (its SHA-256 is the one in the path).",
-        handler: || get(v1::rubric),
-        path_params: &[(
-            "sha256",
-            "SHA-256 of the rubric file, hex",
-            "^[0-9a-f]{64}$",
-        )],
-        query: None,
-        answer: Answer::AnyJson,
-    },
-    RouteDoc {
-        path: "/v1/ledger/head",
-        operation_id: "getLedgerHead",
-        summary: "The ledger's last entry number and chain hash, and its last signed checkpoint.",
-        handler: || get(v1::ledger_head),
-        path_params: &[],
-        query: None,
-        answer: Answer::Json(schema::<LedgerHead>),
-    },
-    RouteDoc {
-        path: "/v1/ledger/checkpoints",
-        operation_id: "listCheckpoints",
-        summary: "The ledger's signed checkpoints, oldest first, paged.",
-        handler: || get(v1::checkpoints),
-        path_params: &[],
-        query: Some(schema::<CheckpointQuery>),
-        answer: Answer::Json(schema::<CheckpointList>),
-    },
-    RouteDoc {
-        path: "/v1/key",
-        operation_id: "getReporterKey",
-        summary: "The reporter's ed25519 public key, which signs scores and checkpoints.",
-        handler: || get(v1::key),
-        path_params: &[],
-        query: None,
-        answer: Answer::Json(schema::<ReporterKeyView>),
-    },
-    RouteDoc {
-        path: "/v1/status",
-        operation_id: "getStatus",
-        summary: "The daemon's view: subjects by verdict, next due runs, paid budget left, outages.",
-        handler: || get(v1::status),
-        path_params: &[],
-        query: None,
-        answer: Answer::Json(schema::<StatusView>),
-    },
-    RouteDoc {
-        path: "/v1/openapi.json",
-        operation_id: "getOpenApi",
-        summary: "This document (OpenAPI 3.1).",
-        handler: || get(openapi_json),
-        path_params: &[],
-        query: None,
-        answer: Answer::AnyJson,
-    },
-    RouteDoc {
-        path: "/v1/description.json",
-        operation_id: "getDescription",
-        summary: "A short machine-readable description of the service for agents.",
-        handler: || get(description_json),
-        path_params: &[],
-        query: None,
-        answer: Answer::Json(schema::<AgentDescription>),
-    },
-    RouteDoc {
-        path: "/llms.txt",
-        operation_id: "getLlmsTxt",
-        summary: "What this service is and how to use it, for language models (llms.txt).",
-        handler: || get(llms_txt),
-        path_params: &[],
-        query: None,
-        answer: Answer::Text,
-    },
+    RouteDoc::get(
+        "/v1/subjects",
+        "listSubjects",
+        "Subjects with their latest score, band, grade, verdict, confidence, outlook, watch and value; filtered, sorted, paged.",
+        || get(v1::subjects),
+        Answer::Json(schema::<SubjectPage>),
+    )
+    .query(schema::<SubjectQuery>),
+    RouteDoc::get(
+        "/v1/subjects/{id}",
+        "getSubject",
+        "One subject and its latest score, summarised.",
+        || get(v1::subject),
+        Answer::Json(schema::<SubjectSummary>),
+    )
+    .path_params(&[SUBJECT_ID]),
+    RouteDoc::get(
+        "/v1/subjects/{id}/score",
+        "getSignedScore",
+        "The subject's latest score document, signed by the reporter key (verify offline with `x402-probe verify-score`).",
+        || get(v1::subject_score),
+        Answer::Json(schema::<SignedScore>),
+    )
+    .path_params(&[SUBJECT_ID]),
+    RouteDoc::get(
+        "/v1/subjects/{id}/history",
+        "getScoreHistory",
+        "The subject's daily scores (the last of each UTC day), oldest first.",
+        || get(v1::subject_history),
+        Answer::Json(schema::<ScoreHistory>),
+    )
+    .path_params(&[SUBJECT_ID]),
+    RouteDoc::get(
+        "/v1/outages",
+        "listOutages",
+        "Our own declared outage windows (free outcomes inside them count against no subject).",
+        || get(v1::outages),
+        Answer::Json(schema::<OutageList>),
+    ),
+    RouteDoc::get(
+        "/v1/rubrics",
+        "listRubrics",
+        "The rubrics this daemon serves, by the SHA-256 of their files.",
+        || get(v1::rubrics),
+        Answer::Json(schema::<RubricList>),
+    ),
+    RouteDoc::get(
+        "/v1/rubrics/{sha256}",
+        "getRubric",
+        "A rubric file, byte for byte (its SHA-256 is the one in the path).",
+        || get(v1::rubric),
+        Answer::AnyJson,
+    )
+    .path_params(&[(
+        "sha256",
+        "SHA-256 of the rubric file, hex",
+        "^[0-9a-f]{64}$",
+    )]),
+    RouteDoc::get(
+        "/v1/ledger/head",
+        "getLedgerHead",
+        "The ledger's last entry number and chain hash, and its last signed checkpoint.",
+        || get(v1::ledger_head),
+        Answer::Json(schema::<LedgerHead>),
+    ),
+    RouteDoc::get(
+        "/v1/ledger/checkpoints",
+        "listCheckpoints",
+        "The ledger's signed checkpoints, oldest first, paged.",
+        || get(v1::checkpoints),
+        Answer::Json(schema::<CheckpointList>),
+    )
+    .query(schema::<CheckpointQuery>),
+    RouteDoc::get(
+        "/v1/key",
+        "getReporterKey",
+        "The reporter's ed25519 public key, which signs scores and checkpoints.",
+        || get(v1::key),
+        Answer::Json(schema::<ReporterKeyView>),
+    ),
+    RouteDoc::get(
+        "/v1/status",
+        "getStatus",
+        "The daemon's view: subjects by verdict, the paused ones, next due runs, paid budget left, outages.",
+        || get(v1::status),
+        Answer::Json(schema::<StatusView>),
+    ),
+    RouteDoc::get(
+        "/v1/openapi.json",
+        "getOpenApi",
+        "This document (OpenAPI 3.1).",
+        || get(openapi_json),
+        Answer::AnyJson,
+    ),
+    RouteDoc::get(
+        "/v1/description.json",
+        "getDescription",
+        "A short machine-readable description of the service for agents.",
+        || get(description_json),
+        Answer::Json(schema::<AgentDescription>),
+    ),
+    RouteDoc::get(
+        "/llms.txt",
+        "getLlmsTxt",
+        "What this service is and how to use it, for language models (llms.txt).",
+        || get(llms_txt),
+        Answer::Text,
+    ),
+    RouteDoc::post(
+        Access::Public,
+        "/v1/operator/challenge",
+        "issueOperatorChallenge",
+        "A single-use challenge for one action on one subject, to sign with EIP-191 personal_sign by the subject's payTo or a declared operator key (the first step of the operator's proof).",
+        || post(operator::challenge),
+        schema::<ChallengeRequest>,
+        (201, Answer::Json(schema::<ChallengeIssued>)),
+    ),
+    RouteDoc::post(
+        Access::OperatorProof,
+        "/v1/operator/entries",
+        "readOperatorEntries",
+        "Every ledger entry about the subject, as stored and chained, a page at a time: for its operator only (a challenge issued for read_entries, signed).",
+        || post(operator::entries),
+        schema::<EntriesRequest>,
+        (200, Answer::Json(schema::<OperatorEntries>)),
+    ),
+    RouteDoc::post(
+        Access::OperatorProof,
+        "/v1/operator/notes",
+        "postOperatorNote",
+        "A dated revision note by the subject's operator (a challenge issued for post_note, signed), recorded in the ledger.",
+        || post(operator::notes),
+        schema::<NoteRequest>,
+        (201, Answer::Json(schema::<NotePosted>)),
+    ),
+    RouteDoc::post(
+        Access::AdminToken,
+        "/v1/admin/subjects",
+        "addSubject",
+        "Start probing a subject (or probe again one that was removed or delisted).",
+        || post(admin::add_subject),
+        schema::<AddSubject>,
+        (201, ADMIN_ANSWER),
+    ),
+    RouteDoc::post(
+        Access::AdminToken,
+        "/v1/admin/subjects/pause",
+        "pauseSubject",
+        "Stop probing a subject until it is resumed (its history stays).",
+        || post(admin::pause),
+        schema::<SubjectAction>,
+        (200, ADMIN_ANSWER),
+    ),
+    RouteDoc::post(
+        Access::AdminToken,
+        "/v1/admin/subjects/resume",
+        "resumeSubject",
+        "Probe a paused subject again.",
+        || post(admin::resume),
+        schema::<SubjectAction>,
+        (200, ADMIN_ANSWER),
+    ),
+    RouteDoc::post(
+        Access::AdminToken,
+        "/v1/admin/outages",
+        "declareOutage",
+        "Declare one of our own outage windows (free outcomes inside it count against no subject).",
+        || post(admin::declare_outage),
+        schema::<DeclareOutage>,
+        (201, ADMIN_ANSWER),
+    ),
+    RouteDoc::post(
+        Access::AdminToken,
+        "/v1/admin/runs",
+        "runNow",
+        "Run a subject's free probe now (it records itself in the ledger when it ends).",
+        || post(admin::run_now),
+        schema::<RunNow>,
+        (202, ADMIN_ANSWER),
+    ),
 ];
+
+/// What every admin action answers.
+const ADMIN_ANSWER: Answer = Answer::Json(schema::<AdminAnswer>);
 
 /// The OpenAPI 3.1 document of the public API.
 pub fn document() -> &'static Value {
@@ -243,7 +424,7 @@ fn build_document() -> Value {
         };
         let mut responses = Map::new();
         responses.insert(
-            "200".into(),
+            r.ok_status.to_string(),
             json!({"description": "success", "content": ok}),
         );
         responses.insert("4XX".into(), error_response.clone());
@@ -256,7 +437,30 @@ fn build_document() -> Value {
         if !parameters.is_empty() {
             operation["parameters"] = Value::Array(parameters);
         }
-        paths.insert(r.path.to_string(), json!({"get": operation}));
+        if let Some(body) = r.body {
+            // Inlined (the deserialising generator): a request type's schema can differ from
+            // the same type's as an answer (fields with defaults are optional here).
+            operation["requestBody"] = json!({
+                "required": true,
+                "content": {"application/json": {"schema": body(&mut q).to_value()}},
+            });
+        }
+        match r.access {
+            Access::Public => {}
+            Access::OperatorProof => {
+                operation["description"] = Value::String(OPERATOR_PROOF.into());
+            }
+            Access::AdminToken => {
+                operation["security"] = json!([{ADMIN_SCHEME: []}]);
+            }
+        }
+        if let Some(item) = paths
+            .entry(r.path.to_string())
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+        {
+            item.insert(r.method.key().into(), operation);
+        }
     }
     let mut schemas = g.take_definitions(true);
     schemas.extend(q.take_definitions(true));
@@ -267,13 +471,35 @@ fn build_document() -> Value {
             "title": "x402-probe",
             "version": env!("CARGO_PKG_VERSION"),
             "summary": "Evidence-based scores of x402 pay-per-call endpoints, signed by the reporter key.",
-            "description": "Read-only. Public routes are rate-limited per client IP (429 with Retry-After). \
-                Scores are signed aggregates: raw ledger entries are never served here.",
+            "description": "Public routes are read-only and rate-limited per client IP (429 with Retry-After). \
+                Scores are signed aggregates: raw ledger entries go only to a subject's operator, after a \
+                signed challenge (the /v1/operator routes). Admin routes need the admin token.",
         },
         "paths": paths,
-        "components": {"schemas": schemas},
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                ADMIN_SCHEME: {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "The admin token, read by the daemon from a credential file ([api] admin_token_file, or the systemd credential admin-token). Without a configured token every admin route answers 403; a missing or wrong token is 401.",
+                },
+            },
+        },
     })
 }
+
+/// The security scheme of the admin routes in the document.
+const ADMIN_SCHEME: &str = "adminToken";
+
+/// How the operator's routes are authorised (no HTTP security scheme carries a signature over a
+/// server-issued challenge in the body, so the document says it in words).
+const OPERATOR_PROOF: &str = "For the subject's operator only. 1. POST /v1/operator/challenge with the subject and \
+    this route's action (read_entries for /v1/operator/entries, post_note for /v1/operator/notes). \
+    2. Sign the returned text, as is, with EIP-191 personal_sign by the subject's current payTo or \
+    an address its operator file lists in operator_keys. 3. Send challenge_id and the signature \
+    (65 bytes hex) with this request before expires_at. A challenge is single use (spent by this \
+    attempt whatever its result) and authorises only the action it was issued for.";
 
 /// A route, for agents.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -316,8 +542,9 @@ fn description() -> AgentDescription {
         reporter_key: "/v1/key".into(),
         routes: ROUTES
             .iter()
+            .filter(|r| r.access != Access::AdminToken)
             .map(|r| RouteSummary {
-                method: "GET".into(),
+                method: r.method.as_str().into(),
                 path: r.path.into(),
                 summary: r.summary.into(),
             })
@@ -332,12 +559,18 @@ fn llms_text() -> String {
          > Tells paying AI agents which x402 pay-per-call APIs they can trust, with evidence: \
          each endpoint is probed on a schedule, paid small real amounts now and then, and scored \
          under a published rubric. Scores are signed by the reporter key.\n\n\
-         Read-only JSON. Subjects are named by an id: hex of the first 16 bytes of SHA-256 of \
+         JSON; the public routes only read. Subjects are named by an id: hex of the first 16 bytes of SHA-256 of \
          their URL. Errors are `{\"error\": {\"code\", \"message\"}}`; over the rate limit: 429 \
          with Retry-After.\n\n## Routes\n\n",
     );
-    for r in ROUTES {
-        text.push_str(&format!("- [GET {}]({}): {}\n", r.path, r.path, r.summary));
+    for r in ROUTES.iter().filter(|r| r.access != Access::AdminToken) {
+        text.push_str(&format!(
+            "- [{} {}]({}): {}\n",
+            r.method.as_str(),
+            r.path,
+            r.path,
+            r.summary
+        ));
     }
     text.push_str("\n## Choosing an endpoint\n\n\
         - Prefer verdict `ok`; `caution` means a low grade or low confidence; never pay `avoid` or `down`.\n\
@@ -380,8 +613,37 @@ mod tests {
         let doc = document();
         assert_eq!(doc["openapi"], "3.1.0");
         for r in ROUTES {
-            assert!(doc["paths"][r.path]["get"].is_object(), "{}", r.path);
+            let op = &doc["paths"][r.path][r.method.key()];
+            assert!(op.is_object(), "{}", r.path);
+            assert!(
+                op["responses"][r.ok_status.to_string()].is_object(),
+                "{}",
+                r.path
+            );
+            assert_eq!(
+                op["requestBody"].is_object(),
+                r.body.is_some(),
+                "{}",
+                r.path
+            );
+            assert_eq!(
+                op["security"][0][ADMIN_SCHEME].is_array(),
+                r.access == Access::AdminToken,
+                "{}",
+                r.path
+            );
         }
+        // One operation per method and path.
+        let operations: usize = doc["paths"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|item| item.as_object().unwrap().len())
+            .sum();
+        assert_eq!(operations, ROUTES.len());
+        let body = &doc["paths"]["/v1/operator/challenge"]["post"]["requestBody"]["content"]["application/json"]
+            ["schema"];
+        assert!(body["properties"]["action"].is_object(), "{body}");
         let text = doc.to_string();
         for reference in text.split("\"$ref\":\"").skip(1) {
             let target = reference.split('"').next().unwrap();

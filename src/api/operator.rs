@@ -2,12 +2,14 @@
 //! ledger; a subject's operator reads every entry about its endpoint, and posts dated revision
 //! notes, after proving control of it.
 //!
-//! The proof: `POST /v1/operator/challenge {subject}` issues a challenge (kept in memory, at
-//! most [`MAX_OUTSTANDING`] at once, valid for `[api] operator_challenge_ttl_secs`, single use);
-//! its text is signed with EIP-191 `personal_sign` by the subject's current payTo (its latest
-//! declaration) or by an address its operator file lists in `operator_keys`. The signature is
-//! then presented once, with the request it authorises (`/v1/operator/entries` or
-//! `/v1/operator/notes`): the challenge is spent by that attempt, whatever its result.
+//! The proof: `POST /v1/operator/challenge {subject, action}` issues a challenge for one action
+//! on one subject (kept in memory, at most [`MAX_OUTSTANDING`] at once, valid for
+//! `[api] operator_challenge_ttl_secs`, single use); its text, which names both, is signed with
+//! EIP-191 `personal_sign` by the subject's current payTo (its latest declaration) or by an
+//! address its operator file lists in `operator_keys`. The signature is then presented once, with
+//! the request of that action (`/v1/operator/entries` for `read_entries`, `/v1/operator/notes`
+//! for `post_note`): the challenge is spent by that attempt, whatever its result, and a challenge
+//! issued for the other action authorises nothing.
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -15,17 +17,15 @@ use std::sync::Mutex;
 
 use alloy::primitives::{Address, Signature};
 use axum::Json;
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::post;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{ApiError, ApiState, ErrorCode};
 use crate::checks::history::Declared;
-use crate::daemon::Command;
+use crate::control::Command;
 use crate::evidence::paid::address_any_case;
 use crate::ledger::record::{NoteRecord, Record, RecordKind};
 use crate::x402::operator::{parse_note, parse_operator_file};
@@ -39,10 +39,30 @@ pub const DEFAULT_PAGE: usize = 200;
 /// The first line of every challenge text (what the operator's wallet shows it is signing).
 pub const CHALLENGE_DOMAIN: &str = "x402-probe operator proof";
 
+/// What a challenge is issued for: a signature over it authorises this action and no other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OperatorAction {
+    /// Read the subject's ledger entries (`POST /v1/operator/entries`).
+    ReadEntries,
+    /// Post a revision note (`POST /v1/operator/notes`).
+    PostNote,
+}
+
+impl OperatorAction {
+    fn as_str(self) -> &'static str {
+        match self {
+            OperatorAction::ReadEntries => "read_entries",
+            OperatorAction::PostNote => "post_note",
+        }
+    }
+}
+
 /// One issued challenge.
 #[derive(Debug, Clone)]
 struct Challenge {
     subject: String,
+    action: OperatorAction,
     text: String,
     expires_ms: i64,
     used: bool,
@@ -63,7 +83,12 @@ impl Challenges {
         }
     }
 
-    fn issue(&self, subject: &str, now_ms: i64) -> Result<(String, Challenge), ApiError> {
+    fn issue(
+        &self,
+        subject: &str,
+        action: OperatorAction,
+        now_ms: i64,
+    ) -> Result<(String, Challenge), ApiError> {
         let mut issued = self.issued.lock().unwrap_or_else(|p| p.into_inner());
         issued.retain(|_, c| c.expires_ms > now_ms);
         if issued.len() >= MAX_OUTSTANDING {
@@ -78,11 +103,13 @@ impl Challenges {
         let nonce = hex::encode(rand::random::<[u8; 32]>());
         let expires_ms = now_ms.saturating_add(self.ttl_ms);
         let text = format!(
-            "{CHALLENGE_DOMAIN}\nsubject: {subject}\nchallenge: {id}\nnonce: {nonce}\nexpires: {}",
+            "{CHALLENGE_DOMAIN}\nsubject: {subject}\naction: {}\nchallenge: {id}\nnonce: {nonce}\nexpires: {}",
+            action.as_str(),
             crate::evidence::rfc3339(expires_ms.div_euclid(1000))
         );
         let challenge = Challenge {
             subject: subject.to_string(),
+            action,
             text,
             expires_ms,
             used: false,
@@ -91,8 +118,9 @@ impl Challenges {
         Ok((id, challenge))
     }
 
-    /// Spends the challenge `id` (single use: this attempt is its only one).
-    fn spend(&self, id: &str, now_ms: i64) -> Result<Challenge, ApiError> {
+    /// Spends the challenge `id` for `action` (single use: this attempt is its only one, even
+    /// when it asks for another action than the challenge was issued for).
+    fn spend(&self, id: &str, action: OperatorAction, now_ms: i64) -> Result<Challenge, ApiError> {
         let mut issued = self.issued.lock().unwrap_or_else(|p| p.into_inner());
         let Some(c) = issued.get_mut(id) else {
             return Err(ApiError::new(
@@ -113,16 +141,19 @@ impl Challenges {
                 "this challenge expired; ask for a new one",
             ));
         }
+        if c.action != action {
+            return Err(ApiError::new(
+                ErrorCode::ChallengeOtherAction,
+                format!(
+                    "this challenge was issued to {}, not to {}; ask for one with action {:?}",
+                    c.action.as_str(),
+                    action.as_str(),
+                    action.as_str()
+                ),
+            ));
+        }
         Ok(c.clone())
     }
-}
-
-/// The operator's routes.
-pub(crate) fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/operator/challenge", post(challenge))
-        .route("/v1/operator/entries", post(entries))
-        .route("/v1/operator/notes", post(notes))
 }
 
 /// `POST /v1/operator/challenge`
@@ -131,6 +162,8 @@ pub(crate) fn routes() -> Router<ApiState> {
 pub struct ChallengeRequest {
     /// The subject's URL or its API id.
     pub subject: String,
+    /// What the signature will authorise (and nothing else).
+    pub action: OperatorAction,
 }
 
 /// A challenge to sign with EIP-191 `personal_sign`.
@@ -139,6 +172,8 @@ pub struct ChallengeIssued {
     pub challenge_id: String,
     /// The subject's URL.
     pub subject: String,
+    /// What a signature over it authorises.
+    pub action: OperatorAction,
     /// RFC 3339: the signature must be presented before then.
     pub expires_at: String,
     /// The exact text to sign (UTF-8, as is: no trailing newline).
@@ -220,7 +255,7 @@ pub struct NotePosted {
     pub note: Value,
 }
 
-async fn challenge(
+pub(crate) async fn challenge(
     State(state): State<ApiState>,
     Json(body): Json<ChallengeRequest>,
 ) -> Result<(StatusCode, Json<ChallengeIssued>), ApiError> {
@@ -234,12 +269,13 @@ async fn challenge(
         return Err(ApiError::not_found(format!("no subject {url}")));
     }
     let now = state.shared.wall.now_ms();
-    let (id, c) = state.challenges.issue(&url, now)?;
+    let (id, c) = state.challenges.issue(&url, body.action, now)?;
     Ok((
         StatusCode::CREATED,
         Json(ChallengeIssued {
             challenge_id: id,
             subject: c.subject,
+            action: c.action,
             expires_at: crate::evidence::rfc3339(c.expires_ms.div_euclid(1000)),
             text: c.text,
             signers: "the subject's current payTo, or an address its operator file lists in operator_keys".into(),
@@ -249,9 +285,13 @@ async fn challenge(
 
 /// Checks a proof: spends the challenge, recovers the signer, and accepts it only if it is the
 /// subject's payTo or one of its operator keys. Returns the subject and the signer.
-fn verify(state: &ApiState, proof: &Proof) -> Result<(String, Address), ApiError> {
+fn verify(
+    state: &ApiState,
+    proof: &Proof,
+    action: OperatorAction,
+) -> Result<(String, Address), ApiError> {
     let now = state.shared.wall.now_ms();
-    let challenge = state.challenges.spend(&proof.challenge_id, now)?;
+    let challenge = state.challenges.spend(&proof.challenge_id, action, now)?;
     let signature = Signature::from_str(proof.signature.trim()).map_err(|e| {
         ApiError::new(
             ErrorCode::BadSignature,
@@ -316,7 +356,7 @@ fn operators_of(state: &ApiState, subject: &str) -> Result<Vec<Address>, ApiErro
     Ok(allowed)
 }
 
-async fn entries(
+pub(crate) async fn entries(
     State(state): State<ApiState>,
     Json(body): Json<EntriesRequest>,
 ) -> Result<Json<OperatorEntries>, ApiError> {
@@ -328,7 +368,7 @@ async fn entries(
         challenge_id: body.challenge_id,
         signature: body.signature,
     };
-    let (subject, signer) = verify(&state, &proof)?;
+    let (subject, signer) = verify(&state, &proof, OperatorAction::ReadEntries)?;
     let store = state.shared.store.clone();
     let after = body.after.unwrap_or(0);
     let read = {
@@ -374,7 +414,7 @@ async fn entries(
     }))
 }
 
-async fn notes(
+pub(crate) async fn notes(
     State(state): State<ApiState>,
     Json(body): Json<NoteRequest>,
 ) -> Result<(StatusCode, Json<NotePosted>), ApiError> {
@@ -384,7 +424,7 @@ async fn notes(
         challenge_id: body.challenge_id,
         signature: body.signature,
     };
-    let (subject, signer) = verify(&state, &proof)?;
+    let (subject, signer) = verify(&state, &proof, OperatorAction::PostNote)?;
     let record = NoteRecord {
         subject: subject.clone(),
         at_ms: state.shared.clock.now_ms(),
@@ -415,30 +455,53 @@ mod tests {
     #[test]
     fn a_challenge_is_single_use_expires_and_is_capped() {
         let c = Challenges::new(60);
-        let (id, issued) = c.issue("https://a.example/x", 1_000).unwrap();
+        let read = OperatorAction::ReadEntries;
+        let (id, issued) = c.issue("https://a.example/x", read, 1_000).unwrap();
         assert!(issued.text.starts_with(CHALLENGE_DOMAIN));
         assert!(issued.text.contains("subject: https://a.example/x"));
+        assert!(issued.text.contains("action: read_entries"));
         assert!(issued.text.contains(&id));
-        assert_eq!(c.spend(&id, 2_000).unwrap().subject, "https://a.example/x");
         assert_eq!(
-            c.spend(&id, 2_000).unwrap_err().code,
+            c.spend(&id, read, 2_000).unwrap().subject,
+            "https://a.example/x"
+        );
+        assert_eq!(
+            c.spend(&id, read, 2_000).unwrap_err().code,
             ErrorCode::ChallengeUsed
         );
         assert_eq!(
-            c.spend("nope", 2_000).unwrap_err().code,
+            c.spend("nope", read, 2_000).unwrap_err().code,
             ErrorCode::ChallengeUnknown
         );
-        let (late, _) = c.issue("https://a.example/x", 1_000).unwrap();
+        let (late, _) = c.issue("https://a.example/x", read, 1_000).unwrap();
         assert_eq!(
-            c.spend(&late, 61_000).unwrap_err().code,
+            c.spend(&late, read, 61_000).unwrap_err().code,
             ErrorCode::ChallengeExpired
         );
+        // Bound to its action, either way, and spent by the refused attempt.
+        for (issued_for, used_for) in [
+            (read, OperatorAction::PostNote),
+            (OperatorAction::PostNote, read),
+        ] {
+            let (id, _) = c.issue("https://a.example/x", issued_for, 1_000).unwrap();
+            assert_eq!(
+                c.spend(&id, used_for, 2_000).unwrap_err().code,
+                ErrorCode::ChallengeOtherAction
+            );
+            assert_eq!(
+                c.spend(&id, issued_for, 2_000).unwrap_err().code,
+                ErrorCode::ChallengeUsed
+            );
+        }
         // The cap: full until the outstanding ones expire.
         let c = Challenges::new(60);
         for _ in 0..MAX_OUTSTANDING {
-            c.issue("s", 0).unwrap();
+            c.issue("s", read, 0).unwrap();
         }
-        assert_eq!(c.issue("s", 1).unwrap_err().code, ErrorCode::Unavailable);
-        assert!(c.issue("s", 60_000).is_ok(), "expired ones make room");
+        assert_eq!(
+            c.issue("s", read, 1).unwrap_err().code,
+            ErrorCode::Unavailable
+        );
+        assert!(c.issue("s", read, 60_000).is_ok(), "expired ones make room");
     }
 }

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::signed::{SignedScore, envelope_parts, subject_id};
-use super::v1::{
+use super::types::{
     BandView, DailyScore, OutlookView, ScoreHistory, ScoreSummaryView, SubjectSummary, Trend,
     ValueView, Verdict, WatchView,
 };

@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 
-use crate::api::v1::StatusView;
+use crate::api::types::StatusView;
 use crate::report::one_line;
 
 /// Options of `x402-probe status`.
@@ -27,6 +27,8 @@ pub struct Args {
     pub json: bool,
 }
 
+/// Paused subjects listed by URL (the count is always shown).
+const PAUSED_SHOWN: usize = 10;
 const TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_BODY: usize = 4 * 1024 * 1024;
 
@@ -130,6 +132,21 @@ pub fn render(v: &StatusView, api: &str) -> String {
             states.join(", ")
         }
     ));
+    if !v.paused.is_empty() {
+        out.push_str(&format!(
+            "paused     {} (not probed until resumed)\n",
+            v.paused.len()
+        ));
+        for p in v.paused.iter().take(PAUSED_SHOWN) {
+            out.push_str(&format!("           {}\n", one_line(&p.url, 120)));
+        }
+        if v.paused.len() > PAUSED_SHOWN {
+            out.push_str(&format!(
+                "           and {} more\n",
+                v.paused.len() - PAUSED_SHOWN
+            ));
+        }
+    }
     let mut verdicts: Vec<String> = ["ok", "caution", "avoid", "down", "unverified"]
         .iter()
         .map(|k| {
@@ -186,4 +203,51 @@ pub fn render(v: &StatusView, api: &str) -> String {
         one_line(&v.rubric_sha256, 64)
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::types::PausedSubject;
+
+    fn status(paused: usize) -> StatusView {
+        StatusView {
+            now: "2026-11-30T00:00:00Z".into(),
+            simulated: false,
+            runs_in_flight: 0,
+            subjects_by_state: [("active".to_string(), 2), ("paused".to_string(), paused)]
+                .into_iter()
+                .collect(),
+            paused: (0..paused)
+                .map(|i| PausedSubject {
+                    subject_id: format!("{i:032x}"),
+                    url: format!("https://p{i}.example/api\u{1b}[2J"),
+                })
+                .collect(),
+            subjects_by_verdict: Default::default(),
+            unscored: 0,
+            next_due: Vec::new(),
+            paid_budget: None,
+            outage_open: false,
+            outages: Vec::new(),
+            ledger_seq: 1,
+            rubric_sha256: "ab".repeat(32),
+        }
+    }
+
+    #[test]
+    fn paused_subjects_are_shown_apart_by_url() {
+        let text = render(&status(0), "http://127.0.0.1:8402");
+        assert!(!text.contains("paused     "), "{text}");
+        let text = render(&status(12), "http://127.0.0.1:8402");
+        assert!(text.contains("subjects   2 active, 12 paused\n"), "{text}");
+        assert!(
+            text.contains("paused     12 (not probed until resumed)\n"),
+            "{text}"
+        );
+        assert!(text.contains("https://p0.example/api"), "{text}");
+        assert!(!text.contains("https://p10.example/api"), "{text}");
+        assert!(text.contains("and 2 more\n"), "{text}");
+        assert!(!text.contains('\u{1b}'), "printable: {text}");
+    }
 }

@@ -4,66 +4,12 @@
 //! subject added or paused, a declared outage window, a revision note), then answered.
 
 use crate::config::HttpUrl;
+use crate::control::{ActionRefused, AdminAction, AdminDone};
 use crate::ledger::record::{NoteRecord, Record, SubjectChange, SubjectRecord};
 use crate::store::{NewEntry, SubjectRow, SubjectState};
 
 use super::schedule::due_after_restart;
 use super::{Daemon, Job, Subject};
-
-/// What an admin may ask of the loop.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AdminAction {
-    /// Start probing a subject (or probe again one that was removed or delisted).
-    AddSubject {
-        url: String,
-        category: String,
-    },
-    /// Stop probing a subject until it is resumed (its history stays).
-    Pause {
-        url: String,
-        reason: String,
-    },
-    Resume {
-        url: String,
-        reason: String,
-    },
-    /// One of our own outage windows (RFC 3339 times), as `x402-probe outage declare` records it.
-    DeclareOutage {
-        from: String,
-        to: String,
-        reason: String,
-    },
-    /// Run a subject's free probe now (its next run is scheduled from this one).
-    RunNow {
-        url: String,
-    },
-}
-
-/// What an action did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AdminDone {
-    /// The subject the action was about, if any.
-    pub subject: Option<String>,
-    /// The ledger entry that records it (none for a run started now: the run records itself).
-    pub seq: Option<u64>,
-    /// What was done, in words.
-    pub detail: String,
-}
-
-/// Why the loop refused an action.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ActionRefused {
-    #[error("{0}")]
-    UnknownSubject(String),
-    /// The action contradicts the subject's state (already active, not paused, ...).
-    #[error("{0}")]
-    Conflict(String),
-    #[error("{0}")]
-    Invalid(String),
-    /// Ours: the store failed.
-    #[error("{0}")]
-    Internal(String),
-}
 
 impl Daemon {
     /// Does an admin action (called by the loop).

@@ -28,6 +28,7 @@ use tokio::task::JoinSet;
 use crate::checks::history::Declared;
 use crate::clock::{Clock, ManualClock};
 use crate::config::{DaemonConfig, KeySourceConfig, WalletSource};
+use crate::control::{Command, LoopStatus, NEXT_DUE_SHOWN};
 use crate::evidence::paid::RefundPlan;
 use crate::evidence::run::Provenance;
 use crate::ledger::key::ReporterKey;
@@ -54,38 +55,6 @@ pub enum Signal {
     Stop,
     Reload,
 }
-
-/// A request into the daemon's loop from its API (answered by the loop, which owns the schedule).
-#[derive(Debug)]
-pub enum Command {
-    /// The loop's view of itself now.
-    Status(tokio::sync::oneshot::Sender<LoopStatus>),
-    /// An admin action (the API checked the admin token).
-    Admin(
-        admin::AdminAction,
-        tokio::sync::oneshot::Sender<Result<admin::AdminDone, admin::ActionRefused>>,
-    ),
-    /// A revision note its operator posted (the API checked the proof): its ledger entry's seq.
-    Note(
-        Box<crate::ledger::record::NoteRecord>,
-        tokio::sync::oneshot::Sender<Result<u64, admin::ActionRefused>>,
-    ),
-}
-
-/// What only the loop knows: its clock, its queue, its runs in flight.
-#[derive(Debug, Clone)]
-pub struct LoopStatus {
-    pub now_ms: i64,
-    pub simulated: bool,
-    pub in_flight: usize,
-    /// Subjects by state (`active`, `delisted`, `removed`).
-    pub subjects_by_state: BTreeMap<String, usize>,
-    /// The soonest due free runs: (due, subject URL), at most [`NEXT_DUE_SHOWN`].
-    pub next_due: Vec<(i64, String)>,
-}
-
-/// How many due runs a status shows.
-pub const NEXT_DUE_SHOWN: usize = 10;
 
 /// The daemon's time, and whether it is simulated.
 #[derive(Clone)]

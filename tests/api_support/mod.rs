@@ -273,3 +273,93 @@ impl LeakCheck {
         envelope(&value).then(|| "holds an object shaped like a ledger envelope".to_string())
     }
 }
+
+/// Validates an answer against the document's operation `method` `template` for its status.
+pub fn validate_response(
+    doc: &serde_json::Value,
+    method: &str,
+    template: &str,
+    url: &str,
+    status: u16,
+    content_type: &str,
+    body: &[u8],
+) -> Result<(), String> {
+    let op = &doc["paths"][template][method];
+    if !op.is_object() {
+        return Err(format!("{method} {template} is not in the document"));
+    }
+    let code = status.to_string();
+    let range = format!("{}XX", &code[..1]);
+    let response = [code.as_str(), range.as_str(), "default"]
+        .iter()
+        .map(|k| &op["responses"][*k])
+        .find(|r| r.is_object())
+        .ok_or_else(|| format!("{url}: status {status} is not documented"))?;
+    let media = content_type.split(';').next().unwrap().trim();
+    let schema = &response["content"][media]["schema"];
+    if !schema.is_object() {
+        return Err(format!(
+            "{url}: {status} with {media} is not documented: {response}"
+        ));
+    }
+    let instance: serde_json::Value = if media == "application/json" {
+        serde_json::from_slice(body).map_err(|e| e.to_string())?
+    } else {
+        serde_json::Value::String(String::from_utf8_lossy(body).into_owned())
+    };
+    check(doc, schema, &instance).map_err(|e| format!("{url} ({status}): {e}"))
+}
+
+/// Validates a JSON request body against the document's operation `method` `template`.
+pub fn validate_request(
+    doc: &serde_json::Value,
+    method: &str,
+    template: &str,
+    body: &serde_json::Value,
+) -> Result<(), String> {
+    let schema =
+        &doc["paths"][template][method]["requestBody"]["content"]["application/json"]["schema"];
+    if !schema.is_object() {
+        return Err(format!(
+            "{method} {template}: no request body is documented"
+        ));
+    }
+    check(doc, schema, body).map_err(|e| format!("{method} {template} request: {e}"))
+}
+
+/// `instance` against `schema`, with the document's components beside it so references resolve.
+fn check(
+    doc: &serde_json::Value,
+    schema: &serde_json::Value,
+    instance: &serde_json::Value,
+) -> Result<(), String> {
+    let root = serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "components": doc["components"].clone(),
+        "allOf": [schema],
+    });
+    let validator = jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .build(&root)
+        .map_err(|e| format!("the document's schema: {e}"))?;
+    let errors: Vec<String> = validator
+        .iter_errors(instance)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+/// An answer as the validation reads it: status, content type and body.
+pub async fn read_answer(r: reqwest::Response) -> (u16, String, bytes::Bytes) {
+    let status = r.status().as_u16();
+    let content_type = r
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    (status, content_type, r.bytes().await.unwrap())
+}

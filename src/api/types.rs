@@ -1,0 +1,358 @@
+//! The public API's request and answer types: what the handlers (`v1.rs`) serialise, what the
+//! in-memory view (`view.rs`) builds, and what the OpenAPI document (`openapi.rs`) describes
+//! with schemars. One definition for all three, in a module that imports none of them.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::store::SubjectState;
+
+/// A verdict, as the rubric defines them.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Ok,
+    Caution,
+    Avoid,
+    Down,
+    Unverified,
+}
+
+impl Verdict {
+    pub(crate) fn parse(text: &str) -> Option<Verdict> {
+        match text {
+            "ok" => Some(Verdict::Ok),
+            "caution" => Some(Verdict::Caution),
+            "avoid" => Some(Verdict::Avoid),
+            "down" => Some(Verdict::Down),
+            "unverified" => Some(Verdict::Unverified),
+            _ => None,
+        }
+    }
+}
+
+/// Where a subject's recent scores are heading, against its longer baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Trend {
+    Improving,
+    Stable,
+    Declining,
+    Unknown,
+}
+
+/// Whether a subject is still probed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SubjectStateView {
+    Active,
+    Delisted,
+    Removed,
+    /// Paused by an admin: not probed until resumed.
+    Paused,
+}
+
+impl From<SubjectState> for SubjectStateView {
+    fn from(s: SubjectState) -> Self {
+        match s {
+            SubjectState::Active => SubjectStateView::Active,
+            SubjectState::Delisted => SubjectStateView::Delisted,
+            SubjectState::Removed => SubjectStateView::Removed,
+            SubjectState::Paused => SubjectStateView::Paused,
+        }
+    }
+}
+
+/// The score's uncertainty band (percentiles of the simulated draws).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BandView {
+    pub low: f64,
+    pub high: f64,
+}
+
+/// The outlook block: recent against baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct OutlookView {
+    pub trend: Trend,
+    /// Recent minus baseline, in points (absent when unknown).
+    pub delta: Option<f64>,
+}
+
+/// Whether the subject is on watch, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WatchView {
+    pub on_watch: bool,
+    /// The reasons' codes.
+    pub reasons: Vec<String>,
+}
+
+/// What the subject's answers are worth for their price, among its category's peers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ValueView {
+    /// The declared price of one call, USD.
+    pub price_usd: Option<f64>,
+    /// Its price's percentile among peers (lower is cheaper).
+    pub price_percentile: Option<f64>,
+    pub usd_per_valid_kib: Option<f64>,
+    pub peers: u64,
+}
+
+/// The latest score of a subject, summarised (the signed document has every detail).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ScoreSummaryView {
+    /// When the score was computed (RFC 3339).
+    pub as_of: String,
+    /// 0..100, before any gate's cap.
+    pub score: f64,
+    /// 0..100, what the grade reads (gates applied).
+    pub capped_score: f64,
+    pub band: BandView,
+    /// The grade, once verified; else the provisional grade with `grade_provisional` true.
+    pub grade: Option<String>,
+    pub grade_provisional: bool,
+    pub verdict: Verdict,
+    /// `high`, `medium` or `low` (the rubric's confidence levels, by band width).
+    pub confidence: String,
+    pub outlook: OutlookView,
+    pub watch: WatchView,
+    pub value: ValueView,
+    /// The rubric it was scored under (SHA-256 of the rubric file).
+    pub rubric_sha256: String,
+    /// The ledger entry that published it.
+    pub ledger_seq: u64,
+    /// SHA-256 of the signed document (as in the ledger's `score` entry).
+    pub document_sha256: String,
+}
+
+/// A subject and its latest score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SubjectSummary {
+    /// Stable id: hex of the first 16 bytes of SHA-256 of the URL.
+    pub id: String,
+    pub url: String,
+    pub category: String,
+    pub state: SubjectStateView,
+    /// The subject's current revision (`r0`, `r1`...), once one was seen.
+    pub revision: Option<String>,
+    /// Absent until the first run is scored.
+    pub latest: Option<ScoreSummaryView>,
+    /// Where this subject's signed score document is.
+    pub score_url: String,
+}
+
+/// One page of subjects.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SubjectPage {
+    /// Subjects matching the filters, all pages together.
+    pub total: usize,
+    pub offset: usize,
+    pub limit: usize,
+    /// The `offset` of the next page, when there is one.
+    pub next_offset: Option<usize>,
+    pub subjects: Vec<SubjectSummary>,
+}
+
+/// How the subject list is ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SortKey {
+    /// By capped score (unscored subjects last).
+    #[default]
+    Score,
+    Id,
+    Url,
+    Category,
+    /// By the latest score's time.
+    AsOf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Order {
+    Asc,
+    #[default]
+    Desc,
+}
+
+/// Most subjects on one page.
+pub const MAX_PAGE: usize = 500;
+pub(crate) const DEFAULT_PAGE: usize = 100;
+
+/// The subject list's query parameters.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubjectQuery {
+    pub verdict: Option<Verdict>,
+    /// A grade letter (matches provisional grades too).
+    pub grade: Option<String>,
+    pub category: Option<String>,
+    pub sort: Option<SortKey>,
+    pub order: Option<Order>,
+    /// 1 ..= 500 (default 100).
+    pub limit: Option<usize>,
+    /// Subjects to skip (from `next_offset`).
+    pub offset: Option<usize>,
+}
+
+/// One day of a subject's scores: the last score of that UTC day.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DailyScore {
+    /// `YYYY-MM-DD` (UTC).
+    pub day: String,
+    pub as_of: String,
+    pub score: f64,
+    pub capped_score: f64,
+    pub band: BandView,
+    pub grade: Option<String>,
+    pub grade_provisional: bool,
+    pub verdict: Verdict,
+    pub confidence: String,
+    pub on_watch: bool,
+    pub ledger_seq: u64,
+    pub document_sha256: String,
+}
+
+/// A subject's daily scores, oldest first.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ScoreHistory {
+    pub subject_id: String,
+    pub url: String,
+    pub days: Vec<DailyScore>,
+}
+
+/// A window in which our own vantage was out: free outcomes inside it count against nobody.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct OutageView {
+    pub from: String,
+    /// Absent while the window is open.
+    pub to: Option<String>,
+    pub open: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct OutageList {
+    pub outages: Vec<OutageView>,
+}
+
+/// A rubric the daemon can serve, by the SHA-256 of its file.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RubricRef {
+    pub sha256: String,
+    pub id: String,
+    pub version: String,
+    /// The rubric new scores are computed under.
+    pub current: bool,
+    /// Where the file is, byte for byte.
+    pub url: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RubricList {
+    pub rubrics: Vec<RubricRef>,
+}
+
+/// A signed checkpoint of the ledger: ed25519 by the reporter key over
+/// `"x402-probe.checkpoint/1\n" + seq + "\n" + hash` (decimal seq, hex hash).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CheckpointView {
+    pub seq: u64,
+    /// The SHA-256 chain hash of entry `seq` (hex).
+    pub hash: String,
+    pub at: String,
+    pub public_key: String,
+    pub signature: String,
+}
+
+/// The ledger's head: its last entry's number and chain hash, and the last signed checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct LedgerHead {
+    pub seq: u64,
+    pub hash: String,
+    pub checkpoint: Option<CheckpointView>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct CheckpointList {
+    pub checkpoints: Vec<CheckpointView>,
+    /// The `after` of the next page, when there is one.
+    pub next_after: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointQuery {
+    /// Only checkpoints with `seq` above this.
+    pub after: Option<u64>,
+    /// 1 ..= 500 (default 100).
+    pub limit: Option<usize>,
+}
+
+/// The signature algorithm of the reporter key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyAlgorithm {
+    Ed25519,
+}
+
+/// The reporter key: what signed scores and checkpoints verify against.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ReporterKeyView {
+    pub algorithm: KeyAlgorithm,
+    /// 32 bytes, hex.
+    pub public_key: String,
+    /// The prefixes of the messages it signs (one per kind), each followed by a newline.
+    pub signs: Vec<String>,
+}
+
+/// A subject's next free run.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct DueRun {
+    pub subject_id: String,
+    pub url: String,
+    pub due: String,
+}
+
+/// A subject an admin paused: kept, not probed until resumed.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PausedSubject {
+    pub subject_id: String,
+    pub url: String,
+}
+
+/// What paid calls may still spend in the current 24 hours (open reservations counted).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct BudgetView {
+    pub cap_usd: String,
+    pub spent_usd: String,
+    pub left_usd: String,
+    pub open_reservations: usize,
+}
+
+/// The daemon's view of itself.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct StatusView {
+    /// The daemon's clock (simulated in tests and `daemon --lab --days`).
+    pub now: String,
+    pub simulated: bool,
+    pub runs_in_flight: usize,
+    /// Subjects by state (`active`, `paused`, `delisted`, `removed`).
+    pub subjects_by_state: BTreeMap<String, usize>,
+    /// The paused subjects, by URL: not probed, so their scores age until an admin resumes them.
+    pub paused: Vec<PausedSubject>,
+    /// Scored subjects by their latest verdict (`ok`, `caution`, `avoid`, `down`, `unverified`).
+    pub subjects_by_verdict: BTreeMap<String, usize>,
+    pub unscored: usize,
+    /// The soonest due free runs (at most 10).
+    pub next_due: Vec<DueRun>,
+    /// Absent when the daemon never pays.
+    pub paid_budget: Option<BudgetView>,
+    /// Whether one of our outage windows is open now.
+    pub outage_open: bool,
+    pub outages: Vec<OutageView>,
+    pub ledger_seq: u64,
+    pub rubric_sha256: String,
+}
