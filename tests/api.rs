@@ -567,6 +567,24 @@ async fn a_client_over_the_rate_limit_gets_429_with_retry_after_and_others_do_no
     assert_eq!(status, 429);
     assert_eq!(err["error"]["code"], "rate_limited");
     validate(&doc, c.seen.last().unwrap()).unwrap();
+    // A page over the limit is a page, not JSON: HTML under the pages' headers, with Retry-After.
+    let r = c.http.get(d.url("/")).send().await.unwrap();
+    assert_eq!(r.status(), 429);
+    let header = |name: &str| {
+        r.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    assert!(header("content-type").starts_with("text/html"), "{r:?}");
+    assert!(header("content-security-policy").contains("default-src 'none'"));
+    let page_retry: u64 = header("retry-after").parse().unwrap();
+    assert!((1..=2).contains(&page_retry), "{page_retry}");
+    let html = r.text().await.unwrap();
+    assert!(
+        html.contains("Too many requests") && html.contains("</html>"),
+        "{html}"
+    );
     // Another client address (::1 is another IP than 127.0.0.1) has its own bucket.
     let v6 = format!("http://[::1]:{}/v1/key", d.addr.port());
     if let Ok(r) = c.http.get(&v6).send().await {

@@ -282,6 +282,26 @@ async fn the_pages_render_in_chromium_without_console_errors_at_desktop_and_phon
             }
         }
         assert!(dom.contains("class=\"outcome outcome-"), "{url}: receipts");
+        // The evidence line: probes that reached a conclusion over the days they span, and the
+        // rule's needs beside them (in that order: never the probes over the days needed).
+        let evidence = between(&dom, "<dt>Evidence</dt><dd>", "</dd>")[0];
+        let probes: u64 = evidence
+            .split(" probes over ")
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let span: f64 = between(evidence, " probes over ", " days")[0]
+            .parse()
+            .unwrap();
+        assert!(
+            [&before, &after].iter().any(|d| {
+                let v = &d["verdict"]["verification"];
+                v["probes"].as_u64() == Some(probes)
+                    && (v["probe_span_days"].as_f64().unwrap() - span).abs() < 0.051
+            }),
+            "{url}: the evidence line {evidence:?}"
+        );
         pages.insert(url.clone(), dom);
     }
     let rise = &pages[&price_rise];

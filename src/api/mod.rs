@@ -100,18 +100,21 @@ impl ApiState {
     }
 }
 
-/// Every route. The public routes, the operator's (anyone may ask; a proof decides) and the
-/// pages sit behind the per-client rate limit; metrics and the admin routes (behind the admin
-/// token) do not.
+/// Every route. The public routes and the operator's (anyone may ask; a proof decides) sit
+/// behind the per-client rate limit, the pages too (answered in HTML); metrics and the admin
+/// routes (behind the admin token) do not.
 pub(crate) fn router(state: ApiState) -> Router {
     let public = Router::new()
         .merge(openapi::routes(openapi::Access::Public))
         .merge(openapi::routes(openapi::Access::OperatorProof))
-        .merge(pages::routes())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             ratelimit::limit_public,
         ));
+    let pages = pages::routes().route_layer(middleware::from_fn_with_state(
+        state.clone(),
+        ratelimit::limit_pages,
+    ));
     let private: Router<ApiState> = Router::new().merge(metrics::routes()).merge(
         openapi::routes(openapi::Access::AdminToken).route_layer(middleware::from_fn_with_state(
             state.clone(),
@@ -122,6 +125,7 @@ pub(crate) fn router(state: ApiState) -> Router {
     let max_body = state.config.max_body_bytes.count();
     Router::new()
         .merge(public)
+        .merge(pages)
         .merge(private)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

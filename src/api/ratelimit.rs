@@ -1,6 +1,6 @@
 //! The per-client rate limit of the public routes: a token bucket per client IP (`rate_per_second`
 //! sustained, `rate_burst` at once). Over it, a request gets 429 with `Retry-After`, before any
-//! work. Buckets live in a few shards (one lock each, held for a few arithmetic operations); a
+//! work: a JSON error on the API's routes, an HTML page on the pages. Buckets live in a few shards (one lock each, held for a few arithmetic operations); a
 //! shard that grows large forgets its full buckets (clients idle long enough to be back at burst),
 //! so memory stays bounded by the clients active within one burst's refill time.
 
@@ -72,19 +72,37 @@ impl RateLimiter {
     }
 }
 
-/// The middleware of the public routes.
-pub(crate) async fn limit_public(
-    State(state): State<ApiState>,
-    request: Request<Body>,
-    next: Next,
-) -> Response {
+/// Takes a token for the request's client: `Ok`, or the seconds until one is back.
+fn take(state: &ApiState, request: &Request<Body>) -> Result<(), u64> {
     let ip = request
         .extensions()
         .get::<ClientAddr>()
         .map(|c| c.0.ip())
         // A request without a connection's address (none in this server) shares one bucket.
         .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
-    match state.limiter.take(ip, Instant::now()) {
+    state.limiter.take(ip, Instant::now())
+}
+
+/// The middleware of the public pages: over the limit, an HTML page (a person reads it) with
+/// `Retry-After`. The pages and the JSON routes draw on the same bucket per client.
+pub(crate) async fn limit_pages(
+    State(state): State<ApiState>,
+    request: Request<Body>,
+    next: Next,
+) -> Response {
+    match take(&state, &request) {
+        Ok(()) => next.run(request).await,
+        Err(secs) => super::pages::rate_limited(secs),
+    }
+}
+
+/// The middleware of the public JSON routes.
+pub(crate) async fn limit_public(
+    State(state): State<ApiState>,
+    request: Request<Body>,
+    next: Next,
+) -> Response {
+    match take(&state, &request) {
         Ok(()) => next.run(request).await,
         Err(secs) => ApiError {
             code: ErrorCode::RateLimited,

@@ -22,15 +22,14 @@ pub enum Verdict {
     Unverified,
 }
 
-impl Verdict {
-    pub(crate) fn parse(text: &str) -> Option<Verdict> {
-        match text {
-            "ok" => Some(Verdict::Ok),
-            "caution" => Some(Verdict::Caution),
-            "avoid" => Some(Verdict::Avoid),
-            "down" => Some(Verdict::Down),
-            "unverified" => Some(Verdict::Unverified),
-            _ => None,
+impl From<crate::rubric::Verdict> for Verdict {
+    fn from(v: crate::rubric::Verdict) -> Verdict {
+        match v {
+            crate::rubric::Verdict::Ok => Verdict::Ok,
+            crate::rubric::Verdict::Caution => Verdict::Caution,
+            crate::rubric::Verdict::Avoid => Verdict::Avoid,
+            crate::rubric::Verdict::Down => Verdict::Down,
+            crate::rubric::Verdict::Unverified => Verdict::Unverified,
         }
     }
 }

@@ -1,6 +1,7 @@
-//! The subjects as the API serves them, in memory: each subject's summary, its signed score
-//! envelope and its daily history, serialised once when its score changes (never a store read or
-//! a signature per request). The pipeline marks subjects whose score it just wrote
+//! The subjects as the API and the pages serve them, in memory: each subject's summary, its signed
+//! score envelope and its daily history, serialised once when its score changes (never a store
+//! read or a signature per request), and what its page shows (`pages/facts.rs`: the score
+//! document read back, receipts, paid calls, revisions), brought up to date at the same time. The pipeline marks subjects whose score it just wrote
 //! (`Shared::score_changes`); a task of the view rebuilds those, and re-reads the subject rows
 //! every few seconds for subjects added or delisted without a new score. Readers take an `Arc` of
 //! the whole view: a request never waits for a rebuild.
@@ -10,16 +11,19 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use serde_json::Value;
 
+use super::pages::facts::{DayPoint, Latest, SubjectFacts};
 use super::signed::{SignedScore, envelope_parts, subject_id};
 use super::types::{
     BandView, DailyScore, OutlookView, ScoreHistory, ScoreSummaryView, SubjectSummary, Trend,
-    ValueView, Verdict, WatchView,
+    ValueView, WatchView,
 };
 use crate::daemon::pipeline::Shared;
+use crate::daemon::scoring::from_stored_form;
 use crate::ledger::key::ReporterKey;
-use crate::store::{ScoreRow, SubjectRow};
+use crate::score::document::ScoreDocument;
+use crate::score::outlook;
+use crate::store::{ScoreRow, SubjectRow, SubjectState};
 
 /// How often subject rows are re-read for changes that bring no new score.
 const ROWS_EVERY: Duration = Duration::from_secs(5);
@@ -31,6 +35,9 @@ pub(crate) struct SubjectEntry {
     /// The signed envelope of the latest score, when there is one.
     pub(crate) signed: Option<Bytes>,
     pub(crate) history_json: Bytes,
+    pub(crate) state: SubjectState,
+    /// What the subject's page shows.
+    pub(crate) facts: Arc<SubjectFacts>,
 }
 
 /// The whole view at one moment.
@@ -57,6 +64,7 @@ impl View {
             key,
             entries: BTreeMap::new(),
             rows: BTreeMap::new(),
+            facts: BTreeMap::new(),
         };
         builder.refresh_rows(&shared, true);
         view.publish(&builder);
@@ -92,6 +100,8 @@ struct Builder {
     entries: BTreeMap<String, Arc<SubjectEntry>>,
     /// The rows the entries were built from, by URL.
     rows: BTreeMap<String, SubjectRow>,
+    /// The pages' facts by URL, folded forward from the ledger (never re-read from the start).
+    facts: BTreeMap<String, SubjectFacts>,
 }
 
 impl Builder {
@@ -178,10 +188,32 @@ impl Builder {
             tracing::warn!(subject = %row.url, error = %e, "API view: reading daily scores failed");
             Vec::new()
         });
-        let (summary_view, signed) = match &latest {
-            Some(score) => (summary_of(score), self.sign(score)),
-            None => (None, None),
+        // Each stored document is read back once, with the type that wrote it.
+        let latest_doc = Latest::of(latest.as_ref().map(|s| s.document.as_slice()));
+        let (summary_view, signed) = match (&latest, latest_doc.doc()) {
+            (Some(score), Some(doc)) => (Some(summary_of(score, doc)), self.sign(score)),
+            (Some(score), None) => (None, self.sign(score)),
+            (None, _) => (None, None),
         };
+        let mut daily = Vec::with_capacity(days.len());
+        let mut points = Vec::with_capacity(days.len());
+        for day in &days {
+            match from_stored_form(&day.document) {
+                Ok(doc) => {
+                    daily.push(daily_of(day, &doc));
+                    points.push(DayPoint::of(day, &doc));
+                }
+                Err(e) => {
+                    tracing::warn!(subject = %row.url, day = %day.day, error = %e, "API view: a stored daily score does not read back")
+                }
+            }
+        }
+        let facts = self.facts.entry(row.url.clone()).or_default();
+        if let Err(e) = facts.refresh(shared.store.as_ref(), &row.url, latest_doc, points) {
+            // The page keeps what it had; the next rebuild reads from where this one stopped.
+            tracing::warn!(subject = %row.url, error = %e, "API view: reading the page's entries failed");
+        }
+        let facts = Arc::new(facts.clone());
         let summary = SubjectSummary {
             id: id.clone(),
             url: row.url.clone(),
@@ -194,13 +226,15 @@ impl Builder {
         let history = ScoreHistory {
             subject_id: id.clone(),
             url: row.url.clone(),
-            days: days.iter().filter_map(daily_of).collect(),
+            days: daily,
         };
         let entry = SubjectEntry {
             summary_json: Bytes::from(serde_json::to_vec(&summary).unwrap_or_default()),
             summary,
             signed,
             history_json: Bytes::from(serde_json::to_vec(&history).unwrap_or_default()),
+            state: row.state,
+            facts,
         };
         self.entries.insert(id, Arc::new(entry));
     }
@@ -229,88 +263,56 @@ impl Builder {
     }
 }
 
-fn f64_at(v: &Value, path: &[&str]) -> Option<f64> {
-    path.iter().try_fold(v, |v, k| v.get(k))?.as_f64()
-}
-
-fn str_at(v: &Value, path: &[&str]) -> Option<String> {
-    path.iter()
-        .try_fold(v, |v, k| v.get(k))?
-        .as_str()
-        .map(str::to_string)
-}
-
-/// The grade a document gives, and whether it is provisional.
-fn grade_of(doc: &Value) -> (Option<String>, bool) {
-    match str_at(doc, &["grade"]) {
-        Some(g) => (Some(g), false),
-        None => (str_at(doc, &["provisional_grade"]), true),
+fn trend_of(trend: outlook::Trend) -> Trend {
+    match trend {
+        outlook::Trend::Improving => Trend::Improving,
+        outlook::Trend::Stable => Trend::Stable,
+        outlook::Trend::Declining => Trend::Declining,
+        outlook::Trend::Unknown => Trend::Unknown,
     }
 }
 
-fn band_of(doc: &Value) -> BandView {
-    BandView {
-        low: f64_at(doc, &["band", "low"]).unwrap_or(0.0),
-        high: f64_at(doc, &["band", "high"]).unwrap_or(0.0),
-    }
-}
-
-/// A stored score document, summarised (`None` when it is not a score document we can read).
-fn summary_of(row: &ScoreRow) -> Option<ScoreSummaryView> {
-    let doc: Value = serde_json::from_slice(&row.document).ok()?;
-    let verdict = Verdict::parse(doc["verdict"]["verdict"].as_str()?)?;
-    let trend = match doc["outlook"]["trend"].as_str() {
-        Some("improving") => Trend::Improving,
-        Some("stable") => Trend::Stable,
-        Some("declining") => Trend::Declining,
-        _ => Trend::Unknown,
+/// A stored score document, summarised.
+fn summary_of(row: &ScoreRow, doc: &ScoreDocument) -> ScoreSummaryView {
+    let (grade, grade_provisional) = match &doc.grade {
+        Some(g) => (Some(g.clone()), false),
+        None => (doc.provisional_grade.clone(), true),
     };
-    let (grade, grade_provisional) = grade_of(&doc);
-    Some(ScoreSummaryView {
-        as_of: str_at(&doc, &["as_of"])?,
-        score: f64_at(&doc, &["score"])?,
-        capped_score: f64_at(&doc, &["capped_score"])?,
-        band: band_of(&doc),
+    ScoreSummaryView {
+        as_of: doc.as_of.clone(),
+        score: doc.score.as_f64(),
+        capped_score: doc.capped_score.as_f64(),
+        band: BandView {
+            low: doc.band.low,
+            high: doc.band.high,
+        },
         grade,
         grade_provisional,
-        verdict,
-        confidence: str_at(&doc, &["confidence"]).unwrap_or_default(),
+        verdict: doc.verdict.verdict.into(),
+        confidence: doc.confidence.clone(),
         outlook: OutlookView {
-            trend,
-            delta: f64_at(&doc, &["outlook", "delta"]),
+            trend: trend_of(doc.outlook.trend),
+            delta: doc.outlook.delta.map(|d| d.as_f64()),
         },
         watch: WatchView {
-            on_watch: doc["watch"]["on_watch"].as_bool().unwrap_or(false),
-            reasons: doc["watch"]["reasons"]
-                .as_array()
-                .map(|rs| {
-                    rs.iter()
-                        .filter_map(|r| {
-                            r.get("code")
-                                .or_else(|| r.get("flag"))
-                                .and_then(Value::as_str)
-                                .map(str::to_string)
-                                .or_else(|| r.as_str().map(str::to_string))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
+            on_watch: doc.watch.on_watch,
+            reasons: doc.watch.reasons.iter().map(|r| r.code.clone()).collect(),
         },
         value: ValueView {
-            price_usd: f64_at(&doc, &["value", "price_usd"]),
-            price_percentile: f64_at(&doc, &["value", "price_percentile"]),
-            usd_per_valid_kib: f64_at(&doc, &["value", "usd_per_valid_kib"]),
-            peers: doc["value"]["peers"].as_u64().unwrap_or(0),
+            price_usd: Some(doc.value.price_usd),
+            price_percentile: doc.value.price_percentile,
+            usd_per_valid_kib: doc.value.usd_per_valid_kib,
+            peers: u64::from(doc.value.peers),
         },
-        rubric_sha256: str_at(&doc, &["rubric", "sha256"]).unwrap_or_default(),
+        rubric_sha256: doc.rubric.sha256.clone(),
         ledger_seq: row.seq,
         document_sha256: crate::evidence::sha256_hex(&row.document),
-    })
+    }
 }
 
-fn daily_of(row: &ScoreRow) -> Option<DailyScore> {
-    let s = summary_of(row)?;
-    Some(DailyScore {
+fn daily_of(row: &ScoreRow, doc: &ScoreDocument) -> DailyScore {
+    let s = summary_of(row, doc);
+    DailyScore {
         day: row.day.clone(),
         as_of: s.as_of,
         score: s.score,
@@ -323,5 +325,5 @@ fn daily_of(row: &ScoreRow) -> Option<DailyScore> {
         on_watch: s.watch.on_watch,
         ledger_seq: row.seq,
         document_sha256: s.document_sha256,
-    })
+    }
 }

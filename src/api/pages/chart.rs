@@ -4,8 +4,8 @@
 
 use std::fmt::Write as _;
 
+use super::facts::{DayPoint, RevisionMark};
 use super::html::{coord, escape, number, text};
-use super::view::{DayPoint, RevisionMark};
 use crate::checks::history::OutageWindow;
 use crate::daemon::scoring::rfc3339_ms;
 

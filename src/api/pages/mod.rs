@@ -1,6 +1,8 @@
 //! The HTML pages: an index of subjects and one page per subject, rendered on the server.
 //!
-//! - `view.rs` builds typed views from the store (the one place pages read data);
+//! - `facts.rs` is what the API's in-memory view keeps for each subject's page (folded forward
+//!   from the ledger as scores are published); `view.rs` builds the pages' typed views from that
+//!   view (the one place pages read data: no store read per request);
 //! - `render.rs` and `chart.rs` turn a view into HTML, pure `fn(&View) -> String`;
 //! - `html.rs` bounds and escapes every value shown (endpoint text is hostile);
 //! - `pages.css` is the only asset, served by us.
@@ -10,11 +12,10 @@
 //! chart is inline SVG styled by the stylesheet.
 
 pub(crate) mod chart;
+pub(crate) mod facts;
 pub(crate) mod html;
 pub(crate) mod render;
 pub(crate) mod view;
-
-use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Path, Query, State};
@@ -23,7 +24,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use super::ApiState;
-use crate::store::{Store, StoreError};
 
 /// Sent with every page and the stylesheet: nothing but our own stylesheet and inline images
 /// (`data:`, the favicon) may load; no script at all, no framing, no form posts.
@@ -69,6 +69,18 @@ fn page(status: StatusCode, body: String) -> Response {
     response
 }
 
+/// The page a client over the rate limit gets, with `Retry-After` (seconds).
+pub(crate) fn rate_limited(retry_after_secs: u64) -> Response {
+    let mut response = page(
+        StatusCode::TOO_MANY_REQUESTS,
+        render::rate_limited(retry_after_secs),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+    response
+}
+
 async fn stylesheet() -> Response {
     let mut response = with_headers(StatusCode::OK, "text/css; charset=utf-8", STYLESHEET.into());
     response.headers_mut().insert(
@@ -76,28 +88,6 @@ async fn stylesheet() -> Response {
         HeaderValue::from_static("public, max-age=300"),
     );
     response
-}
-
-/// Runs a store read off the runtime's workers (SQLite blocks).
-async fn read<T: Send + 'static>(
-    store: &Arc<dyn Store>,
-    f: impl FnOnce(&dyn Store) -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, Response> {
-    let store = store.clone();
-    match tokio::task::spawn_blocking(move || f(store.as_ref())).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "a page could not read the store");
-            Err(page(StatusCode::SERVICE_UNAVAILABLE, render::unavailable()))
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "a page's store read did not finish");
-            Err(page(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                render::unavailable(),
-            ))
-        }
-    }
 }
 
 async fn index_page(
@@ -115,29 +105,22 @@ async fn index_page(
         Ok(q) => q,
         Err(why) => return page(StatusCode::BAD_REQUEST, render::bad_request(&why)),
     };
-    match read(&state.shared.store, move |store| {
-        view::index_view(store, query)
-    })
-    .await
-    {
-        Ok(v) => page(StatusCode::OK, render::index(&v)),
-        Err(response) => response,
-    }
+    let v = view::index_view(&state.view.current(), query);
+    page(StatusCode::OK, render::index(&v))
 }
 
 async fn subject_page(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
-    let wanted = id.clone();
-    let found = read(
-        &state.shared.store,
-        move |store| match view::find_subject(store, &wanted)? {
-            Some(row) => view::subject_view(store, row).map(Some),
-            None => Ok(None),
-        },
+    let Some(entry) = state.view.current().by_id.get(&id).cloned() else {
+        return page(StatusCode::NOT_FOUND, render::not_found(&id));
+    };
+    let outages = state
+        .shared
+        .outages
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    page(
+        StatusCode::OK,
+        render::subject(&view::subject_view(&entry, outages)),
     )
-    .await;
-    match found {
-        Ok(Some(v)) => page(StatusCode::OK, render::subject(&v)),
-        Ok(None) => page(StatusCode::NOT_FOUND, render::not_found(&id)),
-        Err(response) => response,
-    }
 }

@@ -5,13 +5,15 @@
 use std::fmt::Write as _;
 
 use super::chart::{band_bar, history_chart};
+use super::facts::{LastReceipt, Latest, PaidCall, PaidOutcome};
 use super::html::{escape, number, text};
-use super::view::{
-    CheckDoc, CheckState, Direction, IndexQuery, IndexRow, IndexView, LastReceipt, Latest,
-    PaidCall, PaidOutcome, ScoreDoc, SortKey, SubjectView, VerdictStatus,
-};
+use super::view::{Direction, IndexQuery, IndexRow, IndexView, SortKey, SubjectView};
 use crate::daemon::scoring::rfc3339_ms;
 use crate::evidence::Outcome;
+use crate::score::document::{CheckDoc, ScoreDocument};
+use crate::score::outlook::Trend;
+use crate::score::tally::CheckState;
+use crate::score::verdict::Status;
 
 /// Where the stylesheet is served (by us, the only asset).
 pub(crate) const STYLESHEET_PATH: &str = "/pages.css";
@@ -56,16 +58,16 @@ fn layout(title: &str, body: &str) -> String {
     )
 }
 
-fn verdict_badge(doc: &ScoreDoc) -> String {
+fn verdict_badge(doc: &ScoreDocument) -> String {
     let v = doc.verdict.verdict.as_str();
     let status = match doc.verdict.status {
-        VerdictStatus::Provisional => " <span class=\"muted\">provisional</span>",
-        VerdictStatus::Established => "",
+        Status::Provisional => " <span class=\"muted\">provisional</span>",
+        Status::Established => "",
     };
     format!("<span class=\"verdict verdict-{v}\">{v}</span>{status}")
 }
 
-fn grade_cell(doc: &ScoreDoc) -> String {
+fn grade_cell(doc: &ScoreDocument) -> String {
     match (&doc.grade, &doc.provisional_grade) {
         (Some(g), _) => format!("<span class=\"grade\">{}</span>", text(g, 300)),
         (None, Some(p)) => format!(
@@ -76,18 +78,14 @@ fn grade_cell(doc: &ScoreDoc) -> String {
     }
 }
 
-fn outlook_cell(doc: &ScoreDoc) -> String {
-    let trend = doc.outlook.trend;
-    let arrow = match trend {
-        super::view::Trend::Improving => "↗",
-        super::view::Trend::Stable => "→",
-        super::view::Trend::Declining => "↘",
-        super::view::Trend::Unknown => "·",
+fn outlook_cell(doc: &ScoreDocument) -> String {
+    let (arrow, name) = match doc.outlook.trend {
+        Trend::Improving => ("↗", "improving"),
+        Trend::Stable => ("→", "stable"),
+        Trend::Declining => ("↘", "declining"),
+        Trend::Unknown => ("·", "unknown"),
     };
-    format!(
-        "<span class=\"trend trend-{t}\">{arrow} {t}</span>",
-        t = trend.as_str()
-    )
+    format!("<span class=\"trend trend-{name}\">{arrow} {name}</span>")
 }
 
 fn sort_link(query: &IndexQuery, key: SortKey, label: &str) -> String {
@@ -129,7 +127,7 @@ fn index_row(out: &mut String, row: &IndexRow) {
             let capped = if doc.capped_score < doc.score {
                 format!(
                     " <span class=\"muted small\" title=\"capped from {0}\">capped</span>",
-                    number(doc.score, 2)
+                    number(doc.score.as_f64(), 2)
                 )
             } else {
                 String::new()
@@ -140,8 +138,8 @@ fn index_row(out: &mut String, row: &IndexRow) {
                  <td class=\"band\" data-label=\"Band\">{}<div class=\"muted small\">{}–{} · {}</div></td>\
                  <td data-label=\"Grade\">{}</td><td data-label=\"Verdict\">{}</td>\
                  <td data-label=\"Outlook\">{}</td><td class=\"small\" data-label=\"As of\">{}</td></tr>",
-                number(doc.capped_score, 2),
-                band_bar(doc.capped_score, doc.band.low, doc.band.high),
+                number(doc.capped_score.as_f64(), 2),
+                band_bar(doc.capped_score.as_f64(), doc.band.low, doc.band.high),
                 number(doc.band.low, 1),
                 number(doc.band.high, 1),
                 text(&doc.confidence, FIELD_CHARS),
@@ -226,7 +224,7 @@ pub(crate) fn index(view: &IndexView) -> String {
     layout("Subjects", &body)
 }
 
-fn summary(out: &mut String, doc: &ScoreDoc) {
+fn summary(out: &mut String, doc: &ScoreDocument) {
     let v = &doc.verdict.verification;
     let _ = write!(
         out,
@@ -237,17 +235,17 @@ fn summary(out: &mut String, doc: &ScoreDoc) {
          <dt>Outlook</dt><dd>{} <span class=\"muted small\">{} over the last {} days against {}</span></dd>\
          <dt>Evidence</dt><dd>{} probes over {} days <span class=\"muted small\">({} over {} days verify)</span>; {}</dd>\
          <dt>As of</dt><dd>{} <span class=\"muted small\">rubric {} {}</span></dd></dl></section>",
-        number(doc.capped_score, 2),
+        number(doc.capped_score.as_f64(), 2),
         if doc.cap.binding {
             format!(
                 " (capped at {} from {})",
-                number(doc.cap.cap.unwrap_or(doc.capped_score), 2),
-                number(doc.score, 2)
+                number(doc.cap.cap.unwrap_or(doc.capped_score.as_f64()), 2),
+                number(doc.score.as_f64(), 2)
             )
         } else {
             String::new()
         },
-        band_bar(doc.capped_score, doc.band.low, doc.band.high),
+        band_bar(doc.capped_score.as_f64(), doc.band.low, doc.band.high),
         number(doc.band.low, 2),
         number(doc.band.high, 2),
         text(&doc.confidence, FIELD_CHARS),
@@ -256,12 +254,15 @@ fn summary(out: &mut String, doc: &ScoreDoc) {
         outlook_cell(doc),
         doc.outlook
             .delta
-            .map_or("no comparison".to_string(), |d| format!("{:+.2}", d)),
+            .map_or("no comparison".to_string(), |d| format!(
+                "{:+.2}",
+                d.as_f64()
+            )),
         number(doc.outlook.recent_days, 1),
         number(doc.outlook.baseline_days, 1),
         v.probes,
-        v.probes_needed,
         number(v.probe_span_days, 1),
+        v.probes_needed,
         number(v.probe_span_days_needed, 1),
         v.last_paid_call_days_ago
             .map_or("no paid call yet".to_string(), |d| format!(
@@ -295,7 +296,7 @@ fn summary(out: &mut String, doc: &ScoreDoc) {
     }
 }
 
-fn gates(out: &mut String, doc: &ScoreDoc) {
+fn gates(out: &mut String, doc: &ScoreDocument) {
     out.push_str("<section id=\"gates\"><h2>Binding gates</h2>");
     let binding: Vec<_> = doc.gates.iter().filter(|g| g.binding).collect();
     if binding.is_empty() {
@@ -408,13 +409,13 @@ fn check_row(out: &mut String, c: &CheckDoc, receipt: Option<&LastReceipt>) {
             (Some(v), None) => number(v, 1),
             (None, _) => "–".to_string(),
         },
-        number(c.contribution, 2),
+        number(c.contribution.as_f64(), 2),
         number(c.points, 2),
         receipt_cell(receipt),
     );
 }
 
-fn checks(out: &mut String, doc: &ScoreDoc, view: &SubjectView) {
+fn checks(out: &mut String, doc: &ScoreDocument, view: &SubjectView) {
     out.push_str(
         "<section id=\"checks\"><h2>Checks</h2><p class=\"muted small\">Outcomes counted: \
          pass/fail/na/unmeasured. Evidence weight is the decayed weight of the passes and fails \
@@ -425,7 +426,7 @@ fn checks(out: &mut String, doc: &ScoreDoc, view: &SubjectView) {
             out,
             "<h3>{} <span class=\"muted small\">{} of {} points{}</span></h3>",
             text(&dim.id, FIELD_CHARS),
-            number(dim.contribution, 2),
+            number(dim.contribution.as_f64(), 2),
             number(dim.points, 2),
             if dim.scored { "" } else { " · not scored" }
         );
@@ -436,7 +437,7 @@ fn checks(out: &mut String, doc: &ScoreDoc, view: &SubjectView) {
              </tr></thead><tbody>",
         );
         for c in &dim.checks {
-            check_row(out, c, view.receipts.get(&c.id));
+            check_row(out, c, view.facts.receipts.get(&c.id));
         }
         out.push_str("</tbody></table></div>");
     }
@@ -445,7 +446,7 @@ fn checks(out: &mut String, doc: &ScoreDoc, view: &SubjectView) {
 
 fn history(out: &mut String, view: &SubjectView) {
     out.push_str("<section id=\"history\"><h2>History</h2>");
-    match history_chart(&view.history, &view.outages, &view.revisions) {
+    match history_chart(&view.facts.history, &view.outages, &view.facts.revisions) {
         Some(svg) => {
             out.push_str("<figure class=\"chart-box\">");
             out.push_str(&svg);
@@ -458,9 +459,9 @@ fn history(out: &mut String, view: &SubjectView) {
         }
         None => out.push_str("<p class=\"muted\">No daily score yet.</p>"),
     }
-    if !view.revisions.is_empty() {
+    if !view.facts.revisions.is_empty() {
         out.push_str("<h3>Revisions</h3><ul>");
-        for r in &view.revisions {
+        for r in &view.facts.revisions {
             let _ = write!(
                 out,
                 "<li><code>{}</code> at {}: changed {}</li>",
@@ -537,7 +538,7 @@ fn paid_row(out: &mut String, p: &PaidCall) {
 
 fn paid_calls(out: &mut String, view: &SubjectView) {
     out.push_str("<section id=\"paid\"><h2>Paid calls</h2>");
-    if view.paid_calls.is_empty() {
+    if view.facts.paid_calls.is_empty() {
         out.push_str("<p class=\"muted\">No paid call yet.</p></section>");
         return;
     }
@@ -549,22 +550,22 @@ fn paid_calls(out: &mut String, view: &SubjectView) {
          <th scope=\"col\">Settlement (endpoint's word)</th><th scope=\"col\">On chain</th>\
          </tr></thead><tbody>",
     );
-    for p in &view.paid_calls {
+    for p in &view.facts.paid_calls {
         paid_row(out, p);
     }
     out.push_str("</tbody></table></div>");
-    if view.paid_calls_omitted > 0 {
+    if view.facts.paid_calls_omitted > 0 {
         let _ = write!(
             out,
             "<p class=\"muted small\">{} earlier paid calls not listed.</p>",
-            view.paid_calls_omitted
+            view.facts.paid_calls_omitted
         );
     }
     out.push_str("</section>");
 }
 
 fn declared(out: &mut String, view: &SubjectView) {
-    let Some(d) = &view.declared else {
+    let Some(d) = &view.facts.declared else {
         return;
     };
     let field = |v: &Option<String>| {
@@ -582,7 +583,8 @@ fn declared(out: &mut String, view: &SubjectView) {
         field(&d.asset),
         field(&d.network),
         field(&d.pay_to),
-        view.description
+        view.facts
+            .description
             .as_deref()
             .map_or(String::new(), |s| format!(
                 "<dt>Description</dt><dd>{}</dd>",
@@ -607,7 +609,7 @@ pub(crate) fn subject(view: &SubjectView) -> String {
             text(r, FIELD_CHARS)
         )),
     );
-    match &view.latest {
+    match &view.facts.latest {
         Latest::Doc(doc) => {
             summary(&mut body, doc);
             gates(&mut body, doc);
@@ -655,12 +657,13 @@ pub(crate) fn bad_request(why: &str) -> String {
     layout("Bad request", &body)
 }
 
-/// The page when the store could not be read (ours, reported without detail to the public).
-pub(crate) fn unavailable() -> String {
-    layout(
-        "Unavailable",
-        "<h1>Unavailable</h1><p>The results could not be read just now. Try again shortly.</p>",
-    )
+/// The page for a client over the rate limit.
+pub(crate) fn rate_limited(retry_after_secs: u64) -> String {
+    let body = format!(
+        "<h1>Too many requests</h1><p>This address asked for pages faster than this server \
+         answers one client. Try again in {retry_after_secs} s.</p>"
+    );
+    layout("Too many requests", &body)
 }
 
 #[cfg(test)]
@@ -668,9 +671,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::api::pages::view::{
-        DayPoint, IndexRow, LastReceipt, PaidCall, PaidOutcome, RevisionMark, sort_rows,
-    };
+    use crate::api::pages::facts::{DayPoint, RevisionMark, SubjectFacts};
+    use crate::api::pages::view::sort_rows;
     use crate::checks::history::{Declared, OutageWindow};
     use crate::rubric::Verdict;
     use crate::store::SubjectState;
@@ -687,8 +689,11 @@ mod tests {
 
     const HOSTILE: &str = "\"><script>alert(1)</script><img src=x onerror=alert(2)>\u{202e}";
 
-    fn doc(i: usize) -> Box<ScoreDoc> {
-        Box::new(serde_json::from_str(GOLDEN[i]).expect("a published score document reads"))
+    fn doc(i: usize) -> std::sync::Arc<ScoreDocument> {
+        std::sync::Arc::new(
+            ScoreDocument::from_slice(GOLDEN[i].as_bytes())
+                .expect("a published score document reads"),
+        )
     }
 
     /// Every element opened is closed, in order (void elements aside): the page is well formed
@@ -727,12 +732,7 @@ mod tests {
         for id in ["R1", "R4", "S2"] {
             receipts.insert(id.to_string(), receipt.clone());
         }
-        SubjectView {
-            id: "0123456789abcdef".repeat(2),
-            url: format!("https://x.test/{HOSTILE}"),
-            category: HOSTILE.into(),
-            state: SubjectState::Active,
-            revision: Some("r1".into()),
+        let facts = SubjectFacts {
             latest,
             declared: Some(Declared {
                 at_ms: 0,
@@ -754,16 +754,12 @@ mod tests {
                     verdict: Verdict::Caution,
                 })
                 .collect(),
-            outages: vec![OutageWindow {
-                from_ms: 1_793_491_200_000 + 86_400_000,
-                to_ms: None,
-            }],
             revisions: vec![RevisionMark {
                 id: "r1".into(),
                 at_ms: 1_793_491_200_000 + 2 * 86_400_000,
                 changed: vec![HOSTILE.into()],
             }],
-            paid_calls: vec![PaidCall {
+            paid_calls: [PaidCall {
                 at_ms: 1_793_491_200_000,
                 revision: "r1".into(),
                 outcome: PaidOutcome::Sent {
@@ -774,8 +770,22 @@ mod tests {
                 chain_tx: Some(format!("0x{}", "cd".repeat(32))),
                 chain_ok: Some(true),
                 chain_block: Some(7),
-            }],
+            }]
+            .into(),
             paid_calls_omitted: 3,
+            through_seq: 0,
+        };
+        SubjectView {
+            id: "0123456789abcdef".repeat(2),
+            url: format!("https://x.test/{HOSTILE}"),
+            category: HOSTILE.into(),
+            state: SubjectState::Active,
+            revision: Some("r1".into()),
+            facts: std::sync::Arc::new(facts),
+            outages: vec![OutageWindow {
+                from_ms: 1_793_491_200_000 + 86_400_000,
+                to_ms: None,
+            }],
         }
     }
 
@@ -851,7 +861,7 @@ mod tests {
             row("https://n.test/", Latest::None),
             row("https://b.test/", Latest::Doc(doc(3))),
         ];
-        let score = |r: &IndexRow| r.latest.doc().map(|d| d.capped_score);
+        let score = |r: &IndexRow| r.latest.doc().map(|d| d.capped_score.as_f64());
         sort_rows(&mut rows, SortKey::Score, Direction::Desc);
         let scores: Vec<_> = rows.iter().map(score).collect();
         let mut sorted = scores.clone();
