@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use super::labels::LabelsDocument;
 use super::table::{Label, Table, day_number};
+use crate::daemon::pipeline::SEQ_STRIDE;
 use crate::daemon::scoring::ms_of;
 use crate::evidence::Outcome;
 use crate::rubric::{Kind, Rubric};
@@ -160,7 +161,8 @@ pub fn read_table(
 }
 
 /// The subject's paid calls from its history rows: `(at_ms, failed)` per run that observed a paid
-/// call (a pass or fail of one of `PAID_FAILURE_CHECKS` in a paid run), in time order.
+/// call (a pass or fail of one of `PAID_FAILURE_CHECKS` in a paid run), in time order. A run is
+/// one ledger entry: its history entries are numbered `seq * SEQ_STRIDE + i`.
 pub fn paid_calls(history: &[Vec<u8>]) -> Vec<(i64, bool)> {
     let mut by_run: BTreeMap<u64, (i64, bool)> = BTreeMap::new();
     for bytes in history {
@@ -174,7 +176,7 @@ pub fn paid_calls(history: &[Vec<u8>]) -> Vec<(i64, bool)> {
             continue;
         }
         let Some(at) = ms_of(&e.at) else { continue };
-        let call = by_run.entry(e.seq).or_insert((at, false));
+        let call = by_run.entry(e.seq / SEQ_STRIDE).or_insert((at, false));
         call.0 = call.0.min(at);
         call.1 |= e.outcome == Outcome::Fail;
     }
@@ -216,18 +218,43 @@ mod tests {
 
     #[test]
     fn paid_calls_are_runs_with_a_paid_observation() {
+        let run = |ledger_seq: u64, i: u64| ledger_seq * SEQ_STRIDE + i;
         let history = vec![
-            entry(5, "R4", Outcome::Pass, "2026-01-02T00:00:00Z", Kind::Paid),
-            entry(5, "H5", Outcome::Fail, "2026-01-02T00:00:00Z", Kind::Paid),
-            entry(7, "R1", Outcome::Fail, "2026-01-03T00:00:00Z", Kind::Free),
             entry(
-                9,
+                run(5, 0),
+                "R4",
+                Outcome::Pass,
+                "2026-01-02T00:00:00Z",
+                Kind::Paid,
+            ),
+            entry(
+                run(5, 1),
+                "H5",
+                Outcome::Fail,
+                "2026-01-02T00:00:00Z",
+                Kind::Paid,
+            ),
+            entry(
+                run(7, 0),
+                "R1",
+                Outcome::Fail,
+                "2026-01-03T00:00:00Z",
+                Kind::Free,
+            ),
+            entry(
+                run(9, 0),
                 "R4",
                 Outcome::Unmeasured,
                 "2026-01-04T00:00:00Z",
                 Kind::Paid,
             ),
-            entry(11, "R5", Outcome::Pass, "2026-01-20T00:00:00Z", Kind::Paid),
+            entry(
+                run(11, 0),
+                "R5",
+                Outcome::Pass,
+                "2026-01-20T00:00:00Z",
+                Kind::Paid,
+            ),
         ];
         let calls = paid_calls(&history);
         let t = |s: &str| ms_of(s).unwrap();
