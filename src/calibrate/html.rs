@@ -397,12 +397,12 @@ pub fn render(r: &Report) -> String {
         );
     }
     let c = &r.counts;
-    let _ = write!(
+    let _ = writeln!(
         out,
         "</table><h2>Counts</h2><p>{} subjects, {} score rows ({} labelled, {} from day 14 on), \
          {} subjects followed up; fit on {} subject-days before {} ({} subjects held out). \
          Documents under another major version: {} (never compared); unreadable: {}. Fast \
-         re-scoring mismatches: {} of {} rows checked.</p></body></html>\n",
+         re-scoring mismatches: {} of {} rows checked.</p></body></html>",
         c.subjects,
         c.rows,
         c.labelled_rows,

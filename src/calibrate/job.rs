@@ -893,14 +893,106 @@ fn proposal_bytes(
         Some(log) => log.push(json!(line)),
         None => v["changelog"] = json!([line]),
     }
-    let mut bytes = serde_json::to_vec_pretty(&v).map_err(JobError::LiveJson)?;
-    bytes.push(b'\n');
-    Ok(bytes)
+    Ok(rubric_style(&whole_numbers(v)))
+}
+
+/// Whole floats written as integers (`95`, not `95.0`), as the rubric file writes them.
+fn whole_numbers(v: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) => match n.as_f64() {
+            Some(x) if n.is_f64() && x.fract() == 0.0 && x.abs() < 1e15 => Value::from(x as i64),
+            _ => Value::Number(n),
+        },
+        Value::Array(a) => Value::Array(a.into_iter().map(whole_numbers).collect()),
+        Value::Object(o) => {
+            Value::Object(o.into_iter().map(|(k, v)| (k, whole_numbers(v))).collect())
+        }
+        other => other,
+    }
+}
+
+/// Compact JSON with a space after each `:` and `,` (the rubric file's spelling).
+struct Spaced;
+
+impl serde_json::ser::Formatter for Spaced {
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b": ")
+    }
+}
+
+fn spaced(v: &serde_json::Value) -> String {
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, Spaced);
+    // Writing a Value into a Vec cannot fail.
+    let _ = serde::Serialize::serialize(v, &mut ser);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// The rubric file's layout: one top-level key a line, the elements of a list of objects (or of
+/// the changelog) one a line, each value compact.
+fn rubric_style(v: &serde_json::Value) -> Vec<u8> {
+    use serde_json::Value;
+    let Value::Object(map) = v else {
+        return format!("{}\n", spaced(v)).into_bytes();
+    };
+    let mut out = String::from("{\n");
+    for (k, (key, value)) in map.iter().enumerate() {
+        let name = spaced(&Value::String(key.clone()));
+        match value {
+            Value::Array(items)
+                if !items.is_empty()
+                    && items.iter().all(|i| i.is_object() || i.is_string())
+                    && (items.len() > 1 || items[0].is_object()) =>
+            {
+                out.push_str(&format!("  {name}: [\n"));
+                for (j, item) in items.iter().enumerate() {
+                    let comma = if j + 1 < items.len() { "," } else { "" };
+                    out.push_str(&format!("    {}{comma}\n", spaced(item)));
+                }
+                out.push_str("  ]");
+            }
+            _ => out.push_str(&format!("  {name}: {}", spaced(value))),
+        }
+        out.push_str(if k + 1 < map.len() { ",\n" } else { "\n" });
+    }
+    out.push_str("}\n");
+    out.into_bytes()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_proposal_is_laid_out_like_the_rubric_file() {
+        let v: serde_json::Value = serde_json::from_str(
+            r#"{"id": "x", "points": [[300.0, 95.0], [1000, 0.25]], "list": [{"a": 1}, {"b": [2]}], "log": ["one"]}"#,
+        )
+        .unwrap();
+        let text = String::from_utf8(rubric_style(&whole_numbers(v.clone()))).unwrap();
+        assert_eq!(
+            text,
+            "{\n  \"id\": \"x\",\n  \"points\": [[300, 95], [1000, 0.25]],\n  \"list\": [\n    {\"a\": 1},\n    {\"b\": [2]}\n  ],\n  \"log\": [\"one\"]\n}\n"
+        );
+        let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back["points"][0][1], 95);
+        assert_eq!(back["list"], v["list"]);
+    }
 
     #[test]
     fn versions() {
