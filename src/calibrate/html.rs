@@ -86,7 +86,8 @@ fn polyline(out: &mut String, points: &[(f64, f64)], colour: &str, dash: bool) {
 
 fn legend(out: &mut String, items: &[(&str, &str)]) {
     for (k, (label, colour)) in items.iter().enumerate() {
-        let y = PAD + 14.0 * k as f64 + 4.0;
+        // Above the plot's frame, so no curve is hidden.
+        let y = 4.0 + 14.0 * k as f64;
         let _ = write!(
             out,
             "<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{colour}\"/>\
@@ -309,11 +310,34 @@ pub fn render(r: &Report) -> String {
             }
         );
     }
-    out.push_str("</table><h2>Plots (held-out period)</h2><div>");
-    out.push_str(&roc_svg(&r.held_out_period));
-    out.push_str(&reliability_svg(&r.held_out_period));
-    out.push_str(&histogram_svg(&r.histogram_fails, &r.histogram_passes));
-    out.push_str(&contributions_svg(r));
+    out.push_str("</table><h2>Plots</h2><div>");
+    for (caption, svg) in [
+        (
+            "ROC, held-out period: the score as a detector of a failed paid call in 14 days",
+            roc_svg(&r.held_out_period),
+        ),
+        (
+            "Reliability, held-out period: predicted against observed failure rate per score decile \
+             (large dots: at least 30 subject-days)",
+            reliability_svg(&r.held_out_period),
+        ),
+        (
+            "Proposal's score by outcome, every labelled day from day 14 (share of each outcome \
+             per 10 points)",
+            histogram_svg(&r.histogram_fails, &r.histogram_passes),
+        ),
+        (
+            "Each check's contribution: AUC lost without it (held-out period)",
+            contributions_svg(r),
+        ),
+    ] {
+        let _ = write!(
+            out,
+            "<figure style=\"display:inline-block;vertical-align:top;width:{W}px;margin:4px\">\
+             <figcaption style=\"font-size:12px\">{}</figcaption>{svg}</figure>",
+            esc(caption)
+        );
+    }
     out.push_str(
         "</div><p>The last plot is the AUC lost on the held-out period when a check's contribution \
          is left out of the score (negative: the score ranks better without it).</p>\
