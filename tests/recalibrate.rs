@@ -138,6 +138,11 @@ fn recalibrate(args: &[&str]) -> Run {
     }
 }
 
+/// A TOML basic string.
+fn toml_string(text: &str) -> String {
+    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -200,22 +205,29 @@ fn a_proposal_is_deterministic_and_never_changes_the_live_rubric() {
     let f = fixture();
     let rubric_before = std::fs::read(&f.rubric).unwrap();
     let rows_before = all_rows(&f.state);
+    // The daemon's configuration names the live rubric; the second run finds it there.
+    let config = f.root.join("x402-probe.toml");
+    let config_text = format!(
+        "[daemon]\nreporter_key = {{ key_file = \"/nonexistent/reporter.key\" }}\n\n[probe]\nrubric = {}\n",
+        toml_string(s(&f.rubric))
+    );
+    std::fs::write(&config, &config_text).unwrap();
     let (a, b) = (out_dir("out-a"), out_dir("out-b"));
-    let args = |out: &Path| {
+    let args = |out: &Path, live: [&str; 2]| {
         recalibrate(&[
             "--state",
             s(&f.state),
             "--labels",
             s(&f.labels),
-            "--rubric",
-            s(&f.rubric),
+            live[0],
+            live[1],
             "--out",
             s(out),
         ])
     };
-    let first = args(&a);
+    let first = args(&a, ["--rubric", s(&f.rubric)]);
     assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
-    let second = args(&b);
+    let second = args(&b, ["--config", s(&config)]);
     assert_eq!(second.code, 0, "{}{}", second.stdout, second.stderr);
     assert_eq!(
         first.stdout.replace(s(&a), ""),
@@ -232,8 +244,14 @@ fn a_proposal_is_deterministic_and_never_changes_the_live_rubric() {
     // No temporary file is left behind.
     assert_eq!(std::fs::read_dir(&a).unwrap().count(), 3);
 
-    // The live rubric, the store and what the daemon scores with are untouched.
+    // The live rubric, the configuration, the store and what the daemon scores with are untouched.
     assert_eq!(std::fs::read(&f.rubric).unwrap(), rubric_before);
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), config_text);
+    let named = x402_probe::config::DaemonConfig::read(&config)
+        .unwrap()
+        .probe
+        .rubric;
+    assert_eq!(named.as_deref(), Some(f.rubric.as_path()));
     assert_eq!(all_rows(&f.state), rows_before);
     let live = Rubric::from_bytes(&rubric_before).unwrap();
     assert_eq!(live.sha256(), Rubric::embedded_default().sha256());

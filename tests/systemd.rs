@@ -281,8 +281,14 @@ fn the_recalibration_reads_the_daemons_state_read_only_and_runs_nightly() {
     assert_eq!(values(&service, "User"), values(&daemon, "User"));
     assert_eq!(values(&service, "Type"), ["oneshot"]);
     let exec = values(&service, "ExecStart")[0];
+    assert!(exec.contains(&format!(" --state {state} ")), "{exec}");
+    // The live rubric is the daemon's: the same configuration file.
+    let config = values(&daemon, "ExecStart")[0]
+        .split_once("--config ")
+        .map(|(_, c)| c.split_whitespace().next().unwrap())
+        .unwrap();
     assert!(
-        exec.contains(&format!("recalibrate --state {state} ")),
+        exec.contains(&format!("recalibrate --config {config} ")),
         "{exec}"
     );
     let out = format!("/var/lib/{}", values(&service, "StateDirectory")[0]);

@@ -39,10 +39,14 @@ pub struct Args {
     /// are the daemon's own paid calls in the 14 days after each daily score.
     #[arg(long, value_name = "FILE")]
     pub labels: Option<PathBuf>,
-    /// The live rubric (the file the daemon's configuration names with `rubric = ...`);
+    /// The live rubric file (what the daemon's configuration names with `[probe] rubric = ...`);
     /// default: the embedded one, as the daemon uses without that line.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
     pub rubric: Option<PathBuf>,
+    /// The daemon's configuration: the live rubric is the one its `[probe] rubric` names (the
+    /// embedded one without it). Only read.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Read the store as of the end of this UTC day (YYYY-MM-DD); default: its latest daily score.
     #[arg(long, value_name = "DAY")]
     pub as_of: Option<String>,
@@ -58,9 +62,14 @@ pub struct Args {
 /// Exit codes: 0 proposal written, 3 nothing to do (frozen rubric: drift report written), 4
 /// refused (too few labelled subjects: nothing written), 2 on an error.
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let live_bytes = match &args.rubric {
+    let rubric_path = match &args.config {
+        Some(config) => crate::config::DaemonConfig::read(config)?.probe.rubric,
+        None => args.rubric.clone(),
+    };
+    let live_bytes = match &rubric_path {
         None => EMBEDDED_DEFAULT.to_vec(),
-        Some(p) => files::read_regular(p, caps::RUBRIC, "a rubric file").context("--rubric")?,
+        Some(p) => files::read_regular(p, caps::RUBRIC, "a rubric file")
+            .with_context(|| format!("the live rubric {}", p.display()))?,
     };
     let live = Rubric::from_bytes(&live_bytes).context("--rubric")?;
     if let Some(path) = &args.accept {
@@ -208,7 +217,8 @@ fn accept(path: &Path, live: &Rubric) -> anyhow::Result<i32> {
     }
     writeln!(
         stdout,
-        "To adopt it, set this line in the daemon's configuration and restart the daemon:"
+        "To adopt it, set this line in the [probe] section of the daemon's configuration and \
+         restart the daemon:"
     )?;
     writeln!(
         stdout,
