@@ -148,6 +148,25 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         let measured = g.measured.map_or("n/a".to_string(), |m| m.to_string());
         writeln!(stdout, "{met:>9}  {measured:>8}  {} ({})", g.goal, g.target)?;
     }
+    let show = |x: Option<f64>| x.map_or("n/a".to_string(), |x| x.to_string());
+    for (name, e) in [
+        ("held-out period (later days)", &report.held_out_period),
+        ("held-out subjects", &report.held_out_subjects),
+    ] {
+        writeln!(
+            stdout,
+            "{name}: {} subject-days, Brier {} (draft, 1 - score/100) / {} (draft, isotonic) -> {} \
+             (improvement {}), AUC {} -> {}, ECE {}",
+            e.rows,
+            show(e.brier_draft_linear),
+            show(e.brier_draft_isotonic),
+            show(e.brier_proposal),
+            show(e.improvement_vs_linear),
+            show(e.auc_draft),
+            show(e.auc_proposal),
+            show(e.ece_proposal),
+        )?;
+    }
     let c = &report.counts;
     writeln!(
         stdout,
