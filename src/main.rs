@@ -32,6 +32,10 @@ enum Command {
     VerifyScore(cmd::verify_score::Args),
     /// Print the running daemon's status (subjects by verdict, next runs, budget, outages).
     Status(cmd::status::Args),
+    /// Fit the rubric's curves, score-to-failure mapping and grades against the 14 days after
+    /// each daily score; write a proposal and a report (exit 0 proposal, 3 nothing to do, 4
+    /// refused).
+    Recalibrate(cmd::recalibrate::Args),
 }
 
 fn main() {
@@ -47,6 +51,7 @@ fn main() {
         Command::Outage(a) => cmd::outage::run(a),
         Command::VerifyScore(a) => cmd::verify_score::run(a),
         Command::Status(a) => cmd::status::run(a),
+        Command::Recalibrate(a) => cmd::recalibrate::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

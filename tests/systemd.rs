@@ -224,6 +224,85 @@ fn the_unit_agrees_with_the_daemon_the_configuration_and_the_service_user() {
     }
 }
 
+/// The recalibration's service and timer, written into `dir` with the binary path replaced.
+fn recalibrate_units(dir: &Path) -> (PathBuf, PathBuf) {
+    let service = std::fs::read_to_string(deploy("x402-probe-recalibrate.service")).unwrap();
+    assert_eq!(service.matches(INSTALLED_BINARY).count(), 1);
+    let service_path = dir.join("x402-probe-recalibrate.service");
+    std::fs::write(
+        &service_path,
+        service.replace(INSTALLED_BINARY, env!("CARGO_BIN_EXE_x402-probe")),
+    )
+    .unwrap();
+    let timer_path = dir.join("x402-probe-recalibrate.timer");
+    std::fs::copy(deploy("x402-probe-recalibrate.timer"), &timer_path).unwrap();
+    (service_path, timer_path)
+}
+
+#[test]
+fn the_recalibration_units_verify_clean_and_rate_at_most_2() {
+    if !systemd_analyze_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (service, timer) = recalibrate_units(dir.path());
+    let (ok, text) = run(Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&service)
+        .arg(&timer));
+    let ours: Vec<&str> = text.lines().filter(|l| l.contains("x402-probe")).collect();
+    assert!(ok && ours.is_empty(), "systemd-analyze verify:\n{text}");
+
+    let (_, text) = run(Command::new("systemd-analyze")
+        .args(["security", "--offline=yes", "--no-pager"])
+        .arg(&service));
+    let score: f64 = text
+        .lines()
+        .find_map(|l| l.split_once("Overall exposure level for x402-probe-recalibrate.service:"))
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no exposure level in:\n{text}"));
+    eprintln!("recalibrate: systemd-analyze security --offline=yes: {score}");
+    assert!(
+        score <= MAX_EXPOSURE,
+        "exposure {score} > {MAX_EXPOSURE}:\n{text}"
+    );
+}
+
+#[test]
+fn the_recalibration_reads_the_daemons_state_read_only_and_runs_nightly() {
+    let daemon = directives(&std::fs::read_to_string(deploy("x402-probe.service")).unwrap());
+    let service =
+        directives(&std::fs::read_to_string(deploy("x402-probe-recalibrate.service")).unwrap());
+    let timer =
+        directives(&std::fs::read_to_string(deploy("x402-probe-recalibrate.timer")).unwrap());
+    let state = format!("/var/lib/{}", values(&daemon, "StateDirectory")[0]);
+    assert_eq!(values(&service, "ReadOnlyPaths"), [state.as_str()]);
+    assert_eq!(values(&service, "User"), values(&daemon, "User"));
+    assert_eq!(values(&service, "Type"), ["oneshot"]);
+    let exec = values(&service, "ExecStart")[0];
+    assert!(exec.contains(&format!(" --state {state} ")), "{exec}");
+    // The live rubric is the daemon's: the same configuration file.
+    let config = values(&daemon, "ExecStart")[0]
+        .split_once("--config ")
+        .map(|(_, c)| c.split_whitespace().next().unwrap())
+        .unwrap();
+    assert!(
+        exec.contains(&format!("recalibrate --config {config} ")),
+        "{exec}"
+    );
+    let out = format!("/var/lib/{}", values(&service, "StateDirectory")[0]);
+    assert_ne!(out, state, "the output has its own directory");
+    assert!(exec.ends_with(&format!("--out {out}")), "{exec}");
+    // Nothing to do (3) and refused (4) are not failures of the unit.
+    assert_eq!(values(&service, "SuccessExitStatus"), ["3 4"]);
+    assert_eq!(values(&service, "PrivateNetwork"), ["yes"]);
+    assert_eq!(values(&timer, "Persistent"), ["true"]);
+    assert!(!values(&timer, "RandomizedDelaySec").is_empty());
+    assert_eq!(values(&timer, "OnCalendar"), ["*-*-* 03:30:00"]);
+    assert_eq!(values(&timer, "Unit"), ["x402-probe-recalibrate.service"]);
+}
+
 /// One datagram from the daemon, with the time it arrived.
 fn hear(socket: &UnixDatagram, deadline: Instant) -> Option<(Instant, String)> {
     let left = deadline.checked_duration_since(Instant::now())?;

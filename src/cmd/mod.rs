@@ -9,6 +9,7 @@ pub mod explain;
 pub mod ledger;
 pub mod outage;
 pub mod probe;
+pub mod recalibrate;
 pub mod recompute;
 pub mod score;
 pub mod service;

@@ -227,6 +227,45 @@ pub struct ValueRules {
     pub price_percentile_among: String,
 }
 
+/// How the capped score reads as a chance of a failed paid call: `points` are `(score, rate)`,
+/// scores strictly increasing in 0..=100, rates in 0..=1 and non-increasing (a higher score never
+/// predicts more failures); between points the rate is interpolated linearly, outside them it is
+/// the nearest point's.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Calibration {
+    /// The window after the score in which a paid call is predicted to fail.
+    pub horizon_days: u32,
+    pub points: Vec<(f64, f64)>,
+}
+
+impl Calibration {
+    /// The predicted failure rate at a capped score.
+    pub fn rate_at(&self, score: f64) -> f64 {
+        predicted_rate(&self.points, score)
+    }
+}
+
+/// Linear interpolation in `points` (`(score, rate)`, scores increasing), clamped at both ends.
+pub fn predicted_rate(points: &[(f64, f64)], score: f64) -> f64 {
+    let (Some(first), Some(last)) = (points.first(), points.last()) else {
+        return 0.0;
+    };
+    if score.is_nan() || score <= first.0 {
+        return first.1;
+    }
+    if score >= last.0 {
+        return last.1;
+    }
+    for pair in points.windows(2) {
+        let ((x0, y0), (x1, y1)) = (pair[0], pair[1]);
+        if score <= x1 {
+            return y0 + (score - x0) / (x1 - x0) * (y1 - y0);
+        }
+    }
+    last.1
+}
+
 /// A validated rubric and the SHA-256 of the bytes it was read from. It is read straight from the file
 /// (unknown fields refused); the two fields the file does not carry are set after validation.
 #[derive(Debug, Clone, Deserialize)]
@@ -255,6 +294,10 @@ pub struct Rubric {
     pub value: ValueRules,
     #[serde(default)]
     pub changelog: Vec<String>,
+    /// The fitted mapping of the capped score to a predicted paid-call failure rate (written by
+    /// `x402-probe recalibrate` into a proposal; absent in the draft).
+    #[serde(default)]
+    pub calibration: Option<Calibration>,
     #[serde(skip)]
     major_version: u64,
     #[serde(skip)]

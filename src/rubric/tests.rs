@@ -173,3 +173,28 @@ fn refuses_malformed_json() {
         Err(RubricError::Parse(_))
     ));
 }
+
+#[test]
+fn the_calibration_section_is_optional_and_checked() {
+    assert!(Rubric::embedded_default().calibration.is_none());
+    let mut v = default_json();
+    v["calibration"] = json!({"horizon_days": 14, "points": [[20, 0.9], [60, 0.3], [95, 0.01]]});
+    let r = Rubric::from_bytes(&serde_json::to_vec(&v).unwrap()).unwrap();
+    let c = r.calibration.as_ref().unwrap();
+    assert_eq!(c.rate_at(0.0), 0.9);
+    assert_eq!(c.rate_at(100.0), 0.01);
+    assert!((c.rate_at(40.0) - 0.6).abs() < 1e-12);
+
+    let bad = |calibration: Value| error_after(move |v| v["calibration"] = calibration);
+    assert!(
+        bad(json!({"horizon_days": 14, "points": [[20, 0.1], [60, 0.3]]})).contains("monotone")
+    );
+    assert!(
+        bad(json!({"horizon_days": 14, "points": [[60, 0.3], [60, 0.1]]})).contains("monotone")
+    );
+    assert!(bad(json!({"horizon_days": 14, "points": [[20, 1.5], [60, 0.3]]})).contains("0..=1"));
+    assert!(bad(json!({"horizon_days": 14, "points": [[-1, 0.5], [60, 0.3]]})).contains("0..=100"));
+    assert!(bad(json!({"horizon_days": 14, "points": [[20, 0.5]]})).contains("at least 2"));
+    assert!(bad(json!({"horizon_days": 0, "points": [[20, 0.5], [60, 0.3]]})).contains("horizon"));
+    assert!(bad(json!({"horizon_days": 14, "points": [], "extra": 1})).contains("unknown field"));
+}

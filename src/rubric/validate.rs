@@ -56,7 +56,49 @@ pub(super) fn validate(file: &Rubric) -> Result<(), RubricError> {
     validate_gates(file)?;
     validate_grades_and_confidence(file)?;
     validate_verdict(file)?;
+    validate_calibration(file)?;
     validate_rest(file)
+}
+
+/// The optional calibration: a monotone mapping of scores (0..=100, strictly increasing) to
+/// failure rates (0..=1, non-increasing).
+fn validate_calibration(file: &Rubric) -> Result<(), RubricError> {
+    let Some(c) = &file.calibration else {
+        return Ok(());
+    };
+    if !(1..=365).contains(&c.horizon_days) {
+        return Err(invalid(format!(
+            "calibration.horizon_days must be 1 to 365, got {}",
+            c.horizon_days
+        )));
+    }
+    if c.points.len() < 2 {
+        return Err(invalid("calibration needs at least 2 points"));
+    }
+    for &(score, rate) in &c.points {
+        if !(score.is_finite() && (0.0..=100.0).contains(&score)) {
+            return Err(invalid(format!(
+                "calibration score {score} must be in 0..=100"
+            )));
+        }
+        if !(rate.is_finite() && (0.0..=1.0).contains(&rate)) {
+            return Err(invalid(format!("calibration rate {rate} must be in 0..=1")));
+        }
+    }
+    for pair in c.points.windows(2) {
+        let ((s0, r0), (s1, r1)) = (pair[0], pair[1]);
+        if s1 <= s0 {
+            return Err(invalid(format!(
+                "calibration is not monotone: scores must strictly increase ({s0} then {s1})"
+            )));
+        }
+        if r1 > r0 {
+            return Err(invalid(format!(
+                "calibration is not monotone: the rate must not rise with the score ({r0} then {r1})"
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn validate_dimensions(file: &Rubric) -> Result<(), RubricError> {

@@ -54,8 +54,10 @@ pub struct ScoreDocument {
     pub value: Value,
     /// Checks in the history that this rubric does not have (kept, not scored).
     pub ignored_checks: Vec<String>,
-    /// The inputs exactly as scored (shared with the parsed inputs, not copied).
+    /// The inputs exactly as scored (shared with the parsed inputs, not copied). Null when read
+    /// back from the store's form, which leaves them out (the ledger holds them).
     #[serde(
+        default,
         serialize_with = "serialize_shared",
         deserialize_with = "deserialize_shared"
     )]

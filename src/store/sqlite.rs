@@ -127,6 +127,69 @@ impl SqliteStore {
         })
     }
 
+    /// Opens an existing store for reading only (the recalibration, next to a running daemon):
+    /// nothing is created, no pragma or schema is written; in WAL mode it reads the last commit
+    /// while the daemon writes. A WAL database whose `-wal` and `-shm` files are gone (the daemon
+    /// closed it cleanly) cannot be read from a read-only directory; then, with no `-wal` file,
+    /// so no writer, the file is read as immutable.
+    pub fn open_read_only(path: &Path) -> Result<SqliteStore, StoreError> {
+        match Self::open_read_only_with(path, false) {
+            Err(e) if !PathBuf::from(format!("{}-wal", path.display())).exists() => {
+                Self::open_read_only_with(path, true).map_err(|_| e)
+            }
+            other => other,
+        }
+    }
+
+    fn open_read_only_with(path: &Path, immutable: bool) -> Result<SqliteStore, StoreError> {
+        use rusqlite::OpenFlags;
+        let shown = path.display().to_string();
+        let sql = |context: &'static str| {
+            let shown = shown.clone();
+            move |source| StoreError::Sqlite {
+                path: shown.clone(),
+                context,
+                source,
+            }
+        };
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = if immutable {
+            // A URI path: percent-encode what a URI gives meaning to.
+            let mut uri = String::from("file:");
+            for b in path.as_os_str().as_encoded_bytes() {
+                if b.is_ascii() && !b"%?#".contains(b) {
+                    uri.push(char::from(*b));
+                } else {
+                    uri.push_str(&format!("%{b:02X}"));
+                }
+            }
+            uri.push_str("?immutable=1");
+            Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+        } else {
+            Connection::open_with_flags(path, flags)
+        }
+        .map_err(sql("opening read-only"))?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(sql("setting the busy timeout"))?;
+        let found: Option<String> = conn
+            .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(sql("reading the schema id"))?;
+        if found.as_deref() != Some(SCHEMA_ID) {
+            return Err(StoreError::Schema {
+                path: shown,
+                found: found.unwrap_or_default(),
+                expected: SCHEMA_ID,
+            });
+        }
+        Ok(SqliteStore {
+            conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+        })
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
