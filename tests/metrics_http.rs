@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use api_support::*;
 use metrics_support::*;
-use x402_probe::daemon::scoring::from_stored_form;
+use x402_probe::score::document::ScoreDocument;
 use x402_probe::store::{SqliteStore, Store};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -67,7 +67,7 @@ fn stored_verdicts(store: &SqliteStore) -> BTreeMap<String, f64> {
     let mut counts = BTreeMap::new();
     for row in store.subjects().unwrap() {
         if let Some(score) = store.latest_score(&row.url).unwrap() {
-            let doc = from_stored_form(&score.document).unwrap();
+            let doc = ScoreDocument::from_slice(&score.document).unwrap();
             *counts
                 .entry(doc.verdict.verdict.as_str().to_string())
                 .or_insert(0.0) += 1.0;

@@ -19,7 +19,6 @@ use super::types::{
     ValueView, WatchView,
 };
 use crate::daemon::pipeline::Shared;
-use crate::daemon::scoring::from_stored_form;
 use crate::ledger::key::ReporterKey;
 use crate::score::document::ScoreDocument;
 use crate::score::outlook;
@@ -198,7 +197,7 @@ impl Builder {
         let mut daily = Vec::with_capacity(days.len());
         let mut points = Vec::with_capacity(days.len());
         for day in &days {
-            match from_stored_form(&day.document) {
+            match ScoreDocument::from_slice(&day.document) {
                 Ok(doc) => {
                     daily.push(daily_of(day, &doc));
                     points.push(DayPoint::of(day, &doc));

@@ -423,7 +423,7 @@ impl Daemon {
             let Some(score) = store.latest_score(url)? else {
                 continue;
             };
-            match scoring::from_stored_form(&score.document) {
+            match crate::score::document::ScoreDocument::from_slice(&score.document) {
                 Ok(doc) => {
                     let summary = scoring::summary_of(
                         &self.shared.rubric,

@@ -10,7 +10,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use crate::checks::history::Declared;
-use crate::daemon::scoring::from_stored_form;
 use crate::evidence::Outcome;
 use crate::evidence::paid::{Decision, PaidObservation};
 use crate::ledger::record::{Record, RecordKind};
@@ -43,7 +42,7 @@ impl Latest {
     pub(crate) fn of(document: Option<&[u8]>) -> Latest {
         match document {
             None => Latest::None,
-            Some(bytes) => match from_stored_form(bytes) {
+            Some(bytes) => match ScoreDocument::from_slice(bytes) {
                 Ok(doc) => Latest::Doc(Arc::new(doc)),
                 Err(e) => Latest::Unreadable(e.to_string()),
             },
