@@ -32,6 +32,9 @@ enum Command {
     VerifyScore(cmd::verify_score::Args),
     /// Print the running daemon's status (subjects by verdict, next runs, budget, outages).
     Status(cmd::status::Args),
+    /// Run the daemon on a simulated clock against a seeded population of lab endpoints with
+    /// hidden truths; write its state, the labels and the truth.
+    Simulate(cmd::simulate::Args),
 }
 
 fn main() {
@@ -47,6 +50,7 @@ fn main() {
         Command::Outage(a) => cmd::outage::run(a),
         Command::VerifyScore(a) => cmd::verify_score::run(a),
         Command::Status(a) => cmd::status::run(a),
+        Command::Simulate(a) => cmd::simulate::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -12,5 +12,6 @@ pub mod probe;
 pub mod recompute;
 pub mod score;
 pub mod service;
+pub mod simulate;
 pub mod status;
 pub mod verify_score;
