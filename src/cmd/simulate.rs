@@ -230,7 +230,10 @@ mod lab {
             "runs                {} ({} not synthetic_fixture)",
             summary.runs, summary.foreign
         );
-        println!("paid calls          {}", summary.paid_calls);
+        println!(
+            "paid calls          {} settled (of {} reserved)",
+            summary.paid_calls, summary.reserved
+        );
         println!("USD spent           {}", summary.spent);
         println!(
             "wall time           {:.1} s (daemon and lab {:.1} s)",
@@ -470,6 +473,7 @@ enabled = false
         runs: u64,
         foreign: u64,
         paid_calls: u64,
+        reserved: u64,
         spent: Usd,
         store_bytes: u64,
     }
@@ -491,6 +495,7 @@ enabled = false
             drop(store);
             let spend = SpendStore::open(state)?;
             let reservations = spend.reservations()?;
+            let reserved = reservations.len() as u64;
             let paid_calls = reservations
                 .iter()
                 .filter(|r| r.state == ReservationState::Settled)
@@ -511,6 +516,7 @@ enabled = false
                 runs,
                 foreign,
                 paid_calls,
+                reserved,
                 spent,
                 store_bytes,
             })
