@@ -242,9 +242,9 @@ pub struct Truth {
     pub index: u32,
     pub class: Class,
     /// The category the daemon's configuration gives it (what a catalogue would say).
-    pub category: &'static str,
-    /// Which lab scenario it is served as (`honest-v2` or `honest-v1`) before its truth applies.
-    pub base: &'static str,
+    pub category: Category,
+    /// Which lab scenario it is served as before its truth applies.
+    pub base: Base,
     /// The price at day 0, in the token's base units.
     pub price: u64,
     /// Unpaid answers (the 402) and paid answers.
@@ -261,7 +261,51 @@ pub struct Truth {
 }
 
 /// The categories endpoints are listed under.
-const CATEGORIES: [&str; 4] = ["weather", "search", "finance", "images"];
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    Weather,
+    Search,
+    Finance,
+    Images,
+}
+
+impl Category {
+    pub const ALL: [Category; 4] = [
+        Category::Weather,
+        Category::Search,
+        Category::Finance,
+        Category::Images,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::Weather => "weather",
+            Category::Search => "search",
+            Category::Finance => "finance",
+            Category::Images => "images",
+        }
+    }
+}
+
+/// The lab scenario an endpoint is served as: an honest x402 v2 or v1 endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Base {
+    #[serde(rename = "honest-v2")]
+    HonestV2,
+    #[serde(rename = "honest-v1")]
+    HonestV1,
+}
+
+impl Base {
+    /// The scenario's name in `scenarios::all()`.
+    pub fn scenario(self) -> &'static str {
+        match self {
+            Base::HonestV2 => "honest-v2",
+            Base::HonestV1 => "honest-v1",
+        }
+    }
+}
 
 impl Truth {
     /// The failure share at a time.
@@ -475,11 +519,11 @@ impl Population {
             Some(c) => *c,
             None => draw_class(&mut rng),
         };
-        let category = CATEGORIES[rng.random_range(0..CATEGORIES.len())];
+        let category = Category::ALL[rng.random_range(0..Category::ALL.len())];
         let base = if rng.random_bool(0.2) {
-            "honest-v1"
+            Base::HonestV1
         } else {
-            "honest-v2"
+            Base::HonestV2
         };
         // 0.001 to 0.02 USDC, in whole thousandths of a cent.
         let price = rng.random_range(1..=20u64) * 1_000;
@@ -830,6 +874,16 @@ mod tests {
             }
         }
         assert!(seen > 50, "{seen}");
+    }
+
+    #[test]
+    fn every_base_is_a_lab_scenario_and_both_are_drawn() {
+        for base in [Base::HonestV2, Base::HonestV1] {
+            assert!(crate::scenarios::by_name(base.scenario()).is_some());
+        }
+        let p = Population::generate(2, 100, 30);
+        assert!(p.subjects.iter().any(|t| t.base == Base::HonestV1));
+        assert!(p.subjects.iter().any(|t| t.base == Base::HonestV2));
     }
 
     #[test]

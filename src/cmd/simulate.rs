@@ -152,7 +152,7 @@ mod lab {
         for truth in &population.subjects {
             let url = lab
                 .spawn_variant(
-                    truth.base,
+                    truth.base.scenario(),
                     &format!("sim-{}", truth.index),
                     truth.timeline(start, args.latency_scale),
                     lab_clock.clone(),
@@ -361,7 +361,7 @@ enabled = false
         for (truth, url) in population.subjects.iter().zip(urls) {
             text.push_str(&format!(
                 "\n[[subject]]\nurl = \"{url}\"\ncategory = \"{}\"\n",
-                truth.category
+                truth.category.name()
             ));
         }
         text
