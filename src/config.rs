@@ -315,6 +315,10 @@ pub enum Provenance {
     Live,
     /// A test lab: test data never passes for observation.
     TestHarness,
+    /// A simulated population (`x402-probe simulate`): endpoints following a hidden truth.
+    /// Written by the simulator into the daemon's configuration; not a `probe` flag.
+    #[value(skip)]
+    SyntheticFixture,
 }
 
 impl Provenance {
@@ -323,12 +327,13 @@ impl Provenance {
     }
 }
 
-/// What a run states (the evidence model's provenance; a probe run is never a synthetic fixture).
+/// What a run states (the evidence model's provenance).
 impl From<Provenance> for crate::evidence::run::Provenance {
     fn from(p: Provenance) -> Self {
         match p {
             Provenance::Live => crate::evidence::run::Provenance::Live,
             Provenance::TestHarness => crate::evidence::run::Provenance::TestHarness,
+            Provenance::SyntheticFixture => crate::evidence::run::Provenance::SyntheticFixture,
         }
     }
 }
@@ -1130,6 +1135,9 @@ mod tests {
         assert_eq!(ok.probe.samples.get(), 3);
         assert_eq!(ok.probe.spacing_ms, SpacingMs::default());
         assert_eq!(ok.probe.provenance, Provenance::TestHarness);
+        let synthetic: Provenance =
+            serde_json::from_value(serde_json::json!("synthetic_fixture")).unwrap();
+        assert_eq!(synthetic.as_str(), "synthetic_fixture");
         let pay = ok.pay.as_ref().unwrap();
         assert_eq!(pay.paid_options().confirmations, 0);
         assert_eq!(pay.paid_options().deadline_ms, 900_000);

@@ -36,6 +36,9 @@ enum Command {
     /// each daily score; write a proposal and a report (exit 0 proposal, 3 nothing to do, 4
     /// refused).
     Recalibrate(cmd::recalibrate::Args),
+    /// Run the daemon on a simulated clock against a seeded population of lab endpoints with
+    /// hidden truths; write its state, the labels and the truth.
+    Simulate(cmd::simulate::Args),
 }
 
 fn main() {
@@ -52,6 +55,7 @@ fn main() {
         Command::VerifyScore(a) => cmd::verify_score::run(a),
         Command::Status(a) => cmd::status::run(a),
         Command::Recalibrate(a) => cmd::recalibrate::run(a),
+        Command::Simulate(a) => cmd::simulate::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

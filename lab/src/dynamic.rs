@@ -1,12 +1,17 @@
 //! Endpoints that change over time: a price that rises, a payTo that rotates (with or without the
-//! operator's note), outages of hours or days, a failure share. The time is read from a clock the
-//! test gives (simulated days pass in seconds), so the daemon under test sees an endpoint's life
-//! unfold while nothing about it reaches the daemon except what the endpoint serves.
+//! operator's note), outages of hours or days, a failure share that changes, latency, and the
+//! lab's dishonest behaviours (an overcharging, wrong-payee or double-pulling facilitator, a charge
+//! without delivery, invalid output, an injected description) switched on at an onset. The time
+//! is read from a clock the test gives (simulated days pass in seconds), so the daemon under test
+//! sees an endpoint's life unfold while nothing about it reaches the daemon except what the
+//! endpoint serves.
 
 use std::sync::Arc;
 
 use alloy::primitives::Address;
 use serde_json::{Value, json};
+
+use crate::scenarios::{FacilitatorKind, Paid, TextFault};
 
 /// The lab's idea of "now", in ms since the epoch (a simulated clock in tests).
 pub type LabClock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -26,6 +31,46 @@ pub struct Timeline {
     pub down: Vec<(i64, i64)>,
     /// Share of requests (0..1) answered 503, deterministically spread over requests.
     pub fail_share: f64,
+    /// The share from a time on, replacing `fail_share` (a reliability that changes).
+    pub fail_shares: Vec<(i64, f64)>,
+    /// The facilitator the paid path settles through from a time on (an overcharge, a wrong
+    /// payee or a double pull that starts at an onset).
+    pub facilitator: Vec<(i64, FacilitatorKind)>,
+    /// What happens after a valid payment from a time on (charge without delivery, invalid
+    /// output).
+    pub paid: Vec<(i64, Paid)>,
+    /// The description and docs from a time on (an injection that appears).
+    pub text: Vec<(i64, TextFault)>,
+    /// A delay before each unpaid answer, drawn per request.
+    pub free_delay: Option<Delay>,
+    /// A delay before each paid answer, drawn per request.
+    pub paid_delay: Option<Delay>,
+}
+
+/// A log-normal delay: `median_ms * exp(sigma * z)` for a standard normal z drawn per request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Delay {
+    pub median_ms: f64,
+    pub sigma: f64,
+}
+
+impl Delay {
+    /// The delay of request number `n`: deterministic in `n` (a hash, not a random generator),
+    /// capped at ten times the median.
+    pub fn for_request(&self, n: u64) -> std::time::Duration {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(n.to_be_bytes());
+        let unit = |b: &[u8]| {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(b);
+            ((u64::from_be_bytes(word) >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        };
+        let (u1, u2) = (unit(&digest[..8]), unit(&digest[8..16]));
+        // Box-Muller.
+        let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+        let ms = (self.median_ms * (self.sigma * z).exp()).clamp(0.0, self.median_ms * 10.0);
+        std::time::Duration::from_micros((ms * 1000.0) as u64)
+    }
 }
 
 impl Timeline {
@@ -44,14 +89,34 @@ impl Timeline {
         Self::latest(&self.pay_to, now)
     }
 
+    /// The failure share at `now`.
+    pub fn fail_share_at(&self, now: i64) -> f64 {
+        Self::latest(&self.fail_shares, now).unwrap_or(self.fail_share)
+    }
+
+    /// The facilitator at `now`, when the timeline sets one.
+    pub fn facilitator_at(&self, now: i64) -> Option<FacilitatorKind> {
+        Self::latest(&self.facilitator, now)
+    }
+
+    /// The paid behaviour at `now`, when the timeline sets one.
+    pub fn paid_at(&self, now: i64) -> Option<Paid> {
+        Self::latest(&self.paid, now)
+    }
+
+    /// The text fault at `now`, when the timeline sets one.
+    pub fn text_at(&self, now: i64) -> Option<TextFault> {
+        Self::latest(&self.text, now)
+    }
+
     pub fn down_at(&self, now: i64) -> bool {
         self.down.iter().any(|(from, to)| now >= *from && now < *to)
     }
 
-    /// Whether request number `n` fails (the same spread as the flaky scenario).
-    pub fn fails(&self, n: u64) -> bool {
-        self.fail_share > 0.0
-            && ((n + 1) as f64 * self.fail_share).floor() > (n as f64 * self.fail_share).floor()
+    /// Whether request number `n` at `now` fails (the same spread as the flaky scenario).
+    pub fn fails(&self, n: u64, now: i64) -> bool {
+        let share = self.fail_share_at(now);
+        share > 0.0 && ((n + 1) as f64 * share).floor() > (n as f64 * share).floor()
     }
 
     /// Applies the price and payTo of `now` to every `accepts` entry of a PaymentRequired.
@@ -150,6 +215,38 @@ mod tests {
             fail_share: 0.3,
             ..Timeline::default()
         };
-        assert_eq!((0..10).filter(|n| t.fails(*n)).count(), 3);
+        assert_eq!((0..10).filter(|n| t.fails(*n, 0)).count(), 3);
+    }
+
+    #[test]
+    fn a_share_and_the_paid_path_change_at_their_onsets() {
+        let t = Timeline {
+            fail_share: 0.3,
+            fail_shares: vec![(100, 0.0), (200, 0.5)],
+            paid: vec![(150, Paid::SettleThen500)],
+            facilitator: vec![(150, FacilitatorKind::Overcharge)],
+            ..Timeline::default()
+        };
+        assert_eq!((0..10).filter(|n| t.fails(*n, 99)).count(), 3);
+        assert_eq!((0..10).filter(|n| t.fails(*n, 100)).count(), 0);
+        assert_eq!((0..10).filter(|n| t.fails(*n, 200)).count(), 5);
+        assert_eq!(t.paid_at(149), None);
+        assert_eq!(t.paid_at(150), Some(Paid::SettleThen500));
+        assert_eq!(t.facilitator_at(150), Some(FacilitatorKind::Overcharge));
+    }
+
+    #[test]
+    fn delays_spread_around_their_median() {
+        let d = Delay {
+            median_ms: 100.0,
+            sigma: 0.5,
+        };
+        let mut ms: Vec<f64> = (0..1001)
+            .map(|n| d.for_request(n).as_secs_f64() * 1000.0)
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        assert!((80.0..125.0).contains(&ms[500]), "median {}", ms[500]);
+        assert!(ms[0] < 60.0 && ms[1000] > 160.0 && ms[1000] <= 1000.0);
+        assert_eq!(d.for_request(7), d.for_request(7));
     }
 }

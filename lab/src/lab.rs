@@ -22,7 +22,7 @@ use crate::server::{self, RunningEndpoint, Shared};
 use crate::tls::{Lifetime, TestCa};
 use crate::token::Token;
 
-/// What the payer wallet holds at the start: 1000 USDC.
+/// What the payer wallet holds at the start by default: 1000 USDC.
 pub const PAYER_FUNDS: u64 = 1_000_000_000;
 
 /// Knobs for a lab.
@@ -34,6 +34,9 @@ pub struct LabOptions {
     pub slow_ms: u64,
     /// The `flaky` scenario's failure share.
     pub flaky_share: f64,
+    /// What the payer wallet holds at the start, in the token's base units (a long simulation
+    /// pays more than a test).
+    pub payer_funds: u64,
 }
 
 impl Default for LabOptions {
@@ -42,6 +45,7 @@ impl Default for LabOptions {
             scenarios: None,
             slow_ms: 4000,
             flaky_share: 0.5,
+            payer_funds: PAYER_FUNDS,
         }
     }
 }
@@ -146,7 +150,7 @@ impl Lab {
         )?;
         drop(payer_signer);
         token
-            .mint(payer, U256::from(PAYER_FUNDS))
+            .mint(payer, U256::from(options.payer_funds))
             .await
             .context("funding the payer")?;
         rpc.set_balance(payer, U256::from(10u128.pow(18))).await?;

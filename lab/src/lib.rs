@@ -3,12 +3,14 @@
 //! `Lab::start` brings up, in about a second: an anvil chain (`chain`, `rpc`), the EIP-3009 token and a
 //! fake twin (`token`), a facilitator with honest and dishonest kinds (`facilitator`), one resource
 //! server per named scenario (`scenarios`, `quote`, `server`, `tls`) and a discovery catalogue
-//! (`catalogue`). Dropping the `Lab` stops all of it, anvil included.
+//! (`catalogue`). `population` draws simulated endpoints with hidden truths that lab endpoints
+//! follow over time (`dynamic`). Dropping the `Lab` stops all of it, anvil included.
 
 pub mod catalogue;
 pub mod chain;
 pub mod dynamic;
 pub mod facilitator;
+pub mod population;
 pub mod quote;
 pub mod rpc;
 pub mod scenarios;

@@ -60,6 +60,42 @@ pub struct RunningEndpoint {
     _tasks: JoinSet<()>,
 }
 
+impl Endpoint {
+    /// The scenario as it behaves now: the timeline's text, paid behaviour and facilitator at the
+    /// lab clock's time replace the scenario's own, when it sets them.
+    fn scenario_now(&self) -> std::borrow::Cow<'_, Scenario> {
+        let Some(d) = self.dynamic.as_ref() else {
+            return std::borrow::Cow::Borrowed(&self.scenario);
+        };
+        let timeline = d.timeline();
+        let now = d.now();
+        let (text, paid, facilitator) = (
+            timeline.text_at(now),
+            timeline.paid_at(now),
+            timeline.facilitator_at(now),
+        );
+        if text.is_none() && paid.is_none() && facilitator.is_none() {
+            return std::borrow::Cow::Borrowed(&self.scenario);
+        }
+        let mut scenario = self.scenario.clone();
+        scenario.text = text.unwrap_or(scenario.text);
+        scenario.paid = paid.unwrap_or(scenario.paid);
+        scenario.facilitator = facilitator.unwrap_or(scenario.facilitator);
+        std::borrow::Cow::Owned(scenario)
+    }
+
+    /// The delay the timeline asks before answering request `n` (unpaid or paid).
+    fn delay(&self, n: u64, paid: bool) -> Option<Duration> {
+        let timeline = self.dynamic.as_ref()?.timeline();
+        let delay = if paid {
+            timeline.paid_delay
+        } else {
+            timeline.free_delay
+        };
+        delay.map(|d| d.for_request(n))
+    }
+}
+
 /// Start the listener of one scenario. `tls` is the server configuration for HTTPS scenarios.
 pub async fn start(
     scenario: Scenario,
@@ -199,7 +235,8 @@ fn with_header(mut resp: Resp, name: &'static str, value: &str) -> Resp {
 }
 
 async fn handle(endpoint: Arc<Endpoint>, req: Request<Incoming>) -> Resp {
-    let scenario = &endpoint.scenario;
+    let scenario_now = endpoint.scenario_now();
+    let scenario = &*scenario_now;
     let path = req.uri().path().to_string();
     if path == OPERATOR_PATH {
         return match quote::operator_file(scenario, &endpoint.quote) {
@@ -227,7 +264,7 @@ async fn handle(endpoint: Arc<Endpoint>, req: Request<Incoming>) -> Resp {
     if endpoint
         .dynamic
         .as_ref()
-        .is_some_and(|d| d.timeline().fails(n))
+        .is_some_and(|d| d.timeline().fails(n, d.now()))
     {
         return respond(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -295,6 +332,9 @@ async fn handle(endpoint: Arc<Endpoint>, req: Request<Incoming>) -> Resp {
         .map(str::to_string);
     // Drain a small request body; nothing here reads it.
     let _ = Limited::new(req.into_body(), 64 * 1024).collect().await;
+    if let Some(delay) = endpoint.delay(n, payment.is_some()) {
+        tokio::time::sleep(delay).await;
+    }
     match payment {
         None => payment_required(&endpoint, None),
         Some(p) => paid(&endpoint, &p).await,
@@ -317,7 +357,7 @@ fn current_quote(endpoint: &Endpoint) -> Value {
 
 /// The PaymentRequired for the `nth` quote, with the endpoint's timeline applied.
 fn quote_at(endpoint: &Endpoint, nth: u64) -> Value {
-    let mut pr = quote::payment_required(&endpoint.scenario, &endpoint.quote, nth);
+    let mut pr = quote::payment_required(&endpoint.scenario_now(), &endpoint.quote, nth);
     if let Some(d) = endpoint.dynamic.as_ref() {
         d.timeline().apply_quote(&mut pr, d.now());
     }
@@ -425,7 +465,8 @@ fn receipt_header(protocol: Protocol) -> &'static str {
 }
 
 async fn paid(endpoint: &Arc<Endpoint>, header_value: &str) -> Resp {
-    let scenario = &endpoint.scenario;
+    let scenario_now = endpoint.scenario_now();
+    let scenario = &*scenario_now;
     let Some(payload) = decode_payment(header_value) else {
         return json_response(
             StatusCode::BAD_REQUEST,

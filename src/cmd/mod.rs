@@ -13,5 +13,6 @@ pub mod recalibrate;
 pub mod recompute;
 pub mod score;
 pub mod service;
+pub mod simulate;
 pub mod status;
 pub mod verify_score;
