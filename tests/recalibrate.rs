@@ -330,7 +330,25 @@ fn a_proposal_is_deterministic_and_never_changes_the_live_rubric() {
     );
     assert!(report["held_out_subjects"]["rows"].as_u64().unwrap() > 0);
     assert_eq!(report["goals"].as_array().unwrap().len(), 8);
+    // A missed goal says by how much and why (from the report's own figures); a met one does not.
+    let mut missed = 0;
+    for g in report["goals"].as_array().unwrap() {
+        let is_missed = g["met"] == serde_json::json!(false);
+        assert_eq!(g.get("why").is_some(), is_missed, "{g}");
+        assert_eq!(g.get("shortfall").is_some(), is_missed, "{g}");
+        if is_missed {
+            missed += 1;
+            let target: f64 = g["target"].as_str().unwrap()[3..].parse().unwrap();
+            let by = (g["measured"].as_f64().unwrap() - target).abs();
+            assert!((g["shortfall"].as_f64().unwrap() - by).abs() < 1e-4, "{g}");
+            assert!(
+                g["why"].as_str().unwrap().contains("What would fix it"),
+                "{g}"
+            );
+        }
+    }
     let html = std::fs::read_to_string(a.join("report.html")).unwrap();
+    assert_eq!(html.contains("Missed goals"), missed > 0);
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert_eq!(html.matches("<svg").count(), 4);
     assert!(!html.contains("<script") && !html.contains("src=") && !html.contains("href="));

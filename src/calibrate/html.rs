@@ -310,7 +310,23 @@ pub fn render(r: &Report) -> String {
             }
         );
     }
-    out.push_str("</table><h2>Plots</h2><div>");
+    out.push_str("</table>");
+    let missed: Vec<&crate::calibrate::job::Goal> =
+        r.goals.iter().filter(|g| g.why.is_some()).collect();
+    if !missed.is_empty() {
+        out.push_str("<h2>Missed goals: by how much, why, what would fix it</h2><ul>");
+        for g in missed {
+            let _ = write!(
+                out,
+                "<li><b>{}</b>: missed by {}. {}</li>",
+                esc(g.goal),
+                num(g.shortfall),
+                esc(g.why.as_deref().unwrap_or_default())
+            );
+        }
+        out.push_str("</ul>");
+    }
+    out.push_str("<h2>Plots</h2><div>");
     for (caption, svg) in [
         (
             "ROC, held-out period: the score as a detector of a failed paid call in 14 days",

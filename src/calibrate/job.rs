@@ -241,6 +241,20 @@ pub struct Goal {
     pub measured: Option<f64>,
     /// `None` for figures with no target (printed only).
     pub met: Option<bool>,
+    /// When missed: how far from the target, in the figure's unit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shortfall: Option<f64>,
+    /// When missed: why, from this report's own figures, and what would fix it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+/// What the explanations of missed goals read: how the failure share moved between the fit
+/// period and the held-out period, and the checks that rank best.
+struct Drift {
+    fit_fail_share: Option<f64>,
+    later_fail_share: Option<f64>,
+    top_checks: Vec<String>,
 }
 
 /// Whether a subject is held out (a stable hash of its id: about a fifth).
@@ -510,7 +524,7 @@ pub fn run(
 
     // Each check's part in the ranking: the held-out period's AUC without it.
     let full_auc = held_out_period.auc_proposal;
-    let contributions = (0..table.checks.len())
+    let contributions: Vec<Contribution> = (0..table.checks.len())
         .filter(|&c| {
             later
                 .iter()
@@ -562,7 +576,28 @@ pub fn run(
         }
     }
 
-    let goals = goals(&held_out_period, &verdicts);
+    let share_failing = |rows: &[usize]| {
+        (!rows.is_empty())
+            .then(|| rows.iter().filter(|&&i| fails(i)).count() as f64 / rows.len() as f64)
+    };
+    let mut ranked: Vec<&Contribution> = contributions.iter().collect();
+    ranked.sort_by(|a, b| {
+        b.auc_lost
+            .unwrap_or(0.0)
+            .total_cmp(&a.auc_lost.unwrap_or(0.0))
+            .then_with(|| a.check.cmp(&b.check))
+    });
+    let drift = Drift {
+        fit_fail_share: share_failing(&fit_rows),
+        later_fail_share: share_failing(&later),
+        top_checks: ranked
+            .iter()
+            .filter(|c| c.auc_lost.is_some_and(|l| l > 0.0))
+            .take(3)
+            .map(|c| c.check.clone())
+            .collect(),
+    };
+    let goals = goals(&held_out_period, &verdicts, &drift);
     let proposal_version = next_version(&live.version, opts.freeze);
     let mut report = Report {
         format: REPORT_FORMAT,
@@ -747,59 +782,158 @@ fn fit_grades(live: &Rubric, mapping: &[(f64, f64)], fit_scores: &[f64]) -> Vec<
     out
 }
 
-fn goals(period: &Evaluation, v: &Verdicts) -> Vec<Goal> {
+/// Why the calibration goals are missed, from the report's own figures.
+fn calibration_why(period: &Evaluation, d: &Drift) -> String {
+    let pct = |x: f64| format!("{:.1}%", x * 100.0);
+    let mut why = String::new();
+    if let (Some(fit), Some(later)) = (d.fit_fail_share, d.later_fail_share) {
+        if (later - fit).abs() >= 0.02 {
+            why.push_str(&format!(
+                "the held-out period's subject-days fail at {} against {} in the fit period: the map, \
+                 fitted on the earlier days, {} the later ones (the population is not stationary). ",
+                pct(later),
+                pct(fit),
+                if later > fit { "under-predicts" } else { "over-predicts" }
+            ));
+        } else {
+            why.push_str(&format!(
+                "the failure share is stable ({} fit, {} held out): the miss is in the map's shape. ",
+                pct(fit),
+                pct(later)
+            ));
+        }
+    }
+    let worst = period
+        .deciles_proposal
+        .iter()
+        .filter(|x| x.n >= MIN_DECILE)
+        .max_by(|a, b| {
+            (a.observed - a.predicted)
+                .abs()
+                .total_cmp(&(b.observed - b.predicted).abs())
+        });
+    if let Some(w) = worst {
+        why.push_str(&format!(
+            "The worst decile (scores {}-{}, {} subject-days) was predicted {} and observed {}. ",
+            w.score_low,
+            w.score_high,
+            w.n,
+            pct(w.predicted),
+            pct(w.observed)
+        ));
+    }
+    why.push_str(
+        "What would fix it: a map fitted nearest the as-of day (a rolling window) or one that \
+         models the drift of the failure share, and more subject-days per decile; a change to what \
+         the rubric calibrates belongs in a proposal, with this report as its evidence.",
+    );
+    why
+}
+
+fn goals(period: &Evaluation, v: &Verdicts, d: &Drift) -> Vec<Goal> {
     let atleast = |x: Option<f64>, t: f64| x.map(|x| x >= t);
     let atmost = |x: Option<f64>, t: f64| x.map(|x| x <= t);
-    vec![
+    let ranking_why = || {
+        format!(
+            "The checks that rank best are {}; a failure that starts after the as-of day leaves \
+             no evidence before it, so no check can rank it. What would fix it: more paid samples \
+             per subject (the paid checks carry the ranking) and a longer follow-up.",
+            if d.top_checks.is_empty() {
+                "none".to_string()
+            } else {
+                d.top_checks.join(", ")
+            }
+        )
+    };
+    let mut goals = vec![
         Goal {
             goal: "AUC of the score for a failed paid call in the next 14 days (held-out period)",
             target: ">= 0.90".into(),
             measured: period.auc_proposal,
             met: atleast(period.auc_proposal, 0.90),
+            shortfall: None,
+            why: None,
         },
         Goal {
             goal: "expected calibration error over deciles of >= 30 subject-days (held-out period)",
             target: "<= 0.05".into(),
             measured: period.ece_proposal,
             met: atmost(period.ece_proposal, 0.05),
+            shortfall: None,
+            why: None,
         },
         Goal {
             goal: "largest gap of a decile of >= 30 subject-days (held-out period)",
             target: "<= 0.05".into(),
             measured: period.max_decile_gap_proposal,
             met: atmost(period.max_decile_gap_proposal, 0.05),
+            shortfall: None,
+            why: None,
         },
         Goal {
             goal: "Brier improvement over the draft (1 - score/100) on the held-out period",
             target: ">= 0.10".into(),
             measured: period.improvement_vs_linear,
             met: atleast(period.improvement_vs_linear, 0.10),
+            shortfall: None,
+            why: None,
         },
         Goal {
             goal: "Brier improvement over the draft with an isotonic map (held-out period)",
             target: "reported".into(),
             measured: period.improvement_vs_isotonic,
             met: None,
+            shortfall: None,
+            why: None,
         },
         Goal {
             goal: "share of avoid subject-days that fail",
             target: "reported".into(),
             measured: v.avoid_that_fail,
             met: None,
+            shortfall: None,
+            why: None,
         },
         Goal {
             goal: "share of ok subject-days that do not fail",
             target: "reported".into(),
             measured: v.ok_that_do_not_fail,
             met: None,
+            shortfall: None,
+            why: None,
         },
         Goal {
             goal: "share of failing subjects still unverified after 7 days",
             target: "reported".into(),
             measured: v.failing_unverified_after_7_days,
             met: None,
+            shortfall: None,
+            why: None,
         },
-    ]
+    ];
+    for g in &mut goals {
+        if g.met != Some(false) {
+            continue;
+        }
+        let Some(measured) = g.measured else { continue };
+        let (target, ranking) = match g.target.as_str() {
+            ">= 0.90" => (0.90, true),
+            "<= 0.05" => (0.05, false),
+            ">= 0.10" => (0.10, true),
+            _ => continue,
+        };
+        g.shortfall = Some(round4((measured - target).abs()));
+        g.why = Some(if g.target.starts_with("<=") {
+            calibration_why(period, d)
+        } else if ranking && g.goal.starts_with("AUC") {
+            ranking_why()
+        } else {
+            "The map adds less than the goal over the draft read as a chance; more labelled \
+             subject-days in the fit period would steady it."
+                .to_string()
+        });
+    }
+    goals
 }
 
 /// The proposal's version: the next `-draft.N` (or `-draft.1` after another prerelease), or the

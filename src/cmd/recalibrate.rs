@@ -147,6 +147,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         };
         let measured = g.measured.map_or("n/a".to_string(), |m| m.to_string());
         writeln!(stdout, "{met:>9}  {measured:>8}  {} ({})", g.goal, g.target)?;
+        if let (Some(by), Some(why)) = (g.shortfall, &g.why) {
+            writeln!(stdout, "           missed by {by}: {why}")?;
+        }
     }
     let show = |x: Option<f64>| x.map_or("n/a".to_string(), |x| x.to_string());
     for (name, e) in [
