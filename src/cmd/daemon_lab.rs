@@ -74,10 +74,12 @@ async fn run_async(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32>
     .await
     .context("starting the lab (did `npm ci` run?)")?;
 
-    // Whole hours of the wall clock: paid calls' authorization windows run on the wall clock
-    // even when the daemon's clock is simulated.
+    // Simulated days start at today's UTC midnight, so each printed row is a whole day and the
+    // timelines' day offsets fall on the same dates whatever the hour the run starts (from the
+    // hour alone, a run started at 23:00 had a first "day" of one hour). Real time starts at this
+    // hour. Paid calls' authorization windows run on the wall clock either way.
     let now = SystemClock.now_ms();
-    let start = now - now.rem_euclid(HOUR);
+    let start = now - now.rem_euclid(if days.is_some() { DAY } else { HOUR });
     let manual = Arc::new(ManualClock::at_ms(start));
     let lab_clock: LabClock = match days {
         Some(_) => {
