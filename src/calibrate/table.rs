@@ -12,7 +12,7 @@
 use crate::rubric::{Curve, Rubric, Verdict};
 use crate::score::curve::interpolate;
 use crate::score::document::ScoreDocument;
-use crate::score::points::Points;
+use crate::score::points::{Points, Share, renormalise};
 use crate::score::tally::CheckState;
 
 /// A curve check's cell in a row: what its contribution is recomputed from.
@@ -261,39 +261,23 @@ pub fn curve_contribution(cell: &CurveCell, curve: &Curve) -> Points {
 }
 
 /// Each check's maximum points in a document (flattened dimension order), recomputed from the
-/// document's own weights with the scorer's operations in the scorer's order.
+/// document's own weights by the scorer's own renormalisation (the rounded `points` the document
+/// shows would not give the stored contributions back exactly).
 fn max_points_of(doc: &ScoreDocument) -> Vec<f64> {
-    let scorable =
-        |c: &crate::score::document::CheckDoc| c.state != CheckState::Na && c.weight > 0.0;
-    let dimension_check_weight: Vec<f64> = doc
+    let dimension_weights: Vec<f64> = doc.dimensions.iter().map(|d| d.weight).collect();
+    let shares: Vec<Share> = doc
         .dimensions
         .iter()
-        .map(|d| {
-            d.checks
-                .iter()
-                .filter(|c| scorable(c))
-                .map(|c| c.weight)
-                .fold(0.0, |a, b| a + b)
+        .enumerate()
+        .flat_map(|(d, dim)| {
+            dim.checks.iter().map(move |c| Share {
+                dimension: Some(d),
+                weight: c.weight,
+                scorable: c.state != CheckState::Na && c.weight > 0.0,
+            })
         })
         .collect();
-    let denominator: f64 = doc
-        .dimensions
-        .iter()
-        .zip(&dimension_check_weight)
-        .filter(|(_, w)| **w > 0.0)
-        .map(|(d, _)| d.weight)
-        .fold(0.0, |a, b| a + b);
-    let mut out = Vec::new();
-    for (d, dim) in doc.dimensions.iter().enumerate() {
-        for c in &dim.checks {
-            out.push(if denominator > 0.0 && scorable(c) {
-                100.0 * (dim.weight / denominator) * (c.weight / dimension_check_weight[d])
-            } else {
-                0.0
-            });
-        }
-    }
-    out
+    renormalise(&dimension_weights, &shares).2
 }
 
 /// Days since 1970-01-01 of `YYYY-MM-DD` (None when it is not a date).

@@ -92,46 +92,72 @@ pub fn is_scorable(weight: f64, tally: &Tally) -> bool {
     tally.state != CheckState::Na && weight > 0.0
 }
 
-/// Renormalise over what is scorable and turn values into rounded contributions.
-pub fn breakdown(rubric: &Rubric, tallies: &[Tally]) -> Breakdown {
-    let dimension_check_weight: Vec<f64> = rubric
-        .dimensions
-        .iter()
+/// One check as the renormalisation sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Share {
+    /// Its dimension's index (None: a dimension the rubric does not have, never scored).
+    pub dimension: Option<usize>,
+    pub weight: f64,
+    pub scorable: bool,
+}
+
+/// The renormalisation over what is scorable, in one place: each dimension's scorable check
+/// weight, the denominator (the weights of dimensions with any) and each check's maximum points,
+/// with the same operations in the same order wherever it is computed (the scorer here, the
+/// recalibration's fast re-scoring from a stored document), so both get the same doubles.
+pub fn renormalise(dimension_weights: &[f64], checks: &[Share]) -> (Vec<f64>, f64, Vec<f64>) {
+    let dimension_check_weight: Vec<f64> = (0..dimension_weights.len())
         .map(|d| {
-            rubric
-                .checks
+            checks
                 .iter()
-                .zip(tallies)
-                .filter(|(c, t)| c.dimension == d.id && is_scorable(c.weight, t))
-                .map(|(c, _)| c.weight)
+                .filter(|c| c.dimension == Some(d) && c.scorable)
+                .map(|c| c.weight)
                 .fold(0.0, |a, b| a + b)
         })
         .collect();
-    let denominator: f64 = rubric
-        .dimensions
+    let denominator: f64 = dimension_weights
         .iter()
         .zip(&dimension_check_weight)
         .filter(|(_, w)| **w > 0.0)
-        .map(|(d, _)| d.weight)
+        .map(|(d, _)| *d)
         .fold(0.0, |a, b| a + b);
-    let mut max_points = Vec::with_capacity(rubric.checks.len());
-    let mut contributions = Vec::with_capacity(rubric.checks.len());
-    for (check, tally) in rubric.checks.iter().zip(tallies) {
-        let dim = rubric
-            .dimensions
-            .iter()
-            .position(|d| d.id == check.dimension);
-        let points = match dim {
-            Some(i) if denominator > 0.0 && is_scorable(check.weight, tally) => {
+    let max_points = checks
+        .iter()
+        .map(|c| match c.dimension {
+            Some(i) if denominator > 0.0 && c.scorable => {
                 100.0
-                    * (rubric.dimensions[i].weight / denominator)
-                    * (check.weight / dimension_check_weight[i])
+                    * (dimension_weights[i] / denominator)
+                    * (c.weight / dimension_check_weight[i])
             }
             _ => 0.0,
-        };
-        max_points.push(points);
-        contributions.push(Points::from_f64(points * tally.value));
-    }
+        })
+        .collect();
+    (dimension_check_weight, denominator, max_points)
+}
+
+/// Renormalise over what is scorable and turn values into rounded contributions.
+pub fn breakdown(rubric: &Rubric, tallies: &[Tally]) -> Breakdown {
+    let dimension_weights: Vec<f64> = rubric.dimensions.iter().map(|d| d.weight).collect();
+    let shares: Vec<Share> = rubric
+        .checks
+        .iter()
+        .zip(tallies)
+        .map(|(check, tally)| Share {
+            dimension: rubric
+                .dimensions
+                .iter()
+                .position(|d| d.id == check.dimension),
+            weight: check.weight,
+            scorable: is_scorable(check.weight, tally),
+        })
+        .collect();
+    let (dimension_check_weight, denominator, max_points) =
+        renormalise(&dimension_weights, &shares);
+    let contributions: Vec<Points> = max_points
+        .iter()
+        .zip(tallies)
+        .map(|(points, tally)| Points::from_f64(points * tally.value))
+        .collect();
     let total = contributions.iter().copied().sum();
     Breakdown {
         denominator,
