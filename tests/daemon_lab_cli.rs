@@ -2,21 +2,9 @@
 //! brings the lab up, runs the daemon on simulated days, prints each subject's daily scores, and
 //! leaves a ledger that verifies and recomputes.
 
-use std::process::Command;
+mod process_support;
 
-fn run(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_x402-probe"))
-        .args(args)
-        .env("RUST_LOG", "error")
-        .output()
-        .expect("the binary runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
-}
+use process_support::run;
 
 #[test]
 fn daemon_lab_days_prints_daily_scores_and_keeps_a_ledger_that_verifies() {

@@ -325,22 +325,13 @@ async fn admin_actions_and_the_operators_own_evidence_against_a_running_daemon()
         !due_of(&serde_json::from_str(&s).unwrap(), &overcharge),
         "{s}"
     );
-    let (status, body) = api
-        .post(
-            "/v1/admin/runs",
-            Some(TOKEN),
-            json!({"subject": overcharge}),
-        )
-        .await;
-    assert_eq!((status, code(&body)), (409, "conflict"), "{body}");
-    let (status, body) = api
-        .post(
-            "/v1/admin/subjects/pause",
-            Some(TOKEN),
-            json!({"subject": overcharge}),
-        )
-        .await;
-    assert_eq!((status, code(&body)), (409, "conflict"), "{body}");
+    // A paused subject is neither run on demand nor paused again.
+    for route in ["/v1/admin/runs", "/v1/admin/subjects/pause"] {
+        let (status, body) = api
+            .post(route, Some(TOKEN), json!({"subject": overcharge}))
+            .await;
+        assert_eq!((status, code(&body)), (409, "conflict"), "{route}: {body}");
+    }
     let (status, body) = api
         .post(
             "/v1/admin/subjects/resume",

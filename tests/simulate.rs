@@ -4,7 +4,9 @@
 //! daemon state that holds nothing of the hidden truth.
 
 use std::path::Path;
-use std::process::Command;
+mod process_support;
+
+use process_support::run;
 
 use serde_json::Value;
 use x402_lab::population::{Class, HORIZON_DAYS};
@@ -15,20 +17,6 @@ use x402_probe::store::{SqliteStore, Store};
 
 const SUBJECTS: usize = 12;
 const DAYS: u32 = 16;
-
-fn run(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_x402-probe"))
-        .args(args)
-        .env("RUST_LOG", "error")
-        .output()
-        .expect("the binary runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
-}
 
 /// Every file of the daemon's state directory, concatenated (the ledger, its WAL, the spend store
 /// and the configuration the daemon was given).

@@ -1,5 +1,6 @@
-//! The daemon as a separate process, as the service runs it: started from the test binary's
-//! sibling `x402-probe`, signalled, and waited on.
+//! The binary as a separate process, as a user or the service runs it: a command run to its end
+//! (`run`), or the daemon started from the test binary's sibling `x402-probe`, signalled, and
+//! waited on.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -41,4 +42,19 @@ pub fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(100));
     }
     panic!("timed out waiting for {what}");
+}
+
+/// Runs `x402-probe ARGS` to its end: the exit code and stdout then stderr.
+pub fn run(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_x402-probe"))
+        .args(args)
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("the binary runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
 }
