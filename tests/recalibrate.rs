@@ -460,3 +460,57 @@ fn a_frozen_live_rubric_reports_drift_only() {
     assert!(report["fitted"].is_null());
     assert!(report["proposal"].is_null());
 }
+
+/// Bad input is a clear error (exit 2, the problem named) and writes nothing: labels that are
+/// not a labels document, a FIFO as the labels (never blocks), a state directory without a
+/// ledger, a rubric that is not one.
+#[test]
+fn bad_input_is_a_clear_error_and_writes_nothing() {
+    let f = fixture();
+    let dir = out_dir("bad-input");
+    std::fs::create_dir_all(&dir).unwrap();
+    let not_labels = dir.join("not-labels.json");
+    std::fs::write(&not_labels, b"{\"format\":\"something else\"}").unwrap();
+    let fifo = dir.join("labels.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let not_rubric = dir.join("rubric.json");
+    std::fs::write(&not_rubric, b"[1, 2]").unwrap();
+    let empty_state = dir.join("empty-state");
+    std::fs::create_dir_all(&empty_state).unwrap();
+    let out = dir.join("out");
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--state", s(&f.state), "--labels", s(&not_labels)],
+            "labels",
+        ),
+        (&["--state", s(&f.state), "--labels", s(&fifo)], "labels"),
+        (
+            &["--state", s(&empty_state), "--labels", s(&f.labels)],
+            "ledger",
+        ),
+        (
+            &[
+                "--state",
+                s(&f.state),
+                "--labels",
+                s(&f.labels),
+                "--rubric",
+                s(&not_rubric),
+            ],
+            "rubric",
+        ),
+    ];
+    for (args, names) in cases {
+        let mut all = args.to_vec();
+        all.extend(["--out", s(&out)]);
+        let run = recalibrate(&all);
+        assert_eq!(run.code, 2, "{args:?}: {}{}", run.stdout, run.stderr);
+        assert!(
+            run.stderr.to_lowercase().contains(names),
+            "{args:?} should name the {names}: {}",
+            run.stderr
+        );
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
+    }
+}
