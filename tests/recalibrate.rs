@@ -300,12 +300,34 @@ fn a_proposal_is_deterministic_and_never_changes_the_live_rubric() {
             (&l.id, l.weight, &l.dimension)
         );
     }
-    assert_eq!(proposal.gates, live.gates);
     assert_eq!(proposal.dimensions, live.dimensions);
 
     // The report holds the figures the issue asks for, and the fast re-scoring matched.
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(a.join("report.json")).unwrap()).unwrap();
+    // The live gates stay as they are; a gate is added only on a check the report weighed as a
+    // candidate (a kind of paid-call failure the live rubric does not gate), at the threshold and
+    // cap the report proposes, with `avoid`.
+    assert_eq!(proposal.gates[..live.gates.len()], live.gates[..]);
+    let evidence = report["fitted"]["gates"].as_array().unwrap();
+    let weighed: Vec<&str> = evidence
+        .iter()
+        .map(|e| e["check"].as_str().unwrap())
+        .collect();
+    assert_eq!(weighed, vec!["R4", "R5", "H7"]);
+    let proposed: Vec<&serde_json::Value> = evidence
+        .iter()
+        .filter(|e| !e["proposed"].is_null())
+        .collect();
+    assert_eq!(proposal.gates.len(), live.gates.len() + proposed.len());
+    for (added, e) in proposal.gates[live.gates.len()..].iter().zip(&proposed) {
+        assert_eq!(added.check, e["check"].as_str().unwrap());
+        assert_eq!(added.flag, e["flag"].as_str().unwrap());
+        assert_eq!(Some(added.value), e["proposed"].as_f64());
+        assert_eq!(added.cap, e["cap"].as_f64());
+        assert_eq!(added.verdict, Some(x402_probe::rubric::Verdict::Avoid));
+    }
+    assert!(report["verdicts_proposal"]["ok_rows"].is_u64());
     assert_eq!(report["format"], "x402-probe.calibration-report/1");
     assert_eq!(report["counts"]["subjects_followed_up"], 120);
     assert_eq!(report["counts"]["rescoring_mismatches"], 0);

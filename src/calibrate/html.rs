@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use super::gates::GateEvidence;
 use super::job::{Evaluation, Report};
 
 const W: f64 = 360.0;
@@ -269,6 +270,50 @@ fn evaluation_rows(out: &mut String, name: &str, e: &Evaluation) {
 }
 
 /// The page.
+/// The candidate checks' evidence: one row per threshold, the decision under it.
+fn gate_evidence(out: &mut String, evidence: &[GateEvidence]) {
+    if evidence.is_empty() {
+        out.push_str("<h2>Gates the evidence asks for</h2><p>Every kind of paid-call failure is gated by the live rubric: no candidate.</p>");
+        return;
+    }
+    out.push_str(
+        "<h2>Gates the evidence asks for</h2><p>For each check that sees a kind of paid-call \
+         failure the live rubric does not gate: the fit period's subject-days with the check's \
+         fail weight at or over each threshold, how often they fail in the horizon, and what the \
+         map predicts for their scores. A gate is proposed at the lowest threshold holding at \
+         least 30 subject-days of 3 subjects that fail at least half the time and 10 points \
+         more often than predicted.</p><table><tr><th>check</th><th>failure</th><th>threshold</th>\
+         <th>subject-days</th><th>subjects</th><th>observed</th><th>predicted</th></tr>",
+    );
+    for e in evidence {
+        for (k, rule) in e.rules.iter().enumerate() {
+            let chosen = e.proposed == Some(rule.threshold);
+            let _ = write!(
+                out,
+                "<tr{}><th>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                if chosen {
+                    " style=\"background:#fde\""
+                } else {
+                    ""
+                },
+                if k == 0 { esc(&e.check) } else { String::new() },
+                if k == 0 { esc(e.flag) } else { String::new() },
+                rule.threshold,
+                rule.rows,
+                rule.subjects,
+                num(rule.observed),
+                num(rule.predicted),
+            );
+        }
+        let _ = write!(
+            out,
+            "<tr><td colspan=\"7\" style=\"text-align:left\">{}</td></tr>",
+            esc(&e.why)
+        );
+    }
+    out.push_str("</table>");
+}
+
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
     let proposal = r
@@ -406,23 +451,35 @@ pub fn render(r: &Report) -> String {
         out.push_str("</table><p>Kept: ");
         out.push_str(&esc(&f.kept.join("; ")));
         out.push_str("</p>");
+        gate_evidence(&mut out, &f.gates);
     }
-    let v = &r.verdicts;
-    let _ = write!(
-        out,
-        "<h2>Verdicts (as published)</h2><table>\
-         <tr><th>avoid subject-days</th><td>{}</td><th>that fail</th><td>{}</td></tr>\
-         <tr><th>ok subject-days</th><td>{}</td><th>that do not fail</th><td>{}</td></tr>\
-         <tr><th>failing subjects</th><td>{}</td><th>unverified after 7 days</th><td>{}</td></tr>\
-         </table><h2>Gates (reported, kept)</h2><table><tr><th>gate</th><th>threshold</th>\
-         <th>binding subject-days</th><th>their fail share</th><th>other subject-days</th>\
-         <th>their fail share</th></tr>",
-        v.avoid_rows,
-        num(v.avoid_that_fail),
-        v.ok_rows,
-        num(v.ok_that_do_not_fail),
-        v.failing_subjects,
-        num(v.failing_unverified_after_7_days),
+    out.push_str(
+        "<h2>Verdicts</h2><table><tr><th></th><th>avoid subject-days</th><th>that fail</th>\
+         <th>ok subject-days</th><th>that do not fail</th><th>failing subjects</th>\
+         <th>unverified after 7 days</th></tr>",
+    );
+    for (name, v) in [
+        ("as published", Some(&r.verdicts)),
+        ("under the proposal", r.verdicts_proposal.as_ref()),
+    ] {
+        let Some(v) = v else { continue };
+        let _ = write!(
+            out,
+            "<tr><th>{name}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            v.avoid_rows,
+            num(v.avoid_that_fail),
+            v.ok_rows,
+            num(v.ok_that_do_not_fail),
+            v.failing_subjects,
+            num(v.failing_unverified_after_7_days),
+        );
+    }
+    out.push_str(
+        "</table><p>Under the proposal, a binding proposed gate's <code>avoid</code> joins each \
+         stored verdict's candidates (the most severe wins, as the scorer decides); moved grade \
+         minimums are not replayed into verdicts.</p><h2>Live gates (reported, kept)</h2><table>\
+         <tr><th>gate</th><th>threshold</th><th>binding subject-days</th><th>their fail share</th>\
+         <th>other subject-days</th><th>their fail share</th></tr>",
     );
     for g in &r.gates {
         let _ = write!(

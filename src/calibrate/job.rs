@@ -2,18 +2,21 @@
 //! decision, every figure and the proposal's bytes out. No clock: the as-of day comes with the
 //! table, so the same store and labels give the same bytes.
 //!
-//! What is fitted (the weights and the structure stay fixed):
+//! What is fitted (the weights stay fixed; the structure too, but for gates the evidence asks for):
 //! - the y values of the curve checks' points (R3, R7), x knots fixed, by a bounded coordinate
 //!   search (grid of 5 points, at most 3 passes, each curve kept non-increasing in 0..=100);
 //! - the mapping of the capped score to a predicted failure rate over the horizon: isotonic
 //!   (non-increasing, pool-adjacent-violators over whole-point score bins), reduced to at most 8
 //!   knots, written as the rubric's `calibration` section;
+//! - new gates on the checks that see a kind of paid-call failure the live rubric does not gate,
+//!   where the fit period shows the subject-days on which the check failed go on to fail far more
+//!   often than the map predicts (`gates.rs` says exactly when); the map is then refitted under them;
 //! - the grade minimums, from target failure rates (A 2%, B 5%, C 10%, D 20%), where at least 30
 //!   fitted subject-days lie on each side of the new boundary; otherwise the draft's is kept.
 //!
 //! The objective is the Brier score of the predicted rate on the fit period (earlier days, subjects
-//! not held out). Gate thresholds are reported (failure share with the gate binding and not), not
-//! changed.
+//! not held out). The live gates' thresholds are reported (failure share with the gate binding and
+//! not), not changed.
 
 use std::collections::BTreeSet;
 
@@ -21,6 +24,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::fit::{self, Bins, Decile};
+use super::gates::{self, FitDay, GateEvidence, NewGate};
 use super::read::ReadSummary;
 use super::table::{Table, day_text};
 use crate::rubric::{Curve, Rubric, Verdict};
@@ -111,7 +115,11 @@ pub struct Report {
     pub held_out_subjects: Evaluation,
     /// Every labelled subject-day from the warm-up on.
     pub all: Evaluation,
+    /// Verdicts as the stored documents published them.
     pub verdicts: Verdicts,
+    /// The same rows under the proposal: `avoid` where a proposed gate binds, the stored verdict
+    /// elsewhere (moved grade minimums are not replayed into verdicts).
+    pub verdicts_proposal: Option<Verdicts>,
     pub contributions: Vec<Contribution>,
     pub gates: Vec<GateFigure>,
     /// Score histograms (10-point bins, the proposal's score) by outcome, all labelled days.
@@ -154,9 +162,13 @@ pub struct Fitted {
     /// fitted curves with theirs.
     pub objective_draft: f64,
     pub objective_fitted: f64,
+    /// The same with the proposed gates applied (the map refitted under them).
+    pub objective_gated: f64,
     pub evaluations: u32,
     pub curves: Vec<CurveFit>,
     pub calibration: Vec<(f64, f64)>,
+    /// Each candidate check's evidence, and the gates proposed.
+    pub gates: Vec<GateEvidence>,
     pub grades: Vec<GradeFit>,
     pub kept: Vec<&'static str>,
 }
@@ -255,6 +267,10 @@ struct Drift {
     fit_fail_share: Option<f64>,
     later_fail_share: Option<f64>,
     top_checks: Vec<String>,
+    /// The worst decile of the held-out period, when most of it sits at the cap of one live gate
+    /// whose check sees no kind of paid-call failure: the gate, its subject-days there, the
+    /// decile's.
+    worst_capped_by: Option<(String, u64, u64)>,
 }
 
 /// Whether a subject is held out (a stable hash of its id: about a fifth).
@@ -374,38 +390,76 @@ pub fn run(
         )));
     }
 
-    // The fit: curves by the search, then the isotonic map under them.
-    let bins_under = |curves: &[&Curve]| {
+    // The fit: curves by the search, the isotonic map under them, the gates the evidence asks
+    // for, and the map again under those.
+    let bins_under = |curves: &[&Curve], new: &[NewGate]| {
         let mut bins = Bins::new();
         for &i in &fit_rows {
-            bins.add(table.rescore(i, curves, None).as_f64(), fails(i));
+            bins.add(
+                gated(table, i, table.rescore(i, curves, None), new),
+                fails(i),
+            );
         }
         bins
     };
-    let (curves, mapping, draft_mapping, fitted) = if frozen {
+    let (curves, new_gates, mapping, draft_mapping, fitted) = if frozen {
         let mapping = live
             .calibration
             .as_ref()
             .map(|c| c.points.clone())
             .unwrap_or_else(|| vec![(0.0, 1.0), (100.0, 0.0)]);
-        (draft.clone(), mapping.clone(), mapping, None)
+        (draft.clone(), Vec::new(), mapping.clone(), mapping, None)
     } else {
-        let objective_draft = fit::isotonic_brier(&fit::isotonic(&bins_under(&draft_refs)));
+        let objective_draft = fit::isotonic_brier(&fit::isotonic(&bins_under(&draft_refs, &[])));
         let searched = fit::search_curves(&draft, opts.step, opts.passes, |c| {
-            fit::isotonic_brier(&fit::isotonic(&bins_under(c)))
+            fit::isotonic_brier(&fit::isotonic(&bins_under(c, &[])))
         });
         let fitted_refs: Vec<&Curve> = searched.curves.iter().collect();
-        let mapping = fit::mapping_points(&fit::reduce(
-            fit::isotonic(&bins_under(&fitted_refs)),
+        let curve_mapping = fit::mapping_points(&fit::reduce(
+            fit::isotonic(&bins_under(&fitted_refs, &[])),
             opts.knots,
         ));
+        let evidence: Vec<GateEvidence> = table
+            .candidates
+            .iter()
+            .enumerate()
+            .map(|(column, c)| {
+                let days: Vec<FitDay> = fit_rows
+                    .iter()
+                    .map(|&i| FitDay {
+                        subject: table.rows[i].subject,
+                        fail_weight: table.candidate_fail_weight(i, column),
+                        predicted: fit::predict(
+                            &curve_mapping,
+                            table.rescore(i, &fitted_refs, None).as_f64(),
+                        ),
+                        fails: fails(i),
+                    })
+                    .collect();
+                gates::weigh(&table.checks[c.check], c.kind, &days)
+            })
+            .collect();
+        let new_gates: Vec<NewGate> = evidence
+            .iter()
+            .enumerate()
+            .filter_map(|(column, e)| {
+                e.proposed.map(|threshold| NewGate {
+                    column,
+                    threshold,
+                    cap: e.cap,
+                })
+            })
+            .collect();
+        let gated_bins = bins_under(&fitted_refs, &new_gates);
+        let objective_gated = fit::isotonic_brier(&fit::isotonic(&gated_bins));
+        let mapping = fit::mapping_points(&fit::reduce(fit::isotonic(&gated_bins), opts.knots));
         let draft_mapping = fit::mapping_points(&fit::reduce(
-            fit::isotonic(&bins_under(&draft_refs)),
+            fit::isotonic(&bins_under(&draft_refs, &[])),
             opts.knots,
         ));
         let fit_scores: Vec<f64> = fit_rows
             .iter()
-            .map(|&i| table.rescore(i, &fitted_refs, None).as_f64())
+            .map(|&i| gated(table, i, table.rescore(i, &fitted_refs, None), &new_gates))
             .collect();
         let grades = fit_grades(live, &mapping, &fit_scores);
         let fitted = Fitted {
@@ -413,6 +467,7 @@ pub fn run(
                         period (labelled days before the split, subjects not held out)",
             objective_draft: round4_sig(objective_draft),
             objective_fitted: round4_sig(searched.objective),
+            objective_gated: round4_sig(objective_gated),
             evaluations: searched.evaluations,
             curves: table
                 .curve_checks
@@ -426,17 +481,24 @@ pub fn run(
                 })
                 .collect(),
             calibration: mapping.clone(),
+            gates: evidence,
             grades,
             kept: vec![
-                "dimension and check weights (the structure is fixed)",
-                "gate thresholds, caps and verdicts (reported below, not refitted)",
+                "dimension and check weights",
+                "the live gates' thresholds, caps and verdicts (reported below, not refitted)",
                 "confidence steps, verdict rules, decay, Monte Carlo settings",
             ],
         };
-        (searched.curves, mapping, draft_mapping, Some(fitted))
+        (
+            searched.curves,
+            new_gates,
+            mapping,
+            draft_mapping,
+            Some(fitted),
+        )
     };
     let curve_refs: Vec<&Curve> = curves.iter().collect();
-    let after_score = |i: usize| table.rescore(i, &curve_refs, None).as_f64();
+    let after_score = |i: usize| gated(table, i, table.rescore(i, &curve_refs, None), &new_gates);
     let before_score = |i: usize| table.rows[i].capped.as_f64();
 
     let evaluate = |rows: &[usize]| -> Evaluation {
@@ -500,27 +562,42 @@ pub fn run(
     let held_out_subjects = evaluate(&held_rows);
     let all = evaluate(&eligible);
 
-    // Verdicts as published (the stored documents'), over the eligible rows.
+    // Verdicts as published (the stored documents'), over the eligible rows, and under the
+    // proposal: a binding gate's `avoid` joins the verdict's candidates and the most severe wins,
+    // as `score::verdict::decide` does.
     let share = |hit: usize, of: usize| (of > 0).then(|| round4(hit as f64 / of as f64));
-    let avoid: Vec<usize> = eligible
-        .iter()
-        .copied()
-        .filter(|&i| table.rows[i].verdict == Verdict::Avoid)
-        .collect();
-    let ok: Vec<usize> = eligible
-        .iter()
-        .copied()
-        .filter(|&i| table.rows[i].verdict == Verdict::Ok)
-        .collect();
-    let (failing_subjects, unverified) = failing_unverified(table);
-    let verdicts = Verdicts {
-        avoid_rows: avoid.len() as u64,
-        avoid_that_fail: share(avoid.iter().filter(|&&i| fails(i)).count(), avoid.len()),
-        ok_rows: ok.len() as u64,
-        ok_that_do_not_fail: share(ok.iter().filter(|&&i| !fails(i)).count(), ok.len()),
-        failing_subjects: failing_subjects as u64,
-        failing_unverified_after_7_days: share(unverified, failing_subjects),
+    let verdicts_under = |verdict: &dyn Fn(usize) -> Verdict| {
+        let avoid: Vec<usize> = eligible
+            .iter()
+            .copied()
+            .filter(|&i| verdict(i) == Verdict::Avoid)
+            .collect();
+        let ok: Vec<usize> = eligible
+            .iter()
+            .copied()
+            .filter(|&i| verdict(i) == Verdict::Ok)
+            .collect();
+        let (failing_subjects, unverified) = failing_unverified(table, verdict);
+        Verdicts {
+            avoid_rows: avoid.len() as u64,
+            avoid_that_fail: share(avoid.iter().filter(|&&i| fails(i)).count(), avoid.len()),
+            ok_rows: ok.len() as u64,
+            ok_that_do_not_fail: share(ok.iter().filter(|&&i| !fails(i)).count(), ok.len()),
+            failing_subjects: failing_subjects as u64,
+            failing_unverified_after_7_days: share(unverified, failing_subjects),
+        }
     };
+    let verdicts = verdicts_under(&|i| table.rows[i].verdict);
+    let verdicts_proposal = (!frozen).then(|| {
+        verdicts_under(&|i| {
+            let stored = table.rows[i].verdict;
+            if binds(table, i, &new_gates) {
+                stored.min(Verdict::Avoid)
+            } else {
+                stored
+            }
+        })
+    });
 
     // Each check's part in the ranking: the held-out period's AUC without it.
     let full_auc = held_out_period.auc_proposal;
@@ -533,7 +610,10 @@ pub fn run(
         .map(|c| {
             let mut pairs: Vec<(f64, bool)> = later
                 .iter()
-                .map(|&i| (table.rescore(i, &curve_refs, Some(c)).as_f64(), fails(i)))
+                .map(|&i| {
+                    let without = table.rescore(i, &curve_refs, Some(c));
+                    (gated(table, i, without, &new_gates), fails(i))
+                })
                 .collect();
             let without = fit::auc(&mut pairs).map(round4);
             Contribution {
@@ -596,6 +676,13 @@ pub fn run(
             .take(3)
             .map(|c| c.check.clone())
             .collect(),
+        worst_capped_by: worst_capped_by(
+            table,
+            live,
+            &later,
+            &after_score,
+            &drift_period(&held_out_period),
+        ),
     };
     let goals = goals(&held_out_period, &verdicts, &drift);
     let proposal_version = next_version(&live.version, opts.freeze);
@@ -615,6 +702,7 @@ pub fn run(
         held_out_subjects,
         all,
         verdicts,
+        verdicts_proposal,
         contributions,
         gates,
         histogram_fails,
@@ -688,9 +776,70 @@ fn rounded(mut e: Evaluation) -> Evaluation {
     e
 }
 
+/// The worst decile (largest gap, at least `MIN_DECILE` subject-days) of an evaluation.
+fn drift_period(e: &Evaluation) -> Option<Decile> {
+    e.deciles_proposal
+        .iter()
+        .filter(|x| x.n >= MIN_DECILE)
+        .max_by(|a, b| {
+            (a.observed - a.predicted)
+                .abs()
+                .total_cmp(&(b.observed - b.predicted).abs())
+        })
+        .copied()
+}
+
+/// Whether most of the worst decile's subject-days sit under one live gate whose check sees no
+/// kind of paid-call failure (the label does not count its harm), and which.
+fn worst_capped_by(
+    table: &Table,
+    live: &Rubric,
+    rows: &[usize],
+    score: &dyn Fn(usize) -> f64,
+    worst: &Option<Decile>,
+) -> Option<(String, u64, u64)> {
+    let w = worst.as_ref()?;
+    // The deciles' bounds are rounded to 4 decimals.
+    let inside: Vec<usize> = rows
+        .iter()
+        .copied()
+        .filter(|&i| (w.score_low - 1e-4..=w.score_high + 1e-4).contains(&score(i)))
+        .collect();
+    let failure_checks: Vec<&str> = super::labels::FailureKind::ALL
+        .iter()
+        .map(|k| k.check())
+        .collect();
+    live.gates
+        .iter()
+        .enumerate()
+        .filter(|(g, gate)| *g < 32 && !failure_checks.contains(&gate.check.as_str()))
+        .map(|(g, _)| {
+            let n = inside
+                .iter()
+                .filter(|&&i| table.rows[i].gates_binding & (1 << g) != 0)
+                .count();
+            (table.gates[g].clone(), n as u64, inside.len() as u64)
+        })
+        .filter(|(_, n, of)| *of > 0 && *n * 2 > *of)
+        .max_by_key(|(_, n, _)| *n)
+}
+
+/// A row's capped score with the proposed gates applied (each binding one caps it).
+fn gated(table: &Table, row: usize, score: crate::score::points::Points, new: &[NewGate]) -> f64 {
+    new.iter()
+        .filter(|g| table.candidate_fail_weight(row, g.column) >= g.threshold)
+        .fold(score.as_f64(), |s, g| s.min(g.cap))
+}
+
+/// Whether a proposed gate binds in a row.
+fn binds(table: &Table, row: usize, new: &[NewGate]) -> bool {
+    new.iter()
+        .any(|g| table.candidate_fail_weight(row, g.column) >= g.threshold)
+}
+
 /// Subjects with a failing label, and how many of them were still `unverified` on the day 7 days
-/// after their first score (the latest score at or before it).
-fn failing_unverified(table: &Table) -> (usize, usize) {
+/// after their first score (the latest score at or before it), under `verdict` (by row index).
+fn failing_unverified(table: &Table, verdict: &dyn Fn(usize) -> Verdict) -> (usize, usize) {
     let (mut failing, mut unverified) = (0, 0);
     let mut start = 0;
     while start < table.rows.len() {
@@ -702,13 +851,12 @@ fn failing_unverified(table: &Table) -> (usize, usize) {
         let rows = &table.rows[start..end];
         let first = rows.iter().map(|r| r.day).min().unwrap_or(0);
         let bad = rows.iter().any(|r| r.label.is_some_and(|l| l.fails));
-        let at_7 = rows
-            .iter()
-            .filter(|r| r.day <= first + 7)
-            .max_by_key(|r| r.day);
+        let at_7 = (start..end)
+            .filter(|&i| table.rows[i].day <= first + 7)
+            .max_by_key(|&i| table.rows[i].day);
         if bad && rows.iter().any(|r| r.day >= first + 7) {
             failing += 1;
-            if at_7.is_some_and(|r| r.verdict == Verdict::Unverified) {
+            if at_7.is_some_and(|i| verdict(i) == Verdict::Unverified) {
                 unverified += 1;
             }
         }
@@ -803,16 +951,7 @@ fn calibration_why(period: &Evaluation, d: &Drift) -> String {
             ));
         }
     }
-    let worst = period
-        .deciles_proposal
-        .iter()
-        .filter(|x| x.n >= MIN_DECILE)
-        .max_by(|a, b| {
-            (a.observed - a.predicted)
-                .abs()
-                .total_cmp(&(b.observed - b.predicted).abs())
-        });
-    if let Some(w) = worst {
+    if let Some(w) = drift_period(period) {
         why.push_str(&format!(
             "The worst decile (scores {}-{}, {} subject-days) was predicted {} and observed {}. ",
             w.score_low,
@@ -822,11 +961,22 @@ fn calibration_why(period: &Evaluation, d: &Drift) -> String {
             pct(w.observed)
         ));
     }
-    why.push_str(
-        "What would fix it: a map fitted nearest the as-of day (a rolling window) or one that \
-         models the drift of the failure share, and more subject-days per decile; a change to what \
-         the rubric calibrates belongs in a proposal, with this report as its evidence.",
-    );
+    if let Some((gate, n, of)) = &d.worst_capped_by {
+        why.push_str(&format!(
+            "{n} of its {of} subject-days are held at the cap of the live gate {gate}, whose check \
+             sees no kind of paid-call failure: the label does not count that harm, so these \
+             subject-days score below others that do fail, and no non-increasing map can follow \
+             both. What would fix it: a calibration that reads such subject-days on their score \
+             before that cap, or a label that counts the harm; either is a change to what the \
+             rubric calibrates and belongs in a proposal, with this report as its evidence.",
+        ));
+    } else {
+        why.push_str(
+            "What would fix it: a map fitted nearest the as-of day (a rolling window) or one that \
+             models the drift of the failure share, and more subject-days per decile; a change to \
+             what the rubric calibrates belongs in a proposal, with this report as its evidence.",
+        );
+    }
     why
 }
 
@@ -987,6 +1137,13 @@ fn proposal_bytes(
             }
         }
     }
+    let added: Vec<Value> = fitted.gates.iter().filter_map(gates::gate_json).collect();
+    if !added.is_empty() {
+        match v["gates"].as_array_mut() {
+            Some(list) => list.extend(added.iter().cloned()),
+            None => v["gates"] = json!(added),
+        }
+    }
     v["calibration"] = json!({
         "horizon_days": opts.horizon_days,
         "points": fitted.calibration.iter().map(|(s, r)| json!([s, r])).collect::<Vec<_>>(),
@@ -997,7 +1154,7 @@ fn proposal_bytes(
         "{version} ({}): recalibrated against {} ({} subjects, {} labelled subject-days, fit on {} \
          before {}): curve y values {}; a calibration of {} points (score to {}-day paid-call \
          failure rate); grade minimums {}; Brier on the later days {} (draft as 1 - score/100) \
-         -> {}; AUC {} -> {}. Weights, structure and gates unchanged.",
+         -> {}; AUC {} -> {}. {}",
         report.as_of,
         opts.labels,
         report.counts.subjects_followed_up,
@@ -1022,12 +1179,31 @@ fn proposal_bytes(
         show(p.brier_proposal),
         show(p.auc_draft),
         show(p.auc_proposal),
+        gates_line(fitted),
     );
     match v["changelog"].as_array_mut() {
         Some(log) => log.push(json!(line)),
         None => v["changelog"] = json!([line]),
     }
     Ok(rubric_style(&whole_numbers(v)))
+}
+
+/// The changelog's sentence on gates: those added, with their evidence, or that none were.
+fn gates_line(fitted: &Fitted) -> String {
+    let added: Vec<String> = fitted
+        .gates
+        .iter()
+        .filter(|e| e.proposed.is_some())
+        .map(|e| format!("{} on {} ({})", e.flag, e.check, e.why))
+        .collect();
+    if added.is_empty() {
+        "Weights, structure and gates unchanged.".to_string()
+    } else {
+        format!(
+            "Gates added: {}. Weights and the other gates unchanged.",
+            added.join("; ")
+        )
+    }
 }
 
 /// Whole floats written as integers (`95`, not `95.0`), as the rubric file writes them.

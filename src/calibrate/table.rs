@@ -9,6 +9,7 @@
 //! binding cap applies last. `Table::rescoring_mismatches` counts the rows where this does not give
 //! back the stored capped score under the document's own curves (a test holds it at zero).
 
+use super::gates::{Candidate, candidates, fail_weight};
 use crate::rubric::{Curve, Rubric, Verdict};
 use crate::score::curve::interpolate;
 use crate::score::document::ScoreDocument;
@@ -76,6 +77,11 @@ pub struct Table {
     pub curves: Vec<CurveCell>,
     /// `rows.len() * gates.len()`: each gate's decayed fail weight (0 when not applicable).
     pub gate_fail_weights: Vec<f32>,
+    /// The checks a gate may be proposed on (`gates::candidates` of the live rubric).
+    pub candidates: Vec<Candidate>,
+    /// `rows.len() * candidates.len()`: each candidate's fail weight read from its published
+    /// value and evidence weight (`gates::fail_weight`; 0 when not scored or absent).
+    pub candidate_fail_weights: Vec<f32>,
     /// Documents under another major version than the live rubric's: counted, never kept.
     pub other_major_documents: u64,
     /// Documents that did not parse as score documents: counted, never kept.
@@ -106,6 +112,7 @@ impl Table {
                 .iter()
                 .map(|g| format!("{}/{}", g.flag, g.check))
                 .collect(),
+            candidates: candidates(live),
             ..Table::default()
         }
     }
@@ -177,6 +184,10 @@ impl Table {
             };
             self.curves.push(cell);
         }
+        for c in &self.candidates {
+            self.candidate_fail_weights
+                .push(find(&self.checks[c.check]).map_or(0.0, |i| fail_weight(flat[i]) as f32));
+        }
         let mut gates_binding = 0u32;
         for (i, g) in live.gates.iter().enumerate() {
             let found = doc
@@ -206,6 +217,11 @@ impl Table {
     /// The published contribution of check column `check` in row `row`.
     pub fn contribution(&self, row: usize, check: usize) -> Points {
         self.contributions[row * self.checks.len() + check]
+    }
+
+    /// Candidate column `column`'s fail weight in row `row`.
+    pub fn candidate_fail_weight(&self, row: usize, column: usize) -> f64 {
+        f64::from(self.candidate_fail_weights[row * self.candidates.len() + column])
     }
 
     /// The curve cells of row `row`, in `curve_checks` order.

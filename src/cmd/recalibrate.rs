@@ -170,6 +170,31 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             show(e.ece_proposal),
         )?;
     }
+    for (name, v) in [
+        ("as published", Some(&report.verdicts)),
+        ("under the proposal", report.verdicts_proposal.as_ref()),
+    ] {
+        let Some(v) = v else { continue };
+        writeln!(
+            stdout,
+            "verdicts {name}: {} avoid subject-days (share that fail {}), {} ok (share that do \
+             not fail {}), share of {} failing subjects unverified after 7 days {}",
+            v.avoid_rows,
+            show(v.avoid_that_fail),
+            v.ok_rows,
+            show(v.ok_that_do_not_fail),
+            v.failing_subjects,
+            show(v.failing_unverified_after_7_days),
+        )?;
+    }
+    for e in report.fitted.iter().flat_map(|f| &f.gates) {
+        let decision = if e.proposed.is_some() {
+            "gate proposed"
+        } else {
+            "no gate"
+        };
+        writeln!(stdout, "{} ({}): {decision}: {}", e.check, e.flag, e.why)?;
+    }
     let c = &report.counts;
     writeln!(
         stdout,
