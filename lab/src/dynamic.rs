@@ -33,6 +33,12 @@ pub struct Timeline {
     pub fail_share: f64,
     /// The share from a time on, replacing `fail_share` (a reliability that changes).
     pub fail_shares: Vec<(i64, f64)>,
+    /// Draw each request's failure on its own (a hash of its number) instead of spreading the
+    /// failures evenly. The simulator's labels judge each call by an independent draw; an even
+    /// spread at a share of 0.5 fails every other request, so the second request of every paid
+    /// call (the 402, then the paid retry) would fail before settling, never reaching the paid
+    /// behaviour the truth says it has.
+    pub independent_failures: bool,
     /// The facilitator the paid path settles through from a time on (an overcharge, a wrong
     /// payee or a double pull that starts at an onset).
     pub facilitator: Vec<(i64, FacilitatorKind)>,
@@ -58,19 +64,24 @@ impl Delay {
     /// The delay of request number `n`: deterministic in `n` (a hash, not a random generator),
     /// capped at ten times the median.
     pub fn for_request(&self, n: u64) -> std::time::Duration {
-        use sha2::{Digest, Sha256};
-        let digest = Sha256::digest(n.to_be_bytes());
-        let unit = |b: &[u8]| {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(b);
-            ((u64::from_be_bytes(word) >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-        };
-        let (u1, u2) = (unit(&digest[..8]), unit(&digest[8..16]));
+        let (u1, u2) = units(&n.to_be_bytes());
         // Box-Muller.
         let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
         let ms = (self.median_ms * (self.sigma * z).exp()).clamp(0.0, self.median_ms * 10.0);
         std::time::Duration::from_micros((ms * 1000.0) as u64)
     }
+}
+
+/// Two uniform numbers in (0, 1) hashed from `input`: deterministic, spread like independent draws.
+fn units(input: &[u8]) -> (f64, f64) {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(input);
+    let unit = |b: &[u8]| {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(b);
+        ((u64::from_be_bytes(word) >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    (unit(&digest[..8]), unit(&digest[8..16]))
 }
 
 impl Timeline {
@@ -113,10 +124,20 @@ impl Timeline {
         self.down.iter().any(|(from, to)| now >= *from && now < *to)
     }
 
-    /// Whether request number `n` at `now` fails (the same spread as the flaky scenario).
+    /// Whether request number `n` at `now` fails: the same even spread as the flaky scenario,
+    /// or an independent draw per request (`independent_failures`).
     pub fn fails(&self, n: u64, now: i64) -> bool {
         let share = self.fail_share_at(now);
-        share > 0.0 && ((n + 1) as f64 * share).floor() > (n as f64 * share).floor()
+        if share <= 0.0 {
+            return false;
+        }
+        if self.independent_failures {
+            // Salted: not the same draw as the request's delay.
+            let mut input = n.to_be_bytes().to_vec();
+            input.extend_from_slice(b"fails");
+            return units(&input).0 < share;
+        }
+        ((n + 1) as f64 * share).floor() > (n as f64 * share).floor()
     }
 
     /// Applies the price and payTo of `now` to every `accepts` entry of a PaymentRequired.
@@ -216,6 +237,33 @@ mod tests {
             ..Timeline::default()
         };
         assert_eq!((0..10).filter(|n| t.fails(*n, 0)).count(), 3);
+    }
+
+    #[test]
+    fn independent_failures_keep_the_share_and_do_not_alternate() {
+        let t = Timeline {
+            fail_share: 0.5,
+            independent_failures: true,
+            ..Timeline::default()
+        };
+        let n = 20_000u64;
+        let fails = (0..n).filter(|i| t.fails(*i, 0)).count() as f64 / n as f64;
+        assert!((fails - 0.5).abs() < 0.02, "{fails}");
+        // A request and the next both pass about a quarter of the time (the even spread: never).
+        let pairs = (0..n)
+            .filter(|i| !t.fails(*i, 0) && !t.fails(i + 1, 0))
+            .count() as f64;
+        assert!((pairs / n as f64 - 0.25).abs() < 0.02, "{pairs}");
+        let even = Timeline {
+            fail_share: 0.5,
+            ..Timeline::default()
+        };
+        assert_eq!(
+            (0..n)
+                .filter(|i| !even.fails(*i, 0) && !even.fails(i + 1, 0))
+                .count(),
+            0
+        );
     }
 
     #[test]

@@ -419,6 +419,7 @@ impl Truth {
                 .map(|o| (at(o.onset_day), at(o.onset_day + o.days)))
                 .collect(),
             fail_share: 0.0,
+            independent_failures: true,
             fail_shares: self
                 .reliability
                 .iter()
