@@ -8,6 +8,7 @@
 
 pub mod catalogue;
 pub mod chain;
+pub mod daemon_config;
 pub mod dynamic;
 pub mod facilitator;
 pub mod population;

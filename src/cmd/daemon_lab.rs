@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use serde_json::Value;
+use x402_lab::daemon_config::LabDaemonConfig;
 use x402_lab::dynamic::{LabClock, Timeline, rfc3339_ms};
 use x402_lab::{Lab, LabOptions};
 
@@ -226,59 +227,19 @@ fn config_text(
     } else {
         (60, 30, 600, 1000)
     };
-    let mut text = format!(
-        r#"# Written by `x402-probe daemon --lab` for the lab it started.
-[daemon]
-state_dir = "{state}"
-reporter_key = {{ key_file = "{state}/reporter.key" }}
-checkpoint_every_secs = 3600
-
-[probe]
-samples = 2
-spacing_ms = 0
-allow_private = true
-ca_files = ["{ca}"]
-rpc = "{rpc}"
-assets = ["{token}"]
-provenance = "test_harness"
-vantage = "lab"
-
-[schedule]
-free_every_secs = {free_every}
-jitter_percent = 10
-concurrency = 8
-per_host_gap_ms = {gap}
-paid_min_interval_secs = {paid_every}
-
-[pay]
-max_usd = "0.05"
-max_usd_per_subject_per_day = "0.50"
-max_usd_per_day = "5"
-wallet = {{ key_file = "{wallet}" }}
-confirmations = 0
-
-[control]
-url = "{control}"
-every_secs = {control_every}
-expect_status = 402
-
-# The HTTP API (`x402-probe status`, /v1/...): served in real time only.
-[api]
-enabled = {api}
-"#,
-        api = !simulated,
-        state = state.display(),
-        ca = lab.ca_file.display(),
-        rpc = lab.rpc_url(),
-        token = lab.token.address().to_checksum(None),
-        wallet = lab.payer_key_file.display(),
-    );
-    for (_, url) in subjects {
-        text.push_str(&format!(
-            "\n[[subject]]\nurl = \"{url}\"\ncategory = \"weather\"\n"
-        ));
-    }
-    text
+    let mut config = LabDaemonConfig::new(state);
+    config.written_by = "Written by `x402-probe daemon --lab` for the lab it started.".into();
+    config.free_every_secs = free_every;
+    config.per_host_gap_ms = gap;
+    config.paid_min_interval_secs = paid_every;
+    config.control = Some((control.to_string(), control_every));
+    config.subjects = subjects
+        .iter()
+        .map(|(_, url)| (url.clone(), "weather".to_string()))
+        .collect();
+    // The HTTP API (`x402-probe status`, /v1/...): served in real time only.
+    config.tail = format!("[api]\nenabled = {}\n", !simulated);
+    config.text(lab)
 }
 
 /// Each subject's daily score (the last of each day): score, band, grade, verdict.

@@ -68,6 +68,7 @@ mod lab {
 
     use anyhow::{Context, Result};
     use serde::Serialize;
+    use x402_lab::daemon_config::{LabDaemonConfig, PayCaps};
     use x402_lab::dynamic::{LabClock, rfc3339_ms};
     use x402_lab::population::{CallFailure, DAY_MS, HORIZON_DAYS, Population, Truth};
     use x402_lab::{Lab, LabOptions};
@@ -310,61 +311,29 @@ mod lab {
         control: &str,
         caps: &Caps,
     ) -> String {
-        let mut text = format!(
-            r#"# Written by `x402-probe simulate` for the lab it started: only URLs and categories.
-[daemon]
-state_dir = "{state}"
-reporter_key = {{ key_file = "{state}/reporter.key" }}
-checkpoint_every_secs = 86400
-
-[probe]
-samples = {SAMPLES}
-spacing_ms = 0
-allow_private = true
-ca_files = ["{ca}"]
-rpc = "{rpc}"
-assets = ["{token}"]
-provenance = "synthetic_fixture"
-vantage = "lab"
-
-[schedule]
-free_every_secs = {FREE_EVERY_SECS}
-jitter_percent = 10
-concurrency = 8
-per_host_gap_ms = 1000
-paid_min_interval_secs = {PAID_MIN_INTERVAL_SECS}
-
-[pay]
-max_usd = "{per_call:.2}"
-max_usd_per_subject_per_day = "{per_subject:.2}"
-max_usd_per_day = "{per_day:.2}"
-wallet = {{ key_file = "{wallet}" }}
-confirmations = 0
-
-[control]
-url = "{control}"
-every_secs = {CONTROL_EVERY_SECS}
-expect_status = 402
-
-[api]
-enabled = false
-"#,
-            state = state.display(),
-            ca = lab.ca_file.display(),
-            rpc = lab.rpc_url(),
-            token = lab.token.address().to_checksum(None),
-            wallet = lab.payer_key_file.display(),
-            per_call = caps.per_call_usd,
-            per_subject = caps.per_subject_usd.min(CAP_CEILING_USD),
-            per_day = caps.per_day_usd.min(CAP_CEILING_USD),
-        );
-        for (truth, url) in population.subjects.iter().zip(urls) {
-            text.push_str(&format!(
-                "\n[[subject]]\nurl = \"{url}\"\ncategory = \"{}\"\n",
-                truth.category.name()
-            ));
-        }
-        text
+        let mut config = LabDaemonConfig::new(state);
+        config.written_by =
+            "Written by `x402-probe simulate` for the lab it started: only URLs and categories."
+                .into();
+        config.checkpoint_every_secs = 86_400;
+        config.samples = u64::from(SAMPLES);
+        config.provenance = "synthetic_fixture".into();
+        config.free_every_secs = FREE_EVERY_SECS;
+        config.paid_min_interval_secs = PAID_MIN_INTERVAL_SECS;
+        config.pay = Some(PayCaps {
+            per_call: format!("{:.2}", caps.per_call_usd),
+            per_subject_per_day: format!("{:.2}", caps.per_subject_usd.min(CAP_CEILING_USD)),
+            per_day: format!("{:.2}", caps.per_day_usd.min(CAP_CEILING_USD)),
+        });
+        config.control = Some((control.to_string(), CONTROL_EVERY_SECS));
+        config.subjects = population
+            .subjects
+            .iter()
+            .zip(urls)
+            .map(|(truth, url)| (url.clone(), truth.category.name().to_string()))
+            .collect();
+        config.tail = "[api]\nenabled = false\n".into();
+        config.text(lab)
     }
 
     fn failure_kind(f: CallFailure) -> FailureKind {

@@ -32,6 +32,10 @@ pub struct ScoreDocument {
     pub score: Points,
     /// `score` after every binding cap: what the grade is read from.
     pub capped_score: Points,
+    /// What the capped score predicts under the rubric's `calibration` (absent when the rubric has
+    /// none, as the draft has not: its documents are unchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted: Option<Predicted>,
     /// Sum of the weights of the dimensions scored (100 when none left the total).
     pub denominator: f64,
     pub band: Band,
@@ -62,6 +66,15 @@ pub struct ScoreDocument {
         deserialize_with = "deserialize_shared"
     )]
     pub inputs: std::sync::Arc<serde_json::Value>,
+}
+
+/// The chance that a paid call to the subject fails within the horizon after the score, read
+/// from the rubric's calibration at the capped score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Predicted {
+    pub horizon_days: u32,
+    /// 0..=1, rounded to 4 decimals.
+    pub failure_rate: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

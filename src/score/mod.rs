@@ -204,6 +204,10 @@ pub fn score(
         as_of: inputs.as_of.text.clone(),
         score: split.total,
         capped_score,
+        predicted: rubric.calibration.as_ref().map(|c| document::Predicted {
+            horizon_days: c.horizon_days,
+            failure_rate: round4(c.rate_at(capped_score.as_f64())),
+        }),
         denominator: split.denominator,
         band: Band {
             low,

@@ -1114,3 +1114,35 @@ fn cap_from_names_each_flag_once() {
     );
     assert_eq!(doc.cap.cap, Some(39.0));
 }
+
+#[test]
+fn a_calibrated_rubric_publishes_the_predicted_failure_rate_and_the_draft_does_not() {
+    let inputs = Inputs::from_value(healthy().value()).unwrap();
+    let draft = score(&rubric(), &inputs, Sampler::InverseCdfTable).unwrap();
+    assert_eq!(draft.predicted, None);
+    let text = String::from_utf8(crate::canonical::canonical_bytes_of(&draft).unwrap()).unwrap();
+    assert!(
+        !text.contains("predicted"),
+        "the draft's documents are unchanged"
+    );
+
+    // The same rubric with a calibration: 50% at 40, 2% at 100.
+    let mut v: Value = serde_json::from_slice(crate::rubric::EMBEDDED_DEFAULT).unwrap();
+    v["version"] = json!("1.0.0-draft.2");
+    v["calibration"] = json!({"horizon_days": 14, "points": [[40, 0.5], [100, 0.02]]});
+    let calibrated = Rubric::from_bytes(&serde_json::to_vec(&v).unwrap()).unwrap();
+    let doc = score(&calibrated, &inputs, Sampler::InverseCdfTable).unwrap();
+    let p = doc.predicted.as_ref().expect("a prediction");
+    assert_eq!(p.horizon_days, 14);
+    let s = doc.capped_score.as_f64();
+    close(
+        p.failure_rate,
+        round4(0.5 + (s - 40.0) / 60.0 * (0.02 - 0.5)),
+    );
+    // It reads back from the document's bytes.
+    let bytes = crate::canonical::canonical_bytes_of(&doc).unwrap();
+    assert_eq!(
+        ScoreDocument::from_slice(&bytes).unwrap().predicted,
+        doc.predicted
+    );
+}

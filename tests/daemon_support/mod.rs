@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
+use x402_lab::daemon_config::{LabDaemonConfig, PayCaps};
 use x402_lab::dynamic::LabClock;
 use x402_lab::{Lab, LabOptions};
 use x402_probe::clock::{Clock, ManualClock};
@@ -74,71 +75,22 @@ pub fn config_text(lab: &Lab, s: &Settings) -> String {
         std::fs::create_dir_all(s.state_dir).unwrap();
         ReporterKey::generate(&key).expect("a reporter key");
     }
-    let mut text = format!(
-        r#"
-[daemon]
-state_dir = "{state}"
-reporter_key = {{ key_file = "{key}" }}
-checkpoint_every_secs = 3600
-
-[probe]
-samples = {samples}
-spacing_ms = 0
-allow_private = true
-ca_files = ["{ca}"]
-rpc = "{rpc}"
-assets = ["{token}"]
-provenance = "test_harness"
-vantage = "lab"
-
-[schedule]
-free_every_secs = {every}
-jitter_percent = 10
-concurrency = 8
-per_host_gap_ms = 1000
-backoff_max_secs = 21600
-paid_min_interval_secs = {paid_every}
-pay_from_first_run = {first}
-{extra}
-"#,
-        state = s.state_dir.display(),
-        key = key.display(),
-        samples = s.samples,
-        ca = lab.ca_file.display(),
-        rpc = lab.rpc_url(),
-        token = lab.token.address().to_checksum(None),
-        every = s.free_every_secs,
-        paid_every = s.paid_min_interval_secs,
-        first = s.pay_from_first_run,
-        extra = s.extra,
-    );
-    if s.pay {
-        text.push_str(&format!(
-            r#"
-[pay]
-max_usd = "0.05"
-max_usd_per_subject_per_day = "0.50"
-max_usd_per_day = "5"
-wallet = {{ key_file = "{wallet}" }}
-confirmations = 0
-"#,
-            wallet = lab.payer_key_file.display()
-        ));
-    }
-    if let Some(control) = &s.control {
-        text.push_str(&format!(
-            "\n[control]\nurl = \"{control}\"\nevery_secs = {}\nexpect_status = 402\n",
-            s.control_every_secs
-        ));
-    }
-    for url in &s.subjects {
-        text.push_str(&format!(
-            "\n[[subject]]\nurl = \"{url}\"\ncategory = \"weather\"\n"
-        ));
-    }
-    text.push('\n');
-    text.push_str(&s.api);
-    text
+    let mut config = LabDaemonConfig::new(s.state_dir);
+    config.samples = s.samples;
+    config.free_every_secs = s.free_every_secs;
+    config.paid_min_interval_secs = s.paid_min_interval_secs;
+    config.pay_from_first_run = Some(s.pay_from_first_run);
+    config.backoff_max_secs = Some(21_600);
+    config.schedule_extra = format!("{}\n", s.extra);
+    config.pay = s.pay.then(PayCaps::default);
+    config.control = s.control.clone().map(|url| (url, s.control_every_secs));
+    config.subjects = s
+        .subjects
+        .iter()
+        .map(|url| (url.clone(), "weather".to_string()))
+        .collect();
+    config.tail = s.api.clone();
+    config.text(lab)
 }
 
 pub fn write_config(dir: &Path, text: &str) -> PathBuf {

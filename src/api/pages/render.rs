@@ -233,7 +233,7 @@ fn summary(out: &mut String, doc: &ScoreDocument) {
          <div class=\"band-block\">{}<div>band {}–{} <span class=\"muted\">({} confidence)</span></div></div>\
          <dl class=\"facts\"><dt>Grade</dt><dd>{}</dd><dt>Verdict</dt><dd>{}</dd>\
          <dt>Outlook</dt><dd>{} <span class=\"muted small\">{} over the last {} days against {}</span></dd>\
-         <dt>Evidence</dt><dd>{} probes over {} days <span class=\"muted small\">({} over {} days verify)</span>; {}</dd>\
+         <dt>Evidence</dt><dd>{} probes over {} days <span class=\"muted small\">({} over {} days verify)</span>; {}</dd>{}\
          <dt>As of</dt><dd>{} <span class=\"muted small\">rubric {} {}</span></dd></dl></section>",
         number(doc.capped_score.as_f64(), 2),
         if doc.cap.binding {
@@ -269,6 +269,12 @@ fn summary(out: &mut String, doc: &ScoreDocument) {
                 "last paid call {} days ago",
                 number(d, 1)
             )),
+        doc.predicted.as_ref().map_or(String::new(), |p| format!(
+            "<dt>Predicted</dt><dd>{}% chance that a paid call fails within {} days \
+             <span class=\"muted small\">(the rubric's calibration at this score)</span></dd>",
+            number(p.failure_rate * 100.0, 1),
+            p.horizon_days
+        )),
         short_time(&doc.as_of),
         text(&doc.rubric.id, FIELD_CHARS),
         text(&doc.rubric.version, FIELD_CHARS),
