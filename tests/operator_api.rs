@@ -254,6 +254,14 @@ async fn admin_actions_and_the_operators_own_evidence_against_a_running_daemon()
     assert!(run.seq > 0);
 
     // --- Declare an outage: recorded, and served by /v1/outages.
+    // The subject's page, rendered once and then served from its cache, is rendered again when
+    // our outages change (the new window is shaded on its chart).
+    let page_url = d.url(&format!("/subjects/{}", d.id_of("honest-v2")));
+    let shaded = |page: &str| page.matches("class=\"outage\"").count();
+    let (status, first) = get(&client, &page_url).await;
+    assert_eq!(status, 200);
+    let (_, cached) = get(&client, &page_url).await;
+    assert_eq!(first, cached, "the same page from the cache");
     let now_s = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -287,6 +295,15 @@ async fn admin_actions_and_the_operators_own_evidence_against_a_running_daemon()
         }),
         "{outages}"
     );
+    let mut after = String::new();
+    for _ in 0..100 {
+        after = get(&client, &page_url).await.1;
+        if shaded(&after) > shaded(&first) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(shaded(&after), shaded(&first) + 1, "the declared outage on the page");
     // Outside the rules (more than 48 hours back): refused, nothing recorded.
     let (status, body) = api
         .post(

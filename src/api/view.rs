@@ -7,7 +7,7 @@
 //! the whole view: a request never waits for a rebuild.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,6 +18,7 @@ use super::types::{
     BandView, DailyScore, OutlookView, ScoreHistory, ScoreSummaryView, SubjectSummary, Trend,
     ValueView, WatchView,
 };
+use crate::checks::history::OutageWindow;
 use crate::daemon::pipeline::Shared;
 use crate::ledger::key::ReporterKey;
 use crate::score::document::ScoreDocument;
@@ -37,6 +38,28 @@ pub(crate) struct SubjectEntry {
     pub(crate) state: SubjectState,
     /// What the subject's page shows.
     pub(crate) facts: Arc<SubjectFacts>,
+    /// The subject's page as last rendered, with the outage windows it was rendered with: the
+    /// page is a pure function of this entry and those windows, so it is rendered once per entry
+    /// (an entry is rebuilt, never changed, when the subject's evidence changes) and again only
+    /// when our outages change.
+    pub(crate) page: Mutex<Option<(Vec<OutageWindow>, Bytes)>>,
+}
+
+impl SubjectEntry {
+    /// The subject's page under `outages`: the cached bytes when they were rendered under the
+    /// same windows, else `render` (outside the lock: two first requests may both render; the
+    /// bytes are the same).
+    pub(crate) fn page(&self, outages: &[OutageWindow], render: impl FnOnce() -> String) -> Bytes {
+        if let Some((seen, bytes)) = &*self.page.lock().unwrap_or_else(|p| p.into_inner()) {
+            if seen == outages {
+                return bytes.clone();
+            }
+        }
+        let bytes = Bytes::from(render());
+        *self.page.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((outages.to_vec(), bytes.clone()));
+        bytes
+    }
 }
 
 /// The whole view at one moment.
@@ -234,6 +257,7 @@ impl Builder {
             history_json: Bytes::from(serde_json::to_vec(&history).unwrap_or_default()),
             state: row.state,
             facts,
+            page: Mutex::new(None),
         };
         self.entries.insert(id, Arc::new(entry));
     }

@@ -18,6 +18,7 @@ pub(crate) mod render;
 pub(crate) mod view;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -41,8 +42,8 @@ pub(crate) fn routes() -> Router<ApiState> {
         .route(render::STYLESHEET_PATH, get(stylesheet))
 }
 
-fn with_headers(status: StatusCode, content_type: &'static str, body: String) -> Response {
-    let mut response = (status, body).into_response();
+fn with_headers(status: StatusCode, content_type: &'static str, body: impl Into<Body>) -> Response {
+    let mut response = (status, body.into()).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(
@@ -61,7 +62,7 @@ fn with_headers(status: StatusCode, content_type: &'static str, body: String) ->
     response
 }
 
-fn page(status: StatusCode, body: String) -> Response {
+fn page(status: StatusCode, body: impl Into<Body>) -> Response {
     let mut response = with_headers(status, "text/html; charset=utf-8", body);
     response
         .headers_mut()
@@ -82,7 +83,7 @@ pub(crate) fn rate_limited(retry_after_secs: u64) -> Response {
 }
 
 async fn stylesheet() -> Response {
-    let mut response = with_headers(StatusCode::OK, "text/css; charset=utf-8", STYLESHEET.into());
+    let mut response = with_headers(StatusCode::OK, "text/css; charset=utf-8", STYLESHEET);
     response.headers_mut().insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("public, max-age=300"),
@@ -119,8 +120,8 @@ async fn subject_page(State(state): State<ApiState>, Path(id): Path<String>) -> 
         .read()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
-    page(
-        StatusCode::OK,
-        render::subject(&view::subject_view(&entry, outages)),
-    )
+    let body = entry.page(&outages, || {
+        render::subject(&view::subject_view(&entry, outages.clone()))
+    });
+    page(StatusCode::OK, body)
 }
