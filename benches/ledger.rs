@@ -158,9 +158,17 @@ fn capture(root: &Path) -> Captured {
             config.validate().expect("the config is valid");
             let clock = clock.clone();
             async move {
-                let daemon = Daemon::open(config, None, TimeSource::Simulated { clock, until_ms })
-                    .await
-                    .expect("the daemon opens");
+                let daemon = Daemon::open(
+                    config,
+                    None,
+                    TimeSource::Simulated {
+                        clock,
+                        until_ms,
+                        lookahead_ms: 0,
+                    },
+                )
+                .await
+                .expect("the daemon opens");
                 let (_tx, rx) = tokio::sync::mpsc::channel(1);
                 daemon.run(rx).await.expect("the daemon runs");
             }

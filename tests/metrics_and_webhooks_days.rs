@@ -83,6 +83,7 @@ async fn simulated_days_give_true_metrics_and_signed_webhooks() {
         TimeSource::Simulated {
             clock: clock.clone(),
             until_ms: at(3.5),
+            lookahead_ms: 0,
         },
     )
     .await

@@ -303,7 +303,11 @@ async fn admin_actions_and_the_operators_own_evidence_against_a_running_daemon()
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    assert_eq!(shaded(&after), shaded(&first) + 1, "the declared outage on the page");
+    assert_eq!(
+        shaded(&after),
+        shaded(&first) + 1,
+        "the declared outage on the page"
+    );
     // Outside the rules (more than 48 hours back): refused, nothing recorded.
     let (status, body) = api
         .post(

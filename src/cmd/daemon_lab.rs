@@ -140,6 +140,7 @@ async fn run_async(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32>
                 TimeSource::Simulated {
                     clock: manual,
                     until_ms,
+                    lookahead_ms: 0,
                 },
             )
             .await?;

@@ -66,6 +66,12 @@ pub enum TimeSource {
     Simulated {
         clock: Arc<ManualClock>,
         until_ms: i64,
+        /// With runs in flight (and no paid call among them), the clock may also jump to the next
+        /// due time when it is at most this far past the instant the oldest of them started, so
+        /// up to `concurrency` runs overlap instead of going one at a time; a run in flight then
+        /// sees the clock move by at most this much. 0: only when nothing is in flight (each run
+        /// alone at its instant).
+        lookahead_ms: i64,
     },
 }
 
@@ -585,6 +591,9 @@ impl Daemon {
     pub async fn run(mut self, mut signals: tokio::sync::mpsc::Receiver<Signal>) -> Result<()> {
         let mut in_flight: JoinSet<Done> = JoinSet::new();
         let mut paid_in_flight = 0usize;
+        // Simulated, with a lookahead: the instant the runs in flight began overlapping (the
+        // clock never jumps past it by more than the lookahead while they run).
+        let mut overlap_from: Option<i64> = None;
         let concurrency = self.config.schedule.concurrency.count();
         let mut commands = self
             .commands_rx
@@ -627,12 +636,36 @@ impl Daemon {
                 .scheduler(self.queue.len(), in_flight.len());
             let next_due = self.queue.peek().map(|Reverse((due, _, _))| *due);
             match self.time.clone() {
-                TimeSource::Simulated { clock, until_ms } => {
+                TimeSource::Simulated {
+                    clock,
+                    until_ms,
+                    lookahead_ms,
+                } => {
+                    // A paid call in flight keeps the clock (the next run could want to pay and
+                    // would go without: one paid call at a time).
+                    // `now` is when the runs just dispatched started: the first of an overlap.
+                    let from = if in_flight.is_empty() {
+                        overlap_from = None;
+                        now
+                    } else {
+                        *overlap_from.get_or_insert(now)
+                    };
+                    let ahead = next_due.filter(|due| {
+                        lookahead_ms > 0
+                            && paid_in_flight == 0
+                            && in_flight.len() < concurrency
+                            && *due <= until_ms
+                            && *due <= from + lookahead_ms
+                    });
                     if in_flight.is_empty() {
                         match next_due {
                             Some(due) if due <= until_ms => clock.advance_to_ms(due),
                             _ => return self.stop(in_flight).await,
                         }
+                    } else if let Some(due) = ahead {
+                        clock.advance_to_ms(due.max(now));
+                        // Let the runs in flight move before the next one starts.
+                        tokio::task::yield_now().await;
                     } else if let Some(done) = in_flight.join_next().await {
                         self.finish(done, &mut paid_in_flight)?;
                     }

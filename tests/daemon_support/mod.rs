@@ -104,9 +104,17 @@ pub async fn run_simulated(config_text: &str, clock: Arc<ManualClock>, until_ms:
     x402_probe::cmd::daemon::init_logs("info");
     let config: DaemonConfig = toml::from_str(config_text).expect("the test's config parses");
     config.validate().expect("the test's config is valid");
-    let daemon = Daemon::open(config, None, TimeSource::Simulated { clock, until_ms })
-        .await
-        .expect("the daemon opens");
+    let daemon = Daemon::open(
+        config,
+        None,
+        TimeSource::Simulated {
+            clock,
+            until_ms,
+            lookahead_ms: 0,
+        },
+    )
+    .await
+    .expect("the daemon opens");
     let (_tx, rx) = tokio::sync::mpsc::channel(1);
     daemon.run(rx).await.expect("the daemon runs to the end");
 }
