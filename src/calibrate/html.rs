@@ -414,11 +414,13 @@ pub fn render(r: &Report) -> String {
     if let Some(f) = &r.fitted {
         let _ = write!(
             out,
-            "<h2>What was fitted</h2><p>Objective: {} (draft curves {}, fitted {}; {} evaluations).</p>\
+            "<h2>What was fitted</h2><p>Objective: {} (draft curves {}, fitted {}, with the proposed \
+             gates {}; {} evaluations).</p>\
              <table><tr><th>curve</th><th>x (ms)</th><th>draft y</th><th>fitted y</th></tr>",
             esc(f.objective),
             f.objective_draft,
             f.objective_fitted,
+            f.objective_gated,
             f.evaluations
         );
         for c in &f.curves {

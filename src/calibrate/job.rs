@@ -267,10 +267,10 @@ struct Drift {
     fit_fail_share: Option<f64>,
     later_fail_share: Option<f64>,
     top_checks: Vec<String>,
-    /// The worst decile of the held-out period, when most of it sits at the cap of one live gate
-    /// whose check sees no kind of paid-call failure: the gate, its subject-days there, the
-    /// decile's.
-    worst_capped_by: Option<(String, u64, u64)>,
+    /// The worst decile of the held-out period, when at least a quarter of it sits at the cap of
+    /// one live gate whose check sees no kind of paid-call failure: the gate, its subject-days
+    /// there, the decile's, and the share of those that fail.
+    worst_capped_by: Option<(String, u64, u64, f64)>,
 }
 
 /// Whether a subject is held out (a stable hash of its id: about a fifth).
@@ -789,15 +789,15 @@ fn drift_period(e: &Evaluation) -> Option<Decile> {
         .copied()
 }
 
-/// Whether most of the worst decile's subject-days sit under one live gate whose check sees no
-/// kind of paid-call failure (the label does not count its harm), and which.
+/// Whether at least a quarter of the worst decile's subject-days sit under one live gate whose
+/// check sees no kind of paid-call failure (the label does not count its harm), and which.
 fn worst_capped_by(
     table: &Table,
     live: &Rubric,
     rows: &[usize],
     score: &dyn Fn(usize) -> f64,
     worst: &Option<Decile>,
-) -> Option<(String, u64, u64)> {
+) -> Option<(String, u64, u64, f64)> {
     let w = worst.as_ref()?;
     // The deciles' bounds are rounded to 4 decimals.
     let inside: Vec<usize> = rows
@@ -814,14 +814,29 @@ fn worst_capped_by(
         .enumerate()
         .filter(|(g, gate)| *g < 32 && !failure_checks.contains(&gate.check.as_str()))
         .map(|(g, _)| {
-            let n = inside
+            let capped: Vec<usize> = inside
                 .iter()
-                .filter(|&&i| table.rows[i].gates_binding & (1 << g) != 0)
+                .copied()
+                .filter(|&i| table.rows[i].gates_binding & (1 << g) != 0)
+                .collect();
+            let failing = capped
+                .iter()
+                .filter(|&&i| table.rows[i].label.is_some_and(|l| l.fails))
                 .count();
-            (table.gates[g].clone(), n as u64, inside.len() as u64)
+            let share = if capped.is_empty() {
+                0.0
+            } else {
+                failing as f64 / capped.len() as f64
+            };
+            (
+                table.gates[g].clone(),
+                capped.len() as u64,
+                inside.len() as u64,
+                share,
+            )
         })
-        .filter(|(_, n, of)| *of > 0 && *n * 2 > *of)
-        .max_by_key(|(_, n, _)| *n)
+        .filter(|(_, n, of, _)| *of > 0 && *n * 4 >= *of && *n > 0)
+        .max_by_key(|(_, n, _, _)| *n)
 }
 
 /// A row's capped score with the proposed gates applied (each binding one caps it).
@@ -912,8 +927,19 @@ fn fit_grades(live: &Rubric, mapping: &[(f64, f64)], fit_scores: &[f64]) -> Vec<
             },
         };
         if proposed >= ceiling {
-            proposed = ceiling - 1.0;
-            why.push_str("; lowered to stay under the grade above");
+            // The grade above kept its minimum under the fitted one here: moving this one only
+            // to squeeze it a point under would make a grade no wider than a point.
+            if step.min < ceiling {
+                why.push_str(&format!(
+                    "; but {proposed} is not under the grade above ({ceiling}): the draft's {} \
+                     kept",
+                    step.min
+                ));
+                proposed = step.min;
+            } else {
+                proposed = ceiling - 1.0;
+                why.push_str("; lowered to stay under the grade above");
+            }
         }
         if step.min == 0.0 {
             proposed = 0.0;
@@ -961,14 +987,15 @@ fn calibration_why(period: &Evaluation, d: &Drift) -> String {
             pct(w.observed)
         ));
     }
-    if let Some((gate, n, of)) = &d.worst_capped_by {
+    if let Some((gate, n, of, share)) = &d.worst_capped_by {
         why.push_str(&format!(
             "{n} of its {of} subject-days are held at the cap of the live gate {gate}, whose check \
-             sees no kind of paid-call failure: the label does not count that harm, so these \
-             subject-days score below others that do fail, and no non-increasing map can follow \
-             both. What would fix it: a calibration that reads such subject-days on their score \
+             sees no kind of paid-call failure, and {} of those fail: the label does not count \
+             that harm, so these subject-days score below others that do fail, and no \
+             non-increasing map can follow both. What would fix it: a calibration that reads such subject-days on their score \
              before that cap, or a label that counts the harm; either is a change to what the \
              rubric calibrates and belongs in a proposal, with this report as its evidence.",
+            pct(*share)
         ));
     } else {
         why.push_str(
@@ -1325,5 +1352,17 @@ mod tests {
         let g = fit_grades(&live, &mapping, &[10.0; 100]);
         assert_eq!(g[0].proposed_min, 90.0);
         assert!(g[0].why.contains("kept"));
+        // A and B cannot move (the map never gets that low), C's fitted boundary (91) lies above
+        // B's: C and D keep the draft's minimums rather than being squeezed under B a point apart.
+        let mapping = vec![(59.0, 0.9), (92.0, 0.06)];
+        let scores: Vec<f64> = (0..1000).map(|i| 50.0 + f64::from(i % 45)).collect();
+        let g = fit_grades(&live, &mapping, &scores);
+        let mins: Vec<f64> = g.iter().map(|g| g.proposed_min).collect();
+        assert_eq!(mins, vec![90.0, 80.0, 70.0, 60.0, 0.0]);
+        assert!(
+            g[2].why.contains("not under the grade above"),
+            "{}",
+            g[2].why
+        );
     }
 }
