@@ -50,10 +50,10 @@ impl SubjectEntry {
     /// same windows, else `render` (outside the lock: two first requests may both render; the
     /// bytes are the same).
     pub(crate) fn page(&self, outages: &[OutageWindow], render: impl FnOnce() -> String) -> Bytes {
-        if let Some((seen, bytes)) = &*self.page.lock().unwrap_or_else(|p| p.into_inner()) {
-            if seen == outages {
-                return bytes.clone();
-            }
+        if let Some((seen, bytes)) = &*self.page.lock().unwrap_or_else(|p| p.into_inner())
+            && seen == outages
+        {
+            return bytes.clone();
         }
         let bytes = Bytes::from(render());
         *self.page.lock().unwrap_or_else(|p| p.into_inner()) =
