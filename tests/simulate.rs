@@ -200,6 +200,8 @@ fn a_small_population_runs_through_the_daemon_and_leaves_labels_truth_and_a_clea
         ["--subjects", "5001"],
         ["--days", "14"],
         ["--days", "366"],
+        ["--lookahead-secs", "3601"],
+        ["--lookahead-secs", "-1"],
     ] {
         let (code, text) = run(&["simulate", "--out", other_arg, bad[0], bad[1]]);
         assert_eq!(code, 2, "{bad:?}: {text}");

@@ -11,20 +11,10 @@ const W: f64 = 360.0;
 const H: f64 = 300.0;
 const PAD: f64 = 40.0;
 
+/// Every text the report shows, escaped and bounded as the daemon's pages do it (hidden
+/// characters shown as escapes): the rubric's names come from an operator's file.
 fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if c.is_control() => out.push('\u{FFFD}'),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::html::text(text, 16_384)
 }
 
 fn num(x: Option<f64>) -> String {
