@@ -10,11 +10,21 @@ FUZZ_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 FUZZ_TRIPLE="$(rustc -vV | sed -n 's/^host: //p')"
 FUZZ_BIN_DIR="$FUZZ_DIR/target/$FUZZ_TRIPLE/release"
 FUZZ_TARGETS=(payment_required settlement_response operator_file screen decode_body http_response url rpc_response)
+# FUZZ_TRACE_COMPARES=0 builds without comparison tracing, into a target folder of its own
+# (target-notc/): libFuzzer then learns from edge counters alone. It is for a target whose time
+# goes into a library's inner loops (payment_required: the screens' regex engines), where every
+# comparison calls back into libFuzzer; README.md says which run used it.
+FUZZ_TRACE_COMPARES_FLAG="-Cllvm-args=-sanitizer-coverage-trace-compares"
+if [ "${FUZZ_TRACE_COMPARES:-1}" = 0 ]; then
+    FUZZ_TRACE_COMPARES_FLAG=""
+    export CARGO_TARGET_DIR="$FUZZ_DIR/target-notc"
+    FUZZ_BIN_DIR="$FUZZ_DIR/target-notc/$FUZZ_TRIPLE/release"
+fi
 export RUSTFLAGS="-Cpasses=sancov-module \
 -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters \
 -Cllvm-args=-sanitizer-coverage-pc-table \
--Cllvm-args=-sanitizer-coverage-trace-compares \
+$FUZZ_TRACE_COMPARES_FLAG \
 -Cllvm-args=-sanitizer-coverage-stack-depth \
 --cfg fuzzing -Cdebug-assertions -Coverflow-checks"
 

@@ -3,7 +3,7 @@
 # (10 million unless RUNS is set), one after another, one job each. Builds once, then runs the
 # binaries. Logs go to fuzz/logs/, one line per target to fuzz/logs/summary.tsv: target,
 # executions, seconds, cov, ft, corpus (units/size), peak RSS in MB, max_len, exit status, and the
-# crash file when there was one. MAX_LEN overrides the per-target input bound. JOBS=N runs N
+# crash file when there was one, the number of jobs, and whether comparisons were traced. MAX_LEN overrides the per-target input bound. JOBS=N runs N
 # libFuzzer jobs at once on one shared corpus, RUNS/N executions each (the executions reported are
 # their sum); their logs go to fuzz/logs/TARGET.jobs/fuzz-K.log.
 #   fuzz/long.sh                 # all targets
@@ -72,7 +72,9 @@ for target in "${targets[@]}"; do
         k=$(grep -aoE "Test unit written to [^ ]+" "$log" | tail -1 | awk '{print $5}')
         [ -n "$k" ] && crash=$k
     done
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$target" "${execs:-?}" "$seconds" "${cov:-?}" \
-        "${ft:-?}" "${corp:-?}" "${rss:-?}" "$max_len" "$status" "${crash:--}" \
+    cmp=trace-compares
+    [ "${FUZZ_TRACE_COMPARES:-1}" = 0 ] && cmp=no-trace-compares
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$target" "${execs:-?}" "$seconds" "${cov:-?}" \
+        "${ft:-?}" "${corp:-?}" "${rss:-?}" "$max_len" "$status" "${crash:--}" "$jobs" "$cmp" \
         >>"$FUZZ_DIR/logs/summary.tsv"
 done
