@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 use crate::evidence::free::PageSeen;
 use crate::probe::free::canonical_resource;
 use crate::probe::http::{FetchConfig, FetchRequest, fetch};
+use crate::x402::catalogue::{item_networks, item_resource, read_page};
 
 /// Entries asked for per page.
 pub const PAGE_SIZE: usize = 100;
@@ -97,34 +98,26 @@ pub async fn read_catalogue(
             ));
             return seen;
         }
-        let Ok(page) = serde_json::from_slice::<Value>(&body.unwrap_or_default()) else {
-            seen.error = Some("a page is not JSON".into());
-            return seen;
+        let page = match read_page(&body.unwrap_or_default()) {
+            Ok(page) => page,
+            Err(e) => {
+                seen.error = Some(format!("page {} {e}", seen.pages.len()));
+                return seen;
+            }
         };
-        let Some(items) = page.get("items").and_then(Value::as_array) else {
-            seen.error = Some("a page has no items array".into());
-            return seen;
-        };
+        let items = &page.items;
         seen.items_seen += items.len();
         for item in items {
             if seen.items.len() >= budget.max_items {
                 break;
             }
-            let Some(resource) = item.get("resource").and_then(Value::as_str) else {
+            let Some(resource) = item_resource(item) else {
                 continue;
             };
             if !(resource.starts_with("https://") || resource.starts_with("http://")) {
                 continue;
             }
-            let quoted_networks: Vec<&str> = item
-                .get("accepts")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|e| e.get("network").and_then(Value::as_str))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let quoted_networks = item_networks(item);
             if !networks.is_empty()
                 && !quoted_networks
                     .iter()
@@ -135,12 +128,8 @@ pub async fn read_catalogue(
             seen.items
                 .insert(canonical_resource(resource), item.clone());
         }
-        let total = page
-            .pointer("/pagination/total")
-            .and_then(Value::as_u64)
-            .unwrap_or(0) as usize;
         offset += items.len();
-        if items.is_empty() || offset >= total || seen.items.len() >= budget.max_items {
+        if items.is_empty() || offset >= page.total || seen.items.len() >= budget.max_items {
             return seen;
         }
     }

@@ -20,6 +20,7 @@ use crate::observation::{
 };
 use crate::probe::http::{Exchange, FetchConfig, FetchRequest, fetch};
 use crate::probe::rpc::Rpc;
+use crate::x402::catalogue::{item_resource, read_page};
 use crate::x402::parse::parse_payment_required;
 use crate::x402::types::PaymentRequired;
 
@@ -381,20 +382,16 @@ async fn read_listing(
                 pages,
             );
         }
-        let Ok(page) = serde_json::from_slice::<Value>(&body.unwrap_or_default()) else {
-            return fail("the page is not JSON".into(), pages);
+        let page = match read_page(&body.unwrap_or_default()) {
+            Ok(page) => page,
+            Err(e) => return fail(format!("the page {e}"), pages),
         };
-        let Some(items) = page.get("items").and_then(Value::as_array) else {
-            return fail("the page has no items array".into(), pages);
-        };
+        let items = &page.items;
         items_seen += items.len();
-        if let Some(item) = items.iter().find(|i| {
-            i.get("resource")
-                .and_then(Value::as_str)
-                .map(canonical_resource)
-                .as_deref()
-                == Some(want.as_str())
-        }) {
+        if let Some(item) = items
+            .iter()
+            .find(|i| item_resource(i).map(canonical_resource).as_deref() == Some(want.as_str()))
+        {
             return ListingSeen::Read {
                 url: listing_url.to_string(),
                 pages,
@@ -402,12 +399,8 @@ async fn read_listing(
                 item: Some(item.clone()),
             };
         }
-        let total = page
-            .pointer("/pagination/total")
-            .and_then(Value::as_u64)
-            .unwrap_or(0) as usize;
         offset += items.len();
-        if items.is_empty() || offset >= total {
+        if items.is_empty() || offset >= page.total {
             return ListingSeen::Read {
                 url: listing_url.to_string(),
                 pages,

@@ -6,6 +6,7 @@
 //! - [`network`]: CAIP-2 and v1 network names, chain ids, canonical USDC deployments.
 //! - [`eip712`]: EIP-3009 `TransferWithAuthorization` typed data, digests, signer recovery.
 //! - [`payload`]: the authorization to sign and the `PAYMENT-SIGNATURE` / `X-PAYMENT` header.
+//! - [`catalogue`]: one page of a discovery catalogue (its items and announced total).
 //!
 //! # Deviation codes
 //!
@@ -42,6 +43,7 @@
 //! `checks::conformance`.
 
 mod bounded;
+pub mod catalogue;
 pub mod eip712;
 pub mod network;
 pub mod operator;
