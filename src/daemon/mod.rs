@@ -41,7 +41,10 @@ use crate::store::{NewEntry, SqliteStore, Store, SubjectRow, SubjectState};
 use crate::wallet::Wallet;
 
 use pipeline::{CurrentRevision, PayParts, Population, RunDone, Shared};
-use schedule::{Cadence, HostGate, due_after_restart, next_free_ms, paid_wanted};
+use schedule::{
+    Cadence, HostGate, SimulatedLoop, SimulatedStep, due_after_restart, next_free_ms, paid_wanted,
+    simulated_step,
+};
 
 /// How often the value population is refreshed (a score names the population it read).
 pub const POPULATION_EVERY_MS: i64 = 3_600_000;
@@ -641,33 +644,37 @@ impl Daemon {
                     until_ms,
                     lookahead_ms,
                 } => {
-                    // A paid call in flight keeps the clock (the next run could want to pay and
-                    // would go without: one paid call at a time).
                     // `now` is when the runs just dispatched started: the first of an overlap.
-                    let from = if in_flight.is_empty() {
+                    let overlap_from_ms = if in_flight.is_empty() {
                         overlap_from = None;
                         now
                     } else {
                         *overlap_from.get_or_insert(now)
                     };
-                    let ahead = next_due.filter(|due| {
-                        lookahead_ms > 0
-                            && paid_in_flight == 0
-                            && in_flight.len() < concurrency
-                            && *due <= until_ms
-                            && *due <= from + lookahead_ms
+                    let step = simulated_step(&SimulatedLoop {
+                        now_ms: now,
+                        next_due_ms: next_due,
+                        until_ms,
+                        lookahead_ms,
+                        in_flight: in_flight.len(),
+                        paid_in_flight,
+                        concurrency,
+                        overlap_from_ms,
                     });
-                    if in_flight.is_empty() {
-                        match next_due {
-                            Some(due) if due <= until_ms => clock.advance_to_ms(due),
-                            _ => return self.stop(in_flight).await,
+                    match step {
+                        SimulatedStep::AdvanceTo(due) => {
+                            clock.advance_to_ms(due);
+                            // Let the runs in flight move before the next one starts.
+                            if !in_flight.is_empty() {
+                                tokio::task::yield_now().await;
+                            }
                         }
-                    } else if let Some(due) = ahead {
-                        clock.advance_to_ms(due.max(now));
-                        // Let the runs in flight move before the next one starts.
-                        tokio::task::yield_now().await;
-                    } else if let Some(done) = in_flight.join_next().await {
-                        self.finish(done, &mut paid_in_flight)?;
+                        SimulatedStep::AwaitRun => {
+                            if let Some(done) = in_flight.join_next().await {
+                                self.finish(done, &mut paid_in_flight)?;
+                            }
+                        }
+                        SimulatedStep::End => return self.stop(in_flight).await,
                     }
                 }
                 TimeSource::System => {

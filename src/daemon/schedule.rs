@@ -178,6 +178,63 @@ pub fn paid_wanted(
     None
 }
 
+/// The loop's state when a simulated clock decides where to go next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimulatedLoop {
+    /// The simulated clock's instant (when the runs just dispatched started).
+    pub now_ms: i64,
+    /// The earliest due time in the queue, if any.
+    pub next_due_ms: Option<i64>,
+    /// The simulation's end: nothing due after it runs.
+    pub until_ms: i64,
+    /// How far past the start of the oldest run in flight the clock may jump (0: never while a
+    /// run is in flight).
+    pub lookahead_ms: i64,
+    /// Runs in flight, paid calls among them, and how many may run at once.
+    pub in_flight: usize,
+    pub paid_in_flight: usize,
+    pub concurrency: usize,
+    /// When the runs in flight began overlapping: the start of the oldest of them.
+    pub overlap_from_ms: i64,
+}
+
+/// What a simulated clock does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SimulatedStep {
+    /// Move the clock to this instant (never back) and dispatch what is due.
+    AdvanceTo(i64),
+    /// Wait for a run in flight to finish; the clock stays.
+    AwaitRun,
+    /// Nothing in flight and nothing due before the end: the simulation is over.
+    End,
+}
+
+/// A simulated clock's next step. With nothing in flight it jumps to the next due time (or ends).
+/// With runs in flight it may jump to the next due time when that is at most `lookahead_ms` past
+/// the start of the oldest of them, so runs overlap as they would on the wall clock; never while a
+/// paid call is in flight (the next run could want to pay, and only one pays at a time), never
+/// with every slot taken, never past the end. A run in flight thus sees the clock move by at most
+/// the lookahead.
+pub fn simulated_step(s: &SimulatedLoop) -> SimulatedStep {
+    let due = s.next_due_ms.filter(|due| *due <= s.until_ms);
+    if s.in_flight == 0 {
+        return due.map_or(SimulatedStep::End, |due| {
+            SimulatedStep::AdvanceTo(due.max(s.now_ms))
+        });
+    }
+    match due {
+        Some(due)
+            if s.lookahead_ms > 0
+                && s.paid_in_flight == 0
+                && s.in_flight < s.concurrency
+                && due <= s.overlap_from_ms.saturating_add(s.lookahead_ms) =>
+        {
+            SimulatedStep::AdvanceTo(due.max(s.now_ms))
+        }
+        _ => SimulatedStep::AwaitRun,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,5 +383,114 @@ mod tests {
             "never more often than the minimum interval"
         );
         assert_eq!(paid_wanted(None, None, 0, week, false), None);
+    }
+
+    /// One run in flight since 0, the clock at 100, the next run due at 500, a lookahead of 600.
+    fn overlapping() -> SimulatedLoop {
+        SimulatedLoop {
+            now_ms: 100,
+            next_due_ms: Some(500),
+            until_ms: 10_000,
+            lookahead_ms: 600,
+            in_flight: 1,
+            paid_in_flight: 0,
+            concurrency: 4,
+            overlap_from_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_simulated_clock_alone_jumps_to_the_next_due_run_and_ends_after_the_last() {
+        let idle = SimulatedLoop {
+            in_flight: 0,
+            ..overlapping()
+        };
+        assert_eq!(simulated_step(&idle), SimulatedStep::AdvanceTo(500));
+        let after_end = SimulatedLoop {
+            next_due_ms: Some(10_001),
+            ..idle
+        };
+        assert_eq!(simulated_step(&after_end), SimulatedStep::End);
+        let empty = SimulatedLoop {
+            next_due_ms: None,
+            ..idle
+        };
+        assert_eq!(simulated_step(&empty), SimulatedStep::End);
+        // Without a lookahead the idle case is unchanged.
+        let no_lookahead = SimulatedLoop {
+            lookahead_ms: 0,
+            ..idle
+        };
+        assert_eq!(simulated_step(&no_lookahead), SimulatedStep::AdvanceTo(500));
+    }
+
+    #[test]
+    fn runs_overlap_within_the_lookahead_of_the_oldest_run_in_flight() {
+        // The next run starts while the first is in flight: the clock jumps 400 ms ahead.
+        assert_eq!(
+            simulated_step(&overlapping()),
+            SimulatedStep::AdvanceTo(500)
+        );
+        // At the lookahead's edge, counted from the oldest run's start (0), not from now (100).
+        let edge = SimulatedLoop {
+            next_due_ms: Some(600),
+            ..overlapping()
+        };
+        assert_eq!(simulated_step(&edge), SimulatedStep::AdvanceTo(600));
+        let past = SimulatedLoop {
+            next_due_ms: Some(601),
+            ..overlapping()
+        };
+        assert_eq!(simulated_step(&past), SimulatedStep::AwaitRun);
+        // An overdue run (held back by its host's gap) never moves the clock back.
+        let overdue = SimulatedLoop {
+            next_due_ms: Some(50),
+            ..overlapping()
+        };
+        assert_eq!(simulated_step(&overdue), SimulatedStep::AdvanceTo(100));
+    }
+
+    #[test]
+    fn the_clock_waits_for_runs_in_flight_when_it_may_not_jump() {
+        let cases = [
+            (
+                "no lookahead",
+                SimulatedLoop {
+                    lookahead_ms: 0,
+                    ..overlapping()
+                },
+            ),
+            (
+                "a paid call in flight",
+                SimulatedLoop {
+                    paid_in_flight: 1,
+                    ..overlapping()
+                },
+            ),
+            (
+                "every slot taken",
+                SimulatedLoop {
+                    in_flight: 4,
+                    ..overlapping()
+                },
+            ),
+            (
+                "due after the end",
+                SimulatedLoop {
+                    until_ms: 499,
+                    ..overlapping()
+                },
+            ),
+            (
+                "nothing due",
+                SimulatedLoop {
+                    next_due_ms: None,
+                    ..overlapping()
+                },
+            ),
+        ];
+        for (why, state) in cases {
+            assert_eq!(simulated_step(&state), SimulatedStep::AwaitRun, "{why}");
+        }
     }
 }
