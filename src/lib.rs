@@ -30,6 +30,7 @@ pub mod runner;
 pub mod score;
 pub mod secret;
 pub mod spend;
+pub mod state_dir;
 pub mod store;
 pub mod wallet;
 pub mod webhook;

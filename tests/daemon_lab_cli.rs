@@ -4,6 +4,8 @@
 
 mod process_support;
 
+use std::os::unix::fs::PermissionsExt;
+
 use process_support::run;
 
 #[test]
@@ -13,6 +15,10 @@ fn daemon_lab_days_prints_daily_scores_and_keeps_a_ledger_that_verifies() {
     let state_arg = state.to_str().unwrap();
     let (code, text) = run(&["daemon", "--lab", "--days", "2", "--state-dir", state_arg]);
     assert_eq!(code, 0, "{text}");
+    // The ledger is ours alone: the state directory made 0700, the store 0600.
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&state), 0o700);
+    assert_eq!(mode(&state.join("ledger.sqlite")), 0o600);
     for subject in [
         "honest-v2",
         "overcharge",
@@ -56,4 +62,22 @@ fn daemon_lab_days_prints_daily_scores_and_keeps_a_ledger_that_verifies() {
     // --days without --lab is a usage error.
     let (code, _) = run(&["daemon", "--days", "1"]);
     assert_eq!(code, 2);
+}
+
+#[test]
+fn a_state_directory_others_can_write_is_refused_before_the_ledger_is_made() {
+    let root = tempfile::tempdir().unwrap();
+    for loose in [0o777, 0o770, 0o1777] {
+        let state = root.path().join(format!("loose-{loose:o}"));
+        std::fs::create_dir(&state).unwrap();
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(loose)).unwrap();
+        let state_arg = state.to_str().unwrap();
+        let (code, text) = run(&["daemon", "--lab", "--days", "1", "--state-dir", state_arg]);
+        assert_eq!(code, 2, "{text}");
+        assert!(text.contains(state_arg) && text.contains("chmod 700"), "{text}");
+        assert!(
+            !state.join("ledger.sqlite").exists() && !state.join("reporter.key").exists(),
+            "nothing is made in it"
+        );
+    }
 }

@@ -57,14 +57,8 @@ async fn run_async(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32>
             state.display()
         );
     }
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&state)
-            .with_context(|| format!("creating the state directory {}", state.display()))?;
-    }
+    // Ours alone (made 0700, refused if others can write it) before anything is put in it.
+    crate::state_dir::open_state_dir(&state)?;
 
     let mut scenarios: Vec<String> = STEADY.iter().map(|s| s.to_string()).collect();
     scenarios.push("control".into());

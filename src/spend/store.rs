@@ -29,6 +29,7 @@ use serde::Serialize;
 use super::policy::{PayPolicy, assess};
 use crate::evidence::paid::{Refusal, RefusalCode};
 use crate::evidence::usd::Usd;
+use crate::state_dir::{StateDirError, open_state_dir, private_store_file};
 use crate::x402::Requirement;
 use crate::x402::eip712::{Authorization, TokenDomain};
 use crate::x402::payload::{authorization_for, token_domain_for};
@@ -52,13 +53,6 @@ pub enum SpendError {
         #[source]
         source: rusqlite::Error,
     },
-    #[error("spend store {path}: {context}: {source}")]
-    Io {
-        path: String,
-        context: &'static str,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("spend store {path} has schema {found:?}, this build writes {SCHEMA_ID:?}")]
     Schema { path: String, found: String },
     #[error("spend store {path}: row {id} is unreadable: {why}")]
@@ -71,9 +65,9 @@ pub enum SpendError {
         #[source]
         source: std::io::Error,
     },
-    /// The state directory or a store file is not private to us (see [`SpendStore::open`]).
-    #[error("{path}: {why}; refused")]
-    NotPrivate { path: String, why: String },
+    /// The state directory or a store file is not private to us (see [`crate::state_dir`]).
+    #[error(transparent)]
+    StateDir(#[from] StateDirError),
 }
 
 /// Why [`SpendStore::reserve`] did not reserve.
@@ -244,35 +238,15 @@ impl std::fmt::Debug for SpendStore {
 }
 
 impl SpendStore {
-    /// Opens (creating if needed) `spend.sqlite` in `state_dir`.
-    ///
-    /// The store records what we spend and reserve, so it must be ours alone, as ssh treats a key:
-    /// a missing state directory is created 0700; an existing one must be a directory owned by the
-    /// current user that neither group nor others can write (0755, as systemd's `StateDirectory=`
-    /// makes it, is accepted), else it is refused. The files are checked by [`Self::open_file`].
+    /// Opens (creating if needed) `spend.sqlite` in `state_dir`, which must be ours alone (see
+    /// [`crate::state_dir`]: created 0700, refused if group or others can write it).
     pub fn open(state_dir: &Path) -> Result<SpendStore, SpendError> {
-        if !state_dir.exists() {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(state_dir)
-                .map_err(|source| SpendError::Io {
-                    path: state_dir.display().to_string(),
-                    context: "creating the state directory",
-                    source,
-                })?;
-        }
-        check_private_dir(state_dir)?;
+        open_state_dir(state_dir)?;
         SpendStore::open_file(&state_dir.join(STORE_FILE))
     }
 
-    /// Opens (creating if needed) the store at exactly `path`.
-    ///
-    /// A new store file is created 0600 (SQLite gives its `-wal` and `-shm` files the database
-    /// file's mode). An existing store file, `-wal` or `-shm` must be a regular file owned by the
-    /// current user: one that group or others can write is refused (it may have been altered); one
-    /// they can only read (0644, as earlier versions created it) is tightened to 0600.
+    /// Opens (creating if needed) the store at exactly `path`: created 0600, an existing store file,
+    /// `-wal` or `-shm` checked as [`private_store_file`] says.
     pub fn open_file(path: &Path) -> Result<SpendStore, SpendError> {
         let shown = path.display().to_string();
         let sql = |context| {
@@ -283,12 +257,7 @@ impl SpendStore {
                 source,
             }
         };
-        create_private_file(path)?;
-        for suffix in ["", "-wal", "-shm"] {
-            let mut file = path.as_os_str().to_owned();
-            file.push(suffix);
-            make_private_file(Path::new(&file))?;
-        }
+        private_store_file(path)?;
         let conn = Connection::open(path).map_err(sql("opening"))?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(sql("setting the busy timeout"))?;
@@ -613,110 +582,6 @@ impl SpendStore {
     }
 }
 
-/// The state directory must be ours and writable by nobody else.
-fn check_private_dir(dir: &Path) -> Result<(), SpendError> {
-    use std::os::unix::fs::MetadataExt;
-    let shown = dir.display().to_string();
-    let refuse = |why: String| SpendError::NotPrivate {
-        path: shown.clone(),
-        why,
-    };
-    let meta = std::fs::metadata(dir).map_err(|source| SpendError::Io {
-        path: shown.clone(),
-        context: "reading the state directory",
-        source,
-    })?;
-    if !meta.is_dir() {
-        return Err(refuse("the state directory is not a directory".into()));
-    }
-    if meta.uid() != euid() {
-        return Err(refuse(format!(
-            "the state directory is owned by uid {}, not by the current user (uid {})",
-            meta.uid(),
-            euid()
-        )));
-    }
-    let mode = meta.mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        return Err(refuse(format!(
-            "the state directory has mode {mode:04o}: group or others can write it; chmod 700 it"
-        )));
-    }
-    Ok(())
-}
-
-/// Creates the store file 0600 if it does not exist (before SQLite would create it 0644).
-fn create_private_file(path: &Path) -> Result<(), SpendError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-    {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(source) => Err(SpendError::Io {
-            path: path.display().to_string(),
-            context: "creating the store file",
-            source,
-        }),
-    }
-}
-
-/// An existing store file (or `-wal`, `-shm`) is ours and private; a missing one is fine.
-fn make_private_file(path: &Path) -> Result<(), SpendError> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let shown = path.display().to_string();
-    let refuse = |why: String| SpendError::NotPrivate {
-        path: shown.clone(),
-        why,
-    };
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(source) => {
-            return Err(SpendError::Io {
-                path: shown.clone(),
-                context: "reading the store file's permissions",
-                source,
-            });
-        }
-    };
-    if !meta.file_type().is_file() {
-        return Err(refuse("not a regular file".into()));
-    }
-    if meta.uid() != euid() {
-        return Err(refuse(format!(
-            "owned by uid {}, not by the current user (uid {})",
-            meta.uid(),
-            euid()
-        )));
-    }
-    let mode = meta.mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        return Err(refuse(format!(
-            "mode {mode:04o}: group or others can write it, so it may have been altered; check it, then chmod 600 it"
-        )));
-    }
-    if mode & 0o077 != 0 {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(
-            |source| SpendError::Io {
-                path: shown.clone(),
-                context: "tightening the store file to 0600",
-                source,
-            },
-        )?;
-    }
-    Ok(())
-}
-
-/// The current user's uid.
-fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
-
 fn cap_check(policy: &PayPolicy, totals: &Totals, cost: Usd) -> Option<Refusal> {
     let over = |total: Usd, cap: Usd| total.checked_add(cost).is_none_or(|sum| sum > cap);
     if over(totals.subject_day, policy.max_per_subject_per_day_usd) {
@@ -915,7 +780,10 @@ mod tests {
         std::fs::create_dir(&state).unwrap();
         std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o757)).unwrap();
         let err = SpendStore::open(&state).unwrap_err();
-        assert!(matches!(err, SpendError::NotPrivate { .. }), "{err}");
+        assert!(
+            matches!(err, SpendError::StateDir(StateDirError::NotPrivate { .. })),
+            "{err}"
+        );
         assert!(!state.join(STORE_FILE).exists(), "nothing created in it");
         std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
         drop(SpendStore::open(&state).unwrap());

@@ -25,12 +25,9 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
-    #[error("store {path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The state directory or the store file is not private to us (see [`crate::state_dir`]).
+    #[error(transparent)]
+    StateDir(#[from] crate::state_dir::StateDirError),
     #[error("store {path}: {why}")]
     Corrupt { path: String, why: String },
     #[error("store {path} has schema {found:?}, this build writes {expected:?}")]

@@ -1,7 +1,7 @@
 //! The embedded store: one SQLite file (`ledger.sqlite`) in the state directory, WAL, every commit
 //! on stable storage before it returns. Schema: `state/ledger.sql`; format: `state/ledger.md`.
 
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -18,6 +18,7 @@ use crate::ledger::chain::{
 };
 use crate::ledger::key::ReporterKey;
 use crate::ledger::record::{Record, RecordKind};
+use crate::state_dir::{open_state_dir, private_store_file};
 
 /// The schema this build reads and writes.
 pub const SCHEMA_ID: &str = "x402-probe.ledger/1";
@@ -42,32 +43,14 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed, `0600` in a `0700` directory) the store in `state_dir`.
+    /// Opens (creating if needed) the store in `state_dir`, which must be ours alone, as the spend
+    /// store's (see [`crate::state_dir`]): the directory created 0700 and refused if group or others
+    /// can write it; the store file created 0600, tightened if others can read it, refused if they
+    /// can write it.
     pub fn open(state_dir: &Path) -> Result<SqliteStore, StoreError> {
-        if !state_dir.exists() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(state_dir)
-                .map_err(|source| StoreError::Io {
-                    path: state_dir.display().to_string(),
-                    source,
-                })?;
-        }
+        open_state_dir(state_dir)?;
         let path = state_dir.join(STORE_FILE);
-        if !path.exists() {
-            // Created private before SQLite opens it, so it is never readable by others.
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o600)
-                .open(&path)
-                .map_err(|source| StoreError::Io {
-                    path: path.display().to_string(),
-                    source,
-                })?;
-        }
+        private_store_file(&path)?;
         Self::open_file(&path)
     }
 
