@@ -74,7 +74,10 @@ fn a_state_directory_others_can_write_is_refused_before_the_ledger_is_made() {
         let state_arg = state.to_str().unwrap();
         let (code, text) = run(&["daemon", "--lab", "--days", "1", "--state-dir", state_arg]);
         assert_eq!(code, 2, "{text}");
-        assert!(text.contains(state_arg) && text.contains("chmod 700"), "{text}");
+        assert!(
+            text.contains(state_arg) && text.contains("chmod 700"),
+            "{text}"
+        );
         assert!(
             !state.join("ledger.sqlite").exists() && !state.join("reporter.key").exists(),
             "nothing is made in it"
