@@ -6,9 +6,7 @@ use alloy::primitives::{Address, B256, U256, b256};
 use serde_json::{Value, json};
 
 use crate::evidence::chain::{LogEntry, TxReceipt};
-use crate::evidence::http::Exchange;
-use crate::evidence::paid::{PaidObservation, SettlementSeen};
-use crate::x402::parse::parse_settlement_response;
+use crate::evidence::paid::PaidObservation;
 
 /// keccak256("Transfer(address,address,uint256)").
 pub const TRANSFER_TOPIC: B256 =
@@ -63,38 +61,6 @@ pub fn decode_authorization_used(log: &LogEntry) -> Option<(Address, B256)> {
         return None;
     }
     Some((Address::from_word(log.topics[1]), log.topics[2]))
-}
-
-/// The settlement receipt header of a paid response: `None` when there is no such header.
-pub fn settlement_of(exchange: &Exchange) -> Option<SettlementSeen> {
-    let response = exchange.response.as_ref()?;
-    match parse_settlement_response(&response.headers) {
-        Ok(s) => Some(SettlementSeen {
-            header_name: Some(s.header_name.clone()),
-            object: Some(s.object.clone()),
-            success: Some(s.success),
-            transaction: s.transaction.clone(),
-            network: s.network.clone(),
-            error_reason: s.error_reason.clone(),
-            problem: None,
-        }),
-        Err(d) if d.code == "payment_response.missing" => None,
-        Err(d) => {
-            let header_name = ["payment-response", "x-payment-response"]
-                .into_iter()
-                .find(|n| response.header(n).is_some())
-                .map(str::to_string);
-            Some(SettlementSeen {
-                header_name,
-                object: None,
-                success: None,
-                transaction: None,
-                network: None,
-                error_reason: None,
-                problem: Some(d.to_string()),
-            })
-        }
-    }
 }
 
 /// How a charge was found.
