@@ -1,5 +1,5 @@
 //! The daemon on simulated days against the lab: endpoints that change over time (a price rise,
-//! a payTo rotation, each with and without the operator's note; an 80-hour outage; a 30% failure
+//! a payTo rotation, each with and without the operator's note; an 86-hour outage; a 30% failure
 //! share), honest and dishonest paid endpoints, and a control endpoint. The daemon runs in this
 //! process on a simulated clock (days in seconds) with real HTTP, TLS and a real chain; nothing
 //! about the timelines reaches it except what the endpoints serve. Assertions read what it
@@ -55,9 +55,15 @@ async fn five_simulated_days_reach_the_verdicts_the_lab_promises() {
             },
         ),
         (
-            "outage-80h",
+            "outage-86h",
             Timeline {
-                down: vec![(at(1.0), at(1.0) + 80 * HOUR)],
+                // Long enough that a failing run must land in the down window, whatever the
+                // jitter: the first failing run comes at most 3.3 h into the outage (3 h cadence,
+                // 10% jitter), later ones at most 6.6 h apart (6 h backoff cap, 10% jitter), and
+                // down needs a failing run 72 h after the first. At 80 h the window could be as
+                // short as 4.7 h, and a subject whose URL (its port) jittered badly never showed
+                // down. Short enough that a passing run comes before day 5.
+                down: vec![(at(1.0), at(1.0) + 86 * HOUR)],
                 ..Timeline::default()
             },
         ),
@@ -113,8 +119,8 @@ async fn five_simulated_days_reach_the_verdicts_the_lab_promises() {
         assert_eq!(verdict_of(name)["verdict"], "avoid", "{name}");
     }
 
-    // The 80-hour outage reaches down, and recovers.
-    let outage = scores(&store, &urls["outage-80h"]);
+    // The 86-hour outage reaches down, and recovers.
+    let outage = scores(&store, &urls["outage-86h"]);
     let down_at: Vec<i64> = outage
         .iter()
         .filter(|s| s.verdict == "down")
@@ -123,14 +129,14 @@ async fn five_simulated_days_reach_the_verdicts_the_lab_promises() {
     assert!(
         down_at
             .iter()
-            .any(|t| *t >= at(1.0) + 72 * HOUR && *t <= at(1.0) + 81 * HOUR),
+            .any(|t| *t >= at(1.0) + 72 * HOUR && *t <= at(1.0) + 87 * HOUR),
         "down within the outage: {down_at:?}"
     );
     assert!(
         down_at.iter().all(|t| *t >= at(1.0) + 72 * HOUR),
         "not down before 72 hours of failure"
     );
-    assert_ne!(verdict_of("outage-80h")["verdict"], "down", "it recovered");
+    assert_ne!(verdict_of("outage-86h")["verdict"], "down", "it recovered");
 
     // An unnoted payTo rotation fails H3 and puts the subject on watch; a noted one does not.
     let unnoted = latest_document(&store, &urls["payto-unnoted"]);
