@@ -35,8 +35,8 @@ use x402_lab::{Lab, LabOptions};
 use x402_probe::checks::history::declared;
 use x402_probe::clock::{Clock, ManualClock};
 use x402_probe::config::DaemonConfig;
+use x402_probe::daemon::Daemon;
 use x402_probe::daemon::pipeline::run_index;
-use x402_probe::daemon::{Daemon, TimeSource};
 use x402_probe::evidence::run::RunRecord;
 use x402_probe::ledger::key::ReporterKey;
 use x402_probe::ledger::record::{Record, RecordKind, ScoreRecord};
@@ -158,19 +158,9 @@ fn capture(root: &Path) -> Captured {
             config.validate().expect("the config is valid");
             let clock = clock.clone();
             async move {
-                let daemon = Daemon::open(
-                    config,
-                    None,
-                    TimeSource::Simulated {
-                        clock,
-                        until_ms,
-                        lookahead_ms: 0,
-                    },
-                )
-                .await
-                .expect("the daemon opens");
-                let (_tx, rx) = tokio::sync::mpsc::channel(1);
-                daemon.run(rx).await.expect("the daemon runs");
+                Daemon::run_simulated(config, None, clock, until_ms, 0)
+                    .await
+                    .expect("the daemon runs");
             }
         };
         run_until(start + DAY).await;

@@ -128,18 +128,7 @@ async fn run_async(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32>
             let until_ms = start + i64::from(days) * DAY;
             println!("running {days} simulated days...");
             let started = std::time::Instant::now();
-            let daemon = Daemon::open(
-                config,
-                Some(config_path),
-                TimeSource::Simulated {
-                    clock: manual,
-                    until_ms,
-                    lookahead_ms: 0,
-                },
-            )
-            .await?;
-            let (_tx, rx) = tokio::sync::mpsc::channel(1);
-            daemon.run(rx).await?;
+            Daemon::run_simulated(config, Some(config_path), manual, until_ms, 0).await?;
             println!(
                 "{days} simulated days in {:.1} s of real time\n",
                 started.elapsed().as_secs_f64()

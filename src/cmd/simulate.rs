@@ -90,7 +90,7 @@ mod lab {
     };
     use crate::clock::{Clock, ManualClock, SystemClock};
     use crate::config::DaemonConfig;
-    use crate::daemon::{Daemon, TimeSource};
+    use crate::daemon::Daemon;
     use crate::evidence::run::Provenance;
     use crate::evidence::usd::Usd;
     use crate::ledger::key::ReporterKey;
@@ -201,18 +201,8 @@ mod lab {
             );
         }
 
-        let daemon = Daemon::open(
-            config,
-            Some(config_path),
-            TimeSource::Simulated {
-                clock: manual,
-                until_ms,
-                lookahead_ms: i64::from(args.lookahead_secs) * 1000,
-            },
-        )
-        .await?;
-        let (_tx, rx) = tokio::sync::mpsc::channel(1);
-        daemon.run(rx).await?;
+        let lookahead_ms = i64::from(args.lookahead_secs) * 1000;
+        Daemon::run_simulated(config, Some(config_path), manual, until_ms, lookahead_ms).await?;
         drop(lab);
         let daemon_time = started.elapsed();
 

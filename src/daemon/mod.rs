@@ -590,6 +590,25 @@ impl Daemon {
         Ok(())
     }
 
+    /// Opens a daemon on a simulated clock and runs it to the simulation's end, with no signal
+    /// channel (nothing stops it early): `simulate`, `daemon --lab --days`, benchmarks and tests.
+    pub async fn run_simulated(
+        config: DaemonConfig,
+        config_path: Option<PathBuf>,
+        clock: Arc<ManualClock>,
+        until_ms: i64,
+        lookahead_ms: i64,
+    ) -> Result<()> {
+        let time = TimeSource::Simulated {
+            clock,
+            until_ms,
+            lookahead_ms,
+        };
+        let daemon = Daemon::open(config, config_path, time).await?;
+        let (_tx, rx) = tokio::sync::mpsc::channel(1);
+        daemon.run(rx).await
+    }
+
     /// Runs until told to stop (or, simulated, until the simulation's end).
     pub async fn run(mut self, mut signals: tokio::sync::mpsc::Receiver<Signal>) -> Result<()> {
         let mut in_flight: JoinSet<Done> = JoinSet::new();

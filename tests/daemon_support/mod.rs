@@ -11,7 +11,7 @@ use x402_lab::dynamic::LabClock;
 use x402_lab::{Lab, LabOptions};
 use x402_probe::clock::{Clock, ManualClock};
 use x402_probe::config::DaemonConfig;
-use x402_probe::daemon::{Daemon, TimeSource};
+use x402_probe::daemon::Daemon;
 use x402_probe::ledger::key::ReporterKey;
 use x402_probe::ledger::record::{Record, RecordKind};
 use x402_probe::store::{SqliteStore, Store};
@@ -104,19 +104,9 @@ pub async fn run_simulated(config_text: &str, clock: Arc<ManualClock>, until_ms:
     x402_probe::cmd::daemon::init_logs("info");
     let config: DaemonConfig = toml::from_str(config_text).expect("the test's config parses");
     config.validate().expect("the test's config is valid");
-    let daemon = Daemon::open(
-        config,
-        None,
-        TimeSource::Simulated {
-            clock,
-            until_ms,
-            lookahead_ms: 0,
-        },
-    )
-    .await
-    .expect("the daemon opens");
-    let (_tx, rx) = tokio::sync::mpsc::channel(1);
-    daemon.run(rx).await.expect("the daemon runs to the end");
+    Daemon::run_simulated(config, None, clock, until_ms, 0)
+        .await
+        .expect("the daemon runs to the end");
 }
 
 /// Every score the daemon published for `subject`, in order, with the as-of time.
