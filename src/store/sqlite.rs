@@ -1035,3 +1035,47 @@ fn head_in(conn: &Connection) -> rusqlite::Result<(u64, [u8; 32])> {
         Some((seq, hash)) => (seq as u64, hash.try_into().unwrap_or([0u8; 32])),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state_dir::StateDirError;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    }
+
+    /// The ledger is as private as the spend store: before `state_dir`, the ledger's directory was
+    /// never checked and an existing 0644 `ledger.sqlite` was left as it was.
+    #[test]
+    fn the_ledger_is_made_private_tightened_or_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        drop(SqliteStore::open(&state).unwrap());
+        let file = state.join(STORE_FILE);
+        assert_eq!((mode(&state), mode(&file)), (0o700, 0o600));
+
+        // A ledger others can read (as earlier versions could leave it): tightened.
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        drop(SqliteStore::open(&state).unwrap());
+        assert_eq!(mode(&file), 0o600);
+
+        // One others can write: refused, and left for the operator to look at.
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o662)).unwrap();
+        let err = SqliteStore::open(&state).unwrap_err();
+        assert!(err.to_string().contains("may have been altered"), "{err}");
+        assert_eq!(mode(&file), 0o662);
+
+        // A state directory others can write: refused before anything is made in it.
+        let loose = dir.path().join("loose");
+        std::fs::create_dir(&loose).unwrap();
+        std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = SqliteStore::open(&loose).unwrap_err();
+        assert!(
+            matches!(err, StoreError::StateDir(StateDirError::NotPrivate { .. })),
+            "{err}"
+        );
+        assert!(err.to_string().contains("chmod 700"), "{err}");
+        assert!(!loose.join(STORE_FILE).exists(), "nothing made in it");
+    }
+}
