@@ -126,7 +126,7 @@ async fn one_address_cannot_take_every_operator_challenge() {
             429 => break body,
             other => panic!("{other}: {body}"),
         }
-        if issued % CHALLENGES_PER_CLIENT == 0 {
+        if issued.is_multiple_of(CHALLENGES_PER_CLIENT) {
             last += 1;
         }
         assert!(issued <= 10 * CHALLENGES_PER_SUBJECT, "no per-subject cap");
