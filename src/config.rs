@@ -737,6 +737,16 @@ range!(
     ApiConnectionsRange, ApiMaxConnections, 1, 100_000, 1_024, "connections"
 );
 range!(
+    /// Connections one client (IP address) may hold at once; further ones are closed at once
+    /// (429), so one address cannot take every slot.
+    ApiConnectionsPerClientRange, ApiMaxConnectionsPerClient, 1, 100_000, 64, "connections"
+);
+range!(
+    /// The longest a connection may make no progress (nothing read or written) while no request
+    /// on it is being answered: a stalled head or answer, or an idle keep-alive.
+    ApiIdleTimeoutRange, ApiIdleTimeoutMs, 100, 600_000, 30_000, "ms"
+);
+range!(
     /// Requests one client (IP address) may make per second on the public routes, sustained.
     ApiRateRange, ApiRatePerSecond, 1, 1_000_000, 20, "requests/s"
 );
@@ -779,6 +789,10 @@ pub struct ApiConfig {
     #[serde(default)]
     pub max_connections: ApiMaxConnections,
     #[serde(default)]
+    pub max_connections_per_client: ApiMaxConnectionsPerClient,
+    #[serde(default)]
+    pub idle_timeout_ms: ApiIdleTimeoutMs,
+    #[serde(default)]
     pub rate_per_second: ApiRatePerSecond,
     #[serde(default)]
     pub rate_burst: ApiRateBurst,
@@ -799,6 +813,8 @@ impl Default for ApiConfig {
             header_timeout_ms: Default::default(),
             max_body_bytes: Default::default(),
             max_connections: Default::default(),
+            max_connections_per_client: Default::default(),
+            idle_timeout_ms: Default::default(),
             rate_per_second: Default::default(),
             rate_burst: Default::default(),
             admin_token_file: None,
@@ -996,6 +1012,14 @@ pub const MAX_DAEMON_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
 impl DaemonConfig {
     /// Reads and checks a daemon file: bounded, every value in range, unknown fields refused.
     pub fn read(path: &std::path::Path) -> Result<DaemonConfig, ConfigError> {
+        Self::read_with_table(path).map(|(config, _)| config)
+    }
+
+    /// [`DaemonConfig::read`], with the file's TOML table as written (what a reload compares
+    /// key by key to name what changed).
+    pub fn read_with_table(
+        path: &std::path::Path,
+    ) -> Result<(DaemonConfig, toml::Table), ConfigError> {
         let bytes = files::read_regular(path, MAX_DAEMON_CONFIG_BYTES, "a daemon configuration")
             .map_err(|error| ConfigError::File {
                 option: "--config",
@@ -1005,7 +1029,9 @@ impl DaemonConfig {
         let config: DaemonConfig =
             toml::from_str(text).map_err(|e| invalid("--config", e.to_string()))?;
         config.validate()?;
-        Ok(config)
+        let table: toml::Table =
+            toml::from_str(text).map_err(|e| invalid("--config", e.to_string()))?;
+        Ok((config, table))
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {

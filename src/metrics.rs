@@ -271,7 +271,35 @@ impl OutboxStateLabel {
     }
 }
 
+/// What a configuration reload (SIGHUP) came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReloadOutcome {
+    /// Every change was applied.
+    Applied,
+    /// Some change needs a restart: nothing was applied (the log names each key).
+    RestartNeeded,
+    /// The file does not read or is not valid, or applying it failed: nothing was applied.
+    Failed,
+}
+
+impl ReloadOutcome {
+    pub const ALL: [ReloadOutcome; 3] = [
+        ReloadOutcome::Applied,
+        ReloadOutcome::RestartNeeded,
+        ReloadOutcome::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReloadOutcome::Applied => "applied",
+            ReloadOutcome::RestartNeeded => "restart_needed",
+            ReloadOutcome::Failed => "failed",
+        }
+    }
+}
+
 label_value!(
+    ReloadOutcome,
     CheckLabel,
     Outcome,
     RunResult,
@@ -333,6 +361,11 @@ struct VerdictLabels {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct DeliveryLabels {
     result: DeliveryResult,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReloadLabels {
+    outcome: ReloadOutcome,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -400,6 +433,9 @@ pub struct Metrics {
     outage: Gauge,
     deliveries: Family<DeliveryLabels, Counter>,
     outbox: Family<OutboxLabels, Gauge>,
+    reloads: Family<ReloadLabels, Counter>,
+    last_reload_applied: Gauge,
+    storage_full: Gauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -511,6 +547,28 @@ impl Metrics {
             "Webhook events in the outbox not delivered: pending, or dead after the last attempt",
             outbox.clone(),
         );
+        let reloads = Family::<ReloadLabels, Counter>::default();
+        registry.register(
+            "config_reloads",
+            "Configuration reloads (SIGHUP), by outcome: applied, restart_needed (nothing applied), failed (nothing applied)",
+            reloads.clone(),
+        );
+        for outcome in ReloadOutcome::ALL {
+            let _ = reloads.get_or_create(&ReloadLabels { outcome });
+        }
+        let last_reload_applied = Gauge::default();
+        last_reload_applied.set(1);
+        registry.register(
+            "config_last_reload_applied",
+            "1 when the configuration file as last read is the one in force (1 at the start), 0 when the last reload was refused",
+            last_reload_applied.clone(),
+        );
+        let storage_full = Gauge::default();
+        registry.register(
+            "storage_full",
+            "1 while the state directory's disk is full: no new runs, the API serves, runs resume when a write succeeds again",
+            storage_full.clone(),
+        );
         for verdict in VERDICTS {
             let _ = subjects.get_or_create(&VerdictLabels {
                 verdict: VerdictLabel(verdict),
@@ -539,7 +597,22 @@ impl Metrics {
             outage,
             deliveries,
             outbox,
+            reloads,
+            last_reload_applied,
+            storage_full,
         }
+    }
+
+    /// A configuration reload and what it came to.
+    pub fn reload(&self, outcome: ReloadOutcome) {
+        self.reloads.get_or_create(&ReloadLabels { outcome }).inc();
+        self.last_reload_applied
+            .set(i64::from(outcome == ReloadOutcome::Applied));
+    }
+
+    /// Whether the state directory's disk is full (runs paused).
+    pub fn storage_full(&self, full: bool) {
+        self.storage_full.set(i64::from(full));
     }
 
     /// A run that was recorded: its outcomes by check, its HTTP phases, its paid call.

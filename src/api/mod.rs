@@ -3,12 +3,15 @@
 //! it (pages, metrics, the operator's routes) through [`router`].
 //!
 //! The listener is bound when the daemon opens (before systemd hears READY=1), served by hyper's
-//! http1 on our own accept loop (a cap on connections, a deadline for a request's head, keep-alive)
+//! http1 on our own accept loop (a cap on connections in all and per client address, a deadline
+//! for a request's head, a stalled connection closed, keep-alive; `conn.rs`)
 //! and stopped gracefully when the daemon stops: requests in flight finish, idle connections close.
 //! Every error is JSON: `{"error": {"code": <ErrorCode>, "message": ...}}`, whoever produced it
-//! (a handler, a rejected extractor, the timeout or body-limit layers, an unknown route).
+//! (a handler, a rejected extractor, the timeout or body-limit layers, an unknown route, hyper's
+//! own answer to a request it cannot parse, a connection over its client's share).
 
 pub(crate) mod admin;
+pub(crate) mod conn;
 pub(crate) mod metrics;
 pub mod openapi;
 pub(crate) mod operator;
@@ -62,6 +65,8 @@ pub(crate) struct ApiState {
     pub(crate) admin_token: admin::SharedToken,
     /// Operators' challenges, outstanding.
     pub(crate) challenges: Arc<operator::Challenges>,
+    /// `/metrics`' own per-client limit and its renders at once.
+    pub(crate) scrapes: Arc<metrics::ScrapeLimit>,
 }
 
 impl ApiState {
@@ -95,14 +100,15 @@ impl ApiState {
             )),
             config: Arc::new(config),
             limiter,
+            scrapes: Arc::new(metrics::ScrapeLimit::new()),
             admin_token: None,
         }
     }
 }
 
 /// Every route. The public routes and the operator's (anyone may ask; a proof decides) sit
-/// behind the per-client rate limit, the pages too (answered in HTML); metrics and the admin
-/// routes (behind the admin token) do not.
+/// behind the per-client rate limit, the pages too (answered in HTML); metrics behind a limit of
+/// its own (`metrics.rs`); the admin routes behind the admin token.
 pub(crate) fn router(state: ApiState) -> Router {
     let public = Router::new()
         .merge(openapi::routes(openapi::Access::Public))
@@ -425,6 +431,8 @@ async fn serve(
     mut stopped: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections.count()));
+    let per_client = conn::ClientSlots::new(config.max_connections_per_client.count());
+    let over_share = conn::over_share_answer(config.max_connections_per_client.count());
     let mut connections = JoinSet::new();
     loop {
         while connections.try_join_next().is_some() {}
@@ -444,30 +452,61 @@ async fn serve(
             },
             _ = stopped.changed() => break,
         };
+        let Some(client_slot) = per_client.take(peer.ip()) else {
+            // Over its client's share: told so if it listens, and closed (its slot is free).
+            let _ = stream.try_write(&over_share);
+            drop(stream);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let app = app.clone();
         let mut stop = stopped.clone();
         let header_timeout = config.header_timeout_ms.millis();
+        let idle_timeout = config.idle_timeout_ms.millis();
         connections.spawn(async move {
-            let _permit = permit;
+            let _permit = (permit, client_slot);
+            let activity = conn::Activity::new();
+            let answering = activity.clone();
             let service =
                 hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
                     let mut request = request.map(Body::new);
                     request.extensions_mut().insert(ClientAddr(peer));
-                    tower::ServiceExt::oneshot(app.clone(), request)
+                    let busy = answering.answering();
+                    let answer = tower::ServiceExt::oneshot(app.clone(), request);
+                    async move {
+                        let answer = answer.await;
+                        drop(busy);
+                        answer
+                    }
                 });
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(header_timeout)
                 .keep_alive(true);
-            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let io = conn::Conn::new(stream, activity.clone());
+            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(io), service);
             tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = stop.changed() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
+            loop {
+                // A stalled connection (nothing read or written, no request being answered) is
+                // closed; while a request is answered, its own timeout bounds it.
+                let stalls_at = activity.stalls_at(idle_timeout);
+                let check = stalls_at.unwrap_or_else(|| std::time::Instant::now() + idle_timeout);
+                tokio::select! {
+                    _ = conn.as_mut() => break,
+                    _ = stop.changed() => {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = conn.await;
+                        break;
+                    }
+                    _ = tokio::time::sleep_until(check.into()) => {
+                        if activity
+                            .stalls_at(idle_timeout)
+                            .is_some_and(|at| at <= std::time::Instant::now())
+                        {
+                            break;
+                        }
+                    }
                 }
             }
         });

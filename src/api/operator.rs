@@ -3,8 +3,10 @@
 //! notes, after proving control of it.
 //!
 //! The proof: `POST /v1/operator/challenge {subject, action}` issues a challenge for one action
-//! on one subject (kept in memory, at most [`MAX_OUTSTANDING`] at once, valid for
-//! `[api] operator_challenge_ttl_secs`, single use); its text, which names both, is signed with
+//! on one subject (kept in memory, valid for `[api] operator_challenge_ttl_secs`, single use;
+//! at most [`PER_CLIENT`] not yet presented per client address, [`PER_SUBJECT`] per subject and
+//! [`MAX_OUTSTANDING`] in all, so one client can fill neither another's quota nor the whole);
+//! its text, which names both, is signed with
 //! EIP-191 `personal_sign` by the subject's current payTo (its latest declaration) or by an
 //! address its operator file lists in `operator_keys`. The signature is then presented once, with
 //! the request of that action (`/v1/operator/entries` for `read_entries`, `/v1/operator/notes`
@@ -12,6 +14,7 @@
 //! issued for the other action authorises nothing.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::str::FromStr;
 use std::sync::Mutex;
 
@@ -30,8 +33,18 @@ use crate::evidence::paid::address_any_case;
 use crate::ledger::record::{NoteRecord, Record, RecordKind};
 use crate::x402::operator::{parse_note, parse_operator_file};
 
-/// Most challenges outstanding at once (a request beyond it waits for some to expire).
+/// Most challenges outstanding (issued, not yet presented, not expired) at once, all clients
+/// together (a request beyond it waits for some to expire: 503).
 pub const MAX_OUTSTANDING: usize = 1024;
+/// Most challenges outstanding for one client address (beyond it: 429 `rate_limited`). An
+/// operator paging through entries presents each challenge before asking for the next.
+pub const PER_CLIENT: usize = 8;
+/// Most challenges outstanding for one subject, whoever asked (beyond it: 429 `rate_limited`).
+pub const PER_SUBJECT: usize = 32;
+/// Presented challenges remembered until they expire (a replay is then told `challenge_used`);
+/// beyond it the soonest to expire are forgotten (a replay of one is then `challenge_unknown`,
+/// refused all the same).
+pub const MAX_SPENT: usize = 65_536;
 /// Most entries in one page of `/v1/operator/entries`.
 pub const MAX_PAGE: usize = 1000;
 /// Entries in a page when the request names no limit.
@@ -62,6 +75,8 @@ impl OperatorAction {
 #[derive(Debug, Clone)]
 struct Challenge {
     subject: String,
+    /// The address that asked for it (for the per-client cap).
+    client: IpAddr,
     action: OperatorAction,
     text: String,
     expires_ms: i64,
@@ -87,17 +102,55 @@ impl Challenges {
         &self,
         subject: &str,
         action: OperatorAction,
+        client: IpAddr,
         now_ms: i64,
     ) -> Result<(String, Challenge), ApiError> {
         let mut issued = self.issued.lock().unwrap_or_else(|p| p.into_inner());
         issued.retain(|_, c| c.expires_ms > now_ms);
-        if issued.len() >= MAX_OUTSTANDING {
+        let outstanding = || issued.values().filter(|c| !c.used);
+        // Seconds until the soonest of these expires (when a place comes free).
+        let retry = |mut of: Box<dyn Iterator<Item = &Challenge> + '_>| {
+            let soonest = of.by_ref().map(|c| c.expires_ms).min().unwrap_or(now_ms);
+            u64::try_from((soonest - now_ms + 999) / 1000)
+                .unwrap_or(1)
+                .max(1)
+        };
+        let over = |limit: usize, of_what: &str, secs: u64| {
+            let mut e = ApiError::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "at most {limit} operator challenges outstanding {of_what}; present one, or retry in {secs} s"
+                ),
+            );
+            e.retry_after = Some(secs);
+            e
+        };
+        if outstanding().filter(|c| c.client == client).count() >= PER_CLIENT {
+            let secs = retry(Box::new(outstanding().filter(|c| c.client == client)));
+            return Err(over(PER_CLIENT, "per client address", secs));
+        }
+        if outstanding().filter(|c| c.subject == subject).count() >= PER_SUBJECT {
+            let secs = retry(Box::new(outstanding().filter(|c| c.subject == subject)));
+            return Err(over(PER_SUBJECT, "per subject", secs));
+        }
+        if outstanding().count() >= MAX_OUTSTANDING {
             let mut e = ApiError::new(
                 ErrorCode::Unavailable,
-                "too many challenges outstanding; retry shortly",
+                format!("{MAX_OUTSTANDING} operator challenges outstanding; retry shortly"),
             );
-            e.retry_after = Some(((self.ttl_ms / 1000).max(1)) as u64);
+            e.retry_after = Some(retry(Box::new(outstanding())));
             return Err(e);
+        }
+        let spent = issued.len() - outstanding().count();
+        if spent >= MAX_SPENT {
+            let mut expiries: Vec<i64> = issued
+                .values()
+                .filter(|c| c.used)
+                .map(|c| c.expires_ms)
+                .collect();
+            expiries.sort_unstable();
+            let cut = expiries[spent - MAX_SPENT / 2];
+            issued.retain(|_, c| !c.used || c.expires_ms > cut);
         }
         let id = hex::encode(rand::random::<[u8; 16]>());
         let nonce = hex::encode(rand::random::<[u8; 32]>());
@@ -109,6 +162,7 @@ impl Challenges {
         );
         let challenge = Challenge {
             subject: subject.to_string(),
+            client,
             action,
             text,
             expires_ms,
@@ -135,6 +189,10 @@ impl Challenges {
             ));
         }
         c.used = true;
+        let presented = c.clone();
+        // Only the fact that it was used is kept (the text is what took room).
+        c.text = String::new();
+        let c = presented;
         if c.expires_ms <= now_ms {
             return Err(ApiError::new(
                 ErrorCode::ChallengeExpired,
@@ -152,7 +210,7 @@ impl Challenges {
                 ),
             ));
         }
-        Ok(c.clone())
+        Ok(c)
     }
 }
 
@@ -257,6 +315,7 @@ pub struct NotePosted {
 
 pub(crate) async fn challenge(
     State(state): State<ApiState>,
+    axum::Extension(client): axum::Extension<super::ClientAddr>,
     Json(body): Json<ChallengeRequest>,
 ) -> Result<(StatusCode, Json<ChallengeIssued>), ApiError> {
     let url = super::admin::subject_url(&state, &body.subject)?;
@@ -269,7 +328,9 @@ pub(crate) async fn challenge(
         return Err(ApiError::not_found(format!("no subject {url}")));
     }
     let now = state.shared.wall.now_ms();
-    let (id, c) = state.challenges.issue(&url, body.action, now)?;
+    let (id, c) = state
+        .challenges
+        .issue(&url, body.action, client.0.ip(), now)?;
     Ok((
         StatusCode::CREATED,
         Json(ChallengeIssued {
@@ -452,11 +513,14 @@ pub(crate) async fn notes(
 mod tests {
     use super::*;
 
+    const A: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
+    const B: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2));
+
     #[test]
     fn a_challenge_is_single_use_expires_and_is_capped() {
         let c = Challenges::new(60);
         let read = OperatorAction::ReadEntries;
-        let (id, issued) = c.issue("https://a.example/x", read, 1_000).unwrap();
+        let (id, issued) = c.issue("https://a.example/x", read, A, 1_000).unwrap();
         assert!(issued.text.starts_with(CHALLENGE_DOMAIN));
         assert!(issued.text.contains("subject: https://a.example/x"));
         assert!(issued.text.contains("action: read_entries"));
@@ -473,7 +537,7 @@ mod tests {
             c.spend("nope", read, 2_000).unwrap_err().code,
             ErrorCode::ChallengeUnknown
         );
-        let (late, _) = c.issue("https://a.example/x", read, 1_000).unwrap();
+        let (late, _) = c.issue("https://a.example/x", read, A, 1_000).unwrap();
         assert_eq!(
             c.spend(&late, read, 61_000).unwrap_err().code,
             ErrorCode::ChallengeExpired
@@ -483,7 +547,9 @@ mod tests {
             (read, OperatorAction::PostNote),
             (OperatorAction::PostNote, read),
         ] {
-            let (id, _) = c.issue("https://a.example/x", issued_for, 1_000).unwrap();
+            let (id, _) = c
+                .issue("https://a.example/x", issued_for, A, 1_000)
+                .unwrap();
             assert_eq!(
                 c.spend(&id, used_for, 2_000).unwrap_err().code,
                 ErrorCode::ChallengeOtherAction
@@ -493,15 +559,47 @@ mod tests {
                 ErrorCode::ChallengeUsed
             );
         }
-        // The cap: full until the outstanding ones expire.
+        // The caps: per client, per subject, in all; each full until its challenges are
+        // presented or expire, and never filled by another client.
         let c = Challenges::new(60);
-        for _ in 0..MAX_OUTSTANDING {
-            c.issue("s", read, 0).unwrap();
+        for _ in 0..PER_CLIENT {
+            c.issue("s", read, A, 0).unwrap();
+        }
+        let over = c.issue("s", read, A, 1).unwrap_err();
+        assert_eq!(over.code, ErrorCode::RateLimited);
+        assert!(over.message.contains("per client"), "{}", over.message);
+        assert_eq!(over.retry_after, Some(60));
+        assert!(c.issue("s", read, B, 1).is_ok(), "another client is apart");
+        assert!(
+            c.issue("s", read, A, 60_000).is_ok(),
+            "expired ones make room"
+        );
+        let c = Challenges::new(60);
+        let (id, _) = c.issue("s", read, A, 0).unwrap();
+        for _ in 1..PER_CLIENT {
+            c.issue("s", read, A, 0).unwrap();
+        }
+        c.spend(&id, read, 1).unwrap();
+        assert!(
+            c.issue("s", read, A, 1).is_ok(),
+            "a presented one makes room"
+        );
+        let c = Challenges::new(60);
+        let client = |i: usize| IpAddr::from([10, 0, (i >> 8) as u8, i as u8]);
+        for i in 0..PER_SUBJECT {
+            c.issue("s", read, client(i), 0).unwrap();
+        }
+        let over = c.issue("s", read, client(PER_SUBJECT), 1).unwrap_err();
+        assert_eq!(over.code, ErrorCode::RateLimited);
+        assert!(over.message.contains("per subject"), "{}", over.message);
+        assert!(c.issue("t", read, client(PER_SUBJECT), 1).is_ok());
+        let c = Challenges::new(60);
+        for i in 0..MAX_OUTSTANDING {
+            c.issue(&format!("s{i}"), read, client(i), 0).unwrap();
         }
         assert_eq!(
-            c.issue("s", read, 1).unwrap_err().code,
+            c.issue("t", read, B, 1).unwrap_err().code,
             ErrorCode::Unavailable
         );
-        assert!(c.issue("s", read, 60_000).is_ok(), "expired ones make room");
     }
 }

@@ -364,7 +364,7 @@ pub(crate) async fn status(State(state): State<ApiState>) -> Result<JsonBytes, A
         Some(parts) => {
             let spend = parts.spend.clone();
             let now_unix = state.shared.wall.now_ms().div_euclid(1000);
-            let cap = parts.policy.max_per_day_usd;
+            let cap = crate::probe::paid::PolicySource::current(&parts.policy).max_per_day_usd;
             let totals = tokio::task::spawn_blocking(move || spend.totals("", now_unix))
                 .await
                 .map_err(|e| ApiError::internal(e.to_string()))?

@@ -13,8 +13,10 @@ pub mod catalogue;
 pub mod notify;
 pub mod pipeline;
 pub mod recompute;
+pub mod reload;
 pub mod schedule;
 pub mod scoring;
+pub mod storage;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -35,6 +37,8 @@ use crate::ledger::key::ReporterKey;
 use crate::ledger::record::{
     CatalogueRead, OutageRecord, Record, RecordKind, SubjectChange, SubjectRecord,
 };
+use crate::metrics::ReloadOutcome;
+use crate::probe::paid::PolicySource;
 use crate::probe::rpc::Rpc;
 use crate::spend::{AllowedAsset, PayPolicy, SpendStore};
 use crate::store::{NewEntry, SqliteStore, Store, SubjectRow, SubjectState};
@@ -98,6 +102,8 @@ struct Subject {
 pub struct Daemon {
     config_path: Option<PathBuf>,
     config: DaemonConfig,
+    /// The configuration file's tables as written when `config` was read (names changed keys).
+    config_table: Option<toml::Table>,
     shared: Arc<Shared>,
     key: ReporterKey,
     time: TimeSource,
@@ -123,6 +129,21 @@ pub struct Daemon {
     /// The API's listener, bound at open (before READY), served from `run`.
     api_bound: Option<crate::api::Bound>,
     api: Option<crate::api::Running>,
+    /// Where the stores live (its filesystem's room decides a full disk).
+    state_dir: PathBuf,
+    /// Since when (real time) the disk is full: no job starts until a write succeeds again.
+    storage_full: Option<std::time::Instant>,
+    /// When to try a write again while the disk is full.
+    storage_retry_at: std::time::Instant,
+    /// Ledger entries and subject rows of control probes and catalogue reads whose write failed
+    /// for lack of room, written (in order) before anything else when room returns.
+    unwritten: Vec<Unwritten>,
+}
+
+/// Subject rows and plain ledger entries of a job of the loop, kept while the disk is full.
+struct Unwritten {
+    rows: Vec<SubjectRow>,
+    entries: Vec<(i64, Record)>,
 }
 
 /// What one finished job reports to the loop.
@@ -204,7 +225,7 @@ impl Daemon {
                 Some(PayParts {
                     wallet,
                     spend,
-                    policy,
+                    policy: RwLock::new(policy),
                     rpc,
                     options: pay.paid_options(),
                 })
@@ -246,7 +267,17 @@ impl Daemon {
             None
         };
         let (commands, commands_rx) = tokio::sync::mpsc::channel(64);
+        // The file's tables, to name what a reload changes (the typed values decide whether).
+        let config_table = config_path
+            .as_deref()
+            .and_then(|path| DaemonConfig::read_with_table(path).ok())
+            .map(|(_, table)| table);
         let mut daemon = Daemon {
+            config_table,
+            state_dir,
+            storage_full: None,
+            storage_retry_at: std::time::Instant::now(),
+            unwritten: Vec::new(),
             commands,
             commands_rx: Some(commands_rx),
             api_bound,
@@ -488,7 +519,7 @@ impl Daemon {
             }
             let row = SubjectRow::new_active(url.clone(), category.clone(), "config".into(), now);
             rows.push(row.clone());
-            entries.push(NewEntry::plain(
+            entries.push((
                 now,
                 Record::Subject(SubjectRecord {
                     subject: url.clone(),
@@ -516,7 +547,7 @@ impl Daemon {
             if let Some(s) = self.subjects.get_mut(&url) {
                 s.row.state = SubjectState::Removed;
                 rows.push(s.row.clone());
-                entries.push(NewEntry::plain(
+                entries.push((
                     now,
                     Record::Subject(SubjectRecord {
                         subject: url.clone(),
@@ -529,15 +560,7 @@ impl Daemon {
             }
         }
         // One commit for all the rows (each commit waits for the disk).
-        self.shared.store.put_subjects(&rows)?;
-        if !entries.is_empty() {
-            let _writing = self
-                .shared
-                .write_lock
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            self.shared.store.append(entries)?;
-        }
+        self.write_or_keep(rows, entries)?;
         Ok(added)
     }
 
@@ -572,21 +595,95 @@ impl Daemon {
         Ok(())
     }
 
-    /// Re-reads the configuration file: subjects added and removed, without losing state.
-    fn reload(&mut self) -> Result<()> {
+    /// Re-reads the configuration file. The subjects, catalogues, control endpoint and spend caps
+    /// are applied at once, without losing state; when anything else changed, nothing is applied
+    /// and each key that needs a restart is named (`reload.rs`). The outcome is logged and counted.
+    fn reload(&mut self) {
         let Some(path) = self.config_path.clone() else {
-            return Ok(());
+            return;
         };
-        let config = DaemonConfig::read(&path)?;
-        self.config.subjects = config.subjects;
-        self.config.catalogues = config.catalogues;
-        self.config.control = config.control;
-        let now = self.shared.clock.now_ms();
-        for url in self.sync_configured_subjects(now)? {
-            let due = due_after_restart(&self.cadence, &url, 0, now);
-            self.push(due, Job::Free(url));
+        let outcome = match DaemonConfig::read_with_table(&path) {
+            Err(e) => {
+                tracing::error!(error = %e, "configuration not reloaded: the file does not read; nothing was applied, the running configuration is unchanged");
+                ReloadOutcome::Failed
+            }
+            Ok((config, table)) => {
+                let needed = reload::restart_needed(
+                    &self.config,
+                    &config,
+                    self.config_table.as_ref(),
+                    Some(&table),
+                );
+                if !needed.is_empty() {
+                    tracing::error!(
+                        needs_restart = %needed.join(", "),
+                        "configuration not reloaded: these changes take effect only after a restart; nothing was applied, the running configuration is unchanged"
+                    );
+                    ReloadOutcome::RestartNeeded
+                } else {
+                    match self.apply_reload(config, table) {
+                        Ok(()) => ReloadOutcome::Applied,
+                        Err(e) => {
+                            tracing::error!(error = %e, "configuration not reloaded: applying it failed");
+                            ReloadOutcome::Failed
+                        }
+                    }
+                }
+            }
+        };
+        self.shared.metrics.reload(outcome);
+    }
+
+    /// Applies a configuration that differs from the running one only in what a reload applies.
+    fn apply_reload(&mut self, config: DaemonConfig, table: toml::Table) -> Result<()> {
+        // The caps first, checked before anything changes: a lowered cap holds from here on,
+        // for a paid call under way too (it reads them again when it reserves).
+        let mut caps_changed = None;
+        if let (Some(parts), Some(pay)) = (&self.shared.pay, &config.pay) {
+            let (per_call, per_subject, per_day) = pay.caps();
+            let mut policy = parts.policy.current();
+            let before = (
+                policy.max_per_call_usd,
+                policy.max_per_subject_per_day_usd,
+                policy.max_per_day_usd,
+            );
+            policy.max_per_call_usd = per_call;
+            policy.max_per_subject_per_day_usd = per_subject;
+            policy.max_per_day_usd = per_day;
+            policy
+                .validate()
+                .map_err(|e| anyhow::anyhow!("[pay]: {e}"))?;
+            if before != (per_call, per_subject, per_day) {
+                *parts.policy.write().unwrap_or_else(|p| p.into_inner()) = policy;
+                caps_changed = Some(format!(
+                    "per call {} -> {per_call}, per subject per day {} -> {per_subject}, per day {} -> {per_day} (USD)",
+                    before.0, before.1, before.2
+                ));
+            }
         }
-        tracing::info!(subjects = self.subjects.len(), "configuration reloaded");
+        let now = self.shared.clock.now_ms();
+        let catalogues_before = self.config.catalogues.len();
+        let control_before = self.config.control.is_some();
+        self.config = config;
+        self.config_table = Some(table);
+        // Jobs for what is new: a catalogue added, a control endpoint where there was none.
+        for i in catalogues_before..self.config.catalogues.len() {
+            self.push(now, Job::Catalogue(i));
+        }
+        if !control_before && self.config.control.is_some() {
+            self.push(now, Job::Control);
+        }
+        let added = self.sync_configured_subjects(now)?;
+        for url in &added {
+            let due = due_after_restart(&self.cadence, url, 0, now);
+            self.push(due, Job::Free(url.clone()));
+        }
+        tracing::info!(
+            subjects = self.subjects.len(),
+            added = added.len(),
+            caps = caps_changed.as_deref().unwrap_or("unchanged"),
+            "configuration reloaded"
+        );
         Ok(())
     }
 
@@ -639,11 +736,7 @@ impl Daemon {
             while let Ok(signal) = signals.try_recv() {
                 match signal {
                     Signal::Stop => return self.stop(in_flight).await,
-                    Signal::Reload => {
-                        if let Err(e) = self.reload() {
-                            tracing::error!(error = %e, "reloading the configuration failed; keeping the old one");
-                        }
-                    }
+                    Signal::Reload => self.reload(),
                 }
             }
             // Every job that finished meanwhile, then their subjects' rows in one commit.
@@ -651,6 +744,7 @@ impl Daemon {
                 self.finish(done, &mut paid_in_flight)?;
             }
             self.flush_subjects()?;
+            self.retry_storage()?;
             let now = self.shared.clock.now_ms();
             self.dispatch(now, &mut in_flight, concurrency, &mut paid_in_flight)?;
             self.shared
@@ -658,11 +752,12 @@ impl Daemon {
                 .scheduler(self.queue.len(), in_flight.len());
             let next_due = self.queue.peek().map(|Reverse((due, _, _))| *due);
             match self.time.clone() {
+                // On a simulated clock too, a full disk waits in real time (below).
                 TimeSource::Simulated {
                     clock,
                     until_ms,
                     lookahead_ms,
-                } => {
+                } if self.storage_full.is_none() => {
                     // `now` is when the runs just dispatched started: the first of an overlap.
                     let overlap_from_ms = if in_flight.is_empty() {
                         overlap_from = None;
@@ -696,10 +791,17 @@ impl Daemon {
                         SimulatedStep::End => return self.stop(in_flight).await,
                     }
                 }
-                TimeSource::System => {
-                    let wait = next_due.map_or(Duration::from_secs(60), |due| {
-                        Duration::from_millis((due - now).clamp(1, 60_000) as u64)
-                    });
+                _ => {
+                    let wait = if self.storage_full.is_some() {
+                        // Nothing starts until a write succeeds again: wake for the next try.
+                        self.storage_retry_at
+                            .saturating_duration_since(std::time::Instant::now())
+                            .max(Duration::from_millis(10))
+                    } else {
+                        next_due.map_or(Duration::from_secs(60), |due| {
+                            Duration::from_millis((due - now).clamp(1, 60_000) as u64)
+                        })
+                    };
                     let wait = self.notify.wait(wait);
                     tokio::select! {
                         Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
@@ -707,11 +809,7 @@ impl Daemon {
                         }
                         Some(command) = commands.recv() => self.command(command, in_flight.len()),
                         signal = signals.recv() => match signal {
-                            Some(Signal::Reload) => {
-                                if let Err(e) = self.reload() {
-                                    tracing::error!(error = %e, "reloading the configuration failed; keeping the old one");
-                                }
-                            }
+                            Some(Signal::Reload) => self.reload(),
                             Some(Signal::Stop) | None => return self.stop(in_flight).await,
                         },
                         _ = tokio::time::sleep(wait) => {}
@@ -721,14 +819,128 @@ impl Daemon {
         }
     }
 
-    /// Writes the subject rows finished runs changed, in one commit.
+    /// Writes the subject rows finished runs changed, in one commit (kept for later when the
+    /// disk is full).
     fn flush_subjects(&mut self) -> Result<()> {
-        if self.dirty.is_empty() {
+        if self.dirty.is_empty() || self.storage_full.is_some() {
             return Ok(());
         }
-        let rows = std::mem::take(&mut self.dirty);
-        self.shared.store.put_subjects(&rows)?;
+        match self.shared.store.put_subjects(&self.dirty) {
+            Ok(()) => {
+                self.dirty.clear();
+                Ok(())
+            }
+            Err(e) => {
+                let e = anyhow::Error::new(e);
+                if storage::is_full(&e, &self.state_dir) {
+                    self.enter_storage_full(&e);
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    /// Writes rows and plain entries of the loop's own jobs now; on a full disk keeps them, to be
+    /// written first when room returns (`retry_storage`), and stops starting jobs.
+    fn write_or_keep(&mut self, rows: Vec<SubjectRow>, entries: Vec<(i64, Record)>) -> Result<()> {
+        let kept = Unwritten { rows, entries };
+        if self.storage_full.is_none() {
+            match self.write_unwritten(&kept) {
+                Ok(()) => return Ok(()),
+                Err(e) if storage::is_full(&e, &self.state_dir) => self.enter_storage_full(&e),
+                Err(e) => return Err(e),
+            }
+        }
+        self.unwritten.push(kept);
         Ok(())
+    }
+
+    fn write_unwritten(&self, kept: &Unwritten) -> Result<()> {
+        self.shared.store.put_subjects(&kept.rows)?;
+        if !kept.entries.is_empty() {
+            let entries = kept
+                .entries
+                .iter()
+                .map(|(at, record)| NewEntry::plain(*at, record.clone()))
+                .collect();
+            let _writing = self
+                .shared
+                .write_lock
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            self.shared.store.append(entries)?;
+        }
+        Ok(())
+    }
+
+    /// A write failed for lack of room: no job starts until one succeeds again.
+    fn enter_storage_full(&mut self, error: &anyhow::Error) {
+        let now = std::time::Instant::now();
+        self.storage_retry_at = now + storage::RETRY_EVERY;
+        if self.storage_full.is_some() {
+            return;
+        }
+        self.storage_full = Some(now);
+        self.shared.metrics.storage_full(true);
+        tracing::error!(
+            state_dir = %self.state_dir.display(),
+            error = %format!("{error:#}"),
+            retry_secs = storage::RETRY_EVERY.as_secs(),
+            "storage full: no new runs until a write succeeds again (the API keeps serving; nothing acknowledged is lost)"
+        );
+    }
+
+    /// While the disk is full, every `RETRY_EVERY`: once the filesystem has room, writes what
+    /// was kept (or, with nothing kept, rewrites a subject's row to see a write succeed), then
+    /// resumes.
+    fn retry_storage(&mut self) -> Result<()> {
+        let Some(since) = self.storage_full else {
+            return Ok(());
+        };
+        if std::time::Instant::now() < self.storage_retry_at {
+            return Ok(());
+        }
+        self.storage_retry_at = std::time::Instant::now() + storage::RETRY_EVERY;
+        if storage::low_on_room(&self.state_dir) {
+            return Ok(());
+        }
+        // The rows finished runs changed, or (none) one subject's row as it is: a real write.
+        let rows: Vec<SubjectRow> = if self.dirty.is_empty() {
+            self.subjects
+                .values()
+                .take(1)
+                .map(|s| s.row.clone())
+                .collect()
+        } else {
+            self.dirty.clone()
+        };
+        let mut attempt = Ok(());
+        while let Some(kept) = self.unwritten.first() {
+            attempt = self.write_unwritten(kept);
+            if attempt.is_err() {
+                break;
+            }
+            self.unwritten.remove(0);
+        }
+        if attempt.is_ok() {
+            attempt = self.shared.store.put_subjects(&rows).map_err(Into::into);
+        }
+        match attempt {
+            Ok(()) => {
+                self.dirty.clear();
+                self.storage_full = None;
+                self.shared.metrics.storage_full(false);
+                tracing::info!(
+                    after_secs = since.elapsed().as_secs(),
+                    "storage has room again: runs resume"
+                );
+                self.refresh_outages()
+            }
+            Err(e) if storage::is_full(&e, &self.state_dir) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Starts every due job the limits allow.
@@ -739,6 +951,10 @@ impl Daemon {
         concurrency: usize,
         paid_in_flight: &mut usize,
     ) -> Result<()> {
+        if self.storage_full.is_some() {
+            // Nothing starts that would write; what is due waits in the queue.
+            return Ok(());
+        }
         let mut deferred = Vec::new();
         while let Some(Reverse((due, _, _))) = self.queue.peek() {
             if *due > now || in_flight.len() >= concurrency {
@@ -979,13 +1195,13 @@ impl Daemon {
     fn control_result(&mut self, record: crate::ledger::record::ControlRecord) -> Result<()> {
         let at = record.at_ms;
         let ok = record.ok;
-        let mut entries = vec![NewEntry::plain(at, Record::Control(record.clone()))];
+        let mut entries = vec![(at, Record::Control(record.clone()))];
         match (ok, self.control_open) {
             (false, None) => {
                 // The window starts just after the last known answer (the outage began since).
                 let from_ms = self.control_last_ok.map_or(at, |t| t + 1);
                 self.control_open = Some(from_ms);
-                entries.push(NewEntry::plain(
+                entries.push((
                     at,
                     Record::Outage(OutageRecord::Opened {
                         from_ms,
@@ -996,7 +1212,7 @@ impl Daemon {
             }
             (true, Some(from_ms)) => {
                 self.control_open = None;
-                entries.push(NewEntry::plain(
+                entries.push((
                     at,
                     Record::Outage(OutageRecord::Closed { from_ms, to_ms: at }),
                 ));
@@ -1007,10 +1223,11 @@ impl Daemon {
         if ok {
             self.control_last_ok = Some(at);
         }
-        let shared = self.shared.clone();
-        let _writing = shared.write_lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.shared.store.append(entries)?;
-        self.refresh_outages()
+        self.write_or_keep(Vec::new(), entries)?;
+        if self.storage_full.is_none() {
+            self.refresh_outages()?;
+        }
+        Ok(())
     }
 
     /// A catalogue read: recorded with every page's hash; new subjects added, missing ones
@@ -1037,7 +1254,7 @@ impl Daemon {
                 {
                     s.row.state = SubjectState::Active;
                     rows.push(s.row.clone());
-                    entries.push(NewEntry::plain(
+                    entries.push((
                         now,
                         Record::Subject(SubjectRecord {
                             subject: url.clone(),
@@ -1057,7 +1274,7 @@ impl Daemon {
             }
             let row = SubjectRow::new_active(url.clone(), category.clone(), source.clone(), now);
             rows.push(row.clone());
-            entries.push(NewEntry::plain(
+            entries.push((
                 now,
                 Record::Subject(SubjectRecord {
                     subject: url.clone(),
@@ -1083,7 +1300,7 @@ impl Daemon {
                     s.row.state = SubjectState::Delisted;
                     rows.push(s.row.clone());
                     delisted.push(url.clone());
-                    entries.push(NewEntry::plain(
+                    entries.push((
                         now,
                         Record::Subject(SubjectRecord {
                             subject: url.clone(),
@@ -1116,7 +1333,7 @@ impl Daemon {
         }
         entries.insert(
             0,
-            NewEntry::plain(
+            (
                 now,
                 Record::Catalogue(CatalogueRead {
                     url: source,
@@ -1129,14 +1346,7 @@ impl Daemon {
                 }),
             ),
         );
-        self.shared.store.put_subjects(&rows)?;
-        let _writing = self
-            .shared
-            .write_lock
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        self.shared.store.append(entries)?;
-        Ok(())
+        self.write_or_keep(rows, entries)
     }
 
     /// The value population per category, from the latest scores, kept apart by hash.
@@ -1211,7 +1421,26 @@ impl Daemon {
             tracing::error!(error = %e, "signing the last checkpoint failed");
         }
         let rows: Vec<SubjectRow> = self.subjects.values().map(|s| s.row.clone()).collect();
-        self.shared.store.put_subjects(&rows)?;
+        let mut written = self
+            .shared
+            .store
+            .put_subjects(&rows)
+            .map_err(anyhow::Error::new);
+        for kept in std::mem::take(&mut self.unwritten) {
+            if written.is_ok() {
+                written = self.write_unwritten(&kept);
+            }
+        }
+        match written {
+            Ok(()) => {}
+            // The schedule's rows are rebuilt at the next start (a subject may be probed early);
+            // the kept entries were acknowledged to no one (our control probes, catalogue reads).
+            Err(e) if storage::is_full(&e, &self.state_dir) => tracing::error!(
+                error = %format!("{e:#}"),
+                "stopping on a full disk: the schedule and the loop's last records were not written"
+            ),
+            Err(e) => return Err(e),
+        }
         tracing::info!("stopped");
         Ok(())
     }

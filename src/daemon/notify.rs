@@ -230,8 +230,14 @@ impl Daemon {
         } else {
             "ok"
         };
+        // A full disk says so first: nothing runs until it has room again.
+        let storage = if self.storage_full.is_some() {
+            "storage full, runs paused; "
+        } else {
+            ""
+        };
         format!(
-            "subjects: {active}, runs since start: {runs}, in flight: {in_flight}, vantage: {vantage}"
+            "{storage}subjects: {active}, runs since start: {runs}, in flight: {in_flight}, vantage: {vantage}"
         )
     }
 

@@ -17,7 +17,7 @@ use crate::history::run_entries;
 use crate::ledger::record::{ControlRecord, Record, RecordKind, RevisionRecord, ScoreRecord};
 use crate::probe::free::{FreeProbeConfig, probe_free};
 use crate::probe::http::{FetchConfig, FetchRequest, fetch};
-use crate::probe::paid::{PaidContext, PaidOptions};
+use crate::probe::paid::{PaidContext, PaidOptions, PolicySource};
 use crate::probe::rpc::Rpc;
 use crate::rubric::Rubric;
 use crate::runner::RunOutput;
@@ -37,7 +37,9 @@ pub const SEQ_STRIDE: u64 = 1024;
 pub struct PayParts {
     pub wallet: Wallet,
     pub spend: Arc<SpendStore>,
-    pub policy: PayPolicy,
+    /// The caps and allowlist; a reload may lower or raise the caps (`PayParts::caps`), and a
+    /// paid call reads them again when it reserves.
+    pub policy: RwLock<PayPolicy>,
     pub rpc: Rpc,
     pub options: PaidOptions,
 }
@@ -805,11 +807,12 @@ pub fn scrape(shared: &Shared) -> Result<crate::metrics::Scrape, crate::metrics:
                 .spend
                 .totals("", wall_s)
                 .map_err(|e| MetricsError::Spend(e.to_string()))?;
+            let policy = pay.policy.current();
             Some(SpendScrape {
                 spent_today: totals.day,
-                per_call: pay.policy.max_per_call_usd,
-                per_subject_per_day: pay.policy.max_per_subject_per_day_usd,
-                per_day: pay.policy.max_per_day_usd,
+                per_call: policy.max_per_call_usd,
+                per_subject_per_day: policy.max_per_subject_per_day_usd,
+                per_day: policy.max_per_day_usd,
             })
         }
         None => None,

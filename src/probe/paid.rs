@@ -130,7 +130,9 @@ pub enum PaidStep {
 pub struct PaidContext<'a> {
     pub wallet: &'a Wallet,
     pub store: &'a SpendStore,
-    pub policy: &'a PayPolicy,
+    /// A fixed policy, or one that may change while the call runs (the daemon's, whose caps a
+    /// reload may lower): the reservation reads it last, so a cap lowered meanwhile holds.
+    pub policy: &'a dyn PolicySource,
     /// The fixed RPC every chain fact is read through.
     pub rpc: &'a Rpc,
     /// How endpoints are fetched (address guard, extra roots, caps); the paid request gets a
@@ -142,6 +144,24 @@ pub struct PaidContext<'a> {
     /// Authorization windows, spend caps, reservation times: always real time in production.
     pub wall: &'a dyn Clock,
     pub on_step: Option<&'a (dyn Fn(PaidStep) + Send + Sync)>,
+}
+
+/// Where a paid call reads the pay policy.
+pub trait PolicySource: Send + Sync {
+    /// The policy in force now.
+    fn current(&self) -> PayPolicy;
+}
+
+impl PolicySource for PayPolicy {
+    fn current(&self) -> PayPolicy {
+        self.clone()
+    }
+}
+
+impl PolicySource for std::sync::RwLock<PayPolicy> {
+    fn current(&self) -> PayPolicy {
+        self.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }
 
 impl PaidContext<'_> {
@@ -260,7 +280,8 @@ async fn pay_until(
     }
 
     // 2. Choose an entry the policy allows.
-    let (required, requirement) = match steps::choose(ctx.policy, quote) {
+    let policy = ctx.policy.current();
+    let (required, requirement) = match steps::choose(&policy, quote) {
         Choice::Pay {
             required,
             requirement,
@@ -281,7 +302,7 @@ async fn pay_until(
         .response
         .as_ref()
         .map(|r| parse_payment_required(r.status, &r.headers, &r.body));
-    let (seen, judged) = judge_requote(ctx.policy, requirement, &requote, fresh_parse.as_ref());
+    let (seen, judged) = judge_requote(&policy, requirement, &requote, fresh_parse.as_ref());
     obs.requote = Some(seen);
     let Fresh {
         required: fresh_required,
@@ -316,26 +337,27 @@ async fn pay_until(
         payer: ctx.wallet.address(),
         from_block: Some(block_before),
     };
-    let reservation = match ctx
-        .store
-        .reserve(ctx.policy, &reserve_request, ctx.wall.now())
-    {
-        Ok(reservation) => reservation,
-        Err(ReserveError::Refused(refusal)) => {
-            // The store recorded it, inside the transaction that read the totals.
-            obs.decision = Decision::Refused {
-                refusals: vec![refusal],
-            };
-            return obs;
-        }
-        Err(ReserveError::Store(e)) => {
-            obs.decision = Decision::Failed {
-                stage: "reserve".into(),
-                error: e.to_string(),
-            };
-            return obs;
-        }
-    };
+    let reservation =
+        match ctx
+            .store
+            .reserve(&ctx.policy.current(), &reserve_request, ctx.wall.now())
+        {
+            Ok(reservation) => reservation,
+            Err(ReserveError::Refused(refusal)) => {
+                // The store recorded it, inside the transaction that read the totals.
+                obs.decision = Decision::Refused {
+                    refusals: vec![refusal],
+                };
+                return obs;
+            }
+            Err(ReserveError::Store(e)) => {
+                obs.decision = Decision::Failed {
+                    stage: "reserve".into(),
+                    error: e.to_string(),
+                };
+                return obs;
+            }
+        };
     let id = reservation.id();
     ctx.step(PaidStep::Reserved { id });
     let signed = match ctx.wallet.sign(&reservation) {
