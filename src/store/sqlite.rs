@@ -12,9 +12,8 @@ use super::{
     Index, NewEntry, NewOutboxEvent, OutboxRow, OutboxState, OutboxUpdate, ReadEntry, ScoreRow,
     Store, StoreError, SubjectRow, SubjectState,
 };
-use crate::evidence::http::Exchange;
 use crate::ledger::chain::{
-    Broken, Checkpoint, StoredEntry, Verifier, VerifySummary, checkpoint_message, seal,
+    Broken, Checkpoint, StoredEntry, Trusted, Verifier, VerifySummary, checkpoint_message, seal,
 };
 use crate::ledger::key::ReporterKey;
 use crate::ledger::record::{Record, RecordKind};
@@ -243,7 +242,7 @@ fn kinds_clause(kinds: &[RecordKind]) -> String {
 
 /// Moves every body of at least [`BLOB_MIN_BYTES`] out of a record's exchanges into `blobs`.
 fn take_bodies(record: &mut Record, blobs: &mut Vec<([u8; 32], Vec<u8>)>) {
-    let mut take = |ex: &mut Exchange| {
+    for ex in record.exchanges_mut() {
         for response in ex.responses_mut() {
             if response.body.len() >= BLOB_MIN_BYTES && !response.body_stored_apart {
                 let body = std::mem::take(&mut response.body);
@@ -252,20 +251,6 @@ fn take_bodies(record: &mut Record, blobs: &mut Vec<([u8; 32], Vec<u8>)>) {
                 response.body_stored_apart = true;
             }
         }
-    };
-    match record {
-        Record::Run(run) => {
-            run.free.exchanges_mut().for_each(&mut take);
-            if let Some(paid) = run.paid.as_mut() {
-                paid.exchanges_mut().for_each(&mut take);
-            }
-        }
-        Record::Refund(refund) => {
-            if let Some(ex) = refund.refund.operator_exchange.as_mut() {
-                take(ex);
-            }
-        }
-        _ => {}
     }
 }
 
@@ -449,6 +434,23 @@ impl Store for SqliteStore {
             .next())
     }
 
+    fn entries_at(&self, seqs: &[u64]) -> Result<Vec<ReadEntry>, StoreError> {
+        let mut out = Vec::with_capacity(seqs.len());
+        // At most a few hundred per statement (SQLite's bound on parameters is far above).
+        for chunk in seqs.chunks(256) {
+            let list: Vec<String> = chunk.iter().map(u64::to_string).collect();
+            out.extend(self.read_entries(
+                &format!(
+                    "SELECT seq, at_ms, body FROM entry WHERE seq IN ({}) ORDER BY seq",
+                    list.join(",")
+                ),
+                [],
+            )?);
+        }
+        out.sort_by_key(|e| e.seq);
+        Ok(out)
+    }
+
     fn entries_of_kind(
         &self,
         kinds: &[RecordKind],
@@ -537,8 +539,7 @@ impl Store for SqliteStore {
     }
 
     fn restore_bodies(&self, record: &mut Record) -> Result<(), StoreError> {
-        let mut missing = None;
-        let mut restore = |ex: &mut Exchange| {
+        for ex in record.exchanges_mut() {
             for response in ex.responses_mut() {
                 if !response.body_stored_apart {
                     continue;
@@ -546,33 +547,20 @@ impl Store for SqliteStore {
                 let key: Option<[u8; 32]> = hex::decode(&response.body_sha256)
                     .ok()
                     .and_then(|b| b.try_into().ok());
-                match key.map(|k| self.blob(&k)) {
-                    Some(Ok(Some(bytes))) => {
+                match key.map(|k| self.blob(&k)).transpose()? {
+                    Some(Some(bytes)) => {
                         response.body = bytes;
                         response.body_stored_apart = false;
                     }
-                    _ => missing = Some(response.body_sha256.clone()),
+                    _ => {
+                        return Err(
+                            self.corrupt(format!("blob {} is missing", response.body_sha256))
+                        );
+                    }
                 }
             }
-        };
-        match record {
-            Record::Run(run) => {
-                run.free.exchanges_mut().for_each(&mut restore);
-                if let Some(paid) = run.paid.as_mut() {
-                    paid.exchanges_mut().for_each(&mut restore);
-                }
-            }
-            Record::Refund(refund) => {
-                if let Some(ex) = refund.refund.operator_exchange.as_mut() {
-                    restore(ex);
-                }
-            }
-            _ => {}
         }
-        match missing {
-            Some(hash) => Err(self.corrupt(format!("blob {hash} is missing"))),
-            None => Ok(()),
-        }
+        Ok(())
     }
 
     fn checkpoint(&self, key: &ReporterKey, at_ms: i64) -> Result<Option<Checkpoint>, StoreError> {
@@ -645,27 +633,24 @@ impl Store for SqliteStore {
             .collect()
     }
 
-    fn verify(&self, trusted: Option<&[u8; 32]>, deep: bool) -> Result<VerifySummary, StoreError> {
+    fn verify(&self, trusted: Option<&Trusted>, deep: bool) -> Result<VerifySummary, StoreError> {
+        // One read transaction: entries, checkpoints, blobs and score rows as of one moment, even
+        // while the daemon appends.
+        let _snapshot = ReadSnapshot::begin(self)?;
         let checkpoints = self.checkpoints()?;
         let mut verifier = Verifier::new(&checkpoints);
-        self.scan(0, &mut |row| verifier.feed(&row, deep))?;
-        let summary = verifier.finish(&checkpoints, trusted)?;
-        // Every blob must still be what its address says.
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare("SELECT sha256, bytes FROM blob")
-            .map_err(self.sql("reading blobs"))?;
-        let mut rows = stmt.query([]).map_err(self.sql("reading blobs"))?;
-        while let Some(r) = rows.next().map_err(self.sql("reading blobs"))? {
-            let key: Vec<u8> = r.get(0).map_err(self.sql("reading blobs"))?;
-            let bytes: Vec<u8> = r.get(1).map_err(self.sql("reading blobs"))?;
-            let digest: [u8; 32] = Sha256::digest(&bytes).into();
-            if digest[..] != key[..] {
-                return Err(self.corrupt(format!(
-                    "blob {} does not hash to its address",
-                    hex::encode(&key)
-                )));
+        let mut named = Named::default();
+        self.scan(0, &mut |row| {
+            if let Some(envelope) = verifier.feed(&row, deep)? {
+                named.note(row.seq, envelope.record)?;
             }
+            Ok(())
+        })?;
+        let mut summary = verifier.finish(&checkpoints, trusted)?;
+        self.verify_stored_blobs()?;
+        if deep {
+            summary.blobs_referenced = self.verify_named_blobs(&named)?;
+            summary.score_rows = self.verify_score_rows(&named)?;
         }
         Ok(summary)
     }
@@ -884,6 +869,165 @@ impl Store for SqliteStore {
 
     fn outbox_rows(&self) -> Result<Vec<OutboxRow>, StoreError> {
         self.read_outbox(&format!("{SELECT_OUTBOX} ORDER BY id"), [])
+    }
+}
+
+/// What the entries name, collected during a verification's walk: the blobs, and each subject's
+/// newest score entry (what its newest score row must hold).
+#[derive(Debug, Default)]
+struct Named {
+    /// Each blob, with the first entry naming it.
+    blobs: std::collections::BTreeMap<[u8; 32], u64>,
+    newest_score: std::collections::BTreeMap<String, u64>,
+}
+
+impl Named {
+    fn note(&mut self, seq: u64, mut record: Record) -> Result<(), Broken> {
+        for sha in record.blob_references() {
+            let key: [u8; 32] = hex::decode(&sha)
+                .ok()
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| Broken {
+                    seq,
+                    why: format!("it names blob {sha:?}, which is not a SHA-256"),
+                })?;
+            self.blobs.entry(key).or_insert(seq);
+        }
+        if let Record::Score(score) = record {
+            self.newest_score.insert(score.subject, seq);
+        }
+        Ok(())
+    }
+}
+
+/// A read transaction on the store's connection, ended when dropped (nothing is written in it).
+struct ReadSnapshot<'a>(&'a SqliteStore);
+
+impl<'a> ReadSnapshot<'a> {
+    fn begin(store: &'a SqliteStore) -> Result<ReadSnapshot<'a>, StoreError> {
+        store
+            .conn()
+            .execute_batch("BEGIN DEFERRED")
+            .map_err(store.sql("starting a read"))?;
+        Ok(ReadSnapshot(store))
+    }
+}
+
+impl Drop for ReadSnapshot<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.conn().execute_batch("ROLLBACK");
+    }
+}
+
+/// Score rows checked per page of a verification.
+const SCORE_ROWS_PAGE: i64 = 512;
+
+impl SqliteStore {
+    /// Every stored blob is still what its address says.
+    fn verify_stored_blobs(&self) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare("SELECT sha256, bytes FROM blob")
+            .map_err(self.sql("reading blobs"))?;
+        let mut rows = stmt.query([]).map_err(self.sql("reading blobs"))?;
+        while let Some(r) = rows.next().map_err(self.sql("reading blobs"))? {
+            let key: Vec<u8> = r.get(0).map_err(self.sql("reading blobs"))?;
+            let bytes: Vec<u8> = r.get(1).map_err(self.sql("reading blobs"))?;
+            let digest: [u8; 32] = Sha256::digest(&bytes).into();
+            if digest[..] != key[..] {
+                return Err(self.corrupt(format!(
+                    "blob {} does not hash to its address",
+                    hex::encode(&key)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every blob an entry names is there (its bytes were re-hashed with every stored blob).
+    /// Returns how many distinct blobs are named.
+    fn verify_named_blobs(&self, named: &Named) -> Result<u64, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT 1 FROM blob WHERE sha256 = ?1")
+            .map_err(self.sql("reading blobs"))?;
+        for (sha, seq) in &named.blobs {
+            let found = stmt
+                .query_row([sha.as_slice()], |_| Ok(()))
+                .optional()
+                .map_err(self.sql("reading blobs"))?;
+            if found.is_none() {
+                return Err(Broken {
+                    seq: *seq,
+                    why: format!("it names blob {}, which the store does not have", hex::encode(sha)),
+                }
+                .into());
+            }
+        }
+        Ok(named.blobs.len() as u64)
+    }
+
+    /// Every score row holds what the score entry it names published, and each subject's newest
+    /// row is its newest score entry's. Returns how many rows were checked.
+    fn verify_score_rows(&self, named: &Named) -> Result<u64, StoreError> {
+        let mut checked = 0u64;
+        let mut after = 0i64;
+        loop {
+            let page: Vec<(i64, ScoreRow)> = {
+                let conn = self.conn();
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT rowid, subject, day, as_of_ms, seq, document FROM score
+                         WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+                    )
+                    .map_err(self.sql("reading scores"))?;
+                stmt.query_map(params![after, SCORE_ROWS_PAGE], |r| {
+                    Ok((
+                        r.get(0)?,
+                        ScoreRow {
+                            subject: r.get(1)?,
+                            day: r.get(2)?,
+                            as_of_ms: r.get(3)?,
+                            seq: r.get::<_, i64>(4)? as u64,
+                            document: r.get(5)?,
+                        },
+                    ))
+                })
+                .map_err(self.sql("reading scores"))?
+                .collect::<Result<_, _>>()
+                .map_err(self.sql("reading scores"))?
+            };
+            let Some((last, _)) = page.last() else { break };
+            after = *last;
+            let seqs: Vec<u64> = page.iter().map(|(_, r)| r.seq).collect();
+            let entries: std::collections::BTreeMap<u64, ReadEntry> = self
+                .entries_at(&seqs)?
+                .into_iter()
+                .map(|e| (e.seq, e))
+                .collect();
+            for (_, row) in &page {
+                row.check_against(entries.get(&row.seq))?;
+                checked += 1;
+            }
+        }
+        // Each subject's newest row (by day): its newest score entry, not an older one.
+        let newest_rows: std::collections::BTreeMap<String, u64> = {
+            let conn = self.conn();
+            let mut stmt = conn
+                .prepare("SELECT subject, seq, MAX(day) FROM score GROUP BY subject")
+                .map_err(self.sql("reading scores"))?;
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))
+                .map_err(self.sql("reading scores"))?
+                .collect::<Result<_, _>>()
+                .map_err(self.sql("reading scores"))?
+        };
+        for (subject, entry) in &named.newest_score {
+            let newest_row = newest_rows.get(subject).copied();
+            if newest_row != Some(*entry) {
+                return Err(super::newest_row_stale(subject, *entry, newest_row).into());
+            }
+        }
+        Ok(checked)
     }
 }
 
