@@ -489,7 +489,10 @@ mod tests {
         // Entry 10 is 0 s of unsigned tail.
         let s = verify_trusted(&rows, &all, &key).unwrap();
         assert_eq!((s.signed_through, s.unsigned_span_ms), (9, 0));
-        assert_eq!(s.signed_by, Some(hex::encode(key.verifying_key().to_bytes())));
+        assert_eq!(
+            s.signed_by,
+            Some(hex::encode(key.verifying_key().to_bytes()))
+        );
         // Every checkpoint deleted.
         let err = verify_trusted(&rows, &[], &key).unwrap_err();
         assert_eq!(err.seq, 1, "{err}");

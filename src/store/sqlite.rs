@@ -959,7 +959,10 @@ impl SqliteStore {
             if found.is_none() {
                 return Err(Broken {
                     seq: *seq,
-                    why: format!("it names blob {}, which the store does not have", hex::encode(sha)),
+                    why: format!(
+                        "it names blob {}, which the store does not have",
+                        hex::encode(sha)
+                    ),
                 }
                 .into());
             }
