@@ -351,12 +351,21 @@ fn a_missing_blob_a_removed_entry_and_a_truncated_file_fail_verify_and_recompute
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("which the store does not have"), "{text}");
 
-    // A middle entry removed: recompute refuses to recompute from it.
-    let removed = tampered(root.path(), "removed", "DELETE FROM entry WHERE seq = 7;");
+    // A score entry from the middle removed (every other score still recomputes: before, this
+    // exited 0): recompute refuses to recompute from a broken chain.
+    let middle = query_u64(
+        state,
+        "SELECT MIN(seq) FROM entry WHERE kind = 'score' AND seq > 20",
+    );
+    let removed = tampered(
+        root.path(),
+        "removed",
+        &format!("DELETE FROM entry WHERE seq = {middle};"),
+    );
     let (code, text) = recompute(&removed);
     assert_eq!(code, 1, "{text}");
     assert!(
-        text.contains("entry 7") && text.contains("nothing recomputed"),
+        text.contains(&format!("entry {middle}")) && text.contains("nothing recomputed"),
         "{text}"
     );
 
