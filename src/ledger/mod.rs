@@ -6,10 +6,18 @@
 //! - [`chain`]: how entries are serialised (RFC 8785), hashed and linked, and how a stored chain
 //!   is verified (pure).
 //! - [`key`]: the reporter key.
+//! - [`merkle`]: the RFC 9162 Merkle tree over the entries: roots, inclusion and consistency
+//!   proofs and their verification (pure).
+//! - [`note`]: checkpoints as C2SP signed notes (origin, size, root, time), pure.
+//! - [`proof`]: a subject's entries with their inclusion proofs against one checkpoint, as handed
+//!   to its operator, and their offline verification (pure).
 //!
 //! Storage lives behind `store::Store` (SQLite by default); the on-disk format is in
 //! `state/ledger.md`.
 
 pub mod chain;
 pub mod key;
+pub mod merkle;
+pub mod note;
+pub mod proof;
 pub mod record;
