@@ -170,6 +170,11 @@ fn rechain(state: &Path, from: u64, edit: impl Fn(&mut Record)) {
         .unwrap();
         prev = sealed.hash;
     }
+    // The Merkle tree is derived from the entries: rebuild it over the edited ones, as someone
+    // with the file can (opening the store for writing builds a missing tree).
+    conn.execute_batch("DELETE FROM tree;").unwrap();
+    drop(conn);
+    SqliteStore::open_file(&path).unwrap();
 }
 
 #[test]
@@ -251,7 +256,11 @@ fn deleted_checkpoints_and_another_key_are_caught() {
             score.capped_score = 97.5;
         }
     };
-    let unsigned = tampered(root.path(), "unsigned", "DELETE FROM checkpoint;");
+    let unsigned = tampered(
+        root.path(),
+        "unsigned",
+        "DELETE FROM checkpoint; DELETE FROM tree_checkpoint;",
+    );
     rechain(&unsigned, last_score, inflate);
     let (code, text) = verify(&unsigned);
     assert_eq!(code, 0, "consistent, and said to be unsigned: {text}");
@@ -269,7 +278,9 @@ fn deleted_checkpoints_and_another_key_are_caught() {
     let newest_deleted = tampered(
         root.path(),
         "newest-deleted",
-        &format!("DELETE FROM checkpoint WHERE seq > {first};"),
+        &format!(
+            "DELETE FROM checkpoint WHERE seq > {first}; DELETE FROM tree_checkpoint WHERE size > {first};"
+        ),
     );
     rechain(&newest_deleted, last_score, inflate);
     let (code, text) = verify_with_key(&newest_deleted, &key);
@@ -283,7 +294,11 @@ fn deleted_checkpoints_and_another_key_are_caught() {
     // `--pubkey` refuses it.
     let other = ReporterKey::generate(&root.path().join("other.key")).unwrap();
     let other_hex = hex::encode(other.public_key());
-    let resigned = tampered(root.path(), "resigned", "DELETE FROM checkpoint;");
+    let resigned = tampered(
+        root.path(),
+        "resigned",
+        "DELETE FROM checkpoint; DELETE FROM tree_checkpoint;",
+    );
     rechain(&resigned, last_score, inflate);
     SqliteStore::open_file(&resigned.join("ledger.sqlite"))
         .unwrap()
@@ -500,4 +515,169 @@ async fn an_edited_score_row_is_caught_and_never_served() {
     let (code, text) = x402_probe(&["verify-score", "--pubkey", &key], &envelope);
     assert_eq!(code, 0, "{text}");
     assert!(text.starts_with("valid"), "{text}");
+}
+
+/// Issue 20, the transparency log: `ledger prove` hands one subject's entries over with their
+/// inclusion proofs against the latest signed tree checkpoint, and `ledger check-proof` checks
+/// them offline against the reporter key alone; a changed entry byte, a forged proof hash, or
+/// another key fail.
+#[test]
+fn a_subjects_entries_are_proven_in_the_signed_tree_and_checked_offline() {
+    let day = day_ledger();
+    let state = &day.state;
+    let root = tempfile::tempdir().unwrap();
+    let key = reporter_key_hex(state);
+    let (code, text) = verify_with_key(state, &key);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("tree checkpoints, signed through size"),
+        "{text}"
+    );
+
+    let subject = &day.subjects[0];
+    let out = Command::new(env!("CARGO_BIN_EXE_x402-probe"))
+        .args(["ledger", "prove", "--subject", subject, "--state-dir"])
+        .arg(state)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bundle: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let entries = bundle["entries"].as_array().unwrap();
+    let subject_entries = query_u64(
+        state,
+        &format!(
+            "SELECT COUNT(*) FROM entry WHERE subject = '{subject}' \
+             AND seq <= (SELECT MAX(size) FROM tree_checkpoint)"
+        ),
+    );
+    assert_eq!(
+        entries.len() as u64,
+        subject_entries,
+        "every entry of the subject it covers"
+    );
+    assert!(subject_entries > 10);
+    let check = |name: &str, bundle: &serde_json::Value, key: &str| {
+        let file = root.path().join(name);
+        std::fs::write(&file, serde_json::to_vec(bundle).unwrap()).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_x402-probe"))
+            .args(["ledger", "check-proof", "--pubkey", key])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code().unwrap_or(-1), text)
+    };
+    let (code, text) = check("intact.json", &bundle, &key);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains(&format!("{} entries proven", entries.len())),
+        "{text}"
+    );
+
+    // One byte of one entry changed (its capped score, say): its proof no longer leads to the root.
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut forged = bundle.clone();
+    let mut body = b64
+        .decode(forged["entries"][3]["body"].as_str().unwrap())
+        .unwrap();
+    let at = body.len() / 2;
+    body[at] ^= 0x01;
+    forged["entries"][3]["body"] = b64.encode(body).into();
+    let (code, text) = check("changed-entry.json", &forged, &key);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("does not lead to the root"), "{text}");
+    // A forged proof hash.
+    let mut forged = bundle.clone();
+    forged["entries"][0]["proof"][0] = b64.encode([7u8; 32]).into();
+    let (code, text) = check("forged-proof.json", &forged, &key);
+    assert_eq!(code, 1, "{text}");
+    // Checked against another key: the checkpoint is not its.
+    let other = ReporterKey::generate(&root.path().join("other.key")).unwrap();
+    let (code, text) = check("other-key.json", &bundle, &hex::encode(other.public_key()));
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("no signature"), "{text}");
+}
+
+/// Issue 20, the transparency log: every chain checkpoint deleted and an entry changed with the
+/// tail re-chained (the case issue 25 item 4 found) still fails without `--pubkey` while the
+/// signed tree checkpoints stand: the entries' Merkle root is not the signed one. A tree
+/// checkpoint signed by the reporter key over another root (an inconsistent checkpoint) fails
+/// too, and so does an edited node of the stored tree the proofs are read from.
+#[test]
+fn the_signed_tree_catches_what_the_chain_alone_would_not() {
+    let state = &day_ledger().state;
+    let root = tempfile::tempdir().unwrap();
+    let last_score = query_u64(state, "SELECT MAX(seq) FROM entry WHERE kind = 'score'");
+    let first_tree = query_u64(state, "SELECT MIN(size) FROM tree_checkpoint");
+    assert!(first_tree < last_score);
+
+    let rewritten = tampered(root.path(), "rewritten", "DELETE FROM checkpoint;");
+    rechain(&rewritten, last_score, |record| {
+        if let Record::Score(score) = record {
+            score.capped_score = 97.5;
+        }
+    });
+    let (code, text) = verify(&rewritten);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("tree checkpoint") && text.contains("Merkle root differs"),
+        "{text}"
+    );
+
+    // A tree checkpoint the reporter key signed over a root the entries do not give: the
+    // newest note replaced.
+    let inconsistent = tampered(root.path(), "inconsistent", "");
+    let reporter = ReporterKey::from_key_file(&inconsistent.join("reporter.key")).unwrap();
+    let (size, at_ms) = {
+        let conn = rusqlite_open(&inconsistent.join("ledger.sqlite"));
+        conn.query_row(
+            "SELECT size, at_ms FROM tree_checkpoint ORDER BY size DESC LIMIT 1",
+            [],
+            |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)?)),
+        )
+        .unwrap()
+    };
+    let note = x402_probe::ledger::tlog::sign_tree_note(
+        &reporter.public_key(),
+        size,
+        [9u8; 32],
+        at_ms,
+        |m| reporter.sign(m),
+    )
+    .unwrap();
+    rusqlite_open(&inconsistent.join("ledger.sqlite"))
+        .execute(
+            "UPDATE tree_checkpoint SET note = ?1 WHERE size = ?2",
+            rusqlite::params![note, size as i64],
+        )
+        .unwrap();
+    let (code, text) = verify_with_key(&inconsistent, &reporter_key_hex(state));
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(&format!("tree checkpoint of size {size}")),
+        "{text}"
+    );
+
+    // One stored node of the tree edited: the proofs it gives would not verify.
+    let node = tampered(
+        root.path(),
+        "node",
+        "UPDATE tree SET hash = zeroblob(32) WHERE level = 0 AND idx = 5;",
+    );
+    let (code, text) = verify(&node);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("stored Merkle tree's node 2 at level 1 is not the hash of its children"),
+        "{text}"
+    );
 }

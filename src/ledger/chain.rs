@@ -132,6 +132,12 @@ pub struct VerifySummary {
     pub blobs_referenced: u64,
     /// Derived score rows checked against their ledger entries (0 with `--chain-only`).
     pub score_rows: u64,
+    /// Tree checkpoints (signed notes) checked against the entries' Merkle root.
+    pub tree_checkpoints: u64,
+    /// The largest tree size a valid tree checkpoint covers (0: none).
+    pub tree_signed_through: u64,
+    /// The Merkle root of all the entries (hex).
+    pub tree_root: String,
 }
 
 /// The reporter key a verification trusts, and what it then asks of the checkpoints: every one

@@ -426,6 +426,25 @@ pub trait Store: Send + Sync {
 
     fn checkpoints(&self) -> Result<Vec<Checkpoint>, StoreError>;
 
+    /// The tree checkpoints (C2SP signed notes over the entries' Merkle root), by size.
+    fn tree_notes(&self) -> Result<Vec<crate::ledger::tlog::TreeNote>, StoreError>;
+
+    /// Up to `limit` of `subject`'s entries after `after` and covered by the latest tree
+    /// checkpoint, each with its inclusion proof against it (`None`: no tree checkpoint yet).
+    fn inclusion_bundle(
+        &self,
+        subject: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Option<crate::ledger::proof::InclusionBundle>, StoreError>;
+
+    /// The consistency proof between the trees of the first `old` and the first `new` entries.
+    fn consistency_proof(
+        &self,
+        old: u64,
+        new: u64,
+    ) -> Result<Vec<crate::ledger::merkle::Hash>, StoreError>;
+
     /// Verifies the ledger in one read: every entry's hash and link (and, when `deep`, that its
     /// columns agree with its bytes), every checkpoint (one key; with `trusted`, that key, and
     /// covering the entries: [`Trusted`]), every stored blob against its address, and when
