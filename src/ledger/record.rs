@@ -116,7 +116,7 @@ impl Record {
 
     /// Every HTTP exchange the record keeps (a run's free and paid ones, a refund watch's
     /// operator file): where bodies are kept apart as blobs and put back.
-    pub fn exchanges_mut(&mut self) -> Vec<&mut Exchange> {
+    pub(crate) fn exchanges_mut(&mut self) -> Vec<&mut Exchange> {
         match self {
             Record::Run(run) => {
                 let RunRecord { free, paid, .. } = &mut **run;
@@ -133,7 +133,7 @@ impl Record {
 
     /// The blobs the record names, by SHA-256 as written in it (hex): every body kept apart and
     /// a score's value population. `ledger verify` checks each exists and hashes to its name.
-    pub fn blob_references(&mut self) -> Vec<String> {
+    pub(crate) fn blob_references(&mut self) -> Vec<String> {
         let mut named = Vec::new();
         for ex in self.exchanges_mut() {
             for response in ex.responses_mut() {

@@ -254,7 +254,7 @@ impl ScoreRow {
     /// any): a `score` entry of the same subject and time that published exactly this document
     /// (its `document_sha256`). The row is derived working state anyone with the file can edit;
     /// the entry is chained and signed. Pure.
-    pub fn check_against(&self, entry: Option<&ReadEntry>) -> Result<(), Broken> {
+    pub(crate) fn check_against(&self, entry: Option<&ReadEntry>) -> Result<(), Broken> {
         let broken = |why: String| Broken {
             seq: self.seq,
             why: format!("the score row of {} ({}) {why}", self.subject, self.day),
@@ -286,21 +286,24 @@ impl ScoreRow {
 
 /// A subject's score rows as checked against the ledger: what may be served and signed.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct CheckedScores {
+pub(crate) struct CheckedScores {
     /// The latest row, when it is the subject's latest `score` entry's document. `None` when the
     /// subject has no score, or when its latest score row is missing, stale or altered.
-    pub latest: Option<ScoreRow>,
+    pub(crate) latest: Option<ScoreRow>,
     /// The daily rows that hold what their entries published, oldest first.
-    pub daily: Vec<ScoreRow>,
+    pub(crate) daily: Vec<ScoreRow>,
     /// Each row that does not (an integrity error, for the log), and a latest entry without its
     /// row.
-    pub mismatches: Vec<Broken>,
+    pub(crate) mismatches: Vec<Broken>,
 }
 
 /// Reads `subject`'s score rows and checks each against its ledger entry, and the latest against
 /// the subject's latest `score` entry (a row rolled back to an older, genuine score is refused
 /// too). Whatever is served or signed as the subject's score comes through here.
-pub fn checked_scores(store: &dyn Store, subject: &str) -> Result<CheckedScores, StoreError> {
+pub(crate) fn checked_scores(
+    store: &dyn Store,
+    subject: &str,
+) -> Result<CheckedScores, StoreError> {
     // The newest entry first: a score committed meanwhile then shows as a newer row, not as a
     // newest entry without its row.
     let newest_entry = store

@@ -996,6 +996,8 @@ impl Named {
 }
 
 /// A read transaction on the store's connection, ended when dropped (nothing is written in it).
+/// Only for a store opened to verify (the commands open their own, read-only): a writer sharing
+/// the connection would write inside it.
 struct ReadSnapshot<'a>(&'a SqliteStore);
 
 impl<'a> ReadSnapshot<'a> {
