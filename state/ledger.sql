@@ -106,3 +106,22 @@ CREATE TABLE IF NOT EXISTS webhook_outbox (
     done_ms         INTEGER
 ) STRICT;
 CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox (state, next_attempt_ms);
+
+-- The Merkle tree over the entries (RFC 9162; leaf i is entry seq i + 1, hashed over its body):
+-- the hash of every perfect subtree, level 0 the leaves. Derived from the entries and written in
+-- their transaction; a ledger older than the tree gets it rebuilt from its entries when opened
+-- for writing. Inclusion and consistency proofs are read from it.
+CREATE TABLE IF NOT EXISTS tree (
+    level INTEGER NOT NULL,
+    idx   INTEGER NOT NULL,
+    hash  BLOB NOT NULL,
+    PRIMARY KEY (level, idx)
+) STRICT, WITHOUT ROWID;
+
+-- Tree checkpoints: C2SP signed notes (origin, tree size, root, time) by the reporter key, made
+-- with each chain checkpoint (same size as its seq).
+CREATE TABLE IF NOT EXISTS tree_checkpoint (
+    size  INTEGER PRIMARY KEY,
+    at_ms INTEGER NOT NULL,
+    note  TEXT NOT NULL
+) STRICT;

@@ -166,6 +166,14 @@ pub(crate) async fn subject_score(
     let entry = entry(&state, id)?;
     match &entry.signed {
         Some(bytes) => Ok(JsonBytes(bytes.clone())),
+        None if entry.withheld => Err(ApiError::new(
+            ErrorCode::Unavailable,
+            format!(
+                "subject {}'s stored score does not match the ledger's score entry (an integrity \
+                 error on our side); it is withheld until the next score is published",
+                entry.summary.id
+            ),
+        )),
         None => Err(ApiError::not_found(format!(
             "subject {} has no score yet (its first run is not scored)",
             entry.summary.id

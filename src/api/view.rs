@@ -23,7 +23,7 @@ use crate::daemon::pipeline::Shared;
 use crate::ledger::key::ReporterKey;
 use crate::score::document::ScoreDocument;
 use crate::score::outlook;
-use crate::store::{ScoreRow, SubjectRow, SubjectState};
+use crate::store::{CheckedScores, ScoreRow, SubjectRow, SubjectState, checked_scores};
 
 /// How often subject rows are re-read for changes that bring no new score.
 const ROWS_EVERY: Duration = Duration::from_secs(5);
@@ -34,6 +34,9 @@ pub(crate) struct SubjectEntry {
     pub(crate) summary_json: Bytes,
     /// The signed envelope of the latest score, when there is one.
     pub(crate) signed: Option<Bytes>,
+    /// The latest score is withheld: its stored row does not match the ledger's score entry (an
+    /// integrity error, logged); served again once the daemon publishes the next score.
+    pub(crate) withheld: bool,
     pub(crate) history_json: Bytes,
     pub(crate) state: SubjectState,
     /// What the subject's page shows.
@@ -199,17 +202,16 @@ impl Builder {
     fn rebuild(&mut self, shared: &Shared, row: &SubjectRow) {
         self.rows.insert(row.url.clone(), row.clone());
         let id = subject_id(&row.url);
-        let latest = match shared.store.latest_score(&row.url) {
-            Ok(latest) => latest,
-            Err(e) => {
-                tracing::warn!(subject = %row.url, error = %e, "API view: reading a score failed");
-                None
-            }
-        };
-        let days = shared.store.daily_scores(&row.url).unwrap_or_else(|e| {
-            tracing::warn!(subject = %row.url, error = %e, "API view: reading daily scores failed");
-            Vec::new()
+        // Only rows that hold what the ledger's score entries published are served or signed.
+        let scores = checked_scores(shared.store.as_ref(), &row.url).unwrap_or_else(|e| {
+            tracing::warn!(subject = %row.url, error = %e, "API view: reading scores failed");
+            CheckedScores::default()
         });
+        for broken in &scores.mismatches {
+            tracing::error!(subject = %row.url, error = %broken, "integrity: a stored score row differs from the ledger; it is not served");
+        }
+        let withheld = scores.latest.is_none() && !scores.mismatches.is_empty();
+        let (latest, days) = (scores.latest, scores.daily);
         // Each stored document is read back once, with the type that wrote it.
         let latest_doc = Latest::of(latest.as_ref().map(|s| s.document.as_slice()));
         let (summary_view, signed) = match (&latest, latest_doc.doc()) {
@@ -254,6 +256,7 @@ impl Builder {
             summary_json: Bytes::from(serde_json::to_vec(&summary).unwrap_or_default()),
             summary,
             signed,
+            withheld,
             history_json: Bytes::from(serde_json::to_vec(&history).unwrap_or_default()),
             state: row.state,
             facts,

@@ -1,12 +1,16 @@
-//! `x402-probe ledger verify|export|keygen`: check every hash and signature of a ledger, write a
-//! subject's entries as JSON lines, make a reporter key.
+//! `x402-probe ledger verify|export|prove|check-proof|keygen`: check every hash and signature of
+//! a ledger, write a subject's entries as JSON lines or with their inclusion proofs, check such
+//! proofs offline, make a reporter key.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use crate::ledger::chain::{Trusted, VerifySummary};
 use crate::ledger::key::ReporterKey;
+use crate::ledger::proof::{self, InclusionBundle};
+use crate::ledger::tlog;
 use crate::store::{SqliteStore, Store};
 
 #[derive(Debug, clap::Args)]
@@ -17,17 +21,27 @@ pub struct Args {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Check every entry's hash and link, every checkpoint's signature and every blob; name the
-    /// first broken entry (exit 1) or print a summary (exit 0).
+    /// Check every entry's hash and link, every checkpoint's signature, every blob and every
+    /// score row; name the first broken entry (exit 1) or print a summary with the key the
+    /// checkpoints are signed with (exit 0). A ledger that cannot be read is broken too (exit 1);
+    /// exit 2 is kept for usage errors (no ledger there, a malformed key).
     Verify {
         /// The state directory holding `ledger.sqlite`.
         #[arg(long, value_name = "DIR")]
         state_dir: PathBuf,
-        /// Every checkpoint must be signed by this reporter key (64 hex digits).
+        /// The reporter key (64 hex digits) that must have signed every checkpoint; the entries
+        /// must then be covered: at least one checkpoint, and an unsigned tail no longer than
+        /// `--max-unsigned-secs`.
         #[arg(long, value_name = "HEX")]
         pubkey: Option<String>,
-        /// Only the hash chain (faster); by default each entry is also parsed and its columns
-        /// compared with its bytes.
+        /// With `--pubkey`: the most entry time the entries after the last checkpoint may span.
+        /// The daemon signs every `checkpoint_every_secs` (default 300), at start and on
+        /// shutdown; keep this above twice that.
+        #[arg(long, value_name = "SECS", default_value_t = DEFAULT_MAX_UNSIGNED_SECS)]
+        max_unsigned_secs: u64,
+        /// Only the hash chain, checkpoints and stored blobs (faster); by default each entry is
+        /// also parsed, its columns compared with its bytes, the blobs it names looked up and
+        /// every score row checked against its entry.
         #[arg(long)]
         chain_only: bool,
     },
@@ -37,6 +51,31 @@ pub enum Command {
         state_dir: PathBuf,
         #[arg(long, value_name = "URL")]
         subject: String,
+    },
+    /// Print one subject's entries with their inclusion proofs against the latest tree
+    /// checkpoint (a signed note), as JSON (`x402-probe.inclusion/1`), for checking offline with
+    /// `ledger check-proof` or any RFC 9162 verifier.
+    Prove {
+        #[arg(long, value_name = "DIR")]
+        state_dir: PathBuf,
+        #[arg(long, value_name = "URL")]
+        subject: String,
+        /// Only entries after this sequence number (to page through a long history).
+        #[arg(long, value_name = "SEQ", default_value_t = 0)]
+        after: u64,
+        /// At most this many entries.
+        #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        limit: u64,
+    },
+    /// Check a file written by `ledger prove` (or served to an operator): the checkpoint's
+    /// signature by the given reporter key and every entry's inclusion proof. Exit 0 when all
+    /// hold, 1 naming the first that does not.
+    CheckProof {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// The reporter key (64 hex digits) the checkpoint must be signed by.
+        #[arg(long, value_name = "HEX")]
+        pubkey: String,
     },
     /// Make a new reporter key file (0600, never overwriting) and print its public key.
     Keygen {
@@ -50,47 +89,32 @@ pub fn run(args: Args) -> Result<i32> {
         Command::Verify {
             state_dir,
             pubkey,
+            max_unsigned_secs,
             chain_only,
         } => {
             let trusted = match pubkey {
                 None => None,
-                Some(hex_key) => {
-                    let bytes = hex::decode(hex_key.trim_start_matches("0x"))
-                        .context("--pubkey is not hex")?;
-                    Some(
-                        <[u8; 32]>::try_from(bytes.as_slice())
-                            .map_err(|_| anyhow::anyhow!("--pubkey is not 32 bytes"))?,
-                    )
-                }
+                Some(hex_key) => Some(Trusted {
+                    public_key: parse_pubkey(&hex_key)?,
+                    max_unsigned_ms: i64::try_from(max_unsigned_secs)
+                        .ok()
+                        .and_then(|s| s.checked_mul(1000))
+                        .context("--max-unsigned-secs is too large")?,
+                }),
             };
-            let store = open_existing(&state_dir)?;
-            match store.verify(trusted.as_ref(), !chain_only) {
+            let path = ledger_file(&state_dir)?;
+            let verified = SqliteStore::open_read_only(&path)
+                .and_then(|store| store.verify(trusted.as_ref(), !chain_only));
+            match verified {
                 Ok(s) => {
                     println!(
-                        "ledger {}: {} entries ({} bytes), head {} {}, {} checkpoints, signed through entry {}{}",
-                        store.path().display(),
-                        s.entries,
-                        s.bytes,
-                        s.head_seq,
-                        s.head_hash,
-                        s.checkpoints,
-                        s.signed_through,
-                        if s.signed_through < s.head_seq {
-                            format!(
-                                " ({} entries after it not signed yet)",
-                                s.head_seq - s.signed_through
-                            )
-                        } else {
-                            String::new()
-                        }
+                        "{}",
+                        summary_line(&path, &s, trusted.is_some(), !chain_only)
                     );
                     Ok(0)
                 }
                 Err(e) => {
-                    eprintln!(
-                        "x402-probe: ledger {} is broken: {e}",
-                        store.path().display()
-                    );
+                    eprintln!("x402-probe: ledger {} is broken: {e}", path.display());
                     Ok(1)
                 }
             }
@@ -119,6 +143,54 @@ pub fn run(args: Args) -> Result<i32> {
             out.flush()?;
             Ok(0)
         }
+        Command::Prove {
+            state_dir,
+            subject,
+            after,
+            limit,
+        } => {
+            let path = ledger_file(&state_dir)?;
+            let store = SqliteStore::open_read_only(&path)?;
+            let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+            let Some(bundle) = store.inclusion_bundle(&subject, after, limit)? else {
+                eprintln!(
+                    "x402-probe: ledger {} has no tree checkpoint yet (the daemon signs one \
+                     every checkpoint interval)",
+                    path.display()
+                );
+                return Ok(1);
+            };
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            serde_json::to_writer_pretty(&mut out, &bundle)?;
+            writeln!(out)?;
+            out.flush()?;
+            Ok(0)
+        }
+        Command::CheckProof { file, pubkey } => {
+            let key = parse_pubkey(&pubkey)?;
+            let bytes =
+                crate::files::read_regular(&file, MAX_BUNDLE_BYTES, "an inclusion proof file")?;
+            let bundle: InclusionBundle = serde_json::from_slice(&bytes)
+                .with_context(|| format!("{} is not an inclusion proof file", file.display()))?;
+            match proof::verify(&bundle, &tlog::note_key(&key)) {
+                Ok(v) => {
+                    println!(
+                        "{}: {} entries proven in the log {} of {} entries (root {}, signed at {})",
+                        file.display(),
+                        v.entries.len(),
+                        v.checkpoint.origin,
+                        v.checkpoint.size,
+                        hex::encode(v.checkpoint.root),
+                        v.checkpoint.time
+                    );
+                    Ok(0)
+                }
+                Err(e) => {
+                    eprintln!("x402-probe: {}: {e}", file.display());
+                    Ok(1)
+                }
+            }
+        }
         Command::Keygen { path } => {
             let key = ReporterKey::generate(&path)?;
             println!("{}", hex::encode(key.public_key()));
@@ -127,10 +199,81 @@ pub fn run(args: Args) -> Result<i32> {
     }
 }
 
-/// Opens a ledger that must already exist (verifying never creates one).
-pub fn open_existing(state_dir: &std::path::Path) -> Result<SqliteStore> {
+/// The default of `ledger verify --max-unsigned-secs`: an hour, twelve of the daemon's default
+/// checkpoint intervals.
+pub const DEFAULT_MAX_UNSIGNED_SECS: u64 = 3600;
+
+/// The largest proof file `ledger check-proof` reads.
+const MAX_BUNDLE_BYTES: u64 = 512 * 1024 * 1024;
+
+/// A reporter key given as 64 hex digits (`0x` allowed).
+fn parse_pubkey(text: &str) -> Result<[u8; 32]> {
+    let bytes = hex::decode(text.trim_start_matches("0x")).context("--pubkey is not hex")?;
+    <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| anyhow::anyhow!("--pubkey is not 32 bytes"))
+}
+
+/// The summary `ledger verify` prints.
+fn summary_line(path: &Path, s: &VerifySummary, trusted: bool, deep: bool) -> String {
+    let unsigned = s.head_seq - s.signed_through;
+    let signer = match (&s.signed_by, trusted) {
+        (Some(key), true) => format!(", signed by the trusted key {key}"),
+        (Some(key), false) => format!(
+            ", signed by {key} (not checked against a trusted key: compare it with the \
+             reporter's, or pass --pubkey)"
+        ),
+        (None, _) => ", not signed by any key".into(),
+    };
+    let tree = if s.tree_root.is_empty() {
+        String::new()
+    } else if s.tree_checkpoints > 0 {
+        format!(
+            "; Merkle root {}, {} tree checkpoints, signed through size {}",
+            s.tree_root, s.tree_checkpoints, s.tree_signed_through
+        )
+    } else {
+        format!("; Merkle root {}, no tree checkpoint yet", s.tree_root)
+    };
+    let derived = if deep {
+        format!(
+            "; {} blobs named and found, {} score rows match their entries",
+            s.blobs_referenced, s.score_rows
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "ledger {}: {} entries ({} bytes), head {} {}, {} checkpoints, signed through entry {}{}{}{}{}",
+        path.display(),
+        s.entries,
+        s.bytes,
+        s.head_seq,
+        s.head_hash,
+        s.checkpoints,
+        s.signed_through,
+        if unsigned > 0 {
+            format!(
+                " ({unsigned} entries after it not signed yet, spanning {} s)",
+                s.unsigned_span_ms / 1000
+            )
+        } else {
+            String::new()
+        },
+        signer,
+        derived,
+        tree,
+    )
+}
+
+/// The ledger file of a state directory, which must exist and be a regular file (a usage error
+/// otherwise: verifying never creates one).
+pub fn ledger_file(state_dir: &Path) -> Result<PathBuf> {
     let path = state_dir.join(crate::store::sqlite::STORE_FILE);
     crate::files::open_regular(&path, u64::MAX, "a ledger")
         .with_context(|| format!("no ledger in {}", state_dir.display()))?;
-    Ok(SqliteStore::open_file(&path)?)
+    Ok(path)
+}
+
+/// Opens a ledger that must already exist, to append to it (`outage declare`).
+pub fn open_existing(state_dir: &Path) -> Result<SqliteStore> {
+    Ok(SqliteStore::open_file(&ledger_file(state_dir)?)?)
 }

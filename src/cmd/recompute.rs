@@ -4,6 +4,7 @@
 use crate::files::{self, caps};
 use crate::rubric::Rubric;
 use crate::score::{Recomputed, recompute};
+use crate::store::{SqliteStore, Store};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 
@@ -24,31 +25,62 @@ pub struct Args {
 }
 
 /// Exit 0 when every document recomputes to identical bytes, 1 when any differs or cannot be
-/// recomputed (each named with the first differing byte and field).
+/// recomputed (each named with the first differing byte and field); with `--ledger`, 1 also when
+/// the ledger does not verify (or cannot be read) or a derived row differs from its entries.
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut rubrics = vec![Rubric::embedded_default()];
     for p in &args.rubric {
         rubrics.push(super::score::load_rubric(Some(p))?);
     }
     if let Some(dir) = &args.ledger {
-        let store = crate::cmd::ledger::open_existing(dir)?;
-        let report = crate::daemon::recompute::recompute_ledger(&store, &rubrics)?;
+        let path = crate::cmd::ledger::ledger_file(dir)?;
+        // The chain, checkpoints, blobs and score rows first, as `ledger verify` checks them:
+        // a score recomputed from a ledger with an entry removed or changed proves nothing. A
+        // ledger that cannot be read is broken too (exit 1).
+        let verified = SqliteStore::open_read_only(&path)
+            .and_then(|store| store.verify(None, true).map(|_| store));
+        let store = match verified {
+            Ok(store) => store,
+            Err(e) => {
+                eprintln!(
+                    "x402-probe: ledger {} is broken: {e}; nothing recomputed",
+                    path.display()
+                );
+                return Ok(1);
+            }
+        };
+        let report = match crate::daemon::recompute::recompute_ledger(&store, &rubrics) {
+            Ok(report) => report,
+            Err(e) => {
+                eprintln!("x402-probe: ledger {} is broken: {e}", path.display());
+                return Ok(1);
+            }
+        };
         for m in &report.mismatches {
             eprintln!("DIFFERS ledger entry {} ({}): {}", m.seq, m.subject, m.why);
+        }
+        for m in &report.derived {
+            eprintln!(
+                "DIFFERS history rows of {} (ledger entry {}): {}",
+                m.subject, m.seq, m.why
+            );
         }
         if report.scores == 0 {
             anyhow::bail!("the ledger in {} holds no published score", dir.display());
         }
-        if !report.mismatches.is_empty() {
+        if !report.mismatches.is_empty() || !report.derived.is_empty() {
             eprintln!(
-                "{} of {} published scores did not recompute",
+                "{} of {} published scores did not recompute; {} subjects' history rows differ \
+                 from their entries",
                 report.mismatches.len(),
-                report.scores
+                report.scores,
+                report.derived.len()
             );
             return Ok(1);
         }
         println!(
-            "{} published scores recomputed from the ledger byte for byte",
+            "{} published scores recomputed from the ledger byte for byte; every score row and \
+             history row matches its entries",
             report.scores
         );
         return Ok(0);

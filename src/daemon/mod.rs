@@ -392,6 +392,12 @@ impl Daemon {
     fn load_state(&mut self) -> Result<()> {
         let now = self.shared.clock.now_ms();
         let store = self.shared.store.clone();
+        // Entries left unsigned by a crash are signed now, before anything new is appended: the
+        // unsigned tail is then never longer than one checkpoint interval, which is what
+        // `ledger verify --pubkey` holds the ledger to.
+        if let Err(e) = store.checkpoint(&self.key, now) {
+            tracing::error!(error = %e, "signing the checkpoint at start failed");
+        }
         // Revisions: the last of each subject, with what it declared.
         let mut revisions = BTreeMap::new();
         for e in store.entries_of_kind(&[RecordKind::Revision], 0)? {
@@ -460,7 +466,13 @@ impl Daemon {
             if subject.row.state == SubjectState::Removed {
                 continue;
             }
-            let Some(score) = store.latest_score(url)? else {
+            // Only a row that holds what the ledger published (it feeds paid-call decisions and
+            // the value population other subjects' scores read).
+            let checked = crate::store::checked_scores(store.as_ref(), url)?;
+            for broken in &checked.mismatches {
+                tracing::error!(subject = %url, error = %broken, "integrity: a stored score row differs from the ledger; it is not used");
+            }
+            let Some(score) = checked.latest else {
                 continue;
             };
             match crate::score::document::ScoreDocument::from_slice(&score.document) {

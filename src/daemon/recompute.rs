@@ -45,6 +45,8 @@ pub struct LedgerRecompute {
     pub scores: u64,
     pub identical: u64,
     pub mismatches: Vec<Mismatch>,
+    /// History rows (the index scoring reads) that differ from what their entries derive.
+    pub derived: Vec<Mismatch>,
 }
 
 /// Recomputes every published score of the ledger in `store` under the rubrics given (a score
@@ -125,7 +127,47 @@ pub fn recompute_ledger(
             }
         }
     }
+    // The history rows the daemon scores from are derived from the same entries: each subject's
+    // must be exactly what the pass rebuilt (an edited row would skew every later score).
+    for (subject, state) in &subjects {
+        let stored = store.history(subject)?;
+        if let Some((seq, why)) = history_differs(&state.history, &stored) {
+            report.derived.push(Mismatch {
+                seq,
+                subject: subject.clone(),
+                why,
+            });
+        }
+    }
     Ok(report)
+}
+
+/// Where a subject's stored history rows first differ from those rebuilt from its entries: the
+/// entry the row belongs to, and how.
+fn history_differs(rebuilt: &[HistoryEntry], stored: &[Vec<u8>]) -> Option<(u64, String)> {
+    let entry_of = |i: usize| {
+        rebuilt.get(i).map(|h| h.seq).or_else(|| {
+            stored
+                .get(i)
+                .and_then(|row| serde_json::from_slice::<HistoryEntry>(row).ok())
+                .map(|h| h.seq)
+        })
+    };
+    let count = rebuilt.len().max(stored.len());
+    let first = (0..count).find(|&i| {
+        let ours = rebuilt.get(i).and_then(|h| serde_json::to_vec(h).ok());
+        ours.as_deref() != stored.get(i).map(Vec::as_slice)
+    })?;
+    let seq = entry_of(first).map_or(0, |s| s / SEQ_STRIDE);
+    Some((
+        seq,
+        format!(
+            "history row {first} (of {} stored, {} derived from the entries) differs from what \
+             the entry derives",
+            stored.len(),
+            rebuilt.len()
+        ),
+    ))
 }
 
 enum Check {

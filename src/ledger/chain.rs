@@ -124,6 +124,34 @@ pub struct VerifySummary {
     pub checkpoints: u64,
     /// The last entry a valid checkpoint covers (0: none).
     pub signed_through: u64,
+    /// The key every checkpoint is signed with (hex), when there is one.
+    pub signed_by: Option<String>,
+    /// How much entry time the entries after the last checkpoint span (ms; 0 when at most one).
+    pub unsigned_span_ms: i64,
+    /// Distinct blobs the entries name, each found and hashing to its name (0 with `--chain-only`).
+    pub blobs_referenced: u64,
+    /// Derived score rows checked against their ledger entries (0 with `--chain-only`).
+    pub score_rows: u64,
+    /// Tree checkpoints (signed notes) checked against the entries' Merkle root.
+    pub tree_checkpoints: u64,
+    /// The largest tree size a valid tree checkpoint covers (0: none).
+    pub tree_signed_through: u64,
+    /// The Merkle root of all the entries (hex).
+    pub tree_root: String,
+}
+
+/// The reporter key a verification trusts, and what it then asks of the checkpoints: every one
+/// signed by that key, at least one once there are entries, and an unsigned tail no longer than
+/// a running daemon leaves (it signs every `checkpoint_every_secs`, at its start and on
+/// shutdown). Without an outside copy of the latest checkpoint nothing can prove that entries
+/// after the last checkpoint were not dropped or rewritten: the tail rule bounds them to one
+/// stretch of `max_unsigned_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trusted {
+    pub public_key: [u8; 32],
+    /// The longest stretch of entry time (`at_ms` of the first to the last entry after the last
+    /// checkpoint) accepted without a signature.
+    pub max_unsigned_ms: i64,
 }
 
 /// Verifies a chain incrementally: feed every stored row in `seq` order, then the checkpoints.
@@ -133,6 +161,10 @@ pub struct Verifier {
     prev: [u8; 32],
     /// Hashes at the seqs checkpoints name, collected on the way (checkpoints are few).
     wanted: std::collections::BTreeMap<u64, Option<[u8; 32]>>,
+    /// The last seq a checkpoint names: entries after it are the unsigned tail.
+    last_named: u64,
+    /// The earliest and latest `at_ms` of the unsigned tail.
+    tail_ms: Option<(i64, i64)>,
 }
 
 impl Verifier {
@@ -140,6 +172,7 @@ impl Verifier {
     pub fn new(checkpoints: &[Checkpoint]) -> Verifier {
         Verifier {
             wanted: checkpoints.iter().map(|c| (c.seq, None)).collect(),
+            last_named: checkpoints.iter().map(|c| c.seq).max().unwrap_or(0),
             ..Verifier::default()
         }
     }
@@ -147,8 +180,9 @@ impl Verifier {
     /// Checks one row: its position, its link to the previous row, its hash, and (when `deep`)
     /// that its bytes are a canonical entry saying what the columns say. The hash chain alone
     /// already catches any changed, removed or reordered entry; `deep` also catches a column
-    /// edited beside intact bytes, and bytes this build cannot read.
-    pub fn feed(&mut self, row: &StoredEntry, deep: bool) -> Result<(), Broken> {
+    /// edited beside intact bytes, and bytes this build cannot read. Returns the parsed envelope
+    /// when `deep` (what the entry references is checked from it).
+    pub fn feed(&mut self, row: &StoredEntry, deep: bool) -> Result<Option<Envelope>, Broken> {
         let expected = self.summary.entries + 1;
         let broken = |why: String| Broken { seq: row.seq, why };
         if row.seq != expected {
@@ -173,25 +207,34 @@ impl Verifier {
                 hex::encode(row.hash)
             )));
         }
-        if deep {
-            check_columns(row).map_err(broken)?;
-        }
+        let envelope = if deep {
+            Some(check_columns(row).map_err(broken)?)
+        } else {
+            None
+        };
         if let Some(slot) = self.wanted.get_mut(&row.seq) {
             *slot = Some(row.hash);
+        }
+        if row.seq > self.last_named {
+            let (first, last) = self.tail_ms.get_or_insert((row.at_ms, row.at_ms));
+            *first = (*first).min(row.at_ms);
+            *last = (*last).max(row.at_ms);
         }
         self.prev = row.hash;
         self.summary.entries = expected;
         self.summary.bytes += row.body.len() as u64;
-        Ok(())
+        Ok(envelope)
     }
 
-    /// Checks the checkpoints (each signature, and that it names the hash actually at its seq; a
-    /// `trusted` key, when given, must have made every one) and returns the summary.
+    /// Checks the checkpoints and returns the summary: each signature, that it names the hash
+    /// actually at its seq, and that one key made them all (the ledger records no key rotation).
+    /// With a `trusted` key, that key made them, and the entries are covered (see [`Trusted`]).
     pub fn finish(
         mut self,
         checkpoints: &[Checkpoint],
-        trusted: Option<&[u8; 32]>,
+        trusted: Option<&Trusted>,
     ) -> Result<VerifySummary, Broken> {
+        let mut signer: Option<&Checkpoint> = None;
         for c in checkpoints {
             let broken = |why: String| Broken { seq: c.seq, why };
             let Some(Some(hash)) = self.wanted.get(&c.seq) else {
@@ -206,10 +249,21 @@ impl Verifier {
                 ));
             }
             if let Some(trusted) = trusted
-                && *trusted != c.public_key
+                && trusted.public_key != c.public_key
             {
                 return Err(broken(format!(
                     "the checkpoint is signed by {}, not by the trusted reporter key",
+                    hex::encode(c.public_key)
+                )));
+            }
+            if let Some(first) = signer
+                && first.public_key != c.public_key
+            {
+                return Err(broken(format!(
+                    "the checkpoints are signed by more than one key ({} through entry {}, then {}), \
+                     and the ledger records no key rotation",
+                    hex::encode(first.public_key),
+                    first.seq,
                     hex::encode(c.public_key)
                 )));
             }
@@ -218,17 +272,53 @@ impl Verifier {
             let signature = Signature::from_bytes(&c.signature);
             key.verify(&checkpoint_message(c.seq, &c.hash), &signature)
                 .map_err(|_| broken("the checkpoint's signature does not verify".into()))?;
+            signer.get_or_insert(c);
             self.summary.checkpoints += 1;
             self.summary.signed_through = self.summary.signed_through.max(c.seq);
         }
+        self.summary.signed_by = signer.map(|c| hex::encode(c.public_key));
+        self.summary.unsigned_span_ms = self.tail_ms.map_or(0, |(first, last)| last - first);
         self.summary.head_seq = self.summary.entries;
         self.summary.head_hash = hex::encode(self.prev);
+        if let Some(trusted) = trusted {
+            covered(&self.summary, trusted)?;
+        }
         Ok(self.summary)
     }
 }
 
+/// With a trusted key: a ledger with entries has a checkpoint, and the entries after the last one
+/// span no more entry time than a running daemon leaves unsigned. Deleting the newest checkpoints
+/// leaves a long unsigned tail; deleting them all leaves none: both fail here.
+fn covered(summary: &VerifySummary, trusted: &Trusted) -> Result<(), Broken> {
+    let first_unsigned = summary.signed_through + 1;
+    if summary.entries > 0 && summary.checkpoints == 0 {
+        return Err(Broken {
+            seq: first_unsigned,
+            why: format!(
+                "no checkpoint covers any of the {} entries (not signed yet, or checkpoints \
+                 deleted): nothing here is signed by the trusted key",
+                summary.entries
+            ),
+        });
+    }
+    if summary.unsigned_span_ms > trusted.max_unsigned_ms {
+        return Err(Broken {
+            seq: first_unsigned,
+            why: format!(
+                "entries {first_unsigned} to {} are not signed and span {} s of entry time, more \
+                 than the {} s a running daemon leaves unsigned (were checkpoints deleted?)",
+                summary.head_seq,
+                summary.unsigned_span_ms / 1000,
+                trusted.max_unsigned_ms / 1000
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// The deep part of a row's check: canonical bytes of an entry whose envelope matches the columns.
-fn check_columns(row: &StoredEntry) -> Result<(), String> {
+fn check_columns(row: &StoredEntry) -> Result<Envelope, String> {
     let value: serde_json::Value =
         serde_json::from_slice(&row.body).map_err(|e| format!("its bytes are not JSON: {e}"))?;
     if to_canonical_bytes(&value) != row.body {
@@ -249,7 +339,7 @@ fn check_columns(row: &StoredEntry) -> Result<(), String> {
             "its columns (seq, time, kind, subject or previous hash) differ from its bytes".into(),
         );
     }
-    Ok(())
+    Ok(envelope)
 }
 
 #[cfg(test)]
@@ -372,6 +462,62 @@ mod tests {
         let other = SigningKey::from_bytes(&[1u8; 32])
             .verifying_key()
             .to_bytes();
-        assert!(v.finish(&cps, Some(&other)).is_err());
+        assert!(v.finish(&cps, Some(&trusted(other))).is_err());
+    }
+
+    fn trusted(public_key: [u8; 32]) -> Trusted {
+        Trusted {
+            public_key,
+            max_unsigned_ms: 3_000,
+        }
+    }
+
+    fn verify_trusted(
+        rows: &[StoredEntry],
+        checkpoints: &[Checkpoint],
+        key: &SigningKey,
+    ) -> Result<VerifySummary, Broken> {
+        let mut v = Verifier::new(checkpoints);
+        for r in rows {
+            v.feed(r, true)?;
+        }
+        v.finish(checkpoints, Some(&trusted(key.verifying_key().to_bytes())))
+    }
+
+    /// With a trusted key, entries no checkpoint covers fail: none at all (every checkpoint
+    /// deleted), or a tail longer than a running daemon leaves (the newest ones deleted). Without
+    /// one, the key is named, and two keys fail.
+    #[test]
+    fn a_trusted_key_needs_checkpoints_covering_the_entries() {
+        let rows = chain(10); // entry n at n s
+        let key = SigningKey::from_bytes(&[7u8; 32]);
+        let all = vec![checkpoint(&key, &rows[4]), checkpoint(&key, &rows[8])];
+        // Entry 10 is 0 s of unsigned tail.
+        let s = verify_trusted(&rows, &all, &key).unwrap();
+        assert_eq!((s.signed_through, s.unsigned_span_ms), (9, 0));
+        assert_eq!(
+            s.signed_by,
+            Some(hex::encode(key.verifying_key().to_bytes()))
+        );
+        // Every checkpoint deleted.
+        let err = verify_trusted(&rows, &[], &key).unwrap_err();
+        assert_eq!(err.seq, 1, "{err}");
+        assert!(err.why.contains("no checkpoint"), "{err}");
+        // Without a trusted key it is only reported.
+        assert_eq!(verify(&rows, &[]).unwrap().signed_by, None);
+        // The newest deleted: entries 6..10 span 4 s, more than 3.
+        let err = verify_trusted(&rows, &all[..1], &key).unwrap_err();
+        assert_eq!(err.seq, 6, "{err}");
+        assert!(err.why.contains("not signed"), "{err}");
+        // Checkpoints by two keys, without a trusted key: refused, both named.
+        let other = SigningKey::from_bytes(&[8u8; 32]);
+        let mixed = vec![checkpoint(&key, &rows[4]), checkpoint(&other, &rows[8])];
+        let err = verify(&rows, &mixed).unwrap_err();
+        assert!(err.why.contains("more than one key"), "{err}");
+        assert!(
+            err.why
+                .contains(&hex::encode(other.verifying_key().to_bytes())),
+            "{err}"
+        );
     }
 }

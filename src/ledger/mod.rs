@@ -12,6 +12,9 @@
 //! - [`proof`]: a subject's entries with their inclusion proofs against one checkpoint, as handed
 //!   to its operator, and their offline verification (pure).
 //!
+//! - [`tlog`]: the log's Merkle tree over the entries and its signed tree checkpoints: signing,
+//!   and checking them while a verifier walks the entries (pure).
+//!
 //! Storage lives behind `store::Store` (SQLite by default); the on-disk format is in
 //! `state/ledger.md`.
 
@@ -21,3 +24,4 @@ pub mod merkle;
 pub mod note;
 pub mod proof;
 pub mod record;
+pub mod tlog;

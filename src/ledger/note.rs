@@ -250,6 +250,12 @@ fn split_note(note: &str) -> Result<(&str, Vec<&str>), NoteError> {
     Ok((body, lines))
 }
 
+/// The body of a note, its form checked but no signature (for reading a note whose key is not
+/// known: what it says is then a claim, not a fact).
+pub fn note_body(note: &str) -> Result<&str, NoteError> {
+    split_note(note).map(|(body, _)| body)
+}
+
 /// Verifies `key`'s signature on the note and returns the body it signs. Lines from other keys
 /// are skipped (a witness's cosignature, say); a line of `key`'s name and id that does not verify
 /// is an error, never skipped.

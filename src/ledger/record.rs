@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::evidence::free::PageSeen;
+use crate::evidence::http::Exchange;
 use crate::evidence::run::{RefundRecord, RunRecord};
 
 /// One ledger event.
@@ -111,6 +112,42 @@ impl Record {
             Record::Correction(r) => r.subject.as_deref(),
             Record::Catalogue(_) | Record::Outage(_) | Record::Control(_) => None,
         }
+    }
+
+    /// Every HTTP exchange the record keeps (a run's free and paid ones, a refund watch's
+    /// operator file): where bodies are kept apart as blobs and put back.
+    pub(crate) fn exchanges_mut(&mut self) -> Vec<&mut Exchange> {
+        match self {
+            Record::Run(run) => {
+                let RunRecord { free, paid, .. } = &mut **run;
+                let mut all: Vec<&mut Exchange> = free.exchanges_mut().collect();
+                if let Some(paid) = paid.as_mut() {
+                    all.extend(paid.exchanges_mut());
+                }
+                all
+            }
+            Record::Refund(refund) => refund.refund.operator_exchange.iter_mut().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The blobs the record names, by SHA-256 as written in it (hex): every body kept apart and
+    /// a score's value population. `ledger verify` checks each exists and hashes to its name.
+    pub(crate) fn blob_references(&mut self) -> Vec<String> {
+        let mut named = Vec::new();
+        for ex in self.exchanges_mut() {
+            for response in ex.responses_mut() {
+                if response.body_stored_apart {
+                    named.push(response.body_sha256.clone());
+                }
+            }
+        }
+        if let Record::Score(score) = self
+            && let Some(sha) = &score.population_sha256
+        {
+            named.push(sha.clone());
+        }
+        named
     }
 }
 

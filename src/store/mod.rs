@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ledger::chain::{Broken, Checkpoint, StoredEntry, VerifySummary};
+use crate::ledger::chain::{Broken, Checkpoint, StoredEntry, Trusted, VerifySummary};
 use crate::ledger::key::ReporterKey;
 use crate::ledger::record::{Record, RecordKind};
 
@@ -249,6 +249,106 @@ pub struct ScoreRow {
     pub document: Vec<u8>,
 }
 
+impl ScoreRow {
+    /// Checks the row against the ledger entry it names (`entry`: the entry at `self.seq`, if
+    /// any): a `score` entry of the same subject and time that published exactly this document
+    /// (its `document_sha256`). The row is derived working state anyone with the file can edit;
+    /// the entry is chained and signed. Pure.
+    pub(crate) fn check_against(&self, entry: Option<&ReadEntry>) -> Result<(), Broken> {
+        let broken = |why: String| Broken {
+            seq: self.seq,
+            why: format!("the score row of {} ({}) {why}", self.subject, self.day),
+        };
+        let Some(entry) = entry.filter(|e| e.seq == self.seq) else {
+            return Err(broken("names an entry the ledger does not have".into()));
+        };
+        let Record::Score(score) = &entry.record else {
+            return Err(broken(format!(
+                "names a {} entry, not a score",
+                entry.record.kind().as_str()
+            )));
+        };
+        if score.subject != self.subject || score.as_of_ms != self.as_of_ms {
+            return Err(broken(
+                "names the score entry of another subject or time".into(),
+            ));
+        }
+        let actual = crate::evidence::sha256_hex(&self.document);
+        if actual != score.document_sha256 {
+            return Err(broken(format!(
+                "holds a document hashing to {actual}, not the {} the entry published",
+                score.document_sha256
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A subject's score rows as checked against the ledger: what may be served and signed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct CheckedScores {
+    /// The latest row, when it is the subject's latest `score` entry's document. `None` when the
+    /// subject has no score, or when its latest score row is missing, stale or altered.
+    pub(crate) latest: Option<ScoreRow>,
+    /// The daily rows that hold what their entries published, oldest first.
+    pub(crate) daily: Vec<ScoreRow>,
+    /// Each row that does not (an integrity error, for the log), and a latest entry without its
+    /// row.
+    pub(crate) mismatches: Vec<Broken>,
+}
+
+/// Reads `subject`'s score rows and checks each against its ledger entry, and the latest against
+/// the subject's latest `score` entry (a row rolled back to an older, genuine score is refused
+/// too). Whatever is served or signed as the subject's score comes through here.
+pub(crate) fn checked_scores(
+    store: &dyn Store,
+    subject: &str,
+) -> Result<CheckedScores, StoreError> {
+    // The newest entry first: a score committed meanwhile then shows as a newer row, not as a
+    // newest entry without its row.
+    let newest_entry = store
+        .latest_subject_entry(subject, RecordKind::Score)?
+        .map(|e| e.seq);
+    let rows = store.daily_scores(subject)?;
+    let seqs: Vec<u64> = rows.iter().map(|r| r.seq).collect();
+    let entries: std::collections::BTreeMap<u64, ReadEntry> = store
+        .entries_at(&seqs)?
+        .into_iter()
+        .map(|e| (e.seq, e))
+        .collect();
+    let newest_row = rows.last().map(|r| r.seq);
+    let mut checked = CheckedScores::default();
+    for row in rows {
+        match row.check_against(entries.get(&row.seq)) {
+            Ok(()) => checked.daily.push(row),
+            Err(e) => checked.mismatches.push(e),
+        }
+    }
+    let newest_intact = checked.daily.last().filter(|r| Some(r.seq) == newest_row);
+    match (newest_entry, newest_intact) {
+        (Some(entry), Some(row)) if row.seq >= entry => checked.latest = Some(row.clone()),
+        // The newest row is altered: named above.
+        (Some(_), None) if newest_row.is_some() => {}
+        (Some(entry), _) => checked
+            .mismatches
+            .push(newest_row_stale(subject, entry, newest_row)),
+        (None, _) => {}
+    }
+    Ok(checked)
+}
+
+/// The integrity error of a subject whose newest score row is not its newest score entry's.
+pub(crate) fn newest_row_stale(subject: &str, entry: u64, newest_row: Option<u64>) -> Broken {
+    Broken {
+        seq: entry,
+        why: format!(
+            "the latest score entry of {subject} has no score row: the newest row is {} \
+             (deleted or rolled back)",
+            newest_row.map_or("missing".into(), |s| format!("entry {s}'s"))
+        ),
+    }
+}
+
 /// A ledger entry read back: its sequence number, time and record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadEntry {
@@ -293,6 +393,9 @@ pub trait Store: Send + Sync {
         kind: RecordKind,
     ) -> Result<Option<ReadEntry>, StoreError>;
 
+    /// The entries at these sequence numbers that exist, in order, bodies left apart.
+    fn entries_at(&self, seqs: &[u64]) -> Result<Vec<ReadEntry>, StoreError>;
+
     /// Entries of the given kinds with `seq > after`, in order (e.g. every outage).
     fn entries_of_kind(
         &self,
@@ -326,8 +429,31 @@ pub trait Store: Send + Sync {
 
     fn checkpoints(&self) -> Result<Vec<Checkpoint>, StoreError>;
 
-    /// Verifies every hash, link and checkpoint (and that every blob matches its hash).
-    fn verify(&self, trusted: Option<&[u8; 32]>, deep: bool) -> Result<VerifySummary, StoreError>;
+    /// The tree checkpoints (C2SP signed notes over the entries' Merkle root), by size.
+    fn tree_notes(&self) -> Result<Vec<crate::ledger::tlog::TreeNote>, StoreError>;
+
+    /// Up to `limit` of `subject`'s entries after `after` and covered by the latest tree
+    /// checkpoint, each with its inclusion proof against it (`None`: no tree checkpoint yet).
+    fn inclusion_bundle(
+        &self,
+        subject: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Option<crate::ledger::proof::InclusionBundle>, StoreError>;
+
+    /// The consistency proof between the trees of the first `old` and the first `new` entries.
+    fn consistency_proof(
+        &self,
+        old: u64,
+        new: u64,
+    ) -> Result<Vec<crate::ledger::merkle::Hash>, StoreError>;
+
+    /// Verifies the ledger in one read: every entry's hash and link (and, when `deep`, that its
+    /// columns agree with its bytes), every checkpoint (one key; with `trusted`, that key, and
+    /// covering the entries: [`Trusted`]), every stored blob against its address, and when
+    /// `deep` every blob an entry names and every score row against its entry
+    /// ([`ScoreRow::check_against`], each subject's newest row its newest score entry).
+    fn verify(&self, trusted: Option<&Trusted>, deep: bool) -> Result<VerifySummary, StoreError>;
 
     /// The history rows of `subject` (serialised history entries), in ledger order.
     fn history(&self, subject: &str) -> Result<Vec<Vec<u8>>, StoreError>;

@@ -12,12 +12,14 @@ use super::{
     Index, NewEntry, NewOutboxEvent, OutboxRow, OutboxState, OutboxUpdate, ReadEntry, ScoreRow,
     Store, StoreError, SubjectRow, SubjectState,
 };
-use crate::evidence::http::Exchange;
 use crate::ledger::chain::{
-    Broken, Checkpoint, StoredEntry, Verifier, VerifySummary, checkpoint_message, seal,
+    Broken, Checkpoint, StoredEntry, Trusted, Verifier, VerifySummary, checkpoint_message, seal,
 };
 use crate::ledger::key::ReporterKey;
+use crate::ledger::merkle::{self, Hash, PerfectNodes, leaf_hash, node_hash};
+use crate::ledger::proof::{self, InclusionBundle};
 use crate::ledger::record::{Record, RecordKind};
+use crate::ledger::tlog::{self, TreeNote, TreeWalk};
 use crate::state_dir::{open_state_dir, private_store_file};
 
 /// The schema this build reads and writes.
@@ -97,6 +99,7 @@ impl SqliteStore {
                 });
             }
         }
+        build_missing_tree(&conn).map_err(sql("building the Merkle tree of older entries"))?;
         // The WAL and shared-memory files SQLite made: private too.
         for suffix in ["-wal", "-shm"] {
             let side = PathBuf::from(format!("{}{suffix}", path.display()));
@@ -243,7 +246,7 @@ fn kinds_clause(kinds: &[RecordKind]) -> String {
 
 /// Moves every body of at least [`BLOB_MIN_BYTES`] out of a record's exchanges into `blobs`.
 fn take_bodies(record: &mut Record, blobs: &mut Vec<([u8; 32], Vec<u8>)>) {
-    let mut take = |ex: &mut Exchange| {
+    for ex in record.exchanges_mut() {
         for response in ex.responses_mut() {
             if response.body.len() >= BLOB_MIN_BYTES && !response.body_stored_apart {
                 let body = std::mem::take(&mut response.body);
@@ -252,20 +255,6 @@ fn take_bodies(record: &mut Record, blobs: &mut Vec<([u8; 32], Vec<u8>)>) {
                 response.body_stored_apart = true;
             }
         }
-    };
-    match record {
-        Record::Run(run) => {
-            run.free.exchanges_mut().for_each(&mut take);
-            if let Some(paid) = run.paid.as_mut() {
-                paid.exchanges_mut().for_each(&mut take);
-            }
-        }
-        Record::Refund(refund) => {
-            if let Some(ex) = refund.refund.operator_exchange.as_mut() {
-                take(ex);
-            }
-        }
-        _ => {}
     }
 }
 
@@ -330,6 +319,8 @@ impl Store for SqliteStore {
                         stored.body,
                     ])
                     .map_err(self.sql("writing an entry"))?;
+                tree_push_in(&tx, seq - 1, leaf_hash(&stored.body))
+                    .map_err(self.sql("writing the entry's tree nodes"))?;
                 if let (Some(subject), Some(index)) = (record.subject(), index) {
                     let Index {
                         history,
@@ -449,6 +440,23 @@ impl Store for SqliteStore {
             .next())
     }
 
+    fn entries_at(&self, seqs: &[u64]) -> Result<Vec<ReadEntry>, StoreError> {
+        let mut out = Vec::with_capacity(seqs.len());
+        // At most a few hundred per statement (SQLite's bound on parameters is far above).
+        for chunk in seqs.chunks(256) {
+            let list: Vec<String> = chunk.iter().map(u64::to_string).collect();
+            out.extend(self.read_entries(
+                &format!(
+                    "SELECT seq, at_ms, body FROM entry WHERE seq IN ({}) ORDER BY seq",
+                    list.join(",")
+                ),
+                [],
+            )?);
+        }
+        out.sort_by_key(|e| e.seq);
+        Ok(out)
+    }
+
     fn entries_of_kind(
         &self,
         kinds: &[RecordKind],
@@ -537,8 +545,7 @@ impl Store for SqliteStore {
     }
 
     fn restore_bodies(&self, record: &mut Record) -> Result<(), StoreError> {
-        let mut missing = None;
-        let mut restore = |ex: &mut Exchange| {
+        for ex in record.exchanges_mut() {
             for response in ex.responses_mut() {
                 if !response.body_stored_apart {
                     continue;
@@ -546,33 +553,20 @@ impl Store for SqliteStore {
                 let key: Option<[u8; 32]> = hex::decode(&response.body_sha256)
                     .ok()
                     .and_then(|b| b.try_into().ok());
-                match key.map(|k| self.blob(&k)) {
-                    Some(Ok(Some(bytes))) => {
+                match key.map(|k| self.blob(&k)).transpose()? {
+                    Some(Some(bytes)) => {
                         response.body = bytes;
                         response.body_stored_apart = false;
                     }
-                    _ => missing = Some(response.body_sha256.clone()),
+                    _ => {
+                        return Err(
+                            self.corrupt(format!("blob {} is missing", response.body_sha256))
+                        );
+                    }
                 }
             }
-        };
-        match record {
-            Record::Run(run) => {
-                run.free.exchanges_mut().for_each(&mut restore);
-                if let Some(paid) = run.paid.as_mut() {
-                    paid.exchanges_mut().for_each(&mut restore);
-                }
-            }
-            Record::Refund(refund) => {
-                if let Some(ex) = refund.refund.operator_exchange.as_mut() {
-                    restore(ex);
-                }
-            }
-            _ => {}
         }
-        match missing {
-            Some(hash) => Err(self.corrupt(format!("blob {hash} is missing"))),
-            None => Ok(()),
-        }
+        Ok(())
     }
 
     fn checkpoint(&self, key: &ReporterKey, at_ms: i64) -> Result<Option<Checkpoint>, StoreError> {
@@ -597,19 +591,33 @@ impl Store for SqliteStore {
             public_key: key.public_key(),
             signature,
         };
-        self.conn()
-            .execute(
-                "INSERT INTO checkpoint (seq, hash, at_ms, public_key, signature)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![
-                    seq as i64,
-                    hash.as_slice(),
-                    at_ms,
-                    checkpoint.public_key.as_slice(),
-                    checkpoint.signature.as_slice()
-                ],
-            )
-            .map_err(self.sql("writing a checkpoint"))?;
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(self.sql("beginning a checkpoint"))?;
+        tx.execute(
+            "INSERT INTO checkpoint (seq, hash, at_ms, public_key, signature)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                seq as i64,
+                hash.as_slice(),
+                at_ms,
+                checkpoint.public_key.as_slice(),
+                checkpoint.signature.as_slice()
+            ],
+        )
+        .map_err(self.sql("writing a checkpoint"))?;
+        // The tree checkpoint of the same entries: a signed note over their Merkle root.
+        let root = merkle::root_at(&SqliteNodes::new(&tx, seq), seq)
+            .map_err(|e| self.corrupt(format!("the Merkle tree at size {seq}: {e}")))?;
+        let note = tlog::sign_tree_note(&key.public_key(), seq, root, at_ms, |m| key.sign(m))
+            .map_err(|e| StoreError::Sign(e.to_string()))?;
+        tx.execute(
+            "INSERT OR IGNORE INTO tree_checkpoint (size, at_ms, note) VALUES (?1, ?2, ?3)",
+            params![seq as i64, at_ms, note],
+        )
+        .map_err(self.sql("writing a tree checkpoint"))?;
+        tx.commit().map_err(self.sql("committing a checkpoint"))?;
         Ok(Some(checkpoint))
     }
 
@@ -645,27 +653,99 @@ impl Store for SqliteStore {
             .collect()
     }
 
-    fn verify(&self, trusted: Option<&[u8; 32]>, deep: bool) -> Result<VerifySummary, StoreError> {
-        let checkpoints = self.checkpoints()?;
-        let mut verifier = Verifier::new(&checkpoints);
-        self.scan(0, &mut |row| verifier.feed(&row, deep))?;
-        let summary = verifier.finish(&checkpoints, trusted)?;
-        // Every blob must still be what its address says.
+    fn tree_notes(&self) -> Result<Vec<TreeNote>, StoreError> {
+        if !self.has_tree()? {
+            return Ok(Vec::new());
+        }
         let conn = self.conn();
         let mut stmt = conn
-            .prepare("SELECT sha256, bytes FROM blob")
-            .map_err(self.sql("reading blobs"))?;
-        let mut rows = stmt.query([]).map_err(self.sql("reading blobs"))?;
-        while let Some(r) = rows.next().map_err(self.sql("reading blobs"))? {
-            let key: Vec<u8> = r.get(0).map_err(self.sql("reading blobs"))?;
-            let bytes: Vec<u8> = r.get(1).map_err(self.sql("reading blobs"))?;
-            let digest: [u8; 32] = Sha256::digest(&bytes).into();
-            if digest[..] != key[..] {
-                return Err(self.corrupt(format!(
-                    "blob {} does not hash to its address",
-                    hex::encode(&key)
-                )));
+            .prepare("SELECT size, at_ms, note FROM tree_checkpoint ORDER BY size")
+            .map_err(self.sql("reading tree checkpoints"))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(TreeNote {
+                    size: r.get::<_, i64>(0)? as u64,
+                    at_ms: r.get(1)?,
+                    note: r.get(2)?,
+                })
+            })
+            .map_err(self.sql("reading tree checkpoints"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.sql("reading tree checkpoints"))?;
+        Ok(rows)
+    }
+
+    fn inclusion_bundle(
+        &self,
+        subject: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Option<InclusionBundle>, StoreError> {
+        // One read transaction: the checkpoint, the entries and the tree as of one moment.
+        let _snapshot = ReadSnapshot::begin(self)?;
+        let Some(latest) = self.tree_notes()?.pop() else {
+            return Ok(None);
+        };
+        let Some(signer) = self.last_checkpoint()? else {
+            return Ok(None);
+        };
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT seq, body FROM entry INDEXED BY entry_subject
+                 WHERE subject = ?1 AND seq > ?2 AND seq <= ?3 ORDER BY seq LIMIT ?4",
+            )
+            .map_err(self.sql("reading a subject's entries"))?;
+        let entries = stmt
+            .query_map(
+                params![subject, after as i64, latest.size as i64, limit as i64],
+                |r| Ok((r.get::<_, i64>(0)? as u64 - 1, r.get::<_, Vec<u8>>(1)?)),
+            )
+            .map_err(self.sql("reading a subject's entries"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.sql("reading a subject's entries"))?;
+        let nodes = SqliteNodes::new(&conn, latest.size);
+        let key = tlog::note_key(&signer.public_key);
+        proof::build(&nodes, latest.note, &key, latest.size, entries)
+            .map(Some)
+            .map_err(|e| self.corrupt(format!("an inclusion proof: {e}")))
+    }
+
+    fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<Hash>, StoreError> {
+        if !self.has_tree()? {
+            return Err(self.corrupt("the ledger has no Merkle tree yet".into()));
+        }
+        let conn = self.conn();
+        let (head, _) = head_in(&conn).map_err(self.sql("reading the head"))?;
+        if new > head {
+            return Err(self.corrupt(format!("no tree of {new} entries: the log has {head}")));
+        }
+        merkle::consistency_proof(&SqliteNodes::new(&conn, new), old, new)
+            .map_err(|e| self.corrupt(format!("a consistency proof {old} -> {new}: {e}")))
+    }
+
+    fn verify(&self, trusted: Option<&Trusted>, deep: bool) -> Result<VerifySummary, StoreError> {
+        // One read transaction: entries, checkpoints, blobs and score rows as of one moment, even
+        // while the daemon appends.
+        let _snapshot = ReadSnapshot::begin(self)?;
+        let checkpoints = self.checkpoints()?;
+        let notes = self.tree_notes()?;
+        let mut verifier = Verifier::new(&checkpoints);
+        let mut walk = TreeWalk::new(&notes);
+        let mut named = Named::default();
+        self.scan(0, &mut |row| {
+            walk.feed(&row.body);
+            if let Some(envelope) = verifier.feed(&row, deep)? {
+                named.note(row.seq, envelope.record)?;
             }
+            Ok(())
+        })?;
+        let mut summary = verifier.finish(&checkpoints, trusted)?;
+        self.verify_tree(walk, &notes, trusted, &mut summary)?;
+        self.verify_stored_blobs()?;
+        if deep {
+            summary.blobs_referenced = self.verify_named_blobs(&named)?;
+            summary.score_rows = self.verify_score_rows(&named)?;
         }
         Ok(summary)
     }
@@ -887,6 +967,321 @@ impl Store for SqliteStore {
     }
 }
 
+/// What the entries name, collected during a verification's walk: the blobs, and each subject's
+/// newest score entry (what its newest score row must hold).
+#[derive(Debug, Default)]
+struct Named {
+    /// Each blob, with the first entry naming it.
+    blobs: std::collections::BTreeMap<[u8; 32], u64>,
+    newest_score: std::collections::BTreeMap<String, u64>,
+}
+
+impl Named {
+    fn note(&mut self, seq: u64, mut record: Record) -> Result<(), Broken> {
+        for sha in record.blob_references() {
+            let key: [u8; 32] = hex::decode(&sha)
+                .ok()
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| Broken {
+                    seq,
+                    why: format!("it names blob {sha:?}, which is not a SHA-256"),
+                })?;
+            self.blobs.entry(key).or_insert(seq);
+        }
+        if let Record::Score(score) = record {
+            self.newest_score.insert(score.subject, seq);
+        }
+        Ok(())
+    }
+}
+
+/// A read transaction on the store's connection, ended when dropped (nothing is written in it).
+/// Only for a store opened to verify (the commands open their own, read-only): a writer sharing
+/// the connection would write inside it.
+struct ReadSnapshot<'a>(&'a SqliteStore);
+
+impl<'a> ReadSnapshot<'a> {
+    fn begin(store: &'a SqliteStore) -> Result<ReadSnapshot<'a>, StoreError> {
+        store
+            .conn()
+            .execute_batch("BEGIN DEFERRED")
+            .map_err(store.sql("starting a read"))?;
+        Ok(ReadSnapshot(store))
+    }
+}
+
+impl Drop for ReadSnapshot<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.conn().execute_batch("ROLLBACK");
+    }
+}
+
+/// Score rows checked per page of a verification.
+const SCORE_ROWS_PAGE: i64 = 512;
+
+impl SqliteStore {
+    /// Every stored blob is still what its address says.
+    /// The tree checkpoints against the entries' Merkle root (signed by the trusted key, or by
+    /// the key of the chain's checkpoints), and the stored tree's root against the entries': the
+    /// proofs the store hands out are read from that tree.
+    fn verify_tree(
+        &self,
+        walk: TreeWalk,
+        notes: &[TreeNote],
+        trusted: Option<&Trusted>,
+        summary: &mut VerifySummary,
+    ) -> Result<(), StoreError> {
+        let (size, root) = (walk.size(), walk.root());
+        if !self.has_tree()? {
+            // Opened read-only before any writer built the tree: nothing stored to compare.
+            summary.tree_root = hex::encode(root);
+            return Ok(());
+        }
+        let (leaves, stored) = {
+            let conn = self.conn();
+            let leaves: i64 = conn
+                .query_row("SELECT COUNT(*) FROM tree WHERE level = 0", [], |r| {
+                    r.get(0)
+                })
+                .map_err(self.sql("reading the tree"))?;
+            (
+                leaves,
+                merkle::root_at(&SqliteNodes::new(&conn, size), size),
+            )
+        };
+        // A ledger written before the tree has none until the daemon opens it for writing.
+        let unbuilt = leaves == 0 && notes.is_empty();
+        if !unbuilt && stored.as_ref() != Ok(&root) {
+            return Err(Broken {
+                seq: size,
+                why: "the stored Merkle tree differs from the entries' (the inclusion proofs it \
+                      gives would not verify)"
+                    .into(),
+            }
+            .into());
+        }
+        if !unbuilt {
+            self.verify_stored_tree()?;
+        }
+        summary.tree_root = hex::encode(root);
+        if notes.is_empty() {
+            return Ok(());
+        }
+        // The trusted key, or the one the chain's checkpoints name; with neither (every chain
+        // checkpoint gone), what the notes claim is still compared with the entries.
+        let key = match (trusted, &summary.signed_by) {
+            (Some(t), _) => Some(t.public_key),
+            (None, Some(signer)) => {
+                let mut key = [0u8; 32];
+                hex::decode_to_slice(signer, &mut key)
+                    .map_err(|_| self.corrupt(format!("checkpoint key {signer} is not hex")))?;
+                Some(key)
+            }
+            (None, None) => None,
+        };
+        summary.tree_signed_through = walk.finish(notes, key.as_ref())?;
+        summary.tree_checkpoints = notes.len() as u64;
+        Ok(())
+    }
+
+    /// Whether the file has the tree's tables: a ledger written before them, opened read-only,
+    /// has not (a writer adds and fills them when it opens the file).
+    fn has_tree(&self) -> Result<bool, StoreError> {
+        self.conn()
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'
+                 AND name IN ('tree', 'tree_checkpoint')",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n == 2)
+            .map_err(self.sql("reading the schema"))
+    }
+
+    /// Every stored interior node is the hash of its two stored children, and every pair of
+    /// children has its parent. With the stored root at the head equal to the entries' (checked
+    /// by the caller), this pins every stored node to the entries, in one pass over the tree
+    /// table per level and without reading an entry again.
+    fn verify_stored_tree(&self) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let levels: i64 = conn
+            .query_row("SELECT COALESCE(MAX(level), 0) FROM tree", [], |r| r.get(0))
+            .map_err(self.sql("reading the tree"))?;
+        let read = "SELECT idx, hash FROM tree WHERE level = ?1 ORDER BY idx";
+        for level in 1..=levels {
+            let mut children = conn.prepare(read).map_err(self.sql("reading the tree"))?;
+            let mut parents = conn.prepare(read).map_err(self.sql("reading the tree"))?;
+            let mut children = children
+                .query([level - 1])
+                .map_err(self.sql("reading the tree"))?;
+            let mut parents = parents
+                .query([level])
+                .map_err(self.sql("reading the tree"))?;
+            let broken = |idx: i64, why: &str| -> StoreError {
+                Broken {
+                    // The first entry under the node.
+                    seq: ((idx as u64) << level) + 1,
+                    why: format!("the stored Merkle tree's node {idx} at level {level} {why}"),
+                }
+                .into()
+            };
+            let mut expected: i64 = 0;
+            loop {
+                let left = children.next().map_err(self.sql("reading the tree"))?;
+                let Some(left) = left else { break };
+                let (li, lh): (i64, Vec<u8>) = (
+                    left.get(0).map_err(self.sql("reading the tree"))?,
+                    left.get(1).map_err(self.sql("reading the tree"))?,
+                );
+                let right = children.next().map_err(self.sql("reading the tree"))?;
+                let Some(right) = right else { break };
+                let (ri, rh): (i64, Vec<u8>) = (
+                    right.get(0).map_err(self.sql("reading the tree"))?,
+                    right.get(1).map_err(self.sql("reading the tree"))?,
+                );
+                if li != 2 * expected || ri != li + 1 {
+                    return Err(broken(expected, "has a missing child"));
+                }
+                let (Ok(lh), Ok(rh)) = (<Hash>::try_from(lh), <Hash>::try_from(rh)) else {
+                    return Err(broken(expected, "has a child that is not 32 bytes"));
+                };
+                let parent = parents.next().map_err(self.sql("reading the tree"))?;
+                let Some(parent) = parent else {
+                    return Err(broken(expected, "is missing"));
+                };
+                let (pi, ph): (i64, Vec<u8>) = (
+                    parent.get(0).map_err(self.sql("reading the tree"))?,
+                    parent.get(1).map_err(self.sql("reading the tree"))?,
+                );
+                if pi != expected {
+                    return Err(broken(expected, "is missing"));
+                }
+                if ph[..] != node_hash(&lh, &rh)[..] {
+                    return Err(broken(expected, "is not the hash of its children"));
+                }
+                expected += 1;
+            }
+            if parents
+                .next()
+                .map_err(self.sql("reading the tree"))?
+                .is_some()
+            {
+                return Err(broken(expected, "has no children"));
+            }
+        }
+        Ok(())
+    }
+
+    fn verify_stored_blobs(&self) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare("SELECT sha256, bytes FROM blob")
+            .map_err(self.sql("reading blobs"))?;
+        let mut rows = stmt.query([]).map_err(self.sql("reading blobs"))?;
+        while let Some(r) = rows.next().map_err(self.sql("reading blobs"))? {
+            let key: Vec<u8> = r.get(0).map_err(self.sql("reading blobs"))?;
+            let bytes: Vec<u8> = r.get(1).map_err(self.sql("reading blobs"))?;
+            let digest: [u8; 32] = Sha256::digest(&bytes).into();
+            if digest[..] != key[..] {
+                return Err(self.corrupt(format!(
+                    "blob {} does not hash to its address",
+                    hex::encode(&key)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every blob an entry names is there (its bytes were re-hashed with every stored blob).
+    /// Returns how many distinct blobs are named.
+    fn verify_named_blobs(&self, named: &Named) -> Result<u64, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT 1 FROM blob WHERE sha256 = ?1")
+            .map_err(self.sql("reading blobs"))?;
+        for (sha, seq) in &named.blobs {
+            let found = stmt
+                .query_row([sha.as_slice()], |_| Ok(()))
+                .optional()
+                .map_err(self.sql("reading blobs"))?;
+            if found.is_none() {
+                return Err(Broken {
+                    seq: *seq,
+                    why: format!(
+                        "it names blob {}, which the store does not have",
+                        hex::encode(sha)
+                    ),
+                }
+                .into());
+            }
+        }
+        Ok(named.blobs.len() as u64)
+    }
+
+    /// Every score row holds what the score entry it names published, and each subject's newest
+    /// row is its newest score entry's. Returns how many rows were checked.
+    fn verify_score_rows(&self, named: &Named) -> Result<u64, StoreError> {
+        let mut checked = 0u64;
+        let mut after = 0i64;
+        loop {
+            let page: Vec<(i64, ScoreRow)> = {
+                let conn = self.conn();
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT rowid, subject, day, as_of_ms, seq, document FROM score
+                         WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+                    )
+                    .map_err(self.sql("reading scores"))?;
+                stmt.query_map(params![after, SCORE_ROWS_PAGE], |r| {
+                    Ok((
+                        r.get(0)?,
+                        ScoreRow {
+                            subject: r.get(1)?,
+                            day: r.get(2)?,
+                            as_of_ms: r.get(3)?,
+                            seq: r.get::<_, i64>(4)? as u64,
+                            document: r.get(5)?,
+                        },
+                    ))
+                })
+                .map_err(self.sql("reading scores"))?
+                .collect::<Result<_, _>>()
+                .map_err(self.sql("reading scores"))?
+            };
+            let Some((last, _)) = page.last() else { break };
+            after = *last;
+            let seqs: Vec<u64> = page.iter().map(|(_, r)| r.seq).collect();
+            let entries: std::collections::BTreeMap<u64, ReadEntry> = self
+                .entries_at(&seqs)?
+                .into_iter()
+                .map(|e| (e.seq, e))
+                .collect();
+            for (_, row) in &page {
+                row.check_against(entries.get(&row.seq))?;
+                checked += 1;
+            }
+        }
+        // Each subject's newest row (by day): its newest score entry, not an older one.
+        let newest_rows: std::collections::BTreeMap<String, u64> = {
+            let conn = self.conn();
+            let mut stmt = conn
+                .prepare("SELECT subject, seq, MAX(day) FROM score GROUP BY subject")
+                .map_err(self.sql("reading scores"))?;
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))
+                .map_err(self.sql("reading scores"))?
+                .collect::<Result<_, _>>()
+                .map_err(self.sql("reading scores"))?
+        };
+        for (subject, entry) in &named.newest_score {
+            let newest_row = newest_rows.get(subject).copied();
+            if newest_row != Some(*entry) {
+                return Err(super::newest_row_stale(subject, *entry, newest_row).into());
+            }
+        }
+        Ok(checked)
+    }
+}
+
 /// A checkpoint's columns as read: seq, hash, time, public key, signature.
 type CheckpointRow = (i64, Vec<u8>, i64, Vec<u8>, Vec<u8>);
 
@@ -1036,10 +1431,178 @@ fn head_in(conn: &Connection) -> rusqlite::Result<(u64, [u8; 32])> {
     })
 }
 
+/// The stored tree's perfect subtrees as of `size` entries, read through one connection (a
+/// root or a proof reads O(log^2 n) of them, whatever the log's age).
+struct SqliteNodes<'c> {
+    conn: &'c Connection,
+    size: u64,
+}
+
+impl<'c> SqliteNodes<'c> {
+    fn new(conn: &'c Connection, size: u64) -> SqliteNodes<'c> {
+        SqliteNodes { conn, size }
+    }
+}
+
+impl PerfectNodes for SqliteNodes<'_> {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn perfect(&self, level: u32, index: u64) -> Option<Hash> {
+        // Only subtrees complete within `size` (a later one may exist, but is not this tree's).
+        if (index + 1).checked_shl(level)? > self.size {
+            return None;
+        }
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT hash FROM tree WHERE level = ?1 AND idx = ?2")
+            .ok()?;
+        let bytes: Vec<u8> = stmt
+            .query_row(params![i64::from(level), index as i64], |r| r.get(0))
+            .ok()?;
+        bytes.try_into().ok()
+    }
+}
+
+/// Adds leaf `index` to the stored tree and every perfect subtree it completes.
+fn tree_push_in(conn: &Connection, index: u64, leaf: Hash) -> rusqlite::Result<()> {
+    let mut insert =
+        conn.prepare_cached("INSERT INTO tree (level, idx, hash) VALUES (?1, ?2, ?3)")?;
+    let mut sibling = conn.prepare_cached("SELECT hash FROM tree WHERE level = ?1 AND idx = ?2")?;
+    let (mut level, mut idx, mut node) = (0i64, index, leaf);
+    insert.execute(params![level, idx as i64, node.as_slice()])?;
+    while idx & 1 == 1 {
+        let left: Vec<u8> = sibling.query_row(params![level, (idx - 1) as i64], |r| r.get(0))?;
+        let left: Hash = left.try_into().map_err(|_| {
+            rusqlite::Error::InvalidColumnType(0, "hash".into(), rusqlite::types::Type::Blob)
+        })?;
+        node = node_hash(&left, &node);
+        level += 1;
+        idx >>= 1;
+        insert.execute(params![level, idx as i64, node.as_slice()])?;
+    }
+    Ok(())
+}
+
+/// Builds the tree of the entries that have no leaf yet (a ledger written before the tree), once,
+/// when the store is opened for writing. Its entries are not trusted for this: `ledger verify`
+/// still compares the tree's root with the one it computes from the entries themselves.
+fn build_missing_tree(conn: &Connection) -> rusqlite::Result<()> {
+    let leaves: i64 = conn.query_row("SELECT COUNT(*) FROM tree WHERE level = 0", [], |r| {
+        r.get(0)
+    })?;
+    let entries: i64 =
+        conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM entry", [], |r| r.get(0))?;
+    if leaves >= entries {
+        return Ok(());
+    }
+    let tx = conn.unchecked_transaction()?;
+    {
+        let mut stmt = tx.prepare("SELECT seq, body FROM entry WHERE seq > ?1 ORDER BY seq")?;
+        let mut rows = stmt.query([leaves])?;
+        while let Some(r) = rows.next()? {
+            let seq: i64 = r.get(0)?;
+            let body = r.get_ref(1)?.as_blob()?;
+            tree_push_in(&tx, (seq - 1) as u64, leaf_hash(body))?;
+        }
+    }
+    tx.commit()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::state_dir::StateDirError;
+
+    fn control(at_ms: i64) -> NewEntry {
+        NewEntry::plain(
+            at_ms,
+            Record::Control(crate::ledger::record::ControlRecord {
+                url: "https://control.example/".into(),
+                at_ms,
+                ok: true,
+                detail: format!("probe at {at_ms}"),
+            }),
+        )
+    }
+
+    /// The tree is written with the entries, proofs from it verify against the root the entries
+    /// give, and a ledger written before the tree (its tables dropped here) gets it built when
+    /// opened for writing, the same tree to the byte; read-only, it is reported as not built.
+    #[test]
+    fn the_tree_is_kept_with_the_entries_and_built_for_an_older_ledger() {
+        use crate::ledger::merkle::{Frontier, verify_consistency, verify_inclusion};
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let store = SqliteStore::open(&state).unwrap();
+        for batch in 0..7 {
+            store
+                .append(
+                    (0..(batch * 3 + 1))
+                        .map(|i| control(batch * 100 + i))
+                        .collect(),
+                )
+                .unwrap();
+        }
+        let mut frontier = Frontier::new();
+        let mut bodies = Vec::new();
+        store
+            .scan(0, &mut |row| {
+                frontier.push(leaf_hash(&row.body));
+                bodies.push(row.body);
+                Ok(())
+            })
+            .unwrap();
+        let size = frontier.size();
+        assert_eq!(size, 70);
+        let dump = |store: &SqliteStore| -> Vec<(i64, i64, Vec<u8>)> {
+            let conn = store.conn();
+            let mut stmt = conn
+                .prepare("SELECT level, idx, hash FROM tree ORDER BY level, idx")
+                .unwrap();
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        let written = dump(&store);
+        {
+            let conn = store.conn();
+            let nodes = SqliteNodes::new(&conn, size);
+            assert_eq!(merkle::root_at(&nodes, size).unwrap(), frontier.root());
+            for index in [0, 1, 33, 69] {
+                let proof = merkle::inclusion_proof(&nodes, index, size).unwrap();
+                let leaf = leaf_hash(&bodies[index as usize]);
+                verify_inclusion(index, size, &leaf, &proof, &frontier.root()).unwrap();
+            }
+            let old_root = merkle::root_at(&nodes, 29).unwrap();
+            let proof = merkle::consistency_proof(&nodes, 29, size).unwrap();
+            verify_consistency(29, size, &old_root, &frontier.root(), &proof).unwrap();
+        }
+        drop(store);
+
+        // A ledger of the format before the tree: no tree tables.
+        let file = state.join(STORE_FILE);
+        Connection::open(&file)
+            .unwrap()
+            .execute_batch("DROP TABLE tree; DROP TABLE tree_checkpoint;")
+            .unwrap();
+        let read_only = SqliteStore::open_read_only(&file).unwrap();
+        let summary = read_only.verify(None, true).unwrap();
+        assert_eq!(summary.tree_root, hex::encode(frontier.root()));
+        assert_eq!(summary.tree_checkpoints, 0);
+        assert!(read_only.inclusion_bundle("x", 0, 10).unwrap().is_none());
+        drop(read_only);
+        let reopened = SqliteStore::open(&state).unwrap();
+        assert_eq!(
+            dump(&reopened),
+            written,
+            "the same tree, built from the entries"
+        );
+        reopened.append(vec![control(9_999)]).unwrap();
+        assert_eq!(reopened.verify(None, true).unwrap().entries, 71);
+    }
 
     fn mode(path: &Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o7777

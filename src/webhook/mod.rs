@@ -210,8 +210,8 @@ impl Webhooks {
             .cloned();
         let before = match known {
             Some(p) => Some(p),
-            None => store
-                .latest_score(subject)?
+            None => crate::store::checked_scores(store, subject)?
+                .latest
                 .and_then(|row| Published::of_stored(&row.document)),
         };
         let Some(before) = before else {
