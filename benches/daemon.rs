@@ -834,6 +834,13 @@ fn memory(o: &Options) {
         per(full.hwm_kb, empty.hwm_kb),
         full.list_bytes as f64 / 1e6
     );
+    if full.scored > 0 {
+        println!(
+            "  growth from start to end per subject scored meanwhile: {:.2} kB ({} scored)",
+            (full.rss_end_kb as f64 - full.rss_start_kb as f64) / full.scored as f64,
+            full.scored
+        );
+    }
     let worst = kb_mb(full.rss_max_kb.max(full.hwm_kb));
     println!(
         "  goal: at most {MEMORY_GOAL_MB:.0} MB resident, at start and after {} s: {} (start {:.1} MB, end {:.1} MB, peak {worst:.1} MB)",

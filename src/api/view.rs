@@ -32,7 +32,7 @@ use crate::daemon::pipeline::Shared;
 use crate::ledger::key::ReporterKey;
 use crate::score::document::ScoreDocument;
 use crate::score::outlook;
-use crate::store::{ScoreRow, SubjectRow, SubjectState};
+use crate::store::{ScoreRow, SubjectShown, SubjectState};
 
 /// How often subject rows are re-read for changes that bring no new score.
 const ROWS_EVERY: Duration = Duration::from_secs(5);
@@ -386,28 +386,12 @@ impl View {
 }
 
 /// What a subject's row says that the view shows.
-struct RowView<'a> {
-    url: &'a str,
-    category: &'a str,
-    state: SubjectState,
-    revision: Option<&'a str>,
-}
+type RowView<'a> = SubjectShown<'a>;
 
-impl<'a> RowView<'a> {
-    fn of(row: &'a SubjectRow) -> RowView<'a> {
-        RowView {
-            url: &row.url,
-            category: &row.category,
-            state: row.state,
-            revision: row.revision.as_deref(),
-        }
-    }
-
-    fn differs(&self, entry: &SubjectEntry) -> bool {
-        entry.state != self.state
-            || *entry.category != *self.category
-            || entry.revision.as_deref() != self.revision
-    }
+fn differs(row: &RowView, entry: &SubjectEntry) -> bool {
+    entry.state != row.state
+        || *entry.category != *row.category
+        || entry.revision.as_deref() != row.revision
 }
 
 struct Builder {
@@ -471,26 +455,39 @@ impl Builder {
         }
     }
 
-    /// Re-reads the subject rows; rebuilds subjects that are new or whose row changed (`all`:
-    /// every subject). Returns whether anything changed.
+    /// Re-reads the subject rows (streamed: none kept); rebuilds subjects that are new or whose
+    /// row changed (`all`: every subject). Returns whether anything changed.
     fn refresh_rows(&mut self, shared: &Shared, all: bool) -> bool {
-        let rows = match shared.store.subjects() {
-            Ok(rows) => rows,
-            Err(e) => {
-                tracing::warn!(error = %e, "API view: reading subjects failed");
-                return false;
+        // Rebuilt after the read (a rebuild reads the store, which the read holds meanwhile).
+        let mut stale: Vec<(String, String, SubjectState, Option<String>)> = Vec::new();
+        let read = shared.store.each_subject_shown(&mut |row| {
+            if all
+                || self
+                    .entries
+                    .get(row.url)
+                    .is_none_or(|old| differs(&row, old))
+            {
+                stale.push((
+                    row.url.into(),
+                    row.category.into(),
+                    row.state,
+                    row.revision.map(str::to_string),
+                ));
             }
-        };
-        let mut changed = false;
-        for row in &rows {
-            let row = RowView::of(row);
-            let differs = self.entries.get(row.url).is_none_or(|old| row.differs(old));
-            if all || differs {
-                self.rebuild(shared, &row);
-                changed = true;
-            }
+        });
+        if let Err(e) = read {
+            tracing::warn!(error = %e, "API view: reading subjects failed");
         }
-        changed
+        for (url, category, state, revision) in &stale {
+            let row = RowView {
+                url,
+                category,
+                state: *state,
+                revision: revision.as_deref(),
+            };
+            self.rebuild(shared, &row);
+        }
+        !stale.is_empty()
     }
 
     fn rebuild(&mut self, shared: &Shared, row: &RowView) {
