@@ -900,6 +900,103 @@ pub struct SubjectConfig {
     pub category: Option<String>,
 }
 
+/// `[[subjects_file]]`: a file of subjects, one URL a line, for more subjects than `[[subject]]`
+/// tables fit in the configuration file's 4 MiB (about 60,000 realistic URLs). Read with the
+/// configuration (again on SIGHUP): bounded ([`MAX_SUBJECTS_FILE_BYTES`],
+/// [`MAX_SUBJECTS_FILE_LINES`], [`MAX_SUBJECTS_FILE_LINE_BYTES`]); blank lines and lines starting
+/// with `#` are skipped; a URL that is not valid is refused with the file and its line.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubjectsFileConfig {
+    pub path: PathBuf,
+    /// The category its subjects get; default `uncategorised`.
+    #[serde(default)]
+    pub category: Option<String>,
+}
+
+/// The most bytes a subjects file may have (a million URLs of 130 bytes).
+pub const MAX_SUBJECTS_FILE_BYTES: u64 = 128 * 1024 * 1024;
+/// The most lines a subjects file may have, comments and blank lines included (the most subjects
+/// `max_subjects` allows).
+pub const MAX_SUBJECTS_FILE_LINES: usize = 1_000_000;
+/// The longest line of a subjects file.
+pub const MAX_SUBJECTS_FILE_LINE_BYTES: usize = 8 * 1024;
+
+impl SubjectsFileConfig {
+    /// The file's subjects, read line by line (never more than one line in memory besides them).
+    pub fn read(&self) -> Result<Vec<SubjectConfig>, ConfigError> {
+        use std::io::{BufRead, Read};
+        const OPTION: &str = "[[subjects_file]]";
+        let path = &self.path;
+        let file = files::open_regular(path, MAX_SUBJECTS_FILE_BYTES, "a subjects file").map_err(
+            |error| ConfigError::File {
+                option: OPTION,
+                error,
+            },
+        )?;
+        let at =
+            |n: usize, why: String| invalid(OPTION, format!("{} line {n}: {why}", path.display()));
+        let mut reader = std::io::BufReader::new(file.reader());
+        let mut subjects = Vec::new();
+        let mut line = Vec::new();
+        let mut total = 0u64;
+        for n in 1.. {
+            line.clear();
+            let read = (&mut reader)
+                .take(MAX_SUBJECTS_FILE_LINE_BYTES as u64 + 1)
+                .read_until(b'\n', &mut line)
+                .map_err(|error| ConfigError::File {
+                    option: OPTION,
+                    error: FileError::Read {
+                        path: path.clone(),
+                        error,
+                    },
+                })?;
+            if read == 0 {
+                break;
+            }
+            // A file that grew past the cap since it was opened.
+            total += read as u64;
+            if total > MAX_SUBJECTS_FILE_BYTES {
+                return Err(ConfigError::File {
+                    option: OPTION,
+                    error: FileError::TooLarge {
+                        path: path.clone(),
+                        size: total,
+                        max: MAX_SUBJECTS_FILE_BYTES,
+                        purpose: "a subjects file",
+                    },
+                });
+            }
+            if n > MAX_SUBJECTS_FILE_LINES {
+                return Err(at(n, format!("more than {MAX_SUBJECTS_FILE_LINES} lines")));
+            }
+            if line.last() == Some(&b'\n') {
+                line.pop();
+            } else if line.len() > MAX_SUBJECTS_FILE_LINE_BYTES {
+                return Err(at(
+                    n,
+                    format!("longer than {MAX_SUBJECTS_FILE_LINE_BYTES} bytes"),
+                ));
+            }
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            let text = std::str::from_utf8(&line).map_err(|_| at(n, "not UTF-8".into()))?;
+            let text = text.trim();
+            if text.is_empty() || text.starts_with('#') {
+                continue;
+            }
+            let url: HttpUrl = text.parse().map_err(|why| at(n, why))?;
+            subjects.push(SubjectConfig {
+                url,
+                category: self.category.clone(),
+            });
+        }
+        Ok(subjects)
+    }
+}
+
 /// `[[catalogue]]`: a discovery catalogue whose listed endpoints become subjects.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -996,8 +1093,11 @@ pub struct DaemonConfig {
     pub schedule: ScheduleConfig,
     #[serde(default)]
     pub control: Option<ControlConfig>,
+    /// The `[[subject]]` tables, then (once read) every subjects file's subjects.
     #[serde(default, rename = "subject")]
     pub subjects: Vec<SubjectConfig>,
+    #[serde(default, rename = "subjects_file")]
+    pub subjects_files: Vec<SubjectsFileConfig>,
     #[serde(default, rename = "catalogue")]
     pub catalogues: Vec<CatalogueConfig>,
     #[serde(default, rename = "webhook")]
@@ -1026,8 +1126,11 @@ impl DaemonConfig {
                 error,
             })?;
         let text = std::str::from_utf8(&bytes).map_err(|e| invalid("--config", e.to_string()))?;
-        let config: DaemonConfig =
+        let mut config: DaemonConfig =
             toml::from_str(text).map_err(|e| invalid("--config", e.to_string()))?;
+        for file in &config.subjects_files {
+            config.subjects.extend(file.read()?);
+        }
         config.validate()?;
         let table: toml::Table =
             toml::from_str(text).map_err(|e| invalid("--config", e.to_string()))?;
@@ -1100,7 +1203,7 @@ impl DaemonConfig {
             return Err(invalid(
                 "[[subject]]",
                 format!(
-                    "{} subjects is more than [daemon] max_subjects ({})",
+                    "{} subjects ([[subject]] tables and subjects files) is more than [daemon] max_subjects ({})",
                     self.subjects.len(),
                     self.daemon.max_subjects
                 ),
@@ -1268,7 +1371,10 @@ mod tests {
         assert_eq!(config.catalogues.len(), 1);
         // The webhook table is there, disabled (its secret file must exist before it is
         // enabled): removing one `#` from its lines enables it, defaults and all.
-        assert!(config.webhooks.is_empty(), "the example starts as is");
+        assert!(
+            config.webhooks.is_empty() && config.subjects_files.is_empty(),
+            "the example starts as is"
+        );
         let enabled: String = text
             .lines()
             .map(|l| match l.strip_prefix('#') {
@@ -1304,6 +1410,14 @@ mod tests {
         let explicit: DaemonConfig = toml::from_str(&uncommented).unwrap();
         explicit.validate().unwrap();
         assert_eq!(explicit.webhooks.len(), 1, "the enabled webhook table");
+        assert_eq!(
+            explicit.subjects_files,
+            [SubjectsFileConfig {
+                path: "/etc/x402-probe/subjects.txt".into(),
+                category: Some("weather".into()),
+            }],
+            "the enabled subjects file table"
+        );
         let enabled: DaemonConfig = toml::from_str(&enabled).unwrap();
         assert_eq!(
             explicit, enabled,
@@ -1311,6 +1425,110 @@ mod tests {
         );
         let mut without_webhooks = explicit;
         without_webhooks.webhooks.clear();
+        without_webhooks.subjects_files.clear();
         assert_eq!(without_webhooks, config);
+    }
+
+    /// `[[subjects_file]]`: one URL a line, blank lines and `#` comments skipped, read with the
+    /// configuration; every refusal (too large, too many lines, a line too long, a bad URL) is a
+    /// configuration error naming the file, and the line when one is at fault.
+    #[test]
+    fn subjects_files_are_read_bounded_and_refused_by_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let config_with = |files: &[(&std::path::Path, Option<&str>)]| {
+            let mut text = String::from(
+                "[daemon]\nreporter_key = { credential = \"k\" }\nmax_subjects = 4\n\n[[subject]]\nurl = \"https://a.example/x\"\n",
+            );
+            for (path, category) in files {
+                text.push_str(&format!(
+                    "\n[[subjects_file]]\npath = {:?}\n",
+                    path.display().to_string()
+                ));
+                if let Some(c) = category {
+                    text.push_str(&format!("category = \"{c}\"\n"));
+                }
+            }
+            let config = dir.path().join("daemon.toml");
+            std::fs::write(&config, text).unwrap();
+            DaemonConfig::read(&config)
+        };
+        let file = |name: &str, text: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+
+        let good = file(
+            "good.txt",
+            b"# weather endpoints\n\nhttps://b.example/w\r\n  https://c.example/w  \n   # indented comment\nhttp://127.0.0.1:8080/x",
+        );
+        let config = config_with(&[(&good, Some("weather"))]).unwrap();
+        let got: Vec<(&str, Option<&str>)> = config
+            .subjects
+            .iter()
+            .map(|s| (s.url.as_str(), s.category.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("https://a.example/x", None),
+                ("https://b.example/w", Some("weather")),
+                ("https://c.example/w", Some("weather")),
+                ("http://127.0.0.1:8080/x", Some("weather")),
+            ]
+        );
+
+        let refused = |path: &std::path::Path, want: &str| {
+            let err = config_with(&[(path, None)]).unwrap_err().to_string();
+            assert!(
+                err.contains(&path.display().to_string()) && err.contains(want),
+                "{want}: {err}"
+            );
+        };
+        refused(
+            &file("bad.txt", b"# ok\nhttps://b.example/\n\nftp://c.example/\n"),
+            "line 4:",
+        );
+        refused(&file("space.txt", b"https://b.example/a b\n"), "line 1:");
+        refused(
+            &file("latin1.txt", b"\n\nhttps://b.example/\xe9\n"),
+            "line 3: not UTF-8",
+        );
+        let long = format!("#\n#{}\n", "x".repeat(MAX_SUBJECTS_FILE_LINE_BYTES));
+        refused(
+            &file("long.txt", long.as_bytes()),
+            "line 2: longer than 8192 bytes",
+        );
+        let lines = "#\n".repeat(MAX_SUBJECTS_FILE_LINES) + "https://b.example/\n";
+        refused(
+            &file("lines.txt", lines.as_bytes()),
+            "line 1000001: more than 1000000 lines",
+        );
+        // Too large: refused from its size alone, before a byte is read (a sparse file).
+        let large = dir.path().join("large.txt");
+        std::fs::File::create(&large)
+            .unwrap()
+            .set_len(MAX_SUBJECTS_FILE_BYTES + 1)
+            .unwrap();
+        refused(
+            &large,
+            "is more than the 134217728 bytes allowed for a subjects file",
+        );
+        refused(&dir.path().join("missing.txt"), "cannot open it");
+
+        // Files count with the tables against max_subjects, and a URL listed twice is refused
+        // wherever it is listed.
+        let more = file("more.txt", b"https://d.example/\n");
+        let err = config_with(&[(&good, None), (&more, None)]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("more than [daemon] max_subjects (4)"),
+            "{err}"
+        );
+        let twice = file("twice.txt", b"https://a.example/x\n");
+        let err = config_with(&[(&twice, None)]).unwrap_err();
+        assert!(err.to_string().contains("listed twice"), "{err}");
+        let err = config_with(&[(&good, Some("no spaces"))]).unwrap_err();
+        assert!(err.to_string().contains("category"), "{err}");
     }
 }

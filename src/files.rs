@@ -165,6 +165,13 @@ impl RegularFile {
         Ok(())
     }
 
+    /// A reader of the file that stops one byte past the cap (the caller counts what it reads
+    /// to tell a file that grew past the cap since the check).
+    pub fn reader(self) -> std::io::Take<File> {
+        let max = self.max;
+        self.file.take(max.saturating_add(1))
+    }
+
     /// The whole file.
     pub fn read_all(self) -> Result<Vec<u8>, FileError> {
         let mut buf = Vec::with_capacity(usize::try_from(self.meta.len()).unwrap_or(0));

@@ -13,10 +13,11 @@ use bytes::Bytes;
 use serde::Serialize;
 
 use super::types::*;
-use super::view::SubjectEntry;
+use super::view::{SubjectEntry, SubjectKey};
 use super::{ApiError, ApiState, ErrorCode};
 use crate::control::{Command, LoopStatus};
 use crate::daemon::scoring::rfc3339_ms;
+use crate::store::SubjectState;
 
 // ---------------------------------------------------------------------------------------------
 // Handlers
@@ -68,11 +69,7 @@ fn entry(
     id: Result<Path<String>, PathRejection>,
 ) -> Result<std::sync::Arc<SubjectEntry>, ApiError> {
     let Path(id) = id.map_err(bad_path)?;
-    if id.len() != 32
-        || !id
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    {
+    if SubjectKey::parse(&id).is_none() {
         return Err(ApiError::bad_request(
             "a subject id is 32 lowercase hex characters (see /v1/subjects)",
         ));
@@ -80,7 +77,6 @@ fn entry(
     state
         .view
         .current()
-        .by_id
         .get(&id)
         .cloned()
         .ok_or_else(|| ApiError::not_found(format!("no subject {id}")))
@@ -95,22 +91,17 @@ pub(crate) async fn subjects(
     let offset = q.offset.unwrap_or(0);
     let view = state.view.current();
     let grade = q.grade.as_deref();
-    let mut matching: Vec<&SubjectSummary> = view
+    // Filtered and sorted by reference; only the page asked for is built.
+    let mut matching: Vec<&SubjectEntry> = view
         .ordered
         .iter()
-        .map(|e| &e.summary)
-        .filter(|s| q.category.as_deref().is_none_or(|c| s.category == c))
+        .map(|e| &**e)
+        .filter(|s| q.category.as_deref().is_none_or(|c| *s.category == *c))
         .filter(|s| {
             q.verdict
-                .is_none_or(|v| s.latest.as_ref().is_some_and(|l| l.verdict == v))
+                .is_none_or(|v| s.latest().is_some_and(|l| l.verdict == v))
         })
-        .filter(|s| {
-            grade.is_none_or(|g| {
-                s.latest
-                    .as_ref()
-                    .is_some_and(|l| l.grade.as_deref() == Some(g))
-            })
-        })
+        .filter(|s| grade.is_none_or(|g| s.latest().is_some_and(|l| l.grade.as_deref() == Some(g))))
         .collect();
     let sort = q.sort.unwrap_or_default();
     let order = q.order.unwrap_or_default();
@@ -121,26 +112,26 @@ pub(crate) async fn subjects(
             SortKey::Url => a.url.cmp(&b.url),
             SortKey::Category => a.category.cmp(&b.category),
             SortKey::Score => {
-                let s = |x: &SubjectSummary| x.latest.as_ref().map(|l| l.capped_score);
+                let s = |x: &SubjectEntry| x.latest().map(|l| l.capped_score);
                 s(a).partial_cmp(&s(b)).unwrap_or(std::cmp::Ordering::Equal)
             }
             SortKey::AsOf => {
-                let t = |x: &SubjectSummary| x.latest.as_ref().map(|l| l.as_of.clone());
-                t(a).cmp(&t(b))
+                let (x, y) = (a.latest(), b.latest());
+                x.map(|l| &l.as_of).cmp(&y.map(|l| &l.as_of))
             }
         };
         let primary = match order {
             Order::Asc => primary,
             Order::Desc => primary.reverse(),
         };
-        primary.then_with(|| a.id.cmp(&b.id))
+        primary.then_with(|| a.key.cmp(&b.key))
     });
     let total = matching.len();
     let page: Vec<SubjectSummary> = matching
         .into_iter()
         .skip(offset)
         .take(limit)
-        .cloned()
+        .map(SubjectEntry::summary)
         .collect();
     let next_offset = (offset.saturating_add(limit) < total).then_some(offset + limit);
     json(&SubjectPage {
@@ -156,7 +147,7 @@ pub(crate) async fn subject(
     State(state): State<ApiState>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<JsonBytes, ApiError> {
-    Ok(JsonBytes(entry(&state, id)?.summary_json.clone()))
+    Ok(JsonBytes(entry(&state, id)?.summary_json()))
 }
 
 pub(crate) async fn subject_score(
@@ -164,19 +155,19 @@ pub(crate) async fn subject_score(
     id: Result<Path<String>, PathRejection>,
 ) -> Result<JsonBytes, ApiError> {
     let entry = entry(&state, id)?;
-    match &entry.signed {
-        Some(bytes) => Ok(JsonBytes(bytes.clone())),
+    match state.view.signed(&entry) {
+        Some(bytes) => Ok(JsonBytes(bytes)),
         None if entry.withheld => Err(ApiError::new(
             ErrorCode::Unavailable,
             format!(
                 "subject {}'s stored score does not match the ledger's score entry (an integrity \
                  error on our side); it is withheld until the next score is published",
-                entry.summary.id
+                entry.id()
             ),
         )),
         None => Err(ApiError::not_found(format!(
             "subject {} has no score yet (its first run is not scored)",
-            entry.summary.id
+            entry.id()
         ))),
     }
 }
@@ -185,7 +176,7 @@ pub(crate) async fn subject_history(
     State(state): State<ApiState>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<JsonBytes, ApiError> {
-    Ok(JsonBytes(entry(&state, id)?.history_json.clone()))
+    Ok(JsonBytes(entry(&state, id)?.history_json()))
 }
 
 pub(crate) fn outage_views(state: &ApiState, now_ms: i64) -> Vec<OutageView> {
@@ -348,15 +339,15 @@ pub(crate) async fn status(State(state): State<ApiState>) -> Result<JsonBytes, A
     let mut paused: Vec<PausedSubject> = view
         .ordered
         .iter()
-        .filter(|e| e.summary.state == SubjectStateView::Paused)
+        .filter(|e| e.state == SubjectState::Paused)
         .map(|e| PausedSubject {
-            subject_id: e.summary.id.clone(),
-            url: e.summary.url.clone(),
+            subject_id: e.id(),
+            url: e.url.to_string(),
         })
         .collect();
     paused.sort_by(|a, b| a.url.cmp(&b.url));
     for e in &view.ordered {
-        match &e.summary.latest {
+        match e.latest() {
             Some(l) => {
                 let key = serde_json::to_value(l.verdict)
                     .ok()

@@ -1,19 +1,28 @@
-//! The subjects as the API and the pages serve them, in memory: each subject's summary, its signed
-//! score envelope and its daily history, serialised once when its score changes (never a store
-//! read or a signature per request), and what its page shows (`pages/facts.rs`: the score
-//! document read back, receipts, paid calls, revisions), brought up to date at the same time. The pipeline marks subjects whose score it just wrote
-//! (`Shared::score_changes`); a task of the view rebuilds those, and re-reads the subject rows
-//! every few seconds for subjects added or delisted without a new score. Readers take an `Arc` of
-//! the whole view: a request never waits for a rebuild.
+//! The subjects as the API and the pages serve them, in memory: never a store read per request.
+//! Each subject is one compact entry: its id as 16 bytes, its URL and category shared
+//! (`Arc<str>`, one copy for all the maps that name it), its state and revision; and only once
+//! the ledger holds something for it, what its score brings (the summary and the daily history,
+//! serialised once when its score changes; the score document as stored, deflated, with what the
+//! index sorts it by) and what its page shows (`pages/facts.rs`: receipts, paid calls,
+//! revisions). A subject never scored costs about two hundred bytes here; one scored, a few
+//! kilobytes. What is made from the document on request (a page reads it back; the signed score
+//! envelope, two and a half times its size, signs it) is kept in a cache of bounded size
+//! ([`CACHE_BYTES`], least recently served out first), never one of each per subject. The pipeline marks subjects whose score it just
+//! wrote (`Shared::score_changes`); a task of the view rebuilds those, and re-reads the subject
+//! rows every few seconds for subjects added or delisted without a new score. Readers take an
+//! `Arc` of the whole view: a request never waits for a rebuild.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, RwLock};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{Read, Write};
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
+use sha2::{Digest, Sha256};
 
 use super::pages::facts::{DayPoint, Latest, SubjectFacts};
-use super::signed::{SignedScore, envelope_parts, subject_id};
+use super::pages::view::IndexOrder;
+use super::signed::{SignedScore, envelope_parts};
 use super::types::{
     BandView, DailyScore, OutlookView, ScoreHistory, ScoreSummaryView, SubjectSummary, Trend,
     ValueView, WatchView,
@@ -23,58 +32,254 @@ use crate::daemon::pipeline::Shared;
 use crate::ledger::key::ReporterKey;
 use crate::score::document::ScoreDocument;
 use crate::score::outlook;
-use crate::store::{CheckedScores, ScoreRow, SubjectRow, SubjectState, checked_scores};
+use crate::store::{CheckedScores, ScoreRow, SubjectShown, SubjectState, checked_scores};
 
 /// How often subject rows are re-read for changes that bring no new score.
 const ROWS_EVERY: Duration = Duration::from_secs(5);
+/// The most bytes of rendered subject pages and signed envelopes kept (the least recently served
+/// go first).
+pub(crate) const CACHE_BYTES: usize = 32 * 1024 * 1024;
+
+/// A subject's id: the first 16 bytes of the SHA-256 of its URL, written as 32 lowercase hex
+/// digits (`signed::subject_id`). Kept as bytes; its order is the hex form's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct SubjectKey([u8; 16]);
+
+impl SubjectKey {
+    pub(crate) fn of(url: &str) -> SubjectKey {
+        let mut key = [0u8; 16];
+        key.copy_from_slice(&Sha256::digest(url.as_bytes())[..16]);
+        SubjectKey(key)
+    }
+
+    /// An id as written (32 lowercase hex digits); `None` for anything else.
+    pub(crate) fn parse(id: &str) -> Option<SubjectKey> {
+        if id.len() != 32 || !id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return None;
+        }
+        let mut key = [0u8; 16];
+        hex::decode_to_slice(id, &mut key).ok()?;
+        Some(SubjectKey(key))
+    }
+
+    /// The id as written.
+    pub(crate) fn hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+/// A stored score document, deflated (a document is about 11 KB of JSON; deflated, a few KB).
+pub(crate) struct Deflated(Box<[u8]>);
+
+impl Deflated {
+    fn of(bytes: &[u8]) -> Deflated {
+        let mut encoder =
+            flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+        // Writing to a Vec cannot fail.
+        let _ = encoder.write_all(bytes);
+        Deflated(encoder.finish().unwrap_or_default().into_boxed_slice())
+    }
+
+    fn inflate(&self) -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        flate2::read::DeflateDecoder::new(&*self.0).read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+}
+
+/// What a subject's latest score brings.
+pub(crate) struct Scored {
+    /// The latest score, summarised (`None` when its stored document does not read back).
+    pub(crate) latest: Option<ScoreSummaryView>,
+    /// What the index sorts it by (`None` likewise).
+    pub(crate) order: Option<IndexOrder>,
+    /// The document as stored, and the ledger entry that published it.
+    document: Deflated,
+    seq: u64,
+    pub(crate) history_json: Bytes,
+}
 
 /// One subject, ready to serve.
 pub(crate) struct SubjectEntry {
-    pub(crate) summary: SubjectSummary,
-    pub(crate) summary_json: Bytes,
-    /// The signed envelope of the latest score, when there is one.
-    pub(crate) signed: Option<Bytes>,
+    pub(crate) key: SubjectKey,
+    pub(crate) url: Arc<str>,
+    pub(crate) category: Arc<str>,
     /// The latest score is withheld: its stored row does not match the ledger's score entry (an
     /// integrity error, logged); served again once the daemon publishes the next score.
     pub(crate) withheld: bool,
-    pub(crate) history_json: Bytes,
     pub(crate) state: SubjectState,
-    /// What the subject's page shows.
-    pub(crate) facts: Arc<SubjectFacts>,
-    /// The subject's page as last rendered, with the outage windows it was rendered with: the
-    /// page is a pure function of this entry and those windows, so it is rendered once per entry
-    /// (an entry is rebuilt, never changed, when the subject's evidence changes) and again only
-    /// when our outages change.
-    pub(crate) page: Mutex<Option<(Vec<OutageWindow>, Bytes)>>,
+    pub(crate) revision: Option<Box<str>>,
+    /// Once the subject has a score.
+    pub(crate) scored: Option<Box<Scored>>,
+    /// What the subject's page shows; `None` while the ledger holds nothing for it.
+    facts: Option<Arc<SubjectFacts>>,
+    /// The rebuild that made this entry (a cached page is valid for this entry only: an entry is
+    /// rebuilt, never changed, when the subject's evidence changes).
+    generation: u64,
 }
 
+/// The facts of a subject the ledger holds nothing for.
+static NO_FACTS: LazyLock<Arc<SubjectFacts>> = LazyLock::new(Arc::default);
+
 impl SubjectEntry {
-    /// The subject's page under `outages`: the cached bytes when they were rendered under the
-    /// same windows, else `render` (outside the lock: two first requests may both render; the
-    /// bytes are the same).
-    pub(crate) fn page(&self, outages: &[OutageWindow], render: impl FnOnce() -> String) -> Bytes {
-        if let Some((seen, bytes)) = &*self.page.lock().unwrap_or_else(|p| p.into_inner())
-            && seen == outages
-        {
-            return bytes.clone();
+    pub(crate) fn id(&self) -> String {
+        self.key.hex()
+    }
+
+    /// The latest score, summarised, when there is one that reads back.
+    pub(crate) fn latest(&self) -> Option<&ScoreSummaryView> {
+        self.scored.as_ref().and_then(|s| s.latest.as_ref())
+    }
+
+    pub(crate) fn index_order(&self) -> Option<IndexOrder> {
+        self.scored.as_ref().and_then(|s| s.order)
+    }
+
+    /// The latest score document, read back with the type that wrote it.
+    pub(crate) fn latest_document(&self) -> Latest {
+        match &self.scored {
+            None => Latest::None,
+            Some(scored) => match scored.document.inflate() {
+                Ok(bytes) => Latest::of(Some(&bytes)),
+                Err(e) => Latest::Unreadable(format!("the kept document does not inflate: {e}")),
+            },
         }
-        let bytes = Bytes::from(render());
-        *self.page.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((outages.to_vec(), bytes.clone()));
-        bytes
+    }
+
+    /// What the subject's page shows (empty facts for a subject without entries).
+    pub(crate) fn facts(&self) -> &Arc<SubjectFacts> {
+        self.facts.as_ref().unwrap_or(&NO_FACTS)
+    }
+
+    pub(crate) fn summary(&self) -> SubjectSummary {
+        let id = self.id();
+        SubjectSummary {
+            score_url: format!("/v1/subjects/{id}/score"),
+            id,
+            url: self.url.to_string(),
+            category: self.category.to_string(),
+            state: self.state.into(),
+            revision: self.revision.as_deref().map(str::to_string),
+            latest: self.latest().cloned(),
+        }
+    }
+
+    pub(crate) fn summary_json(&self) -> Bytes {
+        Bytes::from(serde_json::to_vec(&self.summary()).unwrap_or_default())
+    }
+
+    /// The daily history as JSON (serialised at the rebuild when there is one).
+    pub(crate) fn history_json(&self) -> Bytes {
+        match &self.scored {
+            Some(scored) => scored.history_json.clone(),
+            None => Bytes::from(
+                serde_json::to_vec(&ScoreHistory {
+                    subject_id: self.id(),
+                    url: self.url.to_string(),
+                    days: Vec::new(),
+                })
+                .unwrap_or_default(),
+            ),
+        }
     }
 }
 
 /// The whole view at one moment.
 #[derive(Default)]
 pub(crate) struct ViewData {
-    pub(crate) by_id: HashMap<String, Arc<SubjectEntry>>,
     /// Every subject, by id.
     pub(crate) ordered: Vec<Arc<SubjectEntry>>,
 }
 
+impl ViewData {
+    /// The subject with this id (as written), if any.
+    pub(crate) fn get(&self, id: &str) -> Option<&Arc<SubjectEntry>> {
+        let key = SubjectKey::parse(id)?;
+        self.ordered
+            .binary_search_by(|e| e.key.cmp(&key))
+            .ok()
+            .map(|i| &self.ordered[i])
+    }
+}
+
+/// What the cache keeps of a subject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Made {
+    /// Its page (valid under the outage windows it was rendered with).
+    Page,
+    /// Its latest score's signed envelope.
+    Envelope,
+}
+
+/// Pages and envelopes made on request, least recently served first out, within [`CACHE_BYTES`].
+#[derive(Default)]
+struct Cache {
+    made: HashMap<(SubjectKey, Made), Kept>,
+    /// Last use -> what.
+    used: BTreeMap<u64, (SubjectKey, Made)>,
+    tick: u64,
+    bytes: usize,
+}
+
+struct Kept {
+    generation: u64,
+    outages: Vec<OutageWindow>,
+    body: Bytes,
+    used: u64,
+}
+
+impl Cache {
+    fn get(&mut self, entry: &SubjectEntry, made: Made, outages: &[OutageWindow]) -> Option<Bytes> {
+        let kept = self.made.get_mut(&(entry.key, made))?;
+        if kept.generation != entry.generation || kept.outages != outages {
+            return None;
+        }
+        self.tick += 1;
+        self.used.remove(&kept.used);
+        kept.used = self.tick;
+        self.used.insert(self.tick, (entry.key, made));
+        Some(kept.body.clone())
+    }
+
+    fn put(&mut self, entry: &SubjectEntry, made: Made, outages: &[OutageWindow], body: Bytes) {
+        let id = (entry.key, made);
+        self.remove(&id);
+        if body.len() > CACHE_BYTES {
+            return;
+        }
+        while self.bytes + body.len() > CACHE_BYTES {
+            let Some((_, oldest)) = self.used.pop_first() else {
+                break;
+            };
+            self.remove(&oldest);
+        }
+        self.tick += 1;
+        self.bytes += body.len();
+        self.used.insert(self.tick, id);
+        self.made.insert(
+            id,
+            Kept {
+                generation: entry.generation,
+                outages: outages.to_vec(),
+                body,
+                used: self.tick,
+            },
+        );
+    }
+
+    fn remove(&mut self, id: &(SubjectKey, Made)) {
+        if let Some(old) = self.made.remove(id) {
+            self.used.remove(&old.used);
+            self.bytes -= old.body.len();
+        }
+    }
+}
+
 pub(crate) struct View {
     current: RwLock<Arc<ViewData>>,
+    cache: Mutex<Cache>,
+    /// Signs envelopes on request.
+    key: ReporterKey,
 }
 
 impl View {
@@ -83,13 +288,14 @@ impl View {
     pub(crate) fn start(shared: Arc<Shared>, key: ReporterKey) -> Arc<View> {
         let view = Arc::new(View {
             current: RwLock::new(Arc::new(ViewData::default())),
+            cache: Mutex::new(Cache::default()),
+            key,
         });
         let mut builder = Builder {
             shared: Arc::downgrade(&shared),
-            key,
-            entries: BTreeMap::new(),
-            rows: BTreeMap::new(),
-            facts: BTreeMap::new(),
+            entries: HashMap::new(),
+            categories: BTreeSet::new(),
+            generation: 0,
         };
         builder.refresh_rows(&shared, true);
         view.publish(&builder);
@@ -107,26 +313,97 @@ impl View {
             .clone()
     }
 
-    fn publish(&self, builder: &Builder) {
-        let ordered: Vec<Arc<SubjectEntry>> = builder.entries.values().cloned().collect();
-        let by_id = ordered
-            .iter()
-            .map(|e| (e.summary.id.clone(), e.clone()))
-            .collect();
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) =
-            Arc::new(ViewData { by_id, ordered });
+    /// The subject's page under `outages`: from the cache when it was rendered from this very
+    /// entry under the same windows, else `render` (outside the lock: two first requests may
+    /// both render; the bytes are the same), kept for the next request.
+    pub(crate) fn page(
+        &self,
+        entry: &SubjectEntry,
+        outages: &[OutageWindow],
+        render: impl FnOnce() -> String,
+    ) -> Bytes {
+        self.made(entry, Made::Page, outages, || Some(Bytes::from(render())))
+            .unwrap_or_default()
     }
+
+    /// The signed envelope of the subject's latest score (`None` without a score, or, logged,
+    /// if it cannot be made): from the cache, else signed now.
+    pub(crate) fn signed(&self, entry: &SubjectEntry) -> Option<Bytes> {
+        let scored = entry.scored.as_ref()?;
+        self.made(entry, Made::Envelope, &[], || {
+            self.sign(&entry.url, &scored.document, scored.seq)
+        })
+    }
+
+    fn made(
+        &self,
+        entry: &SubjectEntry,
+        made: Made,
+        outages: &[OutageWindow],
+        make: impl FnOnce() -> Option<Bytes>,
+    ) -> Option<Bytes> {
+        let lock = || self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(body) = lock().get(entry, made, outages) {
+            return Some(body);
+        }
+        let body = make()?;
+        lock().put(entry, made, outages, body.clone());
+        Some(body)
+    }
+
+    /// The signed envelope of a kept score document.
+    fn sign(&self, url: &str, document: &Deflated, seq: u64) -> Option<Bytes> {
+        let document = match document.inflate() {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                tracing::warn!(subject = %url, error = %e, "API view: a kept score does not inflate");
+                return None;
+            }
+        };
+        let (mut envelope, message): (SignedScore, Vec<u8>) = match envelope_parts(
+            &document,
+            seq,
+            &self.key.public_key(),
+        ) {
+            Ok(parts) => parts,
+            Err(e) => {
+                tracing::warn!(subject = %url, error = %e, "API view: a stored score cannot be enveloped");
+                return None;
+            }
+        };
+        match self.key.sign(&message) {
+            Ok(signature) => envelope.signature = hex::encode(signature),
+            Err(e) => {
+                tracing::error!(error = %e, "API view: signing a score failed");
+                return None;
+            }
+        }
+        serde_json::to_vec(&envelope).ok().map(Bytes::from)
+    }
+
+    fn publish(&self, builder: &Builder) {
+        let mut ordered: Vec<Arc<SubjectEntry>> = builder.entries.values().cloned().collect();
+        ordered.sort_unstable_by_key(|e| e.key);
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(ViewData { ordered });
+    }
+}
+
+/// What a subject's row says that the view shows.
+type RowView<'a> = SubjectShown<'a>;
+
+fn differs(row: &RowView, entry: &SubjectEntry) -> bool {
+    entry.state != row.state
+        || *entry.category != *row.category
+        || entry.revision.as_deref() != row.revision
 }
 
 struct Builder {
     shared: std::sync::Weak<Shared>,
-    key: ReporterKey,
-    /// By subject id.
-    entries: BTreeMap<String, Arc<SubjectEntry>>,
-    /// The rows the entries were built from, by URL.
-    rows: BTreeMap<String, SubjectRow>,
-    /// The pages' facts by URL, folded forward from the ledger (never re-read from the start).
-    facts: BTreeMap<String, SubjectFacts>,
+    /// By URL (the key is the entry's own `url`).
+    entries: HashMap<Arc<str>, Arc<SubjectEntry>>,
+    /// Every category seen, shared by the entries (a few strings for any number of subjects).
+    categories: BTreeSet<Arc<str>>,
+    generation: u64,
 }
 
 impl Builder {
@@ -151,10 +428,17 @@ impl Builder {
                 let any_rows = me.refresh_rows(&shared, false);
                 let mut any = any_rows;
                 for url in changed {
-                    if let Some(row) = me.rows.get(&url).cloned() {
-                        me.rebuild(&shared, &row);
-                        any = true;
-                    }
+                    let Some(entry) = me.entries.get(url.as_str()).cloned() else {
+                        continue;
+                    };
+                    let row = RowView {
+                        url: &entry.url,
+                        category: &entry.category,
+                        state: entry.state,
+                        revision: entry.revision.as_deref(),
+                    };
+                    me.rebuild(&shared, &row);
+                    any = true;
                 }
                 (any, me)
             })
@@ -174,51 +458,55 @@ impl Builder {
         }
     }
 
-    /// Re-reads the subject rows; rebuilds subjects that are new or whose row changed (`all`:
-    /// every subject). Returns whether anything changed.
+    /// Re-reads the subject rows (streamed: none kept); rebuilds subjects that are new or whose
+    /// row changed (`all`: every subject). Returns whether anything changed.
     fn refresh_rows(&mut self, shared: &Shared, all: bool) -> bool {
-        let rows = match shared.store.subjects() {
-            Ok(rows) => rows,
-            Err(e) => {
-                tracing::warn!(error = %e, "API view: reading subjects failed");
-                return false;
+        // Rebuilt after the read (a rebuild reads the store, which the read holds meanwhile).
+        let mut stale: Vec<(String, String, SubjectState, Option<String>)> = Vec::new();
+        let read = shared.store.each_subject_shown(&mut |row| {
+            if all
+                || self
+                    .entries
+                    .get(row.url)
+                    .is_none_or(|old| differs(&row, old))
+            {
+                stale.push((
+                    row.url.into(),
+                    row.category.into(),
+                    row.state,
+                    row.revision.map(str::to_string),
+                ));
             }
-        };
-        let mut changed = false;
-        for row in rows {
-            let differs = self.rows.get(&row.url).is_none_or(|old| {
-                old.state != row.state
-                    || old.category != row.category
-                    || old.revision != row.revision
-            });
-            if all || differs {
-                self.rebuild(shared, &row);
-                changed = true;
-            }
+        });
+        if let Err(e) = read {
+            tracing::warn!(error = %e, "API view: reading subjects failed");
         }
-        changed
+        for (url, category, state, revision) in &stale {
+            let row = RowView {
+                url,
+                category,
+                state: *state,
+                revision: revision.as_deref(),
+            };
+            self.rebuild(shared, &row);
+        }
+        !stale.is_empty()
     }
 
-    fn rebuild(&mut self, shared: &Shared, row: &SubjectRow) {
-        self.rows.insert(row.url.clone(), row.clone());
-        let id = subject_id(&row.url);
+    fn rebuild(&mut self, shared: &Shared, row: &RowView) {
+        let url = row.url;
         // Only rows that hold what the ledger's score entries published are served or signed.
-        let scores = checked_scores(shared.store.as_ref(), &row.url).unwrap_or_else(|e| {
-            tracing::warn!(subject = %row.url, error = %e, "API view: reading scores failed");
+        let scores = checked_scores(shared.store.as_ref(), url).unwrap_or_else(|e| {
+            tracing::warn!(subject = %url, error = %e, "API view: reading scores failed");
             CheckedScores::default()
         });
         for broken in &scores.mismatches {
-            tracing::error!(subject = %row.url, error = %broken, "integrity: a stored score row differs from the ledger; it is not served");
+            tracing::error!(subject = %url, error = %broken, "integrity: a stored score row differs from the ledger; it is not served");
         }
         let withheld = scores.latest.is_none() && !scores.mismatches.is_empty();
         let (latest, days) = (scores.latest, scores.daily);
         // Each stored document is read back once, with the type that wrote it.
         let latest_doc = Latest::of(latest.as_ref().map(|s| s.document.as_slice()));
-        let (summary_view, signed) = match (&latest, latest_doc.doc()) {
-            (Some(score), Some(doc)) => (Some(summary_of(score, doc)), self.sign(score)),
-            (Some(score), None) => (None, self.sign(score)),
-            (None, _) => (None, None),
-        };
         let mut daily = Vec::with_capacity(days.len());
         let mut points = Vec::with_capacity(days.len());
         for day in &days {
@@ -228,64 +516,59 @@ impl Builder {
                     points.push(DayPoint::of(day, &doc));
                 }
                 Err(e) => {
-                    tracing::warn!(subject = %row.url, day = %day.day, error = %e, "API view: a stored daily score does not read back")
+                    tracing::warn!(subject = %url, day = %day.day, error = %e, "API view: a stored daily score does not read back")
                 }
             }
         }
-        let facts = self.facts.entry(row.url.clone()).or_default();
-        if let Err(e) = facts.refresh(shared.store.as_ref(), &row.url, latest_doc, points) {
+        let old = self.entries.get(url);
+        // The URL kept once: the old entry's when there is one.
+        let url: Arc<str> = old.map_or_else(|| Arc::from(url), |e| e.url.clone());
+        let key = old.map_or_else(|| SubjectKey::of(&url), |e| e.key);
+        // Folded forward from where the last rebuild stopped (never re-read from the start).
+        let mut facts = old
+            .and_then(|e| e.facts.clone())
+            .map(Arc::unwrap_or_clone)
+            .unwrap_or_default();
+        let scored = latest.as_ref().map(|score| {
+            let history = ScoreHistory {
+                subject_id: key.hex(),
+                url: url.to_string(),
+                days: daily,
+            };
+            Box::new(Scored {
+                latest: latest_doc.doc().map(|doc| summary_of(score, doc)),
+                order: latest_doc.doc().map(IndexOrder::of),
+                document: Deflated::of(&score.document),
+                seq: score.seq,
+                history_json: Bytes::from(serde_json::to_vec(&history).unwrap_or_default()),
+            })
+        });
+        if let Err(e) = facts.refresh(shared.store.as_ref(), &url, points) {
             // The page keeps what it had; the next rebuild reads from where this one stopped.
-            tracing::warn!(subject = %row.url, error = %e, "API view: reading the page's entries failed");
+            tracing::warn!(subject = %url, error = %e, "API view: reading the page's entries failed");
         }
-        let facts = Arc::new(facts.clone());
-        let summary = SubjectSummary {
-            id: id.clone(),
-            url: row.url.clone(),
-            category: row.category.clone(),
-            state: row.state.into(),
-            revision: row.revision.clone(),
-            latest: summary_view,
-            score_url: format!("/v1/subjects/{id}/score"),
+        let facts = (facts != SubjectFacts::default()).then(|| Arc::new(facts));
+        let category = match self.categories.get(row.category) {
+            Some(c) => c.clone(),
+            None => {
+                let c: Arc<str> = Arc::from(row.category);
+                self.categories.insert(c.clone());
+                c
+            }
         };
-        let history = ScoreHistory {
-            subject_id: id.clone(),
-            url: row.url.clone(),
-            days: daily,
-        };
+        self.generation += 1;
         let entry = SubjectEntry {
-            summary_json: Bytes::from(serde_json::to_vec(&summary).unwrap_or_default()),
-            summary,
-            signed,
+            key,
+            url: url.clone(),
+            category,
             withheld,
-            history_json: Bytes::from(serde_json::to_vec(&history).unwrap_or_default()),
             state: row.state,
+            revision: row.revision.map(Box::from),
+            scored,
             facts,
-            page: Mutex::new(None),
+            generation: self.generation,
         };
-        self.entries.insert(id, Arc::new(entry));
-    }
-
-    /// The signed envelope of a stored score (`None`, logged, if it cannot be signed now).
-    fn sign(&self, score: &ScoreRow) -> Option<Bytes> {
-        let (mut envelope, message): (SignedScore, Vec<u8>) = match envelope_parts(
-            &score.document,
-            score.seq,
-            &self.key.public_key(),
-        ) {
-            Ok(parts) => parts,
-            Err(e) => {
-                tracing::warn!(subject = %score.subject, error = %e, "API view: a stored score cannot be enveloped");
-                return None;
-            }
-        };
-        match self.key.sign(&message) {
-            Ok(signature) => envelope.signature = hex::encode(signature),
-            Err(e) => {
-                tracing::error!(error = %e, "API view: signing a score failed");
-                return None;
-            }
-        }
-        serde_json::to_vec(&envelope).ok().map(Bytes::from)
+        self.entries.insert(url, Arc::new(entry));
     }
 }
 
@@ -351,5 +634,107 @@ fn daily_of(row: &ScoreRow, doc: &ScoreDocument) -> DailyScore {
         on_watch: s.watch.on_watch,
         ledger_seq: row.seq,
         document_sha256: s.document_sha256,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_subject_key_is_the_published_id() {
+        let url = "https://api.example.com/weather";
+        let key = SubjectKey::of(url);
+        let id = super::super::signed::subject_id(url);
+        assert_eq!(key.hex(), id);
+        assert_eq!(SubjectKey::parse(&id), Some(key));
+        for bad in [&id[1..], &id.to_uppercase(), &format!("{}g", &id[1..]), ""] {
+            assert_eq!(SubjectKey::parse(bad), None, "{bad:?}");
+        }
+        // Ordered as the ids are: the view's order is by id.
+        let mut urls: Vec<String> = (0..50).map(|i| format!("https://s{i}.test/")).collect();
+        urls.sort_by_key(|u| SubjectKey::of(u));
+        let ids: Vec<String> = urls.iter().map(|u| SubjectKey::of(u).hex()).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    fn entry(url: &str, generation: u64) -> SubjectEntry {
+        SubjectEntry {
+            key: SubjectKey::of(url),
+            url: Arc::from(url),
+            category: Arc::from("uncategorised"),
+            state: SubjectState::Active,
+            revision: None,
+            scored: None,
+            facts: None,
+            generation,
+        }
+    }
+
+    /// Every subject's page rendered once (a crawl) keeps at most the budget's bytes; the pages
+    /// served last are the ones kept; a rebuilt entry or other outage windows miss.
+    #[test]
+    fn made_pages_are_kept_within_a_budget_least_recently_served_out_first() {
+        let mut cache = Cache::default();
+        let page = Bytes::from(vec![b'x'; 100 * 1024]);
+        let n = 2 * CACHE_BYTES / page.len();
+        let entries: Vec<SubjectEntry> = (0..n)
+            .map(|i| entry(&format!("https://s{i}.test/"), 1))
+            .collect();
+        for (i, e) in entries.iter().enumerate() {
+            cache.put(e, Made::Page, &[], page.clone());
+            // The first subject is served again and again: it stays.
+            if i % 10 == 0 {
+                assert!(cache.get(&entries[0], Made::Page, &[]).is_some(), "at {i}");
+            }
+        }
+        assert!(cache.bytes <= CACHE_BYTES, "{} bytes kept", cache.bytes);
+        assert_eq!(cache.made.len(), CACHE_BYTES / page.len());
+        assert_eq!(cache.used.len(), cache.made.len());
+        assert!(
+            cache.get(&entries[n - 1], Made::Envelope, &[]).is_none(),
+            "a page is not an envelope"
+        );
+        assert!(cache.get(&entries[0], Made::Page, &[]).is_some());
+        assert!(
+            cache.get(&entries[1], Made::Page, &[]).is_none(),
+            "the oldest went first"
+        );
+        assert!(cache.get(&entries[n - 1], Made::Page, &[]).is_some());
+        let rebuilt = entry("https://s0.test/", 2);
+        assert!(
+            cache.get(&rebuilt, Made::Page, &[]).is_none(),
+            "another entry"
+        );
+        let outage = [OutageWindow {
+            from_ms: 0,
+            to_ms: None,
+        }];
+        assert!(
+            cache.get(&entries[0], Made::Page, &outage).is_none(),
+            "other outages"
+        );
+        // A page larger than the budget is served, not kept.
+        cache.put(
+            &entries[0],
+            Made::Page,
+            &[],
+            Bytes::from(vec![0; CACHE_BYTES + 1]),
+        );
+        assert!(cache.get(&entries[0], Made::Page, &[]).is_none());
+        assert!(cache.bytes <= CACHE_BYTES);
+    }
+
+    #[test]
+    fn a_subject_without_entries_serves_an_empty_history_and_its_summary() {
+        let e = entry("https://s.test/", 1);
+        let summary: SubjectSummary = serde_json::from_slice(&e.summary_json()).unwrap();
+        assert_eq!(summary.id, e.id());
+        assert_eq!(summary.score_url, format!("/v1/subjects/{}/score", e.id()));
+        assert!(summary.latest.is_none() && e.scored.is_none());
+        assert_eq!(e.latest_document(), Latest::None);
+        let history: ScoreHistory = serde_json::from_slice(&e.history_json()).unwrap();
+        assert!(history.days.is_empty() && history.url == "https://s.test/");
+        assert_eq!(**e.facts(), SubjectFacts::default());
     }
 }

@@ -63,7 +63,14 @@ pub fn due_after_restart(c: &Cadence, subject: &str, stored_due_ms: i64, now_ms:
 pub struct HostGate {
     busy: BTreeSet<String>,
     not_before: BTreeMap<String, i64>,
+    /// `not_before`'s size at which times already past are forgotten (a time past says nothing:
+    /// the host is free now either way). Without it the map would hold every host ever run: one
+    /// entry per subject at scale.
+    prune_at: usize,
 }
+
+/// `not_before` is never pruned below this size.
+const HOST_GATE_PRUNE_MIN: usize = 1_024;
 
 impl HostGate {
     /// When `host` may be contacted next (now when it may).
@@ -93,6 +100,11 @@ impl HostGate {
         self.busy.remove(host);
         let wait = gap_ms.max(retry_after_ms.unwrap_or(0));
         self.not_before.insert(host.to_string(), now_ms + wait);
+        // Amortised: each prune at least halves what the next one finds to scan.
+        if self.not_before.len() >= self.prune_at {
+            self.not_before.retain(|_, at| *at > now_ms);
+            self.prune_at = (self.not_before.len() * 2).max(HOST_GATE_PRUNE_MIN);
+        }
     }
 
     pub fn busy_hosts(&self) -> usize {
@@ -304,6 +316,33 @@ mod tests {
         assert!(g.try_take("a", 1_100));
         g.release("a", 2_000, 1_000, Some(60_000));
         assert_eq!(g.free_at("a", 2_000), 62_000);
+    }
+
+    /// A run on each of 100,000 hosts leaves the gate remembering only the hosts still waiting
+    /// out a gap or a `Retry-After`, not every host it ever saw; those it keeps, it honours.
+    #[test]
+    fn the_host_gate_forgets_times_already_past() {
+        let mut g = HostGate::default();
+        for i in 0..100_000i64 {
+            let host = format!("h{i}");
+            assert!(g.try_take(&host, i * 10));
+            // One host in a thousand asks for an hour.
+            let retry = (i % 1_000 == 0).then_some(3_600_000);
+            g.release(&host, i * 10, 1_000, retry);
+        }
+        assert!(
+            g.not_before.len() < 2 * HOST_GATE_PRUNE_MIN,
+            "{} hosts remembered",
+            g.not_before.len()
+        );
+        let now = 100_000 * 10;
+        assert_eq!(
+            g.free_at("h0", now),
+            3_600_000,
+            "a Retry-After outlives pruning"
+        );
+        assert_eq!(g.free_at("h99999", now), 99_999 * 10 + 1_000, "a gap too");
+        assert_eq!(g.free_at("h5", now), now, "a time past: free now");
     }
 
     fn summary(probes: u32, span: f64, paid: Option<f64>, band: (f64, f64)) -> ScoreSummary {

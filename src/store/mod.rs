@@ -165,6 +165,15 @@ impl std::fmt::Debug for NewEntry {
     }
 }
 
+/// What a subject's row says that the API shows, borrowed from the row being read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubjectShown<'a> {
+    pub url: &'a str,
+    pub category: &'a str,
+    pub state: SubjectState,
+    pub revision: Option<&'a str>,
+}
+
 /// A subject as scheduled.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubjectRow {
@@ -465,6 +474,9 @@ pub trait Store: Send + Sync {
     fn latest_declared(&self, subject: &str) -> Result<Option<Vec<u8>>, StoreError>;
 
     fn subjects(&self) -> Result<Vec<SubjectRow>, StoreError>;
+    /// What each subject's row says that the API shows, one row at a time and borrowed (no row
+    /// is kept: the API's view compares 100,000 of them every few seconds).
+    fn each_subject_shown(&self, each: &mut dyn FnMut(SubjectShown<'_>)) -> Result<(), StoreError>;
     fn subject(&self, url: &str) -> Result<Option<SubjectRow>, StoreError>;
     fn put_subject(&self, row: &SubjectRow) -> Result<(), StoreError>;
     /// Writes every row in one transaction (one commit instead of one per subject).

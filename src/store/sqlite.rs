@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use super::{
     Index, NewEntry, NewOutboxEvent, OutboxRow, OutboxState, OutboxUpdate, ReadEntry, ScoreRow,
-    Store, StoreError, SubjectRow, SubjectState,
+    Store, StoreError, SubjectRow, SubjectShown, SubjectState,
 };
 use crate::ledger::chain::{
     Broken, Checkpoint, StoredEntry, Trusted, Verifier, VerifySummary, checkpoint_message, seal,
@@ -802,6 +802,38 @@ impl Store for SqliteStore {
         rows.into_iter()
             .map(|r| r.map_err(|why| self.corrupt(why)))
             .collect()
+    }
+
+    fn each_subject_shown(&self, each: &mut dyn FnMut(SubjectShown<'_>)) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT url, category, state, revision FROM subject ORDER BY url")
+            .map_err(self.sql("reading subjects"))?;
+        let mut rows = stmt.query([]).map_err(self.sql("reading subjects"))?;
+        while let Some(r) = rows.next().map_err(self.sql("reading subjects"))? {
+            let text = |i: usize| -> Result<Option<&str>, StoreError> {
+                match r.get_ref(i).map_err(self.sql("reading subjects"))? {
+                    rusqlite::types::ValueRef::Null => Ok(None),
+                    v => v
+                        .as_str()
+                        .map(Some)
+                        .map_err(|e| self.corrupt(format!("a subject's column {i}: {e}"))),
+                }
+            };
+            let url = text(0)?.ok_or_else(|| self.corrupt("a subject without a url".into()))?;
+            let category = text(1)?.unwrap_or_default();
+            let state = text(2)?.unwrap_or_default();
+            let Some(state) = SubjectState::parse(state) else {
+                return Err(self.corrupt(format!("subject {url}: unknown state {state:?}")));
+            };
+            each(SubjectShown {
+                url,
+                category,
+                state,
+                revision: text(3)?,
+            });
+        }
+        Ok(())
     }
 
     fn subject(&self, url: &str) -> Result<Option<SubjectRow>, StoreError> {

@@ -1,6 +1,7 @@
 //! What the pages show of one subject besides its index row, kept by the API's in-memory view
-//! (`api/view.rs`) so that a page is rendered from memory, never from a store read per request:
-//! the latest score document read back with the type that wrote it, the daily history, and what
+//! (`api/view.rs`) so that a page is rendered from memory, never from a store read per request
+//! (the latest score document is kept by the view, deflated, and read back with the type that
+//! wrote it when a page is rendered: [`Latest`]): the daily history, and what
 //! only the ledger holds (each check's last receipt, revisions, the newest paid calls, the
 //! description the last quote carried), folded in from the subject's new entries whenever the
 //! view rebuilds the subject. Only the entries after the last one folded are read, and what is
@@ -131,7 +132,6 @@ pub(crate) struct PaidCall {
 /// Everything a subject page shows besides the subject's row and our outages.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub(crate) struct SubjectFacts {
-    pub latest: Latest,
     /// Oldest first.
     pub history: Vec<DayPoint>,
     pub declared: Option<Declared>,
@@ -149,17 +149,14 @@ pub(crate) struct SubjectFacts {
 }
 
 impl SubjectFacts {
-    /// Brings the facts of `url` up to date: its latest score and daily history as given (read
-    /// by the caller, which serves them too), its declaration, and its entries after the last
-    /// one folded in.
+    /// Brings the facts of `url` up to date: its daily history as given (read by the caller,
+    /// which serves it too), its declaration, and its entries after the last one folded in.
     pub(crate) fn refresh(
         &mut self,
         store: &dyn Store,
         url: &str,
-        latest: Latest,
         history: Vec<DayPoint>,
     ) -> Result<(), StoreError> {
-        self.latest = latest;
         self.history = history;
         self.declared = store
             .latest_declared(url)?

@@ -111,7 +111,7 @@ async fn index_page(
 }
 
 async fn subject_page(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
-    let Some(entry) = state.view.current().by_id.get(&id).cloned() else {
+    let Some(entry) = state.view.current().get(&id).cloned() else {
         return page(StatusCode::NOT_FOUND, render::not_found(&id));
     };
     let outages = state
@@ -120,7 +120,7 @@ async fn subject_page(State(state): State<ApiState>, Path(id): Path<String>) -> 
         .read()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
-    let body = entry.page(&outages, || {
+    let body = state.view.page(&entry, &outages, || {
         render::subject(&view::subject_view(&entry, outages.clone()))
     });
     page(StatusCode::OK, body)

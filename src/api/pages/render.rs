@@ -615,7 +615,7 @@ pub(crate) fn subject(view: &SubjectView) -> String {
             text(r, FIELD_CHARS)
         )),
     );
-    match &view.facts.latest {
+    match &view.latest {
         Latest::Doc(doc) => {
             summary(&mut body, doc);
             gates(&mut body, doc);
@@ -739,7 +739,6 @@ mod tests {
             receipts.insert(id.to_string(), receipt.clone());
         }
         let facts = SubjectFacts {
-            latest,
             declared: Some(Declared {
                 at_ms: 0,
                 fingerprint: "f".into(),
@@ -787,6 +786,7 @@ mod tests {
             category: HOSTILE.into(),
             state: SubjectState::Active,
             revision: Some("r1".into()),
+            latest,
             facts: std::sync::Arc::new(facts),
             outages: vec![OutageWindow {
                 from_ms: 1_793_491_200_000 + 86_400_000,

@@ -8,7 +8,10 @@ use std::sync::Arc;
 use super::facts::{Latest, SubjectFacts};
 use crate::api::view::{SubjectEntry, ViewData};
 use crate::checks::history::OutageWindow;
+use crate::rubric::Verdict;
+use crate::score::document::ScoreDocument;
 use crate::score::outlook::Trend;
+use crate::score::points::Points;
 use crate::store::SubjectState;
 
 /// How many index rows one page holds.
@@ -187,22 +190,64 @@ fn outlook_rank(trend: Trend) -> u8 {
     }
 }
 
+/// What the index sorts a scored subject by, from its latest score document: kept by the view
+/// for every scored subject (the document itself is read back only for the rows shown).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct IndexOrder {
+    capped_score: Points,
+    band_width: f64,
+    verdict: Verdict,
+    trend: Trend,
+}
+
+impl IndexOrder {
+    pub(crate) fn of(doc: &ScoreDocument) -> IndexOrder {
+        IndexOrder {
+            capped_score: doc.capped_score,
+            band_width: doc.band.high - doc.band.low,
+            verdict: doc.verdict.verdict,
+            trend: doc.outlook.trend,
+        }
+    }
+}
+
+/// What the index sorts: a row, or a subject of the view before it becomes one.
+pub(crate) trait IndexSortable {
+    fn url(&self) -> &str;
+    /// `None` without a readable score.
+    fn order(&self) -> Option<IndexOrder>;
+}
+
+impl IndexSortable for IndexRow {
+    fn url(&self) -> &str {
+        &self.url
+    }
+    fn order(&self) -> Option<IndexOrder> {
+        self.latest.doc().map(IndexOrder::of)
+    }
+}
+
+impl IndexSortable for &SubjectEntry {
+    fn url(&self) -> &str {
+        &self.url
+    }
+    fn order(&self) -> Option<IndexOrder> {
+        self.index_order()
+    }
+}
+
 /// Sorts rows by the query; subjects without a readable score always come last, ties by URL.
-pub(crate) fn sort_rows(rows: &mut [IndexRow], key: SortKey, direction: Direction) {
+pub(crate) fn sort_rows<R: IndexSortable>(rows: &mut [R], key: SortKey, direction: Direction) {
     use std::cmp::Ordering;
     rows.sort_by(|a, b| {
-        let by_key = match (a.latest.doc(), b.latest.doc()) {
+        let by_key = match (a.order(), b.order()) {
             (Some(x), Some(y)) => {
                 let o = match key {
-                    SortKey::Subject => a.url.cmp(&b.url),
+                    SortKey::Subject => a.url().cmp(b.url()),
                     SortKey::Score | SortKey::Grade => x.capped_score.cmp(&y.capped_score),
-                    SortKey::Band => {
-                        (x.band.high - x.band.low).total_cmp(&(y.band.high - y.band.low))
-                    }
-                    SortKey::Verdict => x.verdict.verdict.cmp(&y.verdict.verdict),
-                    SortKey::Outlook => {
-                        outlook_rank(x.outlook.trend).cmp(&outlook_rank(y.outlook.trend))
-                    }
+                    SortKey::Band => x.band_width.total_cmp(&y.band_width),
+                    SortKey::Verdict => x.verdict.cmp(&y.verdict),
+                    SortKey::Outlook => outlook_rank(x.trend).cmp(&outlook_rank(y.trend)),
                 };
                 match direction {
                     Direction::Asc => o,
@@ -212,34 +257,32 @@ pub(crate) fn sort_rows(rows: &mut [IndexRow], key: SortKey, direction: Directio
             (Some(_), None) => Ordering::Less,
             (None, Some(_)) => Ordering::Greater,
             (None, None) if key == SortKey::Subject && direction == Direction::Desc => {
-                b.url.cmp(&a.url)
+                b.url().cmp(a.url())
             }
             (None, None) => Ordering::Equal,
         };
-        by_key.then_with(|| a.url.cmp(&b.url))
+        by_key.then_with(|| a.url().cmp(b.url()))
     });
 }
 
-/// The index: every subject with its latest score, sorted and cut to the asked page.
+/// The index: every subject with its latest score, sorted and cut to the asked page (sorted by
+/// reference; only the page's rows are built).
 pub(crate) fn index_view(view: &ViewData, query: IndexQuery) -> IndexView {
-    let mut rows: Vec<IndexRow> = view
-        .ordered
-        .iter()
-        .map(|e| IndexRow {
-            id: e.summary.id.clone(),
-            url: e.summary.url.clone(),
-            category: e.summary.category.clone(),
-            state: e.state,
-            latest: e.facts.latest.clone(),
-        })
-        .collect();
-    sort_rows(&mut rows, query.sort, query.direction);
-    let total = rows.len();
+    let mut subjects: Vec<&SubjectEntry> = view.ordered.iter().map(|e| &**e).collect();
+    sort_rows(&mut subjects, query.sort, query.direction);
+    let total = subjects.len();
     let pages = total.div_ceil(INDEX_PAGE_ROWS).max(1);
-    let rows = rows
+    let rows = subjects
         .into_iter()
         .skip((query.page - 1).saturating_mul(INDEX_PAGE_ROWS))
         .take(INDEX_PAGE_ROWS)
+        .map(|e| IndexRow {
+            id: e.id(),
+            url: e.url.to_string(),
+            category: e.category.to_string(),
+            state: e.state,
+            latest: e.latest_document(),
+        })
         .collect();
     IndexView {
         query,
@@ -258,7 +301,9 @@ pub(crate) struct SubjectView {
     pub category: String,
     pub state: SubjectState,
     pub revision: Option<String>,
-    /// Its score, history, receipts, revisions and paid calls, as the view keeps them.
+    /// Its latest score document, read back.
+    pub latest: Latest,
+    /// Its history, receipts, revisions and paid calls, as the view keeps them.
     pub facts: Arc<SubjectFacts>,
     pub outages: Vec<OutageWindow>,
 }
@@ -266,12 +311,13 @@ pub(crate) struct SubjectView {
 /// Everything the subject page shows of `entry`, with our outage windows now.
 pub(crate) fn subject_view(entry: &SubjectEntry, outages: Vec<OutageWindow>) -> SubjectView {
     SubjectView {
-        id: entry.summary.id.clone(),
-        url: entry.summary.url.clone(),
-        category: entry.summary.category.clone(),
+        id: entry.id(),
+        url: entry.url.to_string(),
+        category: entry.category.to_string(),
         state: entry.state,
-        revision: entry.summary.revision.clone(),
-        facts: entry.facts.clone(),
+        revision: entry.revision.as_deref().map(str::to_string),
+        latest: entry.latest_document(),
+        facts: entry.facts().clone(),
         outages,
     }
 }
