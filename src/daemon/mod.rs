@@ -51,6 +51,11 @@ pub const POPULATION_EVERY_MS: i64 = 3_600_000;
 /// How long a stop waits for runs in flight before abandoning them (a paid call's reservation is
 /// durable before anything is signed, so an abandoned call is reconciled at the next start).
 pub const STOP_GRACE: Duration = Duration::from_secs(8);
+/// After a reconciliation that left reservations open (unused but still valid, or the RPC
+/// unreadable), the next one comes this long after, doubling each time up to
+/// [`RECONCILE_RETRY_MAX_MS`]: an open reservation is revisited whether or not a paid call comes.
+pub const RECONCILE_RETRY_MIN_MS: i64 = 60_000;
+pub const RECONCILE_RETRY_MAX_MS: i64 = 3_600_000;
 
 /// What the daemon is asked to do from outside: stop, or reload its configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +92,8 @@ enum Job {
     Checkpoint,
     Population,
     Refund(String),
+    /// Resolve open reservations on chain (at the start, then while any stay open).
+    Reconcile,
 }
 
 struct Subject {
@@ -123,6 +130,8 @@ pub struct Daemon {
     /// The API's listener, bound at open (before READY), served from `run`.
     api_bound: Option<crate::api::Bound>,
     api: Option<crate::api::Running>,
+    /// The wait before the next reconciliation while reservations stay open (0: none pending).
+    reconcile_retry_ms: i64,
 }
 
 /// What one finished job reports to the loop.
@@ -136,6 +145,7 @@ enum Done {
     Control(crate::ledger::record::ControlRecord),
     Catalogue(usize, catalogue::CatalogueSeen),
     Refund,
+    Reconciled(Result<crate::spend::ReconcileReport, crate::spend::SpendError>),
 }
 
 impl Daemon {
@@ -269,6 +279,7 @@ impl Daemon {
             dirty: Vec::new(),
             delivery: None,
             running: Default::default(),
+            reconcile_retry_ms: 0,
         };
         daemon.load_state()?;
         Ok(daemon)
@@ -416,6 +427,11 @@ impl Daemon {
         let checkpoint_ms = self.config.daemon.checkpoint_every_secs.get() as i64 * 1000;
         self.push(now + checkpoint_ms, Job::Checkpoint);
         self.push(now, Job::Population);
+        // A paid call cut short (kill -9, power loss, a stop's grace running out) left its
+        // reservation open: resolve it now, not only when the next paid call happens.
+        if self.shared.pay.is_some() {
+            self.push(now, Job::Reconcile);
+        }
         Ok(())
     }
 
@@ -854,6 +870,10 @@ impl Daemon {
                     self.refresh_population(now);
                     self.push(now + POPULATION_EVERY_MS, Job::Population);
                 }
+                Job::Reconcile => {
+                    let shared = self.shared.clone();
+                    in_flight.spawn(async move { Done::Reconciled(reconcile_spend(&shared).await) });
+                }
                 Job::Refund(run_id) => {
                     let Some((run_id, plan)) = self.refunds.remove(&run_id) else {
                         continue;
@@ -971,6 +991,32 @@ impl Daemon {
                 }
             }
             Done::Refund => {}
+            Done::Reconciled(result) => {
+                let open = match &result {
+                    Ok(report) => {
+                        tracing::info!(
+                            settled = report.settled.len(),
+                            released = report.released.len(),
+                            open = report.still_open.len(),
+                            "reservations reconciled"
+                        );
+                        !report.still_open.is_empty()
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "reconciling reservations failed");
+                        true
+                    }
+                };
+                self.reconcile_retry_ms = if open {
+                    (self.reconcile_retry_ms * 2)
+                        .clamp(RECONCILE_RETRY_MIN_MS, RECONCILE_RETRY_MAX_MS)
+                } else {
+                    0
+                };
+                if open {
+                    self.push(now + self.reconcile_retry_ms, Job::Reconcile);
+                }
+            }
         }
         Ok(())
     }
@@ -1215,6 +1261,18 @@ impl Daemon {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// Resolves the open reservations on chain, under the call lock (so none of them belongs to a
+/// paid call in flight, here or in a `probe --pay` process sharing the state directory).
+async fn reconcile_spend(
+    shared: &Shared,
+) -> Result<crate::spend::ReconcileReport, crate::spend::SpendError> {
+    let Some(parts) = shared.pay.as_ref() else {
+        return Ok(Default::default());
+    };
+    let _one_at_a_time = parts.spend.lock_for_call().await?;
+    crate::probe::reconcile::reconcile(&parts.spend, &parts.rpc, shared.wall.now(), None).await
 }
 
 /// The host (and port) a URL is politeness-limited by.

@@ -100,7 +100,7 @@ impl RefusalCode {
 pub struct ReconcileReport {
     pub settled: Vec<i64>,
     pub released: Vec<i64>,
-    /// Reservations past `validBefore` that stay open, with why.
+    /// Reservations that stay open (unused and still valid, or the chain unreadable), with why.
     pub still_open: Vec<(i64, String)>,
 }
 

@@ -9,8 +9,9 @@
 //!    can be signed (see `crate::wallet`).
 //! 3. After the call the reservation is marked settled (our authorization was used on chain) or
 //!    released (it provably never can be), or left open when that is not known yet.
-//! 4. [`SpendStore::reconcile`] resolves open reservations whose `validBefore` has passed by asking
-//!    the token (`authorizationState`). Until then they keep counting against the caps.
+//! 4. Reconciliation (`probe::reconcile`, at the start of every paid call and of the daemon)
+//!    resolves open reservations by asking the token (`authorizationState`): used -> settled,
+//!    unused after `validBefore` -> released. Until then they keep counting against the caps.
 //!
 //! A crash at any point leaves either no reservation (nothing was signed) or an open one, which is
 //! counted until reconciled: the caps can be met early, never overshot. Schema: `state/spend.sql`,
@@ -524,11 +525,11 @@ impl SpendStore {
             .pop())
     }
 
-    /// Open reservations whose authorization window has closed by `now_unix`.
-    pub fn expired_open(&self, now_unix: i64) -> Result<Vec<ReservationRecord>, SpendError> {
+    /// Every open reservation, oldest first (what reconciliation asks the chain about).
+    pub fn open_reservations(&self) -> Result<Vec<ReservationRecord>, SpendError> {
         self.select_reservations(
-            "SELECT * FROM reservation WHERE state = 'open' AND valid_before <= ?1 ORDER BY id",
-            [now_unix],
+            "SELECT * FROM reservation WHERE state = 'open' ORDER BY id",
+            [],
         )
     }
 
