@@ -49,6 +49,72 @@ fn invalid(option: &'static str, why: impl Into<String>) -> ConfigError {
     }
 }
 
+/// Where a configuration came from, so that an error names what the user wrote: a flag of the
+/// command line (`--max-usd`) or a key of the daemon's file (`[pay] max_usd`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Flags,
+    File,
+}
+
+impl Source {
+    fn pick(self, flag: &'static str, key: &'static str) -> &'static str {
+        match self {
+            Source::Flags => flag,
+            Source::File => key,
+        }
+    }
+}
+
+/// Money in a configuration file: a decimal string of dollars (`"0.05"`, `"10"`), or an integer
+/// of 10^-18 USD (the unit `Usd` counts in). A float is refused, naming `key`: `0.1` in TOML or
+/// JSON is a binary fraction, not the amount written, and money here is exact (`spend::Usd`).
+fn file_money<'de, D: Deserializer<'de>>(d: D, key: &'static str) -> Result<Usd, D::Error> {
+    struct Money(&'static str);
+    impl serde::de::Visitor<'_> for Money {
+        type Value = Usd;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(
+                f,
+                "{}: a dollar amount as a decimal string (\"0.05\") or an integer of 10^-18 USD",
+                self.0
+            )
+        }
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Usd, E> {
+            text.parse()
+                .map_err(|e| E::custom(format!("{}: {e}", self.0)))
+        }
+        fn visit_u64<E: serde::de::Error>(self, atto: u64) -> Result<Usd, E> {
+            Ok(Usd::from_atto(u128::from(atto)))
+        }
+        fn visit_i64<E: serde::de::Error>(self, atto: i64) -> Result<Usd, E> {
+            u64::try_from(atto)
+                .map(|atto| Usd::from_atto(u128::from(atto)))
+                .map_err(|_| E::custom(format!("{}: {atto} is negative", self.0)))
+        }
+        fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<Usd, E> {
+            Err(E::custom(format!(
+                "{}: {value} is a float, and money is never a float here; write it as a decimal \
+                 string (\"{value}\") or an integer of 10^-18 USD",
+                self.0
+            )))
+        }
+    }
+    d.deserialize_any(Money(key))
+}
+
+fn max_usd<'de, D: Deserializer<'de>>(d: D) -> Result<Usd, D::Error> {
+    file_money(d, "[pay] max_usd")
+}
+
+fn max_usd_per_subject_per_day<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Usd>, D::Error> {
+    file_money(d, "[pay] max_usd_per_subject_per_day").map(Some)
+}
+
+fn max_usd_per_day<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Usd>, D::Error> {
+    file_money(d, "[pay] max_usd_per_day").map(Some)
+}
+
 /// What a bounded number is: its range, its unit and its default, named once.
 pub trait Range {
     const MIN: u64;
@@ -404,13 +470,15 @@ pub enum WalletSource {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PayConfig {
-    /// The most one paid call may cost.
+    /// The most one paid call may cost. In the file, money is a decimal string or an integer of
+    /// 10^-18 USD, never a float ([`file_money`]).
+    #[serde(deserialize_with = "max_usd")]
     pub max_usd: Usd,
     /// The most one subject may cost in any 24 hours (default: `max_usd`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "max_usd_per_subject_per_day")]
     pub max_usd_per_subject_per_day: Option<Usd>,
     /// The most all paid calls may cost in any 24 hours (default: `max_usd`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "max_usd_per_day")]
     pub max_usd_per_day: Option<Usd>,
     pub wallet: WalletSource,
     /// Where the spend store lives (default: see [`default_state_dir`]).
@@ -435,9 +503,9 @@ pub struct RunConfig {
 impl RunConfig {
     /// The checks that span several values (each value checked its own range when it was read).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.probe.validate()?;
+        self.probe.validate(Source::Flags)?;
         if let Some(pay) = &self.pay {
-            pay.validate()?;
+            pay.validate(Source::Flags)?;
             if self.probe.rpc.is_none() {
                 return Err(invalid(
                     "--pay",
@@ -450,18 +518,17 @@ impl RunConfig {
 }
 
 impl ProbeConfig {
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    /// The checks across values; errors name the flag or the file's key, as `source` says.
+    pub fn validate(&self, source: Source) -> Result<(), ConfigError> {
+        let option = source.pick("--nameserver", "[probe] nameservers");
         if self.nameservers.len() > MAX_NAMESERVERS {
             return Err(invalid(
-                "--nameserver",
+                option,
                 format!("at most {MAX_NAMESERVERS} nameservers"),
             ));
         }
         if let Some(ns) = self.nameservers.iter().find(|ns| ns.port() == 0) {
-            return Err(invalid(
-                "--nameserver",
-                format!("{ns}: port 0 is not a port"),
-            ));
+            return Err(invalid(option, format!("{ns}: port 0 is not a port")));
         }
         Ok(())
     }
@@ -469,7 +536,7 @@ impl ProbeConfig {
     /// Reads what the configuration names (CA files, the rubric), bounded and checked, and builds
     /// what the prober and the scorer run with. All of it before any traffic.
     pub fn prepare(&self) -> Result<Prepared, ConfigError> {
-        self.validate()?;
+        self.validate(Source::Flags)?;
         let mut roots = Vec::new();
         for path in &self.ca_files {
             roots.extend(read_ca_file(path)?);
@@ -531,17 +598,26 @@ pub struct Prepared {
 }
 
 impl PayConfig {
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    /// The caps' ranges and the wallet's name; errors name the flag or the file's key, as
+    /// `source` says.
+    pub fn validate(&self, source: Source) -> Result<(), ConfigError> {
+        let per_call = source.pick("--max-usd", "[pay] max_usd");
         let max: Usd = MAX_CAP_USD
             .parse()
-            .map_err(|e| invalid("--max-usd", format!("{e}")))?;
+            .map_err(|e| invalid(per_call, format!("{e}")))?;
         for (option, cap) in [
-            ("--max-usd", Some(self.max_usd)),
+            (per_call, Some(self.max_usd)),
             (
-                "--max-usd-per-subject-per-day",
+                source.pick(
+                    "--max-usd-per-subject-per-day",
+                    "[pay] max_usd_per_subject_per_day",
+                ),
                 self.max_usd_per_subject_per_day,
             ),
-            ("--max-usd-per-day", self.max_usd_per_day),
+            (
+                source.pick("--max-usd-per-day", "[pay] max_usd_per_day"),
+                self.max_usd_per_day,
+            ),
         ] {
             match cap {
                 Some(cap) if cap == Usd::ZERO || cap > max => {
@@ -563,7 +639,7 @@ impl PayConfig {
                 && !name.chars().any(char::is_control);
             if !plain {
                 return Err(invalid(
-                    "--wallet-credential",
+                    source.pick("--wallet-credential", "[pay] wallet"),
                     "a credential name is a plain file name",
                 ));
             }
@@ -1009,9 +1085,9 @@ impl DaemonConfig {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.probe.validate()?;
+        self.probe.validate(Source::File)?;
         if let Some(pay) = &self.pay {
-            pay.validate()?;
+            pay.validate(Source::File)?;
             if pay.state_dir.is_some() {
                 return Err(invalid(
                     "[pay] state_dir",
@@ -1218,12 +1294,49 @@ mod tests {
             confirmations: Confirmations::default(),
             paid_deadline_ms: PaidDeadlineMs::default(),
         };
-        assert!(pay("0.05").validate().is_ok());
-        assert!(pay("0").validate().is_err());
-        assert!(pay("1000.000001").validate().is_err());
+        assert!(pay("0.05").validate(Source::Flags).is_ok());
+        assert!(pay("0").validate(Source::Flags).is_err());
+        let err = pay("1000.000001").validate(Source::Flags).unwrap_err();
+        assert!(err.to_string().starts_with("--max-usd:"), "{err}");
+        let err = pay("1000.000001").validate(Source::File).unwrap_err();
+        assert!(err.to_string().starts_with("[pay] max_usd:"), "{err}");
         let mut bad_name = pay("1");
         bad_name.wallet = WalletSource::Credential("../key".into());
-        assert!(bad_name.validate().is_err());
+        assert!(bad_name.validate(Source::Flags).is_err());
+    }
+
+    #[test]
+    fn money_in_a_file_is_a_decimal_string_or_an_integer_of_atto_usd_never_a_float() {
+        let read = |pay: &str| {
+            toml::from_str::<RunConfig>(&format!(
+                "[pay]\nwallet = {{ credential = \"k\" }}\n{pay}\n"
+            ))
+            .map(|c| c.pay.unwrap().caps())
+        };
+        let (per_call, per_subject, per_day) =
+            read("max_usd = \"0.1\"\nmax_usd_per_day = 300000000000000000").unwrap();
+        assert_eq!(per_call.to_string(), "0.1");
+        assert_eq!(per_subject, per_call);
+        assert_eq!(per_day.to_string(), "0.3", "an integer counts 10^-18 USD");
+        for (bad, says) in [
+            ("max_usd = 0.1", "[pay] max_usd: 0.1 is a float"),
+            (
+                "max_usd = \"1\"\nmax_usd_per_subject_per_day = 2.0",
+                "[pay] max_usd_per_subject_per_day: 2 is a float",
+            ),
+            ("max_usd = \"1e2\"", "[pay] max_usd: \"1e2\" is not a dollar amount"),
+            ("max_usd = -1", "[pay] max_usd: -1 is negative"),
+            ("max_usd = true", "[pay] max_usd"),
+        ] {
+            let err = read(bad).unwrap_err().to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+        // JSON alike (the file form's other spelling).
+        let err = serde_json::from_value::<RunConfig>(serde_json::json!(
+            {"pay": {"max_usd": 0.05, "wallet": {"credential": "k"}}}
+        ))
+        .unwrap_err();
+        assert!(err.to_string().contains("[pay] max_usd: 0.05 is a float"), "{err}");
     }
 
     /// The documented example in `deploy/` is a valid file, and every default it shows in a
