@@ -10,6 +10,7 @@
 //!
 //! Each range is documented in the README's option tables; keep them in step.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
@@ -24,7 +25,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::files::{self, FileError, caps};
 use crate::probe::free::{FreeProbeConfig, ListingBudget};
-use crate::probe::http::{FetchConfig, parse_given_url, validate_extra_roots};
+use crate::probe::http::{FetchConfig, canonical_subject_url, parse_given_url, validate_extra_roots};
 use crate::probe::paid::PaidOptions;
 use crate::probe::rpc::Rpc;
 use crate::rubric::Rubric;
@@ -314,6 +315,59 @@ impl FromStr for HttpUrl {
 }
 
 impl<'de> Deserialize<'de> for HttpUrl {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A subject's URL: as the configuration (or the command line) gives it, and in the canonical
+/// form ([`canonical_subject_url`]) the subject is known by everywhere. Displays the canonical
+/// form; two spellings of one endpoint are equal.
+#[derive(Debug, Clone)]
+pub struct SubjectUrl {
+    given: String,
+    canonical: String,
+}
+
+impl SubjectUrl {
+    /// The canonical URL: the subject's key, and what is fetched.
+    pub fn as_str(&self) -> &str {
+        &self.canonical
+    }
+
+    /// The spelling the user wrote (for messages).
+    pub fn given(&self) -> &str {
+        &self.given
+    }
+}
+
+impl PartialEq for SubjectUrl {
+    fn eq(&self, other: &Self) -> bool {
+        self.canonical == other.canonical
+    }
+}
+impl Eq for SubjectUrl {}
+
+impl fmt::Display for SubjectUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.canonical)
+    }
+}
+
+impl FromStr for SubjectUrl {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<SubjectUrl, String> {
+        Ok(SubjectUrl {
+            given: text.to_string(),
+            canonical: canonical_subject_url(text)?,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for SubjectUrl {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         String::deserialize(d)?
             .parse()
@@ -954,7 +1008,8 @@ fn default_control_status() -> u16 {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubjectConfig {
-    pub url: HttpUrl,
+    /// Its URL; the subject is known by the canonical form.
+    pub url: SubjectUrl,
     /// Its category, for value (price percentile among peers); default `uncategorised`.
     #[serde(default)]
     pub category: Option<String>,
@@ -1106,10 +1161,19 @@ impl DaemonConfig {
                 "a credential name is a plain file name",
             ));
         }
-        let mut seen = std::collections::BTreeSet::new();
+        let mut seen = BTreeMap::new();
         for s in &self.subjects {
-            if !seen.insert(s.url.as_str()) {
-                return Err(invalid("[[subject]]", format!("{} is listed twice", s.url)));
+            if let Some(first) = seen.insert(s.url.as_str(), s.url.given()) {
+                let why = if first == s.url.given() {
+                    format!("{first} is listed twice")
+                } else {
+                    format!(
+                        "{first} and {} are one endpoint, {}: list it once (its caps are per endpoint)",
+                        s.url.given(),
+                        s.url
+                    )
+                };
+                return Err(invalid("[[subject]]", why));
             }
             if let Some(c) = &s.category {
                 check_category(c)?;
@@ -1337,6 +1401,34 @@ mod tests {
         ))
         .unwrap_err();
         assert!(err.to_string().contains("[pay] max_usd: 0.05 is a float"), "{err}");
+    }
+
+    #[test]
+    fn subjects_are_known_by_their_canonical_url_and_listed_once() {
+        let read = |urls: &[&str]| {
+            let subjects: String = urls
+                .iter()
+                .map(|u| format!("[[subject]]\nurl = \"{u}\"\n"))
+                .collect();
+            let text =
+                format!("[daemon]\nreporter_key = {{ credential = \"k\" }}\n{subjects}");
+            toml::from_str::<DaemonConfig>(&text)
+                .map_err(|e| e.to_string())
+                .and_then(|c| c.validate().map(|()| c).map_err(|e| e.to_string()))
+        };
+        let config = read(&["HTTPS://Api.Example.COM.:443/v1/../pay", "http://127.1:8080/x"]).unwrap();
+        let urls: Vec<String> = config.subjects.iter().map(|s| s.url.to_string()).collect();
+        assert_eq!(urls, ["https://api.example.com/pay", "http://127.0.0.1:8080/x"]);
+        assert_eq!(config.subjects[1].url.given(), "http://127.1:8080/x");
+        let err = read(&["http://127.0.0.1:8080/x", "http://0x7f000001:8080/x"]).unwrap_err();
+        assert!(
+            err.contains("http://127.0.0.1:8080/x and http://0x7f000001:8080/x are one endpoint"),
+            "{err}"
+        );
+        let err = read(&["http://a.example/x", "http://a.example/x"]).unwrap_err();
+        assert!(err.contains("http://a.example/x is listed twice"), "{err}");
+        // Another query is another endpoint.
+        assert!(read(&["http://a.example/x?a=1", "http://a.example/x?a=2"]).is_ok());
     }
 
     /// The documented example in `deploy/` is a valid file, and every default it shows in a

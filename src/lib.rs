@@ -17,6 +17,7 @@ pub mod definitions;
 pub mod evidence;
 pub mod files;
 pub mod history;
+pub mod http_url;
 pub(crate) mod html;
 pub mod ledger;
 pub mod metrics;

@@ -407,6 +407,7 @@ impl Daemon {
             self.subjects
                 .insert(row.url.clone(), Subject { row, runs: 0 });
         }
+        self.retire_other_spellings(now)?;
         self.sync_configured_subjects(now)?;
         self.load_summaries()?;
         let urls: Vec<String> = self.subjects.keys().cloned().collect();
@@ -477,6 +478,49 @@ impl Daemon {
     fn push(&mut self, due: i64, job: Job) {
         self.counter += 1;
         self.queue.push(Reverse((due, self.counter, job)));
+    }
+
+    /// Active subjects recorded under a spelling other than their canonical URL (by a build
+    /// before subjects were canonical) are marked removed, their history kept under that
+    /// spelling: the configuration or the catalogue that lists the endpoint adds it under its
+    /// canonical URL, so one endpoint is never probed (or paid) as two subjects.
+    fn retire_other_spellings(&mut self, now: i64) -> Result<()> {
+        let mut rows = Vec::new();
+        let mut entries = Vec::new();
+        for (url, s) in self.subjects.iter_mut() {
+            if s.row.state != SubjectState::Active {
+                continue;
+            }
+            let Ok(canonical) = crate::probe::http::canonical_subject_url(url) else {
+                continue;
+            };
+            if &canonical == url {
+                continue;
+            }
+            s.row.state = SubjectState::Removed;
+            rows.push(s.row.clone());
+            entries.push(NewEntry::plain(
+                now,
+                Record::Subject(SubjectRecord {
+                    subject: url.clone(),
+                    at_ms: now,
+                    change: SubjectChange::Removed {
+                        why: format!("another spelling of {canonical}, its canonical URL"),
+                    },
+                }),
+            ));
+        }
+        if rows.is_empty() {
+            return Ok(());
+        }
+        self.shared.store.put_subjects(&rows)?;
+        let _writing = self
+            .shared
+            .write_lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        self.shared.store.append(entries)?;
+        Ok(())
     }
 
     /// Adds configured subjects that are new, and marks removed the ones the configuration no
