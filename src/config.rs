@@ -25,7 +25,9 @@ use serde::{Deserialize, Deserializer};
 
 use crate::files::{self, FileError, caps};
 use crate::probe::free::{FreeProbeConfig, ListingBudget};
-use crate::probe::http::{FetchConfig, canonical_subject_url, parse_given_url, validate_extra_roots};
+use crate::probe::http::{
+    FetchConfig, canonical_subject_url, parse_given_url, validate_extra_roots,
+};
 use crate::probe::paid::PaidOptions;
 use crate::probe::rpc::Rpc;
 use crate::rubric::Rubric;
@@ -1388,7 +1390,10 @@ mod tests {
                 "max_usd = \"1\"\nmax_usd_per_subject_per_day = 2.0",
                 "[pay] max_usd_per_subject_per_day: 2 is a float",
             ),
-            ("max_usd = \"1e2\"", "[pay] max_usd: \"1e2\" is not a dollar amount"),
+            (
+                "max_usd = \"1e2\"",
+                "[pay] max_usd: \"1e2\" is not a dollar amount",
+            ),
             ("max_usd = -1", "[pay] max_usd: -1 is negative"),
             ("max_usd = true", "[pay] max_usd"),
         ] {
@@ -1400,7 +1405,10 @@ mod tests {
             {"pay": {"max_usd": 0.05, "wallet": {"credential": "k"}}}
         ))
         .unwrap_err();
-        assert!(err.to_string().contains("[pay] max_usd: 0.05 is a float"), "{err}");
+        assert!(
+            err.to_string().contains("[pay] max_usd: 0.05 is a float"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -1410,15 +1418,21 @@ mod tests {
                 .iter()
                 .map(|u| format!("[[subject]]\nurl = \"{u}\"\n"))
                 .collect();
-            let text =
-                format!("[daemon]\nreporter_key = {{ credential = \"k\" }}\n{subjects}");
+            let text = format!("[daemon]\nreporter_key = {{ credential = \"k\" }}\n{subjects}");
             toml::from_str::<DaemonConfig>(&text)
                 .map_err(|e| e.to_string())
                 .and_then(|c| c.validate().map(|()| c).map_err(|e| e.to_string()))
         };
-        let config = read(&["HTTPS://Api.Example.COM.:443/v1/../pay", "http://127.1:8080/x"]).unwrap();
+        let config = read(&[
+            "HTTPS://Api.Example.COM.:443/v1/../pay",
+            "http://127.1:8080/x",
+        ])
+        .unwrap();
         let urls: Vec<String> = config.subjects.iter().map(|s| s.url.to_string()).collect();
-        assert_eq!(urls, ["https://api.example.com/pay", "http://127.0.0.1:8080/x"]);
+        assert_eq!(
+            urls,
+            ["https://api.example.com/pay", "http://127.0.0.1:8080/x"]
+        );
         assert_eq!(config.subjects[1].url.given(), "http://127.1:8080/x");
         let err = read(&["http://127.0.0.1:8080/x", "http://0x7f000001:8080/x"]).unwrap_err();
         assert!(

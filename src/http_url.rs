@@ -494,12 +494,19 @@ mod tests {
             "http://127.0.0.1:8000/v1/../weather?city=Paris",
             "http://127.0.0.1:8000/%77eather?city=Paris",
         ] {
-            assert_eq!(canonical_subject_url(spelling).as_deref(), Ok(want), "{spelling}");
+            assert_eq!(
+                canonical_subject_url(spelling).as_deref(),
+                Ok(want),
+                "{spelling}"
+            );
         }
         for (spelling, canonical) in [
             ("https://API.Example.COM.:443", "https://api.example.com/"),
             ("http://api.example.com:80/x", "http://api.example.com/x"),
-            ("https://api.example.com:80/x", "https://api.example.com:80/x"),
+            (
+                "https://api.example.com:80/x",
+                "https://api.example.com:80/x",
+            ),
             ("http://[0:0::1]:8080/a/b/..", "http://[::1]:8080/a/"),
             ("http://a.example/a/./b/../../c/.", "http://a.example/c/"),
             ("http://a.example/../../x", "http://a.example/x"),
@@ -507,7 +514,10 @@ mod tests {
             ("http://a.example/x/", "http://a.example/x/"),
             ("http://a.example//x", "http://a.example//x"),
             // The query is the endpoint's to read: kept byte for byte.
-            ("http://a.example/x?B=%7e&a=./..", "http://a.example/x?B=%7e&a=./.."),
+            (
+                "http://a.example/x?B=%7e&a=./..",
+                "http://a.example/x?B=%7e&a=./..",
+            ),
             ("http://a.example/x%", "http://a.example/x%"),
         ] {
             assert_eq!(
@@ -518,7 +528,11 @@ mod tests {
             // Canonical twice is canonical once.
             assert_eq!(canonical_subject_url(canonical).as_deref(), Ok(canonical));
         }
-        for bad in ["ftp://a.example/", "http://a.example/ x", "http://u@a.example/"] {
+        for bad in [
+            "ftp://a.example/",
+            "http://a.example/ x",
+            "http://u@a.example/",
+        ] {
             assert!(canonical_subject_url(bad).is_err(), "{bad}");
         }
     }

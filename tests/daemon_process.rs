@@ -289,7 +289,12 @@ async fn one_endpoint_spelled_five_ways_is_one_subject_under_one_cap() {
     assert!(child.wait().unwrap().success());
 
     let store = SqliteStore::open_file(&state.join("ledger.sqlite")).unwrap();
-    let subjects: Vec<String> = store.subjects().unwrap().into_iter().map(|s| s.url).collect();
+    let subjects: Vec<String> = store
+        .subjects()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.url)
+        .collect();
     assert_eq!(subjects, vec![canonical.clone()], "one subject, canonical");
     let spend = SpendStore::open(state).unwrap();
     let reservations = spend.reservations().unwrap();

@@ -779,11 +779,17 @@ fn money_in_the_daemons_file_is_exact_and_its_errors_name_the_key() {
     };
     for (pay, says) in [
         ("max_usd = 0.1", "float"),
-        ("max_usd = \"0.05\"\nmax_usd_per_day = 1.5", "[pay] max_usd_per_day"),
+        (
+            "max_usd = \"0.05\"\nmax_usd_per_day = 1.5",
+            "[pay] max_usd_per_day",
+        ),
         ("max_usd = \"1e2\"", "not a dollar amount"),
         ("max_usd = -5", "negative"),
         ("max_usd = \"5000\"", "at most 1000"),
-        ("max_usd = \"0.05\"\nmax_usd_per_subject_per_day = \"0\"", "more than 0"),
+        (
+            "max_usd = \"0.05\"\nmax_usd_per_subject_per_day = \"0\"",
+            "more than 0",
+        ),
     ] {
         std::fs::write(&config, file(pay)).unwrap();
         let ran = run(&["daemon", "--config", &config.display().to_string()]);

@@ -211,8 +211,24 @@ fn the_per_subject_cap_is_the_endpoints_however_it_is_spelled() {
     let payer = Address::repeat_byte(9);
     let policy = policy("0.05", "0.02", "1");
     let canonical = "https://127.0.0.1:8443/weather";
-    reserve(&store, &policy, "https://127.0.0.1:8443/weather", "10000", payer, NOW).unwrap();
-    reserve(&store, &policy, "https://0x7f000001:8443/weather", "10000", payer, NOW).unwrap();
+    reserve(
+        &store,
+        &policy,
+        "https://127.0.0.1:8443/weather",
+        "10000",
+        payer,
+        NOW,
+    )
+    .unwrap();
+    reserve(
+        &store,
+        &policy,
+        "https://0x7f000001:8443/weather",
+        "10000",
+        payer,
+        NOW,
+    )
+    .unwrap();
     for spelling in [
         "https://127.1:8443/weather",
         "https://2130706433:8443/weather",
@@ -223,16 +239,40 @@ fn the_per_subject_cap_is_the_endpoints_however_it_is_spelled() {
             RefusalCode::OverPerSubjectCap,
             "{spelling}"
         );
-        assert_eq!(store.totals(spelling, NOW).unwrap().subject_day, usd("0.02"));
+        assert_eq!(
+            store.totals(spelling, NOW).unwrap().subject_day,
+            usd("0.02")
+        );
     }
     // Another endpoint (another port, another query) has its own cap.
-    reserve(&store, &policy, "https://127.0.0.1:8444/weather", "10000", payer, NOW).unwrap();
-    reserve(&store, &policy, "https://127.0.0.1:8443/weather?city=Oslo", "10000", payer, NOW)
-        .unwrap();
+    reserve(
+        &store,
+        &policy,
+        "https://127.0.0.1:8444/weather",
+        "10000",
+        payer,
+        NOW,
+    )
+    .unwrap();
+    reserve(
+        &store,
+        &policy,
+        "https://127.0.0.1:8443/weather?city=Oslo",
+        "10000",
+        payer,
+        NOW,
+    )
+    .unwrap();
     let rows = store.reservations().unwrap();
     assert_eq!(rows[0].subject, canonical);
     assert_eq!(rows[1].subject, canonical);
-    assert!(store.refusals().unwrap().iter().all(|r| r.subject == canonical));
+    assert!(
+        store
+            .refusals()
+            .unwrap()
+            .iter()
+            .all(|r| r.subject == canonical)
+    );
 }
 
 /// A store written by a build before subjects were canonical (`x402-probe.spend/1`, rows keyed
@@ -297,16 +337,28 @@ fn a_first_schema_store_is_migrated_and_its_spellings_count_as_one_subject() {
     );
     assert_eq!(store.refusals().unwrap()[0].subject, canonical);
     // The open and the settled one: the endpoint's two cents, its cap of 0.02 reached.
-    assert_eq!(store.totals(canonical, NOW).unwrap().subject_day, usd("0.02"));
+    assert_eq!(
+        store.totals(canonical, NOW).unwrap().subject_day,
+        usd("0.02")
+    );
     let policy = policy("0.05", "0.02", "1");
     assert_eq!(
-        refused(reserve(&store, &policy, "https://127.1:8443/weather", "10000", Address::repeat_byte(9), NOW)),
+        refused(reserve(
+            &store,
+            &policy,
+            "https://127.1:8443/weather",
+            "10000",
+            Address::repeat_byte(9),
+            NOW
+        )),
         RefusalCode::OverPerSubjectCap
     );
     drop(store);
     let schema: String = rusqlite::Connection::open(&path)
         .unwrap()
-        .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| r.get(0))
+        .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
+            r.get(0)
+        })
         .unwrap();
     assert_eq!(schema, x402_probe::spend::SCHEMA_ID);
     assert_eq!(schema, "x402-probe.spend/2");

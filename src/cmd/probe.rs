@@ -9,9 +9,9 @@ use alloy::primitives::Address;
 use anyhow::{Context, Result};
 
 use crate::config::{
-    ConfigError, Confirmations, DnsTimeoutMs, FreeDeadlineMs, HttpUrl, ListingConfig, SubjectUrl,
+    ConfigError, Confirmations, DnsTimeoutMs, FreeDeadlineMs, HttpUrl, ListingConfig,
     ListingDeadlineMs, ListingMaxBytes, ListingMaxPages, PaidDeadlineMs, PayConfig, ProbeConfig,
-    Provenance, RunConfig, Samples, SpacingMs, Vantage, WalletSource,
+    Provenance, RunConfig, Samples, SpacingMs, SubjectUrl, Vantage, WalletSource,
 };
 use crate::evidence::rfc3339;
 use crate::probe::paid::{PaidContext, PaidOptions};

@@ -916,7 +916,8 @@ impl Daemon {
                 }
                 Job::Reconcile => {
                     let shared = self.shared.clone();
-                    in_flight.spawn(async move { Done::Reconciled(reconcile_spend(&shared).await) });
+                    in_flight
+                        .spawn(async move { Done::Reconciled(reconcile_spend(&shared).await) });
                 }
                 Job::Refund(run_id) => {
                     let Some((run_id, plan)) = self.refunds.remove(&run_id) else {

@@ -389,14 +389,8 @@ impl SpendStore {
             .map_err(|e| self.with_path(e, "reading the running totals"))?;
         let cap_refusal = cap_check(policy, &totals, priced.cost);
         if let Some(refusal) = cap_refusal {
-            insert_refusal(
-                &tx,
-                &subject,
-                &refusal,
-                Some(&requirement_json),
-                now_unix,
-            )
-            .map_err(self.sql_err("recording a refusal"))?;
+            insert_refusal(&tx, &subject, &refusal, Some(&requirement_json), now_unix)
+                .map_err(self.sql_err("recording a refusal"))?;
             tx.commit().map_err(self.sql_err("committing a refusal"))?;
             return Err(ReserveError::Refused(refusal));
         }
@@ -613,17 +607,17 @@ pub(crate) fn subject_key(subject: &str) -> String {
 /// the write transaction, and a store already at `/2` is left alone.
 fn migrate_v1(conn: &mut Connection) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let schema: String =
-        tx.query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
-            r.get(0)
-        })?;
+    let schema: String = tx.query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
+        r.get(0)
+    })?;
     if schema == SCHEMA_V1 {
         for table in ["reservation", "refusal"] {
             let rows: Vec<(i64, String)> = tx
                 .prepare(&format!("SELECT id, subject FROM {table}"))?
                 .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<Result<_, _>>()?;
-            let mut update = tx.prepare(&format!("UPDATE {table} SET subject = ?1 WHERE id = ?2"))?;
+            let mut update =
+                tx.prepare(&format!("UPDATE {table} SET subject = ?1 WHERE id = ?2"))?;
             for (id, subject) in rows {
                 let key = subject_key(&subject);
                 if key != subject {
