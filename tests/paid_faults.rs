@@ -518,14 +518,21 @@ async fn the_daemons_start_reconciles_paid_calls_cut_short() {
     let store = SpendStore::open(&state).unwrap();
     let honest = lab.endpoint("honest-v2").unwrap().url.clone();
     let short = lab.endpoint("timeout-5").unwrap().url.clone();
-    let paid = run_child(&lab, &state, "pay", &honest, "responded").await;
-    assert!(paid.killed, "{:?}", paid.lines);
+    // The unsent one first: a paid call reconciles before it pays, and the used one would be
+    // settled by the second call instead of being left for the daemon. (The second call's
+    // reconciliation leaves the first open: unused, and the chain's clock, whose last block
+    // came before it was reserved, not past its window.)
     let unsent = run_child(&lab, &state, "pay", &short, "signed").await;
     assert!(unsent.killed, "{:?}", unsent.lines);
+    let paid = run_child(&lab, &state, "pay", &honest, "responded").await;
+    assert!(paid.killed, "{:?}", paid.lines);
     let rows = store.reservations().unwrap();
     assert_eq!(rows.len(), 2, "{rows:?}");
-    assert!(rows.iter().all(|r| r.state == ReservationState::Open));
-    let (used, never_sent) = (&rows[0], &rows[1]);
+    assert!(
+        rows.iter().all(|r| r.state == ReservationState::Open),
+        "{rows:?}"
+    );
+    let (never_sent, used) = (&rows[0], &rows[1]);
     let rpc = Rpc::new(lab.rpc_url());
     let token = lab.token.address();
     assert!(
@@ -564,7 +571,8 @@ async fn the_daemons_start_reconciles_paid_calls_cut_short() {
     assert!(daemon.wait().unwrap().success());
 
     let rows = store.reservations().unwrap();
-    assert_eq!(rows[0].state, ReservationState::Settled, "{:?}", rows[0]);
+    let (never_sent_now, used_now) = (&rows[0], &rows[1]);
+    assert_eq!(used_now.state, ReservationState::Settled, "{used_now:?}");
     let used_logs = rpc
         .logs(
             token,
@@ -578,8 +586,15 @@ async fn the_daemons_start_reconciles_paid_calls_cut_short() {
         )
         .await
         .unwrap();
-    assert_eq!(rows[0].tx, used_logs[0].transaction_hash, "the settling tx");
-    assert_eq!(rows[1].state, ReservationState::Released, "{:?}", rows[1]);
+    assert_eq!(
+        used_now.tx, used_logs[0].transaction_hash,
+        "the settling tx"
+    );
+    assert_eq!(
+        never_sent_now.state,
+        ReservationState::Released,
+        "{never_sent_now:?}"
+    );
     assert!(
         !rpc.authorization_state(token, never_sent.payer, never_sent.nonce)
             .await
