@@ -95,9 +95,15 @@ async fn child_paid_call() {
                 die_now();
             }
         };
-        let report = x402_probe::probe::reconcile::reconcile(&store, &rpc, now_unix(), Some(&hook))
-            .await
-            .unwrap();
+        let report = x402_probe::probe::reconcile::reconcile(
+            &store,
+            &rpc,
+            now_unix(),
+            x402_probe::probe::reconcile::Due::Expired,
+            Some(&hook),
+        )
+        .await
+        .unwrap();
         announce(&format!(
             "RECONCILED settled={} released={} open={}",
             report.settled.len(),
@@ -518,10 +524,9 @@ async fn the_daemons_start_reconciles_paid_calls_cut_short() {
     let store = SpendStore::open(&state).unwrap();
     let honest = lab.endpoint("honest-v2").unwrap().url.clone();
     let short = lab.endpoint("timeout-5").unwrap().url.clone();
-    // The unsent one first: a paid call reconciles before it pays, and the used one would be
-    // settled by the second call instead of being left for the daemon. (The second call's
-    // reconciliation leaves the first open: unused, and the chain's clock, whose last block
-    // came before it was reserved, not past its window.)
+    // The unsent one first: a paid call reconciles the reservations past their window before it
+    // pays (the second call's leaves the first open: its 5 s have not passed on the chain's
+    // clock, whose last block came before it was reserved).
     let unsent = run_child(&lab, &state, "pay", &short, "signed").await;
     assert!(unsent.killed, "{:?}", unsent.lines);
     let paid = run_child(&lab, &state, "pay", &honest, "responded").await;

@@ -51,9 +51,10 @@ pub const POPULATION_EVERY_MS: i64 = 3_600_000;
 /// How long a stop waits for runs in flight before abandoning them (a paid call's reservation is
 /// durable before anything is signed, so an abandoned call is reconciled at the next start).
 pub const STOP_GRACE: Duration = Duration::from_secs(8);
-/// After a reconciliation that left reservations open (unused but still valid, or the RPC
-/// unreadable), the next one comes this long after, doubling each time up to
-/// [`RECONCILE_RETRY_MAX_MS`]: an open reservation is revisited whether or not a paid call comes.
+/// After a paid call, and after a reconciliation that left reservations open (unused but still
+/// valid, or the RPC unreadable), the next reconciliation comes this long after, doubling while
+/// they stay open up to [`RECONCILE_RETRY_MAX_MS`]: an open reservation is revisited whether or
+/// not another paid call comes.
 pub const RECONCILE_RETRY_MIN_MS: i64 = 60_000;
 pub const RECONCILE_RETRY_MAX_MS: i64 = 3_600_000;
 
@@ -130,7 +131,9 @@ pub struct Daemon {
     /// The API's listener, bound at open (before READY), served from `run`.
     api_bound: Option<crate::api::Bound>,
     api: Option<crate::api::Running>,
-    /// The wait before the next reconciliation while reservations stay open (0: none pending).
+    /// A reconciliation is queued or running.
+    reconcile_queued: bool,
+    /// The wait before the next one while reservations stay open.
     reconcile_retry_ms: i64,
 }
 
@@ -279,6 +282,7 @@ impl Daemon {
             dirty: Vec::new(),
             delivery: None,
             running: Default::default(),
+            reconcile_queued: false,
             reconcile_retry_ms: 0,
         };
         daemon.load_state()?;
@@ -431,6 +435,7 @@ impl Daemon {
         // A paid call cut short (kill -9, power loss, a stop's grace running out) left its
         // reservation open: resolve it now, not only when the next paid call happens.
         if self.shared.pay.is_some() {
+            self.reconcile_queued = true;
             self.push(now, Job::Reconcile);
         }
         Ok(())
@@ -994,6 +999,12 @@ impl Daemon {
                 }
                 if done.asked_to_pay {
                     *paid_in_flight = paid_in_flight.saturating_sub(1);
+                    // A paid call may leave its reservation open (the chain could not tell yet):
+                    // it is looked at again, whether or not another paid call comes.
+                    if !self.reconcile_queued {
+                        self.reconcile_queued = true;
+                        self.push(now + RECONCILE_RETRY_MIN_MS, Job::Reconcile);
+                    }
                 }
                 if let Some((run_id, plan)) = done.refund {
                     self.refunds.insert(run_id.clone(), (run_id.clone(), plan));
@@ -1039,12 +1050,14 @@ impl Daemon {
             Done::Reconciled(result) => {
                 let open = match &result {
                     Ok(report) => {
-                        tracing::info!(
-                            settled = report.settled.len(),
-                            released = report.released.len(),
-                            open = report.still_open.len(),
-                            "reservations reconciled"
-                        );
+                        if *report != crate::spend::ReconcileReport::default() {
+                            tracing::info!(
+                                settled = report.settled.len(),
+                                released = report.released.len(),
+                                open = report.still_open.len(),
+                                "reservations reconciled"
+                            );
+                        }
                         !report.still_open.is_empty()
                     }
                     Err(e) => {
@@ -1052,6 +1065,7 @@ impl Daemon {
                         true
                     }
                 };
+                self.reconcile_queued = open;
                 self.reconcile_retry_ms = if open {
                     (self.reconcile_retry_ms * 2)
                         .clamp(RECONCILE_RETRY_MIN_MS, RECONCILE_RETRY_MAX_MS)
@@ -1317,7 +1331,14 @@ async fn reconcile_spend(
         return Ok(Default::default());
     };
     let _one_at_a_time = parts.spend.lock_for_call().await?;
-    crate::probe::reconcile::reconcile(&parts.spend, &parts.rpc, shared.wall.now(), None).await
+    crate::probe::reconcile::reconcile(
+        &parts.spend,
+        &parts.rpc,
+        shared.wall.now(),
+        crate::probe::reconcile::Due::All,
+        None,
+    )
+    .await
 }
 
 /// The host (and port) a URL is politeness-limited by.

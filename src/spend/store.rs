@@ -9,9 +9,10 @@
 //!    can be signed (see `crate::wallet`).
 //! 3. After the call the reservation is marked settled (our authorization was used on chain) or
 //!    released (it provably never can be), or left open when that is not known yet.
-//! 4. Reconciliation (`probe::reconcile`, at the start of every paid call and of the daemon)
-//!    resolves open reservations by asking the token (`authorizationState`): used -> settled,
-//!    unused after `validBefore` -> released. Until then they keep counting against the caps.
+//! 4. Reconciliation (`probe::reconcile`) resolves open reservations by asking the token
+//!    (`authorizationState`): used -> settled, unused after `validBefore` -> released. Every paid
+//!    call does it first for the reservations past `validBefore`; the daemon's start, under the
+//!    call lock, for all of them. Until then they keep counting against the caps.
 //!
 //! A crash at any point leaves either no reservation (nothing was signed) or an open one, which is
 //! counted until reconciled: the caps can be met early, never overshot. Schema: `state/spend.sql`,
@@ -535,7 +536,15 @@ impl SpendStore {
             .pop())
     }
 
-    /// Every open reservation, oldest first (what reconciliation asks the chain about).
+    /// Open reservations whose authorization window has closed by `now_unix`.
+    pub fn expired_open(&self, now_unix: i64) -> Result<Vec<ReservationRecord>, SpendError> {
+        self.select_reservations(
+            "SELECT * FROM reservation WHERE state = 'open' AND valid_before <= ?1 ORDER BY id",
+            [now_unix],
+        )
+    }
+
+    /// Every open reservation, oldest first.
     pub fn open_reservations(&self) -> Result<Vec<ReservationRecord>, SpendError> {
         self.select_reservations(
             "SELECT * FROM reservation WHERE state = 'open' ORDER BY id",
