@@ -10,6 +10,7 @@
 //!
 //! Each range is documented in the README's option tables; keep them in step.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
@@ -24,7 +25,9 @@ use serde::{Deserialize, Deserializer};
 
 use crate::files::{self, FileError, caps};
 use crate::probe::free::{FreeProbeConfig, ListingBudget};
-use crate::probe::http::{FetchConfig, parse_given_url, validate_extra_roots};
+use crate::probe::http::{
+    FetchConfig, canonical_subject_url, parse_given_url, validate_extra_roots,
+};
 use crate::probe::paid::PaidOptions;
 use crate::probe::rpc::Rpc;
 use crate::rubric::Rubric;
@@ -47,6 +50,76 @@ fn invalid(option: &'static str, why: impl Into<String>) -> ConfigError {
         option,
         why: why.into(),
     }
+}
+
+/// Where a configuration came from, so that an error names what the user wrote: a flag of the
+/// command line (`--max-usd`) or a key of the daemon's file (`[pay] max_usd`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Flags,
+    File,
+}
+
+impl Source {
+    fn pick(self, flag: &'static str, key: &'static str) -> &'static str {
+        match self {
+            Source::Flags => flag,
+            Source::File => key,
+        }
+    }
+}
+
+/// Money in a configuration file: a decimal string of dollars (`"0.05"`, `"10"`), or an integer
+/// of atomic units of USD as x402 quotes USDC (10^-6 USD: `50000` is five cents). A float is refused, naming `key`: `0.1` in TOML or
+/// JSON is a binary fraction, not the amount written, and money here is exact (`spend::Usd`).
+/// `Usd` counts 10^-18 USD; an atomic unit of USDC is 10^-6.
+const ATTO_PER_MICRO_USD: u128 = 1_000_000_000_000;
+
+fn file_money<'de, D: Deserializer<'de>>(d: D, key: &'static str) -> Result<Usd, D::Error> {
+    struct Money(&'static str);
+    impl serde::de::Visitor<'_> for Money {
+        type Value = Usd;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(
+                f,
+                "{}: a dollar amount as a decimal string (\"0.05\") or an integer of atomic units \
+                 (10^-6 USD)",
+                self.0
+            )
+        }
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Usd, E> {
+            text.parse()
+                .map_err(|e| E::custom(format!("{}: {e}", self.0)))
+        }
+        fn visit_u64<E: serde::de::Error>(self, micro: u64) -> Result<Usd, E> {
+            Ok(Usd::from_atto(u128::from(micro) * ATTO_PER_MICRO_USD))
+        }
+        fn visit_i64<E: serde::de::Error>(self, micro: i64) -> Result<Usd, E> {
+            u64::try_from(micro)
+                .map(|micro| Usd::from_atto(u128::from(micro) * ATTO_PER_MICRO_USD))
+                .map_err(|_| E::custom(format!("{}: {micro} is negative", self.0)))
+        }
+        fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<Usd, E> {
+            Err(E::custom(format!(
+                "{}: {value} is a float, and money is never a float here; write it as a decimal \
+                 string (\"{value}\") or an integer of atomic units (10^-6 USD)",
+                self.0
+            )))
+        }
+    }
+    d.deserialize_any(Money(key))
+}
+
+fn max_usd<'de, D: Deserializer<'de>>(d: D) -> Result<Usd, D::Error> {
+    file_money(d, "[pay] max_usd")
+}
+
+fn max_usd_per_subject_per_day<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Usd>, D::Error> {
+    file_money(d, "[pay] max_usd_per_subject_per_day").map(Some)
+}
+
+fn max_usd_per_day<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Usd>, D::Error> {
+    file_money(d, "[pay] max_usd_per_day").map(Some)
 }
 
 /// What a bounded number is: its range, its unit and its default, named once.
@@ -255,6 +328,59 @@ impl<'de> Deserialize<'de> for HttpUrl {
     }
 }
 
+/// A subject's URL: as the configuration (or the command line) gives it, and in the canonical
+/// form ([`canonical_subject_url`]) the subject is known by everywhere. Displays the canonical
+/// form; two spellings of one endpoint are equal.
+#[derive(Debug, Clone)]
+pub struct SubjectUrl {
+    given: String,
+    canonical: String,
+}
+
+impl SubjectUrl {
+    /// The canonical URL: the subject's key, and what is fetched.
+    pub fn as_str(&self) -> &str {
+        &self.canonical
+    }
+
+    /// The spelling the user wrote (for messages).
+    pub fn given(&self) -> &str {
+        &self.given
+    }
+}
+
+impl PartialEq for SubjectUrl {
+    fn eq(&self, other: &Self) -> bool {
+        self.canonical == other.canonical
+    }
+}
+impl Eq for SubjectUrl {}
+
+impl fmt::Display for SubjectUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.canonical)
+    }
+}
+
+impl FromStr for SubjectUrl {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<SubjectUrl, String> {
+        Ok(SubjectUrl {
+            given: text.to_string(),
+            canonical: canonical_subject_url(text)?,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for SubjectUrl {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 /// Where the probe runs from, recorded in every receipt: 1-64 letters, digits, `.`, `_`, `-`, `:`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Vantage(String);
@@ -404,13 +530,15 @@ pub enum WalletSource {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PayConfig {
-    /// The most one paid call may cost.
+    /// The most one paid call may cost. In the file, money is a decimal string or an integer of
+    /// atomic units (10^-6 USD), never a float ([`file_money`]).
+    #[serde(deserialize_with = "max_usd")]
     pub max_usd: Usd,
     /// The most one subject may cost in any 24 hours (default: `max_usd`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "max_usd_per_subject_per_day")]
     pub max_usd_per_subject_per_day: Option<Usd>,
     /// The most all paid calls may cost in any 24 hours (default: `max_usd`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "max_usd_per_day")]
     pub max_usd_per_day: Option<Usd>,
     pub wallet: WalletSource,
     /// Where the spend store lives (default: see [`default_state_dir`]).
@@ -435,9 +563,9 @@ pub struct RunConfig {
 impl RunConfig {
     /// The checks that span several values (each value checked its own range when it was read).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.probe.validate()?;
+        self.probe.validate(Source::Flags)?;
         if let Some(pay) = &self.pay {
-            pay.validate()?;
+            pay.validate(Source::Flags)?;
             if self.probe.rpc.is_none() {
                 return Err(invalid(
                     "--pay",
@@ -450,18 +578,17 @@ impl RunConfig {
 }
 
 impl ProbeConfig {
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    /// The checks across values; errors name the flag or the file's key, as `source` says.
+    pub fn validate(&self, source: Source) -> Result<(), ConfigError> {
+        let option = source.pick("--nameserver", "[probe] nameservers");
         if self.nameservers.len() > MAX_NAMESERVERS {
             return Err(invalid(
-                "--nameserver",
+                option,
                 format!("at most {MAX_NAMESERVERS} nameservers"),
             ));
         }
         if let Some(ns) = self.nameservers.iter().find(|ns| ns.port() == 0) {
-            return Err(invalid(
-                "--nameserver",
-                format!("{ns}: port 0 is not a port"),
-            ));
+            return Err(invalid(option, format!("{ns}: port 0 is not a port")));
         }
         Ok(())
     }
@@ -469,7 +596,7 @@ impl ProbeConfig {
     /// Reads what the configuration names (CA files, the rubric), bounded and checked, and builds
     /// what the prober and the scorer run with. All of it before any traffic.
     pub fn prepare(&self) -> Result<Prepared, ConfigError> {
-        self.validate()?;
+        self.validate(Source::Flags)?;
         let mut roots = Vec::new();
         for path in &self.ca_files {
             roots.extend(read_ca_file(path)?);
@@ -531,17 +658,26 @@ pub struct Prepared {
 }
 
 impl PayConfig {
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    /// The caps' ranges and the wallet's name; errors name the flag or the file's key, as
+    /// `source` says.
+    pub fn validate(&self, source: Source) -> Result<(), ConfigError> {
+        let per_call = source.pick("--max-usd", "[pay] max_usd");
         let max: Usd = MAX_CAP_USD
             .parse()
-            .map_err(|e| invalid("--max-usd", format!("{e}")))?;
+            .map_err(|e| invalid(per_call, format!("{e}")))?;
         for (option, cap) in [
-            ("--max-usd", Some(self.max_usd)),
+            (per_call, Some(self.max_usd)),
             (
-                "--max-usd-per-subject-per-day",
+                source.pick(
+                    "--max-usd-per-subject-per-day",
+                    "[pay] max_usd_per_subject_per_day",
+                ),
                 self.max_usd_per_subject_per_day,
             ),
-            ("--max-usd-per-day", self.max_usd_per_day),
+            (
+                source.pick("--max-usd-per-day", "[pay] max_usd_per_day"),
+                self.max_usd_per_day,
+            ),
         ] {
             match cap {
                 Some(cap) if cap == Usd::ZERO || cap > max => {
@@ -563,7 +699,7 @@ impl PayConfig {
                 && !name.chars().any(char::is_control);
             if !plain {
                 return Err(invalid(
-                    "--wallet-credential",
+                    source.pick("--wallet-credential", "[pay] wallet"),
                     "a credential name is a plain file name",
                 ));
             }
@@ -894,7 +1030,8 @@ fn default_control_status() -> u16 {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubjectConfig {
-    pub url: HttpUrl,
+    /// Its URL; the subject is known by the canonical form.
+    pub url: SubjectUrl,
     /// Its category, for value (price percentile among peers); default `uncategorised`.
     #[serde(default)]
     pub category: Option<String>,
@@ -987,7 +1124,7 @@ impl SubjectsFileConfig {
             if text.is_empty() || text.starts_with('#') {
                 continue;
             }
-            let url: HttpUrl = text.parse().map_err(|why| at(n, why))?;
+            let url: SubjectUrl = text.parse().map_err(|why| at(n, why))?;
             subjects.push(SubjectConfig {
                 url,
                 category: self.category.clone(),
@@ -1138,9 +1275,9 @@ impl DaemonConfig {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.probe.validate()?;
+        self.probe.validate(Source::File)?;
         if let Some(pay) = &self.pay {
-            pay.validate()?;
+            pay.validate(Source::File)?;
             if pay.state_dir.is_some() {
                 return Err(invalid(
                     "[pay] state_dir",
@@ -1159,10 +1296,19 @@ impl DaemonConfig {
                 "a credential name is a plain file name",
             ));
         }
-        let mut seen = std::collections::BTreeSet::new();
+        let mut seen = BTreeMap::new();
         for s in &self.subjects {
-            if !seen.insert(s.url.as_str()) {
-                return Err(invalid("[[subject]]", format!("{} is listed twice", s.url)));
+            if let Some(first) = seen.insert(s.url.as_str(), s.url.given()) {
+                let why = if first == s.url.given() {
+                    format!("{first} is listed twice")
+                } else {
+                    format!(
+                        "{first} and {} are one endpoint, {}: list it once (its caps are per endpoint)",
+                        s.url.given(),
+                        s.url
+                    )
+                };
+                return Err(invalid("[[subject]]", why));
             }
             if let Some(c) = &s.category {
                 check_category(c)?;
@@ -1347,12 +1493,89 @@ mod tests {
             confirmations: Confirmations::default(),
             paid_deadline_ms: PaidDeadlineMs::default(),
         };
-        assert!(pay("0.05").validate().is_ok());
-        assert!(pay("0").validate().is_err());
-        assert!(pay("1000.000001").validate().is_err());
+        assert!(pay("0.05").validate(Source::Flags).is_ok());
+        assert!(pay("0").validate(Source::Flags).is_err());
+        let err = pay("1000.000001").validate(Source::Flags).unwrap_err();
+        assert!(err.to_string().starts_with("--max-usd:"), "{err}");
+        let err = pay("1000.000001").validate(Source::File).unwrap_err();
+        assert!(err.to_string().starts_with("[pay] max_usd:"), "{err}");
         let mut bad_name = pay("1");
         bad_name.wallet = WalletSource::Credential("../key".into());
-        assert!(bad_name.validate().is_err());
+        assert!(bad_name.validate(Source::Flags).is_err());
+    }
+
+    #[test]
+    fn money_in_a_file_is_a_decimal_string_or_an_integer_of_atomic_units_never_a_float() {
+        let read = |pay: &str| {
+            toml::from_str::<RunConfig>(&format!(
+                "[pay]\nwallet = {{ credential = \"k\" }}\n{pay}\n"
+            ))
+            .map(|c| c.pay.unwrap().caps())
+        };
+        let (per_call, per_subject, per_day) =
+            read("max_usd = \"0.1\"\nmax_usd_per_day = 300000").unwrap();
+        assert_eq!(per_call.to_string(), "0.1");
+        assert_eq!(per_subject, per_call);
+        assert_eq!(per_day.to_string(), "0.3", "an integer counts 10^-6 USD");
+        for (bad, says) in [
+            ("max_usd = 0.1", "[pay] max_usd: 0.1 is a float"),
+            (
+                "max_usd = \"1\"\nmax_usd_per_subject_per_day = 2.0",
+                "[pay] max_usd_per_subject_per_day: 2 is a float",
+            ),
+            (
+                "max_usd = \"1e2\"",
+                "[pay] max_usd: \"1e2\" is not a dollar amount",
+            ),
+            ("max_usd = -1", "[pay] max_usd: -1 is negative"),
+            ("max_usd = true", "[pay] max_usd"),
+        ] {
+            let err = read(bad).unwrap_err().to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+        // JSON alike (the file form's other spelling).
+        let err = serde_json::from_value::<RunConfig>(serde_json::json!(
+            {"pay": {"max_usd": 0.05, "wallet": {"credential": "k"}}}
+        ))
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("[pay] max_usd: 0.05 is a float"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn subjects_are_known_by_their_canonical_url_and_listed_once() {
+        let read = |urls: &[&str]| {
+            let subjects: String = urls
+                .iter()
+                .map(|u| format!("[[subject]]\nurl = \"{u}\"\n"))
+                .collect();
+            let text = format!("[daemon]\nreporter_key = {{ credential = \"k\" }}\n{subjects}");
+            toml::from_str::<DaemonConfig>(&text)
+                .map_err(|e| e.to_string())
+                .and_then(|c| c.validate().map(|()| c).map_err(|e| e.to_string()))
+        };
+        let config = read(&[
+            "HTTPS://Api.Example.COM.:443/v1/../pay",
+            "http://127.1:8080/x",
+        ])
+        .unwrap();
+        let urls: Vec<String> = config.subjects.iter().map(|s| s.url.to_string()).collect();
+        assert_eq!(
+            urls,
+            ["https://api.example.com/pay", "http://127.0.0.1:8080/x"]
+        );
+        assert_eq!(config.subjects[1].url.given(), "http://127.1:8080/x");
+        let err = read(&["http://127.0.0.1:8080/x", "http://0x7f000001:8080/x"]).unwrap_err();
+        assert!(
+            err.contains("http://127.0.0.1:8080/x and http://0x7f000001:8080/x are one endpoint"),
+            "{err}"
+        );
+        let err = read(&["http://a.example/x", "http://a.example/x"]).unwrap_err();
+        assert!(err.contains("http://a.example/x is listed twice"), "{err}");
+        // Another query is another endpoint.
+        assert!(read(&["http://a.example/x?a=1", "http://a.example/x?a=2"]).is_ok());
     }
 
     /// The documented example in `deploy/` is a valid file, and every default it shows in a

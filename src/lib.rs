@@ -18,6 +18,7 @@ pub mod evidence;
 pub mod files;
 pub mod history;
 pub(crate) mod html;
+pub mod http_url;
 pub mod ledger;
 pub mod metrics;
 pub mod paid;

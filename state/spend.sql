@@ -7,14 +7,16 @@ CREATE TABLE IF NOT EXISTS meta (
     value TEXT NOT NULL
 ) STRICT;
 
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', 'x402-probe.spend/1');
+-- A new store starts at /2; a /1 store keeps its id here and is migrated by the code at open
+-- (its subjects rewritten as canonical URLs; see spend.md, "Versions").
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', 'x402-probe.spend/2');
 
 -- One row per authorization we reserved (and then possibly signed). Written and committed
 -- before the signature exists; never deleted. `state` moves open -> settled or open -> released,
 -- never back.
 CREATE TABLE IF NOT EXISTS reservation (
     id            INTEGER PRIMARY KEY,
-    subject       TEXT    NOT NULL,               -- the endpoint URL paid
+    subject       TEXT    NOT NULL,               -- the endpoint paid: its canonical URL
     created_at    INTEGER NOT NULL,               -- unix seconds, when reserved
     network       TEXT    NOT NULL,               -- as quoted (CAIP-2 or a v1 name)
     chain_id      INTEGER NOT NULL,
@@ -40,7 +42,7 @@ CREATE INDEX IF NOT EXISTS reservation_subject ON reservation (subject, created_
 -- One row per payment we declined to make, with the rule that declined it.
 CREATE TABLE IF NOT EXISTS refusal (
     id          INTEGER PRIMARY KEY,
-    subject     TEXT    NOT NULL,
+    subject     TEXT    NOT NULL,                 -- the endpoint: its canonical URL
     at          INTEGER NOT NULL,                 -- unix seconds
     code        TEXT    NOT NULL,                 -- stable reason code, e.g. over_per_call_cap
     reason      TEXT    NOT NULL,                 -- one readable line

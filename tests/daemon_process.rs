@@ -1,7 +1,8 @@
 //! The daemon as the service runs it: a separate process on the real clock. SIGHUP reloads its
 //! subjects, SIGTERM stops it with exit 0 within 10 s, and `kill -9` at random moments (paid calls
 //! in flight included) never breaks the ledger, never loses or doubles a reservation, never lets
-//! the caps be passed, and the schedule resumes.
+//! the caps be passed, and the schedule resumes; the next start settles every payment a kill cut
+//! short. One endpoint however spelled is one subject under one cap.
 
 mod daemon_support;
 mod process_support;
@@ -203,12 +204,119 @@ async fn kill_9_at_random_moments_never_breaks_the_ledger_the_money_or_the_sched
             assert!(on_chain, "reservation {} settled but unused on chain", r.id);
         }
         if on_chain {
-            assert_ne!(
+            // Not released, and not left open either: the clean run's start reconciled every
+            // call the kills cut short (before, one stayed open through every restart).
+            assert_eq!(
                 r.state,
-                ReservationState::Released,
-                "reservation {} released though used on chain",
-                r.id
+                ReservationState::Settled,
+                "reservation {} used on chain but {:?} after a clean run",
+                r.id,
+                r.state
             );
         }
     }
+}
+
+/// One endpoint listed by a catalogue under four spellings of its address (`127.0.0.1`,
+/// `0x7f000001`, `127.1`, `2130706433`) and configured under a fifth (`0177.0.0.1`, a dot
+/// segment) is one subject under one per-subject cap: a real daemon paying from the first run
+/// pays it once. Before, each spelling was a subject of its own with a cap of its own, and each
+/// was paid (four payments of 0.01 against a 0.02 cap).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_endpoint_spelled_five_ways_is_one_subject_under_one_cap() {
+    use x402_lab::daemon_config::{LabDaemonConfig, PayCaps};
+    use x402_probe::probe::http::{FetchConfig, FetchRequest, fetch};
+
+    let lab = lab(&["honest-v2"]).await;
+    let canonical = lab.endpoint("honest-v2").unwrap().url.clone();
+    assert!(canonical.starts_with("https://127.0.0.1:"), "{canonical}");
+    let respell = |host: &str| canonical.replacen("127.0.0.1", host, 1);
+    // The lab's own catalogue item for the endpoint, listed four times.
+    let fetch_cfg = FetchConfig {
+        allow_private: true,
+        ..FetchConfig::default()
+    };
+    let page = fetch(
+        &fetch_cfg,
+        &FetchRequest::get(format!("{}/discovery/resources", lab.catalogue_url)),
+    )
+    .await;
+    let page: serde_json::Value =
+        serde_json::from_slice(&page.response.expect("the lab's catalogue answers").body).unwrap();
+    let item = page["items"][0].clone();
+    assert_eq!(item["resource"], canonical.as_str());
+    let items: Vec<serde_json::Value> = ["127.0.0.1", "0x7f000001", "127.1", "2130706433"]
+        .iter()
+        .map(|host| {
+            let mut item = item.clone();
+            item["resource"] = respell(host).into();
+            item
+        })
+        .collect();
+    let catalogue = x402_lab::catalogue::start(items).await.unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    x402_probe::ledger::key::ReporterKey::generate(&state.join("reporter.key")).unwrap();
+    let mut config = LabDaemonConfig::new(state);
+    config.samples = 1;
+    config.free_every_secs = 1;
+    config.paid_min_interval_secs = 60;
+    config.pay_from_first_run = Some(true);
+    config.pay = Some(PayCaps {
+        per_call: "0.05".into(),
+        per_subject_per_day: "0.02".into(),
+        per_day: "5".into(),
+    });
+    config.subjects = vec![(
+        respell("0177.0.0.1").replace("/weather", "/./weather"),
+        "weather".into(),
+    )];
+    config.tail = format!(
+        "[[catalogue]]\nurl = \"{}/discovery/resources\"\n\n[api]\nbind = \"127.0.0.1:0\"\n",
+        catalogue.url
+    );
+    let config = write_config(state, &config.text(&lab));
+    let log = state.join("daemon.log");
+    let mut child = start_daemon(&config, &log);
+    wait_for(
+        "a paid call settled and five runs of the endpoint",
+        Duration::from_secs(90),
+        || {
+            let paid = SpendStore::open(state)
+                .and_then(|s| s.reservations())
+                .is_ok_and(|r| r.iter().any(|r| r.state == ReservationState::Settled));
+            paid && runs_of(state, &canonical) >= 5
+        },
+    );
+    signal(&child, libc::SIGTERM);
+    assert!(child.wait().unwrap().success());
+
+    let store = SqliteStore::open_file(&state.join("ledger.sqlite")).unwrap();
+    let subjects: Vec<String> = store
+        .subjects()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.url)
+        .collect();
+    assert_eq!(subjects, vec![canonical.clone()], "one subject, canonical");
+    let spend = SpendStore::open(state).unwrap();
+    let reservations = spend.reservations().unwrap();
+    assert!(
+        reservations.iter().all(|r| r.subject == canonical),
+        "{reservations:?}"
+    );
+    let committed = reservations
+        .iter()
+        .filter(|r| r.state != ReservationState::Released)
+        .fold(Usd::ZERO, |sum, r| sum.checked_add(r.cost).unwrap());
+    assert!(
+        committed <= "0.02".parse().unwrap(),
+        "{committed} USD paid to one endpoint, over its 0.02 cap"
+    );
+    assert_eq!(
+        reservations.len(),
+        1,
+        "one subject, one paid call a minute at most"
+    );
 }

@@ -761,6 +761,51 @@ fn out_of_range_options_and_payment_options_without_pay_are_refused() {
     assert_eq!(server.connections(), 0, "nothing was probed");
 }
 
+/// Money in the daemon's file is a decimal string (or an integer of atomic units, 10^-6 USD), never a float:
+/// `max_usd = 0.1` was taken as the binary fraction it is and summed into 0.30000000000000004.
+/// Every refusal names the file's key (`[pay] max_usd`), not the command line's flag, and comes
+/// before anything is opened (exit 2, the state directory not created).
+#[test]
+fn money_in_the_daemons_file_is_exact_and_its_errors_name_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let config = dir.path().join("daemon.toml");
+    let file = |pay: &str| {
+        format!(
+            "[daemon]\nstate_dir = {state:?}\nreporter_key = {{ key_file = \"reporter.key\" }}\n\
+             [probe]\nrpc = \"http://127.0.0.1:9/\"\n[pay]\nwallet = {{ key_file = \"wallet.key\" }}\n{pay}\n",
+            state = state.display().to_string()
+        )
+    };
+    for (pay, says) in [
+        ("max_usd = 0.1", "float"),
+        (
+            "max_usd = \"0.05\"\nmax_usd_per_day = 1.5",
+            "[pay] max_usd_per_day",
+        ),
+        ("max_usd = \"1e2\"", "not a dollar amount"),
+        ("max_usd = -5", "negative"),
+        ("max_usd = \"5000\"", "at most 1000"),
+        (
+            "max_usd = \"0.05\"\nmax_usd_per_subject_per_day = \"0\"",
+            "more than 0",
+        ),
+    ] {
+        std::fs::write(&config, file(pay)).unwrap();
+        let ran = run(&["daemon", "--config", &config.display().to_string()]);
+        assert_eq!(ran.code, Some(2), "{pay}: {}{}", ran.stdout, ran.stderr);
+        assert!(ran.stderr.contains(says), "{pay}: {}", ran.stderr);
+        let key = pay.lines().last().unwrap().split(' ').next().unwrap();
+        assert!(
+            ran.stderr.contains(&format!("[pay] {key}")),
+            "{pay}: the error names the key: {}",
+            ran.stderr
+        );
+        assert!(!ran.stderr.contains("--max-usd"), "{pay}: {}", ran.stderr);
+        assert!(!state.exists(), "{pay}: nothing was opened");
+    }
+}
+
 /// A valid key file, private.
 fn key_file(dir: &Path) -> PathBuf {
     let path = dir.join("wallet.key");

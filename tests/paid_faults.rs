@@ -18,7 +18,9 @@
 //! kill lands anywhere between sending and the response. No cargo feature is needed: the hook is a
 //! plain argument, and production passes none.
 
+mod daemon_support;
 mod paid_support;
+mod process_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -93,9 +95,15 @@ async fn child_paid_call() {
                 die_now();
             }
         };
-        let report = x402_probe::probe::reconcile::reconcile(&store, &rpc, now_unix(), Some(&hook))
-            .await
-            .unwrap();
+        let report = x402_probe::probe::reconcile::reconcile(
+            &store,
+            &rpc,
+            now_unix(),
+            x402_probe::probe::reconcile::Due::Expired,
+            Some(&hook),
+        )
+        .await
+        .unwrap();
         announce(&format!(
             "RECONCILED settled={} released={} open={}",
             report.settled.len(),
@@ -493,4 +501,110 @@ async fn crash_at_every_step_never_overspends_or_loses_a_reservation() {
         settled.len()
     );
     let _: Address = lab.payer;
+}
+
+/// A paid call killed once the endpoint answered (its payment settled on chain) and one killed
+/// after signing (never sent) leave two open reservations, as a `kill -9` of a daemon mid-call
+/// does. A real daemon process started on that state directory, with no subject it could pay,
+/// resolves both at its start: the first settled with the transaction that used it (before its
+/// window closed: money moved), the second released once its 5 s window has passed on the
+/// chain's clock. Before, only the next paid call reconciled, and only rows past `validBefore`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemons_start_reconciles_paid_calls_cut_short() {
+    use process_support::{signal, start_daemon, wait_for};
+    x402_probe::install_crypto_provider();
+    let lab = Lab::start_with(LabOptions {
+        scenarios: Some(vec!["honest-v2".into(), "timeout-5".into()]),
+        ..LabOptions::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let store = SpendStore::open(&state).unwrap();
+    let honest = lab.endpoint("honest-v2").unwrap().url.clone();
+    let short = lab.endpoint("timeout-5").unwrap().url.clone();
+    // The unsent one first: a paid call reconciles the reservations past their window before it
+    // pays (the second call's leaves the first open: its 5 s have not passed on the chain's
+    // clock, whose last block came before it was reserved).
+    let unsent = run_child(&lab, &state, "pay", &short, "signed").await;
+    assert!(unsent.killed, "{:?}", unsent.lines);
+    let paid = run_child(&lab, &state, "pay", &honest, "responded").await;
+    assert!(paid.killed, "{:?}", paid.lines);
+    let rows = store.reservations().unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(
+        rows.iter().all(|r| r.state == ReservationState::Open),
+        "{rows:?}"
+    );
+    let (never_sent, used) = (&rows[0], &rows[1]);
+    let rpc = Rpc::new(lab.rpc_url());
+    let token = lab.token.address();
+    assert!(
+        rpc.authorization_state(token, used.payer, used.nonce)
+            .await
+            .unwrap(),
+        "the first call's authorization was used on chain"
+    );
+    assert!(
+        used.valid_before as i64 > now_unix() + 30,
+        "the used one's window is still open when the daemon starts"
+    );
+    // The unsent one's window closes on our clock, then on the chain's (anvil mines on demand).
+    let wait = (never_sent.valid_before as i64 + 1 - now_unix()).max(0) as u64;
+    tokio::time::sleep(Duration::from_secs(wait)).await;
+    lab.rpc.mine().await.unwrap();
+
+    let mut settings = daemon_support::Settings::new(&state);
+    settings.pay = true;
+    let config =
+        daemon_support::write_config(dir.path(), &daemon_support::config_text(&lab, &settings));
+    let log = dir.path().join("daemon.log");
+    let mut daemon = start_daemon(&config, &log);
+    wait_for(
+        "the daemon's start to resolve both reservations",
+        Duration::from_secs(60),
+        || {
+            store
+                .reservations()
+                .unwrap()
+                .iter()
+                .all(|r| r.state != ReservationState::Open)
+        },
+    );
+    signal(&daemon, libc::SIGTERM);
+    assert!(daemon.wait().unwrap().success());
+
+    let rows = store.reservations().unwrap();
+    let (never_sent_now, used_now) = (&rows[0], &rows[1]);
+    assert_eq!(used_now.state, ReservationState::Settled, "{used_now:?}");
+    let used_logs = rpc
+        .logs(
+            token,
+            &[
+                Some(x402_probe::paid::chain::AUTHORIZATION_USED_TOPIC),
+                Some(lab.payer.into_word()),
+                Some(used.nonce),
+            ],
+            0,
+            rpc.block_number().await.unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        used_now.tx, used_logs[0].transaction_hash,
+        "the settling tx"
+    );
+    assert_eq!(
+        never_sent_now.state,
+        ReservationState::Released,
+        "{never_sent_now:?}"
+    );
+    assert!(
+        !rpc.authorization_state(token, never_sent.payer, never_sent.nonce)
+            .await
+            .unwrap()
+    );
+    let logs = std::fs::read_to_string(&log).unwrap();
+    assert!(logs.contains("reservations reconciled"), "{logs}");
 }

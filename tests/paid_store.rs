@@ -202,6 +202,171 @@ fn caps_count_open_and_recent_settled_spend_but_not_released() {
     );
 }
 
+/// The per-subject cap is the endpoint's: four spellings of one address (as a catalogue or a
+/// configuration may list it) are one subject. Before, each spelling had a cap of its own.
+#[test]
+fn the_per_subject_cap_is_the_endpoints_however_it_is_spelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SpendStore::open(dir.path()).unwrap();
+    let payer = Address::repeat_byte(9);
+    let policy = policy("0.05", "0.02", "1");
+    let canonical = "https://127.0.0.1:8443/weather";
+    reserve(
+        &store,
+        &policy,
+        "https://127.0.0.1:8443/weather",
+        "10000",
+        payer,
+        NOW,
+    )
+    .unwrap();
+    reserve(
+        &store,
+        &policy,
+        "https://0x7f000001:8443/weather",
+        "10000",
+        payer,
+        NOW,
+    )
+    .unwrap();
+    for spelling in [
+        "https://127.1:8443/weather",
+        "https://2130706433:8443/weather",
+        "HTTPS://127.0.0.1.:8443/v1/../weather#x",
+    ] {
+        assert_eq!(
+            refused(reserve(&store, &policy, spelling, "10000", payer, NOW)),
+            RefusalCode::OverPerSubjectCap,
+            "{spelling}"
+        );
+        assert_eq!(
+            store.totals(spelling, NOW).unwrap().subject_day,
+            usd("0.02")
+        );
+    }
+    // Another endpoint (another port, another query) has its own cap.
+    reserve(
+        &store,
+        &policy,
+        "https://127.0.0.1:8444/weather",
+        "10000",
+        payer,
+        NOW,
+    )
+    .unwrap();
+    reserve(
+        &store,
+        &policy,
+        "https://127.0.0.1:8443/weather?city=Oslo",
+        "10000",
+        payer,
+        NOW,
+    )
+    .unwrap();
+    let rows = store.reservations().unwrap();
+    assert_eq!(rows[0].subject, canonical);
+    assert_eq!(rows[1].subject, canonical);
+    assert!(
+        store
+            .refusals()
+            .unwrap()
+            .iter()
+            .all(|r| r.subject == canonical)
+    );
+}
+
+/// A store written by a build before subjects were canonical (`x402-probe.spend/1`, rows keyed
+/// by the spelling each caller used) still opens: it is migrated to `/2` in place, every row's
+/// subject canonical, nothing else changed, and the reservations made under several spellings
+/// now count against the one endpoint's cap.
+#[test]
+fn a_first_schema_store_is_migrated_and_its_spellings_count_as_one_subject() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spend.sqlite");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let v1 = x402_probe::spend::SCHEMA_SQL.replace("x402-probe.spend/2", "x402-probe.spend/1");
+        conn.execute_batch(&v1).unwrap();
+        for (i, (subject, state)) in [
+            ("https://127.1:8443/weather", "open"),
+            ("https://0x7f000001:8443/./weather", "settled"),
+            ("https://127.0.0.1:8443/weather", "released"),
+            ("not a url", "open"),
+        ]
+        .iter()
+        .enumerate()
+        {
+            conn.execute(
+                "INSERT INTO reservation (subject, created_at, network, chain_id, asset, payer,
+                     pay_to, amount, cost_usd, valid_after, valid_before, nonce, from_block, state)
+                 VALUES (?1, ?2, 'eip155:84532', 84532, ?3, ?4, ?3, '10000', '0.01', ?5, ?6, ?7,
+                     7, ?8)",
+                rusqlite::params![
+                    subject,
+                    NOW,
+                    ASSET.to_checksum(None),
+                    Address::repeat_byte(9).to_checksum(None),
+                    NOW - 600,
+                    NOW + 60,
+                    format!("0x{:064x}", i + 1),
+                    state
+                ],
+            )
+            .unwrap();
+        }
+        conn.execute(
+            "INSERT INTO refusal (subject, at, code, reason) VALUES (?1, ?2, 'quote_changed', 'r')",
+            rusqlite::params!["https://2130706433:8443/weather", NOW],
+        )
+        .unwrap();
+    }
+    let store = SpendStore::open_file(&path).unwrap();
+    let rows = store.reservations().unwrap();
+    let subjects: Vec<&str> = rows.iter().map(|r| r.subject.as_str()).collect();
+    let canonical = "https://127.0.0.1:8443/weather";
+    assert_eq!(subjects, [canonical, canonical, canonical, "not a url"]);
+    let states: Vec<ReservationState> = rows.iter().map(|r| r.state).collect();
+    assert_eq!(
+        states,
+        [
+            ReservationState::Open,
+            ReservationState::Settled,
+            ReservationState::Released,
+            ReservationState::Open
+        ]
+    );
+    assert_eq!(store.refusals().unwrap()[0].subject, canonical);
+    // The open and the settled one: the endpoint's two cents, its cap of 0.02 reached.
+    assert_eq!(
+        store.totals(canonical, NOW).unwrap().subject_day,
+        usd("0.02")
+    );
+    let policy = policy("0.05", "0.02", "1");
+    assert_eq!(
+        refused(reserve(
+            &store,
+            &policy,
+            "https://127.1:8443/weather",
+            "10000",
+            Address::repeat_byte(9),
+            NOW
+        )),
+        RefusalCode::OverPerSubjectCap
+    );
+    drop(store);
+    let schema: String = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(schema, x402_probe::spend::SCHEMA_ID);
+    assert_eq!(schema, "x402-probe.spend/2");
+    // Opening again changes nothing.
+    let again = SpendStore::open_file(&path).unwrap();
+    assert_eq!(again.reservations().unwrap(), rows);
+}
+
 #[test]
 fn a_resolved_reservation_never_moves_again() {
     let dir = tempfile::tempdir().unwrap();

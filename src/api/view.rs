@@ -663,6 +663,7 @@ mod tests {
             key: SubjectKey::of(url),
             url: Arc::from(url),
             category: Arc::from("uncategorised"),
+            withheld: false,
             state: SubjectState::Active,
             revision: None,
             scored: None,

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use crate::config::{
     ConfigError, Confirmations, DnsTimeoutMs, FreeDeadlineMs, HttpUrl, ListingConfig,
     ListingDeadlineMs, ListingMaxBytes, ListingMaxPages, PaidDeadlineMs, PayConfig, ProbeConfig,
-    Provenance, RunConfig, Samples, SpacingMs, Vantage, WalletSource,
+    Provenance, RunConfig, Samples, SpacingMs, SubjectUrl, Vantage, WalletSource,
 };
 use crate::evidence::rfc3339;
 use crate::probe::paid::{PaidContext, PaidOptions};
@@ -29,8 +29,9 @@ use crate::wallet::Wallet;
   2  usage or configuration error
   3  the target could not be probed at all (e.g. refused by the address guard)")]
 pub struct Args {
-    /// The endpoint to probe (http:// or https://; no user info, a valid host).
-    pub url: HttpUrl,
+    /// The endpoint to probe (http:// or https://; no user info, a valid host). It is probed,
+    /// paid and reported under its canonical form (README, "Subjects: one endpoint, one URL").
+    pub url: SubjectUrl,
     /// Unpaid requests to make (R1, R2 and R3 are measured on each), 1-100.
     #[arg(long, default_value_t = Samples::default())]
     pub samples: Samples,

@@ -3,7 +3,7 @@
 //! Each action is recorded in the ledger as the daemon records the same thing otherwise (a
 //! subject added or paused, a declared outage window, a revision note), then answered.
 
-use crate::config::HttpUrl;
+use crate::config::SubjectUrl;
 use crate::control::{ActionRefused, AdminAction, AdminDone};
 use crate::ledger::record::{NoteRecord, Record, SubjectChange, SubjectRecord};
 use crate::store::{NewEntry, SubjectRow, SubjectState};
@@ -100,7 +100,8 @@ impl Daemon {
         category: String,
         now: i64,
     ) -> Result<AdminDone, ActionRefused> {
-        let parsed: HttpUrl = url
+        // Known by its canonical URL, as a configured or catalogued subject is.
+        let parsed: SubjectUrl = url
             .parse()
             .map_err(|e| ActionRefused::Invalid(format!("url: {e}")))?;
         let url = parsed.to_string();

@@ -9,8 +9,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::evidence::free::PageSeen;
-use crate::probe::free::canonical_resource;
-use crate::probe::http::{FetchConfig, FetchRequest, fetch};
+use crate::probe::http::{FetchConfig, FetchRequest, canonical_subject_url, fetch};
 use crate::x402::catalogue::{item_networks, item_resource, read_page};
 
 /// Entries asked for per page.
@@ -30,7 +29,8 @@ pub struct CatalogueBudget {
 pub struct CatalogueSeen {
     pub pages: Vec<PageSeen>,
     pub items_seen: usize,
-    /// Listed endpoints kept (canonical resource URL -> the item as listed), at most `max_items`.
+    /// Listed endpoints kept (canonical subject URL -> the item as listed; of several spellings of
+    /// one endpoint, the last), at most `max_items`.
     pub items: BTreeMap<String, Value>,
     /// Why the read stopped short, when it did: then nothing is delisted on its account.
     pub error: Option<String>,
@@ -111,12 +111,11 @@ pub async fn read_catalogue(
             if seen.items.len() >= budget.max_items {
                 break;
             }
-            let Some(resource) = item_resource(item) else {
+            // One subject per endpoint, however the catalogue spells it: items are keyed by the
+            // canonical URL (an item the fetcher cannot read, or not http(s), is skipped).
+            let Some(Ok(subject)) = item_resource(item).map(canonical_subject_url) else {
                 continue;
             };
-            if !(resource.starts_with("https://") || resource.starts_with("http://")) {
-                continue;
-            }
             let quoted_networks = item_networks(item);
             if !networks.is_empty()
                 && !quoted_networks
@@ -125,8 +124,7 @@ pub async fn read_catalogue(
             {
                 continue;
             }
-            seen.items
-                .insert(canonical_resource(resource), item.clone());
+            seen.items.insert(subject, item.clone());
         }
         offset += items.len();
         if items.is_empty() || offset >= page.total || seen.items.len() >= budget.max_items {

@@ -55,6 +55,12 @@ pub const POPULATION_EVERY_MS: i64 = 3_600_000;
 /// How long a stop waits for runs in flight before abandoning them (a paid call's reservation is
 /// durable before anything is signed, so an abandoned call is reconciled at the next start).
 pub const STOP_GRACE: Duration = Duration::from_secs(8);
+/// After a paid call, and after a reconciliation that left reservations open (unused but still
+/// valid, or the RPC unreadable), the next reconciliation comes this long after, doubling while
+/// they stay open up to [`RECONCILE_RETRY_MAX_MS`]: an open reservation is revisited whether or
+/// not another paid call comes.
+pub const RECONCILE_RETRY_MIN_MS: i64 = 60_000;
+pub const RECONCILE_RETRY_MAX_MS: i64 = 3_600_000;
 
 /// What the daemon is asked to do from outside: stop, or reload its configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +97,8 @@ enum Job {
     Checkpoint,
     Population,
     Refund(String),
+    /// Resolve open reservations on chain (at the start, then while any stay open).
+    Reconcile,
 }
 
 struct Subject {
@@ -138,6 +146,10 @@ pub struct Daemon {
     /// Ledger entries and subject rows of control probes and catalogue reads whose write failed
     /// for lack of room, written (in order) before anything else when room returns.
     unwritten: Vec<Unwritten>,
+    /// A reconciliation is queued or running.
+    reconcile_queued: bool,
+    /// The wait before the next one while reservations stay open.
+    reconcile_retry_ms: i64,
 }
 
 /// Subject rows and plain ledger entries of a job of the loop, kept while the disk is full.
@@ -157,6 +169,7 @@ enum Done {
     Control(crate::ledger::record::ControlRecord),
     Catalogue(usize, catalogue::CatalogueSeen),
     Refund,
+    Reconciled(Result<crate::spend::ReconcileReport, crate::spend::SpendError>),
 }
 
 impl Daemon {
@@ -300,6 +313,8 @@ impl Daemon {
             dirty: Vec::new(),
             delivery: None,
             running: Default::default(),
+            reconcile_queued: false,
+            reconcile_retry_ms: 0,
         };
         daemon.load_state()?;
         Ok(daemon)
@@ -433,6 +448,7 @@ impl Daemon {
             self.subjects
                 .insert(row.url.clone(), Subject { row, runs: 0 });
         }
+        self.retire_other_spellings(now)?;
         self.sync_configured_subjects(now)?;
         self.load_summaries()?;
         let urls: Vec<String> = self.subjects.keys().cloned().collect();
@@ -453,6 +469,12 @@ impl Daemon {
         let checkpoint_ms = self.config.daemon.checkpoint_every_secs.get() as i64 * 1000;
         self.push(now + checkpoint_ms, Job::Checkpoint);
         self.push(now, Job::Population);
+        // A paid call cut short (kill -9, power loss, a stop's grace running out) left its
+        // reservation open: resolve it now, not only when the next paid call happens.
+        if self.shared.pay.is_some() {
+            self.reconcile_queued = true;
+            self.push(now, Job::Reconcile);
+        }
         Ok(())
     }
 
@@ -504,6 +526,49 @@ impl Daemon {
     fn push(&mut self, due: i64, job: Job) {
         self.counter += 1;
         self.queue.push(Reverse((due, self.counter, job)));
+    }
+
+    /// Active subjects recorded under a spelling other than their canonical URL (by a build
+    /// before subjects were canonical) are marked removed, their history kept under that
+    /// spelling: the configuration or the catalogue that lists the endpoint adds it under its
+    /// canonical URL, so one endpoint is never probed (or paid) as two subjects.
+    fn retire_other_spellings(&mut self, now: i64) -> Result<()> {
+        let mut rows = Vec::new();
+        let mut entries = Vec::new();
+        for (url, s) in self.subjects.iter_mut() {
+            if s.row.state != SubjectState::Active {
+                continue;
+            }
+            let Ok(canonical) = crate::probe::http::canonical_subject_url(url) else {
+                continue;
+            };
+            if &canonical == url {
+                continue;
+            }
+            s.row.state = SubjectState::Removed;
+            rows.push(s.row.clone());
+            entries.push(NewEntry::plain(
+                now,
+                Record::Subject(SubjectRecord {
+                    subject: url.clone(),
+                    at_ms: now,
+                    change: SubjectChange::Removed {
+                        why: format!("another spelling of {canonical}, its canonical URL"),
+                    },
+                }),
+            ));
+        }
+        if rows.is_empty() {
+            return Ok(());
+        }
+        self.shared.store.put_subjects(&rows)?;
+        let _writing = self
+            .shared
+            .write_lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        self.shared.store.append(entries)?;
+        Ok(())
     }
 
     /// Adds configured subjects that are new, and marks removed the ones the configuration no
@@ -1082,6 +1147,11 @@ impl Daemon {
                     self.refresh_population(now);
                     self.push(now + POPULATION_EVERY_MS, Job::Population);
                 }
+                Job::Reconcile => {
+                    let shared = self.shared.clone();
+                    in_flight
+                        .spawn(async move { Done::Reconciled(reconcile_spend(&shared).await) });
+                }
                 Job::Refund(run_id) => {
                     let Some((run_id, plan)) = self.refunds.remove(&run_id) else {
                         continue;
@@ -1157,6 +1227,12 @@ impl Daemon {
                 }
                 if done.asked_to_pay {
                     *paid_in_flight = paid_in_flight.saturating_sub(1);
+                    // A paid call may leave its reservation open (the chain could not tell yet):
+                    // it is looked at again, whether or not another paid call comes.
+                    if !self.reconcile_queued {
+                        self.reconcile_queued = true;
+                        self.push(now + RECONCILE_RETRY_MIN_MS, Job::Reconcile);
+                    }
                 }
                 if let Some((run_id, plan)) = done.refund {
                     self.refunds.insert(run_id.clone(), (run_id.clone(), plan));
@@ -1199,6 +1275,35 @@ impl Daemon {
                 }
             }
             Done::Refund => {}
+            Done::Reconciled(result) => {
+                let open = match &result {
+                    Ok(report) => {
+                        if *report != crate::spend::ReconcileReport::default() {
+                            tracing::info!(
+                                settled = report.settled.len(),
+                                released = report.released.len(),
+                                open = report.still_open.len(),
+                                "reservations reconciled"
+                            );
+                        }
+                        !report.still_open.is_empty()
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "reconciling reservations failed");
+                        true
+                    }
+                };
+                self.reconcile_queued = open;
+                self.reconcile_retry_ms = if open {
+                    (self.reconcile_retry_ms * 2)
+                        .clamp(RECONCILE_RETRY_MIN_MS, RECONCILE_RETRY_MAX_MS)
+                } else {
+                    0
+                };
+                if open {
+                    self.push(now + self.reconcile_retry_ms, Job::Reconcile);
+                }
+            }
         }
         Ok(())
     }
@@ -1456,6 +1561,25 @@ impl Daemon {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// Resolves the open reservations on chain, under the call lock (so none of them belongs to a
+/// paid call in flight, here or in a `probe --pay` process sharing the state directory).
+async fn reconcile_spend(
+    shared: &Shared,
+) -> Result<crate::spend::ReconcileReport, crate::spend::SpendError> {
+    let Some(parts) = shared.pay.as_ref() else {
+        return Ok(Default::default());
+    };
+    let _one_at_a_time = parts.spend.lock_for_call().await?;
+    crate::probe::reconcile::reconcile(
+        &parts.spend,
+        &parts.rpc,
+        shared.wall.now(),
+        crate::probe::reconcile::Due::All,
+        None,
+    )
+    .await
 }
 
 /// The host (and port) a URL is politeness-limited by.

@@ -100,7 +100,8 @@ impl RefusalCode {
 pub struct ReconcileReport {
     pub settled: Vec<i64>,
     pub released: Vec<i64>,
-    /// Reservations past `validBefore` that stay open, with why.
+    /// Reservations looked at that stay open (the chain unreadable, or not past `validBefore` on
+    /// the chain's clock), with why.
     pub still_open: Vec<(i64, String)>,
 }
 

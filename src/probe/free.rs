@@ -18,7 +18,7 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 use crate::observation::{
     ChainSeen, CutShort, FreeObservation, ListingSeen, PageSeen, Sample, TokenSeen,
 };
-use crate::probe::http::{Exchange, FetchConfig, FetchRequest, fetch};
+use crate::probe::http::{Exchange, FetchConfig, FetchRequest, canonical_subject_url, fetch};
 use crate::probe::rpc::Rpc;
 use crate::x402::catalogue::{item_resource, read_page};
 use crate::x402::parse::parse_payment_required;
@@ -229,9 +229,13 @@ pub fn origin_of(url: &str) -> Option<String> {
     (!authority.is_empty()).then(|| format!("{scheme}://{authority}"))
 }
 
-/// The URL without query or fragment, and without a trailing slash: how listings are matched.
+/// How a listing's item is matched to the subject (and the documented request's base): the
+/// subject's canonical URL ([`canonical_subject_url`]) without its query and trailing slash, so a
+/// catalogue that spells the endpoint another way (`127.1`, an upper-case host, `:443`) or adds a
+/// query still lists it. A URL the fetcher cannot read is compared as it is.
 pub fn canonical_resource(url: &str) -> String {
-    let base = url.split(['?', '#']).next().unwrap_or(url);
+    let canonical = canonical_subject_url(url).unwrap_or_else(|_| url.to_string());
+    let base = canonical.split(['?', '#']).next().unwrap_or(&canonical);
     base.trim_end_matches('/').to_string()
 }
 
@@ -482,6 +486,10 @@ mod tests {
         assert_eq!(origin_of("not a url"), None);
         assert_eq!(
             canonical_resource("https://a.example/x/?q=1#f"),
+            "https://a.example/x"
+        );
+        assert_eq!(
+            canonical_resource("HTTPS://A.example.:443/v1/../x?q=1"),
             "https://a.example/x"
         );
     }

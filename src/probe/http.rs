@@ -20,7 +20,6 @@
 //!
 //! A thin driver: nothing here knows about x402.
 
-mod target;
 mod tls;
 
 use std::error::Error as StdError;
@@ -44,7 +43,8 @@ pub use crate::evidence::decode::{DecodeError, MAX_RATIO, RATIO_FLOOR_BYTES, dec
 pub use crate::evidence::http::{
     Exchange, FetchError, FetchErrorKind, FetchRequest, Hop, HttpResponse, Phase, Timings, TlsSeen,
 };
-pub use target::{Scheme, Target, parse_given_url, parse_host};
+// How a URL is read (pure, shared with the configuration and the spend store).
+pub use crate::http_url::{Scheme, Target, canonical_subject_url, parse_given_url, parse_host};
 
 /// hyper refuses a read buffer smaller than this.
 const HYPER_MIN_BUF: usize = 8192;

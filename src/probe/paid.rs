@@ -270,8 +270,14 @@ async fn pay_until(
         let ReconcileStep::Resolved { id } = step;
         ctx.step(PaidStep::Reconciled { id });
     };
-    match super::reconcile::reconcile(ctx.store, ctx.rpc, ctx.wall.now(), Some(&on_reconciled))
-        .await
+    match super::reconcile::reconcile(
+        ctx.store,
+        ctx.rpc,
+        ctx.wall.now(),
+        super::reconcile::Due::Expired,
+        Some(&on_reconciled),
+    )
+    .await
     {
         Ok(report) => obs.reconciled = Some(report),
         Err(e) => obs

@@ -1,6 +1,7 @@
-//! Reconciliation: resolving open reservations whose authorization window has closed, by asking
-//! the token through the fixed RPC. The decision per reservation is pure
-//! (`paid::steps::reconcile_verdict`); this is the IO around it.
+//! Reconciliation: resolving open reservations of calls that are over (cut short by a crash or a
+//! stop, or left open because the chain could not tell yet), by asking the token through the fixed
+//! RPC. The decision per reservation is pure (`paid::steps::reconcile_verdict`); this is the IO
+//! around it.
 
 use alloy::primitives::B256;
 
@@ -9,18 +10,35 @@ use crate::paid::steps::{ChainView, Reconciled, reconcile_verdict};
 use crate::probe::rpc::{Rpc, RpcError};
 use crate::spend::{ReconcileReport, ReconcileStep, ReservationRecord, SpendError, SpendStore};
 
-/// Resolves open reservations whose `validBefore` has passed (by `wall_now`, real time). Used ->
-/// settled; unused once the chain's own clock has also passed `validBefore` -> released (the token
-/// refuses it from then on, forever); anything unknown stays open and keeps counting. RPC trouble
-/// is not an error: those rows stay open.
+/// Which open reservations a reconciliation looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    /// Those whose window has closed by `wall_now`: none of them can belong to a call still in
+    /// flight, so this is safe whatever else runs (a paid call's opening reconciliation).
+    Expired,
+    /// Every open one, the window still open included (a used authorization is settled at once).
+    /// Only while no paid call is in flight: under the spend store's call lock
+    /// ([`SpendStore::lock_for_call`]), as the daemon's start does.
+    All,
+}
+
+/// Resolves the open reservations `due` names: used on chain -> settled (whether or not its
+/// window has closed: money moved); unused once the chain's own clock has passed `validBefore` ->
+/// released (the token refuses it from then on, forever); anything else (unused and still valid,
+/// the RPC unreadable, another chain) stays open and keeps counting. RPC trouble is not an error:
+/// those rows stay open. `wall_now` is real time.
 pub async fn reconcile(
     store: &SpendStore,
     rpc: &Rpc,
     wall_now: i64,
+    due: Due,
     on_step: Option<&(dyn Fn(ReconcileStep) + Send + Sync)>,
 ) -> Result<ReconcileReport, SpendError> {
     let mut report = ReconcileReport::default();
-    let due = store.expired_open(wall_now)?;
+    let due = match due {
+        Due::Expired => store.expired_open(wall_now)?,
+        Due::All => store.open_reservations()?,
+    };
     if due.is_empty() {
         return Ok(report);
     }

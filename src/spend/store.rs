@@ -9,8 +9,10 @@
 //!    can be signed (see `crate::wallet`).
 //! 3. After the call the reservation is marked settled (our authorization was used on chain) or
 //!    released (it provably never can be), or left open when that is not known yet.
-//! 4. [`SpendStore::reconcile`] resolves open reservations whose `validBefore` has passed by asking
-//!    the token (`authorizationState`). Until then they keep counting against the caps.
+//! 4. Reconciliation (`probe::reconcile`) resolves open reservations by asking the token
+//!    (`authorizationState`): used -> settled, unused after `validBefore` -> released. Every paid
+//!    call does it first for the reservations past `validBefore`; the daemon's start, under the
+//!    call lock, for all of them. Until then they keep counting against the caps.
 //!
 //! A crash at any point leaves either no reservation (nothing was signed) or an open one, which is
 //! counted until reconciled: the caps can be met early, never overshot. Schema: `state/spend.sql`,
@@ -29,6 +31,7 @@ use serde::Serialize;
 use super::policy::{PayPolicy, assess};
 use crate::evidence::paid::{Refusal, RefusalCode};
 use crate::evidence::usd::Usd;
+use crate::http_url::canonical_subject_url;
 use crate::state_dir::{StateDirError, open_state_dir, private_store_file};
 use crate::x402::Requirement;
 use crate::x402::eip712::{Authorization, TokenDomain};
@@ -36,8 +39,11 @@ use crate::x402::payload::{authorization_for, token_domain_for};
 
 /// The schema, applied on every open (idempotent).
 pub const SCHEMA_SQL: &str = include_str!("../../state/spend.sql");
-/// The schema identifier stored in `meta`.
-pub const SCHEMA_ID: &str = "x402-probe.spend/1";
+/// The schema identifier stored in `meta`. `/2`: every `subject` is a canonical URL
+/// ([`subject_key`]); a `/1` store is migrated when opened ([`migrate_v1`]).
+pub const SCHEMA_ID: &str = "x402-probe.spend/2";
+/// The first schema: the same tables, subjects as their callers spelled them.
+const SCHEMA_V1: &str = "x402-probe.spend/1";
 /// The store's file name inside the state directory.
 pub const STORE_FILE: &str = "spend.sqlite";
 /// The caps' window: the last 24 hours, rolling (not a calendar day, which would allow twice the
@@ -258,7 +264,7 @@ impl SpendStore {
             }
         };
         private_store_file(path)?;
-        let conn = Connection::open(path).map_err(sql("opening"))?;
+        let mut conn = Connection::open(path).map_err(sql("opening"))?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(sql("setting the busy timeout"))?;
         // WAL with synchronous=FULL: a commit returns only after the log is on stable storage.
@@ -268,11 +274,15 @@ impl SpendStore {
             .map_err(sql("setting synchronous=FULL"))?;
         conn.execute_batch(SCHEMA_SQL)
             .map_err(sql("applying the schema"))?;
-        let found: String = conn
+        let mut found: String = conn
             .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
                 r.get(0)
             })
             .map_err(sql("reading the schema id"))?;
+        if found == SCHEMA_V1 {
+            migrate_v1(&mut conn).map_err(sql("migrating the store to canonical subjects"))?;
+            found = SCHEMA_ID.to_string();
+        }
         if found != SCHEMA_ID {
             return Err(SpendError::Schema { path: shown, found });
         }
@@ -355,10 +365,11 @@ impl SpendStore {
         now_unix: i64,
     ) -> Result<Reservation, ReserveError> {
         policy.validate().map_err(SpendError::Policy)?;
+        // The per-subject cap is the endpoint's, however the caller spelled it.
+        let subject = subject_key(request.subject);
         let requirement_json = request.requirement.entry.to_string();
         let refuse = |refusal: Refusal| -> ReserveError {
-            match self.record_refusal(request.subject, &refusal, Some(&requirement_json), now_unix)
-            {
+            match self.record_refusal(&subject, &refusal, Some(&requirement_json), now_unix) {
                 Ok(()) => ReserveError::Refused(refusal),
                 Err(e) => ReserveError::Store(e),
             }
@@ -375,18 +386,12 @@ impl SpendStore {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(self.sql_err("starting the reservation transaction"))?;
-        let totals = totals_in(&tx, request.subject, now_unix)
+        let totals = totals_in(&tx, &subject, now_unix)
             .map_err(|e| self.with_path(e, "reading the running totals"))?;
         let cap_refusal = cap_check(policy, &totals, priced.cost);
         if let Some(refusal) = cap_refusal {
-            insert_refusal(
-                &tx,
-                request.subject,
-                &refusal,
-                Some(&requirement_json),
-                now_unix,
-            )
-            .map_err(self.sql_err("recording a refusal"))?;
+            insert_refusal(&tx, &subject, &refusal, Some(&requirement_json), now_unix)
+                .map_err(self.sql_err("recording a refusal"))?;
             tx.commit().map_err(self.sql_err("committing a refusal"))?;
             return Err(ReserveError::Refused(refusal));
         }
@@ -395,7 +400,7 @@ impl SpendStore {
                  amount, cost_usd, valid_after, valid_before, nonce, from_block, state)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'open')",
             params![
-                request.subject,
+                subject,
                 now_unix,
                 priced.network,
                 i64::try_from(priced.chain_id).unwrap_or(i64::MAX),
@@ -416,7 +421,7 @@ impl SpendStore {
             .map_err(self.sql_err("committing the reservation"))?;
         Ok(Reservation {
             id,
-            subject: request.subject.to_string(),
+            subject,
             domain,
             authorization,
             cost: priced.cost,
@@ -440,8 +445,14 @@ impl SpendStore {
         now_unix: i64,
     ) -> Result<(), SpendError> {
         let conn = self.conn();
-        insert_refusal(&conn, subject, refusal, requirement_json, now_unix)
-            .map_err(self.sql_err("recording a refusal"))
+        insert_refusal(
+            &conn,
+            &subject_key(subject),
+            refusal,
+            requirement_json,
+            now_unix,
+        )
+        .map_err(self.sql_err("recording a refusal"))
     }
 
     /// Releases a reservation whose signature was never sent (so it can never be used). Consumes
@@ -506,10 +517,11 @@ impl SpendStore {
         Ok(changed == 1)
     }
 
-    /// What counts against the caps now.
+    /// What counts against the caps now (`subject` in any spelling).
     pub fn totals(&self, subject: &str, now_unix: i64) -> Result<Totals, SpendError> {
         let conn = self.conn();
-        totals_in(&conn, subject, now_unix).map_err(self.sql_err("reading the running totals"))
+        totals_in(&conn, &subject_key(subject), now_unix)
+            .map_err(self.sql_err("reading the running totals"))
     }
 
     /// Every reservation, oldest first.
@@ -529,6 +541,14 @@ impl SpendStore {
         self.select_reservations(
             "SELECT * FROM reservation WHERE state = 'open' AND valid_before <= ?1 ORDER BY id",
             [now_unix],
+        )
+    }
+
+    /// Every open reservation, oldest first.
+    pub fn open_reservations(&self) -> Result<Vec<ReservationRecord>, SpendError> {
+        self.select_reservations(
+            "SELECT * FROM reservation WHERE state = 'open' ORDER BY id",
+            [],
         )
     }
 
@@ -580,6 +600,46 @@ impl SpendStore {
             .map_err(self.sql_err("reading refusals"))?;
         Ok(rows)
     }
+}
+
+/// The key a subject's reservations and refusals are stored under: its canonical URL
+/// ([`canonical_subject_url`]), so that the per-subject cap is the endpoint's and not a
+/// spelling's. A subject that is not a URL the fetcher reads (nothing was fetched from it) is kept
+/// as it is.
+pub(crate) fn subject_key(subject: &str) -> String {
+    canonical_subject_url(subject).unwrap_or_else(|_| subject.to_string())
+}
+
+/// `/1` -> `/2`, in one transaction at open: each row's subject rewritten as its canonical URL,
+/// so reservations made under several spellings of one endpoint count against its one cap from
+/// now on. Another process may be migrating the same file: the schema id is read again inside
+/// the write transaction, and a store already at `/2` is left alone.
+fn migrate_v1(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let schema: String = tx.query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
+        r.get(0)
+    })?;
+    if schema == SCHEMA_V1 {
+        for table in ["reservation", "refusal"] {
+            let rows: Vec<(i64, String)> = tx
+                .prepare(&format!("SELECT id, subject FROM {table}"))?
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<_, _>>()?;
+            let mut update =
+                tx.prepare(&format!("UPDATE {table} SET subject = ?1 WHERE id = ?2"))?;
+            for (id, subject) in rows {
+                let key = subject_key(&subject);
+                if key != subject {
+                    update.execute(params![key, id])?;
+                }
+            }
+        }
+        tx.execute(
+            "UPDATE meta SET value = ?1 WHERE key = 'schema'",
+            [SCHEMA_ID],
+        )?;
+    }
+    tx.commit()
 }
 
 fn cap_check(policy: &PayPolicy, totals: &Totals, cost: Usd) -> Option<Refusal> {

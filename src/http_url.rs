@@ -1,5 +1,7 @@
-//! Where one hop goes: a parsed `http`/`https` URL, and how a redirect's `Location` resolves
-//! against it. Pure.
+//! How an `http`/`https` URL is read, once for everyone: where one hop of the fetcher goes (a
+//! parsed URL, and how a redirect's `Location` resolves against it), and the canonical form a
+//! subject is known by ([`canonical_subject_url`]) in the configuration, the catalogues, the
+//! ledger and the spend store. Pure.
 
 use std::net::IpAddr;
 
@@ -149,6 +151,102 @@ impl Target {
         };
         Target::parse(&format!("{}{joined}", self.origin()))
     }
+}
+
+/// The one canonical form of a subject's URL: the key a subject is known by everywhere (the
+/// daemon's `[[subject]]` tables and catalogues, `probe URL`, the ledger's subjects, the spend
+/// store's per-subject cap), so that one endpoint spelled several ways is one subject under one
+/// cap. It is the URL as the fetcher reads it ([`parse_given_url`]), written back as:
+/// - scheme and host lower-cased; an IPv4 host in any form browsers accept (`2130706433`,
+///   `0x7f000001`, `0177.0.0.1`, `127.1`) written as its dotted quad; IPv6 compressed, in
+///   brackets; a host name's trailing dot dropped;
+/// - the scheme's default port dropped (`:443` on https, `:80` on http);
+/// - the path with percent-encoded unreserved characters (letters, digits, `-._~`) decoded and
+///   every other percent-encoding's hex digits upper-cased, then its dot segments (`.`, `..`)
+///   resolved (RFC 3986, 6.2.2); an empty path is `/`;
+/// - the query kept byte for byte (an endpoint may read it as it is); the fragment dropped.
+///
+/// The fetcher fetches this URL, so what is probed and paid is what the key names.
+pub fn canonical_subject_url(url: &str) -> Result<String, String> {
+    let target = parse_given_url(url)?;
+    let host = match target.ip {
+        Some(IpAddr::V6(_)) => format!("[{}]", target.host),
+        Some(IpAddr::V4(_)) => target.host.clone(),
+        None => target
+            .host
+            .strip_suffix('.')
+            .unwrap_or(&target.host)
+            .to_string(),
+    };
+    let port = if target.port == target.scheme.default_port() {
+        String::new()
+    } else {
+        format!(":{}", target.port)
+    };
+    let (path, query) = match target.path_and_query.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (target.path_and_query.as_str(), None),
+    };
+    let path = remove_dot_segments(&normalise_percent_encoding(path));
+    let query = query.map(|q| format!("?{q}")).unwrap_or_default();
+    Ok(format!(
+        "{}://{host}{port}{path}{query}",
+        target.scheme.as_str()
+    ))
+}
+
+/// RFC 3986 6.2.2.2: `%41` is `A` (an unreserved character needs no encoding), `%2f` is `%2F`.
+/// A `%` not followed by two hex digits is kept as it is.
+fn normalise_percent_encoding(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let mut out = String::with_capacity(path.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && let (Some(hi), Some(lo)) = (
+                bytes.get(i + 1).copied().and_then(hex),
+                bytes.get(i + 2).copied().and_then(hex),
+            )
+        {
+            let value = (hi * 16 + lo) as u8;
+            if value.is_ascii_alphanumeric() || b"-._~".contains(&value) {
+                out.push(value as char);
+            } else {
+                out.push_str(&format!("%{value:02X}"));
+            }
+            i += 3;
+            continue;
+        }
+        // The fetcher's parser admits ASCII only, so a byte is a character here.
+        out.push(bytes[i] as char);
+        i += 1;
+    }
+    out
+}
+
+/// RFC 3986 5.2.4 for an absolute path: `.` segments dropped, `..` removes the one before (never
+/// above the root); a path ending in `.` or `..` keeps its final slash.
+fn remove_dot_segments(path: &str) -> String {
+    let mut kept: Vec<&str> = Vec::new();
+    let segments: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
+    let last = segments.len().saturating_sub(1);
+    let mut trailing_slash = false;
+    for (i, segment) in segments.iter().enumerate() {
+        match *segment {
+            "." => trailing_slash = i == last,
+            ".." => {
+                kept.pop();
+                trailing_slash = i == last;
+            }
+            other => kept.push(other),
+        }
+    }
+    let mut out = format!("/{}", kept.join("/"));
+    if trailing_slash && !out.ends_with('/') {
+        out.push('/');
+    }
+    out
 }
 
 /// Parses a URL the user gave (a subject, a catalogue, an RPC node): as [`Target::parse`], and
@@ -380,6 +478,62 @@ mod tests {
         for (location, want) in cases {
             let got = base.resolve(location).expect("resolves");
             assert_eq!(got.url(), want, "Location {location:?}");
+        }
+    }
+
+    #[test]
+    fn one_endpoint_spelled_many_ways_has_one_canonical_url() {
+        let want = "http://127.0.0.1:8000/weather?city=Paris";
+        for spelling in [
+            "http://127.0.0.1:8000/weather?city=Paris",
+            "http://0x7f000001:8000/weather?city=Paris",
+            "http://127.1:8000/weather?city=Paris",
+            "http://2130706433:8000/weather?city=Paris",
+            "http://0177.0.0.1:8000/weather?city=Paris",
+            "HTTP://127.0.0.1.:8000/./weather?city=Paris#top",
+            "http://127.0.0.1:8000/v1/../weather?city=Paris",
+            "http://127.0.0.1:8000/%77eather?city=Paris",
+        ] {
+            assert_eq!(
+                canonical_subject_url(spelling).as_deref(),
+                Ok(want),
+                "{spelling}"
+            );
+        }
+        for (spelling, canonical) in [
+            ("https://API.Example.COM.:443", "https://api.example.com/"),
+            ("http://api.example.com:80/x", "http://api.example.com/x"),
+            (
+                "https://api.example.com:80/x",
+                "https://api.example.com:80/x",
+            ),
+            ("http://[0:0::1]:8080/a/b/..", "http://[::1]:8080/a/"),
+            ("http://a.example/a/./b/../../c/.", "http://a.example/c/"),
+            ("http://a.example/../../x", "http://a.example/x"),
+            ("http://a.example/a%2fb%7e%7E", "http://a.example/a%2Fb~~"),
+            ("http://a.example/x/", "http://a.example/x/"),
+            ("http://a.example//x", "http://a.example//x"),
+            // The query is the endpoint's to read: kept byte for byte.
+            (
+                "http://a.example/x?B=%7e&a=./..",
+                "http://a.example/x?B=%7e&a=./..",
+            ),
+            ("http://a.example/x%", "http://a.example/x%"),
+        ] {
+            assert_eq!(
+                canonical_subject_url(spelling).as_deref(),
+                Ok(canonical),
+                "{spelling}"
+            );
+            // Canonical twice is canonical once.
+            assert_eq!(canonical_subject_url(canonical).as_deref(), Ok(canonical));
+        }
+        for bad in [
+            "ftp://a.example/",
+            "http://a.example/ x",
+            "http://u@a.example/",
+        ] {
+            assert!(canonical_subject_url(bad).is_err(), "{bad}");
         }
     }
 
