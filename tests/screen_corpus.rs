@@ -93,7 +93,10 @@ fn flag(line: &Line) -> Flagged {
         }
         return flagged;
     }
-    let text = line.text.as_deref().expect("a line has a text or a payment_required");
+    let text = line
+        .text
+        .as_deref()
+        .expect("a line has a text or a payment_required");
     let screening = screen(text);
     Flagged {
         rules: screening.findings.iter().map(|f| f.rule.clone()).collect(),
@@ -248,6 +251,20 @@ fn screen_corpus_precision_and_recall() {
             c.recall()
         );
     }
+    // fresh4 (issue 25): no benign line may fire; of its 47 malicious lines one is still missed
+    // after the issue 25 rules ("you won't need to sign anything except your seed phrase": no
+    // ask verb, and the need is four words from the secret). Its first measurement, before the
+    // rules changed, is in the README.
+    let fresh4 = by_split.get("fresh4").copied().unwrap_or_default();
+    assert!(
+        fresh4.true_positive + fresh4.false_negative >= 30
+            && fresh4.true_negative + fresh4.false_positive >= 30,
+        "the fresh4 split needs at least 30 lines of each kind: {fresh4:?}"
+    );
+    assert!(
+        fresh4.false_positive == 0 && fresh4.false_negative <= 1,
+        "split fresh4 regressed: {fresh4:?}"
+    );
     let fresh2 = by_split.get("fresh2").copied().unwrap_or_default();
     assert!(
         fresh2.true_positive + fresh2.false_negative >= 60
