@@ -1,5 +1,6 @@
 #![cfg(feature = "lab")]
-//! The fixed-RPC client against a real anvil with the lab token deployed, and against nothing.
+//! The fixed-RPC client against a real anvil with the lab token deployed, against nothing, and
+//! behind a hostile proxy that forwards everything but `eth_call`, which it answers badly.
 
 use alloy::primitives::{Address, B256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -55,43 +56,248 @@ async fn an_rpc_that_is_not_there_is_unreachable_not_a_fact() {
     assert!(matches!(err, RpcError::Unreachable { .. }), "{err}");
 }
 
+/// Reads one whole HTTP request (head, then the body its Content-Length announces), so that
+/// closing does not reset the connection under the answer; returns the body.
+async fn read_request(socket: &mut tokio::net::TcpStream) -> Vec<u8> {
+    let mut request = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = socket.read(&mut chunk).await.unwrap_or(0);
+        if n == 0 {
+            return Vec::new();
+        }
+        request.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&request).to_ascii_lowercase();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            if request.len() >= end + 4 + length {
+                return request[end + 4..].to_vec();
+            }
+        }
+    }
+}
+
+async fn answer(socket: &mut tokio::net::TcpStream, status: u16, content_type: &str, body: &[u8]) {
+    let head = format!(
+        "HTTP/1.1 {status} X\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = socket.write_all(head.as_bytes()).await;
+    let _ = socket.write_all(body).await;
+    let _ = socket.shutdown().await;
+}
+
 /// A node on loopback that answers every request with `body` (HTTP 200), one connection at a time.
 async fn node_answering(body: String) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
-            // Read the whole request (head, then the body its Content-Length announces), so that
-            // closing does not reset the connection under the answer.
-            let mut request = Vec::new();
-            let mut chunk = [0u8; 4096];
-            loop {
-                let n = socket.read(&mut chunk).await.unwrap_or(0);
-                if n == 0 {
-                    break;
-                }
-                request.extend_from_slice(&chunk[..n]);
-                let text = String::from_utf8_lossy(&request).to_ascii_lowercase();
-                if let Some(end) = text.find("\r\n\r\n") {
-                    let length = text
-                        .lines()
-                        .find_map(|l| l.strip_prefix("content-length:"))
-                        .and_then(|v| v.trim().parse::<usize>().ok())
-                        .unwrap_or(0);
-                    if request.len() >= end + 4 + length {
-                        break;
-                    }
-                }
-            }
-            let answer = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = socket.write_all(answer.as_bytes()).await;
-            let _ = socket.shutdown().await;
+            read_request(&mut socket).await;
+            answer(&mut socket, 200, "application/json", body.as_bytes()).await;
         }
     });
     url
+}
+
+/// A proxy on loopback in front of the real node at `upstream`: every call is forwarded, except
+/// `eth_call`, which is answered with `status`, `content_type` and `body`.
+async fn node_misanswering_eth_call(
+    upstream: String,
+    status: u16,
+    content_type: &'static str,
+    body: Vec<u8>,
+) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let body = std::sync::Arc::new(body);
+    tokio::spawn(async move {
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let (client, upstream, body) = (client.clone(), upstream.clone(), body.clone());
+            tokio::spawn(async move {
+                let request = read_request(&mut socket).await;
+                let call: serde_json::Value = serde_json::from_slice(&request).unwrap_or_default();
+                if call["method"] == "eth_call" {
+                    answer(&mut socket, status, content_type, &body).await;
+                    return;
+                }
+                let forwarded = client
+                    .post(&upstream)
+                    .header("content-type", "application/json")
+                    .body(request)
+                    .send()
+                    .await
+                    .unwrap()
+                    .bytes()
+                    .await
+                    .unwrap();
+                answer(&mut socket, 200, "application/json", &forwarded).await;
+            });
+        }
+    });
+    url
+}
+
+/// Issue 25, item 11: whatever our RPC does wrong when C3 reads the token (HTML, a status that is
+/// not 2xx, a body that is not JSON, a JSON-RPC error that is not a revert, a body past the cap,
+/// nesting past the parser's depth, an answer to another id, no result, a result that is not
+/// bytes), C3 on an honest subject is `unmeasured` with the reason, never a failure of the token.
+/// Before, each of these made C3 fail with `token.name.unreadable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misbehaving_rpc_leaves_c3_unmeasured_never_failed() {
+    use x402_probe::checks::free::evaluate_free;
+    use x402_probe::evidence::Outcome;
+    use x402_probe::probe::free::{FreeProbeConfig, probe_free};
+    use x402_probe::probe::http::FetchConfig;
+
+    x402_probe::install_crypto_provider();
+    let lab = Lab::start_with(x402_lab::LabOptions {
+        scenarios: Some(vec!["honest-v2".into()]),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let endpoint = lab.endpoint("honest-v2").unwrap().url.clone();
+    let rubric = x402_probe::rubric::Rubric::embedded_default();
+    let ca: rustls_pki_types::CertificateDer<'static> =
+        rustls_pki_types::pem::PemObject::from_pem_slice(lab.ca_pem.as_bytes()).unwrap();
+    let c3_through = |rpc_url: String| {
+        let config = FreeProbeConfig {
+            fetch: FetchConfig {
+                allow_private: true,
+                observe_invalid_tls: true,
+                extra_roots: vec![ca.clone()],
+                ..FetchConfig::default()
+            },
+            samples: 1,
+            rpc: Some(Rpc::new(rpc_url)),
+            declared_assets: vec![lab.token.address()],
+            vantage: "test".into(),
+            ..FreeProbeConfig::default()
+        };
+        let (endpoint, rubric) = (endpoint.clone(), rubric.clone());
+        async move {
+            let observation = probe_free(&config, &endpoint, 0).await;
+            evaluate_free(&observation, &rubric)
+                .into_iter()
+                .find(|r| r.id == "C3")
+                .expect("C3 is a free check")
+        }
+    };
+    // Through the real node, the honest subject passes C3: the proxy is what changes below.
+    let honest = c3_through(lab.rpc_url().to_string()).await;
+    assert_eq!(honest.outcome, Outcome::Pass, "{}", honest.evidence);
+
+    let json_rpc = |v: serde_json::Value| v.to_string().into_bytes();
+    let deep = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}0{}}}",
+        "[".repeat(400),
+        "]".repeat(400)
+    );
+    let huge = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"0x{}\"}}",
+        "00".repeat(1 << 20)
+    );
+    let cases: Vec<(&str, u16, &'static str, Vec<u8>)> = vec![
+        (
+            "an HTML page",
+            200,
+            "text/html",
+            b"<html><body><h1>502 Bad Gateway</h1></body></html>".to_vec(),
+        ),
+        (
+            "HTTP 503",
+            503,
+            "application/json",
+            json_rpc(
+                serde_json::json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32005, "message": "rate limited"}}),
+            ),
+        ),
+        (
+            "a body that is not JSON",
+            200,
+            "application/json",
+            b"ok".to_vec(),
+        ),
+        (
+            "a JSON-RPC error that is not a revert",
+            200,
+            "application/json",
+            json_rpc(
+                serde_json::json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "header not found"}}),
+            ),
+        ),
+        (
+            "a body past the cap",
+            200,
+            "application/json",
+            huge.into_bytes(),
+        ),
+        (
+            "nesting past the depth limit",
+            200,
+            "application/json",
+            deep.into_bytes(),
+        ),
+        (
+            "an answer to another id",
+            200,
+            "application/json",
+            json_rpc(serde_json::json!({"jsonrpc": "2.0", "id": 7, "result": "0x"})),
+        ),
+        (
+            "no result",
+            200,
+            "application/json",
+            json_rpc(serde_json::json!({"jsonrpc": "2.0", "id": 1})),
+        ),
+        (
+            "a result that is not bytes",
+            200,
+            "application/json",
+            json_rpc(serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"data": "0x"}})),
+        ),
+    ];
+    for (what, status, content_type, body) in cases {
+        let proxy =
+            node_misanswering_eth_call(lab.rpc_url().to_string(), status, content_type, body).await;
+        let c3 = c3_through(proxy).await;
+        assert_eq!(c3.outcome, Outcome::Unmeasured, "{what}: {}", c3.evidence);
+        assert!(
+            c3.evidence.contains("our RPC failed reading the token"),
+            "{what}: {}",
+            c3.evidence
+        );
+    }
+}
+
+/// A revert from a real node is the contract's answer (a fact C3 may hold against a token), and
+/// told apart from the node's own errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revert_from_a_real_node_is_the_contracts_answer() {
+    let lab = Lab::start_with(x402_lab::LabOptions {
+        scenarios: Some(vec![]),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let rpc = Rpc::new(lab.rpc_url());
+    let err = rpc
+        .eth_call(lab.token.address(), &[0xde, 0xad, 0xbe, 0xef])
+        .await
+        .expect_err("the token has no such function");
+    assert!(err.is_revert(), "{err:?}");
+    let not_a_revert = RpcError::Node {
+        method: "eth_call".into(),
+        code: -32000,
+        message: "header not found".into(),
+    };
+    assert!(!not_a_revert.is_revert());
 }
 
 /// Found by the `rpc_response` fuzz target: a result of the wrong shape was quoted by cutting its

@@ -194,6 +194,7 @@ async fn check(f: &Facilitator, body: &Value) -> Result<Checked, Value> {
     if authorization.value != amount {
         return Err(invalid("invalid_exact_evm_authorization_value", from));
     }
+    catch_up_chain_clock(f, authorization.valid_after).await;
     // Only tokens deployed on this chain can be simulated; anything else fails the simulation below.
     let token = Token::at(f.token.rpc(), asset)
         .await
@@ -219,6 +220,28 @@ async fn check(f: &Facilitator, body: &Value) -> Result<Checked, Value> {
         signature,
         network: network.to_string(),
     })
+}
+
+/// Mines an empty block when the chain's latest block is not after `valid_after`.
+///
+/// The token checks `validAfter < block.timestamp`, and the simulation runs at the latest block.
+/// A real chain makes a block every few seconds, so its latest block is always recent; anvil
+/// mines only when a transaction comes, so after ten idle minutes the latest block is older than
+/// the `now - 600 s` a payer signs as `validAfter`, and every honest payment would fail its
+/// simulation. One empty block, stamped with anvil's clock (the wall clock, plus any warp a test
+/// asked for), is what a real chain would have made meanwhile. Interval mining (`--block-time`)
+/// would keep the clock moving too, but it also delays every transaction to the next tick and
+/// grows the chain while the lab is idle; this mines only when a payment needs it.
+async fn catch_up_chain_clock(f: &Facilitator, valid_after: U256) {
+    let rpc = f.token.rpc();
+    match rpc.latest_block_timestamp().await {
+        Ok(latest) if U256::from(latest) <= valid_after => {
+            if let Err(e) = rpc.mine().await {
+                eprintln!("lab: mining a block to move the chain's clock failed: {e}");
+            }
+        }
+        _ => {}
+    }
 }
 
 fn parse_authorization(payload: &Value) -> Option<Authorization> {

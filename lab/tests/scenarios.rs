@@ -966,3 +966,28 @@ async fn dup_content_type_declares_two_types() {
     assert_eq!(body, b"{}");
     assert_eq!(pr["accepts"][0]["payTo"], lab.pay_to.to_checksum(None));
 }
+
+// ---------- the chain's clock after idle time ----------
+
+/// Issue 25, item 15: anvil mines only when a transaction comes, so after ten idle minutes its
+/// latest block is older than the `now - 600 s` a payer signs as `validAfter`, and the
+/// facilitator's simulation (run at the latest block) refused every honest payment. Here the
+/// latest block is made an hour old at once (the chain's clock set back for one block, then put
+/// back on the wall clock, as idle time leaves it), and an honest payment must still settle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payment_after_the_chain_sat_idle_settles() {
+    let lab = lab(&["honest-v2"]).await;
+    rpc(&lab, "evm_setTime", serde_json::json!([now() - 3600])).await;
+    rpc(&lab, "evm_mine", serde_json::json!([])).await;
+    rpc(&lab, "evm_setTime", serde_json::json!([now()])).await;
+    let latest = lab.token.rpc().latest_block_timestamp().await.unwrap();
+    assert!(
+        latest + 600 < now(),
+        "the latest block is older than validAfter"
+    );
+
+    let payee_before = balance(&lab, lab.pay_to).await;
+    let (resp, _, _) = pay(&lab, "honest-v2").await;
+    assert_eq!(resp.status().as_u16(), 200, "{:?}", resp.headers());
+    assert_eq!(balance(&lab, lab.pay_to).await, payee_before + price());
+}

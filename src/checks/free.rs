@@ -430,14 +430,19 @@ fn c3(run: &Run) -> Conclusion {
         let token = req
             .asset_address()
             .and_then(|a| tokens.iter().find(|t| t.asset == a));
-        let seen = match token {
-            Some(t) if t.rpc_error.is_none() => Some(TokenDomainSeen {
-                name: t.name.clone(),
-                version: t.version.clone(),
-                domain_separator: t.domain_separator,
-            }),
-            _ => None,
-        };
+        // Our RPC failing to read the token says nothing about it: unmeasured, with the reason.
+        if let Some(error) = token.and_then(|t| t.rpc_error.as_ref()) {
+            results.push(Conclusion::unmeasured(format!(
+                "accepts[{}]: our RPC failed reading the token: {error}",
+                req.index
+            )));
+            continue;
+        }
+        let seen = token.map(|t| TokenDomainSeen {
+            name: t.name.clone(),
+            version: t.version.clone(),
+            domain_separator: t.domain_separator,
+        });
         let c = match (req.chain_id(), &seen) {
             (Some(id), _) if id != chain_id => Conclusion::unmeasured(format!(
                 "accepts[{}] is on chain {id}; our RPC serves chain {chain_id}",

@@ -2,7 +2,11 @@
 //!
 //! It is reached with the same HTTP prober as the endpoints (fresh connection, timeouts, bounded
 //! bodies), but the address guard does not apply: the operator chose this URL. Every failure is an
-//! [`RpcError`], which chain-dependent checks turn into `unmeasured`, never `fail`.
+//! [`RpcError`], which chain-dependent checks turn into `unmeasured`, never `fail`: an HTTP status
+//! other than 2xx, a body that is not JSON (HTML, nesting past serde_json's depth limit), a body
+//! past the cap, an answer to another request id, no `result`, a result of the wrong shape, and
+//! every JSON-RPC error object but one. The one exception is a call the node executed and the
+//! contract reverted ([`RpcError::is_revert`]): that is the contract's answer, a fact about it.
 
 use alloy::primitives::{Address, B256, Bytes, U256};
 use serde::{Deserialize, Serialize};
@@ -27,6 +31,22 @@ pub enum RpcError {
     },
     #[error("RPC {method} answered something that is not a JSON-RPC result: {message}")]
     BadResponse { method: String, message: String },
+}
+
+impl RpcError {
+    /// Whether the node ran the call and the contract reverted: the EIP-1474 code 3 ("execution
+    /// reverted", with revert data: geth, anvil, erigon), or a node error whose message says the
+    /// execution reverted (geth's -32000 "execution reverted" without revert data, Nethermind's
+    /// "VM execution error... revert"). Every other node error (rate limits, "header not found",
+    /// missing trie nodes, internal errors) is the node's trouble, not the contract's.
+    pub fn is_revert(&self) -> bool {
+        match self {
+            RpcError::Node { code, message, .. } => {
+                *code == 3 || message.to_ascii_lowercase().contains("revert")
+            }
+            _ => false,
+        }
+    }
 }
 
 pub use crate::evidence::chain::{LogEntry, TxReceipt};
@@ -172,12 +192,23 @@ pub fn read_result(method: &str, resp: &HttpResponse) -> Result<Value, RpcError>
     if resp.body_truncated {
         return Err(bad("response larger than the body cap".into()));
     }
+    if !(200..300).contains(&resp.status) {
+        return Err(bad(format!("HTTP {}", resp.status)));
+    }
     let v: Value = serde_json::from_slice(&resp.body).map_err(|e| {
         bad(format!(
             "HTTP {} with a body that is not JSON: {e}",
             resp.status
         ))
     })?;
+    // One request, id 1: an answer to another id (or a batch, or no id) is not ours.
+    if v.get("id") != Some(&json!(1)) {
+        let id = v.get("id").map_or("none".to_string(), |id| {
+            let text = id.to_string();
+            text[..text.floor_char_boundary(MAX_QUOTED_BYTES)].to_string()
+        });
+        return Err(bad(format!("an answer to request id {id}, not 1")));
+    }
     if let Some(err) = v.get("error") {
         return Err(RpcError::Node {
             method: method.to_string(),
@@ -297,12 +328,12 @@ pub struct TokenDomainRead {
 }
 
 impl Rpc {
-    /// An `eth_call` whose revert or odd answer is a fact about the contract (`Ok(None)`), while an
-    /// unreachable RPC is an error.
+    /// An `eth_call` whose revert is a fact about the contract (`Ok(None)`); every other failure
+    /// is the RPC's (an error: the read is unmeasured, never held against the token).
     async fn call_or_none(&self, to: Address, data: &[u8]) -> Result<Option<Bytes>, RpcError> {
         match self.eth_call(to, data).await {
             Ok(b) => Ok(Some(b)),
-            Err(RpcError::Node { .. } | RpcError::BadResponse { .. }) => Ok(None),
+            Err(e) if e.is_revert() => Ok(None),
             Err(e) => Err(e),
         }
     }

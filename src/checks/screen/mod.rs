@@ -315,36 +315,38 @@ pub(crate) fn screen_within(text: &str, scope: Scope, max_bytes: usize) -> Scree
             })
             .collect();
         add("unicode.mixed-script", Category::HiddenText, hits);
+        let hits = plain
+            .invisible_references
+            .iter()
+            .map(|reference| Hit {
+                span: reference.clone(),
+                note: None,
+            })
+            .collect();
+        add("unicode.invisible-reference", Category::HiddenText, hits);
     }
-    let loose = normalise::loosen(&plain);
-    for group in rules::rule_groups() {
-        if !scope.covers(group.category) {
-            continue;
-        }
-        let mut hits = Vec::new();
-        for rule in &group.rules {
-            for m in rule.regex.find_iter(&plain.text) {
-                let range = trim_spaces(&plain.text, m.range());
-                if !range.is_empty() && rule.accepts(&plain.text, range.clone()) {
-                    hits.push(Hit {
-                        span: plain.original_span(range),
-                        note: None,
-                    });
-                }
-            }
-            let Some(loose) = loose.as_ref().filter(|_| rule.loose) else {
-                continue;
-            };
-            for m in rule.regex.find_iter(&loose.text) {
-                let range = trim_spaces(&loose.text, m.range());
-                if !range.is_empty() && rule.accepts(&loose.text, range.clone()) {
-                    hits.push(Hit {
-                        span: plain.original_span(loose.plain_span(range)),
-                        note: None,
-                    });
-                }
-            }
-        }
+    let rule_groups = rules::rule_groups();
+    let mut by_group: Vec<Vec<Hit>> = rule_groups.iter().map(|_| Vec::new()).collect();
+    word_rule_matches(&plain, scope, |group, span| {
+        by_group[group].push(Hit { span, note: None });
+    });
+    // What an agent told to decode a run would read: the word rules over the decoded text, each
+    // finding on the encoded run (one level: what is decoded is not decoded again).
+    for encoded in blobs::encoded_texts(text) {
+        let inner = normalise::normalise(&encoded.text);
+        let note = format!(
+            "{} that decodes to {:?}",
+            encoded.encoding,
+            blobs::decoded_excerpt(&encoded.text)
+        );
+        word_rule_matches(&inner, scope, |group, _| {
+            by_group[group].push(Hit {
+                span: encoded.span.clone(),
+                note: Some(note.clone().into_boxed_str()),
+            });
+        });
+    }
+    for (group, hits) in rule_groups.iter().zip(by_group) {
         add(group.id, group.category, hits);
     }
 
@@ -391,6 +393,39 @@ pub(crate) fn screen_within(text: &str, scope: Scope, max_bytes: usize) -> Scree
         by_rule,
         screened_bytes: text.len(),
         truncated,
+    }
+}
+
+/// Every match of the word rules of `scope` over a normalised text (its plain view, and its loose
+/// view for the rules that read it), as the index of the rule's group and the span in the text
+/// that was normalised.
+fn word_rule_matches(
+    plain: &normalise::Normalised,
+    scope: Scope,
+    mut on_match: impl FnMut(usize, Range<usize>),
+) {
+    let loose = normalise::loosen(plain);
+    for (index, group) in rules::rule_groups().iter().enumerate() {
+        if !scope.covers(group.category) {
+            continue;
+        }
+        for rule in &group.rules {
+            for m in rule.regex.find_iter(&plain.text) {
+                let range = trim_spaces(&plain.text, m.range());
+                if !range.is_empty() && rule.accepts(&plain.text, range.clone()) {
+                    on_match(index, plain.original_span(range));
+                }
+            }
+            let Some(loose) = loose.as_ref().filter(|_| rule.loose) else {
+                continue;
+            };
+            for m in rule.regex.find_iter(&loose.text) {
+                let range = trim_spaces(&loose.text, m.range());
+                if !range.is_empty() && rule.accepts(&loose.text, range.clone()) {
+                    on_match(index, plain.original_span(loose.plain_span(range)));
+                }
+            }
+        }
     }
 }
 
@@ -653,6 +688,165 @@ struct Screened<'a> {
     texts: &'a [SourcedText],
     /// The screenings of `texts[..screenings.len()]`; the rest were not screened.
     screenings: Vec<Screening>,
+    /// Findings that only two texts read together make (see [`seams`]).
+    seams: Vec<Seam>,
+}
+
+/// The most bytes of each side of a seam screened: the end of one text and the start of the next.
+pub(crate) const SEAM_BYTES: usize = 256;
+
+/// The most seams screened for one response.
+pub(crate) const MAX_SEAMS: usize = 64;
+
+/// Two texts an agent reads as one message, joined: the last [`SEAM_BYTES`] of the first, a space,
+/// the first [`SEAM_BYTES`] of the second; and the findings that cross the join (those inside one
+/// text are that text's own).
+struct Seam {
+    /// `first+second`, e.g. `resource.description+error`.
+    source: String,
+    screening: Screening,
+}
+
+/// Whether a PaymentRequired's text is one an agent reads with the others as one message: the
+/// resource's description, the error, and each accepts entry's description.
+fn reads_together(source: &str) -> bool {
+    source == "resource.description"
+        || source == "error"
+        || source
+            .strip_prefix("accepts[")
+            .and_then(|rest| rest.strip_suffix("].description"))
+            .is_some_and(|index| !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Words that cannot end a sentence: a text that ends with one goes on in the next.
+const OPEN_ENDED_WORDS: &[&str] = &[
+    "a",
+    "an",
+    "the",
+    "your",
+    "my",
+    "our",
+    "their",
+    "his",
+    "her",
+    "its",
+    "all",
+    "any",
+    "every",
+    "of",
+    "to",
+    "for",
+    "with",
+    "in",
+    "into",
+    "on",
+    "at",
+    "by",
+    "from",
+    "and",
+    "or",
+    "but",
+    "us",
+    "me",
+    "you",
+    "please",
+    "just",
+    "send",
+    "enter",
+    "provide",
+    "share",
+    "paste",
+    "ignore",
+    "disregard",
+    "forget",
+    "wallet's",
+    "account's",
+    "user's",
+];
+
+/// Whether `second` reads as the rest of a sentence that `first` began: `first` does not end a
+/// sentence, and `second` starts with a lower-case or uncased letter (a Chinese character, a
+/// digit), or `first` ends with a word no sentence ends with ("... reply with your" + "Seed
+/// phrase"). "X-PAYMENT header is required" followed by a description that starts with a capital
+/// is two sentences, the way x402 errors and descriptions are written.
+fn continues(first: &str, second: &str) -> bool {
+    let first = first.trim_end();
+    if first.ends_with(['.', '!', '?', '。', '！', '？', ':', ';']) {
+        return false;
+    }
+    let Some(next) = second.trim_start().chars().next() else {
+        return false;
+    };
+    if !next.is_uppercase() {
+        return true;
+    }
+    let last_word = first
+        .rsplit(|c: char| c.is_whitespace())
+        .next()
+        .unwrap_or("")
+        .to_lowercase();
+    OPEN_ENDED_WORDS.contains(&last_word.as_str())
+}
+
+/// `text` after its first `text.len() - max` bytes, at a character boundary.
+fn suffix_at_boundary(text: &str, max: usize) -> &str {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+/// The seams of a response: an ask can start in the description and end in the error (or the
+/// other way round: an agent may read the JSON in either order). Each pair of texts that
+/// [`reads_together`], in both orders, where one of them is the resource's description or the
+/// error, up to [`MAX_SEAMS`]. Bounded: at most `MAX_SEAMS * (2 * SEAM_BYTES + 1)` bytes.
+fn seams(texts: &[SourcedText], scope: Scope) -> Vec<Seam> {
+    let together: Vec<&SourcedText> = texts
+        .iter()
+        .take(MAX_SCREENED_TEXTS)
+        .filter(|t| reads_together(&t.source))
+        .collect();
+    let mut seams = Vec::new();
+    for first in &together {
+        for second in &together {
+            let top = |t: &SourcedText| t.source == "resource.description" || t.source == "error";
+            if std::ptr::eq(*first, *second)
+                || !(top(first) || top(second))
+                || !continues(&first.text, &second.text)
+            {
+                continue;
+            }
+            if seams.len() >= MAX_SEAMS {
+                return seams;
+            }
+            let tail = suffix_at_boundary(&first.text, SEAM_BYTES);
+            let head = prefix_at_boundary(&second.text, SEAM_BYTES);
+            let joined = format!("{tail} {head}");
+            let join = tail.len();
+            let mut screening = screen_within(&joined, scope, joined.len());
+            screening
+                .findings
+                .retain(|f| f.start < join && f.end > join + 1);
+            let mut by_rule: BTreeMap<String, RuleCount> = BTreeMap::new();
+            for f in &screening.findings {
+                by_rule
+                    .entry(f.rule.clone())
+                    .or_insert(RuleCount {
+                        category: f.category,
+                        count: 0,
+                    })
+                    .count += 1;
+            }
+            screening.total = screening.findings.len();
+            screening.by_rule = by_rule;
+            seams.push(Seam {
+                source: format!("{}+{}", first.source, second.source),
+                screening,
+            });
+        }
+    }
+    seams
 }
 
 fn screen_all(texts: &[SourcedText], scope: Scope) -> Screened<'_> {
@@ -666,10 +860,26 @@ fn screen_all(texts: &[SourcedText], scope: Scope) -> Screened<'_> {
         left -= screening.screened_bytes;
         screenings.push(screening);
     }
-    Screened { texts, screenings }
+    let seams = seams(texts, scope);
+    Screened {
+        texts,
+        screenings,
+        seams,
+    }
 }
 
 impl Screened<'_> {
+    /// Each text's screening with its source, then each seam's.
+    fn all_screenings(&self) -> impl Iterator<Item = (&str, &Screening)> {
+        let texts = self
+            .texts
+            .iter()
+            .zip(&self.screenings)
+            .map(|(t, s)| (t.source.as_str(), s));
+        let seams = self.seams.iter().map(|s| (s.source.as_str(), &s.screening));
+        texts.chain(seams)
+    }
+
     /// Whether some text was not screened, or only in part.
     fn over_budget(&self) -> bool {
         self.screenings.len() < self.texts.len() || self.screenings.iter().any(|s| s.truncated)
@@ -679,21 +889,20 @@ impl Screened<'_> {
     /// before the second of any), in text order, and how many there are in all.
     fn findings_in(&self, categories: &[Category]) -> (Vec<SourcedFinding<'_>>, usize) {
         let total = self
-            .screenings
-            .iter()
-            .flat_map(|s| s.by_rule.values())
+            .all_screenings()
+            .flat_map(|(_, s)| s.by_rule.values())
             .filter(|r| categories.contains(&r.category))
             .map(|r| r.count)
             .sum();
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
         let mut candidates = Vec::new();
-        for (index, (text, screening)) in self.texts.iter().zip(&self.screenings).enumerate() {
+        for (index, (source, screening)) in self.all_screenings().enumerate() {
             for finding in &screening.findings {
                 if !categories.contains(&finding.category) {
                     continue;
                 }
                 let rank = seen.entry(finding.rule.as_str()).or_default();
-                candidates.push((*rank, index, finding.start, text.source.as_str(), finding));
+                candidates.push((*rank, index, finding.start, source, finding));
                 *rank += 1;
             }
         }
@@ -711,7 +920,7 @@ impl Screened<'_> {
     /// Distinct findings per rule, over every text, for these categories.
     fn counts_in(&self, categories: &[Category]) -> BTreeMap<&str, RuleCount> {
         let mut counts: BTreeMap<&str, RuleCount> = BTreeMap::new();
-        for (rule, count) in self.screenings.iter().flat_map(|s| &s.by_rule) {
+        for (rule, count) in self.all_screenings().flat_map(|(_, s)| &s.by_rule) {
             if categories.contains(&count.category) {
                 counts
                     .entry(rule.as_str())
@@ -754,6 +963,7 @@ impl Screened<'_> {
             "bytes": self.texts.iter().map(|t| t.text.len()).sum::<usize>(),
             "screened": self.screenings.len(),
             "screened_bytes": self.screenings.iter().map(|s| s.screened_bytes).sum::<usize>(),
+            "seams": self.seams.len(),
             "all_sha256": hex::encode(all.finalize()),
         })
     }

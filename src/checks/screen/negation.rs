@@ -14,6 +14,15 @@
 //! "simply", "instead", "then", "so", "however"...): in "No KYC, just enter your seed phrase" the
 //! negation governs KYC, not the ask.
 //!
+//! A negation before the ask's verb does not cancel it when a word that starts a new clause stands
+//! between that verb and the secret: in "we don't need much, just send your seed phrase" (or "we
+//! do not need anything but your private key") the negation governs the need, and the clause
+//! that names the secret asks for it.
+//!
+//! Chinese, Japanese and Korean put the negation after the verb as often as before it ("秘密鍵を
+//! 入力しないでください", "입력하지 마세요"): the rules for them take a few characters after the
+//! verb into the match, and a negation there cancels the ask.
+//!
 //! An ask made by someone else and described in a conditional or relative clause ("if a site asks
 //! for your 12 words", "pages that ask visitors to enter a seed phrase", "anyone who asks for your
 //! key") is reported speech, not an ask to the reader.
@@ -77,6 +86,7 @@ fn is_negation(word: &str) -> bool {
             | "нет"
             | "без"
             | "нельзя"
+            | "mai"
     )
 }
 
@@ -253,6 +263,10 @@ fn is_determiner(word: &str) -> bool {
             | "свою"
             | "вашу"
             | "твою"
+            | "tua"
+            | "tuo"
+            | "tue"
+            | "il"
     )
 }
 
@@ -378,10 +392,63 @@ fn cjk_negated(token: &str) -> bool {
         "永不",
     ];
     const IMPERATIVE: &[&str] = &["请", "請", "只需", "只要", "就", "直接"];
+    // One-character negations count only right before the verb ("不需要", "无需").
+    if ["不", "无", "無", "没", "沒", "未"]
+        .iter()
+        .any(|n| token.ends_with(n))
+    {
+        return true;
+    }
     let Some(at) = NEGATIONS.iter().filter_map(|n| token.rfind(n)).max() else {
         return false;
     };
     !IMPERATIVE.iter().any(|p| token[at..].contains(p))
+}
+
+/// Negations that follow the verb in Chinese, Japanese and Korean, or stand before it.
+const CJK_NEGATIONS: &[&str] = &[
+    "ないで",
+    "ません",
+    "しない",
+    "不要",
+    "禁止",
+    "決して",
+    "絶対に",
+    "不需要",
+    "无需",
+    "無需",
+    "不用",
+    "不必",
+    "勿",
+    "别",
+    "別",
+    "不会",
+    "不會",
+    "绝不",
+    "絕不",
+    "永不",
+    "않",
+    "마세요",
+    "마십시오",
+    "말고",
+    "말아",
+    "금지",
+    "절대",
+];
+
+/// Whether a CJK or Korean negation stands in `text`.
+fn cjk_text_negated(text: &str) -> bool {
+    CJK_NEGATIONS.iter().any(|n| text.contains(n))
+}
+
+/// Whether the words between the start of a verb-first ask and its secret open a new clause
+/// ("need much, just send your ...", "need anything but your ..."): then a negation before the
+/// verb governs another clause than the one that names the secret.
+fn clause_reopens(folded: &str, between: Range<usize>) -> bool {
+    folded[between]
+        .split(|c: char| c == ' ' || is_clause_punctuation(c))
+        .skip(1)
+        .any(|w| starts_clause(w) || matches!(w, "but" | "except" | "besides"))
 }
 
 /// Whether a negation governs the verb that starts at `verb_at`.
@@ -418,6 +485,9 @@ fn noun_negated(folded: &str, noun_at: usize) -> bool {
     let mut free_words = 1;
     for word in words.iter().rev().take(6) {
         let word = word.trim_matches(['\'', '"']);
+        if word.chars().any(is_cjk) {
+            return cjk_negated(word);
+        }
         if is_negation(word) {
             return true;
         }
@@ -462,6 +532,32 @@ fn is_reported(folded: &str, m: &Range<usize>) -> bool {
             )
         })
     })
+}
+
+/// Whether the match is the writer offering something rather than asking: "我们提供私钥安全存储"
+/// (we provide private-key storage), "we provide private key backups". The verb "provide" (提供)
+/// asks only when the reader is its subject.
+fn is_offer(folded: &str, m: &Range<usize>) -> bool {
+    const WRITER: &[&str] = &[
+        "我们",
+        "我們",
+        "本服务",
+        "本服務",
+        "本接口",
+        "本平台",
+        "本站",
+        "我司",
+        "本工具",
+        "本产品",
+        "本產品",
+    ];
+    let before = &folded[floor_of(folded, m.start)..m.start];
+    let matched = &folded[m.clone()];
+    if matched.starts_with("提供") {
+        return WRITER.iter().any(|w| before.ends_with(w));
+    }
+    let before = before.trim_end();
+    matched.starts_with("provide ") && (before == "we" || before.ends_with(" we"))
 }
 
 /// The shape of a secret-ask match, found from where its noun stands.
@@ -509,18 +605,22 @@ fn shape_of(folded: &str, m: &Range<usize>, nouns: &Regex) -> AskShape {
 /// Whether the secret-ask match `m` of the folded text is cancelled: a negation that scopes the
 /// ask, or an ask reported as someone else's. `nouns` finds the secret nouns of every language.
 pub(super) fn ask_is_cancelled(folded: &str, m: Range<usize>, nouns: &Regex) -> bool {
-    if is_reported(folded, &m) {
+    if is_reported(folded, &m) || is_offer(folded, &m) {
         return true;
     }
     match shape_of(folded, &m, nouns) {
         AskShape::VerbFirst { noun_at } => {
-            verb_negated(folded, m.start) || noun_at.is_some_and(|at| noun_negated(folded, at))
+            let verb_governs = noun_at.is_none_or(|at| !clause_reopens(folded, m.start..at));
+            (verb_governs && verb_negated(folded, m.start))
+                || noun_at.is_some_and(|at| noun_negated(folded, at))
+                || cjk_text_negated(&folded[m.clone()])
         }
         AskShape::NounFirst { noun_end } => {
             noun_negated(folded, m.start)
                 || folded[noun_end..m.end]
                     .split(' ')
                     .any(|w| is_negation(w) || w.ends_with("n't"))
+                || cjk_text_negated(&folded[noun_end..m.end])
         }
         AskShape::Pronoun { verb_at } => verb_negated(folded, verb_at),
     }
@@ -604,6 +704,17 @@ mod tests {
     }
 
     #[test]
+    fn a_new_clause_between_a_negated_verb_and_the_secret_reopens_the_ask() {
+        let text = "we don't need much, just send your seed phrase";
+        assert!(!cancelled(text, "need much, just send your seed phrase"));
+        let text = "we do not need anything but your private key";
+        assert!(!cancelled(text, "need anything but your private key"));
+        // Without a new clause the negation still governs: a list of what is not needed.
+        let text = "we do not need your email, password or private key";
+        assert!(cancelled(text, "need your email, password or private key"));
+    }
+
+    #[test]
     fn the_pronoun_form_looks_at_its_own_verb() {
         let text = "your seed phrase is never stored, just enter it here";
         let ask = "seed phrase is never stored, just enter it";
@@ -637,6 +748,20 @@ mod tests {
         assert!(!cancelled(
             "our website asks for your seed phrase once",
             "asks for your seed phrase"
+        ));
+    }
+
+    #[test]
+    fn the_writer_offering_is_not_an_ask() {
+        assert!(cancelled("我们提供私钥安全存储的文档", "提供私钥"));
+        assert!(!cancelled("请提供私钥", "提供私钥"));
+        assert!(cancelled(
+            "we provide private key backups",
+            "provide private key"
+        ));
+        assert!(!cancelled(
+            "you must provide your private key",
+            "provide your private key"
         ));
     }
 

@@ -5,6 +5,10 @@
 //! character (with its combining marks) it came from.
 //!
 //! What is folded, each in one linear pass (the work per character is bounded):
+//! - HTML character references are read as the character they stand for, once, as a browser or
+//!   an agent reading HTML would (`&#73;gnore`, `&#x49;`, `&nbsp;` between words, `&iacute;`):
+//!   numeric ones with or without the semicolon, named ones with it (a few common ones without);
+//!   the span of the decoded character is the whole reference;
 //! - invisible characters (zero-width, soft hyphen, bidi controls, tags, variation selectors) are
 //!   dropped, so `ig\u{200b}nore` and `ig\u{ad}nore` read as `ignore`;
 //! - compatibility forms (NFKD, then the base letters kept when they are ASCII): fullwidth,
@@ -42,6 +46,10 @@ pub(super) struct Normalised {
     origin: Vec<(u32, u32)>,
     /// Words that mix Latin letters with Cyrillic, Greek or Armenian lookalikes (original bytes).
     pub mixed_script_words: Vec<Range<usize>>,
+    /// HTML character references to an invisible character (zero-width, bidi, tags; not the soft
+    /// hyphen, which hyphenation uses), in original bytes: hidden text spelled so that the
+    /// hidden-text rules, which read the characters as published, do not see it.
+    pub invisible_references: Vec<Range<usize>>,
 }
 
 impl Normalised {
@@ -274,6 +282,149 @@ impl Folder {
     }
 }
 
+/// The longest HTML character reference read (`&#x10FFFF;`, `&ZeroWidthSpace;` and the like).
+const MAX_REFERENCE_BYTES: usize = 20;
+
+/// Named references read without their semicolon too, as browsers read them in text.
+const LEGACY_NAMES: &[&str] = &["nbsp", "amp", "lt", "gt", "quot", "shy", "copy", "reg"];
+
+/// Named references that stand for one character (besides the accented letters, see
+/// [`accented`]): spaces and invisible characters first, which a disguise uses most.
+fn named_reference(name: &str) -> Option<char> {
+    Some(match name {
+        "nbsp" | "NonBreakingSpace" => '\u{A0}',
+        "ensp" => '\u{2002}',
+        "emsp" => '\u{2003}',
+        "emsp13" => '\u{2004}',
+        "emsp14" => '\u{2005}',
+        "numsp" => '\u{2007}',
+        "puncsp" => '\u{2008}',
+        "thinsp" | "ThinSpace" => '\u{2009}',
+        "hairsp" | "VeryThinSpace" => '\u{200A}',
+        "ZeroWidthSpace" | "NegativeThinSpace" | "NegativeMediumSpace" => '\u{200B}',
+        "zwnj" => '\u{200C}',
+        "zwj" => '\u{200D}',
+        "lrm" => '\u{200E}',
+        "rlm" => '\u{200F}',
+        "NoBreak" | "NoBreakSpace" => '\u{2060}',
+        "shy" => '\u{AD}',
+        "Tab" => '\t',
+        "NewLine" => '\n',
+        "amp" | "AMP" => '&',
+        "lt" | "LT" => '<',
+        "gt" | "GT" => '>',
+        "quot" | "QUOT" => '"',
+        "apos" => '\'',
+        "lsquo" | "rsquo" | "sbquo" => '\'',
+        "ldquo" | "rdquo" | "bdquo" | "laquo" | "raquo" => '"',
+        "hyphen" | "dash" | "ndash" | "mdash" | "minus" => '-',
+        "hellip" => '…',
+        "period" => '.',
+        "comma" => ',',
+        "colon" => ':',
+        "semi" => ';',
+        "excl" => '!',
+        "quest" => '?',
+        "num" => '#',
+        "dollar" => '$',
+        "percnt" => '%',
+        "lpar" => '(',
+        "rpar" => ')',
+        "ast" | "midast" => '*',
+        "plus" => '+',
+        "sol" => '/',
+        "bsol" => '\\',
+        "lowbar" => '_',
+        "verbar" | "vert" => '|',
+        "commat" => '@',
+        "equals" => '=',
+        "middot" => '·',
+        "bull" => '•',
+        "szlig" => 'ß',
+        "aelig" => 'æ',
+        "AElig" => 'Æ',
+        "oslash" => 'ø',
+        "Oslash" => 'Ø',
+        "copy" => '©',
+        "reg" => '®',
+        "deg" => '°',
+        "times" => '×',
+        "divide" => '÷',
+        "euro" => '€',
+        "pound" => '£',
+        "rarr" => '→',
+        "larr" => '←',
+        _ => return None,
+    })
+}
+
+/// `&iacute;`, `&Ccedil;`, `&ntilde;`...: a letter and the name of its mark, composed.
+fn accented(name: &str) -> Option<char> {
+    let mut chars = name.chars();
+    let base = chars.next().filter(char::is_ascii_alphabetic)?;
+    let mark = match chars.as_str() {
+        "grave" => '\u{300}',
+        "acute" => '\u{301}',
+        "circ" => '\u{302}',
+        "tilde" => '\u{303}',
+        "macr" => '\u{304}',
+        "breve" => '\u{306}',
+        "dot" => '\u{307}',
+        "uml" => '\u{308}',
+        "ring" => '\u{30A}',
+        "dblac" => '\u{30B}',
+        "caron" => '\u{30C}',
+        "cedil" => '\u{327}',
+        "ogon" => '\u{328}',
+        _ => return None,
+    };
+    compose(base, mark)
+}
+
+/// The HTML character reference at the start of `text` (which starts with `&`): the character it
+/// stands for and its length in bytes. Bounded: at most [`MAX_REFERENCE_BYTES`] bytes are read.
+fn char_reference(text: &str) -> Option<(char, usize)> {
+    let bytes = &text.as_bytes()[..text.len().min(MAX_REFERENCE_BYTES)];
+    if bytes.get(1) == Some(&b'#') {
+        let (radix, digits_at) = match bytes.get(2) {
+            Some(b'x' | b'X') => (16, 3),
+            _ => (10, 2),
+        };
+        let digits = bytes[digits_at..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit() || (radix == 16 && b.is_ascii_hexdigit()))
+            .count();
+        let end = digits_at + digits;
+        // No digits, or more than any code point has (or than was read): not a reference read here.
+        if digits == 0 || digits > 7 || end >= MAX_REFERENCE_BYTES {
+            return None;
+        }
+        let value = u32::from_str_radix(text.get(digits_at..end)?, radix).ok()?;
+        let c = char::from_u32(value).filter(|c| *c != '\0')?;
+        let len = if bytes.get(end) == Some(&b';') {
+            end + 1
+        } else {
+            end
+        };
+        return Some((c, len));
+    }
+    let name_len = bytes[1..]
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric())
+        .count();
+    let name = text.get(1..1 + name_len)?;
+    if bytes.get(1 + name_len) == Some(&b';') {
+        let c = named_reference(name).or_else(|| accented(name))?;
+        return Some((c, name_len + 2));
+    }
+    // Without the semicolon: the longest legacy name the text starts with.
+    LEGACY_NAMES
+        .iter()
+        .filter(|legacy| name.starts_with(*legacy))
+        .max_by_key(|legacy| legacy.len())
+        .and_then(|legacy| Some((named_reference(legacy)?, legacy.len() + 1)))
+}
+
 /// What may stand between two letters spelled out one by one.
 fn is_letter_gap(c: char) -> bool {
     c.is_whitespace()
@@ -483,8 +634,23 @@ pub(super) fn normalise(original: &str) -> Normalised {
         parts: Vec::with_capacity(18),
         marks: 0,
     };
-    for (at, c) in original.char_indices() {
+    let mut invisible_references = Vec::new();
+    let mut chars = original.char_indices();
+    while let Some((at, c)) = chars.next() {
         // Texts are at most a few MiB (the screen's byte bound), far below u32::MAX.
+        if c == '&'
+            && let Some((decoded, len)) = char_reference(&original[at..])
+        {
+            if is_invisible(decoded) && decoded != '\u{AD}' {
+                invisible_references.push(at..at + len);
+            }
+            folder.push(decoded, (at as u32, (at + len) as u32));
+            // A reference is ASCII: skip its other bytes, one character each.
+            for _ in 1..len {
+                chars.next();
+            }
+            continue;
+        }
         let from = (at as u32, (at + c.len_utf8()) as u32);
         folder.push(c, from);
     }
@@ -517,6 +683,7 @@ pub(super) fn normalise(original: &str) -> Normalised {
         text,
         origin,
         mixed_script_words,
+        invisible_references,
     }
 }
 
@@ -593,6 +760,29 @@ mod tests {
             fold("  IGNORE\t\tＡll  Précédentes "),
             "ignore all precedentes"
         );
+    }
+
+    #[test]
+    fn reads_html_character_references() {
+        assert_eq!(fold("&#73;gnore &#x70;rior"), "ignore prior");
+        assert_eq!(fold("&#73gnore all"), "ignore all");
+        assert_eq!(fold("please&nbsp;enter&ensp;your"), "please enter your");
+        assert_eq!(
+            fold("&Iacute;gnore caf&eacute; &Ccedil;a"),
+            "ignore cafe ca"
+        );
+        assert_eq!(fold("ig&shy;nore a&#8203;b"), "ignore ab");
+        assert_eq!(fold("&lt;b&gt; &amp; &ampx &nbspx"), "<b> & &x x");
+        // Not references: unknown names, no digits, too long, zero, a surrogate; left as written.
+        assert_eq!(
+            fold("AT&T &foo; &#; &#x; &#12345678; &#0; &#xD800;"),
+            "at&t &foo; &#; &#x; &#12345678; &#0; &#xd800;"
+        );
+        // A decoded character's span is its whole reference.
+        let original = "x &#x49;gnore";
+        let n = normalise(original);
+        assert_eq!(n.text, "x ignore");
+        assert_eq!(&original[n.original_span(2..8)], "&#x49;gnore");
     }
 
     #[test]

@@ -252,10 +252,20 @@ fn specs() -> Vec<Spec> {
             r"\b(?:fetch|visit|open|load|read|go to|navigate to|browse to|retrieve|download)\b{g3} https?://\S+{g8} (?:and|then) (?:follow|execute|obey|run|do|carry out|apply)\b")),
         word_rule("inj.call-other", Injection,
             r"\bfollow (?:the |these |those |any )?(?:instructions|directions|commands|orders|steps) (?:at|on|from|in|found at) https?://".to_string()),
+        // An order to decode something and then obey it: what the encoding hides is meant as
+        // instructions (what it decodes to is screened too, see `blobs::encoded_texts`). Decoding
+        // to read or parse data is not this: the second verb obeys, or runs "it".
+        word_rule("inj.decode-and-follow", Injection, format!(
+            r"\b(?:decode|decrypt|unscramble|deobfuscate|base64-?decode|b64decode|atob|decodifica|decodificar|decodifique|decodifiquen|descodifica|decodez|decodes|dekodiere|dekodieren sie|entschlussele|decodifichi)\b{g8},? (?:and |then |and then |y |e |et |und |dann |, )?(?:follow|obey|comply with|act on|carry out|do what (?:it|they) says?|(?:run|execute|apply) (?:it|them|the (?:result|output|decoded \S+|instructions?|commands?|text))|sigue|siga|sigan|seguir|obedece|obedezca|obedecer|cumple|ejecuta(?:lo|las|los)?|suis|suivez|obeis|obeissez|executez|execute-le|befolge|befolgen sie|gehorche|fuhre (?:sie|ihn|es) aus|segui|seguite|obbedisci|esegui(?:lo|le)?)\b")),
+        word_rule("inj.decode-and-follow", Injection,
+            r"(?:解码|解碼|解密|译码|譯碼)[^。！？]{0,20}(?:执行|執行|遵循|遵守|照做|按照|听从|聽從)".to_string()),
         word_rule("inj.exfiltrate", Injection, format!(
             r"\b(?:exfiltrat\w*|(?:send|post|forward|upload|leak|share|include|append|submit|report|copy|attach|transmit|collect)\b{g6} (?:conversation|chat history|chat log|messages|user data|user'?s? data|personal data|private data|credentials|api (?:keys?|tokens?)|tokens|secrets?|session|cookies?|environment variables|env vars|memory|previous messages|system prompt|private keys?|wallet keys?|emails?|email address(?:es)?|passwords?)\b{g8} (?:to|into|at|via) (?:{URLISH}|webhook|this (?:url|endpoint|address)|our (?:server|endpoint)))")),
-        word_rule("inj.exfiltrate", Injection,
-            r"(?:聊天记录|聊天記錄|对话记录|對話記錄|对话历史|對話歷史|用户数据|用戶數據|私钥|私鑰|密码|密碼|密钥|密鑰|环境变量|環境變量|系统提示|系統提示)[^。！？]{0,10}(?:发送|發送|上传|上傳|转发|轉發|提交|泄露)(?:到|至|给|給)".to_string()),
+        // A negation before the verb ("切勿将私钥提交到...", never commit keys to...) is advice: the
+        // match takes in a negation just before the noun, and a negation anywhere in it vetoes.
+        vetoed_rule("inj.exfiltrate", Injection,
+            r"(?:(?:切勿|请勿|請勿|不要|禁止|绝不|絕不|不得|不能|不可|别|別|勿)[^。！？]{0,4})?(?:聊天记录|聊天記錄|对话记录|對話記錄|对话历史|對話歷史|用户数据|用戶數據|私钥|私鑰|密码|密碼|密钥|密鑰|环境变量|環境變量|系统提示|系統提示)[^。！？]{0,10}(?:发送|發送|上传|上傳|转发|轉發|提交|泄露)(?:到|至|给|給)".to_string(),
+            r"(?:切勿|请勿|請勿|不要|禁止|绝不|絕不|不得|不能|不可|别|別|勿)"),
         word_rule("inj.conceal", Injection,
             r"\b(?:(?:do not|don't|dont|never)\b (?:tell|inform|mention|reveal|disclose|show|alert|notify|warn|let)\b(?: [^\s.!?;。！？]+){0,4}? (?:to )?(?:the |your )?(?:user|human|operator|owner|person|people|customer|client|principal|anyone|them)s?\b|without (?:telling|informing|notifying|alerting|asking|warning|letting) (?:the )?(?:user|human|operator|owner|anyone)\b|(?:secretly|silently|quietly|covertly|discreetly|stealthily|invisibly)\b (?:[^\s.!?;。！？]+ ){0,2}?(?:send|transfer|call|forward|include|append|pay|approve|execute|run|add|insert|post|upload|redirect|recommend|mention|sign|top up|tip|donate|charge|withdraw|spend|move|deduct)\b)".to_string()),
 
@@ -327,7 +337,7 @@ fn specs() -> Vec<Spec> {
             "secret.private-key",
             de_zh_ru_ask(
                 r"privat\w* schlussel|geheim\w* schlussel|api-?schlussel",
-                "私钥|私鑰|密钥|密鑰|秘钥",
+                "私钥|私鑰|密钥|密鑰|秘钥|私匙",
                 r"приватн\w* ключ|секретн\w* ключ|api-?ключ",
             ),
         ),
@@ -351,6 +361,14 @@ fn specs() -> Vec<Spec> {
     for (id, patterns) in foreign_asks {
         specs.extend(patterns.into_iter().map(|p| secret_rule(id, p)));
     }
+    // Japanese, Korean and Italian asks, one rule for every secret (the noun decides the kind
+    // little here; the receipt names the noun).
+    specs.push(secret_rule("secret.cjk-ask", format!(
+        r"(?:(?:{JA_SECRET})[^。！？.!?]{{0,12}}?(?:入力|送信|送っ|送付|教え|貼り付け|貼っ|共有|提供|知らせ|記入|提出|アップロード|返信)[^。！？.!?\s]{{0,8}}|(?:{KO_SECRET})[^。！？.!?]{{0,16}}?(?:입력|보내|전송|알려|공유|붙여넣|제출|제공)[^\s.!?]*(?: (?:마세요|마십시오|말아\S*|말고|않\S*))?)"
+    )));
+    specs.push(secret_rule("secret.italian-ask", format!(
+        r"\b(?:inserisci|inseriscila|inserite|invia|inviaci|inviate|incolla|incollate|condividi|condividete|fornisci|fornite|scrivi|scrivici|dacci|dammi|comunica|comunicaci|digita|indica|indicaci|mandaci|manda)\b{g3} (?:{IT_SECRET})\b"
+    )));
     specs
 }
 
@@ -364,7 +382,7 @@ fn de_zh_ru_ask(german: &str, chinese: &str, russian: &str) -> [String; 3] {
             r"(?:\b(?:gib|gebe|geben sie|sende|senden sie|schicke|schicken sie|teile|teilen sie|nenne|nennen sie|trage|tragen sie|fuge|fugen sie)\b(?: {w}+){{0,3}}? (?:{german})\w*|\b(?:{german})\w*(?: {w}+){{0,4}}? (?:eingeben|angeben|senden|schicken|mitteilen|eintragen|einfugen|teilen)\b)"
         ),
         format!(
-            r"(?:输入|輸入|提供|发送|發送|告诉|告訴|分享|填写|填寫|粘贴|貼上|提交|上传|上傳|发给|發給|给我|給我)[^。！？]{{0,10}}(?:{chinese})"
+            r"(?:(?:输入|輸入|提供|发送|發送|告诉|告訴|分享|填写|填寫|粘贴|貼上|提交|上传|上傳|发给|發給|给我|給我|回复|回覆|告知|交出|导出|導出|附上|填入|录入|錄入|私信|需要|必须提供|必須提供)[^。！？]{{0,10}}(?:{chinese})|(?:把|将|將)[^。！？，,]{{0,12}}?(?:{chinese})[^。！？]{{0,10}}?(?:{ZH_OBJECT_FIRST_VERB}))"
         ),
         format!(
             r"\b(?:введи|введите|отправь|отправьте|пришли|пришлите|укажи|укажите|сообщи|сообщите|поделись|поделитесь|вставь|вставьте|скинь|скиньте|дай|дайте|предостав)\w*(?: {w}+){{0,3}}? (?:{russian})\w*"
@@ -372,8 +390,17 @@ fn de_zh_ru_ask(german: &str, chinese: &str, russian: &str) -> [String; 3] {
     ]
 }
 
+/// The verbs after a secret moved before them (`把私钥发给我们`, `将助记词填入`).
+const ZH_OBJECT_FIRST_VERB: &str = "发|發|输入|輸入|填|粘贴|粘貼|貼|提交|告诉|告訴|给|給|交|上传|上傳|分享|回复|回覆|复制|複製|写|寫|贴";
+
+/// Japanese and Korean name the secret before the verb; the match takes a few characters after
+/// the verb, where a negation stands ("入力しないでください", "입력하지 마세요").
+const JA_SECRET: &str = "秘密鍵|秘密キー|プライベートキー|シードフレーズ|リカバリーフレーズ|復元フレーズ|ニーモニック|パスワード|暗証番号|apiキー|リカバリーワード|復元ワード";
+const KO_SECRET: &str = "개인 ?키|프라이빗 ?키|비밀 ?키|시드 ?문구|복구 ?문구|시드 ?구문|복구 ?구문|니모닉|비밀번호|패스워드|api ?키";
+const IT_SECRET: &str = r"chiave privata|chiave segreta|frase di recupero|frase seed|frase segreta|frase mnemonica|parole di recupero";
+
 /// The secret nouns of every language the rules know, for the negation scoping.
-const FOREIGN_SECRET_NOUNS: &str = r"(?:clave privada|llave privada|clave secreta|chave privada|chave secreta|cle privee|cle secrete|frase semilla|frase de recuperacion|palabras de recuperacion|mnemonico|frase semente|frase-semente|frase de recuperacao|palavras de recuperacao|mnemonica|phrase de recuperation|phrase secrete|phrase mnemonique|mots de recuperation|contrasena|senha|clave de acceso|mot de passe|identifiants|privat\w* schlussel|geheim\w* schlussel|api-?schlussel|seed-?phrase|wiederherstellungsphrase|passwort|kennwort|zugangsdaten|приватн\w* ключ\w*|секретн\w* ключ\w*|сид-?фраз\w*|seed-?фраз\w*|мнемони\w*|фраз\w* восстановлени\w*|парол\w*|私钥|私鑰|密钥|密鑰|秘钥|助记词|助記詞|种子短语|種子短語|种子词|恢复短语|恢復短語|密码|密碼|口令)";
+const FOREIGN_SECRET_NOUNS: &str = r"(?:clave privada|llave privada|clave secreta|chave privada|chave secreta|cle privee|cle secrete|frase semilla|frase de recuperacion|palabras de recuperacion|mnemonico|frase semente|frase-semente|frase de recuperacao|palavras de recuperacao|mnemonica|phrase de recuperation|phrase secrete|phrase mnemonique|mots de recuperation|contrasena|senha|clave de acceso|mot de passe|identifiants|privat\w* schlussel|geheim\w* schlussel|api-?schlussel|seed-?phrase|wiederherstellungsphrase|passwort|kennwort|zugangsdaten|приватн\w* ключ\w*|секретн\w* ключ\w*|сид-?фраз\w*|seed-?фраз\w*|мнемони\w*|фраз\w* восстановлени\w*|парол\w*|私钥|私鑰|密钥|密鑰|秘钥|私匙|助记词|助記詞|种子短语|種子短語|种子词|恢复短语|恢復短語|密码|密碼|口令|秘密鍵|秘密キー|プライベートキー|シードフレーズ|リカバリーフレーズ|復元フレーズ|ニーモニック|パスワード|暗証番号|apiキー|リカバリーワード|復元ワード|개인 ?키|프라이빗 ?키|비밀 ?키|시드 ?문구|복구 ?문구|시드 ?구문|복구 ?구문|니모닉|비밀번호|패스워드|api ?키|chiave privata|chiave segreta|frase di recupero|frase seed|frase segreta|frase mnemonica|parole di recupero)";
 
 /// Every secret noun, any language: where the secret stands in a secret-ask match.
 pub(super) fn secret_nouns() -> &'static Regex {
