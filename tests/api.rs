@@ -423,6 +423,63 @@ async fn every_public_route_of_a_daemon_with_history_answers_as_documented() {
         .await;
     assert_eq!(status, 400);
 
+    // The latest tree checkpoint is a signed note under the reporter key; the consistency proof
+    // from an earlier tree checkpoint's size leads to both roots; a forged root does not.
+    let (status, tree) = c.get("/v1/ledger/tree", d.url("/v1/ledger/tree")).await;
+    assert_eq!(status, 200, "{tree}");
+    let key = x402_probe::ledger::tlog::note_key(&d.public_key);
+    assert_eq!(tree["verifier_key"].as_str().unwrap(), key.verifier_key());
+    let latest = x402_probe::ledger::note::open_checkpoint(tree["note"].as_str().unwrap(), &key)
+        .expect("the tree checkpoint verifies with the reporter key");
+    assert_eq!(latest.size, tree["size"].as_u64().unwrap());
+    let store = x402_probe::store::SqliteStore::open_read_only(&d.dir.path().join("ledger.sqlite"))
+        .unwrap();
+    let notes = x402_probe::store::Store::tree_notes(&store).unwrap();
+    assert!(notes.len() >= 2, "tree checkpoints over the days");
+    let earlier =
+        x402_probe::ledger::note::open_checkpoint(&notes[notes.len() / 2].note, &key).unwrap();
+    let (status, proof) = c
+        .get(
+            "/v1/ledger/consistency",
+            d.url(&format!("/v1/ledger/consistency?from={}", earlier.size)),
+        )
+        .await;
+    assert_eq!(status, 200, "{proof}");
+    assert_eq!(proof["to"].as_u64().unwrap(), latest.size);
+    let hashes: Vec<[u8; 32]> = proof["proof"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD
+                .decode(h.as_str().unwrap())
+                .unwrap()
+                .try_into()
+                .unwrap()
+        })
+        .collect();
+    use x402_probe::ledger::merkle::verify_consistency;
+    verify_consistency(
+        earlier.size,
+        latest.size,
+        &earlier.root,
+        &latest.root,
+        &hashes,
+    )
+    .expect("the later tree extends the earlier one");
+    assert!(
+        verify_consistency(earlier.size, latest.size, &[1u8; 32], &latest.root, &hashes).is_err()
+    );
+    for bad in [
+        format!("/v1/ledger/consistency?from={}", latest.size + 1),
+        format!("/v1/ledger/consistency?from=1&to={}", latest.size + 1),
+        "/v1/ledger/consistency?from=x".to_string(),
+    ] {
+        let (status, _) = c.get("/v1/ledger/consistency", d.url(&bad)).await;
+        assert_eq!(status, 400, "{bad}");
+    }
+
     // The key, the agent-facing texts.
     let (status, key) = c.get("/v1/key", d.url("/v1/key")).await;
     assert_eq!(

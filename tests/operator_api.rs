@@ -422,6 +422,44 @@ async fn admin_actions_and_the_operators_own_evidence_against_a_running_daemon()
     let first = page["entries"].as_array().unwrap().clone();
     let first_page = page.to_string();
     assert_eq!(first.len(), 5);
+    // Each entry of the page under the latest tree checkpoint comes with its inclusion proof,
+    // which the reporter key alone checks (issue 20: no other subject's entries needed).
+    {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let key = x402_probe::ledger::tlog::note_key(&d.public_key);
+        let note = page["tree_checkpoint"].as_str().expect("a tree checkpoint");
+        let tree = x402_probe::ledger::note::open_checkpoint(note, &key).expect("signed");
+        let proofs = page["proofs"].as_array().unwrap();
+        assert_eq!(
+            proofs.len(),
+            5,
+            "the first entries are all under the checkpoint"
+        );
+        for (entry, proof) in first.iter().zip(proofs) {
+            assert_eq!(entry["seq"], proof["seq"]);
+            let hashes: Vec<[u8; 32]> = proof["proof"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| b64.decode(h.as_str().unwrap()).unwrap().try_into().unwrap())
+                .collect();
+            let leaf =
+                x402_probe::ledger::merkle::leaf_hash(entry["entry"].as_str().unwrap().as_bytes());
+            let index = entry["seq"].as_u64().unwrap() - 1;
+            x402_probe::ledger::merkle::verify_inclusion(
+                index, tree.size, &leaf, &hashes, &tree.root,
+            )
+            .expect("the entry is in the signed tree");
+            let forged = x402_probe::ledger::merkle::leaf_hash(b"{}");
+            assert!(
+                x402_probe::ledger::merkle::verify_inclusion(
+                    index, tree.size, &forged, &hashes, &tree.root
+                )
+                .is_err()
+            );
+        }
+    }
     let mut all = first.clone();
     let mut after = page["next_after"].as_u64().expect("more pages");
     // Replaying the proof is refused.

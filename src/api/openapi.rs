@@ -258,6 +258,21 @@ pub(crate) const ROUTES: &[RouteDoc] = &[
     )
     .query(schema::<CheckpointQuery>),
     RouteDoc::get(
+        "/v1/ledger/tree",
+        "getTreeCheckpoint",
+        "The latest tree checkpoint: the Merkle root (RFC 9162) of the ledger's first entries, signed as a C2SP note.",
+        || get(v1::tree_head),
+        Answer::Json(schema::<TreeHead>),
+    ),
+    RouteDoc::get(
+        "/v1/ledger/consistency",
+        "getConsistencyProof",
+        "The RFC 9162 proof that the tree of `to` entries extends the tree of `from` entries (two checkpoints you hold).",
+        || get(v1::consistency),
+        Answer::Json(schema::<ConsistencyView>),
+    )
+    .query(schema::<ConsistencyQuery>),
+    RouteDoc::get(
         "/v1/key",
         "getReporterKey",
         "The reporter's ed25519 public key, which signs scores and checkpoints.",

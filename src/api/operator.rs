@@ -276,6 +276,20 @@ pub struct OperatorEntries {
     /// The ledger's head when this page was read.
     pub head_seq: u64,
     pub head_hash: String,
+    /// The latest tree checkpoint (a C2SP signed note by the reporter key) when there is one, and
+    /// the inclusion proof of each entry of this page it covers: check them with the reporter key
+    /// alone (`x402-probe ledger check-proof`, or any RFC 9162 verifier; leaf `seq - 1`, the
+    /// entry's bytes hashed as `SHA-256(0x00 || entry)`), without anyone else's entries.
+    pub tree_checkpoint: Option<String>,
+    pub proofs: Vec<EntryProof>,
+}
+
+/// One entry's inclusion proof against `tree_checkpoint`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct EntryProof {
+    pub seq: u64,
+    /// The proof's hashes, standard base64, the leaf's sibling first.
+    pub proof: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -438,11 +452,13 @@ pub(crate) async fn entries(
             let head = store.head()?;
             // One more than the page, to know whether another follows.
             let rows = store.subject_stored_entries(&subject, after, limit + 1)?;
-            Ok::<_, crate::store::StoreError>((head, rows))
+            // The proofs of the same page, against the latest tree checkpoint.
+            let inclusion = store.inclusion_bundle(&subject, after, limit)?;
+            Ok::<_, crate::store::StoreError>((head, rows, inclusion))
         })
         .await
     };
-    let ((head_seq, head_hash), mut rows) = match read {
+    let ((head_seq, head_hash), mut rows, inclusion) = match read {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => return Err(ApiError::internal(format!("reading entries: {e}"))),
         Err(e) => return Err(ApiError::internal(format!("reading entries: {e}"))),
@@ -465,6 +481,20 @@ pub(crate) async fn entries(
             entry: String::from_utf8_lossy(&r.body).into_owned(),
         })
         .collect();
+    let (tree_checkpoint, proofs) = match inclusion {
+        Some(bundle) => (
+            Some(bundle.checkpoint),
+            bundle
+                .entries
+                .into_iter()
+                .map(|e| EntryProof {
+                    seq: e.index + 1,
+                    proof: e.proof,
+                })
+                .collect(),
+        ),
+        None => (None, Vec::new()),
+    };
     Ok(Json(OperatorEntries {
         subject,
         signer: signer.to_checksum(None),
@@ -472,6 +502,8 @@ pub(crate) async fn entries(
         next_after,
         head_seq,
         head_hash: hex::encode(head_hash),
+        tree_checkpoint,
+        proofs,
     }))
 }
 

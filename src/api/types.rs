@@ -274,6 +274,37 @@ pub struct LedgerHead {
     pub checkpoint: Option<CheckpointView>,
 }
 
+/// The latest tree checkpoint: the Merkle root of the first `size` entries, signed by the
+/// reporter key as a C2SP signed note (`x402-probe/<key id>`, size, root, `time <unix>`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct TreeHead {
+    pub size: u64,
+    pub at: String,
+    /// The signed note, byte for byte.
+    pub note: String,
+    /// The reporter's verifier key in the signed-note text form (`name+id+key`): compare it with
+    /// `/v1/key` or the key you already trust.
+    pub verifier_key: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConsistencyQuery {
+    /// The older tree size (a checkpoint you hold).
+    pub from: u64,
+    /// The newer tree size (default: the latest tree checkpoint's); at most that.
+    pub to: Option<u64>,
+}
+
+/// The RFC 9162 consistency proof that the tree of `to` entries extends the tree of `from`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ConsistencyView {
+    pub from: u64,
+    pub to: u64,
+    /// The proof's hashes, standard base64, in RFC 9162 order.
+    pub proof: Vec<String>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct CheckpointList {
     pub checkpoints: Vec<CheckpointView>,

@@ -292,6 +292,49 @@ pub(crate) async fn checkpoints(
     })
 }
 
+pub(crate) async fn tree_head(State(state): State<ApiState>) -> Result<JsonBytes, ApiError> {
+    let store = state.shared.store.clone();
+    let Some(latest) = blocking(move || store.latest_tree_note()).await? else {
+        return Err(ApiError::not_found("no tree checkpoint yet"));
+    };
+    json(&TreeHead {
+        size: latest.size,
+        at: rfc3339_ms(latest.at_ms),
+        note: latest.note,
+        verifier_key: crate::ledger::tlog::note_key(&state.reporter_public).verifier_key(),
+    })
+}
+
+pub(crate) async fn consistency(
+    State(state): State<ApiState>,
+    query: Result<Query<ConsistencyQuery>, QueryRejection>,
+) -> Result<JsonBytes, ApiError> {
+    use base64::Engine;
+    let Query(q) = query.map_err(bad_query)?;
+    let store = state.shared.store.clone();
+    let latest = blocking(move || store.latest_tree_note()).await?;
+    let signed = latest.map_or(0, |n| n.size);
+    let to = q.to.unwrap_or(signed);
+    if to > signed || q.from > to {
+        return Err(ApiError::bad_request(format!(
+            "from ({}) and to ({to}) must satisfy from <= to <= {signed}, the latest tree \
+             checkpoint's size",
+            q.from
+        )));
+    }
+    let store = state.shared.store.clone();
+    let from = q.from;
+    let proof = blocking(move || store.consistency_proof(from, to)).await?;
+    json(&ConsistencyView {
+        from,
+        to,
+        proof: proof
+            .iter()
+            .map(|h| base64::engine::general_purpose::STANDARD.encode(h))
+            .collect(),
+    })
+}
+
 pub(crate) async fn key(State(state): State<ApiState>) -> Result<JsonBytes, ApiError> {
     json(&ReporterKeyView {
         algorithm: KeyAlgorithm::Ed25519,

@@ -441,6 +441,9 @@ pub trait Store: Send + Sync {
     /// The tree checkpoints (C2SP signed notes over the entries' Merkle root), by size.
     fn tree_notes(&self) -> Result<Vec<crate::ledger::tlog::TreeNote>, StoreError>;
 
+    /// The latest tree checkpoint, if any.
+    fn latest_tree_note(&self) -> Result<Option<crate::ledger::tlog::TreeNote>, StoreError>;
+
     /// Up to `limit` of `subject`'s entries after `after` and covered by the latest tree
     /// checkpoint, each with its inclusion proof against it (`None`: no tree checkpoint yet).
     fn inclusion_bundle(

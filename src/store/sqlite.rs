@@ -675,6 +675,26 @@ impl Store for SqliteStore {
         Ok(rows)
     }
 
+    fn latest_tree_note(&self) -> Result<Option<TreeNote>, StoreError> {
+        if !self.has_tree()? {
+            return Ok(None);
+        }
+        self.conn()
+            .prepare_cached(
+                "SELECT size, at_ms, note FROM tree_checkpoint ORDER BY size DESC LIMIT 1",
+            )
+            .map_err(self.sql("reading tree checkpoints"))?
+            .query_row([], |r| {
+                Ok(TreeNote {
+                    size: r.get::<_, i64>(0)? as u64,
+                    at_ms: r.get(1)?,
+                    note: r.get(2)?,
+                })
+            })
+            .optional()
+            .map_err(self.sql("reading tree checkpoints"))
+    }
+
     fn inclusion_bundle(
         &self,
         subject: &str,
@@ -683,7 +703,7 @@ impl Store for SqliteStore {
     ) -> Result<Option<InclusionBundle>, StoreError> {
         // One read transaction: the checkpoint, the entries and the tree as of one moment.
         let _snapshot = ReadSnapshot::begin(self)?;
-        let Some(latest) = self.tree_notes()?.pop() else {
+        let Some(latest) = self.latest_tree_note()? else {
             return Ok(None);
         };
         let Some(signer) = self.last_checkpoint()? else {
