@@ -1278,7 +1278,9 @@ impl Daemon {
             Done::Reconciled(result) => {
                 let open = match &result {
                     Ok(report) => {
-                        if *report != crate::spend::ReconcileReport::default() {
+                        // Said when something was resolved, not on every retry of a row
+                        // still open (retried with a growing wait, up to an hour).
+                        if !report.settled.is_empty() || !report.released.is_empty() {
                             tracing::info!(
                                 settled = report.settled.len(),
                                 released = report.released.len(),
