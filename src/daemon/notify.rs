@@ -230,8 +230,13 @@ impl Daemon {
         } else {
             "ok"
         };
+        let rpc = if self.rpc.open.is_some() {
+            "out (outage window open)"
+        } else {
+            "ok"
+        };
         format!(
-            "subjects: {active}, runs since start: {runs}, in flight: {in_flight}, vantage: {vantage}"
+            "subjects: {active}, runs since start: {runs}, in flight: {in_flight}, vantage: {vantage}, rpc: {rpc}"
         )
     }
 

@@ -255,7 +255,7 @@ fn check_columns(row: &StoredEntry) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::record::{ControlRecord, OutageRecord};
+    use crate::ledger::record::{ControlRecord, OutageOf, OutageRecord};
     use ed25519_dalek::{Signer, SigningKey};
 
     fn chain(n: u64) -> Vec<StoredEntry> {
@@ -273,6 +273,7 @@ mod tests {
                     Record::Outage(OutageRecord::Opened {
                         from_ms: seq as i64,
                         cause: "control failed".into(),
+                        of: OutageOf::Control,
                     })
                 };
                 let e = seal(seq, seq as i64 * 1000, prev, &record).unwrap();
@@ -359,6 +360,7 @@ mod tests {
             &Record::Outage(OutageRecord::Closed {
                 from_ms: 0,
                 to_ms: 1,
+                of: OutageOf::Control,
             }),
         )
         .unwrap();

@@ -151,10 +151,15 @@ pub enum OutageRecord {
     Opened {
         from_ms: i64,
         cause: String,
+        /// Which of our parts failed (absent in the ledger for the control, as before RPC windows).
+        #[serde(default, skip_serializing_if = "OutageOf::is_control")]
+        of: OutageOf,
     },
     Closed {
         from_ms: i64,
         to_ms: i64,
+        #[serde(default, skip_serializing_if = "OutageOf::is_control")]
+        of: OutageOf,
     },
     Declared {
         from_ms: i64,
@@ -162,6 +167,24 @@ pub enum OutageRecord {
         reason: String,
         declared_at_ms: i64,
     },
+}
+
+/// What of ours an opened window is about: each opens and closes on its own evidence, so the
+/// control answering again never closes a window our RPC keeps open, nor the reverse.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutageOf {
+    /// The control endpoint failed: our network, as the subjects see it, was out.
+    #[default]
+    Control,
+    /// Our fixed RPC node kept failing across runs (`daemon::RPC_OUTAGE_AFTER_RUNS`).
+    Rpc,
+}
+
+impl OutageOf {
+    pub fn is_control(&self) -> bool {
+        *self == OutageOf::Control
+    }
 }
 
 /// One control probe and whether it gave the known answer.
