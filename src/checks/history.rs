@@ -302,7 +302,7 @@ pub struct OutageWindow {
     pub to_ms: Option<i64>,
     /// What was out: the control's (and declared) windows are our whole vantage; an RPC window is
     /// only the chain reads.
-    #[serde(default, skip_serializing_if = "OutageOf::is_control")]
+    #[serde(default, skip_serializing_if = "OutageOf::is_vantage")]
     pub of: OutageOf,
 }
 
@@ -316,7 +316,7 @@ impl OutageWindow {
     /// it, and leaves every other check (the subject's own HTTP answers) standing.
     pub fn excuses(&self, check: &str) -> bool {
         match self.of {
-            OutageOf::Control => true,
+            OutageOf::Vantage => true,
             OutageOf::Rpc => CHECKS_READING_OUR_RPC.contains(&check),
         }
     }
@@ -469,12 +469,12 @@ mod tests {
             OutageWindow {
                 from_ms: 100,
                 to_ms: Some(200),
-                of: OutageOf::Control,
+                of: OutageOf::Vantage,
             },
             OutageWindow {
                 from_ms: 500,
                 to_ms: None,
-                of: OutageOf::Control,
+                of: OutageOf::Vantage,
             },
         ];
         assert!(excused("R1", Outcome::Fail, 150, &windows).is_some());

@@ -583,7 +583,7 @@ impl Daemon {
                 _ => None,
             })
         };
-        if let Some(Some(from_ms)) = last_of(OutageOf::Control) {
+        if let Some(Some(from_ms)) = last_of(OutageOf::Vantage) {
             self.control_open = Some(from_ms);
         }
         if let Some(Some(from_ms)) = last_of(OutageOf::Rpc) {
@@ -1016,7 +1016,7 @@ impl Daemon {
                     Record::Outage(OutageRecord::Opened {
                         from_ms,
                         cause: format!("control {} failed: {}", record.url, record.detail),
-                        of: OutageOf::Control,
+                        of: OutageOf::Vantage,
                     }),
                 ));
                 tracing::warn!(control = %record.url, detail = %record.detail, "our vantage is out: outage window opened");
@@ -1028,7 +1028,7 @@ impl Daemon {
                     Record::Outage(OutageRecord::Closed {
                         from_ms,
                         to_ms: at,
-                        of: OutageOf::Control,
+                        of: OutageOf::Vantage,
                     }),
                 ));
                 tracing::info!(control = %record.url, "control answers again: outage window closed");

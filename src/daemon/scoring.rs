@@ -70,7 +70,7 @@ pub fn outage_windows(records: &[OutageRecord]) -> Vec<OutageWindow> {
             OutageRecord::Declared { from_ms, to_ms, .. } => windows.push(OutageWindow {
                 from_ms: *from_ms,
                 to_ms: Some(*to_ms),
-                of: OutageOf::Control,
+                of: OutageOf::Vantage,
             }),
         }
     }
@@ -104,7 +104,7 @@ pub fn history_for(
                 && let Some(w) = excused(&e.check, e.outcome, at, outages)
             {
                 let what = match w.of {
-                    OutageOf::Control => "our vantage",
+                    OutageOf::Vantage => "our vantage",
                     OutageOf::Rpc => "our RPC",
                 };
                 e.note = Some(format!(
@@ -333,9 +333,9 @@ mod tests {
         let closed = |from_ms, to_ms, of| OutageRecord::Closed { from_ms, to_ms, of };
         // The control closing (at 3 000) leaves the RPC's window open; the RPC closes its own.
         let windows = outage_windows(&[
-            opened(1_000, OutageOf::Control),
+            opened(1_000, OutageOf::Vantage),
             opened(2_000, OutageOf::Rpc),
-            closed(1_000, 3_000, OutageOf::Control),
+            closed(1_000, 3_000, OutageOf::Vantage),
             closed(2_000, 4_000, OutageOf::Rpc),
             opened(5_000, OutageOf::Rpc),
         ]);
@@ -343,7 +343,7 @@ mod tests {
         assert_eq!(
             windows,
             vec![
-                w(1_000, Some(3_000), OutageOf::Control),
+                w(1_000, Some(3_000), OutageOf::Vantage),
                 w(2_000, Some(4_000), OutageOf::Rpc),
                 w(5_000, None, OutageOf::Rpc),
             ]
@@ -366,12 +366,12 @@ mod tests {
             OutageRecord::Opened {
                 from_ms: 1_000,
                 cause: "control failed".into(),
-                of: OutageOf::Control,
+                of: OutageOf::Vantage,
             },
             OutageRecord::Closed {
                 from_ms: 1_000,
                 to_ms: 2_000,
-                of: OutageOf::Control,
+                of: OutageOf::Vantage,
             },
         ]);
         assert_eq!(
@@ -379,7 +379,7 @@ mod tests {
             vec![OutageWindow {
                 from_ms: 1_000,
                 to_ms: Some(2_000),
-                of: OutageOf::Control,
+                of: OutageOf::Vantage,
             }]
         );
         let rows = vec![
@@ -404,7 +404,7 @@ mod tests {
         let open = outage_windows(&[OutageRecord::Opened {
             from_ms: 2_000,
             cause: "x".into(),
-            of: OutageOf::Control,
+            of: OutageOf::Vantage,
         }]);
         assert_eq!(open[0].to_ms, None);
         let rows = vec![

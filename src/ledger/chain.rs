@@ -273,7 +273,7 @@ mod tests {
                     Record::Outage(OutageRecord::Opened {
                         from_ms: seq as i64,
                         cause: "control failed".into(),
-                        of: OutageOf::Control,
+                        of: OutageOf::Vantage,
                     })
                 };
                 let e = seal(seq, seq as i64 * 1000, prev, &record).unwrap();
@@ -360,7 +360,7 @@ mod tests {
             &Record::Outage(OutageRecord::Closed {
                 from_ms: 0,
                 to_ms: 1,
-                of: OutageOf::Control,
+                of: OutageOf::Vantage,
             }),
         )
         .unwrap();

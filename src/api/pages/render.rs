@@ -791,7 +791,7 @@ mod tests {
             outages: vec![OutageWindow {
                 from_ms: 1_793_491_200_000 + 86_400_000,
                 to_ms: None,
-                of: crate::ledger::record::OutageOf::Control,
+                of: crate::ledger::record::OutageOf::Vantage,
             }],
         }
     }
