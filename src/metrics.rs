@@ -532,7 +532,7 @@ impl Metrics {
         let outage = Gauge::default();
         registry.register(
             "outage_active",
-            "1 while one of our own outage windows (control failing, or declared) covers now",
+            "1 while one of our own outage windows (control failing, RPC failing, or declared) covers now",
             outage.clone(),
         );
         let deliveries = Family::<DeliveryLabels, Counter>::default();

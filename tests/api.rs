@@ -340,7 +340,9 @@ async fn every_public_route_of_a_daemon_with_history_answers_as_documented() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|o| o["from"] == declared_from.as_str() && o["open"] == false),
+            .any(|o| o["from"] == declared_from.as_str()
+                && o["open"] == false
+                && o["of"] == "vantage"),
         "{outages}"
     );
 

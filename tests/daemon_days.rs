@@ -6,13 +6,14 @@
 //! published: its score records and documents.
 
 mod daemon_support;
+mod rpc_support;
 
 use std::sync::Arc;
 
 use daemon_support::*;
 use x402_lab::dynamic::Timeline;
 use x402_probe::clock::ManualClock;
-use x402_probe::ledger::record::{OutageRecord, Record, RecordKind};
+use x402_probe::ledger::record::{OutageOf, OutageRecord, Record, RecordKind};
 use x402_probe::store::{SqliteStore, Store};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,7 +245,7 @@ async fn a_control_failure_excuses_every_subject_in_its_window() {
     let closed = outages
         .iter()
         .find_map(|o| match o {
-            OutageRecord::Closed { from_ms, to_ms } => Some((*from_ms, *to_ms)),
+            OutageRecord::Closed { from_ms, to_ms, .. } => Some((*from_ms, *to_ms)),
             _ => None,
         })
         .expect("the window closed");
@@ -275,4 +276,123 @@ async fn a_control_failure_excuses_every_subject_in_its_window() {
     .unwrap();
     assert_eq!(recomputed.mismatches, vec![], "the excuses re-derive too");
     assert!(recomputed.scores > 20);
+}
+
+/// Issue 25, item 11: our RPC out for six hours (every call answered with a 502 page). Each run's
+/// C3 is `unmeasured` with the reason; after `RPC_OUTAGE_AFTER_RUNS` runs in a row the daemon
+/// opens one of our own outage windows (about the RPC), and the next good read closes it. The
+/// window excuses only the checks that read the chain: the honest subjects' other checks keep
+/// their passes, and nothing counts against them. Before, no window was opened at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_rpc_failing_run_after_run_opens_our_outage_window_and_a_good_read_closes_it() {
+    let lab = lab(&["honest-v2", "honest-v1"]).await;
+    let start = start_ms();
+    let clock = Arc::new(ManualClock::at_ms(start));
+    let out = (start + 6 * HOUR, start + 12 * HOUR);
+    let node = {
+        let c = clock.clone();
+        rpc_support::node_out_while(
+            lab.rpc_url().to_string(),
+            Arc::new(move || {
+                let now = x402_probe::clock::Clock::now_ms(&*c);
+                now >= out.0 && now < out.1
+            }),
+        )
+        .await
+    };
+    let subjects = vec![
+        lab.endpoint("honest-v2").unwrap().url.clone(),
+        lab.endpoint("honest-v1").unwrap().url.clone(),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = Settings::new(dir.path());
+    settings.subjects = subjects.clone();
+    settings.free_every_secs = 3600;
+    settings.pay = false;
+    let text = config_text(&lab, &settings).replace(lab.rpc_url(), &node);
+    assert!(text.contains(&node));
+    run_simulated(&text, clock.clone(), start + DAY).await;
+
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let outages: Vec<OutageRecord> = store
+        .entries_of_kind(&[RecordKind::Outage], 0)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.record {
+            Record::Outage(o) => Some(o),
+            _ => None,
+        })
+        .collect();
+    let opened: Vec<&String> = outages
+        .iter()
+        .filter_map(|o| match o {
+            OutageRecord::Opened { cause, of, .. } if *of == OutageOf::Rpc => Some(cause),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        opened.len(),
+        1,
+        "one window for the whole stretch: {outages:?}"
+    );
+    assert!(opened[0].contains("502"), "{}", opened[0]);
+    let closed: Vec<(i64, i64)> = outages
+        .iter()
+        .filter_map(|o| match o {
+            OutageRecord::Closed { from_ms, to_ms, of } if *of == OutageOf::Rpc => {
+                Some((*from_ms, *to_ms))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(closed.len(), 1, "{outages:?}");
+    let (from, to) = closed[0];
+    // From just after the last good read before the stretch, to the first good read after it.
+    assert!(
+        from > out.0 - 2 * HOUR && from <= out.0,
+        "{from} vs {}",
+        out.0
+    );
+    assert!(to >= out.1 && to <= out.1 + 2 * HOUR, "{to} vs {}", out.1);
+
+    for subject in &subjects {
+        let rows = history(&store, subject);
+        let inside = |e: &serde_json::Value| {
+            let t = ms_of(e["at"].as_str().unwrap());
+            t >= out.0 && t < out.1
+        };
+        // Our RPC failing is never a fact about the subject.
+        let c3_inside: Vec<&serde_json::Value> = rows
+            .iter()
+            .filter(|e| e["check"] == "C3" && inside(e))
+            .collect();
+        assert!(!c3_inside.is_empty(), "{subject} ran while the RPC was out");
+        assert!(c3_inside.iter().all(|e| e["outcome"] == "unmeasured"));
+        assert!(
+            rows.iter()
+                .any(|e| e["check"] == "C3" && e["outcome"] == "pass")
+        );
+        let r1_passes_inside = rows
+            .iter()
+            .filter(|e| e["check"] == "R1" && e["outcome"] == "pass" && inside(e))
+            .count();
+        assert!(r1_passes_inside > 0);
+        let doc = latest_document(&store, subject);
+        assert_eq!(check(&doc, "C3")["fails"], 0, "{}", check(&doc, "C3"));
+        // The RPC window excuses the chain reads only: the subject's own answers still count.
+        assert_eq!(check(&doc, "R1")["fails"], 0, "{}", check(&doc, "R1"));
+        assert_eq!(check(&doc, "R1")["unmeasured"], 0, "{}", check(&doc, "R1"));
+        let verdict = doc["verdict"]["verdict"].as_str().unwrap();
+        assert!(
+            !["avoid", "down"].contains(&verdict),
+            "{subject}: {verdict}"
+        );
+    }
+    assert!(store.verify(None, true).is_ok());
+    let recomputed = x402_probe::daemon::recompute::recompute_ledger(
+        &store,
+        &[x402_probe::rubric::Rubric::embedded_default()],
+    )
+    .unwrap();
+    assert_eq!(recomputed.mismatches, vec![], "the windows re-derive too");
 }

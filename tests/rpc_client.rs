@@ -3,9 +3,11 @@
 //! behind a hostile proxy that forwards everything but `eth_call`, which it answers badly.
 
 use alloy::primitives::{Address, B256};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use x402_lab::Lab;
 use x402_probe::probe::rpc::{Rpc, RpcError};
+
+mod rpc_support;
+use rpc_support::{answer, read_request};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_chain_facts_from_the_lab() {
@@ -54,41 +56,6 @@ async fn an_rpc_that_is_not_there_is_unreachable_not_a_fact() {
     drop(listener);
     let err = Rpc::new(url).chain_id().await.unwrap_err();
     assert!(matches!(err, RpcError::Unreachable { .. }), "{err}");
-}
-
-/// Reads one whole HTTP request (head, then the body its Content-Length announces), so that
-/// closing does not reset the connection under the answer; returns the body.
-async fn read_request(socket: &mut tokio::net::TcpStream) -> Vec<u8> {
-    let mut request = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        let n = socket.read(&mut chunk).await.unwrap_or(0);
-        if n == 0 {
-            return Vec::new();
-        }
-        request.extend_from_slice(&chunk[..n]);
-        let text = String::from_utf8_lossy(&request).to_ascii_lowercase();
-        if let Some(end) = text.find("\r\n\r\n") {
-            let length = text
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(0);
-            if request.len() >= end + 4 + length {
-                return request[end + 4..].to_vec();
-            }
-        }
-    }
-}
-
-async fn answer(socket: &mut tokio::net::TcpStream, status: u16, content_type: &str, body: &[u8]) {
-    let head = format!(
-        "HTTP/1.1 {status} X\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-        body.len()
-    );
-    let _ = socket.write_all(head.as_bytes()).await;
-    let _ = socket.write_all(body).await;
-    let _ = socket.shutdown().await;
 }
 
 /// A node on loopback that answers every request with `body` (HTTP 200), one connection at a time.

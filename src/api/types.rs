@@ -223,13 +223,16 @@ pub struct ScoreHistory {
     pub days: Vec<DailyScore>,
 }
 
-/// A window in which our own vantage was out: free outcomes inside it count against nobody.
+/// A window in which a part of ours was out: our vantage (free outcomes inside it count against
+/// nobody) or our RPC (the checks that read the chain, C3, count against nobody).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct OutageView {
     pub from: String,
     /// Absent while the window is open.
     pub to: Option<String>,
     pub open: bool,
+    /// `vantage` (the control failing, or declared) or `rpc` (our RPC failing run after run).
+    pub of: crate::ledger::record::OutageOf,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

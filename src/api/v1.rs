@@ -190,6 +190,7 @@ pub(crate) fn outage_views(state: &ApiState, now_ms: i64) -> Vec<OutageView> {
             from: rfc3339_ms(w.from_ms),
             to: w.to_ms.map(rfc3339_ms),
             open: w.from_ms <= now_ms && w.to_ms.is_none_or(|t| now_ms < t),
+            of: w.of,
         })
         .collect()
 }

@@ -710,6 +710,7 @@ mod tests {
         let outage = [OutageWindow {
             from_ms: 0,
             to_ms: None,
+            of: Default::default(),
         }];
         assert!(
             cache.get(&entries[0], Made::Page, &outage).is_none(),

@@ -16,6 +16,7 @@ use crate::canonical::canonical_sha256;
 use crate::evidence::free::FreeObservation;
 use crate::evidence::paid::{NoteKind, RevisionNote, address_any_case};
 use crate::evidence::{Conclusion, Outcome};
+pub use crate::ledger::record::OutageOf;
 use crate::x402::operator::parse_operator_file;
 use crate::x402::parse::parse_payment_required;
 use crate::x402::types::PaymentRequired;
@@ -293,28 +294,53 @@ pub fn h3(
     .with_detail(detail)
 }
 
-/// A window in which our vantage was out (control failing, or declared by hand), ms. An open
-/// window (`to_ms` None) lasts until now.
+/// A window in which a part of ours was out (the control failing, our RPC failing run after run,
+/// or declared by hand), ms. An open window (`to_ms` None) lasts until now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutageWindow {
     pub from_ms: i64,
     pub to_ms: Option<i64>,
+    /// What was out: the control's (and declared) windows are our whole vantage; an RPC window is
+    /// only the chain reads.
+    #[serde(default, skip_serializing_if = "OutageOf::is_vantage")]
+    pub of: OutageOf,
 }
 
 impl OutageWindow {
     pub fn contains(&self, at_ms: i64) -> bool {
         at_ms >= self.from_ms && self.to_ms.is_none_or(|to| at_ms <= to)
     }
+
+    /// Whether this window excuses `check`: our vantage being out says nothing about any free
+    /// outcome; our RPC being out says nothing about the free checks that read the chain through
+    /// it, and leaves every other check (the subject's own HTTP answers) standing.
+    pub fn excuses(&self, check: &str) -> bool {
+        match self.of {
+            OutageOf::Vantage => true,
+            OutageOf::Rpc => CHECKS_READING_OUR_RPC.contains(&check),
+        }
+    }
 }
 
-/// Whether an outcome at `at_ms` is excused by one of our outages, and by which: free outcomes
-/// inside a window count against nobody (they become `unmeasured`). `na` and `unmeasured` need no
-/// excuse.
-pub fn excused(outcome: Outcome, at_ms: i64, windows: &[OutageWindow]) -> Option<OutageWindow> {
+/// The free checks whose evidence comes through our RPC (C3 reads the token's EIP-712 fields).
+pub const CHECKS_READING_OUR_RPC: &[&str] = &["C3"];
+
+/// Whether a free outcome of `check` at `at_ms` is excused by one of our outages, and by which:
+/// free outcomes inside a window that excuses the check count against nobody (they become
+/// `unmeasured`). `na` and `unmeasured` need no excuse.
+pub fn excused(
+    check: &str,
+    outcome: Outcome,
+    at_ms: i64,
+    windows: &[OutageWindow],
+) -> Option<OutageWindow> {
     if matches!(outcome, Outcome::Na | Outcome::Unmeasured) {
         return None;
     }
-    windows.iter().copied().find(|w| w.contains(at_ms))
+    windows
+        .iter()
+        .copied()
+        .find(|w| w.contains(at_ms) && w.excuses(check))
 }
 
 #[cfg(test)]
@@ -443,16 +469,31 @@ mod tests {
             OutageWindow {
                 from_ms: 100,
                 to_ms: Some(200),
+                of: OutageOf::Vantage,
             },
             OutageWindow {
                 from_ms: 500,
                 to_ms: None,
+                of: OutageOf::Vantage,
             },
         ];
-        assert!(excused(Outcome::Fail, 150, &windows).is_some());
-        assert!(excused(Outcome::Pass, 200, &windows).is_some());
-        assert!(excused(Outcome::Fail, 201, &windows).is_none());
-        assert!(excused(Outcome::Fail, 10_000, &windows).is_some());
-        assert!(excused(Outcome::Unmeasured, 150, &windows).is_none());
+        assert!(excused("R1", Outcome::Fail, 150, &windows).is_some());
+        assert!(excused("R1", Outcome::Pass, 200, &windows).is_some());
+        assert!(excused("R1", Outcome::Fail, 201, &windows).is_none());
+        assert!(excused("R1", Outcome::Fail, 10_000, &windows).is_some());
+        assert!(excused("R1", Outcome::Unmeasured, 150, &windows).is_none());
+    }
+
+    #[test]
+    fn an_rpc_outage_excuses_the_chain_reads_only() {
+        let windows = [OutageWindow {
+            from_ms: 100,
+            to_ms: Some(200),
+            of: OutageOf::Rpc,
+        }];
+        assert!(excused("C3", Outcome::Fail, 150, &windows).is_some());
+        assert!(excused("C3", Outcome::Fail, 250, &windows).is_none());
+        assert!(excused("R1", Outcome::Fail, 150, &windows).is_none());
+        assert!(excused("S2", Outcome::Fail, 150, &windows).is_none());
     }
 }

@@ -35,7 +35,7 @@ use crate::evidence::paid::RefundPlan;
 use crate::evidence::run::Provenance;
 use crate::ledger::key::ReporterKey;
 use crate::ledger::record::{
-    CatalogueRead, OutageRecord, Record, RecordKind, SubjectChange, SubjectRecord,
+    CatalogueRead, OutageOf, OutageRecord, Record, RecordKind, SubjectChange, SubjectRecord,
 };
 use crate::metrics::ReloadOutcome;
 use crate::probe::paid::PolicySource;
@@ -44,7 +44,7 @@ use crate::spend::{AllowedAsset, PayPolicy, SpendStore};
 use crate::store::{NewEntry, SqliteStore, Store, SubjectRow, SubjectState};
 use crate::wallet::Wallet;
 
-use pipeline::{CurrentRevision, PayParts, Population, RunDone, Shared};
+use pipeline::{CurrentRevision, PayParts, Population, RpcRead, RunDone, Shared};
 use schedule::{
     Cadence, HostGate, SimulatedLoop, SimulatedStep, due_after_restart, next_free_ms, paid_wanted,
     simulated_step,
@@ -61,6 +61,13 @@ pub const STOP_GRACE: Duration = Duration::from_secs(8);
 /// not another paid call comes.
 pub const RECONCILE_RETRY_MIN_MS: i64 = 60_000;
 pub const RECONCILE_RETRY_MAX_MS: i64 = 3_600_000;
+
+/// Runs in a row (of any subjects) whose read of our RPC failed, with no good read between, before
+/// the daemon opens an RPC outage window. One failure is usually a blip (a timeout, a node
+/// restart) and that run's C3 is `unmeasured` already; three in a row, across the subjects the
+/// schedule interleaves, is our node being out rather than one subject's asset, and a single good
+/// read from any subject resets the count (and closes an open window).
+pub const RPC_OUTAGE_AFTER_RUNS: u32 = 3;
 
 /// What the daemon is asked to do from outside: stop, or reload its configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +130,8 @@ pub struct Daemon {
     refunds: BTreeMap<String, (String, RefundPlan)>,
     control_open: Option<i64>,
     control_last_ok: Option<i64>,
+    /// Our RPC across runs: failures in a row, the last good read, the open window.
+    rpc: RpcHealth,
     outage_seq: u64,
     /// Subject rows changed by finished runs, not yet written.
     dirty: Vec<SubjectRow>,
@@ -156,6 +165,15 @@ pub struct Daemon {
 struct Unwritten {
     rows: Vec<SubjectRow>,
     entries: Vec<(i64, Record)>,
+}
+
+/// Our fixed RPC's health as the runs report it (`RPC_OUTAGE_AFTER_RUNS`).
+#[derive(Debug, Default)]
+struct RpcHealth {
+    failed_in_a_row: u32,
+    last_ok_ms: Option<i64>,
+    /// The open window's start.
+    open: Option<i64>,
 }
 
 /// What one finished job reports to the loop.
@@ -309,6 +327,7 @@ impl Daemon {
             refunds: BTreeMap::new(),
             control_open: None,
             control_last_ok: None,
+            rpc: RpcHealth::default(),
             outage_seq: 0,
             dirty: Vec::new(),
             delivery: None,
@@ -657,12 +676,19 @@ impl Daemon {
                 }
             })
             .collect();
-        if let Some(OutageRecord::Opened { from_ms, .. }) = records
-            .iter()
-            .rev()
-            .find(|r| !matches!(r, OutageRecord::Declared { .. }))
-        {
-            self.control_open = Some(*from_ms);
+        // Each part's window is open when its last opened-or-closed record opened it.
+        let last_of = |part: OutageOf| {
+            records.iter().rev().find_map(|r| match r {
+                OutageRecord::Opened { from_ms, of, .. } if *of == part => Some(Some(*from_ms)),
+                OutageRecord::Closed { of, .. } if *of == part => Some(None),
+                _ => None,
+            })
+        };
+        if let Some(Some(from_ms)) = last_of(OutageOf::Vantage) {
+            self.control_open = Some(from_ms);
+        }
+        if let Some(Some(from_ms)) = last_of(OutageOf::Rpc) {
+            self.rpc.open = Some(from_ms);
         }
         *self
             .shared
@@ -1189,6 +1215,7 @@ impl Daemon {
         match done {
             Done::Run { host, done, took } => {
                 self.running.remove(&done.url);
+                self.rpc_result(&done.rpc, now)?;
                 self.hosts
                     .release(&host, now, self.cadence.host_gap_ms, done.retry_after_ms);
                 if let Some(subject) = self.subjects.get_mut(&done.url) {
@@ -1325,6 +1352,7 @@ impl Daemon {
                     Record::Outage(OutageRecord::Opened {
                         from_ms,
                         cause: format!("control {} failed: {}", record.url, record.detail),
+                        of: OutageOf::Vantage,
                     }),
                 ));
                 tracing::warn!(control = %record.url, detail = %record.detail, "our vantage is out: outage window opened");
@@ -1333,7 +1361,11 @@ impl Daemon {
                 self.control_open = None;
                 entries.push((
                     at,
-                    Record::Outage(OutageRecord::Closed { from_ms, to_ms: at }),
+                    Record::Outage(OutageRecord::Closed {
+                        from_ms,
+                        to_ms: at,
+                        of: OutageOf::Vantage,
+                    }),
                 ));
                 tracing::info!(control = %record.url, "control answers again: outage window closed");
             }
@@ -1347,6 +1379,51 @@ impl Daemon {
             self.refresh_outages()?;
         }
         Ok(())
+    }
+
+    /// A run's read of our RPC: counts failures in a row, opens our RPC outage window after
+    /// `RPC_OUTAGE_AFTER_RUNS` of them, and closes it on the next good read.
+    fn rpc_result(&mut self, read: &RpcRead, now: i64) -> Result<()> {
+        let record = match read {
+            RpcRead::NotAsked => return Ok(()),
+            RpcRead::Worked => {
+                self.rpc.failed_in_a_row = 0;
+                self.rpc.last_ok_ms = Some(now);
+                let Some(from_ms) = self.rpc.open.take() else {
+                    return Ok(());
+                };
+                tracing::info!("our RPC answers again: outage window closed");
+                OutageRecord::Closed {
+                    from_ms,
+                    to_ms: now,
+                    of: OutageOf::Rpc,
+                }
+            }
+            RpcRead::Failed(error) => {
+                self.rpc.failed_in_a_row = self.rpc.failed_in_a_row.saturating_add(1);
+                if self.rpc.open.is_some() || self.rpc.failed_in_a_row < RPC_OUTAGE_AFTER_RUNS {
+                    return Ok(());
+                }
+                // As the control's: the window starts just after the last good read.
+                let from_ms = self.rpc.last_ok_ms.map_or(now, |t| t + 1);
+                self.rpc.open = Some(from_ms);
+                tracing::warn!(error = %error, runs = self.rpc.failed_in_a_row, "our RPC keeps failing: outage window opened");
+                OutageRecord::Opened {
+                    from_ms,
+                    cause: format!(
+                        "our RPC failed in {} runs in a row: {error}",
+                        self.rpc.failed_in_a_row
+                    ),
+                    of: OutageOf::Rpc,
+                }
+            }
+        };
+        let shared = self.shared.clone();
+        let _writing = shared.write_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.shared
+            .store
+            .append(vec![NewEntry::plain(now, Record::Outage(record))])?;
+        self.refresh_outages()
     }
 
     /// A catalogue read: recorded with every page's hash; new subjects added, missing ones

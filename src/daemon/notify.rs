@@ -236,8 +236,13 @@ impl Daemon {
         } else {
             ""
         };
+        let rpc = if self.rpc.open.is_some() {
+            "out (outage window open)"
+        } else {
+            "ok"
+        };
         format!(
-            "{storage}subjects: {active}, runs since start: {runs}, in flight: {in_flight}, vantage: {vantage}"
+            "{storage}subjects: {active}, runs since start: {runs}, in flight: {in_flight}, vantage: {vantage}, rpc: {rpc}"
         )
     }
 

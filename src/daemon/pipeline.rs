@@ -131,6 +131,39 @@ pub struct RunDone {
     /// The checks this run failed (for the run's log line).
     pub failing: Vec<String>,
     pub error: Option<String>,
+    /// How our RPC did in this run (the loop opens and closes our RPC outage window on it).
+    pub rpc: RpcRead,
+}
+
+/// How our fixed RPC did in one run's chain read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RpcRead {
+    /// Not asked: no RPC configured, the subject never answered (nothing to read), or the run was
+    /// not recorded.
+    NotAsked,
+    /// It answered the chain id and every token read (a revert is an answer).
+    Worked,
+    /// It failed (the reason, as C3's `unmeasured` gives it).
+    Failed(String),
+}
+
+impl RpcRead {
+    pub fn of(free: &crate::evidence::free::FreeObservation) -> RpcRead {
+        use crate::evidence::free::ChainSeen;
+        match &free.chain {
+            ChainSeen::NoRpc => RpcRead::NotAsked,
+            // With no sample the deadline passed on the subject's first answer, before anything
+            // was asked of the RPC; after one, the RPC was asked and did not answer in time.
+            ChainSeen::RpcDown { .. } if free.samples.is_empty() => RpcRead::NotAsked,
+            ChainSeen::RpcDown { error, .. } => RpcRead::Failed(error.clone()),
+            ChainSeen::Read { tokens, .. } => {
+                match tokens.iter().find_map(|t| t.rpc_error.as_ref()) {
+                    Some(error) => RpcRead::Failed(error.clone()),
+                    None => RpcRead::Worked,
+                }
+            }
+        }
+    }
 }
 
 /// Runs `url` once; `pay` asks for a paid call. Never panics; a store error is reported in
@@ -147,6 +180,7 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
         free.listing = listing.clone();
     }
     let reached = free.samples.iter().any(|s| s.exchange.response.is_some());
+    let rpc = RpcRead::of(&free);
     let retry_after = retry_after_ms(&free);
     let results = evaluate_free(&free, &shared.rubric);
     let mut out = RunOutput {
@@ -336,6 +370,7 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
         summary,
         failing,
         error: None,
+        rpc,
     }
 }
 
@@ -479,6 +514,7 @@ fn failed(url: String, reached: bool, asked_to_pay: bool, error: String) -> RunD
         summary: None,
         failing: Vec::new(),
         error: Some(error),
+        rpc: RpcRead::NotAsked,
     }
 }
 

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::schedule::ScoreSummary;
-use crate::checks::history::{OutageWindow, excused};
+use crate::checks::history::{OutageOf, OutageWindow, excused};
 use crate::evidence::Outcome;
 use crate::evidence::run::Provenance;
 use crate::ledger::record::{OutageRecord, RevisionRecord, ScoreRecord};
@@ -44,29 +44,41 @@ pub fn day_of(ms: i64) -> String {
 }
 
 /// Our outage windows from the ledger's outage records, in order: a window opened by the control
-/// stays open until closed; declared windows stand as declared.
+/// (or by our RPC) stays open until the same part closes it; declared windows stand as declared.
 pub fn outage_windows(records: &[OutageRecord]) -> Vec<OutageWindow> {
     let mut windows = Vec::new();
-    let mut open: Option<i64> = None;
+    // At most one open window per part: the control and the RPC open and close on their own.
+    let mut open: Vec<(OutageOf, i64)> = Vec::new();
     for r in records {
         match r {
-            OutageRecord::Opened { from_ms, .. } => open = Some(open.unwrap_or(*from_ms)),
-            OutageRecord::Closed { from_ms, to_ms } => {
+            OutageRecord::Opened { from_ms, of, .. } => {
+                if !open.iter().any(|(o, _)| o == of) {
+                    open.push((*of, *from_ms));
+                }
+            }
+            OutageRecord::Closed { from_ms, to_ms, of } => {
+                let opened = open
+                    .iter()
+                    .position(|(o, _)| o == of)
+                    .map(|i| open.remove(i).1);
                 windows.push(OutageWindow {
-                    from_ms: open.take().unwrap_or(*from_ms),
+                    from_ms: opened.unwrap_or(*from_ms),
                     to_ms: Some(*to_ms),
+                    of: *of,
                 });
             }
             OutageRecord::Declared { from_ms, to_ms, .. } => windows.push(OutageWindow {
                 from_ms: *from_ms,
                 to_ms: Some(*to_ms),
+                of: OutageOf::Vantage,
             }),
         }
     }
-    if let Some(from_ms) = open {
+    for (of, from_ms) in open {
         windows.push(OutageWindow {
             from_ms,
             to_ms: None,
+            of,
         });
     }
     windows
@@ -89,10 +101,14 @@ pub fn history_for(
                 return None;
             }
             if e.kind == Kind::Free
-                && let Some(w) = excused(e.outcome, at, outages)
+                && let Some(w) = excused(&e.check, e.outcome, at, outages)
             {
+                let what = match w.of {
+                    OutageOf::Vantage => "our vantage",
+                    OutageOf::Rpc => "our RPC",
+                };
                 e.note = Some(format!(
-                    "excused: our vantage was out from {} to {} ({} kept)",
+                    "excused: {what} was out from {} to {} ({} kept)",
                     rfc3339_ms(w.from_ms),
                     w.to_ms.map_or("now".to_string(), rfc3339_ms),
                     e.outcome
@@ -308,22 +324,62 @@ mod tests {
     }
 
     #[test]
+    fn the_control_and_the_rpc_open_and_close_their_own_windows() {
+        let opened = |from_ms, of| OutageRecord::Opened {
+            from_ms,
+            cause: "x".into(),
+            of,
+        };
+        let closed = |from_ms, to_ms, of| OutageRecord::Closed { from_ms, to_ms, of };
+        // The control closing (at 3 000) leaves the RPC's window open; the RPC closes its own.
+        let windows = outage_windows(&[
+            opened(1_000, OutageOf::Vantage),
+            opened(2_000, OutageOf::Rpc),
+            closed(1_000, 3_000, OutageOf::Vantage),
+            closed(2_000, 4_000, OutageOf::Rpc),
+            opened(5_000, OutageOf::Rpc),
+        ]);
+        let w = |from_ms, to_ms, of| OutageWindow { from_ms, to_ms, of };
+        assert_eq!(
+            windows,
+            vec![
+                w(1_000, Some(3_000), OutageOf::Vantage),
+                w(2_000, Some(4_000), OutageOf::Rpc),
+                w(5_000, None, OutageOf::Rpc),
+            ]
+        );
+        // Inside the RPC's window only, C3 is excused and R1 is not.
+        let mut rows = vec![
+            entry(1, 3_500, Outcome::Fail, Kind::Free),
+            entry(2, 3_500, Outcome::Fail, Kind::Free),
+        ];
+        rows[0].check = "C3".into();
+        let kept = history_for(rows, &windows, 10_000, 180);
+        assert_eq!(kept[0].outcome, Outcome::Unmeasured);
+        assert!(kept[0].note.as_deref().unwrap().contains("our RPC was out"));
+        assert_eq!(kept[1].outcome, Outcome::Fail);
+    }
+
+    #[test]
     fn outages_excuse_free_outcomes_inside_them_and_nothing_else() {
         let windows = outage_windows(&[
             OutageRecord::Opened {
                 from_ms: 1_000,
                 cause: "control failed".into(),
+                of: OutageOf::Vantage,
             },
             OutageRecord::Closed {
                 from_ms: 1_000,
                 to_ms: 2_000,
+                of: OutageOf::Vantage,
             },
         ]);
         assert_eq!(
             windows,
             vec![OutageWindow {
                 from_ms: 1_000,
-                to_ms: Some(2_000)
+                to_ms: Some(2_000),
+                of: OutageOf::Vantage,
             }]
         );
         let rows = vec![
@@ -348,6 +404,7 @@ mod tests {
         let open = outage_windows(&[OutageRecord::Opened {
             from_ms: 2_000,
             cause: "x".into(),
+            of: OutageOf::Vantage,
         }]);
         assert_eq!(open[0].to_ms, None);
         let rows = vec![

@@ -345,7 +345,7 @@ fn check_columns(row: &StoredEntry) -> Result<Envelope, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::record::{ControlRecord, OutageRecord};
+    use crate::ledger::record::{ControlRecord, OutageOf, OutageRecord};
     use ed25519_dalek::{Signer, SigningKey};
 
     fn chain(n: u64) -> Vec<StoredEntry> {
@@ -363,6 +363,7 @@ mod tests {
                     Record::Outage(OutageRecord::Opened {
                         from_ms: seq as i64,
                         cause: "control failed".into(),
+                        of: OutageOf::Vantage,
                     })
                 };
                 let e = seal(seq, seq as i64 * 1000, prev, &record).unwrap();
@@ -449,6 +450,7 @@ mod tests {
             &Record::Outage(OutageRecord::Closed {
                 from_ms: 0,
                 to_ms: 1,
+                of: OutageOf::Vantage,
             }),
         )
         .unwrap();

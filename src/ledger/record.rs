@@ -188,10 +188,15 @@ pub enum OutageRecord {
     Opened {
         from_ms: i64,
         cause: String,
+        /// Which of our parts failed (absent in the ledger for the vantage, as before RPC windows).
+        #[serde(default, skip_serializing_if = "OutageOf::is_vantage")]
+        of: OutageOf,
     },
     Closed {
         from_ms: i64,
         to_ms: i64,
+        #[serde(default, skip_serializing_if = "OutageOf::is_vantage")]
+        of: OutageOf,
     },
     Declared {
         from_ms: i64,
@@ -199,6 +204,28 @@ pub enum OutageRecord {
         reason: String,
         declared_at_ms: i64,
     },
+}
+
+/// What of ours an opened window is about: each opens and closes on its own evidence, so the
+/// control answering again never closes a window our RPC keeps open, nor the reverse.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum OutageOf {
+    /// Our vantage: the control endpoint failed (our network, as the subjects see it, was out),
+    /// or an operator declared the window.
+    #[default]
+    Vantage,
+    /// Our fixed RPC node kept failing across runs (`daemon::RPC_OUTAGE_AFTER_RUNS`): only the
+    /// checks that read the chain are excused.
+    Rpc,
+}
+
+impl OutageOf {
+    pub fn is_vantage(&self) -> bool {
+        *self == OutageOf::Vantage
+    }
 }
 
 /// One control probe and whether it gave the known answer.

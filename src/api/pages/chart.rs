@@ -253,6 +253,7 @@ mod tests {
         let outages = [OutageWindow {
             from_ms: 11 * DAY_MS,
             to_ms: Some(11 * DAY_MS + 6 * 3_600_000),
+            of: crate::ledger::record::OutageOf::Vantage,
         }];
         let revisions = [RevisionMark {
             id: "r1".into(),

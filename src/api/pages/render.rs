@@ -484,9 +484,14 @@ fn history(out: &mut String, view: &SubjectView) {
              count as unmeasured: they are ours, not the subject's.</p><ul>",
         );
         for w in &view.outages {
+            // An RPC window excuses only the checks that read the chain through our RPC.
+            let what = match w.of {
+                crate::ledger::record::OutageOf::Vantage => "",
+                crate::ledger::record::OutageOf::Rpc => " (our RPC: only the chain reads, C3)",
+            };
             let _ = write!(
                 out,
-                "<li>{} to {}</li>",
+                "<li>{} to {}{what}</li>",
                 when(w.from_ms),
                 w.to_ms.map_or("now (open)".to_string(), when)
             );
@@ -791,6 +796,7 @@ mod tests {
             outages: vec![OutageWindow {
                 from_ms: 1_793_491_200_000 + 86_400_000,
                 to_ms: None,
+                of: crate::ledger::record::OutageOf::Vantage,
             }],
         }
     }
@@ -847,6 +853,21 @@ mod tests {
         let html = subject(&hostile_view(Latest::Unreadable(HOSTILE.into())));
         assert_balanced(&html);
         assert!(html.contains("could not be read") && !html.contains("<script"));
+    }
+
+    #[test]
+    fn an_rpc_window_says_it_excuses_only_the_chain_reads() {
+        let mut view = hostile_view(Latest::Doc(doc(0)));
+        let vantage = subject(&view);
+        assert!(vantage.contains("<h3>Our outages</h3>"));
+        assert!(!vantage.contains("(our RPC: only"));
+        view.outages[0].of = crate::ledger::record::OutageOf::Rpc;
+        let rpc = subject(&view);
+        assert_balanced(&rpc);
+        assert!(
+            rpc.contains("(our RPC: only the chain reads, C3)</li>"),
+            "{rpc}"
+        );
     }
 
     fn row(url: &str, latest: Latest) -> IndexRow {
