@@ -196,7 +196,9 @@ pub fn canonical_subject_url(url: &str) -> Result<String, String> {
 }
 
 /// RFC 3986 6.2.2.2: `%41` is `A` (an unreserved character needs no encoding), `%2f` is `%2F`.
-/// A `%` not followed by two hex digits is kept as it is.
+/// A `%` not followed by two hex digits is a literal `%` and written `%25`: kept bare, it could
+/// join the characters a decoding puts after it into a new escape (`%%341` would read `%41`, then
+/// `A`), and canonical twice would not be canonical once.
 fn normalise_percent_encoding(path: &str) -> String {
     let bytes = path.as_bytes();
     let mut out = String::with_capacity(path.len());
@@ -216,6 +218,11 @@ fn normalise_percent_encoding(path: &str) -> String {
                 out.push_str(&format!("%{value:02X}"));
             }
             i += 3;
+            continue;
+        }
+        if bytes[i] == b'%' {
+            out.push_str("%25");
+            i += 1;
             continue;
         }
         // The fetcher's parser admits ASCII only, so a byte is a character here.
@@ -518,7 +525,9 @@ mod tests {
                 "http://a.example/x?B=%7e&a=./..",
                 "http://a.example/x?B=%7e&a=./..",
             ),
-            ("http://a.example/x%", "http://a.example/x%"),
+            ("http://a.example/x%", "http://a.example/x%25"),
+            ("http://a.example/%%341", "http://a.example/%2541"),
+            ("http://a.example/%4%41", "http://a.example/%254A"),
         ] {
             assert_eq!(
                 canonical_subject_url(spelling).as_deref(),

@@ -234,9 +234,12 @@ pub fn origin_of(url: &str) -> Option<String> {
 /// catalogue that spells the endpoint another way (`127.1`, an upper-case host, `:443`) or adds a
 /// query still lists it. A URL the fetcher cannot read is compared as it is.
 pub fn canonical_resource(url: &str) -> String {
-    let canonical = canonical_subject_url(url).unwrap_or_else(|_| url.to_string());
-    let base = canonical.split(['?', '#']).next().unwrap_or(&canonical);
-    base.trim_end_matches('/').to_string()
+    // Query and fragment off first, then the canonical form of what is left: a URL that fails to
+    // canonicalise only for its query is still compared by its canonical base, and the result is
+    // its own canonical resource (the url fuzz target holds it to that).
+    let base = url.split(['?', '#']).next().unwrap_or(url);
+    let canonical = canonical_subject_url(base).unwrap_or_else(|_| base.to_string());
+    canonical.trim_end_matches('/').to_string()
 }
 
 /// The request the endpoint documents (v2 bazaar `info.input`): its method and example query or body.
@@ -491,6 +494,20 @@ mod tests {
         assert_eq!(
             canonical_resource("HTTPS://A.example.:443/v1/../x?q=1"),
             "https://a.example/x"
+        );
+        // Canonical twice is canonical once, a query the parser refuses included.
+        for url in [
+            "HTTP://A.example/x? y",
+            "http://a.example/%%341/",
+            "http://a.example/",
+            "not a url",
+        ] {
+            let once = canonical_resource(url);
+            assert_eq!(canonical_resource(&once), once, "{url}");
+        }
+        assert_eq!(
+            canonical_resource("HTTP://A.example/x? y"),
+            "http://a.example/x"
         );
     }
 
