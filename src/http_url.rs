@@ -196,6 +196,7 @@ pub fn canonical_subject_url(url: &str) -> Result<String, String> {
 }
 
 /// RFC 3986 6.2.2.2: `%41` is `A` (an unreserved character needs no encoding), `%2f` is `%2F`.
+/// Characters beyond ASCII are written as the percent-encoded bytes of their UTF-8.
 /// A `%` not followed by two hex digits is a literal `%` and written `%25`: kept bare, it could
 /// join the characters a decoding puts after it into a new escape (`%%341` would read `%41`, then
 /// `A`), and canonical twice would not be canonical once.
@@ -225,7 +226,13 @@ fn normalise_percent_encoding(path: &str) -> String {
             i += 1;
             continue;
         }
-        // The fetcher's parser admits ASCII only, so a byte is a character here.
+        // A byte of a character beyond ASCII is percent-encoded, as a browser sends it (RFC
+        // 3987 3.1): read byte by byte as a char it would turn into another character each time.
+        if bytes[i] >= 0x80 {
+            out.push_str(&format!("%{:02X}", bytes[i]));
+            i += 1;
+            continue;
+        }
         out.push(bytes[i] as char);
         i += 1;
     }
@@ -528,6 +535,10 @@ mod tests {
             ("http://a.example/x%", "http://a.example/x%25"),
             ("http://a.example/%%341", "http://a.example/%2541"),
             ("http://a.example/%4%41", "http://a.example/%254A"),
+            (
+                "http://a.example/caf\u{e9}/\u{fffd}",
+                "http://a.example/caf%C3%A9/%EF%BF%BD",
+            ),
         ] {
             assert_eq!(
                 canonical_subject_url(spelling).as_deref(),
