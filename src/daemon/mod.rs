@@ -581,12 +581,7 @@ impl Daemon {
             return Ok(());
         }
         self.shared.store.put_subjects(&rows)?;
-        let _writing = self
-            .shared
-            .write_lock
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        self.shared.store.append(entries)?;
+        self.shared.append(entries)?;
         Ok(())
     }
 
@@ -968,12 +963,7 @@ impl Daemon {
                 .iter()
                 .map(|(at, record)| NewEntry::plain(*at, record.clone()))
                 .collect();
-            let _writing = self
-                .shared
-                .write_lock
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            self.shared.store.append(entries)?;
+            self.shared.append(entries)?;
         }
         Ok(())
     }
@@ -1418,10 +1408,7 @@ impl Daemon {
                 }
             }
         };
-        let shared = self.shared.clone();
-        let _writing = shared.write_lock.lock().unwrap_or_else(|p| p.into_inner());
         self.shared
-            .store
             .append(vec![NewEntry::plain(now, Record::Outage(record))])?;
         self.refresh_outages()
     }

@@ -88,6 +88,17 @@ pub struct Shared {
     pub score_changes: Arc<ScoreChanges>,
 }
 
+impl Shared {
+    /// Appends entries under the write lock (so no rescore reads between them and its batch).
+    pub(crate) fn append(
+        &self,
+        entries: Vec<crate::store::NewEntry>,
+    ) -> Result<Vec<u64>, crate::store::StoreError> {
+        let _writing = self.write_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.store.append(entries)
+    }
+}
+
 /// Subjects whose latest score changed since a reader last took them, and a wake-up for it.
 #[derive(Debug, Default)]
 pub struct ScoreChanges {
