@@ -40,7 +40,7 @@ use tokio::task::JoinSet;
 
 use crate::config::ApiConfig;
 use crate::control::Command;
-use crate::daemon::pipeline::Shared;
+use crate::daemon::pipeline::ReadSide;
 use crate::ledger::key::ReporterKey;
 
 /// How long a stop waits for requests in flight before closing their connections.
@@ -49,8 +49,9 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 /// What every route's handler can reach.
 #[derive(Clone)]
 pub(crate) struct ApiState {
-    /// The daemon's shared state (store, rubric, outages, summaries).
-    pub(crate) shared: Arc<Shared>,
+    /// What the API may read of the daemon (the ledger's read-only handle, rubric, outages,
+    /// summaries, spend totals): no wallet, no write connection.
+    pub(crate) shared: Arc<ReadSide>,
     /// The latest scores as served (rebuilt when scores change, never read per request).
     pub(crate) view: Arc<view::View>,
     /// The reporter key's public half: what signed scores and checkpoints verify against.
@@ -73,7 +74,7 @@ impl ApiState {
     /// The state for `shared`: the view built from the store and kept fresh by a task of its own
     /// (started here, on the current runtime).
     pub(crate) fn new(
-        shared: Arc<Shared>,
+        shared: Arc<ReadSide>,
         key: ReporterKey,
         commands: mpsc::Sender<Command>,
         config: ApiConfig,

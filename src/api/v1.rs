@@ -402,12 +402,12 @@ pub(crate) async fn status(State(state): State<ApiState>) -> Result<JsonBytes, A
             None => unscored += 1,
         }
     }
-    let paid_budget = match state.shared.pay.as_ref() {
+    let paid_budget = match state.shared.spend.as_ref() {
         None => None,
         Some(parts) => {
             let spend = parts.spend.clone();
             let now_unix = state.shared.wall.now_ms().div_euclid(1000);
-            let cap = crate::probe::paid::PolicySource::current(&parts.policy).max_per_day_usd;
+            let cap = crate::probe::paid::PolicySource::current(&*parts.policy).max_per_day_usd;
             let totals = tokio::task::spawn_blocking(move || spend.totals("", now_unix))
                 .await
                 .map_err(|e| ApiError::internal(e.to_string()))?

@@ -8,7 +8,7 @@
 //! kilobytes. What is made from the document on request (a page reads it back; the signed score
 //! envelope, two and a half times its size, signs it) is kept in a cache of bounded size
 //! ([`CACHE_BYTES`], least recently served out first), never one of each per subject. The pipeline marks subjects whose score it just
-//! wrote (`Shared::score_changes`); a task of the view rebuilds those, and re-reads the subject
+//! wrote (`ReadSide::score_changes`); a task of the view rebuilds those, and re-reads the subject
 //! rows every few seconds for subjects added or delisted without a new score. Readers take an
 //! `Arc` of the whole view: a request never waits for a rebuild.
 
@@ -28,7 +28,7 @@ use super::types::{
     ValueView, WatchView,
 };
 use crate::checks::history::OutageWindow;
-use crate::daemon::pipeline::Shared;
+use crate::daemon::pipeline::ReadSide;
 use crate::ledger::key::ReporterKey;
 use crate::score::document::ScoreDocument;
 use crate::score::outlook;
@@ -285,7 +285,7 @@ pub(crate) struct View {
 impl View {
     /// Builds the view from the store now, then keeps it fresh from a task on the current
     /// runtime (it ends when the daemon's shared state is dropped).
-    pub(crate) fn start(shared: Arc<Shared>, key: ReporterKey) -> Arc<View> {
+    pub(crate) fn start(shared: Arc<ReadSide>, key: ReporterKey) -> Arc<View> {
         let view = Arc::new(View {
             current: RwLock::new(Arc::new(ViewData::default())),
             cache: Mutex::new(Cache::default()),
@@ -398,7 +398,7 @@ fn differs(row: &RowView, entry: &SubjectEntry) -> bool {
 }
 
 struct Builder {
-    shared: std::sync::Weak<Shared>,
+    shared: std::sync::Weak<ReadSide>,
     /// By URL (the key is the entry's own `url`).
     entries: HashMap<Arc<str>, Arc<SubjectEntry>>,
     /// Every category seen, shared by the entries (a few strings for any number of subjects).
@@ -460,7 +460,7 @@ impl Builder {
 
     /// Re-reads the subject rows (streamed: none kept); rebuilds subjects that are new or whose
     /// row changed (`all`: every subject). Returns whether anything changed.
-    fn refresh_rows(&mut self, shared: &Shared, all: bool) -> bool {
+    fn refresh_rows(&mut self, shared: &ReadSide, all: bool) -> bool {
         // Rebuilt after the read (a rebuild reads the store, which the read holds meanwhile).
         let mut stale: Vec<(String, String, SubjectState, Option<String>)> = Vec::new();
         let read = shared.store.each_subject_shown(&mut |row| {
@@ -493,7 +493,7 @@ impl Builder {
         !stale.is_empty()
     }
 
-    fn rebuild(&mut self, shared: &Shared, row: &RowView) {
+    fn rebuild(&mut self, shared: &ReadSide, row: &RowView) {
         let url = row.url;
         // Only rows that hold what the ledger's score entries published are served or signed.
         let scores = checked_scores(shared.store.as_ref(), url).unwrap_or_else(|e| {

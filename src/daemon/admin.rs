@@ -3,17 +3,69 @@
 //! Each action is recorded in the ledger as the daemon records the same thing otherwise (a
 //! subject added or paused, a declared outage window, a revision note), then answered.
 
+use tokio::sync::oneshot;
+
 use crate::config::SubjectUrl;
 use crate::control::{ActionRefused, AdminAction, AdminDone};
 use crate::ledger::record::{NoteRecord, Record, SubjectChange, SubjectRecord};
-use crate::store::{NewEntry, SubjectRow, SubjectState};
+use crate::store::{SubjectRow, SubjectState};
 
 use super::schedule::due_after_restart;
+use super::writer::{LoopWrite, Write};
 use super::{Daemon, Job, Subject};
 
+/// What an action came to in the loop: answered now, or once the writer has written its entry
+/// (the answer is built from the entry's seq).
+enum Acted {
+    Now(AdminDone),
+    Writing(LoopWrite, Box<dyn FnOnce(u64) -> AdminDone + Send>),
+}
+
+/// A write's answer to whoever asked: the seq of its first entry.
+fn answer<T: Send + 'static>(
+    reply: oneshot::Sender<Result<T, ActionRefused>>,
+    then: impl FnOnce(u64) -> T + Send + 'static,
+) -> super::writer::Reply {
+    Box::new(move |written: Result<Vec<u64>, String>| {
+        let result = written
+            .map_err(|e| ActionRefused::Internal(format!("writing the ledger: {e}")))
+            .and_then(|seqs| {
+                seqs.first()
+                    .copied()
+                    .ok_or_else(|| ActionRefused::Internal("the ledger took no entry".into()))
+            })
+            .map(then);
+        if let Err(e) = &result {
+            tracing::warn!(error = %e, "admin action not recorded");
+        }
+        let _ = reply.send(result);
+    })
+}
+
 impl Daemon {
-    /// Does an admin action (called by the loop).
-    pub(super) fn admin(&mut self, action: AdminAction) -> Result<AdminDone, ActionRefused> {
+    /// Does an admin action (called by the loop): the loop's state changes at once, and the
+    /// answer goes out once the writer has recorded the action.
+    pub(super) fn admin(
+        &mut self,
+        action: AdminAction,
+        reply: oneshot::Sender<Result<AdminDone, ActionRefused>>,
+    ) {
+        match self.act(action) {
+            Ok(Acted::Now(done)) => {
+                let _ = reply.send(Ok(done));
+            }
+            Ok(Acted::Writing(mut write, then)) => {
+                write.reply = Some(answer(reply, then));
+                self.writer.send(Write::Loop(write));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "admin action refused");
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+
+    fn act(&mut self, action: AdminAction) -> Result<Acted, ActionRefused> {
         let now = self.shared.clock.now_ms();
         match action {
             AdminAction::AddSubject { url, category } => self.add_subject(url, category, now),
@@ -21,49 +73,61 @@ impl Daemon {
                 let row = self.subject_in(&url, &[SubjectState::Active], "active")?;
                 let mut row = row;
                 row.state = SubjectState::Paused;
-                let seq = self.record_subject(
+                let write = self.record_subject(
                     &row,
                     now,
                     SubjectChange::Paused {
                         why: reason.clone(),
                     },
-                )?;
+                );
                 self.unschedule(&url);
-                Ok(AdminDone {
-                    subject: Some(url),
-                    seq: Some(seq),
-                    detail: format!("paused: {reason}"),
-                })
+                Ok(Acted::Writing(
+                    write,
+                    Box::new(move |seq| AdminDone {
+                        subject: Some(url),
+                        seq: Some(seq),
+                        detail: format!("paused: {reason}"),
+                    }),
+                ))
             }
             AdminAction::Resume { url, reason } => {
                 let mut row = self.subject_in(&url, &[SubjectState::Paused], "paused")?;
                 row.state = SubjectState::Active;
-                let seq = self.record_subject(
+                let write = self.record_subject(
                     &row,
                     now,
                     SubjectChange::Resumed {
                         why: reason.clone(),
                     },
-                )?;
+                );
                 let due = due_after_restart(&self.cadence, &url, row.next_free_ms, now);
                 self.schedule_free(&url, due);
-                Ok(AdminDone {
-                    subject: Some(url),
-                    seq: Some(seq),
-                    detail: format!("resumed: {reason}"),
-                })
+                Ok(Acted::Writing(
+                    write,
+                    Box::new(move |seq| AdminDone {
+                        subject: Some(url),
+                        seq: Some(seq),
+                        detail: format!("resumed: {reason}"),
+                    }),
+                ))
             }
             AdminAction::DeclareOutage { from, to, reason } => {
                 let record = crate::cmd::outage::declared_window(&from, &to, &reason, now)
                     .map_err(|e| ActionRefused::Invalid(format!("{e:#}")))?;
-                let seq = self.append_one(NewEntry::plain(now, Record::Outage(record)))?;
-                self.refresh_outages()
-                    .map_err(|e| ActionRefused::Internal(format!("reading outages: {e:#}")))?;
-                Ok(AdminDone {
-                    subject: None,
-                    seq: Some(seq),
-                    detail: format!("outage declared from {from} to {to}: {}", reason.trim()),
-                })
+                // The writer reads the windows again after it.
+                let write = LoopWrite {
+                    entries: vec![(now, Record::Outage(record))],
+                    outages: true,
+                    ..LoopWrite::default()
+                };
+                Ok(Acted::Writing(
+                    write,
+                    Box::new(move |seq| AdminDone {
+                        subject: None,
+                        seq: Some(seq),
+                        detail: format!("outage declared from {from} to {to}: {}", reason.trim()),
+                    }),
+                ))
             }
             AdminAction::RunNow { url } => {
                 self.subject_in(&url, &[SubjectState::Active], "active")?;
@@ -73,25 +137,35 @@ impl Daemon {
                     )));
                 }
                 self.schedule_free(&url, now);
-                Ok(AdminDone {
+                Ok(Acted::Now(AdminDone {
                     subject: Some(url),
                     seq: None,
                     detail: "run queued now (it records itself in the ledger when it ends)".into(),
-                })
+                }))
             }
         }
     }
 
-    /// Records a revision note its operator posted (the API checked the proof).
-    pub(super) fn note(&mut self, note: NoteRecord) -> Result<u64, ActionRefused> {
+    /// Records a revision note its operator posted (the API checked the proof): answered with
+    /// its entry's seq once written.
+    pub(super) fn note(
+        &mut self,
+        note: NoteRecord,
+        reply: oneshot::Sender<Result<u64, ActionRefused>>,
+    ) {
         if !self.subjects.contains_key(&note.subject) {
-            return Err(ActionRefused::UnknownSubject(format!(
+            let _ = reply.send(Err(ActionRefused::UnknownSubject(format!(
                 "no subject {}",
                 note.subject
-            )));
+            ))));
+            return;
         }
         let at = note.at_ms;
-        self.append_one(NewEntry::plain(at, Record::Note(note)))
+        self.writer.send(Write::Loop(LoopWrite {
+            entries: vec![(at, Record::Note(note))],
+            reply: Some(answer(reply, |seq| seq)),
+            ..LoopWrite::default()
+        }));
     }
 
     fn add_subject(
@@ -99,7 +173,7 @@ impl Daemon {
         url: String,
         category: String,
         now: i64,
-    ) -> Result<AdminDone, ActionRefused> {
+    ) -> Result<Acted, ActionRefused> {
         // Known by its canonical URL, as a configured or catalogued subject is.
         let parsed: SubjectUrl = url
             .parse()
@@ -135,20 +209,23 @@ impl Daemon {
                 SubjectRow::new_active(url.clone(), category.clone(), "admin".into(), now)
             }
         };
-        let seq = self.record_subject(
+        let write = self.record_subject(
             &row,
             now,
             SubjectChange::Added {
                 source: "admin".into(),
                 category: category.clone(),
             },
-        )?;
+        );
         self.schedule_free(&url, now);
-        Ok(AdminDone {
-            subject: Some(url),
-            seq: Some(seq),
-            detail: format!("added in category {category}; its first run is queued now"),
-        })
+        Ok(Acted::Writing(
+            write,
+            Box::new(move |seq| AdminDone {
+                subject: Some(url),
+                seq: Some(seq),
+                detail: format!("added in category {category}; its first run is queued now"),
+            }),
+        ))
     }
 
     /// The subject's row, when it is in one of `states`.
@@ -171,25 +248,8 @@ impl Daemon {
         Ok(s.row.clone())
     }
 
-    /// Writes the row and its ledger entry, and keeps the row in the loop's map.
-    fn record_subject(
-        &mut self,
-        row: &SubjectRow,
-        now: i64,
-        change: SubjectChange,
-    ) -> Result<u64, ActionRefused> {
-        self.shared
-            .store
-            .put_subject(row)
-            .map_err(|e| ActionRefused::Internal(format!("writing the subject: {e}")))?;
-        let seq = self.append_one(NewEntry::plain(
-            now,
-            Record::Subject(SubjectRecord {
-                subject: row.url.clone(),
-                at_ms: now,
-                change,
-            }),
-        ))?;
+    /// Keeps the row in the loop's map; the write of the row and its ledger entry, to send.
+    fn record_subject(&mut self, row: &SubjectRow, now: i64, change: SubjectChange) -> LoopWrite {
         match self.subjects.get_mut(&row.url) {
             Some(s) => s.row = row.clone(),
             None => {
@@ -202,22 +262,18 @@ impl Daemon {
                 );
             }
         }
-        Ok(seq)
-    }
-
-    fn append_one(&self, entry: NewEntry) -> Result<u64, ActionRefused> {
-        let _writing = self
-            .shared
-            .write_lock
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        self.shared
-            .store
-            .append(vec![entry])
-            .map_err(|e| ActionRefused::Internal(format!("writing the ledger: {e}")))?
-            .first()
-            .copied()
-            .ok_or_else(|| ActionRefused::Internal("the ledger took no entry".into()))
+        LoopWrite {
+            rows: vec![row.clone()],
+            entries: vec![(
+                now,
+                Record::Subject(SubjectRecord {
+                    subject: row.url.clone(),
+                    at_ms: now,
+                    change,
+                }),
+            )],
+            ..LoopWrite::default()
+        }
     }
 
     /// Drops the subject's queued free run (a paused subject's would be skipped anyway; one
@@ -225,6 +281,7 @@ impl Daemon {
     fn unschedule(&mut self, url: &str) {
         self.queue
             .retain(|std::cmp::Reverse((_, _, job))| !matches!(job, Job::Free(u) if u == url));
+        self.frontier.remove(&super::host_of(url), url);
     }
 
     /// Queues the subject's free run at `due`, replacing the one queued; while a run of it is in

@@ -17,6 +17,7 @@ pub mod reload;
 pub mod schedule;
 pub mod scoring;
 pub mod storage;
+pub(crate) mod writer;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -41,14 +42,15 @@ use crate::metrics::ReloadOutcome;
 use crate::probe::paid::PolicySource;
 use crate::probe::rpc::Rpc;
 use crate::spend::{AllowedAsset, PayPolicy, SpendStore};
-use crate::store::{NewEntry, SqliteStore, Store, SubjectRow, SubjectState};
+use crate::store::{SqliteStore, Store, SubjectRow, SubjectState};
 use crate::wallet::Wallet;
 
 use pipeline::{CurrentRevision, PayParts, Population, RpcRead, RunDone, Shared};
 use schedule::{
-    Cadence, HostGate, SimulatedLoop, SimulatedStep, due_after_restart, next_free_ms, paid_wanted,
+    Cadence, Frontier, SimulatedLoop, SimulatedStep, due_after_restart, next_free_ms, paid_wanted,
     simulated_step,
 };
+use writer::{LoopWrite, Write, Writer};
 
 /// How often the value population is refreshed (a score names the population it read).
 pub const POPULATION_EVERY_MS: i64 = 3_600_000;
@@ -120,20 +122,29 @@ pub struct Daemon {
     /// The configuration file's tables as written when `config` was read (names changed keys).
     config_table: Option<toml::Table>,
     shared: Arc<Shared>,
+    /// The ledger's read-only handle (its pool of read connections), for the API.
+    reader: Arc<dyn Store>,
+    /// Every write goes to the writer thread; its events come back on `writer_events`.
+    writer: Writer,
+    writer_events: Option<tokio::sync::mpsc::UnboundedReceiver<writer::Event>>,
     key: ReporterKey,
     time: TimeSource,
     cadence: Cadence,
     subjects: BTreeMap<String, Subject>,
+    /// Jobs not due yet (and every job but free runs, when due).
     queue: BinaryHeap<Reverse<(i64, u64, Job)>>,
     counter: u64,
-    hosts: HostGate,
+    /// Due free runs, in a line per host (politeness: one run per host at once, a gap between).
+    frontier: Frontier,
+    /// Free runs in flight: what `concurrency` bounds (other jobs take no probe slot).
+    probes_in_flight: usize,
     refunds: BTreeMap<String, (String, RefundPlan)>,
     control_open: Option<i64>,
     control_last_ok: Option<i64>,
     /// Our RPC across runs: failures in a row, the last good read, the open window.
     rpc: RpcHealth,
     outage_seq: u64,
-    /// Subject rows changed by finished runs, not yet written.
+    /// Subject rows changed by finished runs, not yet sent to the writer.
     dirty: Vec<SubjectRow>,
     /// Subjects with a free run in flight (an admin's run-now or resume must not queue another).
     running: std::collections::BTreeSet<String>,
@@ -148,23 +159,13 @@ pub struct Daemon {
     api: Option<crate::api::Running>,
     /// Where the stores live (its filesystem's room decides a full disk).
     state_dir: PathBuf,
-    /// Since when (real time) the disk is full: no job starts until a write succeeds again.
+    /// Since when (real time) the disk is full, as the writer said: no job starts until it says
+    /// a write succeeded again (it keeps the loop's writes meanwhile, and retries them).
     storage_full: Option<std::time::Instant>,
-    /// When to try a write again while the disk is full.
-    storage_retry_at: std::time::Instant,
-    /// Ledger entries and subject rows of control probes and catalogue reads whose write failed
-    /// for lack of room, written (in order) before anything else when room returns.
-    unwritten: Vec<Unwritten>,
     /// A reconciliation is queued or running.
     reconcile_queued: bool,
     /// The wait before the next one while reservations stay open.
     reconcile_retry_ms: i64,
-}
-
-/// Subject rows and plain ledger entries of a job of the loop, kept while the disk is full.
-struct Unwritten {
-    rows: Vec<SubjectRow>,
-    entries: Vec<(i64, Record)>,
 }
 
 /// Our fixed RPC's health as the runs report it (`RPC_OUTAGE_AFTER_RUNS`).
@@ -207,10 +208,10 @@ impl Daemon {
             Some(dir) => dir.clone(),
             None => crate::config::default_state_dir()?,
         };
-        let store: Arc<dyn Store> = Arc::new(
-            SqliteStore::open(&state_dir)
-                .with_context(|| format!("opening the ledger in {}", state_dir.display()))?,
-        );
+        let sqlite = SqliteStore::open(&state_dir)
+            .with_context(|| format!("opening the ledger in {}", state_dir.display()))?;
+        let reader: Arc<dyn Store> = Arc::new(sqlite.reader());
+        let store: Arc<dyn Store> = Arc::new(sqlite);
         let key = match &config.daemon.reporter_key {
             KeySourceConfig::KeyFile(path) => ReporterKey::from_key_file(path)?,
             KeySourceConfig::Credential(name) => ReporterKey::from_credential(name)?,
@@ -256,7 +257,7 @@ impl Daemon {
                 Some(PayParts {
                     wallet,
                     spend,
-                    policy: RwLock::new(policy),
+                    policy: Arc::new(RwLock::new(policy)),
                     rpc,
                     options: pay.paid_options(),
                 })
@@ -272,14 +273,12 @@ impl Daemon {
             vantage: config.probe.vantage.to_string(),
             provenance: Provenance::from(config.probe.provenance),
             history_days: config.daemon.history_days.get(),
-            outages: RwLock::new(Vec::new()),
-            summaries: RwLock::new(BTreeMap::new()),
+            outages: Arc::default(),
+            summaries: Arc::default(),
             listings: RwLock::new(BTreeMap::new()),
             revisions: Mutex::new(BTreeMap::new()),
             population: RwLock::new(Population::default()),
-            write_lock: Mutex::new(()),
-            recording: pipeline::Recording::default(),
-            metrics: crate::metrics::Metrics::new(),
+            metrics: Arc::new(crate::metrics::Metrics::new()),
             webhooks: crate::webhook::Webhooks::from_config(&config.webhooks)?,
             score_changes: Arc::default(),
         });
@@ -303,12 +302,16 @@ impl Daemon {
             .as_deref()
             .and_then(|path| DaemonConfig::read_with_table(path).ok())
             .map(|(_, table)| table);
+        let (writer, writer_events) =
+            Writer::start(shared.clone(), key.clone(), state_dir.clone())
+                .context("starting the ledger's writer thread")?;
         let mut daemon = Daemon {
             config_table,
             state_dir,
             storage_full: None,
-            storage_retry_at: std::time::Instant::now(),
-            unwritten: Vec::new(),
+            reader,
+            writer,
+            writer_events: Some(writer_events),
             commands,
             commands_rx: Some(commands_rx),
             api_bound,
@@ -323,7 +326,8 @@ impl Daemon {
             subjects: BTreeMap::new(),
             queue: BinaryHeap::new(),
             counter: 0,
-            hosts: HostGate::default(),
+            frontier: Frontier::default(),
+            probes_in_flight: 0,
             refunds: BTreeMap::new(),
             control_open: None,
             control_last_ok: None,
@@ -371,7 +375,7 @@ impl Daemon {
             }
         }
         let state = crate::api::ApiState::new(
-            self.shared.clone(),
+            Arc::new(self.shared.read_side(self.reader.clone())),
             self.key.clone(),
             self.commands.clone(),
             self.config.api.clone(),
@@ -383,16 +387,8 @@ impl Daemon {
     /// Answers a request from the API.
     fn command(&mut self, command: Command, in_flight: usize) {
         match command {
-            Command::Admin(action, reply) => {
-                let done = self.admin(action);
-                if let Err(e) = &done {
-                    tracing::warn!(error = %e, "admin action refused");
-                }
-                let _ = reply.send(done);
-            }
-            Command::Note(note, reply) => {
-                let _ = reply.send(self.note(*note));
-            }
+            Command::Admin(action, reply) => self.admin(action, reply),
+            Command::Note(note, reply) => self.note(*note, reply),
             Command::Status(reply) => {
                 let mut by_state = BTreeMap::new();
                 for s in self.subjects.values() {
@@ -407,6 +403,11 @@ impl Daemon {
                         Job::Free(url) => Some((*due, url.clone())),
                         _ => None,
                     })
+                    .chain(
+                        self.frontier
+                            .waiting()
+                            .map(|(due, url)| (due, url.to_string())),
+                    )
                     .collect();
                 due.sort();
                 due.truncate(NEXT_DUE_SHOWN);
@@ -566,7 +567,7 @@ impl Daemon {
             }
             s.row.state = SubjectState::Removed;
             rows.push(s.row.clone());
-            entries.push(NewEntry::plain(
+            entries.push((
                 now,
                 Record::Subject(SubjectRecord {
                     subject: url.clone(),
@@ -577,11 +578,7 @@ impl Daemon {
                 }),
             ));
         }
-        if rows.is_empty() {
-            return Ok(());
-        }
-        self.shared.store.put_subjects(&rows)?;
-        self.shared.append(entries)?;
+        self.write_or_keep(rows, entries);
         Ok(())
     }
 
@@ -651,17 +648,25 @@ impl Daemon {
             }
         }
         // One commit for all the rows (each commit waits for the disk).
-        self.write_or_keep(rows, entries)?;
+        self.write_or_keep(rows, entries);
         Ok(added)
     }
 
     /// Our outage windows, from the ledger (the control's and those declared by hand, perhaps by
-    /// another process).
+    /// another process): read at the start; then the writer sends them after each write that
+    /// may change them and at each checkpoint ([`Daemon::apply_outages`]).
     fn refresh_outages(&mut self) -> Result<()> {
-        let records: Vec<OutageRecord> = self
+        let entries = self
             .shared
             .store
-            .entries_of_kind(&[RecordKind::Outage], 0)?
+            .entries_of_kind(&[RecordKind::Outage], 0)?;
+        self.apply_outages(entries);
+        Ok(())
+    }
+
+    /// Our outage windows from every outage entry: the open ones, and what the API shows.
+    fn apply_outages(&mut self, entries: Vec<crate::store::ReadEntry>) {
+        let records: Vec<OutageRecord> = entries
             .into_iter()
             .filter_map(|e| {
                 self.outage_seq = self.outage_seq.max(e.seq);
@@ -690,7 +695,6 @@ impl Daemon {
             .outages
             .write()
             .unwrap_or_else(|p| p.into_inner()) = scoring::outage_windows(&records);
-        Ok(())
     }
 
     /// Re-reads the configuration file. The subjects, catalogues, control endpoint and spend caps
@@ -804,7 +808,10 @@ impl Daemon {
         daemon.run(rx).await
     }
 
-    /// Runs until told to stop (or, simulated, until the simulation's end).
+    /// Runs until told to stop (or, simulated, until the simulation's end). The loop itself only
+    /// sends and receives messages: runs and jobs are tasks, every write goes to the writer
+    /// thread, and what the writer has to say (our outage windows, a full disk) comes back as an
+    /// event.
     pub async fn run(mut self, mut signals: tokio::sync::mpsc::Receiver<Signal>) -> Result<()> {
         let mut in_flight: JoinSet<Done> = JoinSet::new();
         let mut paid_in_flight = 0usize;
@@ -814,6 +821,10 @@ impl Daemon {
         let concurrency = self.config.schedule.concurrency.count();
         let mut commands = self
             .commands_rx
+            .take()
+            .context("the daemon's loop runs once")?;
+        let mut events = self
+            .writer_events
             .take()
             .context("the daemon's loop runs once")?;
         // The store is open, the schedule built and the API bound and serving: ready.
@@ -837,18 +848,27 @@ impl Daemon {
                     Signal::Reload => self.reload(),
                 }
             }
-            // Every job that finished meanwhile, then their subjects' rows in one commit.
-            while let Some(done) = in_flight.try_join_next() {
-                self.finish(done, &mut paid_in_flight)?;
+            // What the writer said, then every job that finished meanwhile; their subjects'
+            // rows go to the writer together.
+            while let Ok(event) = events.try_recv() {
+                if let Err(e) = self.writer_event(event) {
+                    return self.stop_failed(in_flight, e).await;
+                }
             }
-            self.flush_subjects()?;
-            self.retry_storage()?;
+            while let Some(done) = in_flight.try_join_next() {
+                if let Err(e) = self.finish(done, &mut paid_in_flight) {
+                    return self.stop_failed(in_flight, e).await;
+                }
+            }
+            self.flush_subjects();
             let now = self.shared.clock.now_ms();
-            self.dispatch(now, &mut in_flight, concurrency, &mut paid_in_flight)?;
+            self.dispatch(now, &mut in_flight, concurrency, &mut paid_in_flight);
             self.shared
                 .metrics
-                .scheduler(self.queue.len(), in_flight.len());
-            let next_due = self.queue.peek().map(|Reverse((due, _, _))| *due);
+                .scheduler(self.queue.len() + self.frontier.len(), in_flight.len());
+            let next_due = self.next_due(now);
+            let mut finished = None;
+            let mut event = None;
             match self.time.clone() {
                 // On a simulated clock too, a full disk waits in real time (below).
                 TimeSource::Simulated {
@@ -863,6 +883,8 @@ impl Daemon {
                     } else {
                         *overlap_from.get_or_insert(now)
                     };
+                    // Only free runs take a slot: the others in flight count beside them.
+                    let others = in_flight.len() - self.probes_in_flight.min(in_flight.len());
                     let step = simulated_step(&SimulatedLoop {
                         now_ms: now,
                         next_due_ms: next_due,
@@ -870,7 +892,7 @@ impl Daemon {
                         lookahead_ms,
                         in_flight: in_flight.len(),
                         paid_in_flight,
-                        concurrency,
+                        concurrency: concurrency + others,
                         overlap_from_ms,
                     });
                     match step {
@@ -881,20 +903,14 @@ impl Daemon {
                                 tokio::task::yield_now().await;
                             }
                         }
-                        SimulatedStep::AwaitRun => {
-                            if let Some(done) = in_flight.join_next().await {
-                                self.finish(done, &mut paid_in_flight)?;
-                            }
-                        }
+                        SimulatedStep::AwaitRun => finished = in_flight.join_next().await,
                         SimulatedStep::End => return self.stop(in_flight).await,
                     }
                 }
                 _ => {
                     let wait = if self.storage_full.is_some() {
-                        // Nothing starts until a write succeeds again: wake for the next try.
-                        self.storage_retry_at
-                            .saturating_duration_since(std::time::Instant::now())
-                            .max(Duration::from_millis(10))
+                        // Nothing starts until the writer says a write succeeded again.
+                        Duration::from_secs(60)
                     } else {
                         next_due.map_or(Duration::from_secs(60), |due| {
                             Duration::from_millis((due - now).clamp(1, 60_000) as u64)
@@ -903,8 +919,9 @@ impl Daemon {
                     let wait = self.notify.wait(wait);
                     tokio::select! {
                         Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
-                            self.finish(done, &mut paid_in_flight)?;
+                            finished = Some(done);
                         }
+                        Some(written) = events.recv() => event = Some(written),
                         Some(command) = commands.recv() => self.command(command, in_flight.len()),
                         signal = signals.recv() => match signal {
                             Some(Signal::Reload) => self.reload(),
@@ -914,278 +931,243 @@ impl Daemon {
                     }
                 }
             }
+            if let Some(event) = event
+                && let Err(e) = self.writer_event(event)
+            {
+                return self.stop_failed(in_flight, e).await;
+            }
+            if let Some(done) = finished
+                && let Err(e) = self.finish(done, &mut paid_in_flight)
+            {
+                return self.stop_failed(in_flight, e).await;
+            }
         }
     }
 
-    /// Writes the subject rows finished runs changed, in one commit (kept for later when the
-    /// disk is full).
-    fn flush_subjects(&mut self) -> Result<()> {
-        if self.dirty.is_empty() || self.storage_full.is_some() {
-            return Ok(());
+    /// A failure the loop cannot go on from: stops as a stop does (runs in flight get their
+    /// grace, the ledger is signed at its head), then reports it.
+    async fn stop_failed(self, in_flight: JoinSet<Done>, error: anyhow::Error) -> Result<()> {
+        tracing::error!(error = %format!("{error:#}"), "the daemon's loop stops on an error");
+        if let Err(e) = self.stop(in_flight).await {
+            tracing::error!(error = %format!("{e:#}"), "stopping after the error failed too");
         }
-        match self.shared.store.put_subjects(&self.dirty) {
-            Ok(()) => {
-                self.dirty.clear();
-                Ok(())
-            }
-            Err(e) => {
-                let e = anyhow::Error::new(e);
-                if storage::is_full(&e, &self.state_dir) {
-                    self.enter_storage_full(&e);
-                    Ok(())
-                } else {
-                    Err(e)
+        Err(error)
+    }
+
+    /// When the next job may start: the first timer, or the first host free to take its run.
+    fn next_due(&self, now: i64) -> Option<i64> {
+        let timer = self.queue.peek().map(|Reverse((due, _, _))| *due);
+        match (timer, self.frontier.next_at(now)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// What the writer says: our outage windows read again, a full disk, room again, or a write
+    /// of the loop that failed for another reason (the loop stops).
+    fn writer_event(&mut self, event: writer::Event) -> Result<()> {
+        match event {
+            writer::Event::Outages(entries) => self.apply_outages(entries),
+            writer::Event::StorageFull(error) => {
+                if self.storage_full.is_none() {
+                    self.storage_full = Some(std::time::Instant::now());
+                    self.shared.metrics.storage_full(true);
+                    tracing::error!(
+                        state_dir = %self.state_dir.display(),
+                        error = %error,
+                        retry_secs = storage::RETRY_EVERY.as_secs(),
+                        "storage full: no new runs until a write succeeds again (the API keeps serving; nothing acknowledged is lost)"
+                    );
                 }
             }
-        }
-    }
-
-    /// Writes rows and plain entries of the loop's own jobs now; on a full disk keeps them, to be
-    /// written first when room returns (`retry_storage`), and stops starting jobs.
-    fn write_or_keep(&mut self, rows: Vec<SubjectRow>, entries: Vec<(i64, Record)>) -> Result<()> {
-        let kept = Unwritten { rows, entries };
-        if self.storage_full.is_none() {
-            match self.write_unwritten(&kept) {
-                Ok(()) => return Ok(()),
-                Err(e) if storage::is_full(&e, &self.state_dir) => self.enter_storage_full(&e),
-                Err(e) => return Err(e),
-            }
-        }
-        self.unwritten.push(kept);
-        Ok(())
-    }
-
-    fn write_unwritten(&self, kept: &Unwritten) -> Result<()> {
-        self.shared.store.put_subjects(&kept.rows)?;
-        if !kept.entries.is_empty() {
-            let entries = kept
-                .entries
-                .iter()
-                .map(|(at, record)| NewEntry::plain(*at, record.clone()))
-                .collect();
-            self.shared.append(entries)?;
-        }
-        Ok(())
-    }
-
-    /// A write failed for lack of room: no job starts until one succeeds again.
-    fn enter_storage_full(&mut self, error: &anyhow::Error) {
-        let now = std::time::Instant::now();
-        self.storage_retry_at = now + storage::RETRY_EVERY;
-        if self.storage_full.is_some() {
-            return;
-        }
-        self.storage_full = Some(now);
-        self.shared.metrics.storage_full(true);
-        tracing::error!(
-            state_dir = %self.state_dir.display(),
-            error = %format!("{error:#}"),
-            retry_secs = storage::RETRY_EVERY.as_secs(),
-            "storage full: no new runs until a write succeeds again (the API keeps serving; nothing acknowledged is lost)"
-        );
-    }
-
-    /// While the disk is full, every `RETRY_EVERY`: once the filesystem has room, writes what
-    /// was kept (or, with nothing kept, rewrites a subject's row to see a write succeed), then
-    /// resumes.
-    fn retry_storage(&mut self) -> Result<()> {
-        let Some(since) = self.storage_full else {
-            return Ok(());
-        };
-        if std::time::Instant::now() < self.storage_retry_at {
-            return Ok(());
-        }
-        self.storage_retry_at = std::time::Instant::now() + storage::RETRY_EVERY;
-        if storage::low_on_room(&self.state_dir) {
-            return Ok(());
-        }
-        // The rows finished runs changed, or (none) one subject's row as it is: a real write.
-        let rows: Vec<SubjectRow> = if self.dirty.is_empty() {
-            self.subjects
-                .values()
-                .take(1)
-                .map(|s| s.row.clone())
-                .collect()
-        } else {
-            self.dirty.clone()
-        };
-        let mut attempt = Ok(());
-        while let Some(kept) = self.unwritten.first() {
-            attempt = self.write_unwritten(kept);
-            if attempt.is_err() {
-                break;
-            }
-            self.unwritten.remove(0);
-        }
-        if attempt.is_ok() {
-            attempt = self.shared.store.put_subjects(&rows).map_err(Into::into);
-        }
-        match attempt {
-            Ok(()) => {
-                self.dirty.clear();
+            writer::Event::StorageRoom { full_since } => {
                 self.storage_full = None;
                 self.shared.metrics.storage_full(false);
                 tracing::info!(
-                    after_secs = since.elapsed().as_secs(),
+                    after_secs = full_since.elapsed().as_secs(),
                     "storage has room again: runs resume"
                 );
-                self.refresh_outages()
             }
-            Err(e) if storage::is_full(&e, &self.state_dir) => Ok(()),
-            Err(e) => Err(e),
+            writer::Event::Failed(error) => anyhow::bail!("writing the ledger: {error}"),
         }
+        Ok(())
     }
 
-    /// Starts every due job the limits allow.
+    /// Sends the subject rows finished runs changed to the writer, in one write.
+    fn flush_subjects(&mut self) {
+        if self.dirty.is_empty() {
+            return;
+        }
+        let rows = std::mem::take(&mut self.dirty);
+        self.write_or_keep(rows, Vec::new());
+    }
+
+    /// Sends rows and plain entries of the loop's own jobs to the writer (which keeps them, in
+    /// order, while the disk is full, and writes them first when room returns).
+    fn write_or_keep(&mut self, rows: Vec<SubjectRow>, entries: Vec<(i64, Record)>) {
+        if rows.is_empty() && entries.is_empty() {
+            return;
+        }
+        self.writer.send(Write::Loop(LoopWrite {
+            rows,
+            entries,
+            ..LoopWrite::default()
+        }));
+    }
+
+    /// Starts what is due: jobs whose time came (a free run joins its host's line in the
+    /// frontier; the other jobs start at once and take no probe slot), then free runs from the
+    /// hosts free to take one, while probe slots are left.
     fn dispatch(
         &mut self,
         now: i64,
         in_flight: &mut JoinSet<Done>,
         concurrency: usize,
         paid_in_flight: &mut usize,
-    ) -> Result<()> {
+    ) {
         if self.storage_full.is_some() {
-            // Nothing starts that would write; what is due waits in the queue.
-            return Ok(());
+            // Nothing starts that would write; what is due waits.
+            return;
         }
-        let mut deferred = Vec::new();
         while let Some(Reverse((due, _, _))) = self.queue.peek() {
-            if *due > now || in_flight.len() >= concurrency {
+            if *due > now {
                 break;
             }
             let Some(Reverse((due_ms, _, job))) = self.queue.pop() else {
                 break;
             };
-            match job {
-                Job::Free(url) => {
-                    let Some(subject) = self.subjects.get(&url) else {
-                        continue;
-                    };
-                    if subject.row.state != SubjectState::Active {
-                        continue;
-                    }
-                    let host = host_of(&url);
-                    if !self.hosts.try_take(&host, now) {
-                        let at = self.hosts.free_at(&host, now);
-                        // Busy host: look again when it is free (or soon, while a run holds it).
-                        let retry = if at == i64::MAX { now + 1_000 } else { at };
-                        deferred.push((retry, Job::Free(url)));
-                        continue;
-                    }
-                    let summary = self
-                        .shared
-                        .summaries
-                        .read()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get(&url)
-                        .cloned();
-                    // One paid call at a time (they share one wallet and lock the spend store).
-                    let pay = self.shared.pay.is_some()
-                        && *paid_in_flight == 0
-                        && paid_wanted(
-                            summary.as_ref(),
-                            subject.row.last_paid_ms,
-                            now,
-                            self.cadence.paid_min_interval_ms,
-                            self.config.schedule.pay_from_first_run,
-                        )
-                        .is_some();
-                    if pay {
-                        *paid_in_flight += 1;
-                    }
-                    self.shared.metrics.run_started(now - due_ms);
-                    let shared = self.shared.clone();
-                    let category = subject.row.category.clone();
-                    self.running.insert(url.clone());
-                    in_flight.spawn(async move {
-                        let began = std::time::Instant::now();
-                        let done = pipeline::run_subject(shared, url, category, pay).await;
-                        Done::Run {
-                            host,
-                            done: Box::new(done),
-                            took: began.elapsed(),
-                        }
-                    });
+            self.start_job(job, due_ms, now, in_flight);
+        }
+        while self.probes_in_flight < concurrency {
+            let Some((host, due_ms, url)) = self.frontier.take(now) else {
+                break;
+            };
+            let Some(subject) = self
+                .subjects
+                .get(&url)
+                .filter(|s| s.row.state == SubjectState::Active)
+            else {
+                self.frontier.abandon(&host, now);
+                continue;
+            };
+            let summary = self
+                .shared
+                .summaries
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&url)
+                .cloned();
+            // One paid call at a time (they share one wallet and lock the spend store).
+            let pay = self.shared.pay.is_some()
+                && *paid_in_flight == 0
+                && paid_wanted(
+                    summary.as_ref(),
+                    subject.row.last_paid_ms,
+                    now,
+                    self.cadence.paid_min_interval_ms,
+                    self.config.schedule.pay_from_first_run,
+                )
+                .is_some();
+            if pay {
+                *paid_in_flight += 1;
+            }
+            self.shared.metrics.run_started(now - due_ms);
+            let shared = self.shared.clone();
+            let writer = self.writer.clone();
+            let category = subject.row.category.clone();
+            self.running.insert(url.clone());
+            self.probes_in_flight += 1;
+            in_flight.spawn(async move {
+                let began = std::time::Instant::now();
+                let done = pipeline::run_subject(shared, writer, url, category, pay).await;
+                Done::Run {
+                    host,
+                    done: Box::new(done),
+                    took: began.elapsed(),
                 }
-                Job::Control => {
-                    let Some(control) = self.config.control.clone() else {
-                        continue;
-                    };
-                    let fetch = self.shared.free.fetch.clone();
-                    let at = now;
-                    in_flight.spawn(async move {
-                        Done::Control(
-                            pipeline::control_probe(
-                                &fetch,
-                                control.url.as_str(),
-                                control.expect_status,
-                                control.expect_contains.as_deref(),
-                                at,
-                            )
-                            .await,
-                        )
-                    });
-                }
-                Job::Catalogue(i) => {
-                    let Some(c) = self.config.catalogues.get(i).cloned() else {
-                        continue;
-                    };
-                    let fetch = self.shared.free.fetch.clone();
-                    in_flight.spawn(async move {
-                        let budget = catalogue::CatalogueBudget {
-                            max_pages: c.max_pages.count(),
-                            max_bytes: c.max_bytes.count(),
-                            deadline: c.deadline_ms.millis(),
-                            max_items: c.max_items.count(),
-                        };
-                        let seen = catalogue::read_catalogue(
+            });
+        }
+    }
+
+    /// Starts a job whose time came (a free run: into its host's line).
+    fn start_job(&mut self, job: Job, due_ms: i64, now: i64, in_flight: &mut JoinSet<Done>) {
+        match job {
+            Job::Free(url) => {
+                let host = host_of(&url);
+                self.frontier.push_due(&host, url, due_ms, now);
+            }
+            Job::Control => {
+                let Some(control) = self.config.control.clone() else {
+                    return;
+                };
+                let fetch = self.shared.free.fetch.clone();
+                let at = now;
+                in_flight.spawn(async move {
+                    Done::Control(
+                        pipeline::control_probe(
                             &fetch,
-                            c.url.as_str(),
-                            &c.networks,
-                            budget,
-                            now.div_euclid(1000),
+                            control.url.as_str(),
+                            control.expect_status,
+                            control.expect_contains.as_deref(),
+                            at,
                         )
-                        .await;
-                        Done::Catalogue(i, seen)
-                    });
-                }
-                Job::Checkpoint => {
-                    if let Err(e) = self.shared.store.checkpoint(&self.key, now) {
-                        tracing::error!(error = %e, "signing a checkpoint failed");
-                    }
-                    let every = self.config.daemon.checkpoint_every_secs.get() as i64 * 1000;
-                    self.push(now + every, Job::Checkpoint);
-                    if let Err(e) = self.refresh_outages() {
-                        tracing::error!(error = %e, "reading outage windows failed");
-                    }
-                }
-                Job::Population => {
-                    self.refresh_population(now);
-                    self.push(now + POPULATION_EVERY_MS, Job::Population);
-                }
-                Job::Reconcile => {
-                    let shared = self.shared.clone();
-                    in_flight
-                        .spawn(async move { Done::Reconciled(reconcile_spend(&shared).await) });
-                }
-                Job::Refund(run_id) => {
-                    let Some((run_id, plan)) = self.refunds.remove(&run_id) else {
-                        continue;
+                        .await,
+                    )
+                });
+            }
+            Job::Catalogue(i) => {
+                let Some(c) = self.config.catalogues.get(i).cloned() else {
+                    return;
+                };
+                let fetch = self.shared.free.fetch.clone();
+                in_flight.spawn(async move {
+                    let budget = catalogue::CatalogueBudget {
+                        max_pages: c.max_pages.count(),
+                        max_bytes: c.max_bytes.count(),
+                        deadline: c.deadline_ms.millis(),
+                        max_items: c.max_items.count(),
                     };
-                    let shared = self.shared.clone();
-                    in_flight.spawn(async move {
-                        if let Err(e) = pipeline::watch_refund_job(shared, run_id, plan).await {
-                            tracing::error!(error = %e, "recording a refund watch failed");
-                        }
-                        Done::Refund
-                    });
-                }
+                    let seen = catalogue::read_catalogue(
+                        &fetch,
+                        c.url.as_str(),
+                        &c.networks,
+                        budget,
+                        now.div_euclid(1000),
+                    )
+                    .await;
+                    Done::Catalogue(i, seen)
+                });
+            }
+            Job::Checkpoint => {
+                // Signed by the writer, which then reads our outage windows again (another
+                // process may have declared one).
+                self.writer.send(Write::Checkpoint { at_ms: now });
+                let every = self.config.daemon.checkpoint_every_secs.get() as i64 * 1000;
+                self.push(now + every, Job::Checkpoint);
+            }
+            Job::Population => {
+                self.refresh_population(now);
+                self.push(now + POPULATION_EVERY_MS, Job::Population);
+            }
+            Job::Reconcile => {
+                let shared = self.shared.clone();
+                in_flight
+                    .spawn(async move { Done::Reconciled(reconcile_spend(&shared).await) });
+            }
+            Job::Refund(run_id) => {
+                let Some((run_id, plan)) = self.refunds.remove(&run_id) else {
+                    return;
+                };
+                let shared = self.shared.clone();
+                let writer = self.writer.clone();
+                in_flight.spawn(async move {
+                    if let Err(e) = pipeline::watch_refund_job(shared, writer, run_id, plan).await {
+                        tracing::error!(error = %e, "recording a refund watch failed");
+                    }
+                    Done::Refund
+                });
             }
         }
-        for (due, job) in deferred {
-            self.push(due, job);
-        }
-        Ok(())
     }
 
     /// Takes a finished job's report: the schedule, the outage windows, the catalogue's subjects.
@@ -1205,8 +1187,9 @@ impl Daemon {
         match done {
             Done::Run { host, done, took } => {
                 self.running.remove(&done.url);
+                self.probes_in_flight = self.probes_in_flight.saturating_sub(1);
                 self.rpc_result(&done.rpc, now)?;
-                self.hosts
+                self.frontier
                     .release(&host, now, self.cadence.host_gap_ms, done.retry_after_ms);
                 if let Some(subject) = self.subjects.get_mut(&done.url) {
                     subject.runs += 1;
@@ -1364,10 +1347,12 @@ impl Daemon {
         if ok {
             self.control_last_ok = Some(at);
         }
-        self.write_or_keep(Vec::new(), entries)?;
-        if self.storage_full.is_none() {
-            self.refresh_outages()?;
-        }
+        let outages = entries.len() > 1;
+        self.writer.send(Write::Loop(LoopWrite {
+            entries,
+            outages,
+            ..LoopWrite::default()
+        }));
         Ok(())
     }
 
@@ -1408,9 +1393,12 @@ impl Daemon {
                 }
             }
         };
-        self.shared
-            .append(vec![NewEntry::plain(now, Record::Outage(record))])?;
-        self.refresh_outages()
+        self.writer.send(Write::Loop(LoopWrite {
+            entries: vec![(now, Record::Outage(record))],
+            outages: true,
+            ..LoopWrite::default()
+        }));
+        Ok(())
     }
 
     /// A catalogue read: recorded with every page's hash; new subjects added, missing ones
@@ -1529,7 +1517,8 @@ impl Daemon {
                 }),
             ),
         );
-        self.write_or_keep(rows, entries)
+        self.write_or_keep(rows, entries);
+        Ok(())
     }
 
     /// The value population per category, from the latest scores, kept apart by hash.
@@ -1548,25 +1537,17 @@ impl Daemon {
                 .or_default()
                 .push((url, s));
         }
-        let mut population = Population {
-            at_ms: now,
-            by_category: BTreeMap::new(),
-        };
+        let mut categories = Vec::new();
         for (category, peers) in by_category {
             let docs = scoring::population_for("", &category, &peers);
             let bytes = serde_json::to_vec(&docs).unwrap_or_default();
-            match self.shared.store.put_blob(&bytes) {
-                Ok(sha) => {
-                    population.by_category.insert(category, (sha, docs));
-                }
-                Err(e) => tracing::error!(error = %e, "keeping the value population failed"),
-            }
+            categories.push((category, docs, bytes));
         }
-        *self
-            .shared
-            .population
-            .write()
-            .unwrap_or_else(|p| p.into_inner()) = population;
+        // Scores read it once the writer has kept its blobs (a score names the blob).
+        self.writer.send(Write::Population {
+            at_ms: now,
+            categories,
+        });
     }
 
     /// Stops: nothing new starts; runs in flight get a grace to finish and record themselves,
@@ -1599,30 +1580,20 @@ impl Daemon {
                 }
             }
         }
+        // The writer writes what it was sent, signs the ledger at its head, then every subject's
+        // row (the schedule), and ends.
         let now = self.shared.clock.now_ms();
-        if let Err(e) = self.shared.store.checkpoint(&self.key, now) {
-            tracing::error!(error = %e, "signing the last checkpoint failed");
-        }
         let rows: Vec<SubjectRow> = self.subjects.values().map(|s| s.row.clone()).collect();
-        let mut written = self
-            .shared
-            .store
-            .put_subjects(&rows)
-            .map_err(anyhow::Error::new);
-        for kept in std::mem::take(&mut self.unwritten) {
-            if written.is_ok() {
-                written = self.write_unwritten(&kept);
-            }
-        }
-        match written {
-            Ok(()) => {}
-            // The schedule's rows are rebuilt at the next start (a subject may be probed early);
-            // the kept entries were acknowledged to no one (our control probes, catalogue reads).
-            Err(e) if storage::is_full(&e, &self.state_dir) => tracing::error!(
-                error = %format!("{e:#}"),
-                "stopping on a full disk: the schedule and the loop's last records were not written"
-            ),
-            Err(e) => return Err(e),
+        let (done, written) = tokio::sync::oneshot::channel();
+        self.writer.send(Write::Stop {
+            at_ms: now,
+            rows,
+            done,
+        });
+        match written.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => anyhow::bail!("writing the schedule at the stop: {e}"),
+            Err(_) => anyhow::bail!("the ledger's writer ended before the stop was written"),
         }
         tracing::info!("stopped");
         Ok(())

@@ -27,6 +27,7 @@ use crate::store::{Index, NewEntry, ScoreRow, Store, StoreError};
 use crate::wallet::Wallet;
 
 use super::schedule::{ScoreSummary, retry_after_ms};
+use super::writer::{Write, Writer};
 use super::scoring::{self, SubjectInputs, day_of};
 
 /// History entries of one ledger entry are numbered `seq * SEQ_STRIDE + i`: the ledger's order,
@@ -38,8 +39,8 @@ pub struct PayParts {
     pub wallet: Wallet,
     pub spend: Arc<SpendStore>,
     /// The caps and allowlist; a reload may lower or raise the caps (`PayParts::caps`), and a
-    /// paid call reads them again when it reserves.
-    pub policy: RwLock<PayPolicy>,
+    /// paid call reads them again when it reserves. Shared with the API's [`SpendView`].
+    pub policy: Arc<RwLock<PayPolicy>>,
     pub rpc: Rpc,
     pub options: PaidOptions,
 }
@@ -59,7 +60,7 @@ pub struct Population {
     pub by_category: BTreeMap<String, (String, Vec<PeerDocument>)>,
 }
 
-/// What every job shares.
+/// What every job shares. The HTTP API gets none of it: it gets a [`ReadSide`].
 pub struct Shared {
     pub rubric: Rubric,
     pub free: FreeProbeConfig,
@@ -70,32 +71,59 @@ pub struct Shared {
     pub vantage: String,
     pub provenance: Provenance,
     pub history_days: u64,
-    pub outages: RwLock<Vec<OutageWindow>>,
-    pub summaries: RwLock<BTreeMap<String, ScoreSummary>>,
+    pub outages: Arc<RwLock<Vec<OutageWindow>>>,
+    pub summaries: Arc<RwLock<BTreeMap<String, ScoreSummary>>>,
     pub listings: RwLock<BTreeMap<String, ListingSeen>>,
     pub revisions: Mutex<BTreeMap<String, CurrentRevision>>,
+    /// Written by the writer thread only after its blobs are on disk (a score names it).
     pub population: RwLock<Population>,
-    /// Serialises rescoring and the ledger writes, so a score reads exactly the entries before
-    /// the batch of scores it is written with.
-    pub write_lock: Mutex<()>,
-    /// Finished runs waiting to be written (group commit).
-    pub recording: Recording,
     /// The Prometheus metrics (`crate::metrics`).
-    pub metrics: crate::metrics::Metrics,
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// The webhook receivers, and what their events are detected against (`crate::webhook`).
     pub webhooks: crate::webhook::Webhooks,
     /// Subjects whose score was just written (read by the API's view).
     pub score_changes: Arc<ScoreChanges>,
 }
 
+/// What the HTTP API may reach: reads only. Its store is a handle on the ledger's pool of read
+/// connections (no write connection, so no write lock to take or wait for); it holds no wallet;
+/// anything that changes state is asked of the loop (`crate::control`).
+pub struct ReadSide {
+    pub rubric: Rubric,
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub wall: Arc<dyn Clock>,
+    pub outages: Arc<RwLock<Vec<OutageWindow>>>,
+    pub summaries: Arc<RwLock<BTreeMap<String, ScoreSummary>>>,
+    pub metrics: Arc<crate::metrics::Metrics>,
+    pub score_changes: Arc<ScoreChanges>,
+    /// The spend store's totals against the caps, when the daemon pays.
+    pub spend: Option<SpendView>,
+}
+
+/// The spend store and the caps in force, for the API's status and the metrics (no wallet).
+pub struct SpendView {
+    pub spend: Arc<SpendStore>,
+    pub policy: Arc<RwLock<PayPolicy>>,
+}
+
 impl Shared {
-    /// Appends entries under the write lock (so no rescore reads between them and its batch).
-    pub(crate) fn append(
-        &self,
-        entries: Vec<crate::store::NewEntry>,
-    ) -> Result<Vec<u64>, crate::store::StoreError> {
-        let _writing = self.write_lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.store.append(entries)
+    /// The API's side of this state, reading through `reader` (the store's read-only handle).
+    pub fn read_side(&self, reader: Arc<dyn Store>) -> ReadSide {
+        ReadSide {
+            rubric: self.rubric.clone(),
+            store: reader,
+            clock: self.clock.clone(),
+            wall: self.wall.clone(),
+            outages: self.outages.clone(),
+            summaries: self.summaries.clone(),
+            metrics: self.metrics.clone(),
+            score_changes: self.score_changes.clone(),
+            spend: self.pay.as_ref().map(|p| SpendView {
+                spend: p.spend.clone(),
+                policy: p.policy.clone(),
+            }),
+        }
     }
 }
 
@@ -179,7 +207,13 @@ impl RpcRead {
 
 /// Runs `url` once; `pay` asks for a paid call. Never panics; a store error is reported in
 /// `RunDone::error` (the run then left no entry).
-pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay: bool) -> RunDone {
+pub(crate) async fn run_subject(
+    shared: Arc<Shared>,
+    writer: Writer,
+    url: String,
+    category: String,
+    pay: bool,
+) -> RunDone {
     let started_ms = shared.clock.now_ms();
     let mut free = probe_free(&shared.free, &url, started_ms.div_euclid(1000)).await;
     if let Some(listing) = shared
@@ -310,7 +344,7 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
         let ctx = PaidContext {
             wallet: &parts.wallet,
             store: &parts.spend,
-            policy: &parts.policy,
+            policy: &*parts.policy,
             rpc: &parts.rpc,
             fetch: &shared.free.fetch,
             options: parts.options.clone(),
@@ -366,7 +400,7 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
         record: Record::Run(Box::new(record)),
         index: Some(index),
     });
-    let summary = match record_run(&shared, url.clone(), category, entries).await {
+    let summary = match record_run(&writer, url.clone(), category, entries).await {
         Ok(summary) => summary,
         Err(e) => return failed(url, reached, pay, format!("recording the run: {e}")),
     };
@@ -387,69 +421,40 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
 
 /// A finished run's entries waiting to be recorded, and where its outcome goes: the summary of
 /// its new score (`None` when rescoring failed), or why the run was not recorded.
-struct PendingRun {
+pub(crate) struct PendingRun {
     url: String,
     category: String,
     entries: Vec<NewEntry>,
-    done: tokio::sync::oneshot::Sender<Result<Option<ScoreSummary>, String>>,
+    pub(crate) done: tokio::sync::oneshot::Sender<Result<Option<ScoreSummary>, String>>,
 }
 
-/// Group commit of finished runs. Every commit waits for stable storage (milliseconds), so runs
-/// that finish while one batch is being written are written together by the next: one
-/// transaction for their entries, then one for their scores.
-#[derive(Default)]
-pub struct Recording {
-    waiting: Mutex<Vec<PendingRun>>,
-    /// Whose turn it is to write what is waiting (fair: first come, first served).
-    turn: tokio::sync::Mutex<()>,
-}
-
-/// Records a run's entries and rescores its subject, with whatever other runs are waiting.
+/// Records a run's entries and rescores its subject, with whatever other runs are waiting: the
+/// writer thread takes every run that finished while it wrote the last batch as the next batch
+/// (group commit: every commit waits for stable storage).
 async fn record_run(
-    shared: &Arc<Shared>,
+    writer: &Writer,
     url: String,
     category: String,
     entries: Vec<NewEntry>,
 ) -> Result<Option<ScoreSummary>, String> {
     let (done, outcome) = tokio::sync::oneshot::channel();
-    shared
-        .recording
-        .waiting
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(PendingRun {
-            url,
-            category,
-            entries,
-            done,
-        });
-    {
-        let _turn = shared.recording.turn.lock().await;
-        let batch = std::mem::take(
-            &mut *shared
-                .recording
-                .waiting
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        );
-        // Empty when an earlier turn took ours along.
-        if !batch.is_empty() {
-            let shared = shared.clone();
-            // The writes block on the disk: off the runtime's workers, which keep probing.
-            let _ = tokio::task::spawn_blocking(move || record_batch(&shared, batch)).await;
-        }
-    }
+    writer.send(Write::Run(PendingRun {
+        url,
+        category,
+        entries,
+        done,
+    }));
     outcome
         .await
         .unwrap_or_else(|_| Err("the recording was abandoned".into()))
 }
 
-/// Writes a batch of runs under the write lock: every run's entries in one transaction, then
+/// Writes a batch of runs (on the writer thread): every run's entries in one transaction, then
 /// every subject rescored and the scores in one transaction. Each score reads the ledger through
 /// the batch's runs (a subject's history is its own: the other runs change nothing it reads). A
-/// store error fails the whole transaction: every run of the batch reports it, none left an entry.
-fn record_batch(shared: &Shared, batch: Vec<PendingRun>) {
-    let _writing = shared.write_lock.lock().unwrap_or_else(|p| p.into_inner());
+/// store error fails the whole transaction: every run of the batch reports it, none left an
+/// entry; the error is returned too (the writer tells a full disk apart).
+pub(crate) fn record_batch(shared: &Shared, batch: Vec<PendingRun>) -> Result<(), StoreError> {
     let mut runs = Vec::with_capacity(batch.len());
     let mut entries = Vec::new();
     for mut run in batch {
@@ -461,7 +466,7 @@ fn record_batch(shared: &Shared, batch: Vec<PendingRun>) {
         for run in runs {
             let _ = run.done.send(Err(why.clone()));
         }
-        return;
+        return Err(e);
     }
     let mut scores = Vec::new();
     let mut outcomes = Vec::with_capacity(runs.len());
@@ -479,6 +484,7 @@ fn record_batch(shared: &Shared, batch: Vec<PendingRun>) {
             }
         }
     }
+    let mut failed = None;
     if !scores.is_empty() {
         match shared.store.append(scores) {
             Ok(_) => {
@@ -493,6 +499,7 @@ fn record_batch(shared: &Shared, batch: Vec<PendingRun>) {
                         tracing::warn!(subject = %run.url, error = %e, "recording the score failed");
                     }
                 }
+                failed = Some(e);
             }
         }
     }
@@ -512,6 +519,7 @@ fn record_batch(shared: &Shared, batch: Vec<PendingRun>) {
         }
         let _ = run.done.send(Ok(summary));
     }
+    failed.map_or(Ok(()), Err)
 }
 
 fn failed(url: String, reached: bool, asked_to_pay: bool, error: String) -> RunDone {
@@ -581,7 +589,8 @@ pub fn history_rows(
 }
 
 /// Rescores `url` as of now from its history: the score's ledger entry (which also keeps the
-/// document as the subject's score of the day) and its summary. Call under the write lock.
+/// document as the subject's score of the day) and its summary. Called on the writer thread, so
+/// no other write of this daemon comes between its reads and its batch's commit.
 fn score_subject(
     shared: &Shared,
     url: &str,
@@ -687,8 +696,9 @@ fn latest_price(store: &dyn Store, url: &str) -> Option<f64> {
 
 /// The refund watch of an earlier paid call: its result is a ledger entry of its own, with H9
 /// judged again over the run's paid observation.
-pub async fn watch_refund_job(
+pub(crate) async fn watch_refund_job(
     shared: Arc<Shared>,
+    writer: Writer,
     run_id: String,
     plan: RefundPlan,
 ) -> Result<(), StoreError> {
@@ -742,8 +752,8 @@ pub async fn watch_refund_job(
     };
     let rubric = shared.rubric.clone();
     let revision = run.revision.clone();
-    let _writing = shared.write_lock.lock().unwrap_or_else(|p| p.into_inner());
-    shared.store.append(vec![NewEntry {
+    let (reply, written) = tokio::sync::oneshot::channel();
+    let entries = vec![NewEntry {
         at_ms,
         record: Record::Refund(Box::new(record)),
         index: Some(Box::new(move |seq| Index {
@@ -753,7 +763,11 @@ pub async fn watch_refund_job(
                 .collect(),
             ..Index::default()
         })),
-    }])?;
+    }];
+    writer.send(Write::Append { entries, reply });
+    written
+        .await
+        .map_err(|_| StoreError::WriterStopped)??;
     Ok(())
 }
 
@@ -824,7 +838,7 @@ pub fn score_of(record: &Record) -> Option<&ScoreRecord> {
 
 /// What the metrics' gauges show now, read from the shared state and the stores (a few short
 /// queries) when a scrape comes.
-pub fn scrape(shared: &Shared) -> Result<crate::metrics::Scrape, crate::metrics::MetricsError> {
+pub fn scrape(shared: &ReadSide) -> Result<crate::metrics::Scrape, crate::metrics::MetricsError> {
     use crate::metrics::{MetricsError, Scrape, SpendScrape};
     let now_ms = shared.clock.now_ms();
     let verdicts = shared
@@ -847,7 +861,7 @@ pub fn scrape(shared: &Shared) -> Result<crate::metrics::Scrape, crate::metrics:
         .unwrap_or_else(|p| p.into_inner())
         .iter()
         .any(|w| w.contains(now_ms));
-    let spend = match &shared.pay {
+    let spend = match &shared.spend {
         Some(pay) => {
             let wall_s = shared.wall.now_ms().div_euclid(1000);
             let totals = pay

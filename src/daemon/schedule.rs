@@ -110,6 +110,149 @@ impl HostGate {
     pub fn busy_hosts(&self) -> usize {
         self.busy.len()
     }
+
+    /// Gives the host back without a gap (taken for a run that did not start).
+    pub fn abandon(&mut self, host: &str) {
+        self.busy.remove(host);
+    }
+}
+
+/// Due free runs waiting for their host: a FIFO per host, each host in line once (ready now, or
+/// resting until its gap or `Retry-After` has passed, or held by its run in flight). A due run
+/// is moved here once and taken once: nothing is popped and pushed back while its host is busy,
+/// whatever the number of subjects behind one host. Pure: time is given.
+#[derive(Debug, Default)]
+pub struct Frontier {
+    gate: HostGate,
+    /// Each host's due runs, oldest first: (due, subject URL).
+    waiting: std::collections::HashMap<String, std::collections::VecDeque<(i64, String)>>,
+    /// Hosts with a due run that may start now, in the order they became ready.
+    ready: std::collections::VecDeque<String>,
+    /// Hosts with a due run, waiting out their gap: (free at, host).
+    resting: std::collections::BinaryHeap<std::cmp::Reverse<(i64, String)>>,
+    /// Runs waiting, in all.
+    count: usize,
+}
+
+impl Frontier {
+    /// A run of `url` on `host` is due (since `due_ms`): it waits behind the host's earlier ones.
+    pub fn push_due(&mut self, host: &str, url: String, due_ms: i64, now_ms: i64) {
+        let line = self.waiting.entry(host.to_string()).or_default();
+        line.push_back((due_ms, url));
+        self.count += 1;
+        if line.len() == 1 {
+            self.place(host, now_ms);
+        }
+    }
+
+    /// Puts a host with due runs in line: ready, resting, or (busy) nowhere until released.
+    fn place(&mut self, host: &str, now_ms: i64) {
+        let at = self.gate.free_at(host, now_ms);
+        if at == i64::MAX {
+            return;
+        }
+        if at <= now_ms {
+            self.ready.push_back(host.to_string());
+        } else {
+            self.resting.push(std::cmp::Reverse((at, host.to_string())));
+        }
+    }
+
+    /// The next run that may start now, its host taken: (host, due, url). Hosts whose gap has
+    /// passed join the ready line first.
+    pub fn take(&mut self, now_ms: i64) -> Option<(String, i64, String)> {
+        while let Some(std::cmp::Reverse((at, _))) = self.resting.peek() {
+            if *at > now_ms {
+                break;
+            }
+            let Some(std::cmp::Reverse((_, host))) = self.resting.pop() else {
+                break;
+            };
+            self.ready.push_back(host);
+        }
+        while let Some(host) = self.ready.pop_front() {
+            let Some(line) = self.waiting.get_mut(&host) else {
+                continue;
+            };
+            let Some((due, url)) = line.pop_front() else {
+                self.waiting.remove(&host);
+                continue;
+            };
+            if line.is_empty() {
+                self.waiting.remove(&host);
+            }
+            if !self.gate.try_take(&host, now_ms) {
+                // Cannot happen (a host is in line only when free); keep the run, not lose it.
+                self.waiting
+                    .entry(host.clone())
+                    .or_default()
+                    .push_front((due, url));
+                continue;
+            }
+            self.count -= 1;
+            return Some((host, due, url));
+        }
+        None
+    }
+
+    /// The host's run ended at `now_ms`: its next run waits the gap (or the host's
+    /// `Retry-After`).
+    pub fn release(&mut self, host: &str, now_ms: i64, gap_ms: i64, retry_after_ms: Option<i64>) {
+        self.gate.release(host, now_ms, gap_ms, retry_after_ms);
+        if self.waiting.contains_key(host) {
+            self.place(host, now_ms);
+        }
+    }
+
+    /// A run taken but not started (its subject no longer active): the host is free again at
+    /// once, no gap.
+    pub fn abandon(&mut self, host: &str, now_ms: i64) {
+        self.gate.abandon(host);
+        if self.waiting.contains_key(host) {
+            self.place(host, now_ms);
+        }
+    }
+
+    /// Drops `url`'s waiting runs (a subject paused, or queued again elsewhere).
+    pub fn remove(&mut self, host: &str, url: &str) {
+        if let Some(line) = self.waiting.get_mut(host) {
+            let before = line.len();
+            line.retain(|(_, u)| u != url);
+            self.count -= before - line.len();
+            if line.is_empty() {
+                self.waiting.remove(host);
+            }
+        }
+    }
+
+    /// When the next run may start: now when one is ready (waiting for a slot), else when the
+    /// first resting host's gap ends. `None`: nothing waits, or only behind runs in flight.
+    pub fn next_at(&self, now_ms: i64) -> Option<i64> {
+        if !self.ready.is_empty() {
+            return Some(now_ms);
+        }
+        self.resting.peek().map(|std::cmp::Reverse((at, _))| *at)
+    }
+
+    /// Every waiting run: (due, url), in no particular order.
+    pub fn waiting(&self) -> impl Iterator<Item = (i64, &str)> {
+        self.waiting
+            .values()
+            .flatten()
+            .map(|(due, url)| (*due, url.as_str()))
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    pub fn busy_hosts(&self) -> usize {
+        self.gate.busy_hosts()
+    }
 }
 
 /// The longest `Retry-After` we honour: a host cannot park itself out of view for longer than the

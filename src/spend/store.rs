@@ -358,7 +358,19 @@ impl SpendStore {
     /// Checks the entry against the policy and the running totals and, when everything allows it,
     /// durably reserves the payment before any signature exists. A refusal is recorded (with its
     /// reason) and returned as [`ReserveError::Refused`].
+    ///
+    /// The commit waits for stable storage: on a multi-threaded runtime's worker it runs off the
+    /// async workers ([`off_workers`]), so the runs beside a paid call keep going meanwhile.
     pub fn reserve(
+        &self,
+        policy: &PayPolicy,
+        request: &ReserveRequest<'_>,
+        now_unix: i64,
+    ) -> Result<Reservation, ReserveError> {
+        off_workers(|| self.reserve_now(policy, request, now_unix))
+    }
+
+    fn reserve_now(
         &self,
         policy: &PayPolicy,
         request: &ReserveRequest<'_>,
@@ -444,15 +456,17 @@ impl SpendStore {
         requirement_json: Option<&str>,
         now_unix: i64,
     ) -> Result<(), SpendError> {
-        let conn = self.conn();
-        insert_refusal(
-            &conn,
-            &subject_key(subject),
-            refusal,
-            requirement_json,
-            now_unix,
-        )
-        .map_err(self.sql_err("recording a refusal"))
+        off_workers(|| {
+            let conn = self.conn();
+            insert_refusal(
+                &conn,
+                &subject_key(subject),
+                refusal,
+                requirement_json,
+                now_unix,
+            )
+            .map_err(self.sql_err("recording a refusal"))
+        })
     }
 
     /// Releases a reservation whose signature was never sent (so it can never be used). Consumes
@@ -491,6 +505,17 @@ impl SpendStore {
     }
 
     fn resolve(
+        &self,
+        id: i64,
+        state: ReservationState,
+        tx: Option<B256>,
+        why: &str,
+        now_unix: i64,
+    ) -> Result<bool, SpendError> {
+        off_workers(|| self.resolve_now(id, state, tx, why, now_unix))
+    }
+
+    fn resolve_now(
         &self,
         id: i64,
         state: ReservationState,
@@ -606,6 +631,20 @@ impl SpendStore {
 /// ([`canonical_subject_url`]), so that the per-subject cap is the endpoint's and not a
 /// spelling's. A subject that is not a URL the fetcher reads (nothing was fetched from it) is kept
 /// as it is.
+/// Runs a write that waits for the disk (an fsync'd commit) off the async workers: on a worker
+/// of a multi-threaded tokio runtime (the daemon's), the worker hands its other tasks to the
+/// others first (`block_in_place`); anywhere else (a CLI run, a current-thread runtime, a
+/// blocking thread) it just runs.
+pub(crate) fn off_workers<T>(write: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(runtime) if runtime.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(write)
+        }
+        _ => write(),
+    }
+}
+
 pub(crate) fn subject_key(subject: &str) -> String {
     canonical_subject_url(subject).unwrap_or_else(|_| subject.to_string())
 }

@@ -40,6 +40,12 @@ pub enum StoreError {
     Sign(String),
     #[error(transparent)]
     Broken(#[from] Broken),
+    /// A write through a handle that only reads (the API's).
+    #[error("store {path}: this handle only reads")]
+    ReadOnly { path: String },
+    /// The daemon's writer thread is gone (the daemon is stopping).
+    #[error("the ledger's writer has stopped")]
+    WriterStopped,
 }
 
 /// Builds an entry's index rows once its sequence number is known (history entries carry the

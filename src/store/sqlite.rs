@@ -3,7 +3,9 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::ThreadId;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use sha2::{Digest, Sha256};
@@ -31,9 +33,102 @@ pub const STORE_FILE: &str = "ledger.sqlite";
 /// Bodies at least this long are kept once, apart, addressed by their SHA-256.
 pub const BLOB_MIN_BYTES: usize = 256;
 
+/// Read connections a store opened for writing keeps (WAL: readers never wait for the writer,
+/// nor for another process holding the write lock).
+pub const READERS: usize = 4;
+
+/// The store: one write connection (absent in a read-only handle, [`SqliteStore::reader`]) and a
+/// small pool of read connections. Every read goes to the pool, so no read waits behind a write:
+/// the daemon's writer thread commits a batch while the API, the runs and the scrapes read.
 pub struct SqliteStore {
-    conn: Mutex<Connection>,
+    writer: Option<Arc<Mutex<Connection>>>,
+    readers: Arc<Readers>,
     path: PathBuf,
+}
+
+/// The pool of read connections. A read takes any free one; a read transaction held across
+/// several calls ([`ReadSnapshot`]) pins one connection to its thread until it ends.
+struct Readers {
+    conns: Vec<Mutex<Connection>>,
+    /// Which thread has pinned each connection (a read transaction open on it).
+    pinned: Mutex<Vec<Option<ThreadId>>>,
+    next: AtomicUsize,
+}
+
+impl Readers {
+    fn new(conns: Vec<Connection>) -> Readers {
+        let n = conns.len();
+        Readers {
+            conns: conns.into_iter().map(Mutex::new).collect(),
+            pinned: Mutex::new(vec![None; n]),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    fn lock(&self, i: usize) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave SQLite inconsistent (transactions roll back).
+        self.conns[i].lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn pins(&self) -> MutexGuard<'_, Vec<Option<ThreadId>>> {
+        self.pinned.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The connection this thread pinned, or a free unpinned one, or (all busy) one to wait for.
+    fn get(&self) -> MutexGuard<'_, Connection> {
+        let me = std::thread::current().id();
+        let pins = self.pins();
+        if let Some(i) = pins.iter().position(|p| *p == Some(me)) {
+            drop(pins);
+            return self.lock(i);
+        }
+        let n = self.conns.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut wait_for = None;
+        for k in 0..n {
+            let i = (start + k) % n;
+            if pins[i].is_some() {
+                continue;
+            }
+            wait_for.get_or_insert(i);
+            if let Ok(conn) = self.conns[i].try_lock() {
+                return conn;
+            }
+        }
+        drop(pins);
+        // Every unpinned connection is busy (or, rarely, every one is pinned: a read inside
+        // another thread's read transaction is still one consistent snapshot).
+        self.lock(wait_for.unwrap_or(start % n))
+    }
+
+    /// Pins a connection to this thread (for a read transaction across calls).
+    fn pin(&self) -> usize {
+        let me = std::thread::current().id();
+        let mut pins = self.pins();
+        if let Some(i) = pins.iter().position(|p| *p == Some(me)) {
+            return i;
+        }
+        let n = self.conns.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let i = (0..n)
+            .map(|k| (start + k) % n)
+            .find(|i| pins[*i].is_none())
+            .unwrap_or(start % n);
+        pins[i] = Some(me);
+        i
+    }
+
+    fn unpin(&self, i: usize) {
+        self.pins()[i] = None;
+    }
+}
+
+/// Opens one read connection of the pool (query-only: it can never write).
+fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "query_only", "ON")?;
+    Ok(conn)
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -107,10 +202,26 @@ impl SqliteStore {
                 let _ = std::fs::set_permissions(&side, std::fs::Permissions::from_mode(0o600));
             }
         }
+        let readers = (0..READERS)
+            .map(|_| open_reader(path))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(sql("opening a read connection"))?;
         Ok(SqliteStore {
-            conn: Mutex::new(conn),
+            writer: Some(Arc::new(Mutex::new(conn))),
+            readers: Arc::new(Readers::new(readers)),
             path: path.to_path_buf(),
         })
+    }
+
+    /// A handle on the same file that only reads, through this store's pool of read
+    /// connections: it holds no write connection (every write through it is refused), so what
+    /// holds it (the HTTP API) can never take the write lock nor wait for it.
+    pub fn reader(&self) -> SqliteStore {
+        SqliteStore {
+            writer: None,
+            readers: self.readers.clone(),
+            path: self.path.clone(),
+        }
     }
 
     /// Opens an existing store for reading only (the recalibration, next to a running daemon):
@@ -171,7 +282,8 @@ impl SqliteStore {
             });
         }
         Ok(SqliteStore {
-            conn: Mutex::new(conn),
+            writer: None,
+            readers: Arc::new(Readers::new(vec![conn])),
             path: path.to_path_buf(),
         })
     }
@@ -180,11 +292,18 @@ impl SqliteStore {
         &self.path
     }
 
+    /// A read connection from the pool.
     fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.readers.get()
+    }
+
+    /// The write connection (refused in a read-only handle).
+    fn writer(&self) -> Result<MutexGuard<'_, Connection>, StoreError> {
+        let writer = self.writer.as_ref().ok_or_else(|| StoreError::ReadOnly {
+            path: self.path.display().to_string(),
+        })?;
         // A panic while holding the lock cannot leave SQLite inconsistent (transactions roll back).
-        self.conn
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        Ok(writer.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     fn sql(&self, context: &'static str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
@@ -266,7 +385,7 @@ fn hash32(bytes: &[u8], what: &str, seq: i64) -> Result<[u8; 32], String> {
 
 impl Store for SqliteStore {
     fn append(&self, entries: Vec<NewEntry>) -> Result<Vec<u64>, StoreError> {
-        let mut conn = self.conn();
+        let mut conn = self.writer()?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(self.sql("starting an append"))?;
@@ -524,7 +643,7 @@ impl Store for SqliteStore {
 
     fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError> {
         let hash: [u8; 32] = Sha256::digest(bytes).into();
-        self.conn()
+        self.writer()?
             .execute(
                 "INSERT OR IGNORE INTO blob (sha256, bytes) VALUES (?1, ?2)",
                 params![hash.as_slice(), bytes],
@@ -591,7 +710,7 @@ impl Store for SqliteStore {
             public_key: key.public_key(),
             signature,
         };
-        let mut conn = self.conn();
+        let mut conn = self.writer()?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(self.sql("beginning a checkpoint"))?;
@@ -870,14 +989,14 @@ impl Store for SqliteStore {
     }
 
     fn put_subject(&self, row: &SubjectRow) -> Result<(), StoreError> {
-        put_subject_in(&self.conn(), row).map_err(self.sql("writing a subject"))
+        put_subject_in(&*self.writer()?, row).map_err(self.sql("writing a subject"))
     }
 
     fn put_subjects(&self, rows: &[SubjectRow]) -> Result<(), StoreError> {
         if rows.is_empty() {
             return Ok(());
         }
-        let mut conn = self.conn();
+        let mut conn = self.writer()?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(self.sql("starting to write subjects"))?;
@@ -888,7 +1007,7 @@ impl Store for SqliteStore {
     }
 
     fn put_score(&self, row: &ScoreRow) -> Result<(), StoreError> {
-        put_score_in(&self.conn(), row).map_err(self.sql("writing a score"))
+        put_score_in(&*self.writer()?, row).map_err(self.sql("writing a score"))
     }
 
     fn latest_score(&self, subject: &str) -> Result<Option<ScoreRow>, StoreError> {
@@ -990,7 +1109,7 @@ impl Store for SqliteStore {
                 Some(*at_ms),
             ),
         };
-        self.conn()
+        self.writer()?
             .prepare_cached(
                 "UPDATE webhook_outbox SET state = ?1, attempts = ?2, next_attempt_ms = ?3,
                      last_error = COALESCE(?4, last_error), done_ms = ?5
@@ -1047,24 +1166,34 @@ impl Named {
     }
 }
 
-/// A read transaction on the store's connection, ended when dropped (nothing is written in it).
-/// Only for a store opened to verify (the commands open their own, read-only): a writer sharing
-/// the connection would write inside it.
-struct ReadSnapshot<'a>(&'a SqliteStore);
+/// A read transaction across several calls, ended when dropped (nothing is written in it): one
+/// read connection of the pool is pinned to this thread meanwhile, so every read the calls make
+/// sees the same moment, whatever the writer commits.
+struct ReadSnapshot<'a> {
+    store: &'a SqliteStore,
+    pinned: usize,
+}
 
 impl<'a> ReadSnapshot<'a> {
     fn begin(store: &'a SqliteStore) -> Result<ReadSnapshot<'a>, StoreError> {
+        let pinned = store.readers.pin();
+        let snapshot = ReadSnapshot { store, pinned };
         store
             .conn()
             .execute_batch("BEGIN DEFERRED")
             .map_err(store.sql("starting a read"))?;
-        Ok(ReadSnapshot(store))
+        Ok(snapshot)
     }
 }
 
 impl Drop for ReadSnapshot<'_> {
     fn drop(&mut self) {
-        let _ = self.0.conn().execute_batch("ROLLBACK");
+        let conn = self.store.conn();
+        if !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        drop(conn);
+        self.store.readers.unpin(self.pinned);
     }
 }
 
