@@ -697,3 +697,100 @@ async fn a_fresh_daemon_serves_its_subjects_and_json_errors_and_stops_cleanly() 
     let (code, ..) = cli(&["status", "--api", "ftp://127.0.0.1:1"]);
     assert_eq!(code, 2);
 }
+
+/// The API never waits for the ledger's writer: while another process holds the ledger's write
+/// lock (`BEGIN IMMEDIATE`, as a second writer would), the daemon's writer waits for it and
+/// every public route still answers at once (they read through the pool of read connections, and
+/// the loop that answers the status never touches the disk); once the lock is let go, the
+/// daemon's runs are recorded again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_answers_while_another_process_holds_the_ledgers_write_lock() {
+    use std::time::{Duration, Instant};
+    const HOLD: Duration = Duration::from_secs(5);
+    let d = ApiDaemon::start(ApiOptions {
+        days: 1,
+        scenarios: vec!["honest-v2", "honest-v1"],
+        price_rise: false,
+        declared_outage: false,
+        pay: false,
+        live_free_every_secs: 1,
+        api_extra: "rate_per_second = 10000\nrate_burst = 10000".into(),
+    })
+    .await;
+    // Each answer within a bound well under the hold: a route that waited for the lock fails.
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_millis(1_500))
+        .build()
+        .unwrap();
+    let head = || async {
+        let r = http
+            .get(d.url("/v1/ledger/head"))
+            .send()
+            .await
+            .expect("the ledger's head answers");
+        assert_eq!(r.status(), 200);
+        r.json::<Value>().await.unwrap()["seq"].as_u64().unwrap()
+    };
+    let wait_for_more = |than: u64, what: &'static str| {
+        let head = &head;
+        async move {
+            let until = Instant::now() + Duration::from_secs(30);
+            loop {
+                let now = head().await;
+                if now > than {
+                    return now;
+                }
+                assert!(Instant::now() < until, "{what}: the ledger stayed at {than}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    // Runs are being recorded.
+    let first = head().await;
+    wait_for_more(first, "before the lock").await;
+
+    // Another connection takes the write lock and keeps it.
+    let ledger = d.dir.path().join(x402_probe::store::sqlite::STORE_FILE);
+    let (taken_tx, taken) = std::sync::mpsc::channel();
+    let holder = std::thread::spawn(move || {
+        let conn = rusqlite::Connection::open(&ledger).unwrap();
+        conn.busy_timeout(Duration::from_secs(10)).unwrap();
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        taken_tx.send(Instant::now()).unwrap();
+        std::thread::sleep(HOLD);
+        conn.execute_batch("ROLLBACK").unwrap();
+    });
+    let taken_at = taken.recv().unwrap();
+    let held = head().await;
+    let subject = format!("/v1/subjects/{}", d.id_of("honest-v2"));
+    let routes = [
+        "/v1/subjects",
+        subject.as_str(),
+        "/v1/ledger/head",
+        "/v1/ledger/checkpoints",
+        "/v1/status",
+        "/v1/outages",
+        "/",
+    ];
+    let mut answered = 0;
+    while taken_at.elapsed() + Duration::from_millis(1_500) < HOLD {
+        for route in routes {
+            let r = http
+                .get(d.url(route))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{route} while the ledger is locked: {e}"));
+            assert_eq!(r.status(), 200, "{route} while the ledger is locked");
+            answered += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(answered >= 2 * routes.len(), "{answered} answers");
+    // Nothing was written meanwhile: the writer waited for the lock.
+    assert_eq!(head().await, held, "the ledger grew while another held its lock");
+    holder.join().unwrap();
+
+    // The daemon resumes: runs are recorded again, and it stops cleanly.
+    wait_for_more(held, "after the lock").await;
+    d.stop().await.expect("the daemon stops cleanly");
+}

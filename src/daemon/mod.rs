@@ -138,6 +138,8 @@ pub struct Daemon {
     frontier: Frontier,
     /// Free runs in flight: what `concurrency` bounds (other jobs take no probe slot).
     probes_in_flight: usize,
+    /// The host and subject of each free run's task (a task that panics still gives them back).
+    run_tasks: std::collections::HashMap<tokio::task::Id, (String, String)>,
     refunds: BTreeMap<String, (String, RefundPlan)>,
     control_open: Option<i64>,
     control_last_ok: Option<i64>,
@@ -328,6 +330,7 @@ impl Daemon {
             counter: 0,
             frontier: Frontier::default(),
             probes_in_flight: 0,
+            run_tasks: Default::default(),
             refunds: BTreeMap::new(),
             control_open: None,
             control_last_ok: None,
@@ -660,12 +663,15 @@ impl Daemon {
             .shared
             .store
             .entries_of_kind(&[RecordKind::Outage], 0)?;
-        self.apply_outages(entries);
+        self.apply_outages(entries, true);
         Ok(())
     }
 
-    /// Our outage windows from every outage entry: the open ones, and what the API shows.
-    fn apply_outages(&mut self, entries: Vec<crate::store::ReadEntry>) {
+    /// Our outage windows from every outage entry: what the API shows and, at the start
+    /// (`adopt_open`), which of our windows are open. Once the loop runs, it alone opens and closes
+    /// the control's and the RPC's windows, and the writer's read may be older than its last
+    /// decision (a window the loop just closed, its record still on the way): not adopted then.
+    fn apply_outages(&mut self, entries: Vec<crate::store::ReadEntry>, adopt_open: bool) {
         let records: Vec<OutageRecord> = entries
             .into_iter()
             .filter_map(|e| {
@@ -684,10 +690,10 @@ impl Daemon {
                 _ => None,
             })
         };
-        if let Some(Some(from_ms)) = last_of(OutageOf::Vantage) {
+        if adopt_open && let Some(Some(from_ms)) = last_of(OutageOf::Vantage) {
             self.control_open = Some(from_ms);
         }
-        if let Some(Some(from_ms)) = last_of(OutageOf::Rpc) {
+        if adopt_open && let Some(Some(from_ms)) = last_of(OutageOf::Rpc) {
             self.rpc.open = Some(from_ms);
         }
         *self
@@ -855,7 +861,7 @@ impl Daemon {
                     return self.stop_failed(in_flight, e).await;
                 }
             }
-            while let Some(done) = in_flight.try_join_next() {
+            while let Some(done) = in_flight.try_join_next_with_id() {
                 if let Err(e) = self.finish(done, &mut paid_in_flight) {
                     return self.stop_failed(in_flight, e).await;
                 }
@@ -903,7 +909,7 @@ impl Daemon {
                                 tokio::task::yield_now().await;
                             }
                         }
-                        SimulatedStep::AwaitRun => finished = in_flight.join_next().await,
+                        SimulatedStep::AwaitRun => finished = in_flight.join_next_with_id().await,
                         SimulatedStep::End => return self.stop(in_flight).await,
                     }
                 }
@@ -918,7 +924,7 @@ impl Daemon {
                     };
                     let wait = self.notify.wait(wait);
                     tokio::select! {
-                        Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
+                        Some(done) = in_flight.join_next_with_id(), if !in_flight.is_empty() => {
                             finished = Some(done);
                         }
                         Some(written) = events.recv() => event = Some(written),
@@ -967,7 +973,7 @@ impl Daemon {
     /// of the loop that failed for another reason (the loop stops).
     fn writer_event(&mut self, event: writer::Event) -> Result<()> {
         match event {
-            writer::Event::Outages(entries) => self.apply_outages(entries),
+            writer::Event::Outages(entries) => self.apply_outages(entries, false),
             writer::Event::StorageFull(error) => {
                 if self.storage_full.is_none() {
                     self.storage_full = Some(std::time::Instant::now());
@@ -1077,7 +1083,8 @@ impl Daemon {
             let category = subject.row.category.clone();
             self.running.insert(url.clone());
             self.probes_in_flight += 1;
-            in_flight.spawn(async move {
+            let task_of = (host.clone(), url.clone());
+            let task = in_flight.spawn(async move {
                 let began = std::time::Instant::now();
                 let done = pipeline::run_subject(shared, writer, url, category, pay).await;
                 Done::Run {
@@ -1086,6 +1093,7 @@ impl Daemon {
                     took: began.elapsed(),
                 }
             });
+            self.run_tasks.insert(task.id(), task_of);
         }
     }
 
@@ -1173,14 +1181,30 @@ impl Daemon {
     /// Takes a finished job's report: the schedule, the outage windows, the catalogue's subjects.
     fn finish(
         &mut self,
-        joined: Result<Done, tokio::task::JoinError>,
+        joined: Result<(tokio::task::Id, Done), tokio::task::JoinError>,
         paid_in_flight: &mut usize,
     ) -> Result<()> {
         let now = self.shared.clock.now_ms();
         let done = match joined {
-            Ok(done) => done,
+            Ok((id, done)) => {
+                self.run_tasks.remove(&id);
+                done
+            }
             Err(e) => {
                 tracing::error!(error = %e, "a job ended abnormally");
+                // A free run's slot and host are given back, and its subject scheduled again.
+                if let Some((host, url)) = self.run_tasks.remove(&e.id()) {
+                    self.running.remove(&url);
+                    self.probes_in_flight = self.probes_in_flight.saturating_sub(1);
+                    self.frontier
+                        .release(&host, now, self.cadence.host_gap_ms, None);
+                    if let Some(s) = self.subjects.get(&url)
+                        && s.row.state == SubjectState::Active
+                    {
+                        let due = next_free_ms(&self.cadence, &url, now, 0, s.runs);
+                        self.push(due, Job::Free(url));
+                    }
+                }
                 return Ok(());
             }
         };

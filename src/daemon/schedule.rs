@@ -461,6 +461,65 @@ mod tests {
         assert_eq!(g.free_at("a", 2_000), 62_000);
     }
 
+    /// Politeness through the frontier: one run per host at once, the gap between two, and a
+    /// host's runs in the order they became due; other hosts go meanwhile; a host's runs are
+    /// taken once each, however long its line.
+    #[test]
+    fn the_frontier_keeps_one_run_per_host_the_gap_and_each_hosts_order() {
+        let mut f = Frontier::default();
+        for (i, url) in ["a/1", "a/2", "a/3"].into_iter().enumerate() {
+            f.push_due("a", url.into(), i as i64, 10);
+        }
+        f.push_due("b", "b/1".into(), 5, 10);
+        assert_eq!(f.len(), 4);
+        assert_eq!(f.take(10), Some(("a".into(), 0, "a/1".into())));
+        assert_eq!(f.take(10), Some(("b".into(), 5, "b/1".into())));
+        // a is busy: its line waits, nothing else is ready.
+        assert_eq!(f.take(10), None);
+        assert_eq!(f.next_at(10), None, "nothing due but behind a run in flight");
+        f.release("a", 20, 1_000, None);
+        assert_eq!(f.take(20), None, "the gap");
+        assert_eq!(f.next_at(20), Some(1_020));
+        assert_eq!(f.take(1_020), Some(("a".into(), 1, "a/2".into())));
+        assert_eq!(f.take(1_020), None);
+        // A host's Retry-After holds its line longer than the gap.
+        f.release("a", 1_100, 1_000, Some(60_000));
+        assert_eq!(f.take(2_100), None);
+        assert_eq!(f.take(61_100), Some(("a".into(), 2, "a/3".into())));
+        assert!(f.is_empty());
+        // A run taken but not started gives the host back at once.
+        f.push_due("c", "c/1".into(), 0, 0);
+        f.push_due("c", "c/2".into(), 0, 0);
+        let (host, _, _) = f.take(0).unwrap();
+        f.abandon(&host, 0);
+        assert_eq!(f.take(0), Some(("c".into(), 0, "c/2".into())));
+        // A subject removed from its host's line is never taken.
+        f.push_due("d", "d/1".into(), 0, 0);
+        f.push_due("d", "d/2".into(), 0, 0);
+        f.remove("d", "d/1");
+        assert_eq!(f.take(0), Some(("d".into(), 0, "d/2".into())));
+        assert_eq!(f.len(), 0);
+    }
+
+    /// 10,000 subjects behind one host: dispatching them one by one touches each once (the old
+    /// queue popped and pushed back every waiting run of a busy host at every turn).
+    #[test]
+    fn a_long_line_behind_one_host_is_taken_in_order_without_requeueing() {
+        let mut f = Frontier::default();
+        for i in 0..10_000 {
+            f.push_due("h", format!("h/{i}"), i, 0);
+        }
+        let mut now = 0;
+        for i in 0..10_000 {
+            assert_eq!(f.take(now), Some(("h".into(), i, format!("h/{i}"))));
+            assert_eq!(f.take(now), None, "one run of a host at once");
+            now += 10;
+            f.release("h", now, 10, None);
+            now += 10;
+        }
+        assert!(f.is_empty());
+    }
+
     /// A run on each of 100,000 hosts leaves the gate remembering only the hosts still waiting
     /// out a gap or a `Retry-After`, not every host it ever saw; those it keeps, it honours.
     #[test]
