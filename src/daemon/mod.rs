@@ -17,6 +17,7 @@ pub mod reload;
 pub mod schedule;
 pub mod scoring;
 pub mod storage;
+pub mod subject_state;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -273,6 +274,7 @@ impl Daemon {
             provenance: Provenance::from(config.probe.provenance),
             history_days: config.daemon.history_days.get(),
             outages: RwLock::new(Vec::new()),
+            outage_fold: Default::default(),
             summaries: RwLock::new(BTreeMap::new()),
             listings: RwLock::new(BTreeMap::new()),
             revisions: Mutex::new(BTreeMap::new()),
