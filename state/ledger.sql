@@ -76,6 +76,25 @@ CREATE TABLE IF NOT EXISTS history (
     PRIMARY KEY (subject, seq, idx)
 ) STRICT, WITHOUT ROWID;
 
+-- Each subject's folded scoring state (src/daemon/subject_state.rs): its revisions, declared
+-- price, category, provenance, paid-call facts and where its window of history rows starts, as of
+-- ledger entry `through_seq`; `body` is its JSON, `sha256` the digest of `body`. Derived working
+-- state, written in the transaction of the score that read it; a row that does not match its
+-- digest or does not decode is rebuilt from the ledger, never trusted.
+CREATE TABLE IF NOT EXISTS subject_state (
+    subject     TEXT PRIMARY KEY,
+    through_seq INTEGER NOT NULL,
+    sha256      BLOB NOT NULL,
+    body        BLOB NOT NULL
+) STRICT;
+
+-- Each run entry's id, so the refund watch reads its run by id. Derived from the run entries,
+-- written with them.
+CREATE TABLE IF NOT EXISTS run_id (
+    id  TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+
 -- What each run saw a subject declare (price, payTo, revision fingerprint), for the checks that
 -- compare runs (H2, H3, revisions). Derived from the run entries, written with them.
 CREATE TABLE IF NOT EXISTS declared (

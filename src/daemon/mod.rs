@@ -17,6 +17,7 @@ pub mod reload;
 pub mod schedule;
 pub mod scoring;
 pub mod storage;
+pub mod subject_state;
 pub(crate) mod writer;
 
 use std::cmp::Reverse;
@@ -276,6 +277,7 @@ impl Daemon {
             provenance: Provenance::from(config.probe.provenance),
             history_days: config.daemon.history_days.get(),
             outages: Arc::default(),
+            outage_fold: Default::default(),
             summaries: Arc::default(),
             listings: RwLock::new(BTreeMap::new()),
             revisions: Mutex::new(BTreeMap::new()),

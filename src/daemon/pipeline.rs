@@ -23,12 +23,13 @@ use crate::rubric::Rubric;
 use crate::runner::RunOutput;
 use crate::score::input::{HistoryEntry, PeerDocument};
 use crate::spend::{PayPolicy, SpendStore};
-use crate::store::{Index, NewEntry, ScoreRow, Store, StoreError};
+use crate::store::{Index, NewEntry, ReadEntry, ScoreRow, Store, StoreError};
 use crate::wallet::Wallet;
 
 use super::schedule::{ScoreSummary, retry_after_ms};
+use super::scoring::{self, day_of};
+use super::subject_state;
 use super::writer::{Write, Writer};
-use super::scoring::{self, SubjectInputs, day_of};
 
 /// History entries of one ledger entry are numbered `seq * SEQ_STRIDE + i`: the ledger's order,
 /// and room for every entry of a run.
@@ -72,6 +73,8 @@ pub struct Shared {
     pub provenance: Provenance,
     pub history_days: u64,
     pub outages: Arc<RwLock<Vec<OutageWindow>>>,
+    /// Our outage entries folded once for every subject's score (`subject_state::OutageFold`).
+    pub outage_fold: Mutex<subject_state::OutageFold>,
     pub summaries: Arc<RwLock<BTreeMap<String, ScoreSummary>>>,
     pub listings: RwLock<BTreeMap<String, ListingSeen>>,
     pub revisions: Mutex<BTreeMap<String, CurrentRevision>>,
@@ -563,7 +566,9 @@ pub fn run_index(
     declared: Option<Declared>,
 ) -> crate::store::IndexFn {
     let entries = history_rows(rubric, record);
+    let run_id = record.id.clone();
     Box::new(move |seq| Index {
+        run_id: Some(run_id),
         history: entries(seq)
             .iter()
             .filter_map(|e| serde_json::to_vec(e).ok())
@@ -601,33 +606,20 @@ fn score_subject(
     // Everything read is at or before `through`, the last entry the score says it read (another
     // process may append an outage declaration meanwhile: it waits for the next score).
     let (through, _) = store.head().map_err(|e| e.to_string())?;
-    let rows: Vec<HistoryEntry> = store
-        .history(url)
-        .map_err(|e| e.to_string())?
-        .iter()
-        .filter_map(|b| serde_json::from_slice(b).ok())
-        .collect();
-    let revisions: Vec<RevisionRecord> = store
-        .subject_entries(url, &[RecordKind::Revision], 0)
-        .map_err(|e| e.to_string())?
-        .into_iter()
-        .filter_map(|e| match e.record {
-            Record::Revision(r) => Some(r),
-            _ => None,
-        })
-        .collect();
-    let outage_records: Vec<crate::ledger::record::OutageRecord> = store
-        .entries_of_kind(&[RecordKind::Outage], 0)
-        .map_err(|e| e.to_string())?
-        .into_iter()
-        .filter(|e| e.seq <= through)
-        .filter_map(|e| match e.record {
-            Record::Outage(o) => Some(o),
-            _ => None,
-        })
-        .collect();
-    let outages = scoring::outage_windows(&outage_records);
-    let history = scoring::history_for(rows, &outages, now_ms, shared.history_days);
+    // The subject's folded state brought up to `through` (never its whole history), and our
+    // outages folded once for every subject.
+    let mut state = subject_state::load(store, &shared.rubric, url, through, shared.history_days)
+        .map_err(|e| e.to_string())?;
+    let outages = {
+        let mut fold = shared.outage_fold.lock().unwrap_or_else(|p| p.into_inner());
+        for e in store
+            .entries_of_kind(&[RecordKind::Outage], fold.through_seq)
+            .map_err(|e| e.to_string())?
+        {
+            fold.fold(e.seq, &e.record);
+        }
+        fold.windows(through)
+    };
     let (population_sha, population) = {
         let p = shared.population.read().unwrap_or_else(|p| p.into_inner());
         match p.by_category.get(category) {
@@ -642,20 +634,18 @@ fn score_subject(
             None => (None, Vec::new()),
         }
     };
-    let price_usd = latest_price(store, url).unwrap_or(0.0);
-    let inputs = scoring::inputs_document(
-        &shared.rubric,
-        SubjectInputs {
-            url: url.to_string(),
-            category: category.to_string(),
-            price_usd,
-            revisions: scoring::revisions_for(&revisions),
-            history,
-            population,
+    let inputs = state.inputs(
+        url,
+        subject_state::ScoreAt {
             as_of_ms: now_ms,
-            provenance: shared.provenance,
+            horizon_days: shared.history_days,
+            outages: &outages,
+            category: Some(category),
+            population,
         },
     );
+    let price_usd = inputs.price_usd;
+    let inputs = scoring::inputs_document(&shared.rubric, inputs);
     let mut scored = scoring::score(&shared.rubric, inputs, now_ms, through, shared.history_days)
         .map_err(|e| e.to_string())?;
     scored.record.population_sha256 = population_sha;
@@ -667,6 +657,10 @@ fn score_subject(
         .score_events(store, url, &scored.document, now_ms)
         .map_err(|e| e.to_string())?;
     let routed = shared.webhooks.route(events);
+    // The state as this score read it, kept with the score (its window moved past the rows the
+    // horizon no longer holds).
+    state.advance_window(now_ms, shared.history_days);
+    let state_row = state.to_row(url);
     let row = ScoreRow {
         subject: url.to_string(),
         day: day_of(now_ms),
@@ -679,19 +673,12 @@ fn score_subject(
         record: Record::Score(scored.record),
         index: Some(Box::new(move |seq| Index {
             score: Some(ScoreRow { seq, ..row }),
+            state: Some(state_row),
             outbox: routed.rows(seq),
             ..Index::default()
         })),
     };
     Ok((entry, summary, published))
-}
-
-/// The price the subject's latest declaration quotes, in USD (6-decimal tokens).
-fn latest_price(store: &dyn Store, url: &str) -> Option<f64> {
-    let row = store.latest_declared(url).ok()??;
-    let last: Declared = serde_json::from_slice(&row).ok()?;
-    let units: u128 = last.amount.as_deref()?.parse().ok()?;
-    Some(units as f64 / 1e6)
 }
 
 /// The refund watch of an earlier paid call: its result is a ledger entry of its own, with H9
@@ -713,16 +700,23 @@ pub(crate) async fn watch_refund_job(
         &plan,
     )
     .await;
-    // H9 over the run's paid observation with the refund side now seen.
-    let run = shared
-        .store
-        .subject_entries(&plan.subject, &[RecordKind::Run], 0)?
-        .into_iter()
-        .rev()
-        .find_map(|e| match e.record {
-            Record::Run(r) if r.id == run_id => Some(r),
-            _ => None,
-        });
+    // H9 over the run's paid observation with the refund side now seen: the run read by its id.
+    let run = match shared.store.run_by_id(&run_id)? {
+        Some(ReadEntry {
+            record: Record::Run(run),
+            ..
+        }) => Some(run),
+        // A ledger older than the run id index: the subject's runs, newest first.
+        _ => shared
+            .store
+            .subject_entries(&plan.subject, &[RecordKind::Run], 0)?
+            .into_iter()
+            .rev()
+            .find_map(|e| match e.record {
+                Record::Run(r) if r.id == run_id => Some(r),
+                _ => None,
+            }),
+    };
     let Some(run) = run else {
         return Ok(());
     };

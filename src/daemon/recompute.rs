@@ -6,30 +6,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::checks::history::declared;
-use crate::evidence::run::Provenance;
-use crate::ledger::record::{
-    OutageRecord, Record, RecordKind, RevisionRecord, ScoreRecord, SubjectChange,
-};
+use crate::ledger::record::{Record, RecordKind, ScoreRecord};
 use crate::rubric::Rubric;
 use crate::score::input::{HistoryEntry, PeerDocument};
 use crate::store::{Store, StoreError};
 
-use super::pipeline::{SEQ_STRIDE, history_rows};
-use super::scoring::{self, SubjectInputs};
+use super::scoring;
+use super::subject_state::{FOLDED_KINDS, OutageFold, ScoreAt, StateRow, SubjectState};
 
 /// Entries read per page of the pass.
 const PAGE: usize = 512;
-
-/// What one subject's inputs are built from, as the pass goes.
-#[derive(Debug, Default)]
-struct SubjectState {
-    history: Vec<HistoryEntry>,
-    revisions: Vec<RevisionRecord>,
-    category: Option<String>,
-    price_usd: Option<f64>,
-    provenance: Option<Provenance>,
-}
 
 /// One score that did not recompute.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,9 +42,11 @@ pub fn recompute_ledger(
     rubrics: &[Rubric],
 ) -> Result<LedgerRecompute, StoreError> {
     let populations = populations_named(store)?;
+    // Each subject's state folded with the daemon's own function, and our outages once.
     let mut subjects: BTreeMap<String, SubjectState> = BTreeMap::new();
-    // With their seq: a score reads our outages up to the entry it says it read.
-    let mut outages: Vec<(u64, OutageRecord)> = Vec::new();
+    let mut outages = OutageFold::default();
+    // The states the daemon kept, compared when the pass reaches the entry each reflects.
+    let mut kept: BTreeMap<String, StateRow> = BTreeMap::new();
     let mut report = LedgerRecompute::default();
     let mut after = 0;
     loop {
@@ -71,45 +59,17 @@ pub fn recompute_ledger(
                 // The run's 402 bodies (the declared price) as the daemon read them.
                 store.restore_bodies(&mut entry.record)?;
             }
-            match entry.record {
-                Record::Run(run) => {
-                    let state = subjects.entry(run.subject.clone()).or_default();
-                    let rubric = rubric_for(rubrics, None);
-                    state.history.extend(history_rows(rubric, &run)(seq));
-                    if let Some(d) = declared(&run.free, run.started_at_ms)
-                        && let Some(units) =
-                            d.amount.as_deref().and_then(|a| a.parse::<u128>().ok())
-                    {
-                        state.price_usd = Some(units as f64 / 1e6);
-                    }
-                    state.provenance = Some(run.provenance);
-                }
-                Record::Refund(refund) => {
-                    let state = subjects.entry(refund.subject.clone()).or_default();
-                    let rubric = rubric_for(rubrics, None);
-                    state.history.extend(crate::history::run_entries(
-                        std::slice::from_ref(&refund.result),
-                        rubric,
-                        true,
-                        &refund.revision,
-                        seq * SEQ_STRIDE,
-                    ));
-                }
-                Record::Revision(r) => {
-                    subjects
-                        .entry(r.subject.clone())
-                        .or_default()
-                        .revisions
-                        .push(r);
-                }
-                Record::Subject(s) => {
-                    if let SubjectChange::Added { category, .. } = s.change {
-                        subjects.entry(s.subject.clone()).or_default().category = Some(category);
-                    }
-                }
-                Record::Outage(o) => outages.push((seq, o)),
+            let rubric = rubric_for(rubrics, None);
+            match &entry.record {
+                Record::Outage(_) => outages.fold(seq, &entry.record),
                 Record::Score(score) => {
-                    let outcome = check_score(&populations, rubrics, &subjects, &outages, &score);
+                    let state = subjects.entry(score.subject.clone()).or_insert_with(|| {
+                        if let Ok(Some(row)) = store.subject_state(&score.subject) {
+                            kept.insert(score.subject.clone(), row);
+                        }
+                        SubjectState::new()
+                    });
+                    let outcome = check_score(&populations, rubrics, state, &outages, score);
                     report.scores += 1;
                     match outcome {
                         Ok(()) => report.identical += 1,
@@ -119,55 +79,84 @@ pub fn recompute_ledger(
                             why,
                         }),
                     }
+                    // As the daemon keeps it once this score has read it.
+                    state.through_seq = score.through_seq;
+                    state.advance_window(score.as_of_ms, score.horizon_days);
+                    if let Some(row) = kept
+                        .get(&score.subject)
+                        .filter(|row| row.through_seq == score.through_seq)
+                        && let Some(why) = state_differs(state, row)
+                    {
+                        report.derived.push(Mismatch {
+                            seq,
+                            subject: score.subject.clone(),
+                            why,
+                        });
+                    }
                 }
-                Record::Catalogue(_)
-                | Record::Control(_)
-                | Record::Correction(_)
-                | Record::Note(_) => {}
+                record => {
+                    if let Some(subject) = record.subject()
+                        && FOLDED_KINDS.contains(&record.kind())
+                    {
+                        let state = subjects
+                            .entry(subject.to_string())
+                            .or_insert_with(SubjectState::new);
+                        let before = state.rows.len();
+                        state.fold(rubric, seq, record);
+                        // The history rows the daemon scores from are derived from the same
+                        // entry: they must be exactly what the fold derived (an edited row
+                        // would skew every later score).
+                        if matches!(record, Record::Run(_) | Record::Refund(_)) {
+                            let stored = store.history_range(subject, seq, seq + 1)?;
+                            if let Some(why) = history_differs(&state.rows[before..], &stored) {
+                                report.derived.push(Mismatch {
+                                    seq,
+                                    subject: subject.to_string(),
+                                    why,
+                                });
+                            }
+                        }
+                    }
+                }
             }
-        }
-    }
-    // The history rows the daemon scores from are derived from the same entries: each subject's
-    // must be exactly what the pass rebuilt (an edited row would skew every later score).
-    for (subject, state) in &subjects {
-        let stored = store.history(subject)?;
-        if let Some((seq, why)) = history_differs(&state.history, &stored) {
-            report.derived.push(Mismatch {
-                seq,
-                subject: subject.clone(),
-                why,
-            });
         }
     }
     Ok(report)
 }
 
-/// Where a subject's stored history rows first differ from those rebuilt from its entries: the
-/// entry the row belongs to, and how.
-fn history_differs(rebuilt: &[HistoryEntry], stored: &[Vec<u8>]) -> Option<(u64, String)> {
-    let entry_of = |i: usize| {
-        rebuilt.get(i).map(|h| h.seq).or_else(|| {
-            stored
-                .get(i)
-                .and_then(|row| serde_json::from_slice::<HistoryEntry>(row).ok())
-                .map(|h| h.seq)
-        })
-    };
+/// How an entry's stored history rows differ from those derived from it, if they do.
+fn history_differs(rebuilt: &[HistoryEntry], stored: &[Vec<u8>]) -> Option<String> {
     let count = rebuilt.len().max(stored.len());
     let first = (0..count).find(|&i| {
         let ours = rebuilt.get(i).and_then(|h| serde_json::to_vec(h).ok());
         ours.as_deref() != stored.get(i).map(Vec::as_slice)
     })?;
-    let seq = entry_of(first).map_or(0, |s| s / SEQ_STRIDE);
-    Some((
-        seq,
-        format!(
-            "history row {first} (of {} stored, {} derived from the entries) differs from what \
-             the entry derives",
-            stored.len(),
-            rebuilt.len()
-        ),
+    Some(format!(
+        "history row {first} (of {} stored, {} derived from the entry) differs from what the \
+         entry derives",
+        stored.len(),
+        rebuilt.len()
     ))
+}
+
+/// How the state the daemon kept differs from the fold of the ledger at the same entry, if it
+/// does (where its window starts aside: a horizon changed between runs moves it differently).
+fn state_differs(folded: &SubjectState, kept: &StateRow) -> Option<String> {
+    let kept = match SubjectState::from_row(kept) {
+        Ok(state) => state,
+        // Not trusted by the daemon either: it rebuilds it from the ledger.
+        Err(_) => return None,
+    };
+    let mut ours = folded.clone();
+    ours.rows.clear();
+    ours.window_from = kept.window_from;
+    ours.horizon_days = kept.horizon_days;
+    (ours != kept).then(|| {
+        format!(
+            "the subject's kept state (through entry {}) differs from the ledger's fold",
+            kept.through_seq
+        )
+    })
 }
 
 enum Check {
@@ -213,8 +202,8 @@ fn rubric_for<'a>(rubrics: &'a [Rubric], sha256: Option<&str>) -> &'a Rubric {
 fn check_score(
     populations: &Populations,
     rubrics: &[Rubric],
-    subjects: &BTreeMap<String, SubjectState>,
-    outages: &[(u64, OutageRecord)],
+    state: &SubjectState,
+    outages: &OutageFold,
     score: &ScoreRecord,
 ) -> Result<(), Check> {
     let Some(rubric) = rubrics.iter().find(|r| r.sha256() == score.rubric_sha256) else {
@@ -223,8 +212,6 @@ fn check_score(
             score.rubric_sha256
         )));
     };
-    let empty = SubjectState::default();
-    let state = subjects.get(&score.subject).unwrap_or(&empty);
     let population: Vec<PeerDocument> = match &score.population_sha256 {
         None => Vec::new(),
         Some(sha) => match populations.get(sha) {
@@ -237,32 +224,19 @@ fn check_score(
             None => return Err(Check::Differs(format!("population {sha} was not read"))),
         },
     };
-    let read: Vec<OutageRecord> = outages
-        .iter()
-        .filter(|(seq, _)| *seq <= score.through_seq)
-        .map(|(_, o)| o.clone())
-        .collect();
-    let history = scoring::history_for(
-        state.history.clone(),
-        &scoring::outage_windows(&read),
-        score.as_of_ms,
-        score.horizon_days,
-    );
+    let windows = outages.windows(score.through_seq);
     let inputs = scoring::inputs_document(
         rubric,
-        SubjectInputs {
-            url: score.subject.clone(),
-            category: state
-                .category
-                .clone()
-                .unwrap_or_else(|| "uncategorised".into()),
-            price_usd: state.price_usd.unwrap_or(0.0),
-            revisions: scoring::revisions_for(&state.revisions),
-            history,
-            population,
-            as_of_ms: score.as_of_ms,
-            provenance: state.provenance.unwrap_or(Provenance::Live),
-        },
+        state.inputs(
+            &score.subject,
+            ScoreAt {
+                as_of_ms: score.as_of_ms,
+                horizon_days: score.horizon_days,
+                outages: &windows,
+                category: None,
+                population,
+            },
+        ),
     );
     let scored = scoring::score(
         rubric,

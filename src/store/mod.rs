@@ -65,6 +65,11 @@ pub struct Index {
     /// Webhook events this entry causes, put in the outbox in the entry's transaction: an event
     /// exists exactly when its cause does, across any crash.
     pub outbox: Vec<NewOutboxEvent>,
+    /// The subject's folded scoring state (a score's entry carries the state it read), replacing
+    /// the one kept.
+    pub state: Option<crate::daemon::subject_state::StateRow>,
+    /// A run entry's id (the refund watch reads its run by it).
+    pub run_id: Option<String>,
 }
 
 /// A webhook event for one destination, as written to the outbox.
@@ -475,6 +480,24 @@ pub trait Store: Send + Sync {
 
     /// The history rows of `subject` (serialised history entries), in ledger order.
     fn history(&self, subject: &str) -> Result<Vec<Vec<u8>>, StoreError>;
+
+    /// The history rows of `subject` from ledger entries `from_seq..to_seq` (the window a folded
+    /// state reads), in ledger order.
+    fn history_range(
+        &self,
+        subject: &str,
+        from_seq: u64,
+        to_seq: u64,
+    ) -> Result<Vec<Vec<u8>>, StoreError>;
+
+    /// The folded scoring state kept for `subject`, as stored (checked by its reader).
+    fn subject_state(
+        &self,
+        subject: &str,
+    ) -> Result<Option<crate::daemon::subject_state::StateRow>, StoreError>;
+
+    /// The run entry with this run id, bodies put back (`None`: no such run indexed).
+    fn run_by_id(&self, run_id: &str) -> Result<Option<ReadEntry>, StoreError>;
 
     /// The declarations of `subject` at or after `since_ms`, in ledger order.
     fn declared(&self, subject: &str, since_ms: i64) -> Result<Vec<Vec<u8>>, StoreError>;

@@ -446,7 +446,17 @@ impl Store for SqliteStore {
                         declared,
                         score,
                         outbox,
+                        state,
+                        run_id,
                     } = index(seq);
+                    if let Some(row) = state {
+                        put_state_in(&tx, &row).map_err(self.sql("writing a subject state"))?;
+                    }
+                    if let Some(id) = run_id {
+                        tx.prepare_cached("INSERT OR IGNORE INTO run_id (id, seq) VALUES (?1, ?2)")
+                            .and_then(|mut s| s.execute(params![id, seq as i64]))
+                            .map_err(self.sql("writing a run id"))?;
+                    }
                     for event in &outbox {
                         insert_outbox_in(&tx, event)
                             .map_err(self.sql("writing a webhook event"))?;
@@ -900,6 +910,70 @@ impl Store for SqliteStore {
             .collect::<Result<Vec<Vec<u8>>, _>>()
             .map_err(self.sql("reading history"))?;
         Ok(rows)
+    }
+
+    fn history_range(
+        &self,
+        subject: &str,
+        from_seq: u64,
+        to_seq: u64,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT entry FROM history WHERE subject = ?1 AND seq >= ?2 AND seq < ?3
+                 ORDER BY seq, idx",
+            )
+            .map_err(self.sql("reading history"))?;
+        let clamp = |s: u64| s.min(i64::MAX as u64) as i64;
+        let rows = stmt
+            .query_map(params![subject, clamp(from_seq), clamp(to_seq)], |r| {
+                r.get(0)
+            })
+            .map_err(self.sql("reading history"))?
+            .collect::<Result<Vec<Vec<u8>>, _>>()
+            .map_err(self.sql("reading history"))?;
+        Ok(rows)
+    }
+
+    fn subject_state(
+        &self,
+        subject: &str,
+    ) -> Result<Option<crate::daemon::subject_state::StateRow>, StoreError> {
+        let row: Option<(i64, Vec<u8>, Vec<u8>)> = self
+            .conn()
+            .prepare_cached(
+                "SELECT through_seq, sha256, body FROM subject_state WHERE subject = ?1",
+            )
+            .map_err(self.sql("reading a subject state"))?
+            .query_row([subject], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()
+            .map_err(self.sql("reading a subject state"))?;
+        Ok(row.map(|(through_seq, sha256, body)| {
+            crate::daemon::subject_state::StateRow {
+                subject: subject.to_string(),
+                through_seq: through_seq.max(0) as u64,
+                // A digest of the wrong length matches no body: the state is rebuilt.
+                sha256: sha256.try_into().unwrap_or([0; 32]),
+                body,
+            }
+        }))
+    }
+
+    fn run_by_id(&self, run_id: &str) -> Result<Option<ReadEntry>, StoreError> {
+        let seq: Option<i64> = self
+            .conn()
+            .prepare_cached("SELECT seq FROM run_id WHERE id = ?1")
+            .map_err(self.sql("reading a run id"))?
+            .query_row([run_id], |r| r.get(0))
+            .optional()
+            .map_err(self.sql("reading a run id"))?;
+        let Some(seq) = seq else { return Ok(None) };
+        let Some(mut entry) = self.entries_at(&[seq as u64])?.into_iter().next() else {
+            return Ok(None);
+        };
+        self.restore_bodies(&mut entry.record)?;
+        Ok(Some(entry))
     }
 
     fn declared(&self, subject: &str, since_ms: i64) -> Result<Vec<Vec<u8>>, StoreError> {
@@ -1579,6 +1653,24 @@ fn put_subject_in(conn: &Connection, row: &SubjectRow) -> rusqlite::Result<()> {
         row.last_run_ms,
         row.last_paid_ms,
         row.revision,
+    ])?;
+    Ok(())
+}
+
+fn put_state_in(
+    conn: &rusqlite::Connection,
+    row: &crate::daemon::subject_state::StateRow,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO subject_state (subject, through_seq, sha256, body) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (subject) DO UPDATE SET through_seq = excluded.through_seq,
+         sha256 = excluded.sha256, body = excluded.body",
+    )?
+    .execute(params![
+        row.subject,
+        row.through_seq.min(i64::MAX as u64) as i64,
+        row.sha256.as_slice(),
+        row.body
     ])?;
     Ok(())
 }
