@@ -17,6 +17,8 @@ pub mod reload;
 pub mod schedule;
 pub mod scoring;
 pub mod storage;
+#[cfg(test)]
+mod tests;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -793,8 +795,10 @@ impl Daemon {
         }
         let added = self.sync_configured_subjects(now)?;
         for url in &added {
+            // A subject removed and listed again keeps one chain of runs (its old queued run is
+            // replaced; with one in flight, that run schedules the next).
             let due = due_after_restart(&self.cadence, url, 0, now);
-            self.push(due, Job::Free(url.clone()));
+            self.schedule_free(url, due);
         }
         tracing::info!(
             subjects = self.subjects.len(),
@@ -1471,8 +1475,9 @@ impl Daemon {
                             },
                         }),
                     ));
+                    // Its run queued before the delisting (or in flight) stays its only one.
                     let due = due_after_restart(&self.cadence, url, 0, now);
-                    self.push(due, Job::Free(url.clone()));
+                    self.schedule_free(url, due);
                 }
                 continue;
             }
