@@ -848,6 +848,16 @@ impl Daemon {
                 self.shared.clone(),
             )));
         }
+        // A failed write of the loop's own (a subject row, a catalogue read, an outage record)
+        // ends the loop as a stop does (STOPPING, the API stopped, runs in flight given their
+        // grace to record themselves, the ledger signed at its head), then reports the failure.
+        macro_rules! or_stop {
+            ($result:expr) => {
+                if let Err(error) = $result {
+                    return self.stop_after(error, in_flight).await;
+                }
+            };
+        }
         loop {
             // The watchdog's ping comes from this loop, so a loop that hangs stops pinging.
             self.notify_tick(in_flight.len());
@@ -863,12 +873,12 @@ impl Daemon {
             }
             // Every job that finished meanwhile, then their subjects' rows in one commit.
             while let Some(done) = in_flight.try_join_next() {
-                self.finish(done, &mut paid_in_flight)?;
+                or_stop!(self.finish(done, &mut paid_in_flight));
             }
-            self.flush_subjects()?;
-            self.retry_storage()?;
+            or_stop!(self.flush_subjects());
+            or_stop!(self.retry_storage());
             let now = self.shared.clock.now_ms();
-            self.dispatch(now, &mut in_flight, concurrency, &mut paid_in_flight)?;
+            or_stop!(self.dispatch(now, &mut in_flight, concurrency, &mut paid_in_flight));
             self.shared
                 .metrics
                 .scheduler(self.queue.len(), in_flight.len());
@@ -907,7 +917,7 @@ impl Daemon {
                         }
                         SimulatedStep::AwaitRun => {
                             if let Some(done) = in_flight.join_next().await {
-                                self.finish(done, &mut paid_in_flight)?;
+                                or_stop!(self.finish(done, &mut paid_in_flight));
                             }
                         }
                         SimulatedStep::End => return self.stop(in_flight).await,
@@ -927,7 +937,7 @@ impl Daemon {
                     let wait = self.notify.wait(wait);
                     tokio::select! {
                         Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
-                            self.finish(done, &mut paid_in_flight)?;
+                            or_stop!(self.finish(done, &mut paid_in_flight));
                         }
                         Some(command) = commands.recv() => self.command(command, in_flight.len()),
                         signal = signals.recv() => match signal {
@@ -1675,6 +1685,15 @@ impl Daemon {
         }
         tracing::info!("stopped");
         Ok(())
+    }
+
+    /// Stops after the loop failed, and reports the failure (a failure of the stop too is logged).
+    async fn stop_after(self, error: anyhow::Error, in_flight: JoinSet<Done>) -> Result<()> {
+        tracing::error!(error = %format!("{error:#}"), "the daemon's loop failed: stopping");
+        if let Err(e) = self.stop(in_flight).await {
+            tracing::error!(error = %format!("{e:#}"), "stopping after the failure failed too");
+        }
+        Err(error)
     }
 }
 

@@ -253,3 +253,48 @@ async fn a_subject_removed_or_delisted_and_back_keeps_one_chain_of_runs() {
     }
     assert_eq!(daemon.free_runs_queued(&subject(2)), 1, "one chain after a relisting");
 }
+
+/// A write of the loop's own that fails (here the subjects' rows, refused by the database) ends
+/// the loop as a stop does: the API stops serving, and the ledger is signed at its head (the run
+/// that had just been recorded is covered). Before, the `?` left the loop at once: no STOPPING,
+/// the API kept answering, the last entries unsigned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_flush_still_stops_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::install_crypto_provider();
+    ReporterKey::generate(&dir.path().join("reporter.key")).unwrap();
+    let path = dir.path().join("daemon.toml");
+    let text = config_text(dir.path(), &[subject(1)], &[])
+        .replace("free_every_secs = 10800", "free_every_secs = 1")
+        .replace("enabled = false", "bind = \"127.0.0.1:0\"");
+    std::fs::write(&path, text).unwrap();
+    let (config, _) = DaemonConfig::read_with_table(&path).unwrap();
+    let daemon = Daemon::open(config, Some(path), TimeSource::System)
+        .await
+        .unwrap();
+    let api = daemon.api_addr().expect("the API is bound");
+    // From here on the database refuses every write of a subject's row.
+    let db = rusqlite::Connection::open(dir.path().join("ledger.sqlite")).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER refuse_insert BEFORE INSERT ON subject
+             BEGIN SELECT RAISE(ABORT, 'injected: subject rows refused'); END;
+         CREATE TRIGGER refuse_update BEFORE UPDATE ON subject
+             BEGIN SELECT RAISE(ABORT, 'injected: subject rows refused'); END;",
+    )
+    .unwrap();
+    let (_signals, rx) = tokio::sync::mpsc::channel(1);
+    let ended = tokio::time::timeout(Duration::from_secs(60), daemon.run(rx))
+        .await
+        .expect("the loop ends");
+    let error = format!("{:#}", ended.expect_err("the failure is reported"));
+    assert!(error.contains("subject rows refused"), "{error}");
+    assert!(
+        tokio::net::TcpStream::connect(api).await.is_err(),
+        "the API stopped serving"
+    );
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let (head, _) = store.head().unwrap();
+    let signed = store.last_checkpoint().unwrap().expect("a checkpoint");
+    assert!(head > 1, "the run was recorded");
+    assert_eq!(signed.seq, head, "the ledger is signed at its head");
+}
