@@ -298,3 +298,116 @@ async fn a_failed_flush_still_stops_cleanly() {
     assert!(head > 1, "the run was recorded");
     assert_eq!(signed.seq, head, "the ledger is signed at its head");
 }
+
+/// An endpoint on loopback answering every request with a 402 quoting `amount` (atomic units of
+/// a 6-decimal token), which the test changes as it goes.
+struct Quoting {
+    url: String,
+    amount: Arc<Mutex<u64>>,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+impl Quoting {
+    async fn start(amount: u64) -> Quoting {
+        use base64::Engine as _;
+        let amount = Arc::new(Mutex::new(amount));
+        let state = amount.clone();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/paid", listener.local_addr().unwrap());
+        let resource = url.clone();
+        let app = axum::Router::new().route(
+            "/paid",
+            axum::routing::get(move || {
+                let quoted = *state.lock().unwrap();
+                let required = json!({
+                    "x402Version": 2,
+                    "error": "Payment required",
+                    "resource": {"url": resource, "description": "a test endpoint", "mimeType": "application/json"},
+                    "accepts": [{
+                        "scheme": "exact",
+                        "network": "eip155:84532",
+                        "amount": quoted.to_string(),
+                        "asset": "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+                        "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
+                        "maxTimeoutSeconds": 60,
+                        "extra": {"name": "USDC", "version": "2"},
+                    }],
+                });
+                let header = base64::engine::general_purpose::STANDARD
+                    .encode(serde_json::to_vec(&required).unwrap());
+                async move {
+                    (
+                        axum::http::StatusCode::PAYMENT_REQUIRED,
+                        [("payment-required", header)],
+                        axum::Json(json!({})),
+                    )
+                }
+            }),
+        );
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Quoting {
+            url,
+            amount,
+            _server: server,
+        }
+    }
+}
+
+/// Revisions of `subject` in the ledger (ids in order), and the revision each run names.
+fn revisions_and_runs(state: &Path, subject: &str) -> (Vec<String>, Vec<String>) {
+    let store = SqliteStore::open(state).unwrap();
+    let mut revisions = Vec::new();
+    let mut runs = Vec::new();
+    for e in store
+        .subject_entries(subject, &[RecordKind::Revision, RecordKind::Run], 0)
+        .unwrap()
+    {
+        match e.record {
+            Record::Revision(r) => revisions.push(r.id),
+            Record::Run(r) => runs.push(r.revision),
+            _ => {}
+        }
+    }
+    (revisions, runs)
+}
+
+/// A revision id is the subject's only once its entry is committed: a run whose recording fails
+/// (here the database refuses every ledger entry) leaves no revision behind, and the next run
+/// records the new revision under that id. Before, the failed run had already made it current
+/// in memory: the next run saw nothing new, recorded no revision, and named one the ledger
+/// never held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revision_whose_run_fails_to_record_is_allocated_again_with_its_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = Quoting::start(10_000).await;
+    let subject = crate::probe::http::canonical_subject_url(&endpoint.url).unwrap();
+    let daemon = open(dir.path(), std::slice::from_ref(&subject), &[]).await;
+    let shared = daemon.shared().clone();
+    let run = || pipeline::run_subject(shared.clone(), subject.clone(), "weather".into(), false);
+
+    let first = run().await;
+    assert_eq!(first.error, None);
+    // The price changes (a new revision) while the ledger refuses entries.
+    *endpoint.amount.lock().unwrap() = 20_000;
+    let db = rusqlite::Connection::open(dir.path().join("ledger.sqlite")).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER refuse_entries BEFORE INSERT ON entry
+             BEGIN SELECT RAISE(ABORT, 'injected: entries refused'); END;",
+    )
+    .unwrap();
+    let refused = run().await;
+    assert!(
+        refused.error.as_deref().unwrap_or("").contains("entries refused"),
+        "{:?}",
+        refused.error
+    );
+    db.execute_batch("DROP TRIGGER refuse_entries").unwrap();
+    let again = run().await;
+    assert_eq!(again.error, None);
+
+    let (revisions, runs) = revisions_and_runs(dir.path(), &subject);
+    assert_eq!(revisions, ["r0", "r1"], "the new revision is recorded");
+    assert_eq!(runs, ["r0", "r1"], "each run names a recorded revision");
+}
