@@ -1314,7 +1314,15 @@ impl DaemonConfig {
                 check_category(c)?;
             }
         }
+        // The daemon knows a catalogue by its URL (its reads, a reload's changes).
+        let mut catalogues = std::collections::BTreeSet::new();
         for c in &self.catalogues {
+            if !catalogues.insert(c.url.as_str()) {
+                return Err(invalid(
+                    "[[catalogue]]",
+                    format!("{} is listed twice", c.url),
+                ));
+            }
             if let Some(cat) = &c.category {
                 check_category(cat)?;
             }

@@ -286,7 +286,7 @@ impl Daemon {
 
     /// Queues the subject's free run at `due`, replacing the one queued; while a run of it is in
     /// flight nothing is queued (the run schedules the next one when it ends).
-    fn schedule_free(&mut self, url: &str, due: i64) {
+    pub(super) fn schedule_free(&mut self, url: &str, due: i64) {
         self.unschedule(url);
         if !self.running.contains(url) {
             self.push(due, Job::Free(url.to_string()));

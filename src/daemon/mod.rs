@@ -18,6 +18,8 @@ pub mod schedule;
 pub mod scoring;
 pub mod storage;
 pub mod subject_state;
+#[cfg(test)]
+mod tests;
 pub(crate) mod writer;
 
 use std::cmp::Reverse;
@@ -103,7 +105,8 @@ pub enum TimeSource {
 enum Job {
     Free(String),
     Control,
-    Catalogue(usize),
+    /// A catalogue, by its URL (a reload may reorder, add or drop catalogues meanwhile).
+    Catalogue(String),
     Checkpoint,
     Population,
     Refund(String),
@@ -151,6 +154,8 @@ pub struct Daemon {
     dirty: Vec<SubjectRow>,
     /// Subjects with a free run in flight (an admin's run-now or resume must not queue another).
     running: std::collections::BTreeSet<String>,
+    /// Catalogues (by URL) with a read in flight.
+    catalogues_reading: std::collections::BTreeSet<String>,
     notify: notify::Notifier,
     /// The webhook delivery task, while the loop runs.
     delivery: Option<tokio::task::JoinHandle<()>>,
@@ -189,7 +194,7 @@ enum Done {
         took: std::time::Duration,
     },
     Control(crate::ledger::record::ControlRecord),
-    Catalogue(usize, catalogue::CatalogueSeen),
+    Catalogue(String, catalogue::CatalogueSeen),
     Refund,
     Reconciled(Result<crate::spend::ReconcileReport, crate::spend::SpendError>),
 }
@@ -306,9 +311,8 @@ impl Daemon {
             .as_deref()
             .and_then(|path| DaemonConfig::read_with_table(path).ok())
             .map(|(_, table)| table);
-        let (writer, writer_events) =
-            Writer::start(shared.clone(), key.clone(), state_dir.clone())
-                .context("starting the ledger's writer thread")?;
+        let (writer, writer_events) = Writer::start(shared.clone(), key.clone(), state_dir.clone())
+            .context("starting the ledger's writer thread")?;
         let mut daemon = Daemon {
             config_table,
             state_dir,
@@ -341,6 +345,7 @@ impl Daemon {
             dirty: Vec::new(),
             delivery: None,
             running: Default::default(),
+            catalogues_reading: Default::default(),
             reconcile_queued: false,
             reconcile_retry_ms: 0,
         };
@@ -488,8 +493,14 @@ impl Daemon {
         if self.config.control.is_some() {
             self.push(now, Job::Control);
         }
-        for i in 0..self.config.catalogues.len() {
-            self.push(now, Job::Catalogue(i));
+        let catalogues: Vec<String> = self
+            .config
+            .catalogues
+            .iter()
+            .map(|c| c.url.to_string())
+            .collect();
+        for url in catalogues {
+            self.push(now, Job::Catalogue(url));
         }
         let checkpoint_ms = self.config.daemon.checkpoint_every_secs.get() as i64 * 1000;
         self.push(now + checkpoint_ms, Job::Checkpoint);
@@ -772,21 +783,33 @@ impl Daemon {
             }
         }
         let now = self.shared.clock.now_ms();
-        let catalogues_before = self.config.catalogues.len();
         let control_before = self.config.control.is_some();
         self.config = config;
         self.config_table = Some(table);
-        // Jobs for what is new: a catalogue added, a control endpoint where there was none.
-        for i in catalogues_before..self.config.catalogues.len() {
-            self.push(now, Job::Catalogue(i));
+        // Catalogues are known by URL: one no longer configured leaves the queue (a read of it
+        // in flight is dropped when it lands), one new is read now.
+        let configured: std::collections::BTreeSet<String> = self
+            .config
+            .catalogues
+            .iter()
+            .map(|c| c.url.to_string())
+            .collect();
+        self.queue.retain(
+            |Reverse((_, _, job))| !matches!(job, Job::Catalogue(url) if !configured.contains(url)),
+        );
+        for url in configured {
+            self.schedule_catalogue(now, url);
         }
+        // A control endpoint where there was none.
         if !control_before && self.config.control.is_some() {
             self.push(now, Job::Control);
         }
         let added = self.sync_configured_subjects(now)?;
         for url in &added {
+            // A subject removed and listed again keeps one chain of runs (its old queued run is
+            // replaced; with one in flight, that run schedules the next).
             let due = due_after_restart(&self.cadence, url, 0, now);
-            self.push(due, Job::Free(url.clone()));
+            self.schedule_free(url, due);
         }
         tracing::info!(
             subjects = self.subjects.len(),
@@ -1125,10 +1148,11 @@ impl Daemon {
                     )
                 });
             }
-            Job::Catalogue(i) => {
-                let Some(c) = self.config.catalogues.get(i).cloned() else {
+            Job::Catalogue(url) => {
+                let Some(c) = self.catalogue(&url).cloned() else {
                     return;
                 };
+                self.catalogues_reading.insert(url.clone());
                 let fetch = self.shared.free.fetch.clone();
                 in_flight.spawn(async move {
                     let budget = catalogue::CatalogueBudget {
@@ -1145,7 +1169,7 @@ impl Daemon {
                         now.div_euclid(1000),
                     )
                     .await;
-                    Done::Catalogue(i, seen)
+                    Done::Catalogue(url, seen)
                 });
             }
             Job::Checkpoint => {
@@ -1161,8 +1185,7 @@ impl Daemon {
             }
             Job::Reconcile => {
                 let shared = self.shared.clone();
-                in_flight
-                    .spawn(async move { Done::Reconciled(reconcile_spend(&shared).await) });
+                in_flight.spawn(async move { Done::Reconciled(reconcile_spend(&shared).await) });
             }
             Job::Refund(run_id) => {
                 let Some((run_id, plan)) = self.refunds.remove(&run_id) else {
@@ -1293,12 +1316,17 @@ impl Daemon {
                     self.push(now + every, Job::Control);
                 }
             }
-            Done::Catalogue(i, seen) => {
-                self.catalogue_result(i, seen, now)?;
-                if let Some(c) = self.config.catalogues.get(i) {
-                    let every = c.every_secs.get() as i64 * 1000;
-                    self.push(now + every, Job::Catalogue(i));
-                }
+            Done::Catalogue(url, seen) => {
+                self.catalogues_reading.remove(&url);
+                // A catalogue the configuration no longer lists: its read is dropped.
+                let Some(every) = self
+                    .catalogue(&url)
+                    .map(|c| c.every_secs.get() as i64 * 1000)
+                else {
+                    return Ok(());
+                };
+                self.catalogue_result(&url, seen, now)?;
+                self.schedule_catalogue(now + every, url);
             }
             Done::Refund => {}
             Done::Reconciled(result) => {
@@ -1431,11 +1459,11 @@ impl Daemon {
     /// delisted (only after a complete read); each listed subject's item kept for H1.
     fn catalogue_result(
         &mut self,
-        i: usize,
+        url: &str,
         seen: catalogue::CatalogueSeen,
         now: i64,
     ) -> Result<()> {
-        let Some(c) = self.config.catalogues.get(i).cloned() else {
+        let Some(c) = self.catalogue(url).cloned() else {
             return Ok(());
         };
         let source = c.url.to_string();
@@ -1461,8 +1489,9 @@ impl Daemon {
                             },
                         }),
                     ));
+                    // Its run queued before the delisting (or in flight) stays its only one.
                     let due = due_after_restart(&self.cadence, url, 0, now);
-                    self.push(due, Job::Free(url.clone()));
+                    self.schedule_free(url, due);
                 }
                 continue;
             }
@@ -1545,6 +1574,26 @@ impl Daemon {
         );
         self.write_or_keep(rows, entries);
         Ok(())
+    }
+
+    /// The configured catalogue at `url`.
+    fn catalogue(&self, url: &str) -> Option<&crate::config::CatalogueConfig> {
+        self.config
+            .catalogues
+            .iter()
+            .find(|c| c.url.as_str() == url)
+    }
+
+    /// Queues a read of the catalogue at `url` unless one is queued or in flight (one chain of
+    /// reads per catalogue, whatever the order of reloads and results).
+    fn schedule_catalogue(&mut self, due: i64, url: String) {
+        let queued = self
+            .queue
+            .iter()
+            .any(|Reverse((_, _, job))| matches!(job, Job::Catalogue(u) if *u == url));
+        if !queued && !self.catalogues_reading.contains(&url) {
+            self.push(due, Job::Catalogue(url));
+        }
     }
 
     /// The value population per category, from the latest scores, kept apart by hash.

@@ -278,10 +278,16 @@ pub(crate) async fn run_subject(
     }
 
     // A new revision when what it declares changed, dated like the run's evidence (whole seconds).
+    // It becomes the subject's current one only once its entry is committed (`record_run`): a
+    // run that fails to record leaves no revision behind, and the next run allocates its id.
     let evidence_ms = out.free.at.saturating_mul(1000);
     let revision = {
-        let mut revisions = shared.revisions.lock().unwrap_or_else(|p| p.into_inner());
-        let current = revisions.get(&url).cloned();
+        let current = shared
+            .revisions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&url)
+            .cloned();
         match (&declared_now, current) {
             (Some(now), None) => {
                 let record = RevisionRecord {
@@ -292,15 +298,12 @@ pub(crate) async fn run_subject(
                     previous: None,
                     changed: Vec::new(),
                 };
-                revisions.insert(
-                    url.clone(),
-                    CurrentRevision {
-                        id: "r0".into(),
-                        number: 0,
-                        declared: now.clone(),
-                    },
-                );
-                (Some(record), "r0".to_string(), None)
+                let current = CurrentRevision {
+                    id: "r0".into(),
+                    number: 0,
+                    declared: now.clone(),
+                };
+                (Some((record, current)), "r0".to_string(), None)
             }
             (Some(now), Some(cur)) => {
                 let changed = history::revision_change(Some(&cur.declared), now);
@@ -324,22 +327,20 @@ pub(crate) async fn run_subject(
                         previous: Some(cur.id.clone()),
                         changed,
                     };
-                    revisions.insert(
-                        url.clone(),
-                        CurrentRevision {
-                            id: id.clone(),
-                            number,
-                            declared: now.clone(),
-                        },
-                    );
-                    (Some(record), id, pay_to_event)
+                    let current = CurrentRevision {
+                        id: id.clone(),
+                        number,
+                        declared: now.clone(),
+                    };
+                    (Some((record, current)), id, pay_to_event)
                 }
             }
             (None, Some(cur)) => (None, cur.id, None),
             (None, None) => (None, "r0".to_string(), None),
         }
     };
-    let (revision_record, revision_id, pay_to_event) = revision;
+    let (new_revision, revision_id, pay_to_event) = revision;
+    let (revision_record, new_current) = new_revision.unzip();
 
     // A paid call, when asked and possible.
     let mut refund = None;
@@ -407,6 +408,13 @@ pub(crate) async fn run_subject(
         Ok(summary) => summary,
         Err(e) => return failed(url, reached, pay, format!("recording the run: {e}")),
     };
+    if let Some(current) = new_current {
+        shared
+            .revisions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(url.clone(), current);
+    }
     shared.metrics.run_recorded(&tally);
     RunDone {
         url,
@@ -759,9 +767,7 @@ pub(crate) async fn watch_refund_job(
         })),
     }];
     writer.send(Write::Append { entries, reply });
-    written
-        .await
-        .map_err(|_| StoreError::WriterStopped)??;
+    written.await.map_err(|_| StoreError::WriterStopped)??;
     Ok(())
 }
 

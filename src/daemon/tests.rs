@@ -1,0 +1,435 @@
+//! The loop's own decisions, on a real daemon (real SQLite store, real catalogue reads over
+//! loopback), driven turn by turn: jobs dispatched and their results taken in an order the test
+//! chooses, with SIGHUP reloads between them.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+
+use super::*;
+
+/// A discovery catalogue on loopback whose items and answer delay the test changes as it goes.
+struct TestCatalogue {
+    url: String,
+    listing: Arc<Mutex<(Vec<String>, Duration)>>,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+impl TestCatalogue {
+    async fn start(subjects: &[&str], delay: Duration) -> TestCatalogue {
+        let listing = Arc::new(Mutex::new((
+            subjects.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            delay,
+        )));
+        let state = listing.clone();
+        let app = axum::Router::new().route(
+            "/discovery/resources",
+            axum::routing::get(move || {
+                let state = state.clone();
+                async move {
+                    let (subjects, delay) = state.lock().unwrap().clone();
+                    tokio::time::sleep(delay).await;
+                    let items: Vec<Value> = subjects
+                        .iter()
+                        .map(|s| json!({"resource": s, "type": "http", "accepts": []}))
+                        .collect();
+                    axum::Json(json!({
+                        "x402Version": 2,
+                        "items": items,
+                        "pagination": {"limit": 100, "offset": 0, "total": subjects.len()},
+                    }))
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        TestCatalogue {
+            url: format!("http://{addr}/discovery/resources"),
+            listing,
+            _server: server,
+        }
+    }
+
+    fn list(&self, subjects: &[&str]) {
+        self.listing.lock().unwrap().0 = subjects.iter().map(|s| s.to_string()).collect();
+    }
+}
+
+/// Subjects on a loopback port nothing listens on: a run that does start fails at once, locally.
+fn subject(n: u32) -> String {
+    format!("https://127.0.0.1:9/s{n}")
+}
+
+fn config_text(state: &Path, subjects: &[String], catalogues: &[&TestCatalogue]) -> String {
+    let mut text = format!(
+        "[daemon]\nstate_dir = \"{}\"\nreporter_key = {{ key_file = \"{}\" }}\n\n\
+         [probe]\nallow_private = true\nsamples = 1\n\n\
+         [schedule]\nfree_every_secs = 10800\n\n[api]\nenabled = false\n",
+        state.display(),
+        state.join("reporter.key").display()
+    );
+    for s in subjects {
+        text.push_str(&format!("\n[[subject]]\nurl = \"{s}\"\n"));
+    }
+    for c in catalogues {
+        text.push_str(&format!("\n[[catalogue]]\nurl = \"{}\"\n", c.url));
+    }
+    text
+}
+
+/// Writes the configuration file; the daemon reads it at open and at each reload.
+fn write_config(
+    state: &Path,
+    subjects: &[String],
+    catalogues: &[&TestCatalogue],
+) -> (DaemonConfig, PathBuf) {
+    let path = state.join("daemon.toml");
+    std::fs::write(&path, config_text(state, subjects, catalogues)).unwrap();
+    let (config, _) = DaemonConfig::read_with_table(&path).unwrap();
+    (config, path)
+}
+
+async fn open(state: &Path, subjects: &[String], catalogues: &[&TestCatalogue]) -> Daemon {
+    crate::install_crypto_provider();
+    ReporterKey::generate(&state.join("reporter.key")).unwrap();
+    let (config, path) = write_config(state, subjects, catalogues);
+    Daemon::open(config, Some(path), TimeSource::System)
+        .await
+        .unwrap()
+}
+
+impl Daemon {
+    /// Starts every job due now.
+    fn dispatch_due(&mut self, in_flight: &mut JoinSet<Done>) {
+        let now = self.shared.clock.now_ms();
+        let mut paid = 0;
+        self.dispatch(now, in_flight, 8, &mut paid);
+    }
+
+    /// Takes the next finished job's result.
+    async fn finish_next(&mut self, in_flight: &mut JoinSet<Done>) {
+        let done = tokio::time::timeout(Duration::from_secs(30), in_flight.join_next_with_id())
+            .await
+            .expect("a job finishes")
+            .expect("a job is in flight");
+        let mut paid = 0;
+        self.finish(done, &mut paid).unwrap();
+    }
+
+    /// Takes every job's result.
+    async fn finish_all(&mut self, in_flight: &mut JoinSet<Done>) {
+        while !in_flight.is_empty() {
+            self.finish_next(in_flight).await;
+        }
+    }
+
+    fn state_of(&self, url: &str) -> Option<(SubjectState, String)> {
+        self.subjects
+            .get(url)
+            .map(|s| (s.row.state, s.row.source.clone()))
+    }
+
+    /// Free runs of `url` queued.
+    fn free_runs_queued(&self, url: &str) -> usize {
+        self.queue
+            .iter()
+            .filter(|Reverse((_, _, job))| matches!(job, Job::Free(u) if u == url))
+            .count()
+    }
+}
+
+/// A catalogue read that lands after a SIGHUP reordered the catalogues is applied to the
+/// catalogue it read (before, it was applied to whichever catalogue took its place: its items
+/// were added under the other's name and the other's subjects delisted); a catalogue a reload
+/// adds is read, and one it drops is read no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalogue_reads_land_on_their_own_catalogue_across_reloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = TestCatalogue::start(&[&subject(1)], Duration::from_millis(1_500)).await;
+    let fast = TestCatalogue::start(&[&subject(2)], Duration::ZERO).await;
+    let mut daemon = open(dir.path(), &[], &[&slow, &fast]).await;
+    let mut in_flight = JoinSet::new();
+    daemon.dispatch_due(&mut in_flight);
+    // The fast catalogue answers first; then the catalogues are reordered while the slow one's
+    // read is in flight, and its result lands after the reload.
+    daemon.finish_next(&mut in_flight).await;
+    assert_eq!(
+        daemon.state_of(&subject(2)),
+        Some((SubjectState::Active, fast.url.clone()))
+    );
+    write_config(dir.path(), &[], &[&fast, &slow]);
+    daemon.reload();
+    daemon.finish_all(&mut in_flight).await;
+    assert_eq!(
+        daemon.state_of(&subject(1)),
+        Some((SubjectState::Active, slow.url.clone())),
+        "the slow catalogue's subject, under its own catalogue"
+    );
+    assert_eq!(
+        daemon.state_of(&subject(2)),
+        Some((SubjectState::Active, fast.url.clone())),
+        "the fast catalogue's subject is not delisted by the other's read"
+    );
+
+    // A catalogue added in front of the others is read at once.
+    let added = TestCatalogue::start(&[&subject(3)], Duration::ZERO).await;
+    write_config(dir.path(), &[], &[&added, &fast, &slow]);
+    daemon.reload();
+    daemon.dispatch_due(&mut in_flight);
+    daemon.finish_all(&mut in_flight).await;
+    assert_eq!(
+        daemon.state_of(&subject(3)),
+        Some((SubjectState::Active, added.url.clone())),
+        "the added catalogue was read"
+    );
+
+    // Dropped from the configuration, a catalogue is read no more: nothing it lists now is added.
+    fast.list(&[&subject(4)]);
+    write_config(dir.path(), &[], &[&added]);
+    daemon.reload();
+    let reads_queued = daemon
+        .queue
+        .iter()
+        .filter(|Reverse((_, _, job))| matches!(job, Job::Catalogue(_)))
+        .count();
+    assert_eq!(
+        reads_queued, 1,
+        "one read queued, of the one catalogue left"
+    );
+    let later = daemon.shared.clock.now_ms() + 86_400_000;
+    let mut paid = 0;
+    daemon.dispatch(later, &mut in_flight, 8, &mut paid);
+    daemon.finish_all(&mut in_flight).await;
+    assert_eq!(daemon.state_of(&subject(4)), None);
+}
+
+/// One chain of runs per subject whatever the order of reloads and catalogue reads: a subject
+/// removed by a reload and configured again, or delisted and listed again, keeps one queued
+/// run (before, each return queued another beside the one already queued, and both ran on,
+/// each scheduling its own next run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subject_removed_or_delisted_and_back_keeps_one_chain_of_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalogue = TestCatalogue::start(&[&subject(2)], Duration::ZERO).await;
+    let mut daemon = open(dir.path(), &[subject(1)], &[&catalogue]).await;
+    assert_eq!(daemon.free_runs_queued(&subject(1)), 1);
+
+    // Removed by a reload, then configured again.
+    write_config(dir.path(), &[], &[&catalogue]);
+    daemon.reload();
+    assert_eq!(
+        daemon.state_of(&subject(1)).map(|s| s.0),
+        Some(SubjectState::Removed)
+    );
+    write_config(dir.path(), &[subject(1)], &[&catalogue]);
+    daemon.reload();
+    assert_eq!(
+        daemon.state_of(&subject(1)).map(|s| s.0),
+        Some(SubjectState::Active)
+    );
+    assert_eq!(
+        daemon.free_runs_queued(&subject(1)),
+        1,
+        "one chain after a reload"
+    );
+
+    // Listed, delisted, listed again.
+    let mut in_flight = JoinSet::new();
+    daemon.dispatch_due(&mut in_flight);
+    daemon.finish_all(&mut in_flight).await;
+    assert_eq!(daemon.free_runs_queued(&subject(2)), 1);
+    for (listed, state) in [
+        (vec![], SubjectState::Delisted),
+        (vec![subject(2)], SubjectState::Active),
+    ] {
+        let listed: Vec<&str> = listed.iter().map(String::as_str).collect();
+        catalogue.list(&listed);
+        let now = daemon.shared.clock.now_ms();
+        daemon.push(now, Job::Catalogue(catalogue.url.clone()));
+        daemon.dispatch_due(&mut in_flight);
+        daemon.finish_all(&mut in_flight).await;
+        assert_eq!(daemon.state_of(&subject(2)).map(|s| s.0), Some(state));
+    }
+    assert_eq!(
+        daemon.free_runs_queued(&subject(2)),
+        1,
+        "one chain after a relisting"
+    );
+}
+
+/// A write of the loop's own that fails (here the subjects' rows, refused by the database) ends
+/// the loop as a stop does: the API stops serving, and the ledger is signed at its head (the run
+/// that had just been recorded is covered). Before, the `?` left the loop at once: no STOPPING,
+/// the API kept answering, the last entries unsigned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_flush_still_stops_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::install_crypto_provider();
+    ReporterKey::generate(&dir.path().join("reporter.key")).unwrap();
+    let path = dir.path().join("daemon.toml");
+    let text = config_text(dir.path(), &[subject(1)], &[])
+        .replace("free_every_secs = 10800", "free_every_secs = 1")
+        .replace("enabled = false", "bind = \"127.0.0.1:0\"");
+    std::fs::write(&path, text).unwrap();
+    let (config, _) = DaemonConfig::read_with_table(&path).unwrap();
+    let daemon = Daemon::open(config, Some(path), TimeSource::System)
+        .await
+        .unwrap();
+    let api = daemon.api_addr().expect("the API is bound");
+    // From here on the database refuses every write of a subject's row.
+    let db = rusqlite::Connection::open(dir.path().join("ledger.sqlite")).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER refuse_insert BEFORE INSERT ON subject
+             BEGIN SELECT RAISE(ABORT, 'injected: subject rows refused'); END;
+         CREATE TRIGGER refuse_update BEFORE UPDATE ON subject
+             BEGIN SELECT RAISE(ABORT, 'injected: subject rows refused'); END;",
+    )
+    .unwrap();
+    let (_signals, rx) = tokio::sync::mpsc::channel(1);
+    let ended = tokio::time::timeout(Duration::from_secs(60), daemon.run(rx))
+        .await
+        .expect("the loop ends");
+    let error = format!("{:#}", ended.expect_err("the failure is reported"));
+    assert!(error.contains("subject rows refused"), "{error}");
+    assert!(
+        tokio::net::TcpStream::connect(api).await.is_err(),
+        "the API stopped serving"
+    );
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let (head, _) = store.head().unwrap();
+    let signed = store.last_checkpoint().unwrap().expect("a checkpoint");
+    assert!(head > 1, "the run was recorded");
+    assert_eq!(signed.seq, head, "the ledger is signed at its head");
+}
+
+/// An endpoint on loopback answering every request with a 402 quoting `amount` (atomic units of
+/// a 6-decimal token), which the test changes as it goes.
+struct Quoting {
+    url: String,
+    amount: Arc<Mutex<u64>>,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+impl Quoting {
+    async fn start(amount: u64) -> Quoting {
+        use base64::Engine as _;
+        let amount = Arc::new(Mutex::new(amount));
+        let state = amount.clone();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/paid", listener.local_addr().unwrap());
+        let resource = url.clone();
+        let app = axum::Router::new().route(
+            "/paid",
+            axum::routing::get(move || {
+                let quoted = *state.lock().unwrap();
+                let required = json!({
+                    "x402Version": 2,
+                    "error": "Payment required",
+                    "resource": {"url": resource, "description": "a test endpoint", "mimeType": "application/json"},
+                    "accepts": [{
+                        "scheme": "exact",
+                        "network": "eip155:84532",
+                        "amount": quoted.to_string(),
+                        "asset": "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+                        "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C",
+                        "maxTimeoutSeconds": 60,
+                        "extra": {"name": "USDC", "version": "2"},
+                    }],
+                });
+                let header = base64::engine::general_purpose::STANDARD
+                    .encode(serde_json::to_vec(&required).unwrap());
+                async move {
+                    (
+                        axum::http::StatusCode::PAYMENT_REQUIRED,
+                        [("payment-required", header)],
+                        axum::Json(json!({})),
+                    )
+                }
+            }),
+        );
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Quoting {
+            url,
+            amount,
+            _server: server,
+        }
+    }
+}
+
+/// Revisions of `subject` in the ledger (ids in order), and the revision each run names.
+fn revisions_and_runs(state: &Path, subject: &str) -> (Vec<String>, Vec<String>) {
+    let store = SqliteStore::open(state).unwrap();
+    let mut revisions = Vec::new();
+    let mut runs = Vec::new();
+    for e in store
+        .subject_entries(subject, &[RecordKind::Revision, RecordKind::Run], 0)
+        .unwrap()
+    {
+        match e.record {
+            Record::Revision(r) => revisions.push(r.id),
+            Record::Run(r) => runs.push(r.revision),
+            _ => {}
+        }
+    }
+    (revisions, runs)
+}
+
+/// A revision id is the subject's only once its entry is committed: a run whose recording fails
+/// (here the database refuses every ledger entry) leaves no revision behind, and the next run
+/// records the new revision under that id. Before, the failed run had already made it current
+/// in memory: the next run saw nothing new, recorded no revision, and named one the ledger
+/// never held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revision_whose_run_fails_to_record_is_allocated_again_with_its_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = Quoting::start(10_000).await;
+    let subject = crate::probe::http::canonical_subject_url(&endpoint.url).unwrap();
+    let daemon = open(dir.path(), std::slice::from_ref(&subject), &[]).await;
+    let shared = daemon.shared().clone();
+    let writer = daemon.writer.clone();
+    let run = || {
+        pipeline::run_subject(
+            shared.clone(),
+            writer.clone(),
+            subject.clone(),
+            "weather".into(),
+            false,
+        )
+    };
+
+    let first = run().await;
+    assert_eq!(first.error, None);
+    // The price changes (a new revision) while the ledger refuses entries.
+    *endpoint.amount.lock().unwrap() = 20_000;
+    let db = rusqlite::Connection::open(dir.path().join("ledger.sqlite")).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER refuse_entries BEFORE INSERT ON entry
+             BEGIN SELECT RAISE(ABORT, 'injected: entries refused'); END;",
+    )
+    .unwrap();
+    let refused = run().await;
+    assert!(
+        refused
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("entries refused"),
+        "{:?}",
+        refused.error
+    );
+    db.execute_batch("DROP TRIGGER refuse_entries").unwrap();
+    let again = run().await;
+    assert_eq!(again.error, None);
+
+    let (revisions, runs) = revisions_and_runs(dir.path(), &subject);
+    assert_eq!(revisions, ["r0", "r1"], "the new revision is recorded");
+    assert_eq!(runs, ["r0", "r1"], "each run names a recorded revision");
+}
