@@ -102,6 +102,7 @@ impl Writer {
             kept: Vec::new(),
             full_since: None,
             last_row: None,
+            retry_at: Instant::now(),
         };
         std::thread::Builder::new()
             .name("ledger-writer".into())
@@ -149,13 +150,20 @@ struct Thread {
     full_since: Option<Instant>,
     /// A subject row written before: written again to see a write succeed when nothing is kept.
     last_row: Option<SubjectRow>,
+    /// While the disk is full: when to try again.
+    retry_at: Instant,
 }
 
 impl Thread {
     fn run(mut self, rx: Receiver<Write>) {
         loop {
             let first = if self.full_since.is_some() {
-                match rx.recv_timeout(storage::RETRY_EVERY) {
+                // The next try comes every `RETRY_EVERY`, however many writes arrive meanwhile.
+                if Instant::now() >= self.retry_at {
+                    self.retry();
+                    continue;
+                }
+                match rx.recv_timeout(self.retry_at.saturating_duration_since(Instant::now())) {
                     Ok(w) => Some(w),
                     Err(RecvTimeoutError::Timeout) => None,
                     Err(RecvTimeoutError::Disconnected) => return,
@@ -167,7 +175,6 @@ impl Thread {
                 }
             };
             let Some(first) = first else {
-                self.retry();
                 continue;
             };
             // Everything waiting now: the loop's writes in order, then the runs as one batch.
@@ -263,6 +270,7 @@ impl Thread {
     }
 
     fn enter_full(&mut self, error: &anyhow::Error) {
+        self.retry_at = Instant::now() + storage::RETRY_EVERY;
         if self.full_since.is_none() {
             self.full_since = Some(Instant::now());
             let _ = self.events.send(Event::StorageFull(format!("{error:#}")));
@@ -275,6 +283,7 @@ impl Thread {
         let Some(full_since) = self.full_since else {
             return;
         };
+        self.retry_at = Instant::now() + storage::RETRY_EVERY;
         if storage::low_on_room(&self.state_dir) {
             return;
         }
