@@ -210,10 +210,7 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
         tokio::task::spawn_blocking(move || store.declared(&subject, since)).await
     };
     let prior: Vec<Declared> = match read {
-        Ok(Ok(rows)) => rows
-            .iter()
-            .filter_map(|b| serde_json::from_slice(b).ok())
-            .collect(),
+        Ok(Ok(rows)) => rows,
         Ok(Err(e)) => return failed(url, reached, pay, format!("reading declarations: {e}")),
         Err(e) => return failed(url, reached, pay, format!("reading declarations: {e}")),
     };
@@ -600,12 +597,7 @@ fn score_subject(
     // Everything read is at or before `through`, the last entry the score says it read (another
     // process may append an outage declaration meanwhile: it waits for the next score).
     let (through, _) = store.head().map_err(|e| e.to_string())?;
-    let rows: Vec<HistoryEntry> = store
-        .history(url)
-        .map_err(|e| e.to_string())?
-        .iter()
-        .filter_map(|b| serde_json::from_slice(b).ok())
-        .collect();
+    let rows: Vec<HistoryEntry> = store.history_entries(url).map_err(|e| e.to_string())?;
     let revisions: Vec<RevisionRecord> = store
         .subject_entries(url, &[RecordKind::Revision], 0)
         .map_err(|e| e.to_string())?
@@ -641,7 +633,9 @@ fn score_subject(
             None => (None, Vec::new()),
         }
     };
-    let price_usd = latest_price(store, url).unwrap_or(0.0);
+    let price_usd = latest_price(store, url)
+        .map_err(|e| e.to_string())?
+        .unwrap_or(0.0);
     let inputs = scoring::inputs_document(
         &shared.rubric,
         SubjectInputs {
@@ -686,11 +680,12 @@ fn score_subject(
 }
 
 /// The price the subject's latest declaration quotes, in USD (6-decimal tokens).
-fn latest_price(store: &dyn Store, url: &str) -> Option<f64> {
-    let row = store.latest_declared(url).ok()??;
-    let last: Declared = serde_json::from_slice(&row).ok()?;
-    let units: u128 = last.amount.as_deref()?.parse().ok()?;
-    Some(units as f64 / 1e6)
+fn latest_price(store: &dyn Store, url: &str) -> Result<Option<f64>, StoreError> {
+    let Some(last) = store.latest_declared(url)? else {
+        return Ok(None);
+    };
+    let units: Option<u128> = last.amount.as_deref().and_then(|a| a.parse().ok());
+    Ok(units.map(|units| units as f64 / 1e6))
 }
 
 /// The refund watch of an earlier paid call: its result is a ledger entry of its own, with H9
