@@ -399,10 +399,7 @@ fn operators_of(state: &ApiState, subject: &str) -> Result<Vec<Address>, ApiErro
     let store = &state.shared.store;
     let internal = |e: crate::store::StoreError| ApiError::internal(format!("reading: {e}"));
     let mut allowed = Vec::new();
-    let declared: Option<Declared> = store
-        .latest_declared(subject)
-        .map_err(internal)?
-        .and_then(|b| serde_json::from_slice(&b).ok());
+    let declared: Option<Declared> = store.latest_declared(subject).map_err(internal)?;
     if let Some(pay_to) = declared
         .and_then(|d| d.pay_to)
         .as_deref()

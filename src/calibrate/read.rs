@@ -93,7 +93,7 @@ pub fn read_table(
         // documents of another major version changes nothing but that count).
         let subject = table.subjects.len() as u32;
         let paid_calls = match labels {
-            Labels::Ledger => paid_calls(&store.history(url)?),
+            Labels::Ledger => paid_calls(&store.history_entries(url)?),
             Labels::File(_) => Vec::new(),
         };
         let file_days: BTreeMap<&str, Label> = match labels {
@@ -163,12 +163,9 @@ pub fn read_table(
 /// The subject's paid calls from its history rows: `(at_ms, failed)` per run that observed a paid
 /// call (a pass or fail of one of `PAID_FAILURE_CHECKS` in a paid run), in time order. A run is
 /// one ledger entry: its history entries are numbered `seq * SEQ_STRIDE + i`.
-pub fn paid_calls(history: &[Vec<u8>]) -> Vec<(i64, bool)> {
+pub fn paid_calls(history: &[HistoryEntry]) -> Vec<(i64, bool)> {
     let mut by_run: BTreeMap<u64, (i64, bool)> = BTreeMap::new();
-    for bytes in history {
-        let Ok(e) = serde_json::from_slice::<HistoryEntry>(bytes) else {
-            continue;
-        };
+    for e in history {
         if e.kind != Kind::Paid || !PAID_FAILURE_CHECKS.contains(&e.check.as_str()) {
             continue;
         }
@@ -201,8 +198,8 @@ pub fn label_from_calls(calls: &[(i64, bool)], as_of_ms: i64, horizon_ms: i64) -
 mod tests {
     use super::*;
 
-    fn entry(seq: u64, check: &str, outcome: Outcome, at: &str, kind: Kind) -> Vec<u8> {
-        serde_json::to_vec(&HistoryEntry {
+    fn entry(seq: u64, check: &str, outcome: Outcome, at: &str, kind: Kind) -> HistoryEntry {
+        HistoryEntry {
             seq,
             check: check.into(),
             outcome,
@@ -212,8 +209,7 @@ mod tests {
             value: None,
             receipt: "0".repeat(64),
             note: None,
-        })
-        .unwrap()
+        }
     }
 
     #[test]

@@ -458,9 +458,7 @@ impl Daemon {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             for (subject, (id, number)) in revisions {
-                let declared: Option<Declared> = store
-                    .latest_declared(&subject)?
-                    .and_then(|b| serde_json::from_slice(&b).ok());
+                let declared: Option<Declared> = store.latest_declared(&subject)?;
                 if let Some(declared) = declared {
                     current.insert(
                         subject,

@@ -247,10 +247,7 @@ pub(crate) async fn run_subject(
         tokio::task::spawn_blocking(move || store.declared(&subject, since)).await
     };
     let prior: Vec<Declared> = match read {
-        Ok(Ok(rows)) => rows
-            .iter()
-            .filter_map(|b| serde_json::from_slice(b).ok())
-            .collect(),
+        Ok(Ok(rows)) => rows,
         Ok(Err(e)) => return failed(url, reached, pay, format!("reading declarations: {e}")),
         Err(e) => return failed(url, reached, pay, format!("reading declarations: {e}")),
     };

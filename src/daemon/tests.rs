@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use super::*;
+use crate::store::StoreError;
 
 /// A discovery catalogue on loopback whose items and answer delay the test changes as it goes.
 struct TestCatalogue {
@@ -432,4 +433,64 @@ async fn a_revision_whose_run_fails_to_record_is_allocated_again_with_its_entry(
     let (revisions, runs) = revisions_and_runs(dir.path(), &subject);
     assert_eq!(revisions, ["r0", "r1"], "the new revision is recorded");
     assert_eq!(runs, ["r0", "r1"], "each run names a recorded revision");
+}
+
+/// Rows of the index the scoring path reads that do not read back are `Corrupt`, surfaced: a
+/// history row that does not parse stops the subject's rescoring (no score is published from
+/// what is left), and a declaration that does not parse fails the run that reads it. Before,
+/// both were skipped in silence and the score published as if they had never been recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_that_do_not_read_are_corrupt_never_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = Quoting::start(10_000).await;
+    let subject = crate::probe::http::canonical_subject_url(&endpoint.url).unwrap();
+    let daemon = open(dir.path(), std::slice::from_ref(&subject), &[]).await;
+    let shared = daemon.shared().clone();
+    let writer = daemon.writer.clone();
+    let run = || {
+        pipeline::run_subject(
+            shared.clone(),
+            writer.clone(),
+            subject.clone(),
+            "weather".into(),
+            false,
+        )
+    };
+    let scores = || {
+        shared
+            .store
+            .subject_entries(&subject, &[RecordKind::Score], 0)
+            .unwrap()
+            .len()
+    };
+    let first = run().await;
+    assert!(first.error.is_none() && first.summary.is_some());
+    assert_eq!(scores(), 1);
+
+    let db = rusqlite::Connection::open(dir.path().join("ledger.sqlite")).unwrap();
+    db.execute(
+        "UPDATE history SET entry = CAST('{\"seq\": 1' AS BLOB)
+         WHERE subject = ?1 AND seq = (SELECT min(seq) FROM history WHERE subject = ?1) AND idx = 0",
+        [&subject],
+    )
+    .unwrap();
+    let unread = shared.store.history_entries(&subject).unwrap_err();
+    assert!(matches!(unread, StoreError::Corrupt { .. }), "{unread}");
+    let second = run().await;
+    assert!(
+        second.summary.is_none(),
+        "not scored from a partial history"
+    );
+    assert_eq!(scores(), 1, "no score published over the unreadable row");
+
+    db.execute(
+        "UPDATE declared SET body = CAST('not json' AS BLOB) WHERE subject = ?1",
+        [&subject],
+    )
+    .unwrap();
+    let third = run().await;
+    let error = third
+        .error
+        .expect("the run reports the unreadable declaration");
+    assert!(error.contains("does not read"), "{error}");
 }

@@ -7,9 +7,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::checks::history::Declared;
 use crate::ledger::chain::{Broken, Checkpoint, StoredEntry, Trusted, VerifySummary};
 use crate::ledger::key::ReporterKey;
 use crate::ledger::record::{Record, RecordKind};
+use crate::score::input::HistoryEntry;
 
 pub mod sqlite;
 
@@ -478,7 +480,7 @@ pub trait Store: Send + Sync {
     /// ([`ScoreRow::check_against`], each subject's newest row its newest score entry).
     fn verify(&self, trusted: Option<&Trusted>, deep: bool) -> Result<VerifySummary, StoreError>;
 
-    /// The history rows of `subject` (serialised history entries), in ledger order.
+    /// The history rows of `subject` (serialised history entries, as stored), in ledger order.
     fn history(&self, subject: &str) -> Result<Vec<Vec<u8>>, StoreError>;
 
     /// The history rows of `subject` from ledger entries `from_seq..to_seq` (the window a folded
@@ -499,11 +501,16 @@ pub trait Store: Send + Sync {
     /// The run entry with this run id, bodies put back (`None`: no such run indexed).
     fn run_by_id(&self, run_id: &str) -> Result<Option<ReadEntry>, StoreError>;
 
-    /// The declarations of `subject` at or after `since_ms`, in ledger order.
-    fn declared(&self, subject: &str, since_ms: i64) -> Result<Vec<Vec<u8>>, StoreError>;
+    /// The history entries of `subject`, in ledger order, each read once here: a row that does
+    /// not read as an entry (or whose time is not RFC 3339) is `Corrupt`, never skipped.
+    fn history_entries(&self, subject: &str) -> Result<Vec<HistoryEntry>, StoreError>;
+
+    /// The declarations of `subject` at or after `since_ms`, in ledger order (a row that does not
+    /// read is `Corrupt`).
+    fn declared(&self, subject: &str, since_ms: i64) -> Result<Vec<Declared>, StoreError>;
 
     /// The last declaration of `subject` in ledger order (without reading the others).
-    fn latest_declared(&self, subject: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    fn latest_declared(&self, subject: &str) -> Result<Option<Declared>, StoreError>;
 
     fn subjects(&self) -> Result<Vec<SubjectRow>, StoreError>;
     /// What each subject's row says that the API shows, one row at a time and borrowed (no row

@@ -321,6 +321,16 @@ impl SqliteStore {
         }
     }
 
+    /// A declaration row read back (one that does not read is `Corrupt`).
+    fn declaration(
+        &self,
+        subject: &str,
+        row: &[u8],
+    ) -> Result<crate::checks::history::Declared, StoreError> {
+        serde_json::from_slice(row)
+            .map_err(|e| self.corrupt(format!("a declaration of {subject} does not read: {e}")))
+    }
+
     fn read_entries<P: rusqlite::Params>(
         &self,
         sql: &str,
@@ -976,7 +986,35 @@ impl Store for SqliteStore {
         Ok(Some(entry))
     }
 
-    fn declared(&self, subject: &str, since_ms: i64) -> Result<Vec<Vec<u8>>, StoreError> {
+    fn history_entries(
+        &self,
+        subject: &str,
+    ) -> Result<Vec<crate::score::input::HistoryEntry>, StoreError> {
+        let rows = self.history(subject)?;
+        rows.iter()
+            .enumerate()
+            .map(|(i, row)| {
+                let entry: crate::score::input::HistoryEntry = serde_json::from_slice(row)
+                    .map_err(|e| {
+                        self.corrupt(format!("history row {i} of {subject} does not read: {e}"))
+                    })?;
+                let rfc3339 = &time::format_description::well_known::Rfc3339;
+                if time::OffsetDateTime::parse(&entry.at, rfc3339).is_err() {
+                    return Err(self.corrupt(format!(
+                        "history row {i} of {subject}: its time {:?} is not RFC 3339",
+                        entry.at
+                    )));
+                }
+                Ok(entry)
+            })
+            .collect()
+    }
+
+    fn declared(
+        &self,
+        subject: &str,
+        since_ms: i64,
+    ) -> Result<Vec<crate::checks::history::Declared>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(
@@ -988,18 +1026,25 @@ impl Store for SqliteStore {
             .map_err(self.sql("reading declarations"))?
             .collect::<Result<Vec<Vec<u8>>, _>>()
             .map_err(self.sql("reading declarations"))?;
-        Ok(rows)
+        rows.iter()
+            .map(|row| self.declaration(subject, row))
+            .collect()
     }
 
-    fn latest_declared(&self, subject: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.conn()
+    fn latest_declared(
+        &self,
+        subject: &str,
+    ) -> Result<Option<crate::checks::history::Declared>, StoreError> {
+        let row: Option<Vec<u8>> = self
+            .conn()
             .prepare_cached(
                 "SELECT body FROM declared WHERE subject = ?1 ORDER BY seq DESC LIMIT 1",
             )
             .map_err(self.sql("reading declarations"))?
             .query_row([subject], |r| r.get(0))
             .optional()
-            .map_err(self.sql("reading declarations"))
+            .map_err(self.sql("reading declarations"))?;
+        row.map(|row| self.declaration(subject, &row)).transpose()
     }
 
     fn subjects(&self) -> Result<Vec<SubjectRow>, StoreError> {

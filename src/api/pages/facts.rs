@@ -158,9 +158,7 @@ impl SubjectFacts {
         history: Vec<DayPoint>,
     ) -> Result<(), StoreError> {
         self.history = history;
-        self.declared = store
-            .latest_declared(url)?
-            .and_then(|b| serde_json::from_slice::<Declared>(&b).ok());
+        self.declared = store.latest_declared(url)?;
         let entries = store.subject_entries(url, &PAGE_KINDS, self.through_seq)?;
         self.fold(&entries);
         Ok(())
