@@ -36,6 +36,19 @@ pub enum StoreError {
         found: String,
         expected: &'static str,
     },
+    /// A ledger of the format before this build's (format 1: runs kept whole): never read as
+    /// format 2; `ledger migrate` rewrites it.
+    #[error(
+        "store {path} is a ledger of format {found:?}, which this build does not read: stop the \
+         daemon and run `x402-probe ledger migrate --state {state_dir}` (it verifies the ledger, \
+         writes it in format {expected:?} beside it and verifies that)"
+    )]
+    NeedsMigration {
+        path: String,
+        state_dir: String,
+        found: String,
+        expected: &'static str,
+    },
     #[error("signing a checkpoint: {0}")]
     Sign(String),
     #[error(transparent)]
