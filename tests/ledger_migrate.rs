@@ -101,7 +101,7 @@ fn a_format_1_ledger_is_refused_then_migrated_verified_and_recomputed() {
         &["ledger", "export", "--subject", "x", "--state-dir"][..],
     ] {
         let (code, text) = state_arg(args, &state);
-        assert_eq!(code, 1, "{args:?}: {text}");
+        assert_ne!(code, 0, "{args:?}: {text}");
         assert!(
             text.contains("ledger migrate --state") && text.contains("x402-probe.ledger/1"),
             "{args:?}: {text}"
