@@ -332,11 +332,13 @@ fn run_entry(template: &RunRecord, rubric: &Rubric, i: usize) -> NewEntry {
     run.ended_at_ms += i as i64;
     let declared_now = declared(&run.free, run.started_at_ms);
     let index = run_index(rubric, &run, declared_now);
-    NewEntry {
-        at_ms: run.ended_at_ms,
-        record: Record::Run(Box::new(run)),
-        index: Some(index),
-    }
+    // As the daemon does: the stored form made in the run's task, before the writer.
+    NewEntry::prepared(
+        run.ended_at_ms,
+        Record::Run(Box::new(run)),
+        rubric,
+        Some(index),
+    )
 }
 
 /// Score entry `i`, with its daily score row, as the daemon appends it.
@@ -358,6 +360,7 @@ fn score_entry(template: &ScoreRecord, document: &[u8], i: usize) -> NewEntry {
             score: Some(ScoreRow { seq, ..row }),
             ..Index::default()
         })),
+        prepared: None,
     }
 }
 
@@ -741,6 +744,29 @@ fn appends(sizes: &Sizes, root: &Path, captured: &Captured, rubric: &Rubric) {
         );
     }
     println!("  ratio = time of Store::append / time of the plain inserts of the same rows");
+    // What the run's task does before the writer: the stored form (results derived again and
+    // compared, blobs hashed), against deriving the results alone.
+    let n = if sizes.quick { 100 } else { 400 };
+    let t = Instant::now();
+    for i in 0..n {
+        std::hint::black_box(run_entry(&captured.run, rubric, i));
+    }
+    let prepare = t.elapsed().as_secs_f64() / n as f64;
+    let t = Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(x402_probe::ledger::stored::derive_results(
+            &captured.run.free,
+            captured.run.paid.as_ref(),
+            rubric,
+        ));
+    }
+    let derive = t.elapsed().as_secs_f64() / n as f64;
+    println!(
+        "  a run entry made ready in its run's task, before the writer (NewEntry::prepared): {:.0} us, of which deriving its results {:.0} us ({:.2}x)",
+        prepare * 1e6,
+        derive * 1e6,
+        prepare / derive
+    );
 }
 
 // ---------- verification ----------

@@ -358,14 +358,18 @@ pub async fn run_subject(shared: Arc<Shared>, url: String, category: String, pay
                     ..Index::default()
                 })
             }),
+            prepared: None,
         });
     }
     let index = run_index(&shared.rubric, &record, declared_now);
-    entries.push(NewEntry {
-        at_ms: ended_ms,
-        record: Record::Run(Box::new(record)),
-        index: Some(index),
-    });
+    // The run's stored form is made here, in the run's own task: its results compared with what
+    // they derive to (`ledger::stored`) outside the writer.
+    entries.push(NewEntry::prepared(
+        ended_ms,
+        Record::Run(Box::new(record)),
+        &shared.rubric,
+        Some(index),
+    ));
     let summary = match record_run(&shared, url.clone(), category, entries).await {
         Ok(summary) => summary,
         Err(e) => return failed(url, reached, pay, format!("recording the run: {e}")),
@@ -673,6 +677,7 @@ fn score_subject(
             outbox: routed.rows(seq),
             ..Index::default()
         })),
+        prepared: None,
     };
     Ok((entry, summary, published))
 }
@@ -753,6 +758,7 @@ pub async fn watch_refund_job(
                 .collect(),
             ..Index::default()
         })),
+        prepared: None,
     }])?;
     Ok(())
 }

@@ -408,9 +408,16 @@ impl Store for SqliteStore {
                 at_ms,
                 record,
                 index,
+                prepared,
             } in entries
             {
-                let record = self.to_stored(record, &mut blobs);
+                let record = match prepared {
+                    Some(p) => {
+                        blobs = p.blobs;
+                        p.stored
+                    }
+                    None => self.to_stored(record, &mut blobs),
+                };
                 for (hash, bytes) in blobs.drain(..) {
                     // A blob kept before costs one lookup, not a compression.
                     let known = blob_known
