@@ -110,6 +110,7 @@ fn main() {
                     declared_assets: vec![],
                     allow_private: true,
                     cut_short: None,
+                    listing_sha256: None,
                 };
                 std::hint::black_box(evaluate_free(&obs, &rubric));
             }

@@ -126,6 +126,7 @@ fn main() {
                         score: Some(ScoreRow { seq, ..row }),
                         ..Index::default()
                     })),
+                    prepared: None,
                 });
             }
         }

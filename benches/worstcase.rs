@@ -360,6 +360,7 @@ fn observation(response: Response) -> FreeObservation {
         declared_assets: Vec::new(),
         allow_private: false,
         cut_short: None,
+        listing_sha256: None,
     }
 }
 

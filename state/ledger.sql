@@ -1,6 +1,7 @@
 -- The ledger store (`ledger.sqlite`): the append-only, hash-chained evidence log, its blobs and
 -- signed checkpoints, and the daemon's working state (subjects, schedule, latest scores). The code
--- embeds this file and applies it on every open. Format: state/ledger.md.
+-- embeds this file and applies it on every open of a ledger of its format (x402-probe.ledger/2).
+-- Format: state/ledger.md.
 
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
@@ -22,9 +23,12 @@ CREATE TABLE IF NOT EXISTS entry (
 CREATE INDEX IF NOT EXISTS entry_subject ON entry (subject, seq);
 CREATE INDEX IF NOT EXISTS entry_kind ON entry (kind, seq);
 
--- Large byte strings (HTTP bodies) kept once, addressed by their SHA-256.
+-- Byte strings that repeat from entry to entry (bodies, header sets, certificate chains, a run's
+-- catalogue listing, a score's value population) kept once, addressed by the SHA-256 of their
+-- bytes; `codec` 0 keeps the bytes as they are, 1 compressed with zstd (when that is smaller).
 CREATE TABLE IF NOT EXISTS blob (
     sha256 BLOB PRIMARY KEY,
+    codec  INTEGER NOT NULL,
     bytes  BLOB NOT NULL
 ) STRICT, WITHOUT ROWID;
 

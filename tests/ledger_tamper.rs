@@ -19,7 +19,7 @@ use x402_probe::api::signed::subject_id;
 use x402_probe::clock::ManualClock;
 use x402_probe::ledger::chain::seal;
 use x402_probe::ledger::key::ReporterKey;
-use x402_probe::ledger::record::Record;
+use x402_probe::ledger::record::{Record, StoredRecord};
 use x402_probe::store::{SqliteStore, Store};
 
 /// The day of ledger every test tampers with copies of.
@@ -140,7 +140,7 @@ fn query_u64(state: &Path, sql: &str) -> u64 {
 
 /// Edits entry `from` with `edit` and re-chains every entry from it to the head, as someone with
 /// the file (but not the reporter key) can: every hash and link is consistent again.
-fn rechain(state: &Path, from: u64, edit: impl Fn(&mut Record)) {
+fn rechain(state: &Path, from: u64, edit: impl Fn(&mut StoredRecord)) {
     let path = state.join("ledger.sqlite");
     let mut rows = Vec::new();
     SqliteStore::open_file(&path)
@@ -251,7 +251,7 @@ fn deleted_checkpoints_and_another_key_are_caught() {
     // The case: every checkpoint deleted, the last score's entry changed (capped score
     // 97.5), the tail re-chained. The chain is consistent; nothing is signed.
     let last_score = query_u64(state, "SELECT MAX(seq) FROM entry WHERE kind = 'score'");
-    let inflate = |record: &mut Record| {
+    let inflate = |record: &mut StoredRecord| {
         if let Record::Score(score) = record {
             score.capped_score = 97.5;
         }

@@ -1,4 +1,4 @@
-//! `x402-probe ledger verify|export|prove|check-proof|keygen`: check every hash and signature of
+//! `x402-probe ledger verify|export|prove|check-proof|migrate|keygen`: check every hash and signature of
 //! a ledger, write a subject's entries as JSON lines or with their inclusion proofs, check such
 //! proofs offline, make a reporter key.
 
@@ -77,6 +77,25 @@ pub enum Command {
         #[arg(long, value_name = "HEX")]
         pubkey: String,
     },
+    /// Rewrite a ledger of format 1 (runs kept whole) in format 2 (runs keep their observation;
+    /// results derived on read and proven by their hash; repeated bytes kept once, compressed):
+    /// verifies it, writes the new ledger beside it with the same entry numbers and checkpoints
+    /// signed by the reporter key, verifies that, and only then renames it over the old one (kept
+    /// as `ledger-format-1.sqlite`). Stop the daemon first. Exit 0 when migrated, 1 when the old
+    /// ledger does not verify or the new one would not (the old one is then left in place).
+    Migrate {
+        /// The state directory holding `ledger.sqlite`.
+        #[arg(long = "state", visible_alias = "state-dir", value_name = "DIR")]
+        state_dir: PathBuf,
+        /// The reporter key file that signs the new ledger's checkpoints (default:
+        /// `DIR/reporter.key`).
+        #[arg(long, value_name = "FILE")]
+        reporter_key: Option<PathBuf>,
+        /// A rubric file the daemon scored under, besides the embedded one (its runs' results
+        /// are derived under it).
+        #[arg(long, value_name = "FILE")]
+        rubric: Vec<PathBuf>,
+    },
     /// Make a new reporter key file (0600, never overwriting) and print its public key.
     Keygen {
         #[arg(value_name = "FILE")]
@@ -105,6 +124,9 @@ pub fn run(args: Args) -> Result<i32> {
             let path = ledger_file(&state_dir)?;
             let verified = SqliteStore::open_read_only(&path)
                 .and_then(|store| store.verify(trusted.as_ref(), !chain_only));
+            if let Err(crate::store::StoreError::NeedsMigration { .. }) = &verified {
+                return verify_format_1(&path, &state_dir);
+            }
             match verified {
                 Ok(s) => {
                     println!(
@@ -122,23 +144,24 @@ pub fn run(args: Args) -> Result<i32> {
         Command::Export { state_dir, subject } => {
             let store = open_existing(&state_dir)?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            let mut failure = None;
-            store.scan(0, &mut |row| {
-                if row.subject.as_deref() != Some(subject.as_str()) {
-                    return Ok(());
+            // A page at a time: each entry as stored (its hash, its envelope) with its record
+            // read back as every reader sees it (a run's results derived and checked).
+            let mut after = 0;
+            loop {
+                let stored = store.subject_stored_entries(&subject, after, EXPORT_PAGE)?;
+                let Some(last) = stored.last() else { break };
+                after = last.seq;
+                let seqs: Vec<u64> = stored.iter().map(|e| e.seq).collect();
+                let read = store.entries_at(&seqs)?;
+                for (row, entry) in stored.iter().zip(read) {
+                    let mut envelope: serde_json::Value =
+                        serde_json::from_slice(&row.body).context("an entry's bytes")?;
+                    envelope["record"] = serde_json::to_value(&entry.record)?;
+                    let line = serde_json::json!({
+                        "seq": row.seq, "hash": hex::encode(row.hash), "entry": envelope,
+                    });
+                    writeln!(out, "{line}").context("writing the export")?;
                 }
-                let entry: serde_json::Value =
-                    serde_json::from_slice(&row.body).unwrap_or(serde_json::Value::Null);
-                let line = serde_json::json!({
-                    "seq": row.seq, "hash": hex::encode(row.hash), "entry": entry,
-                });
-                if let Err(e) = writeln!(out, "{line}") {
-                    failure = Some(e);
-                }
-                Ok(())
-            })?;
-            if let Some(e) = failure {
-                return Err(e).context("writing the export");
             }
             out.flush()?;
             Ok(0)
@@ -191,10 +214,77 @@ pub fn run(args: Args) -> Result<i32> {
                 }
             }
         }
+        Command::Migrate {
+            state_dir,
+            reporter_key,
+            rubric,
+        } => {
+            ledger_file(&state_dir)?;
+            let key_file = reporter_key.unwrap_or_else(|| state_dir.join("reporter.key"));
+            let key = ReporterKey::from_key_file(&key_file)
+                .with_context(|| format!("reading the reporter key {}", key_file.display()))?;
+            let mut rubrics = vec![crate::rubric::Rubric::embedded_default()];
+            for p in &rubric {
+                rubrics.insert(0, super::score::load_rubric(Some(p))?);
+            }
+            match crate::store::sqlite::migrate_format_1(&state_dir, &key, &rubrics) {
+                Ok(m) => {
+                    println!(
+                        "ledger {}: migrated from {} (head {} {}) to {}: {} entries, {} -> {} \
+                         bytes, {} checkpoints signed by {}; the old ledger is kept as {}",
+                        state_dir.display(),
+                        m.from.format,
+                        m.from.head_seq,
+                        m.from.head_hash,
+                        crate::store::sqlite::SCHEMA_ID,
+                        m.after.entries,
+                        m.bytes_before,
+                        m.bytes_after,
+                        m.after.checkpoints,
+                        hex::encode(key.public_key()),
+                        m.kept.display()
+                    );
+                    Ok(0)
+                }
+                Err(e @ crate::store::sqlite::MigrateError::AlreadyCurrent(_)) => {
+                    println!("x402-probe: {e}");
+                    Ok(0)
+                }
+                Err(e) => {
+                    eprintln!("x402-probe: ledger {}: {e}", state_dir.display());
+                    Ok(1)
+                }
+            }
+        }
         Command::Keygen { path } => {
             let key = ReporterKey::generate(&path)?;
             println!("{}", hex::encode(key.public_key()));
             Ok(0)
+        }
+    }
+}
+
+/// Entries exported per page.
+const EXPORT_PAGE: usize = 512;
+
+/// `ledger verify` of a format 1 ledger: its chain, checkpoints and blobs, and that it waits for
+/// `ledger migrate` (no command of this build reads it otherwise).
+fn verify_format_1(path: &Path, state_dir: &Path) -> Result<i32> {
+    let verified = SqliteStore::open_format_1(path).and_then(|store| store.verify_format_1());
+    match verified {
+        Ok(s) => {
+            println!(
+                "{}; format {} (runs kept whole): this build reads it only to migrate it, with \
+                 `x402-probe ledger migrate --state {}`",
+                summary_line(path, &s, false, false),
+                crate::store::sqlite::SCHEMA_ID_1,
+                state_dir.display()
+            );
+            Ok(0)
+        }
+        Err(e) => {
+            eprintln!("x402-probe: ledger {} is broken: {e}", path.display());
+            Ok(1)
         }
     }
 }

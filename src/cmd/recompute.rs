@@ -37,8 +37,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         // The chain, checkpoints, blobs and score rows first, as `ledger verify` checks them:
         // a score recomputed from a ledger with an entry removed or changed proves nothing. A
         // ledger that cannot be read is broken too (exit 1).
-        let verified = SqliteStore::open_read_only(&path)
-            .and_then(|store| store.verify(None, true).map(|_| store));
+        let verified = SqliteStore::open_read_only(&path).and_then(|store| {
+            // A run's results are derived again under the rubric it names.
+            for rubric in &rubrics {
+                store.also_read_rubric(rubric);
+            }
+            store.verify(None, true).map(|_| store)
+        });
         let store = match verified {
             Ok(store) => store,
             Err(e) => {

@@ -218,13 +218,15 @@ impl Daemon {
         };
         let sqlite = SqliteStore::open(&state_dir)
             .with_context(|| format!("opening the ledger in {}", state_dir.display()))?;
+        let prepared = config.probe.prepare()?;
+        // Runs are stored with their results derived under the daemon's rubric.
+        sqlite.use_rubric(&prepared.rubric);
         let reader: Arc<dyn Store> = Arc::new(sqlite.reader());
         let store: Arc<dyn Store> = Arc::new(sqlite);
         let key = match &config.daemon.reporter_key {
             KeySourceConfig::KeyFile(path) => ReporterKey::from_key_file(path)?,
             KeySourceConfig::Credential(name) => ReporterKey::from_credential(name)?,
         };
-        let prepared = config.probe.prepare()?;
         let mut free = prepared.free;
         // The daemon reads catalogues on its own schedule; a run never reads one itself.
         free.listing = None;

@@ -393,14 +393,18 @@ pub(crate) async fn run_subject(
                     ..Index::default()
                 })
             }),
+            prepared: None,
         });
     }
     let index = run_index(&shared.rubric, &record, declared_now);
-    entries.push(NewEntry {
-        at_ms: ended_ms,
-        record: Record::Run(Box::new(record)),
-        index: Some(index),
-    });
+    // The run's stored form is made here, in the run's own task: its results compared with what
+    // they derive to (`ledger::stored`) outside the writer.
+    entries.push(NewEntry::prepared(
+        ended_ms,
+        Record::Run(Box::new(record)),
+        &shared.rubric,
+        Some(index),
+    ));
     let summary = match record_run(&writer, url.clone(), category, entries).await {
         Ok(summary) => summary,
         Err(e) => return failed(url, reached, pay, format!("recording the run: {e}")),
@@ -682,6 +686,7 @@ fn score_subject(
             outbox: routed.rows(seq),
             ..Index::default()
         })),
+        prepared: None,
     };
     Ok((entry, summary, published))
 }
@@ -762,6 +767,7 @@ pub(crate) async fn watch_refund_job(
                 .collect(),
             ..Index::default()
         })),
+        prepared: None,
     }];
     writer.send(Write::Append { entries, reply });
     written.await.map_err(|_| StoreError::WriterStopped)??;

@@ -36,6 +36,11 @@ pub struct FreeObservation {
     /// subject's: what was measured before it stands, the rest is `unmeasured`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut_short: Option<CutShort>,
+    /// The ledger (format 2) keeps the listing (the catalogue's pages as read and the subject's
+    /// item) once, addressed by this SHA-256 (hex): `listing` is then `not_asked` here and read
+    /// back from the ledger's blobs. Every run between two reads of a catalogue names one blob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listing_sha256: Option<String>,
 }
 
 /// What the free run's deadline left unmeasured.

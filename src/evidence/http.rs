@@ -127,6 +127,11 @@ pub struct HttpResponse {
     /// and read back from the ledger's blobs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub body_stored_apart: bool,
+    /// The ledger (format 2) keeps the header set once, addressed by this SHA-256 (hex): `headers`
+    /// then holds only the values that change from one answer to the next (`date`, ...), in
+    /// order, and the blob the rest with those values left out (`ledger::stored`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers_sha256: Option<String>,
 }
 
 impl HttpResponse {
@@ -146,6 +151,7 @@ impl HttpResponse {
             body_sha256,
             head_bytes,
             body_stored_apart: false,
+            headers_sha256: None,
         }
     }
 
@@ -190,6 +196,10 @@ pub struct TlsSeen {
     /// The chain verified against the webpki roots (plus `extra_roots`) for this host, now.
     pub verified: bool,
     pub verify_error: Option<String>,
+    /// The ledger (format 2) keeps the certificate chain once, addressed by this SHA-256 (hex):
+    /// `chain_der` is then empty here and read back from the ledger's blobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain_sha256: Option<String>,
 }
 
 /// Where a fetch failed.

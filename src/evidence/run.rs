@@ -72,6 +72,42 @@ impl RunRecord {
     }
 }
 
+/// A run as the ledger stores it (format 2): what was observed, and what its results derive to
+/// instead of the results themselves (`ledger::stored` turns one into the other and back).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredRun {
+    pub id: String,
+    pub subject: String,
+    pub vantage: String,
+    pub started_at_ms: i64,
+    pub ended_at_ms: i64,
+    pub provenance: Provenance,
+    pub revision: String,
+    /// The free observation, its repeated bytes kept apart as blobs.
+    pub free: FreeObservation,
+    pub paid: Option<PaidObservation>,
+    pub results: DerivedResults,
+}
+
+/// What a stored run's results are: derived again from its observation on read, and proven to be
+/// the published ones by their hash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DerivedResults {
+    /// The checks' version and the rubric they ran under (`ledger::stored::checks_version`).
+    pub checks: String,
+    /// One letter per result in rubric order: `p`ass, `f`ail, `n`a, `u`nmeasured.
+    pub outcomes: String,
+    /// SHA-256 of the results' RFC 8785 JSON (every result, receipts included).
+    pub sha256: String,
+    /// The results the observation alone does not give (H2 and H3 compare with earlier runs),
+    /// or that the checks derive otherwise, kept whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<CheckResult>,
+    /// `kept` is every result (the checks gave other ids or another order).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all_kept: bool,
+}
+
 /// The refund watch of an earlier run's paid call, when it ends (a job of its own).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RefundRecord {

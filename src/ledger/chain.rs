@@ -10,11 +10,17 @@ use ed25519_dalek::{Signature, Verifier as _, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::record::{Record, RecordKind};
+use super::record::{Record, RecordKind, RunSubject, StoredRecord};
 use crate::canonical::to_canonical_bytes;
+use crate::evidence::run::{RunRecord, StoredRun};
 
-/// The envelope format version written by this build.
-pub const ENVELOPE_VERSION: u32 = 1;
+/// The envelope format version written by this build: 2, runs stored with their results derived
+/// (`ledger::stored`).
+pub const ENVELOPE_VERSION: u32 = 2;
+
+/// The envelope version of format 1 ledgers (runs kept whole, results and receipts copied):
+/// read only by `ledger migrate` and the check of a ledger waiting for it.
+pub const ENVELOPE_VERSION_1: u32 = 1;
 
 /// What a checkpoint signs, before the seq and hash.
 pub const CHECKPOINT_DOMAIN: &str = "x402-probe.checkpoint/1";
@@ -22,14 +28,14 @@ pub const CHECKPOINT_DOMAIN: &str = "x402-probe.checkpoint/1";
 /// One entry as hashed: everything but its own hash.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Envelope {
+pub struct Envelope<R = Box<StoredRun>> {
     pub v: u32,
     pub seq: u64,
     pub at_ms: i64,
     pub subject: Option<String>,
     /// The previous entry's hash, hex.
     pub prev: String,
-    pub record: Record,
+    pub record: Record<R>,
 }
 
 /// An entry as stored: its columns and its canonical bytes.
@@ -45,8 +51,14 @@ pub struct StoredEntry {
 }
 
 impl StoredEntry {
-    /// The envelope, parsed back from the canonical bytes.
+    /// The envelope, parsed back from the canonical bytes (the stored form: a run's results
+    /// are read back through `ledger::stored::from_stored`).
     pub fn envelope(&self) -> Result<Envelope, serde_json::Error> {
+        serde_json::from_slice(&self.body)
+    }
+
+    /// The envelope of a format 1 entry (runs kept whole), for `ledger migrate`.
+    pub fn envelope_v1(&self) -> Result<Envelope<Box<RunRecord>>, serde_json::Error> {
         serde_json::from_slice(&self.body)
     }
 }
@@ -56,7 +68,7 @@ pub fn seal(
     seq: u64,
     at_ms: i64,
     prev: [u8; 32],
-    record: &Record,
+    record: &StoredRecord,
 ) -> Result<StoredEntry, serde_json::Error> {
     let envelope = EnvelopeRef {
         v: ENVELOPE_VERSION,
@@ -88,7 +100,7 @@ struct EnvelopeRef<'a> {
     at_ms: i64,
     subject: Option<&'a str>,
     prev: String,
-    record: &'a Record,
+    record: &'a StoredRecord,
 }
 
 /// The bytes a checkpoint signs.
@@ -165,6 +177,8 @@ pub struct Verifier {
     last_named: u64,
     /// The earliest and latest `at_ms` of the unsigned tail.
     tail_ms: Option<(i64, i64)>,
+    /// Reads a format 1 ledger (waiting for `ledger migrate`).
+    format_1: bool,
 }
 
 impl Verifier {
@@ -174,6 +188,15 @@ impl Verifier {
             wanted: checkpoints.iter().map(|c| (c.seq, None)).collect(),
             last_named: checkpoints.iter().map(|c| c.seq).max().unwrap_or(0),
             ..Verifier::default()
+        }
+    }
+
+    /// A verifier of a format 1 ledger (its entries' bytes are format 1 envelopes): what
+    /// `ledger migrate` checks before it reads one.
+    pub fn new_format_1(checkpoints: &[Checkpoint]) -> Verifier {
+        Verifier {
+            format_1: true,
+            ..Verifier::new(checkpoints)
         }
     }
 
@@ -207,10 +230,13 @@ impl Verifier {
                 hex::encode(row.hash)
             )));
         }
-        let envelope = if deep {
-            Some(check_columns(row).map_err(broken)?)
-        } else {
-            None
+        let envelope = match (deep, self.format_1) {
+            (false, _) => None,
+            (true, false) => Some(check_columns(row, ENVELOPE_VERSION).map_err(broken)?),
+            (true, true) => {
+                check_columns::<Box<RunRecord>>(row, ENVELOPE_VERSION_1).map_err(broken)?;
+                None
+            }
         };
         if let Some(slot) = self.wanted.get_mut(&row.seq) {
             *slot = Some(row.hash);
@@ -318,15 +344,24 @@ fn covered(summary: &VerifySummary, trusted: &Trusted) -> Result<(), Broken> {
 }
 
 /// The deep part of a row's check: canonical bytes of an entry whose envelope matches the columns.
-fn check_columns(row: &StoredEntry) -> Result<Envelope, String> {
+fn check_columns<R>(row: &StoredEntry, version: u32) -> Result<Envelope<R>, String>
+where
+    R: serde::de::DeserializeOwned + RunSubject,
+{
     let value: serde_json::Value =
         serde_json::from_slice(&row.body).map_err(|e| format!("its bytes are not JSON: {e}"))?;
     if to_canonical_bytes(&value) != row.body {
         return Err("its bytes are not canonical JSON".into());
     }
-    let envelope: Envelope =
+    if value.get("v").and_then(serde_json::Value::as_u64) != Some(u64::from(version)) {
+        return Err(format!(
+            "its bytes are not an entry of format {version} (v is {})",
+            value.get("v").unwrap_or(&serde_json::Value::Null)
+        ));
+    }
+    let envelope: Envelope<R> =
         serde_json::from_value(value).map_err(|e| format!("its bytes are not an entry: {e}"))?;
-    let same = envelope.v == ENVELOPE_VERSION
+    let same = envelope.v == version
         && envelope.seq == row.seq
         && envelope.at_ms == row.at_ms
         && envelope.prev == hex::encode(row.prev)

@@ -12,6 +12,8 @@
 //! - [`proof`]: a subject's entries with their inclusion proofs against one checkpoint, as handed
 //!   to its operator, and their offline verification (pure).
 //!
+//! - [`stored`]: the stored form of an entry (format 2): a run's results derived, not copied,
+//!   repeated bytes kept once as blobs; and the one way back every reader takes (pure).
 //! - [`tlog`]: the log's Merkle tree over the entries and its signed tree checkpoints: signing,
 //!   and checking them while a verifier walks the entries (pure).
 //!
@@ -24,4 +26,5 @@ pub mod merkle;
 pub mod note;
 pub mod proof;
 pub mod record;
+pub mod stored;
 pub mod tlog;

@@ -6,14 +6,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::evidence::free::PageSeen;
 use crate::evidence::http::Exchange;
-use crate::evidence::run::{RefundRecord, RunRecord};
+use crate::evidence::run::{RefundRecord, RunRecord, StoredRun};
 
-/// One ledger event.
+/// One ledger event. `R` is how a run is held: in memory (and in format 1 entries) the whole
+/// [`RunRecord`], results included; in the stored form of format 2 ([`StoredRecord`]) a
+/// [`StoredRun`], whose results are derived from its observation on read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Record {
+pub enum Record<R = Box<RunRecord>> {
     /// A probe run of one subject (free, and paid when one was made).
-    Run(Box<RunRecord>),
+    Run(R),
     /// The refund watch of an earlier run's paid call.
     Refund(Box<RefundRecord>),
     /// A discovery catalogue read.
@@ -84,7 +86,28 @@ impl RecordKind {
     }
 }
 
-impl Record {
+/// A record as format 2 stores it: a run keeps its observation and what its results derive to
+/// (`evidence::run::StoredRun`); every other kind is stored as it is held.
+pub type StoredRecord = Record<Box<StoredRun>>;
+
+/// What a run must say for the record's indexing columns, however it is held.
+pub trait RunSubject {
+    fn run_subject(&self) -> &str;
+}
+
+impl RunSubject for Box<RunRecord> {
+    fn run_subject(&self) -> &str {
+        &self.subject
+    }
+}
+
+impl RunSubject for Box<StoredRun> {
+    fn run_subject(&self) -> &str {
+        &self.subject
+    }
+}
+
+impl<R: RunSubject> Record<R> {
     pub fn kind(&self) -> RecordKind {
         match self {
             Record::Run(_) => RecordKind::Run,
@@ -103,7 +126,7 @@ impl Record {
     /// The subject this entry is about, when it is about one (an operator may read those).
     pub fn subject(&self) -> Option<&str> {
         match self {
-            Record::Run(r) => Some(&r.subject),
+            Record::Run(r) => Some(r.run_subject()),
             Record::Refund(r) => Some(&r.subject),
             Record::Revision(r) => Some(&r.subject),
             Record::Subject(r) => Some(&r.subject),
@@ -114,6 +137,25 @@ impl Record {
         }
     }
 
+    /// The same record with its run held another way (`f` converts it); every other kind is
+    /// moved as it is.
+    pub fn map_run<S, E>(self, f: impl FnOnce(R) -> Result<S, E>) -> Result<Record<S>, E> {
+        Ok(match self {
+            Record::Run(r) => Record::Run(f(r)?),
+            Record::Refund(r) => Record::Refund(r),
+            Record::Catalogue(r) => Record::Catalogue(r),
+            Record::Revision(r) => Record::Revision(r),
+            Record::Outage(r) => Record::Outage(r),
+            Record::Control(r) => Record::Control(r),
+            Record::Subject(r) => Record::Subject(r),
+            Record::Correction(r) => Record::Correction(r),
+            Record::Score(r) => Record::Score(r),
+            Record::Note(r) => Record::Note(r),
+        })
+    }
+}
+
+impl Record {
     /// Every HTTP exchange the record keeps (a run's free and paid ones, a refund watch's
     /// operator file): where bodies are kept apart as blobs and put back.
     pub(crate) fn exchanges_mut(&mut self) -> Vec<&mut Exchange> {
@@ -129,25 +171,6 @@ impl Record {
             Record::Refund(refund) => refund.refund.operator_exchange.iter_mut().collect(),
             _ => Vec::new(),
         }
-    }
-
-    /// The blobs the record names, by SHA-256 as written in it (hex): every body kept apart and
-    /// a score's value population. `ledger verify` checks each exists and hashes to its name.
-    pub(crate) fn blob_references(&mut self) -> Vec<String> {
-        let mut named = Vec::new();
-        for ex in self.exchanges_mut() {
-            for response in ex.responses_mut() {
-                if response.body_stored_apart {
-                    named.push(response.body_sha256.clone());
-                }
-            }
-        }
-        if let Record::Score(score) = self
-            && let Some(sha) = &score.population_sha256
-        {
-            named.push(sha.clone());
-        }
-        named
     }
 }
 

@@ -132,6 +132,7 @@ pub async fn probe_free(cfg: &FreeProbeConfig, url: &str, now: i64) -> FreeObser
         declared_assets: cfg.declared_assets.clone(),
         allow_private: cfg.fetch.allow_private,
         cut_short,
+        listing_sha256: None,
     }
 }
 

@@ -38,6 +38,19 @@ pub enum StoreError {
         found: String,
         expected: &'static str,
     },
+    /// A ledger of the format before this build's (format 1: runs kept whole): never read as
+    /// format 2; `ledger migrate` rewrites it.
+    #[error(
+        "store {path} is a ledger of format {found:?}, which this build does not read: stop the \
+         daemon and run `x402-probe ledger migrate --state {state_dir}` (it verifies the ledger, \
+         writes it in format {expected:?} beside it and verifies that)"
+    )]
+    NeedsMigration {
+        path: String,
+        state_dir: String,
+        found: String,
+        expected: &'static str,
+    },
     #[error("signing a checkpoint: {0}")]
     Sign(String),
     #[error(transparent)]
@@ -157,6 +170,16 @@ pub struct NewEntry {
     pub at_ms: i64,
     pub record: Record,
     pub index: Option<IndexFn>,
+    /// The record's stored form, made by the caller ([`NewEntry::prepared`]) so that a run's
+    /// results are compared with what they derive to outside the writer (`None`: the store makes
+    /// it while appending).
+    pub prepared: Option<Prepared>,
+}
+
+/// A record's stored form and the blobs it keeps apart (`ledger::stored::to_stored`).
+pub struct Prepared {
+    pub stored: crate::ledger::record::StoredRecord,
+    pub blobs: Vec<crate::ledger::stored::NewBlob>,
 }
 
 impl NewEntry {
@@ -165,6 +188,26 @@ impl NewEntry {
             at_ms,
             record,
             index: None,
+            prepared: None,
+        }
+    }
+
+    /// An entry whose stored form is made now, on the caller's thread, under `rubric` (the one
+    /// the run's checks ran under): a run's results derived again and compared there, not in the
+    /// writer's transaction.
+    pub fn prepared(
+        at_ms: i64,
+        record: Record,
+        rubric: &crate::rubric::Rubric,
+        index: Option<IndexFn>,
+    ) -> NewEntry {
+        let mut blobs = Vec::new();
+        let stored = crate::ledger::stored::to_stored(record.clone(), rubric, &mut blobs);
+        NewEntry {
+            at_ms,
+            record,
+            index,
+            prepared: Some(Prepared { stored, blobs }),
         }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::ThreadId;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{
@@ -20,18 +21,29 @@ use crate::ledger::chain::{
 use crate::ledger::key::ReporterKey;
 use crate::ledger::merkle::{self, Hash, PerfectNodes, leaf_hash, node_hash};
 use crate::ledger::proof::{self, InclusionBundle};
-use crate::ledger::record::{Record, RecordKind};
+use crate::ledger::record::{Record, RecordKind, StoredRecord};
+use crate::ledger::stored::{self, NewBlob};
 use crate::ledger::tlog::{self, TreeNote, TreeWalk};
+use crate::rubric::Rubric;
 use crate::state_dir::{open_state_dir, private_store_file};
 
-/// The schema this build reads and writes.
-pub const SCHEMA_ID: &str = "x402-probe.ledger/1";
+/// The schema this build reads and writes: format 2, runs stored with their results derived and
+/// repeated bytes kept once, compressed (`ledger::stored`).
+pub const SCHEMA_ID: &str = "x402-probe.ledger/2";
+/// Format 1: runs kept whole, results and receipts copied. Read only by `ledger migrate` and
+/// `ledger verify` (which says it waits for the migration).
+pub const SCHEMA_ID_1: &str = "x402-probe.ledger/1";
 /// The schema file, embedded and applied on every open.
 pub const SCHEMA_SQL: &str = include_str!("../../state/ledger.sql");
 /// The store's file name in the state directory.
 pub const STORE_FILE: &str = "ledger.sqlite";
 /// Bodies at least this long are kept once, apart, addressed by their SHA-256.
-pub const BLOB_MIN_BYTES: usize = 256;
+pub const BLOB_MIN_BYTES: usize = stored::BODY_APART_MIN_BYTES;
+/// The zstd level blobs are compressed at (fast to write; the bytes repeat little within a blob).
+const BLOB_ZSTD_LEVEL: i32 = 3;
+/// How a blob's bytes are kept (`blob.codec`).
+const CODEC_RAW: i64 = 0;
+const CODEC_ZSTD: i64 = 1;
 
 /// Read connections a store opened for writing keeps (WAL: readers never wait for the writer,
 /// nor for another process holding the write lock).
@@ -44,6 +56,10 @@ pub struct SqliteStore {
     writer: Option<Arc<Mutex<Connection>>>,
     readers: Arc<Readers>,
     path: PathBuf,
+    /// The rubrics a run's results may have been derived under: the writer's first (the one new
+    /// runs are stored under), the embedded default always among them.
+    /// Shared with the store's read-only handles ([`SqliteStore::reader`]).
+    rubrics: Arc<std::sync::RwLock<Vec<Rubric>>>,
 }
 
 /// The pool of read connections. A read takes any free one; a read transaction held across
@@ -169,6 +185,12 @@ impl SqliteStore {
             .map_err(sql("enabling WAL"))?;
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(sql("setting synchronous"))?;
+        // Another format's file is refused before anything of ours is written into it.
+        if let Some(found) = stored_format(&conn).map_err(sql("reading the schema id"))?
+            && found != SCHEMA_ID
+        {
+            return Err(format_error(path, found));
+        }
         conn.execute_batch(SCHEMA_SQL)
             .map_err(sql("applying the schema"))?;
         let found: Option<String> = conn
@@ -186,13 +208,7 @@ impl SqliteStore {
                 .map_err(sql("writing the schema id"))?;
             }
             Some(id) if id == SCHEMA_ID => {}
-            Some(found) => {
-                return Err(StoreError::Schema {
-                    path: shown,
-                    found,
-                    expected: SCHEMA_ID,
-                });
-            }
+            Some(found) => return Err(format_error(path, found)),
         }
         build_missing_tree(&conn).map_err(sql("building the Merkle tree of older entries"))?;
         // The WAL and shared-memory files SQLite made: private too.
@@ -210,7 +226,43 @@ impl SqliteStore {
             writer: Some(Arc::new(Mutex::new(conn))),
             readers: Arc::new(Readers::new(readers)),
             path: path.to_path_buf(),
-        })
+            rubrics: Default::default(),
+        }
+        .with_default_rubric())
+    }
+
+    /// A store reading through `conn` alone (a read-only open, or the old ledger a migration
+    /// reads): it holds no write connection.
+    fn with_connection(conn: Connection, path: &Path) -> SqliteStore {
+        SqliteStore {
+            writer: None,
+            readers: Arc::new(Readers::new(vec![conn])),
+            path: path.to_path_buf(),
+            rubrics: Default::default(),
+        }
+        .with_default_rubric()
+    }
+
+    /// Its rubrics start with the embedded default.
+    fn with_default_rubric(self) -> SqliteStore {
+        self.use_rubric(&Rubric::embedded_default());
+        self
+    }
+
+    /// Stores new runs under `rubric` (their results derived under it) and reads runs derived
+    /// under it, besides the embedded default and any given before.
+    pub fn use_rubric(&self, rubric: &Rubric) {
+        let mut rubrics = self.rubrics.write().unwrap_or_else(|p| p.into_inner());
+        rubrics.retain(|r| r.sha256() != rubric.sha256());
+        rubrics.insert(0, rubric.clone());
+    }
+
+    /// Reads runs derived under `rubric` too (stores nothing new under it).
+    pub fn also_read_rubric(&self, rubric: &Rubric) {
+        let mut rubrics = self.rubrics.write().unwrap_or_else(|p| p.into_inner());
+        if !rubrics.iter().any(|r| r.sha256() == rubric.sha256()) {
+            rubrics.push(rubric.clone());
+        }
     }
 
     /// A handle on the same file that only reads, through this store's pool of read
@@ -221,6 +273,7 @@ impl SqliteStore {
             writer: None,
             readers: self.readers.clone(),
             path: self.path.clone(),
+            rubrics: self.rubrics.clone(),
         }
     }
 
@@ -275,17 +328,9 @@ impl SqliteStore {
             .optional()
             .map_err(sql("reading the schema id"))?;
         if found.as_deref() != Some(SCHEMA_ID) {
-            return Err(StoreError::Schema {
-                path: shown,
-                found: found.unwrap_or_default(),
-                expected: SCHEMA_ID,
-            });
+            return Err(format_error(path, found.unwrap_or_default()));
         }
-        Ok(SqliteStore {
-            writer: None,
-            readers: Arc::new(Readers::new(vec![conn])),
-            path: path.to_path_buf(),
-        })
+        Ok(SqliteStore::with_connection(conn, path))
     }
 
     pub fn path(&self) -> &Path {
@@ -358,10 +403,103 @@ impl SqliteStore {
                 Ok(ReadEntry {
                     seq: seq as u64,
                     at_ms,
-                    record: envelope.record,
+                    record: self.read_back(seq as u64, envelope.record)?,
                 })
             })
             .collect()
+    }
+
+    /// A stored record as every reader sees it (`ledger::stored::from_stored`: blobs put back, a
+    /// run's results derived and checked against its hash). An entry that does not read back is
+    /// named.
+    pub(crate) fn read_back(&self, seq: u64, record: StoredRecord) -> Result<Record, StoreError> {
+        let rubrics = self.rubrics.read().unwrap_or_else(|p| p.into_inner());
+        let mut failed = None;
+        let read = stored::from_stored(record, &rubrics, &mut |sha| match self.blob(sha) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                failed = Some(e);
+                None
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        read.map_err(|e| {
+            StoreError::Broken(Broken {
+                seq,
+                why: e.to_string(),
+            })
+        })
+    }
+
+    /// The stored form of a record to append, its blobs added to `blobs`.
+    fn to_stored(&self, record: Record, blobs: &mut Vec<NewBlob>) -> StoredRecord {
+        let rubrics = self.rubrics.read().unwrap_or_else(|p| p.into_inner());
+        stored::to_stored(record, &rubrics[0], blobs)
+    }
+}
+
+/// The schema id a file records, when it has a `meta` table (`None`: a new file).
+fn stored_format(conn: &Connection) -> rusqlite::Result<Option<String>> {
+    let has_meta: i64 = conn.query_row(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
+        [],
+        |r| r.get(0),
+    )?;
+    if has_meta == 0 {
+        return Ok(None);
+    }
+    conn.query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
+        r.get(0)
+    })
+    .optional()
+}
+
+/// A file of another format: format 1 waits for `ledger migrate`; anything else is refused.
+fn format_error(path: &Path, found: String) -> StoreError {
+    if found == SCHEMA_ID_1 {
+        StoreError::NeedsMigration {
+            path: path.display().to_string(),
+            state_dir: path
+                .parent()
+                .map_or_else(|| ".".into(), |d| d.display().to_string()),
+            found,
+            expected: SCHEMA_ID,
+        }
+    } else {
+        StoreError::Schema {
+            path: path.display().to_string(),
+            found,
+            expected: SCHEMA_ID,
+        }
+    }
+}
+
+const INSERT_BLOB: &str = "INSERT OR IGNORE INTO blob (sha256, codec, bytes) VALUES (?1, ?2, ?3)";
+
+/// Keeps a blob once (compressed when that is smaller), through a prepared statement.
+fn keep_blob(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    hash: &[u8; 32],
+    bytes: &[u8],
+) -> rusqlite::Result<()> {
+    let compressed = zstd::bulk::compress(bytes, BLOB_ZSTD_LEVEL).ok();
+    let (codec, kept) = match &compressed {
+        Some(c) if c.len() < bytes.len() => (CODEC_ZSTD, c.as_slice()),
+        _ => (CODEC_RAW, bytes),
+    };
+    stmt.execute(params![hash.as_slice(), codec, kept])?;
+    Ok(())
+}
+
+/// A blob's bytes as kept, uncompressed (`None`: an unknown codec, or zstd that does not
+/// decompress, within `max` bytes).
+fn blob_bytes(codec: i64, kept: Vec<u8>) -> Option<Vec<u8>> {
+    match codec {
+        CODEC_RAW => Some(kept),
+        CODEC_ZSTD => zstd::stream::decode_all(kept.as_slice()).ok(),
+        _ => None,
     }
 }
 
@@ -371,20 +509,6 @@ fn kinds_clause(kinds: &[RecordKind]) -> String {
     }
     let list: Vec<String> = kinds.iter().map(|k| format!("'{}'", k.as_str())).collect();
     format!(" AND kind IN ({})", list.join(","))
-}
-
-/// Moves every body of at least [`BLOB_MIN_BYTES`] out of a record's exchanges into `blobs`.
-fn take_bodies(record: &mut Record, blobs: &mut Vec<([u8; 32], Vec<u8>)>) {
-    for ex in record.exchanges_mut() {
-        for response in ex.responses_mut() {
-            if response.body.len() >= BLOB_MIN_BYTES && !response.body_stored_apart {
-                let body = std::mem::take(&mut response.body);
-                let hash: [u8; 32] = Sha256::digest(&body).into();
-                blobs.push((hash, body));
-                response.body_stored_apart = true;
-            }
-        }
-    }
 }
 
 fn hash32(bytes: &[u8], what: &str, seq: i64) -> Result<[u8; 32], String> {
@@ -409,7 +533,10 @@ impl Store for SqliteStore {
                 )
                 .map_err(self.sql("preparing an append"))?;
             let mut insert_blob = tx
-                .prepare_cached("INSERT OR IGNORE INTO blob (sha256, bytes) VALUES (?1, ?2)")
+                .prepare_cached(INSERT_BLOB)
+                .map_err(self.sql("preparing a blob"))?;
+            let mut blob_known = tx
+                .prepare_cached("SELECT 1 FROM blob WHERE sha256 = ?1")
                 .map_err(self.sql("preparing a blob"))?;
             let mut insert_history = tx
                 .prepare_cached(
@@ -424,15 +551,27 @@ impl Store for SqliteStore {
             let mut blobs = Vec::new();
             for NewEntry {
                 at_ms,
-                mut record,
+                record,
                 index,
+                prepared,
             } in entries
             {
-                take_bodies(&mut record, &mut blobs);
+                let record = match prepared {
+                    Some(p) => {
+                        blobs = p.blobs;
+                        p.stored
+                    }
+                    None => self.to_stored(record, &mut blobs),
+                };
                 for (hash, bytes) in blobs.drain(..) {
-                    insert_blob
-                        .execute(params![hash.as_slice(), bytes])
-                        .map_err(self.sql("writing a blob"))?;
+                    // A blob kept before costs one lookup, not a compression.
+                    let known = blob_known
+                        .exists([hash.as_slice()])
+                        .map_err(self.sql("reading a blob"))?;
+                    if !known {
+                        keep_blob(&mut insert_blob, &hash, &bytes)
+                            .map_err(self.sql("writing a blob"))?;
+                    }
                 }
                 seq += 1;
                 let stored = seal(seq, at_ms, prev, &record)
@@ -663,24 +802,32 @@ impl Store for SqliteStore {
 
     fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError> {
         let hash: [u8; 32] = Sha256::digest(bytes).into();
-        self.writer()?
-            .execute(
-                "INSERT OR IGNORE INTO blob (sha256, bytes) VALUES (?1, ?2)",
-                params![hash.as_slice(), bytes],
-            )
+        let conn = self.writer()?;
+        let mut stmt = conn
+            .prepare_cached(INSERT_BLOB)
             .map_err(self.sql("writing a blob"))?;
+        keep_blob(&mut stmt, &hash, bytes).map_err(self.sql("writing a blob"))?;
         Ok(hex::encode(hash))
     }
 
     fn blob(&self, sha256: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.conn()
-            .query_row(
-                "SELECT bytes FROM blob WHERE sha256 = ?1",
-                [sha256.as_slice()],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(self.sql("reading a blob"))
+        let kept: Option<(i64, Vec<u8>)> = self
+            .conn()
+            .prepare_cached("SELECT codec, bytes FROM blob WHERE sha256 = ?1")
+            .and_then(|mut stmt| {
+                stmt.query_row([sha256.as_slice()], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+            })
+            .map_err(self.sql("reading a blob"))?;
+        let Some((codec, kept)) = kept else {
+            return Ok(None);
+        };
+        blob_bytes(codec, kept).map(Some).ok_or_else(|| {
+            self.corrupt(format!(
+                "blob {} does not decompress (codec {codec})",
+                hex::encode(sha256)
+            ))
+        })
     }
 
     fn restore_bodies(&self, record: &mut Record) -> Result<(), StoreError> {
@@ -904,6 +1051,7 @@ impl Store for SqliteStore {
         self.verify_stored_blobs()?;
         if deep {
             summary.blobs_referenced = self.verify_named_blobs(&named)?;
+            self.verify_derived(&named)?;
             summary.score_rows = self.verify_score_rows(&named)?;
         }
         Ok(summary)
@@ -1264,11 +1412,16 @@ struct Named {
     /// Each blob, with the first entry naming it.
     blobs: std::collections::BTreeMap<[u8; 32], u64>,
     newest_score: std::collections::BTreeMap<String, u64>,
+    /// The entries read back through their blobs and derived results (runs, refund watches).
+    derived: Vec<u64>,
 }
 
 impl Named {
-    fn note(&mut self, seq: u64, mut record: Record) -> Result<(), Broken> {
-        for sha in record.blob_references() {
+    fn note(&mut self, seq: u64, mut record: StoredRecord) -> Result<(), Broken> {
+        if matches!(record, Record::Run(_) | Record::Refund(_)) {
+            self.derived.push(seq);
+        }
+        for sha in stored::blob_references(&mut record) {
             let key: [u8; 32] = hex::decode(&sha)
                 .ok()
                 .and_then(|b| b.try_into().ok())
@@ -1472,15 +1625,32 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// Every run and refund watch reads back: its blobs put back and, for a run, its results
+    /// derived again and hashing to what it stored (`ledger::stored`). Pages of entries at a time.
+    fn verify_derived(&self, named: &Named) -> Result<(), StoreError> {
+        for page in named.derived.chunks(SCORE_ROWS_PAGE as usize) {
+            // Each entry is read through the one way back every reader takes; a failure names it.
+            self.entries_at(page)?;
+        }
+        Ok(())
+    }
+
     fn verify_stored_blobs(&self) -> Result<(), StoreError> {
         let conn = self.conn();
         let mut stmt = conn
-            .prepare("SELECT sha256, bytes FROM blob")
+            .prepare("SELECT sha256, codec, bytes FROM blob")
             .map_err(self.sql("reading blobs"))?;
         let mut rows = stmt.query([]).map_err(self.sql("reading blobs"))?;
         while let Some(r) = rows.next().map_err(self.sql("reading blobs"))? {
             let key: Vec<u8> = r.get(0).map_err(self.sql("reading blobs"))?;
-            let bytes: Vec<u8> = r.get(1).map_err(self.sql("reading blobs"))?;
+            let codec: i64 = r.get(1).map_err(self.sql("reading blobs"))?;
+            let kept: Vec<u8> = r.get(2).map_err(self.sql("reading blobs"))?;
+            let Some(bytes) = blob_bytes(codec, kept) else {
+                return Err(self.corrupt(format!(
+                    "blob {} does not decompress (codec {codec})",
+                    hex::encode(&key)
+                )));
+            };
             let digest: [u8; 32] = Sha256::digest(&bytes).into();
             if digest[..] != key[..] {
                 return Err(self.corrupt(format!(
@@ -1579,6 +1749,466 @@ impl SqliteStore {
             }
         }
         Ok(checked)
+    }
+}
+
+/// The file a migration writes beside the ledger before it takes the ledger's name.
+pub const MIGRATING_FILE: &str = "ledger.sqlite.migrating";
+/// Where a migration keeps the format 1 ledger it replaced (a hard link: no copy).
+pub const FORMAT_1_KEPT_FILE: &str = "ledger-format-1.sqlite";
+/// The working state a migration copies as it is (the same seqs name the same entries).
+const WORKING_STATE: [(&str, &str); 5] = [
+    ("history", "subject, seq, idx, entry"),
+    ("declared", "subject, seq, at_ms, body"),
+    (
+        "subject",
+        "url, category, source, state, added_ms, next_free_ms, next_paid_ms, failures, \
+         last_run_ms, last_paid_ms, revision",
+    ),
+    ("score", "subject, day, as_of_ms, seq, document"),
+    (
+        "webhook_outbox",
+        "id, event_id, webhook, kind, created_ms, body, state, attempts, next_attempt_ms, \
+         last_error, done_ms",
+    ),
+];
+/// Entries read and appended per transaction of a migration.
+const MIGRATE_PAGE: i64 = 512;
+
+/// What a format 1 ledger was when it was migrated, recorded in the new ledger's `meta` table
+/// (`migrated_from`) so that its continuity with the old ledger's signatures can be checked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MigratedFrom {
+    /// The old ledger's schema id.
+    pub format: String,
+    pub head_seq: u64,
+    /// The old head's hash (hex).
+    pub head_hash: String,
+    /// The old ledger's last signed checkpoint: `seq`, `hash`, `at_ms`, `public_key` and
+    /// `signature` (hex), as its chain verifier checked it.
+    pub checkpoint: Option<MigratedCheckpoint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MigratedCheckpoint {
+    pub seq: u64,
+    pub hash: String,
+    pub at_ms: i64,
+    pub public_key: String,
+    pub signature: String,
+}
+
+/// What `ledger migrate` did.
+#[derive(Debug, Clone)]
+pub struct Migration {
+    pub from: MigratedFrom,
+    /// The old ledger's verification, before.
+    pub before: VerifySummary,
+    /// The new ledger's verification (deep, against the reporter key), after.
+    pub after: VerifySummary,
+    /// The old file's size and the new one's.
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    /// Where the old ledger is kept.
+    pub kept: PathBuf,
+}
+
+/// Why a migration did not happen (the ledger is then as it was).
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    #[error("{0} is already a ledger of format {SCHEMA_ID}: nothing to migrate")]
+    AlreadyCurrent(String),
+    #[error("{path} has schema {found:?}: only {SCHEMA_ID_1} ledgers are migrated")]
+    UnknownFormat { path: String, found: String },
+    #[error(
+        "{0} is in use (is the daemon running? stop it first): the migration needs the ledger alone"
+    )]
+    InUse(String),
+    #[error("the ledger does not verify before the migration (nothing changed): {0}")]
+    BrokenBefore(StoreError),
+    #[error("the migrated ledger does not verify (the old one is left in place): {0}")]
+    BrokenAfter(StoreError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{context} {path}: {source}")]
+    Io {
+        context: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io_error(context: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> MigrateError {
+    let path = path.display().to_string();
+    move |source| MigrateError::Io {
+        context,
+        path,
+        source,
+    }
+}
+
+/// Migrates the format 1 ledger of `state_dir` to format 2: verifies it, writes every entry in
+/// the stored form of format 2 (same seqs, new hashes) to [`MIGRATING_FILE`] beside it, signing
+/// a checkpoint with `key` at every seq the old ledger had one (at its time), copies the working
+/// state (history, declarations, subjects, scores, the webhook outbox), records what it was
+/// migrated from, verifies the new file against `key`, then makes it the ledger by an atomic
+/// rename (the old one kept as [`FORMAT_1_KEPT_FILE`]). Killed at any point, the state directory
+/// holds the old ledger or the new one, each whole.
+pub fn migrate_format_1(
+    state_dir: &Path,
+    key: &ReporterKey,
+    rubrics: &[Rubric],
+) -> Result<Migration, MigrateError> {
+    let path = state_dir.join(STORE_FILE);
+    let shown = path.display().to_string();
+    let sql = |context: &'static str| {
+        let shown = shown.clone();
+        move |source| {
+            MigrateError::Store(StoreError::Sqlite {
+                path: shown.clone(),
+                context,
+                source,
+            })
+        }
+    };
+    // The old ledger, ours alone for the whole migration (a daemon writing meanwhile would write
+    // entries the new file does not have).
+    let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
+        .map_err(sql("opening"))?;
+    conn.busy_timeout(std::time::Duration::from_secs(2))
+        .map_err(sql("setting the busy timeout"))?;
+    match stored_format(&conn).map_err(sql("reading the schema id"))? {
+        Some(f) if f == SCHEMA_ID_1 => {}
+        Some(f) if f == SCHEMA_ID => return Err(MigrateError::AlreadyCurrent(shown)),
+        found => {
+            return Err(MigrateError::UnknownFormat {
+                path: shown,
+                found: found.unwrap_or_default(),
+            });
+        }
+    }
+    conn.pragma_update(None, "locking_mode", "EXCLUSIVE")
+        .map_err(sql("locking"))?;
+    if conn.execute_batch("BEGIN EXCLUSIVE; COMMIT;").is_err() {
+        return Err(MigrateError::InUse(shown));
+    }
+    // Everything in the main file, so that the old ledger is one file (kept by a link below).
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .map_err(sql("checkpointing the WAL"))?;
+    let old = SqliteStore::with_connection(conn, &path);
+    let before = old.verify_format_1().map_err(MigrateError::BrokenBefore)?;
+    let old_checkpoints = old.checkpoints()?;
+    let from = MigratedFrom {
+        format: SCHEMA_ID_1.to_string(),
+        head_seq: before.head_seq,
+        head_hash: before.head_hash.clone(),
+        checkpoint: old_checkpoints.last().map(|c| MigratedCheckpoint {
+            seq: c.seq,
+            hash: hex::encode(c.hash),
+            at_ms: c.at_ms,
+            public_key: hex::encode(c.public_key),
+            signature: hex::encode(c.signature),
+        }),
+    };
+
+    // The new ledger, beside; a file a killed migration left is not trusted.
+    let new_path = state_dir.join(MIGRATING_FILE);
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let side = PathBuf::from(format!("{}{suffix}", new_path.display()));
+        match std::fs::remove_file(&side) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error("removing", &side)(e)),
+        }
+    }
+    private_store_file(&new_path).map_err(StoreError::from)?;
+    let new = SqliteStore::open_file(&new_path)?;
+    if let Some((first, rest)) = rubrics.split_first() {
+        new.use_rubric(first);
+        for r in rest {
+            new.also_read_rubric(r);
+        }
+    }
+    old.copy_blobs_format_1(&new)?;
+    let mut signed_at = old_checkpoints.iter().peekable();
+    let mut after = 0i64;
+    let mut last_at_ms = 0;
+    loop {
+        let page = old.rows_format_1(after, MIGRATE_PAGE)?;
+        let Some((last, _, _)) = page.last() else {
+            break;
+        };
+        after = *last;
+        let mut batch = Vec::with_capacity(page.len());
+        for (seq, at_ms, body) in page {
+            let envelope: crate::ledger::chain::Envelope<Box<crate::evidence::run::RunRecord>> =
+                serde_json::from_slice(&body).map_err(|e| {
+                    old.corrupt(format!("entry {seq} is not a format 1 entry: {e}"))
+                })?;
+            let mut record = envelope.record;
+            old.restore_bodies_format_1(&mut record)?;
+            batch.push(NewEntry::plain(at_ms, record));
+            last_at_ms = at_ms;
+            // A checkpoint where the old ledger had one, at its time.
+            if let Some(c) = signed_at.next_if(|c| c.seq == seq as u64) {
+                new.append(std::mem::take(&mut batch))?;
+                new.checkpoint(key, c.at_ms)?;
+            }
+        }
+        new.append(batch)?;
+    }
+    new.checkpoint(key, last_at_ms)?;
+    new.finish_migration(&old, &from)?;
+    drop(new);
+    let file = std::fs::File::open(&new_path).map_err(io_error("opening", &new_path))?;
+    file.sync_all().map_err(io_error("syncing", &new_path))?;
+    drop(file);
+
+    // Verified before it takes the ledger's name.
+    let checked = SqliteStore::open_read_only(&new_path).map_err(MigrateError::BrokenAfter)?;
+    for r in rubrics {
+        checked.also_read_rubric(r);
+    }
+    let trusted = Trusted {
+        public_key: key.public_key(),
+        max_unsigned_ms: 0,
+    };
+    let after_summary = checked
+        .verify(Some(&trusted), true)
+        .map_err(MigrateError::BrokenAfter)?;
+    drop(checked);
+    // The read's WAL files (empty: the writer folded its WAL into the file) go with it.
+    for suffix in ["-wal", "-shm"] {
+        let side = PathBuf::from(format!("{}{suffix}", new_path.display()));
+        let _ = std::fs::remove_file(&side);
+    }
+    if after_summary.head_seq != before.head_seq {
+        return Err(MigrateError::BrokenAfter(old.corrupt(format!(
+            "the migrated ledger has {} entries, the old one {}",
+            after_summary.head_seq, before.head_seq
+        ))));
+    }
+    let bytes_before = std::fs::metadata(&path).map_or(0, |m| m.len());
+    let bytes_after = std::fs::metadata(&new_path).map_or(0, |m| m.len());
+    drop(old);
+
+    let kept = state_dir.join(FORMAT_1_KEPT_FILE);
+    match std::fs::remove_file(&kept) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_error("removing", &kept)(e)),
+    }
+    std::fs::hard_link(&path, &kept).map_err(io_error("keeping the old ledger as", &kept))?;
+    // The old ledger's WAL files, emptied by the checkpoint above, must not meet the new file.
+    for suffix in ["-wal", "-shm"] {
+        let side = PathBuf::from(format!("{}{suffix}", path.display()));
+        match std::fs::remove_file(&side) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error("removing", &side)(e)),
+        }
+    }
+    std::fs::rename(&new_path, &path)
+        .map_err(io_error("renaming the migrated ledger to", &path))?;
+    std::fs::File::open(state_dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_error("syncing", state_dir))?;
+    Ok(Migration {
+        from,
+        before,
+        after: after_summary,
+        bytes_before,
+        bytes_after,
+        kept,
+    })
+}
+
+impl SqliteStore {
+    /// Verifies a format 1 ledger (what `ledger migrate` checks first, and what `ledger verify`
+    /// says of one waiting for it): every entry's hash and link, its columns against its bytes
+    /// (a format 1 envelope), every checkpoint and tree checkpoint, every blob against its name.
+    pub fn verify_format_1(&self) -> Result<VerifySummary, StoreError> {
+        let checkpoints = self.checkpoints()?;
+        let notes = self.tree_notes()?;
+        let mut verifier = Verifier::new_format_1(&checkpoints);
+        let mut walk = TreeWalk::new(&notes);
+        self.scan(0, &mut |row| {
+            walk.feed(&row.body);
+            verifier.feed(&row, true)?;
+            Ok(())
+        })?;
+        let mut summary = verifier.finish(&checkpoints, None)?;
+        summary.tree_root = hex::encode(walk.root());
+        if !notes.is_empty() {
+            let key = checkpoints.first().map(|c| c.public_key);
+            summary.tree_signed_through = walk.finish(&notes, key.as_ref())?;
+            summary.tree_checkpoints = notes.len() as u64;
+        }
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare("SELECT sha256, bytes FROM blob")
+            .map_err(self.sql("reading blobs"))?;
+        let mut rows = stmt.query([]).map_err(self.sql("reading blobs"))?;
+        while let Some(r) = rows.next().map_err(self.sql("reading blobs"))? {
+            let key: Vec<u8> = r.get(0).map_err(self.sql("reading blobs"))?;
+            let bytes = r
+                .get_ref(1)
+                .and_then(|v| v.as_blob().map_err(Into::into))
+                .map_err(self.sql("reading blobs"))?;
+            let digest: [u8; 32] = Sha256::digest(bytes).into();
+            if digest[..] != key[..] {
+                return Err(self.corrupt(format!(
+                    "blob {} does not hash to its address",
+                    hex::encode(&key)
+                )));
+            }
+        }
+        Ok(summary)
+    }
+
+    /// Opens a format 1 ledger read-only, to verify it (`ledger verify` of a ledger waiting for
+    /// `ledger migrate`).
+    pub fn open_format_1(path: &Path) -> Result<SqliteStore, StoreError> {
+        let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|source| StoreError::Sqlite {
+                path: path.display().to_string(),
+                context: "opening read-only",
+                source,
+            })?;
+        let store = SqliteStore::with_connection(conn, path);
+        match stored_format(&store.conn()).map_err(store.sql("reading the schema id"))? {
+            Some(f) if f == SCHEMA_ID_1 => {}
+            found => return Err(format_error(path, found.unwrap_or_default())),
+        }
+        Ok(store)
+    }
+
+    /// A format 1 ledger's rows after `after`: seq, time and bytes.
+    fn rows_format_1(
+        &self,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, i64, Vec<u8>)>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT seq, at_ms, body FROM entry WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            )
+            .map_err(self.sql("reading entries"))?;
+        stmt.query_map(params![after, limit], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .map_err(self.sql("reading entries"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(self.sql("reading entries"))
+    }
+
+    /// Puts the bodies a format 1 entry kept apart back (its blobs are kept as they are).
+    fn restore_bodies_format_1(&self, record: &mut Record) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT bytes FROM blob WHERE sha256 = ?1")
+            .map_err(self.sql("reading a blob"))?;
+        for ex in record.exchanges_mut() {
+            for response in ex.responses_mut() {
+                if !response.body_stored_apart {
+                    continue;
+                }
+                let key = hex::decode(&response.body_sha256).unwrap_or_default();
+                let bytes: Option<Vec<u8>> = stmt
+                    .query_row([key], |r| r.get(0))
+                    .optional()
+                    .map_err(self.sql("reading a blob"))?;
+                let Some(bytes) = bytes else {
+                    return Err(self.corrupt(format!("blob {} is missing", response.body_sha256)));
+                };
+                response.body = bytes;
+                response.body_stored_apart = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every blob of a format 1 ledger into `new` (a score's value population is one; bodies
+    /// come again with their runs and are kept once).
+    fn copy_blobs_format_1(&self, new: &SqliteStore) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare("SELECT bytes FROM blob")
+            .map_err(self.sql("reading blobs"))?;
+        let mut rows = stmt.query([]).map_err(self.sql("reading blobs"))?;
+        while let Some(r) = rows.next().map_err(self.sql("reading blobs"))? {
+            let bytes = r
+                .get_ref(0)
+                .and_then(|v| v.as_blob().map_err(Into::into))
+                .map_err(self.sql("reading blobs"))?;
+            new.put_blob(bytes)?;
+        }
+        Ok(())
+    }
+
+    /// The last step of writing a migrated ledger: the working state copied from the old file
+    /// (the same seqs name the same entries), what it was migrated from, and the WAL folded into
+    /// the file.
+    fn finish_migration(&self, old: &SqliteStore, from: &MigratedFrom) -> Result<(), StoreError> {
+        let old_conn = old.conn();
+        let mut conn = self.writer()?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(self.sql("copying the working state"))?;
+        for (table, columns) in WORKING_STATE {
+            let mut read = old_conn
+                .prepare(&format!("SELECT {columns} FROM {table}"))
+                .map_err(old.sql("reading the working state"))?;
+            let width = read.column_count();
+            let places = vec!["?"; width].join(", ");
+            let mut write = tx
+                .prepare(&format!(
+                    "INSERT INTO {table} ({columns}) VALUES ({places})"
+                ))
+                .map_err(self.sql("copying the working state"))?;
+            let mut rows = read
+                .query([])
+                .map_err(old.sql("reading the working state"))?;
+            while let Some(r) = rows.next().map_err(old.sql("reading the working state"))? {
+                let values = (0..width)
+                    .map(|i| r.get::<_, rusqlite::types::Value>(i))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(old.sql("reading the working state"))?;
+                write
+                    .execute(rusqlite::params_from_iter(values))
+                    .map_err(self.sql("copying the working state"))?;
+            }
+        }
+        tx.commit().map_err(self.sql("copying the working state"))?;
+        let from = serde_json::to_string(from).unwrap_or_default();
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('migrated_from', ?1)",
+            [from],
+        )
+        .map_err(self.sql("recording the migration"))?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(self.sql("checkpointing the WAL"))?;
+        Ok(())
+    }
+
+    /// What this ledger was migrated from, when it was (`meta.migrated_from`).
+    pub fn migrated_from(&self) -> Result<Option<MigratedFrom>, StoreError> {
+        let text: Option<String> = self
+            .conn()
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'migrated_from'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(self.sql("reading the migration's record"))?;
+        text.map(|t| {
+            serde_json::from_str(&t)
+                .map_err(|e| self.corrupt(format!("meta.migrated_from does not parse: {e}")))
+        })
+        .transpose()
     }
 }
 

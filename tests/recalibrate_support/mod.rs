@@ -203,6 +203,7 @@ pub fn score_subject(store: &SqliteStore, rubric: &Rubric, id: &str, i: u32, day
                 score: Some(ScoreRow { seq, ..row }),
                 ..Index::default()
             })),
+            prepared: None,
         });
     }
     store.append(entries).expect("appends");

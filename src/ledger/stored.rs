@@ -1,0 +1,457 @@
+//! The stored form of an entry (ledger format 2), pure: what a record becomes on its way into the
+//! ledger, and the one way back that every reader takes.
+//!
+//! - What was observed is kept; what the pure checks conclude from it is not copied. A run entry
+//!   keeps its observation, its results' outcome vector, the checks' version (with the rubric
+//!   they ran under) and the SHA-256 of its results; the results and their receipts are derived
+//!   again on read by [`derive_results`], and the hash proves that they are the ones published.
+//!   Results the observation alone does not give (H2 and H3, which compare with earlier runs and
+//!   posted notes) or that derive otherwise (a rubric or a build this reader does not have) are
+//!   kept as they were, in the entry.
+//! - The bytes that repeat from run to run are blobs, kept once by their SHA-256: bodies, header
+//!   sets (without the few values that change with every answer, such as `date`, which stay in
+//!   the entry at their place), certificate chains and a catalogue's listing as a run saw it.
+//!   The entry names each by its digest, so its hash covers them.
+
+use sha2::{Digest, Sha256};
+
+use crate::canonical::canonical_sha256;
+use crate::evidence::free::{FreeObservation, ListingSeen};
+use crate::evidence::http::Exchange;
+use crate::evidence::paid::PaidObservation;
+use crate::evidence::run::{DerivedResults, RunRecord, StoredRun};
+use crate::evidence::{CheckResult, Outcome};
+use crate::rubric::Rubric;
+
+use super::record::{Record, StoredRecord};
+
+/// The version of the checks' conclusions: bumped whenever a check concludes otherwise from the
+/// same observation. A run stores it with its results' hash; a build whose checks derive other
+/// results for an entry says so by that hash (and names both versions).
+pub const CHECKS_VERSION: &str = "x402-probe.checks/1";
+
+/// Bodies at least this long are kept apart as blobs (shorter ones cost less inline than their
+/// digest would).
+pub const BODY_APART_MIN_BYTES: usize = 64;
+
+/// Response headers whose values change with every answer: kept in the entry, at their place,
+/// so that the rest of the header set is one blob for every run that sees it.
+const VOLATILE_HEADERS: [&str; 11] = [
+    "date",
+    "age",
+    "expires",
+    "last-modified",
+    "etag",
+    "set-cookie",
+    "x-request-id",
+    "request-id",
+    "x-amzn-requestid",
+    "x-amz-cf-id",
+    "cf-ray",
+];
+
+/// A blob to keep: its SHA-256 and its bytes (uncompressed).
+pub type NewBlob = ([u8; 32], Vec<u8>);
+
+/// Why a stored entry could not be read back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadBack {
+    #[error("it names blob {0}, which the store does not have")]
+    MissingBlob(String),
+    #[error("its blob {sha} does not read as {what}: {why}")]
+    BadBlob {
+        sha: String,
+        what: &'static str,
+        why: String,
+    },
+    #[error(
+        "its results were derived under rubric {rubric} (checks {checks}), which this reader was \
+         not given"
+    )]
+    UnknownRubric { checks: String, rubric: String },
+    #[error(
+        "its results derive to {derived} with these checks ({ours}), not to the {stored} it \
+         stored (checks {checks})"
+    )]
+    ResultsDiffer {
+        ours: &'static str,
+        checks: String,
+        stored: String,
+        derived: String,
+    },
+}
+
+/// The results of a run, derived from its observation alone: every rubric check once, in rubric
+/// order, the free checks from the free observation and the paid ones from the paid call when
+/// one was attempted. The one function the daemon's results and every read of a run agree on.
+pub fn derive_results(
+    free: &FreeObservation,
+    paid: Option<&PaidObservation>,
+    rubric: &Rubric,
+) -> Vec<CheckResult> {
+    let mut results = crate::checks::free::evaluate_free(free, rubric);
+    if let Some(obs) = paid {
+        let paid_results =
+            crate::checks::paid::evaluate_with_rubric(obs, rubric, free.at, &free.vantage);
+        for r in paid_results {
+            if let Some(slot) = results.iter_mut().find(|x| x.id == r.id) {
+                *slot = r;
+            }
+        }
+    }
+    results
+}
+
+/// The checks' version as a run stores it: [`CHECKS_VERSION`] and the first 16 hex digits of the
+/// rubric the checks ran under (its curves place R3 and R7).
+pub fn checks_version(rubric: &Rubric) -> String {
+    format!("{CHECKS_VERSION} {}", &rubric.sha256()[..16])
+}
+
+/// SHA-256 (hex) of a run's results: their RFC 8785 JSON.
+pub fn results_sha256(results: &[CheckResult]) -> String {
+    canonical_sha256(&serde_json::to_value(results).unwrap_or(serde_json::Value::Null))
+}
+
+fn outcome_letter(o: Outcome) -> char {
+    match o {
+        Outcome::Pass => 'p',
+        Outcome::Fail => 'f',
+        Outcome::Na => 'n',
+        Outcome::Unmeasured => 'u',
+    }
+}
+
+/// One letter per result, in order: `p`ass, `f`ail, `n`a, `u`nmeasured.
+pub fn outcome_vector(results: &[CheckResult]) -> String {
+    results.iter().map(|r| outcome_letter(r.outcome)).collect()
+}
+
+/// A record in its stored form; the bytes it keeps apart are added to `blobs`. `rubric` is the
+/// one the run's checks ran under (a run's results that it does not reproduce are kept whole).
+pub fn to_stored(record: Record, rubric: &Rubric, blobs: &mut Vec<NewBlob>) -> StoredRecord {
+    let mut stored = record
+        .map_run(|run| Ok::<_, std::convert::Infallible>(Box::new(store_run(*run, rubric))))
+        .unwrap_or_else(|never| match never {});
+    for ex in stored_exchanges_mut(&mut stored) {
+        exchange_apart(ex, blobs);
+    }
+    if let Record::Run(run) = &mut stored {
+        listing_apart(&mut run.free, blobs);
+    }
+    stored
+}
+
+fn store_run(run: RunRecord, rubric: &Rubric) -> StoredRun {
+    let derived = derive_results(&run.free, run.paid.as_ref(), rubric);
+    let same_checks = derived.len() == run.results.len()
+        && derived.iter().zip(&run.results).all(|(d, r)| d.id == r.id);
+    let (kept, all_kept) = if same_checks {
+        let kept = run
+            .results
+            .iter()
+            .zip(&derived)
+            .filter(|(r, d)| r != d)
+            .map(|(r, _)| r.clone())
+            .collect();
+        (kept, false)
+    } else {
+        (run.results.clone(), true)
+    };
+    StoredRun {
+        id: run.id,
+        subject: run.subject,
+        vantage: run.vantage,
+        started_at_ms: run.started_at_ms,
+        ended_at_ms: run.ended_at_ms,
+        provenance: run.provenance,
+        revision: run.revision,
+        results: DerivedResults {
+            checks: checks_version(rubric),
+            outcomes: outcome_vector(&run.results),
+            sha256: results_sha256(&run.results),
+            kept,
+            all_kept,
+        },
+        free: run.free,
+        paid: run.paid,
+    }
+}
+
+/// Reads a stored record back as every reader sees it: blobs put back, a run's results derived
+/// again under the rubric it names (one of `rubrics`) and checked against its stored hash.
+pub fn from_stored(
+    mut stored: StoredRecord,
+    rubrics: &[Rubric],
+    blob: &mut dyn FnMut(&[u8; 32]) -> Option<Vec<u8>>,
+) -> Result<Record, ReadBack> {
+    for ex in stored_exchanges_mut(&mut stored) {
+        exchange_back(ex, blob)?;
+    }
+    if let Record::Run(run) = &mut stored {
+        listing_back(&mut run.free, blob)?;
+    }
+    stored.map_run(|run| read_run(*run, rubrics).map(Box::new))
+}
+
+fn read_run(run: StoredRun, rubrics: &[Rubric]) -> Result<RunRecord, ReadBack> {
+    let DerivedResults {
+        checks,
+        outcomes,
+        sha256,
+        kept,
+        all_kept,
+    } = run.results;
+    let results = if all_kept {
+        kept
+    } else {
+        let prefix = checks.rsplit(' ').next().unwrap_or_default();
+        let rubric = rubrics
+            .iter()
+            .find(|r| !prefix.is_empty() && r.sha256().starts_with(prefix))
+            .ok_or_else(|| ReadBack::UnknownRubric {
+                checks: checks.clone(),
+                rubric: prefix.to_string(),
+            })?;
+        let mut results = derive_results(&run.free, run.paid.as_ref(), rubric);
+        for k in kept {
+            match results.iter_mut().find(|r| r.id == k.id) {
+                Some(slot) => *slot = k,
+                None => results.push(k),
+            }
+        }
+        results
+    };
+    let derived = results_sha256(&results);
+    if derived != sha256 || outcome_vector(&results) != outcomes {
+        return Err(ReadBack::ResultsDiffer {
+            ours: CHECKS_VERSION,
+            checks,
+            stored: sha256,
+            derived,
+        });
+    }
+    Ok(RunRecord {
+        id: run.id,
+        subject: run.subject,
+        vantage: run.vantage,
+        started_at_ms: run.started_at_ms,
+        ended_at_ms: run.ended_at_ms,
+        provenance: run.provenance,
+        revision: run.revision,
+        free: run.free,
+        paid: run.paid,
+        results,
+    })
+}
+
+/// Every exchange a stored record keeps (a run's free and paid ones, a refund watch's operator
+/// file).
+fn stored_exchanges_mut(record: &mut StoredRecord) -> Vec<&mut Exchange> {
+    match record {
+        Record::Run(run) => {
+            let StoredRun { free, paid, .. } = &mut **run;
+            let mut all: Vec<&mut Exchange> = free.exchanges_mut().collect();
+            if let Some(paid) = paid.as_mut() {
+                all.extend(paid.exchanges_mut());
+            }
+            all
+        }
+        Record::Refund(refund) => refund.refund.operator_exchange.iter_mut().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The blobs a stored record names, as written in it (hex): bodies, header sets, certificate
+/// chains, a run's listing and a score's value population. `ledger verify` checks that each is
+/// there and hashes to its name.
+pub fn blob_references(record: &mut StoredRecord) -> Vec<String> {
+    let mut named = Vec::new();
+    for ex in stored_exchanges_mut(record) {
+        if let Some(response) = &ex.response {
+            if response.body_stored_apart {
+                named.push(response.body_sha256.clone());
+            }
+            named.extend(response.headers_sha256.clone());
+        }
+        if let Some(tls) = &ex.tls {
+            named.extend(tls.chain_sha256.clone());
+        }
+    }
+    match record {
+        Record::Run(run) => named.extend(run.free.listing_sha256.clone()),
+        Record::Score(score) => named.extend(score.population_sha256.clone()),
+        _ => {}
+    }
+    named
+}
+
+fn keep(blobs: &mut Vec<NewBlob>, bytes: Vec<u8>) -> String {
+    let hash: [u8; 32] = Sha256::digest(&bytes).into();
+    blobs.push((hash, bytes));
+    hex::encode(hash)
+}
+
+fn is_volatile(name: &str) -> bool {
+    VOLATILE_HEADERS
+        .iter()
+        .any(|v| v.eq_ignore_ascii_case(name))
+}
+
+/// Moves an exchange's body, header set and certificate chain into blobs.
+fn exchange_apart(ex: &mut Exchange, blobs: &mut Vec<NewBlob>) {
+    if let Some(response) = ex.response.as_mut() {
+        if response.body.len() >= BODY_APART_MIN_BYTES && !response.body_stored_apart {
+            let body = std::mem::take(&mut response.body);
+            response.body_sha256 = keep(blobs, body);
+            response.body_stored_apart = true;
+        }
+        if !response.headers.is_empty() && response.headers_sha256.is_none() {
+            let mut set: Vec<(String, Option<String>)> = Vec::with_capacity(response.headers.len());
+            let mut volatile = Vec::new();
+            for (name, value) in std::mem::take(&mut response.headers) {
+                if is_volatile(&name) {
+                    set.push((name.clone(), None));
+                    volatile.push((name, value));
+                } else {
+                    set.push((name, Some(value)));
+                }
+            }
+            let bytes = serde_json::to_vec(&set).unwrap_or_default();
+            response.headers_sha256 = Some(keep(blobs, bytes));
+            response.headers = volatile;
+        }
+    }
+    if let Some(tls) = ex.tls.as_mut()
+        && !tls.chain_der.is_empty()
+        && tls.chain_sha256.is_none()
+    {
+        let chain = std::mem::take(&mut tls.chain_der);
+        tls.chain_sha256 = Some(keep(blobs, encode_chain(&chain)));
+    }
+}
+
+/// Puts an exchange's blobs back.
+fn exchange_back(
+    ex: &mut Exchange,
+    blob: &mut dyn FnMut(&[u8; 32]) -> Option<Vec<u8>>,
+) -> Result<(), ReadBack> {
+    if let Some(response) = ex.response.as_mut() {
+        if response.body_stored_apart {
+            response.body = fetch(blob, &response.body_sha256)?;
+            response.body_stored_apart = false;
+        }
+        if let Some(sha) = response.headers_sha256.take() {
+            let bytes = fetch(blob, &sha)?;
+            let bad = |why: String| ReadBack::BadBlob {
+                sha: sha.clone(),
+                what: "a header set",
+                why,
+            };
+            let set: Vec<(String, Option<String>)> =
+                serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+            let mut volatile = std::mem::take(&mut response.headers).into_iter();
+            let mut headers = Vec::with_capacity(set.len());
+            for (name, value) in set {
+                match value {
+                    Some(value) => headers.push((name, value)),
+                    None => match volatile.next() {
+                        Some((kept, value)) if kept == name => headers.push((name, value)),
+                        _ => return Err(bad(format!("the entry has no value for {name:?}"))),
+                    },
+                }
+            }
+            if volatile.next().is_some() {
+                return Err(bad(
+                    "the entry has more values than the set has places".into()
+                ));
+            }
+            response.headers = headers;
+        }
+    }
+    if let Some(tls) = ex.tls.as_mut()
+        && let Some(sha) = tls.chain_sha256.take()
+    {
+        let bytes = fetch(blob, &sha)?;
+        tls.chain_der = decode_chain(&bytes).ok_or_else(|| ReadBack::BadBlob {
+            sha,
+            what: "a certificate chain",
+            why: "a certificate's length runs past the end".into(),
+        })?;
+    }
+    Ok(())
+}
+
+fn listing_apart(free: &mut FreeObservation, blobs: &mut Vec<NewBlob>) {
+    if matches!(free.listing, ListingSeen::NotAsked) || free.listing_sha256.is_some() {
+        return;
+    }
+    let listing = std::mem::replace(&mut free.listing, ListingSeen::NotAsked);
+    let bytes = serde_json::to_vec(&listing).unwrap_or_default();
+    free.listing_sha256 = Some(keep(blobs, bytes));
+}
+
+fn listing_back(
+    free: &mut FreeObservation,
+    blob: &mut dyn FnMut(&[u8; 32]) -> Option<Vec<u8>>,
+) -> Result<(), ReadBack> {
+    let Some(sha) = free.listing_sha256.take() else {
+        return Ok(());
+    };
+    let bytes = fetch(blob, &sha)?;
+    free.listing = serde_json::from_slice(&bytes).map_err(|e| ReadBack::BadBlob {
+        sha,
+        what: "a catalogue listing",
+        why: e.to_string(),
+    })?;
+    Ok(())
+}
+
+fn fetch(
+    blob: &mut dyn FnMut(&[u8; 32]) -> Option<Vec<u8>>,
+    sha: &str,
+) -> Result<Vec<u8>, ReadBack> {
+    let key: [u8; 32] = hex::decode(sha)
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| ReadBack::MissingBlob(sha.to_string()))?;
+    blob(&key).ok_or_else(|| ReadBack::MissingBlob(sha.to_string()))
+}
+
+/// A certificate chain as one blob: each certificate's length (4 bytes, big-endian), then its DER.
+fn encode_chain(chain: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(chain.iter().map(|c| c.len() + 4).sum());
+    for cert in chain {
+        out.extend_from_slice(&(cert.len() as u32).to_be_bytes());
+        out.extend_from_slice(cert);
+    }
+    out
+}
+
+fn decode_chain(mut bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut chain = Vec::new();
+    while !bytes.is_empty() {
+        let (len, rest) = bytes.split_first_chunk::<4>()?;
+        let len = u32::from_be_bytes(*len) as usize;
+        if rest.len() < len {
+            return None;
+        }
+        chain.push(rest[..len].to_vec());
+        bytes = &rest[len..];
+    }
+    Some(chain)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chain_reads_back_and_a_short_one_is_refused() {
+        let chain = vec![vec![1u8, 2, 3], Vec::new(), vec![9u8; 300]];
+        assert_eq!(decode_chain(&encode_chain(&chain)).unwrap(), chain);
+        let mut cut = encode_chain(&chain);
+        cut.pop();
+        assert!(decode_chain(&cut).is_none());
+    }
+}
