@@ -740,7 +740,10 @@ async fn the_api_answers_while_another_process_holds_the_ledgers_write_lock() {
                 if now > than {
                     return now;
                 }
-                assert!(Instant::now() < until, "{what}: the ledger stayed at {than}");
+                assert!(
+                    Instant::now() < until,
+                    "{what}: the ledger stayed at {than}"
+                );
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
@@ -787,7 +790,11 @@ async fn the_api_answers_while_another_process_holds_the_ledgers_write_lock() {
     }
     assert!(answered >= 2 * routes.len(), "{answered} answers");
     // Nothing was written meanwhile: the writer waited for the lock.
-    assert_eq!(head().await, held, "the ledger grew while another held its lock");
+    assert_eq!(
+        head().await,
+        held,
+        "the ledger grew while another held its lock"
+    );
     holder.join().unwrap();
 
     // The daemon resumes: runs are recorded again, and it stops cleanly.

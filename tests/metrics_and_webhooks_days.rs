@@ -243,13 +243,19 @@ async fn simulated_days_give_true_metrics_and_signed_webhooks() {
     // ---- Metrics ----
     let text = shared
         .metrics
-        .render(&scrape(&shared.read_side(shared.store.clone())).unwrap(), Format::Prometheus)
+        .render(
+            &scrape(&shared.read_side(shared.store.clone())).unwrap(),
+            Format::Prometheus,
+        )
         .unwrap();
     eprintln!("{text}");
     assert_promtool_clean(&text);
     let open_metrics = shared
         .metrics
-        .render(&scrape(&shared.read_side(shared.store.clone())).unwrap(), Format::OpenMetrics)
+        .render(
+            &scrape(&shared.read_side(shared.store.clone())).unwrap(),
+            Format::OpenMetrics,
+        )
         .unwrap();
     assert!(open_metrics.ends_with("# EOF\n"));
 

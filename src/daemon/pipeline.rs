@@ -27,8 +27,8 @@ use crate::store::{Index, NewEntry, ScoreRow, Store, StoreError};
 use crate::wallet::Wallet;
 
 use super::schedule::{ScoreSummary, retry_after_ms};
-use super::writer::{Write, Writer};
 use super::scoring::{self, SubjectInputs, day_of};
+use super::writer::{Write, Writer};
 
 /// History entries of one ledger entry are numbered `seq * SEQ_STRIDE + i`: the ledger's order,
 /// and room for every entry of a run.
@@ -765,9 +765,7 @@ pub(crate) async fn watch_refund_job(
         })),
     }];
     writer.send(Write::Append { entries, reply });
-    written
-        .await
-        .map_err(|_| StoreError::WriterStopped)??;
+    written.await.map_err(|_| StoreError::WriterStopped)??;
     Ok(())
 }
 

@@ -476,7 +476,11 @@ mod tests {
         assert_eq!(f.take(10), Some(("b".into(), 5, "b/1".into())));
         // a is busy: its line waits, nothing else is ready.
         assert_eq!(f.take(10), None);
-        assert_eq!(f.next_at(10), None, "nothing due but behind a run in flight");
+        assert_eq!(
+            f.next_at(10),
+            None,
+            "nothing due but behind a run in flight"
+        );
         f.release("a", 20, 1_000, None);
         assert_eq!(f.take(20), None, "the gap");
         assert_eq!(f.next_at(20), Some(1_020));

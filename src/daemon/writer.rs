@@ -204,9 +204,7 @@ impl Thread {
                         }
                         self.send_outages();
                     }
-                    Write::Population { at_ms, categories } => {
-                        self.population(at_ms, categories)
-                    }
+                    Write::Population { at_ms, categories } => self.population(at_ms, categories),
                     Write::Stop { at_ms, rows, done } => stop = Some((at_ms, rows, done)),
                 }
             }
@@ -322,11 +320,7 @@ impl Thread {
     }
 
     fn send_outages(&self) {
-        match self
-            .shared
-            .store
-            .entries_of_kind(&[RecordKind::Outage], 0)
-        {
+        match self.shared.store.entries_of_kind(&[RecordKind::Outage], 0) {
             Ok(entries) => {
                 let _ = self.events.send(Event::Outages(entries));
             }
