@@ -185,6 +185,43 @@ struct RpcHealth {
     open: Option<i64>,
 }
 
+impl RpcHealth {
+    /// One run's read of our RPC: the outage record it opens or closes, if any. Pure: the loop
+    /// sends the record to the writer.
+    fn step(&mut self, read: &RpcRead, now: i64) -> Option<OutageRecord> {
+        match read {
+            RpcRead::NotAsked => None,
+            RpcRead::Worked => {
+                self.failed_in_a_row = 0;
+                self.last_ok_ms = Some(now);
+                let from_ms = self.open.take()?;
+                Some(OutageRecord::Closed {
+                    from_ms,
+                    to_ms: now,
+                    of: OutageOf::Rpc,
+                })
+            }
+            RpcRead::Failed(error) => {
+                self.failed_in_a_row = self.failed_in_a_row.saturating_add(1);
+                if self.open.is_some() || self.failed_in_a_row < RPC_OUTAGE_AFTER_RUNS {
+                    return None;
+                }
+                // As the control's: the window starts just after the last good read.
+                let from_ms = self.last_ok_ms.map_or(now, |t| t + 1);
+                self.open = Some(from_ms);
+                Some(OutageRecord::Opened {
+                    from_ms,
+                    cause: format!(
+                        "our RPC failed in {} runs in a row: {error}",
+                        self.failed_in_a_row
+                    ),
+                    of: OutageOf::Rpc,
+                })
+            }
+        }
+    }
+}
+
 /// What one finished job reports to the loop.
 enum Done {
     Run {
@@ -1413,40 +1450,15 @@ impl Daemon {
     /// A run's read of our RPC: counts failures in a row, opens our RPC outage window after
     /// `RPC_OUTAGE_AFTER_RUNS` of them, and closes it on the next good read.
     fn rpc_result(&mut self, read: &RpcRead, now: i64) -> Result<()> {
-        let record = match read {
-            RpcRead::NotAsked => return Ok(()),
-            RpcRead::Worked => {
-                self.rpc.failed_in_a_row = 0;
-                self.rpc.last_ok_ms = Some(now);
-                let Some(from_ms) = self.rpc.open.take() else {
-                    return Ok(());
-                };
-                tracing::info!("our RPC answers again: outage window closed");
-                OutageRecord::Closed {
-                    from_ms,
-                    to_ms: now,
-                    of: OutageOf::Rpc,
-                }
-            }
-            RpcRead::Failed(error) => {
-                self.rpc.failed_in_a_row = self.rpc.failed_in_a_row.saturating_add(1);
-                if self.rpc.open.is_some() || self.rpc.failed_in_a_row < RPC_OUTAGE_AFTER_RUNS {
-                    return Ok(());
-                }
-                // As the control's: the window starts just after the last good read.
-                let from_ms = self.rpc.last_ok_ms.map_or(now, |t| t + 1);
-                self.rpc.open = Some(from_ms);
-                tracing::warn!(error = %error, runs = self.rpc.failed_in_a_row, "our RPC keeps failing: outage window opened");
-                OutageRecord::Opened {
-                    from_ms,
-                    cause: format!(
-                        "our RPC failed in {} runs in a row: {error}",
-                        self.rpc.failed_in_a_row
-                    ),
-                    of: OutageOf::Rpc,
-                }
-            }
+        let Some(record) = self.rpc.step(read, now) else {
+            return Ok(());
         };
+        match &record {
+            OutageRecord::Opened { cause, .. } => {
+                tracing::warn!(cause = %cause, "our RPC keeps failing: outage window opened")
+            }
+            _ => tracing::info!("our RPC answers again: outage window closed"),
+        }
         self.writer.send(Write::Loop(LoopWrite {
             entries: vec![(now, Record::Outage(record))],
             outages: true,
@@ -1700,4 +1712,39 @@ pub fn host_of(url: &str) -> String {
         .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(rest))
         .unwrap_or(url)
         .to_ascii_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Our RPC's window: opened once after `RPC_OUTAGE_AFTER_RUNS` failed reads in a row (from
+    /// just after the last good one), never again while open, closed once by the next good read.
+    #[test]
+    fn the_rpc_window_opens_once_and_closes_once() {
+        let mut rpc = RpcHealth::default();
+        let failed = RpcRead::Failed("down".into());
+        assert_eq!(rpc.step(&RpcRead::Worked, 10), None);
+        assert_eq!(rpc.step(&failed, 20), None);
+        assert_eq!(rpc.step(&RpcRead::NotAsked, 25), None);
+        assert_eq!(rpc.step(&failed, 30), None);
+        assert!(matches!(
+            rpc.step(&failed, 40),
+            Some(OutageRecord::Opened {
+                from_ms: 11,
+                of: OutageOf::Rpc,
+                ..
+            })
+        ));
+        assert_eq!(rpc.step(&failed, 50), None, "open already");
+        assert_eq!(
+            rpc.step(&RpcRead::Worked, 60),
+            Some(OutageRecord::Closed {
+                from_ms: 11,
+                to_ms: 60,
+                of: OutageOf::Rpc
+            })
+        );
+        assert_eq!(rpc.step(&RpcRead::Worked, 70), None, "closed already");
+    }
 }
