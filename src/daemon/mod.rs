@@ -528,10 +528,12 @@ impl Daemon {
             };
             match crate::score::document::ScoreDocument::from_slice(&score.document) {
                 Ok(doc) => {
+                    // The price the score read: its subject's latest declaration.
+                    let price = pipeline::latest_price(store.as_ref(), url)?.unwrap_or_default();
                     let summary = scoring::summary_of(
                         &self.shared.rubric,
                         &doc,
-                        doc.value.price_usd,
+                        price,
                         &subject.row.category,
                     );
                     loaded.insert(url.clone(), summary);

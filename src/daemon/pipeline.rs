@@ -635,7 +635,7 @@ fn score_subject(
     };
     let price_usd = latest_price(store, url)
         .map_err(|e| e.to_string())?
-        .unwrap_or(0.0);
+        .unwrap_or_default();
     let inputs = scoring::inputs_document(
         &shared.rubric,
         SubjectInputs {
@@ -679,13 +679,12 @@ fn score_subject(
     Ok((entry, summary, published))
 }
 
-/// The price the subject's latest declaration quotes, in USD (6-decimal tokens).
-fn latest_price(store: &dyn Store, url: &str) -> Result<Option<f64>, StoreError> {
-    let Some(last) = store.latest_declared(url)? else {
-        return Ok(None);
-    };
-    let units: Option<u128> = last.amount.as_deref().and_then(|a| a.parse().ok());
-    Ok(units.map(|units| units as f64 / 1e6))
+/// The price the subject's latest declaration quotes ([`Declared::price_usd`]).
+pub(crate) fn latest_price(
+    store: &dyn Store,
+    url: &str,
+) -> Result<Option<crate::evidence::usd::Usd>, StoreError> {
+    Ok(store.latest_declared(url)?.and_then(|d| d.price_usd()))
 }
 
 /// The refund watch of an earlier paid call: its result is a ledger entry of its own, with H9

@@ -27,7 +27,7 @@ struct SubjectState {
     history: Vec<HistoryEntry>,
     revisions: Vec<RevisionRecord>,
     category: Option<String>,
-    price_usd: Option<f64>,
+    price_usd: Option<crate::evidence::usd::Usd>,
     provenance: Option<Provenance>,
 }
 
@@ -76,11 +76,10 @@ pub fn recompute_ledger(
                     let state = subjects.entry(run.subject.clone()).or_default();
                     let rubric = rubric_for(rubrics, None);
                     state.history.extend(history_rows(rubric, &run)(seq));
-                    if let Some(d) = declared(&run.free, run.started_at_ms)
-                        && let Some(units) =
-                            d.amount.as_deref().and_then(|a| a.parse::<u128>().ok())
+                    if let Some(price) =
+                        declared(&run.free, run.started_at_ms).and_then(|d| d.price_usd())
                     {
-                        state.price_usd = Some(units as f64 / 1e6);
+                        state.price_usd = Some(price);
                     }
                     state.provenance = Some(run.provenance);
                 }
@@ -256,7 +255,7 @@ fn check_score(
                 .category
                 .clone()
                 .unwrap_or_else(|| "uncategorised".into()),
-            price_usd: state.price_usd.unwrap_or(0.0),
+            price_usd: state.price_usd.unwrap_or_default(),
             revisions: scoring::revisions_for(&state.revisions),
             history,
             population,
