@@ -1318,7 +1318,10 @@ impl DaemonConfig {
         let mut catalogues = std::collections::BTreeSet::new();
         for c in &self.catalogues {
             if !catalogues.insert(c.url.as_str()) {
-                return Err(invalid("[[catalogue]]", format!("{} is listed twice", c.url)));
+                return Err(invalid(
+                    "[[catalogue]]",
+                    format!("{} is listed twice", c.url),
+                ));
             }
             if let Some(cat) = &c.category {
                 check_category(cat)?;

@@ -1322,7 +1322,9 @@ impl Daemon {
             Done::Catalogue(url, seen) => {
                 self.catalogues_reading.remove(&url);
                 // A catalogue the configuration no longer lists: its read is dropped.
-                let Some(every) = self.catalogue(&url).map(|c| c.every_secs.get() as i64 * 1000)
+                let Some(every) = self
+                    .catalogue(&url)
+                    .map(|c| c.every_secs.get() as i64 * 1000)
                 else {
                     return Ok(());
                 };

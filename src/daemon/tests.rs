@@ -199,7 +199,10 @@ async fn catalogue_reads_land_on_their_own_catalogue_across_reloads() {
         .iter()
         .filter(|Reverse((_, _, job))| matches!(job, Job::Catalogue(_)))
         .count();
-    assert_eq!(reads_queued, 1, "one read queued, of the one catalogue left");
+    assert_eq!(
+        reads_queued, 1,
+        "one read queued, of the one catalogue left"
+    );
     let later = daemon.shared.clock.now_ms() + 86_400_000;
     let mut paid = 0;
     daemon
@@ -233,7 +236,11 @@ async fn a_subject_removed_or_delisted_and_back_keeps_one_chain_of_runs() {
         daemon.state_of(&subject(1)).map(|s| s.0),
         Some(SubjectState::Active)
     );
-    assert_eq!(daemon.free_runs_queued(&subject(1)), 1, "one chain after a reload");
+    assert_eq!(
+        daemon.free_runs_queued(&subject(1)),
+        1,
+        "one chain after a reload"
+    );
 
     // Listed, delisted, listed again.
     let mut in_flight = JoinSet::new();
@@ -252,7 +259,11 @@ async fn a_subject_removed_or_delisted_and_back_keeps_one_chain_of_runs() {
         daemon.finish_all(&mut in_flight).await;
         assert_eq!(daemon.state_of(&subject(2)).map(|s| s.0), Some(state));
     }
-    assert_eq!(daemon.free_runs_queued(&subject(2)), 1, "one chain after a relisting");
+    assert_eq!(
+        daemon.free_runs_queued(&subject(2)),
+        1,
+        "one chain after a relisting"
+    );
 }
 
 /// A write of the loop's own that fails (here the subjects' rows, refused by the database) ends
@@ -400,7 +411,11 @@ async fn a_revision_whose_run_fails_to_record_is_allocated_again_with_its_entry(
     .unwrap();
     let refused = run().await;
     assert!(
-        refused.error.as_deref().unwrap_or("").contains("entries refused"),
+        refused
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("entries refused"),
         "{:?}",
         refused.error
     );
@@ -446,7 +461,10 @@ async fn rows_that_do_not_read_are_corrupt_never_skipped() {
     let unread = shared.store.history_entries(&subject).unwrap_err();
     assert!(matches!(unread, StoreError::Corrupt { .. }), "{unread}");
     let second = run().await;
-    assert!(second.summary.is_none(), "not scored from a partial history");
+    assert!(
+        second.summary.is_none(),
+        "not scored from a partial history"
+    );
     assert_eq!(scores(), 1, "no score published over the unreadable row");
 
     db.execute(
@@ -455,7 +473,9 @@ async fn rows_that_do_not_read_are_corrupt_never_skipped() {
     )
     .unwrap();
     let third = run().await;
-    let error = third.error.expect("the run reports the unreadable declaration");
+    let error = third
+        .error
+        .expect("the run reports the unreadable declaration");
     assert!(error.contains("does not read"), "{error}");
 }
 
@@ -526,7 +546,11 @@ async fn the_cli_and_the_daemon_give_the_same_evidence_the_same_inputs_digest() 
             crate::score::montecarlo::Sampler::InverseCdfTable,
         )
         .unwrap();
-        (scored.inputs_sha256.clone(), scored.band.low, scored.band.high)
+        (
+            scored.inputs_sha256.clone(),
+            scored.band.low,
+            scored.band.high,
+        )
     };
     assert_eq!(digest(&cli), digest(&daemon));
 }

@@ -35,7 +35,9 @@ impl Usd {
 
     /// From atomic units of a 6-decimal dollar token (USDC, as x402 quotes), exactly.
     pub fn of_micros(units: u128) -> Option<Usd> {
-        units.checked_mul(10u128.pow(USD_DECIMALS - PRICE_DECIMALS)).map(Usd)
+        units
+            .checked_mul(10u128.pow(USD_DECIMALS - PRICE_DECIMALS))
+            .map(Usd)
     }
 
     /// The one text a price has in a score's inputs, and so in its digest and its Monte Carlo
@@ -212,7 +214,11 @@ mod tests {
             assert_eq!(price(micros), format!("{:.6}", micros as f64 / 1e6));
         }
         let finer: Usd = "0.0000015".parse().unwrap();
-        assert_eq!(finer.price_text(), "0.000002", "half up beyond six decimals");
+        assert_eq!(
+            finer.price_text(),
+            "0.000002",
+            "half up beyond six decimals"
+        );
         assert_eq!(Usd::of_micros(u128::MAX), None);
     }
 
