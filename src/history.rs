@@ -10,6 +10,7 @@
 use serde_json::Value;
 
 use crate::canonical::canonical_sha256;
+use crate::evidence::usd::Usd;
 use crate::evidence::{CheckResult, Outcome};
 use crate::rubric::{Kind, Rubric};
 use crate::score::input::{
@@ -92,7 +93,7 @@ pub struct SubjectFacts {
     pub id: String,
     pub url: String,
     pub category: String,
-    pub price_usd: f64,
+    pub price_usd: Usd,
     /// `(id, RFC 3339 time)` of each revision, oldest first.
     pub revisions: Vec<(String, String)>,
 }
@@ -113,7 +114,7 @@ pub fn inputs_document(
             id: subject.id.clone(),
             url: subject.url.clone(),
             category: subject.category.clone(),
-            price_usd: PriceUsd::Decimal(format!("{}", subject.price_usd)),
+            price_usd: PriceUsd::Decimal(subject.price_usd.price_text()),
             revisions: subject
                 .revisions
                 .iter()
@@ -130,18 +131,11 @@ pub fn inputs_document(
     }
 }
 
-/// The price the run's first usable 402 quotes for its first entry, in USD, reading the amount in
-/// 6-decimal units (USDC and the stablecoins x402 quotes in). `None` when there was no quote.
-pub fn quoted_price_usd(obs: &crate::observation::FreeObservation) -> Option<f64> {
-    let resp = obs
-        .samples
-        .iter()
-        .filter(|s| s.exchange.tls.as_ref().is_none_or(|t| t.verified))
-        .find_map(|s| s.exchange.response.as_ref())?;
-    let parsed = crate::x402::parse::parse_payment_required(resp.status, &resp.headers, &resp.body);
-    let amount = parsed.required?.accepts.first()?.amount_value()?;
-    let micros: u128 = amount.try_into().ok()?;
-    Some(micros as f64 / 1e6)
+/// The price the run's first usable 402 quotes for its first entry, read as the daemon reads a
+/// declaration's ([`crate::checks::history::Declared::price_usd`]). `None` when there was no
+/// quote.
+pub fn quoted_price_usd(obs: &crate::observation::FreeObservation) -> Option<Usd> {
+    crate::checks::history::declared(obs, 0)?.price_usd()
 }
 
 #[cfg(test)]
@@ -237,7 +231,7 @@ mod tests {
             id: "s".into(),
             url: "https://s.example/x".into(),
             category: "c".into(),
-            price_usd: 0.01,
+            price_usd: Usd::of_micros(10_000).unwrap(),
             revisions: vec![("r0".into(), "2026-11-29T00:00:00Z".into())],
         };
         let doc = inputs_document(
@@ -251,7 +245,7 @@ mod tests {
         assert_eq!(text["history"][0]["seq"], 0);
         assert_eq!(text["history"][2]["check"], "C1");
         assert_eq!(text["provenance"], "test_harness");
-        assert_eq!(text["subject"]["price_usd"], "0.01");
+        assert_eq!(text["subject"]["price_usd"], "0.010000");
         let inputs = crate::score::input::Inputs::from_document(doc).unwrap();
         assert_eq!(inputs.history.len(), 3);
         // Both R1 samples share the run's time: seq keeps the fail after the pass.

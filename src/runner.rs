@@ -134,7 +134,7 @@ pub fn single_run_inputs(
         id: out.free.subject.clone(),
         url: out.free.subject.clone(),
         category: category.into(),
-        price_usd: quoted_price_usd(&out.free).unwrap_or(0.0),
+        price_usd: quoted_price_usd(&out.free).unwrap_or_default(),
         revisions: vec![("r0".into(), at.clone())],
     };
     let history = run_entries(&out.results, rubric, out.payment_sent(), "r0", 0);

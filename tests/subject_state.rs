@@ -93,7 +93,10 @@ async fn the_kept_state_is_the_ledgers_fold_a_damaged_one_is_rebuilt_and_a_silen
     }
     let folded = fold_from_scratch(&store, &rubric, &rising);
     assert_eq!(folded.revisions.len(), 2, "r0 and the noted rise");
-    assert_eq!(folded.price_usd, Some(0.03));
+    assert_eq!(
+        folded.price_usd,
+        x402_probe::evidence::usd::Usd::of_micros(30_000)
+    );
     assert!(folded.paid_calls >= 1 && folded.last_paid.is_some());
 
     // The subject that never answered is scored, as the rubric scores no evidence.
@@ -136,7 +139,7 @@ async fn the_kept_state_is_the_ledgers_fold_a_damaged_one_is_rebuilt_and_a_silen
     let rebuilt = loaded(&store, &rubric, &rising);
     assert_eq!(
         rebuilt.price_usd,
-        Some(0.03),
+        x402_probe::evidence::usd::Usd::of_micros(30_000),
         "the forged price is not read"
     );
     assert!(
@@ -149,7 +152,10 @@ async fn the_kept_state_is_the_ledgers_fold_a_damaged_one_is_rebuilt_and_a_silen
     let store = SqliteStore::open(dir.path()).unwrap();
     let kept = store.subject_state(&rising).unwrap().unwrap();
     let state = SubjectState::from_row(&kept).expect("a good state was kept again");
-    assert_eq!(state.price_usd, Some(0.03));
+    assert_eq!(
+        state.price_usd,
+        x402_probe::evidence::usd::Usd::of_micros(30_000)
+    );
     let recomputed =
         x402_probe::daemon::recompute::recompute_ledger(&store, std::slice::from_ref(&rubric))
             .unwrap();

@@ -46,6 +46,13 @@ impl Declared {
         ))
     }
 
+    /// The price the first `accepts` entry quotes, its integer amount read as atomic units of a
+    /// 6-decimal dollar token (USDC, as x402 quotes): the one reading of a price that scores
+    /// (the daemon's, `recompute`'s and `probe`'s) take. `None` without an integer amount.
+    pub fn price_usd(&self) -> Option<crate::evidence::usd::Usd> {
+        crate::evidence::usd::Usd::of_micros(self.amount.as_deref()?.parse().ok()?)
+    }
+
     fn amount_value(&self) -> Option<u128> {
         self.amount.as_deref()?.parse().ok()
     }

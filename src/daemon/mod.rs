@@ -572,10 +572,12 @@ impl Daemon {
             };
             match crate::score::document::ScoreDocument::from_slice(&score.document) {
                 Ok(doc) => {
+                    // The price the score read: its subject's latest declaration.
+                    let price = pipeline::latest_price(store.as_ref(), url)?.unwrap_or_default();
                     let summary = scoring::summary_of(
                         &self.shared.rubric,
                         &doc,
-                        doc.value.price_usd,
+                        price,
                         &subject.row.category,
                     );
                     loaded.insert(url.clone(), summary);
@@ -1712,39 +1714,4 @@ pub fn host_of(url: &str) -> String {
         .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(rest))
         .unwrap_or(url)
         .to_ascii_lowercase()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Our RPC's window: opened once after `RPC_OUTAGE_AFTER_RUNS` failed reads in a row (from
-    /// just after the last good one), never again while open, closed once by the next good read.
-    #[test]
-    fn the_rpc_window_opens_once_and_closes_once() {
-        let mut rpc = RpcHealth::default();
-        let failed = RpcRead::Failed("down".into());
-        assert_eq!(rpc.step(&RpcRead::Worked, 10), None);
-        assert_eq!(rpc.step(&failed, 20), None);
-        assert_eq!(rpc.step(&RpcRead::NotAsked, 25), None);
-        assert_eq!(rpc.step(&failed, 30), None);
-        assert!(matches!(
-            rpc.step(&failed, 40),
-            Some(OutageRecord::Opened {
-                from_ms: 11,
-                of: OutageOf::Rpc,
-                ..
-            })
-        ));
-        assert_eq!(rpc.step(&failed, 50), None, "open already");
-        assert_eq!(
-            rpc.step(&RpcRead::Worked, 60),
-            Some(OutageRecord::Closed {
-                from_ms: 11,
-                to_ms: 60,
-                of: OutageOf::Rpc
-            })
-        );
-        assert_eq!(rpc.step(&RpcRead::Worked, 70), None, "closed already");
-    }
 }

@@ -691,6 +691,14 @@ fn score_subject(
     Ok((entry, summary, published))
 }
 
+/// The price the subject's latest declaration quotes ([`Declared::price_usd`]).
+pub(crate) fn latest_price(
+    store: &dyn Store,
+    url: &str,
+) -> Result<Option<crate::evidence::usd::Usd>, StoreError> {
+    Ok(store.latest_declared(url)?.and_then(|d| d.price_usd()))
+}
+
 /// The refund watch of an earlier paid call: its result is a ledger entry of its own, with H9
 /// judged again over the run's paid observation.
 pub(crate) async fn watch_refund_job(

@@ -289,7 +289,7 @@ pub struct ScoreSummary {
     /// R4 and R5 values (0..1), for the value population.
     pub r4: f64,
     pub r5: f64,
-    pub price_usd: f64,
+    pub price_usd: crate::evidence::usd::Usd,
     pub category: String,
 }
 
@@ -566,7 +566,7 @@ mod tests {
             grade_edges: vec![90.0, 80.0, 70.0, 60.0],
             r4: 1.0,
             r5: 1.0,
-            price_usd: 0.01,
+            price_usd: crate::evidence::usd::Usd::of_micros(10_000).unwrap(),
             category: "x".into(),
         }
     }

@@ -9,6 +9,7 @@ use super::schedule::ScoreSummary;
 use crate::checks::history::{OutageOf, OutageWindow, excused};
 use crate::evidence::Outcome;
 use crate::evidence::run::Provenance;
+use crate::evidence::usd::Usd;
 use crate::ledger::record::{OutageRecord, RevisionRecord, ScoreRecord};
 use crate::rubric::{Kind, Rubric};
 use crate::score::document::ScoreDocument;
@@ -144,7 +145,7 @@ pub fn population_for(
         .map(|(url, s)| PeerDocument {
             id: url.clone(),
             category: s.category.clone(),
-            price_usd: PriceUsd::Decimal(format!("{:.6}", s.price_usd)),
+            price_usd: PriceUsd::Decimal(s.price_usd.price_text()),
             r4_pass_rate: (s.r4 * 10_000.0).round() / 10_000.0,
             r5_pass_rate: (s.r5 * 10_000.0).round() / 10_000.0,
         })
@@ -158,7 +159,7 @@ pub fn population_for(
 pub struct SubjectInputs {
     pub url: String,
     pub category: String,
-    pub price_usd: f64,
+    pub price_usd: Usd,
     pub revisions: Vec<RevisionDocument>,
     pub history: Vec<HistoryEntry>,
     pub population: Vec<PeerDocument>,
@@ -175,7 +176,7 @@ pub fn inputs_document(rubric: &Rubric, s: SubjectInputs) -> InputsDocument {
             id: s.url.clone(),
             url: s.url,
             category: s.category,
-            price_usd: PriceUsd::Decimal(format!("{:.6}", s.price_usd)),
+            price_usd: PriceUsd::Decimal(s.price_usd.price_text()),
             revisions: s.revisions,
         },
         history: s.history,
@@ -255,7 +256,7 @@ pub fn stored_form(document: &ScoreDocument) -> Result<Vec<u8>, crate::canonical
 pub fn summary_of(
     rubric: &Rubric,
     doc: &ScoreDocument,
-    price_usd: f64,
+    price_usd: Usd,
     category: &str,
 ) -> ScoreSummary {
     let v = &doc.verdict.verification;

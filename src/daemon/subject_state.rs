@@ -44,7 +44,7 @@ pub struct SubjectState {
     /// From the subject's `added` entry (the daemon scores under its configured category).
     pub category: Option<String>,
     /// The price its latest readable declaration quotes, in USD (6-decimal tokens).
-    pub price_usd: Option<f64>,
+    pub price_usd: Option<crate::evidence::usd::Usd>,
     pub provenance: Option<Provenance>,
     /// The paid-call facts: how many runs sent a payment, and the last (its entry and time).
     pub paid_calls: u64,
@@ -92,10 +92,10 @@ impl SubjectState {
         match record {
             Record::Run(run) => {
                 self.rows.extend(history_rows(rubric, run)(seq));
-                if let Some(d) = declared(&run.free, run.started_at_ms)
-                    && let Some(units) = d.amount.as_deref().and_then(|a| a.parse::<u128>().ok())
+                if let Some(price) =
+                    declared(&run.free, run.started_at_ms).and_then(|d| d.price_usd())
                 {
-                    self.price_usd = Some(units as f64 / 1e6);
+                    self.price_usd = Some(price);
                 }
                 self.provenance = Some(run.provenance);
                 if run.payment_sent() {
@@ -178,7 +178,7 @@ impl SubjectState {
                 },
                 str::to_string,
             ),
-            price_usd: self.price_usd.unwrap_or(0.0),
+            price_usd: self.price_usd.unwrap_or_default(),
             revisions: scoring::revisions_for(&self.revisions),
             history,
             population: score.population,
@@ -347,7 +347,7 @@ mod tests {
         let mut state = SubjectState::new();
         state.through_seq = 7;
         state.category = Some("c".into());
-        state.price_usd = Some(0.01);
+        state.price_usd = crate::evidence::usd::Usd::of_micros(10_000);
         let row = state.to_row("https://s.example/x");
         assert_eq!(SubjectState::from_row(&row).unwrap(), state);
 

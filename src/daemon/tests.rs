@@ -494,3 +494,109 @@ async fn rows_that_do_not_read_are_corrupt_never_skipped() {
         .expect("the run reports the unreadable declaration");
     assert!(error.contains("does not read"), "{error}");
 }
+
+/// The same evidence gives the same inputs (digest, Monte Carlo seed, band) whether `probe`
+/// scores it or the daemon does: one run's evidence scored by the CLI's path
+/// (`runner::single_run_inputs`) and by the functions the daemon's rescore and `recompute` use
+/// (history rows, revisions, the declared price, `scoring::inputs_document`), numbered and dated
+/// alike. Before, the CLI wrote the price `0.01` and the daemon `0.010000`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_and_the_daemon_give_the_same_evidence_the_same_inputs_digest() {
+    use crate::evidence::run::RunRecord;
+    use crate::score::input::{Inputs, InputsDocument};
+    let endpoint = Quoting::start(10_000).await;
+    crate::install_crypto_provider();
+    let rubric = crate::rubric::Rubric::embedded_default();
+    let mut free = crate::probe::free::FreeProbeConfig::default();
+    free.fetch.allow_private = true;
+    free.samples = 1;
+    let out = crate::runner::free_run(&free, &rubric, &endpoint.url, 1_800_000_000).await;
+    let cli = crate::runner::single_run_inputs(&rubric, &out, "weather", Provenance::Live);
+    assert_eq!(
+        serde_json::to_value(&cli.subject.price_usd).unwrap(),
+        "0.010000"
+    );
+
+    // The daemon's reading of the same run: its record, its history rows (from seq 0, as the
+    // CLI numbers them), its first revision, the declared price, as of the CLI's time.
+    let at_ms = out.free.at * 1000;
+    let record = RunRecord {
+        id: "run".into(),
+        subject: out.free.subject.clone(),
+        vantage: out.free.vantage.clone(),
+        started_at_ms: at_ms,
+        ended_at_ms: at_ms,
+        provenance: Provenance::Live,
+        revision: "r0".into(),
+        free: out.free.clone(),
+        paid: None,
+        results: out.results.clone(),
+    };
+    let declared = crate::checks::history::declared(&out.free, at_ms).expect("a 402 declared");
+    let revision = crate::ledger::record::RevisionRecord {
+        subject: record.subject.clone(),
+        id: "r0".into(),
+        at_ms,
+        fingerprint: declared.fingerprint.clone(),
+        previous: None,
+        changed: Vec::new(),
+    };
+    let daemon = scoring::inputs_document(
+        &rubric,
+        scoring::SubjectInputs {
+            url: record.subject.clone(),
+            category: "weather".into(),
+            price_usd: declared.price_usd().unwrap_or_default(),
+            revisions: scoring::revisions_for(&[revision]),
+            history: pipeline::history_rows(&rubric, &record)(0),
+            population: Vec::new(),
+            as_of_ms: scoring::ms_of(&cli.as_of).unwrap(),
+            provenance: Provenance::Live,
+        },
+    );
+    let digest = |doc: &InputsDocument| {
+        let inputs = Inputs::from_document(doc.clone()).unwrap();
+        let scored = crate::score::score(
+            &rubric,
+            &inputs,
+            crate::score::montecarlo::Sampler::InverseCdfTable,
+        )
+        .unwrap();
+        (
+            scored.inputs_sha256.clone(),
+            scored.band.low,
+            scored.band.high,
+        )
+    };
+    assert_eq!(digest(&cli), digest(&daemon));
+}
+
+/// Our RPC's window: opened once after `RPC_OUTAGE_AFTER_RUNS` failed reads in a row (from
+/// just after the last good one), never again while open, closed once by the next good read.
+#[test]
+fn the_rpc_window_opens_once_and_closes_once() {
+    let mut rpc = RpcHealth::default();
+    let failed = RpcRead::Failed("down".into());
+    assert_eq!(rpc.step(&RpcRead::Worked, 10), None);
+    assert_eq!(rpc.step(&failed, 20), None);
+    assert_eq!(rpc.step(&RpcRead::NotAsked, 25), None);
+    assert_eq!(rpc.step(&failed, 30), None);
+    assert!(matches!(
+        rpc.step(&failed, 40),
+        Some(OutageRecord::Opened {
+            from_ms: 11,
+            of: OutageOf::Rpc,
+            ..
+        })
+    ));
+    assert_eq!(rpc.step(&failed, 50), None, "open already");
+    assert_eq!(
+        rpc.step(&RpcRead::Worked, 60),
+        Some(OutageRecord::Closed {
+            from_ms: 11,
+            to_ms: 60,
+            of: OutageOf::Rpc
+        })
+    );
+    assert_eq!(rpc.step(&RpcRead::Worked, 70), None, "closed already");
+}

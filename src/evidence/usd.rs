@@ -12,6 +12,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Decimal places kept.
 pub const USD_DECIMALS: u32 = 18;
+/// Decimal places of a price in a score's inputs (x402 quotes in 6-decimal dollar tokens).
+pub const PRICE_DECIMALS: u32 = 6;
 const SCALE: u128 = 1_000_000_000_000_000_000;
 
 /// An amount of US dollars, exact to 10^-18.
@@ -29,6 +31,23 @@ impl Usd {
     /// In units of 10^-18 USD.
     pub const fn atto(self) -> u128 {
         self.0
+    }
+
+    /// From atomic units of a 6-decimal dollar token (USDC, as x402 quotes), exactly.
+    pub fn of_micros(units: u128) -> Option<Usd> {
+        units
+            .checked_mul(10u128.pow(USD_DECIMALS - PRICE_DECIMALS))
+            .map(Usd)
+    }
+
+    /// The one text a price has in a score's inputs, and so in its digest and its Monte Carlo
+    /// seed: exactly six decimals (`0.010000`), rounded half up beyond them. `probe`, the daemon
+    /// and `recompute` all write it so, so the same evidence gives the same inputs; six decimals
+    /// is the form every score the daemon published was written in.
+    pub fn price_text(self) -> String {
+        let unit = 10u128.pow(USD_DECIMALS - PRICE_DECIMALS);
+        let micros = self.0 / unit + u128::from(self.0 % unit >= unit / 2);
+        format!("{}.{:06}", micros / 1_000_000, micros % 1_000_000)
     }
 
     pub fn checked_add(self, other: Usd) -> Option<Usd> {
@@ -182,6 +201,25 @@ mod tests {
         assert_eq!(cost, Usd::from_atto(1), "0.0999... atto rounds up to 1");
         // Absurd amounts do not fit and are reported as such, never wrapped.
         assert_eq!(Usd::of_token_amount(U256::MAX, 6, one), None);
+    }
+
+    #[test]
+    fn a_price_has_one_text_of_six_decimals() {
+        let price = |micros| Usd::of_micros(micros).unwrap().price_text();
+        assert_eq!(price(10_000), "0.010000");
+        assert_eq!(price(0), "0.000000");
+        assert_eq!(price(123_456_789), "123.456789");
+        // As the daemon always wrote a price of 6-decimal units (its scores recompute).
+        for micros in [1u128, 10_000, 30_000, 999_999, 1_000_000, 123_456_789] {
+            assert_eq!(price(micros), format!("{:.6}", micros as f64 / 1e6));
+        }
+        let finer: Usd = "0.0000015".parse().unwrap();
+        assert_eq!(
+            finer.price_text(),
+            "0.000002",
+            "half up beyond six decimals"
+        );
+        assert_eq!(Usd::of_micros(u128::MAX), None);
     }
 
     #[test]

@@ -180,7 +180,7 @@ pub fn score_subject(store: &SqliteStore, rubric: &Rubric, id: &str, i: u32, day
             SubjectInputs {
                 url: id.to_string(),
                 category: "data".into(),
-                price_usd: 0.01,
+                price_usd: x402_probe::evidence::usd::Usd::of_micros(10_000).unwrap(),
                 revisions: vec![],
                 history,
                 population: vec![],
