@@ -22,8 +22,10 @@ fn normal_dependencies(package: &str) -> String {
     text
 }
 
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    regex::bytes::Regex::new(&regex::escape(needle))
+        .unwrap()
+        .is_match(haystack)
 }
 
 #[test]
@@ -45,8 +47,8 @@ fn the_service_build_neither_depends_on_nor_contains_the_lab() {
     // The binary the tests run is that build: its symbols name the probe's code and none of the
     // lab's (the lab's crate, `x402_lab`, would name every one of its functions).
     let binary = std::fs::read(env!("CARGO_BIN_EXE_x402-probe")).unwrap();
-    assert!(contains(&binary, b"x402_probe"));
-    assert!(!contains(&binary, b"x402_lab"));
+    assert!(contains(&binary, "x402_probe"));
+    assert!(!contains(&binary, "x402_lab"));
 }
 
 #[test]
