@@ -1,4 +1,3 @@
-#![cfg(feature = "lab")]
 //! Fault injection: a paid call is a child process that is killed (SIGKILL, no cleanup) at a chosen
 //! step: after reserving, after signing, while the request is in flight, after the response, after
 //! verifying, or in the middle of reconciling. Over a random sequence of calls, with a fresh process

@@ -1,4 +1,3 @@
-#![cfg(feature = "lab")]
 //! The paid acceptance table: pay every lab scenario that promises paid outcomes, through the real
 //! lab (anvil, token, facilitator, resource servers), and compare every paid check with the lab's
 //! `expect` map; check that balances on chain moved exactly as the scenario implies; check that

@@ -1,4 +1,3 @@
-#![cfg(feature = "lab")]
 //! Spend safety against the real lab: caps that bind across calls (open reservations included),
 //! refusals that move nothing, a world-readable key file refused, and an RPC that dies mid-run
 //! (every chain check `unmeasured`, none `fail`).

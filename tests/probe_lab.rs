@@ -1,4 +1,3 @@
-#![cfg(feature = "lab")]
 //! The acceptance table: probe every lab scenario for free and compare every free check with what the
 //! lab promises (`expect`). Also the CLI's exit codes and JSON report on a few of them.
 

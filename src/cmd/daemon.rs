@@ -22,7 +22,7 @@ pub struct Args {
     )]
     pub config: Option<PathBuf>,
     /// Run against the embedded lab instead (a configuration written for it; nothing leaves
-    /// loopback).
+    /// loopback). The lab's binary only (`x402-probe-lab`): the service build has no lab.
     #[arg(long)]
     pub lab: bool,
     /// With --lab: run this many days on a simulated clock (seconds of real time), then print
@@ -36,10 +36,8 @@ pub struct Args {
     pub state_dir: Option<PathBuf>,
 }
 
-pub fn run(args: Args) -> Result<i32> {
-    let Some(config_path) = args.config else {
-        return run_lab(args.days, args.state_dir);
-    };
+/// Runs the daemon on the configuration at `config_path` (`--lab` is the lab's binary's, `cmd::cli`).
+pub fn run(config_path: PathBuf) -> Result<i32> {
     let config = DaemonConfig::read(&config_path)?;
     init_logs("info");
     limit_malloc_arenas();
@@ -69,14 +67,4 @@ fn limit_malloc_arenas() {
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }
-}
-
-#[cfg(feature = "lab")]
-fn run_lab(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32> {
-    super::daemon_lab::run(days, state_dir)
-}
-
-#[cfg(not(feature = "lab"))]
-fn run_lab(_days: Option<u32>, _state_dir: Option<PathBuf>) -> Result<i32> {
-    anyhow::bail!("this build has no embedded lab (built without the `lab` feature)")
 }

@@ -1,9 +1,8 @@
 //! One file per subcommand. Each exposes `Args` (clap) and `run(args) -> anyhow::Result<i32>`,
 //! returning the process exit code.
 
+pub mod cli;
 pub mod daemon;
-#[cfg(feature = "lab")]
-mod daemon_lab;
 pub mod demo;
 pub mod explain;
 pub mod ledger;

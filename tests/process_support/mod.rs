@@ -1,11 +1,21 @@
 //! The binary as a separate process, as a user or the service runs it: a command run to its end
 //! (`run`), or the daemon started from the test binary's sibling `x402-probe`, signalled, and
-//! waited on.
+//! waited on. probe-lab's tests include this module for `x402-probe-lab`, the same commands with
+//! the lab's.
 #![allow(dead_code)]
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The binary under test: `x402-probe-lab` in probe-lab's tests, `x402-probe` here.
+const BIN: &str = match (
+    option_env!("CARGO_BIN_EXE_x402-probe-lab"),
+    option_env!("CARGO_BIN_EXE_x402-probe"),
+) {
+    (Some(bin), _) | (None, Some(bin)) => bin,
+    (None, None) => panic!("no binary to test"),
+};
 
 /// Starts `x402-probe daemon --config CONFIG`, its log (stderr) appended to `log`, so a restart
 /// keeps what the previous process wrote.
@@ -15,7 +25,7 @@ pub fn start_daemon(config: &Path, log: &Path) -> Child {
         .append(true)
         .open(log)
         .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_x402-probe"))
+    Command::new(BIN)
         .args(["daemon", "--config"])
         .arg(config)
         .env("RUST_LOG", "info")
@@ -44,9 +54,9 @@ pub fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
     panic!("timed out waiting for {what}");
 }
 
-/// Runs `x402-probe ARGS` to its end: the exit code and stdout then stderr.
+/// Runs `BIN ARGS` to its end: the exit code and stdout then stderr.
 pub fn run(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_x402-probe"))
+    let out = Command::new(BIN)
         .args(args)
         .env("RUST_LOG", "error")
         .output()

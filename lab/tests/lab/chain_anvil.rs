@@ -244,11 +244,16 @@ async fn helper_process() {
 }
 
 fn helper_command(role: &str) -> Command {
+    // The helper's name as the harness knows it: its module path without the crate's name.
+    let helper = match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::helper_process"),
+        None => "helper_process".to_string(),
+    };
     let mut command = Command::new(std::env::current_exe().expect("the test binary"));
     command
         .args([
             "--exact",
-            "helper_process",
+            &helper,
             "--ignored",
             "--nocapture",
             "--test-threads=1",

@@ -1,7 +1,7 @@
 //! The lab as a whole: it comes up fast, labs run side by side, its manifest says what it promises, and
 //! nothing it starts outlives it.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
@@ -77,7 +77,7 @@ async fn the_manifest_names_everything_and_every_expectation_is_well_formed() {
         0o600
     );
     let rubric: Value =
-        serde_json::from_str(include_str!("../../rubrics/x402-endpoint.json")).unwrap();
+        serde_json::from_str(include_str!("../../../rubrics/x402-endpoint.json")).unwrap();
     let ids: Vec<&str> = rubric["checks"]
         .as_array()
         .unwrap()

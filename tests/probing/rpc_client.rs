@@ -1,4 +1,3 @@
-#![cfg(feature = "lab")]
 //! The fixed-RPC client against a real anvil with the lab token deployed, against nothing, and
 //! behind a hostile proxy that forwards everything but `eth_call`, which it answers badly.
 
@@ -6,7 +5,7 @@ use alloy::primitives::{Address, B256};
 use x402_lab::Lab;
 use x402_probe::probe::rpc::{Rpc, RpcError};
 
-mod rpc_support;
+use crate::rpc_support;
 use rpc_support::{answer, read_request};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

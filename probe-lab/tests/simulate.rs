@@ -1,9 +1,10 @@
-//! `x402-probe simulate` as a user runs it: a small population (12 endpoints over 16 days) through
+//! `x402-probe-lab simulate` as a user runs it: a small population (12 endpoints over 16 days) through
 //! the real binary, lab, daemon, chain and store; then what it wrote: labels that validate and
 //! follow the truth's window rule, score documents and runs all marked `synthetic_fixture`, and a
 //! daemon state that holds nothing of the hidden truth.
 
 use std::path::Path;
+#[path = "../../tests/process_support/mod.rs"]
 mod process_support;
 
 use process_support::run;

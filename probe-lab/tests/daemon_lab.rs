@@ -1,7 +1,8 @@
-//! The README's third command, `x402-probe daemon --lab --days N`, as a user runs it: the binary
+//! The README's third command, `x402-probe-lab daemon --lab --days N`, as a user runs it: the binary
 //! brings the lab up, runs the daemon on simulated days, prints each subject's daily scores, and
 //! leaves a ledger that verifies and recomputes.
 
+#[path = "../../tests/process_support/mod.rs"]
 mod process_support;
 
 use std::os::unix::fs::PermissionsExt;

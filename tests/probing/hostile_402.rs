@@ -1,4 +1,3 @@
-#![cfg(feature = "lab")]
 //! Hostile 402s against the real prober: the `probe` command, run as a user runs it, against lab
 //! endpoints whose responses are within the read caps but cost too much to evaluate naively
 //! (accepts floods in the body and the header, deep nesting, a flood of deviations, a schema that

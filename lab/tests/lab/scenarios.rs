@@ -1,7 +1,7 @@
 //! Each scenario, proved from outside: a plain HTTP client (reqwest), raw sockets for the hostile ones,
 //! and chain reads. None of this uses the probe.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

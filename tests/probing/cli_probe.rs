@@ -1,4 +1,3 @@
-#![cfg(feature = "lab")]
 //! The `probe` command as a user runs it: exit codes, the JSON report, and `--pay` against the lab.
 
 use std::process::Command;

@@ -1,4 +1,4 @@
-//! `x402-probe daemon --lab [--days N]`: the daemon against the embedded lab, to watch evidence
+//! `x402-probe-lab daemon --lab [--days N]`: the daemon against the embedded lab, to watch evidence
 //! accumulate. The lab serves honest and dishonest endpoints, endpoints that change over time (a
 //! price rise without a note, a price rise with one, an outage, a 30% failure share) and a control
 //! endpoint; the daemon gets a configuration written for them, in a state directory that is kept so
@@ -18,11 +18,12 @@ use x402_lab::daemon_config::LabDaemonConfig;
 use x402_lab::dynamic::{LabClock, Timeline, rfc3339_ms};
 use x402_lab::{Lab, LabOptions};
 
-use crate::clock::{Clock, ManualClock, SystemClock};
-use crate::config::DaemonConfig;
-use crate::daemon::{Daemon, TimeSource};
-use crate::ledger::key::ReporterKey;
-use crate::store::{SqliteStore, Store};
+use x402_probe::clock::{Clock, ManualClock, SystemClock};
+use x402_probe::cmd::service;
+use x402_probe::config::DaemonConfig;
+use x402_probe::daemon::{Daemon, TimeSource};
+use x402_probe::ledger::key::ReporterKey;
+use x402_probe::store::{SqliteStore, Store};
 
 const HOUR: i64 = 3_600_000;
 const DAY: i64 = 24 * HOUR;
@@ -31,9 +32,9 @@ const DAY: i64 = 24 * HOUR;
 const STEADY: [&str; 3] = ["honest-v2", "overcharge", "wrong-payee"];
 
 pub fn run(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32> {
-    crate::install_crypto_provider();
+    x402_probe::install_crypto_provider();
     // A simulated run logs warnings only (its runs are summarised at the end); `RUST_LOG` wins.
-    super::service::init_logs(if days.is_some() { "warn" } else { "info" });
+    service::init_logs(if days.is_some() { "warn" } else { "info" });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -58,7 +59,7 @@ async fn run_async(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32>
         );
     }
     // Ours alone (made 0700, refused if others can write it) before anything is put in it.
-    crate::state_dir::open_state_dir(&state)?;
+    x402_probe::state_dir::open_state_dir(&state)?;
 
     let mut scenarios: Vec<String> = STEADY.iter().map(|s| s.to_string()).collect();
     scenarios.push("control".into());
@@ -144,7 +145,7 @@ async fn run_async(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32>
                 println!("API: http://{addr}/v1/subjects  (x402-probe status --api http://{addr})");
             }
             let (tx, rx) = tokio::sync::mpsc::channel(8);
-            tokio::spawn(super::service::forward_signals(tx));
+            tokio::spawn(service::forward_signals(tx));
             daemon.run(rx).await?;
         }
     }
