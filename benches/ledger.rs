@@ -600,7 +600,9 @@ fn written_rows(path: &Path) -> (Vec<WrittenRow>, Vec<BlobRow>) {
             }
         })
         .collect();
-    let mut blobs = conn.prepare("SELECT sha256, codec, bytes FROM blob").unwrap();
+    let mut blobs = conn
+        .prepare("SELECT sha256, codec, bytes FROM blob")
+        .unwrap();
     let blobs = blobs
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .unwrap()
@@ -611,12 +613,7 @@ fn written_rows(path: &Path) -> (Vec<WrittenRow>, Vec<BlobRow>) {
 
 /// The baseline: the same rows inserted into the same schema, in the same transactions, with the
 /// store's pragmas; the seconds spent inserting.
-fn plain_inserts(
-    path: &Path,
-    rows: &[WrittenRow],
-    blobs: &[BlobRow],
-    batch: usize,
-) -> f64 {
+fn plain_inserts(path: &Path, rows: &[WrittenRow], blobs: &[BlobRow], batch: usize) -> f64 {
     let mut conn = Connection::open(path).unwrap();
     conn.pragma_update(None, "journal_mode", "WAL").unwrap();
     conn.pragma_update(None, "synchronous", "FULL").unwrap();

@@ -29,7 +29,10 @@ fn fixture_state(root: &Path, name: &str) -> PathBuf {
     std::io::Read::read_to_end(&mut decoder, &mut ledger).unwrap();
     for (file, bytes) in [
         ("ledger.sqlite", ledger),
-        ("reporter.key", std::fs::read(data.join("reporter.key")).unwrap()),
+        (
+            "reporter.key",
+            std::fs::read(data.join("reporter.key")).unwrap(),
+        ),
     ] {
         let path = state.join(file);
         std::fs::write(&path, bytes).unwrap();
@@ -109,7 +112,11 @@ fn a_format_1_ledger_is_refused_then_migrated_verified_and_recomputed() {
     }
     let err = SqliteStore::open(&state).unwrap_err();
     assert!(err.to_string().contains("ledger migrate"), "{err}");
-    assert_eq!(schema(&state), "x402-probe.ledger/1", "nothing written into it");
+    assert_eq!(
+        schema(&state),
+        "x402-probe.ledger/1",
+        "nothing written into it"
+    );
 
     let (code, text) = state_arg(&["ledger", "migrate", "--state"], &state);
     assert_eq!(code, 0, "{text}");
@@ -120,7 +127,10 @@ fn a_format_1_ledger_is_refused_then_migrated_verified_and_recomputed() {
 
     // After: the same entries (seqs) and checkpoints signed by the reporter key, every blob and
     // every run's derived results checked, every score recomputed byte for byte.
-    let (code, text) = state_arg(&["ledger", "verify", "--pubkey", &key, "--state-dir"], &state);
+    let (code, text) = state_arg(
+        &["ledger", "verify", "--pubkey", &key, "--state-dir"],
+        &state,
+    );
     assert_eq!(code, 0, "{text}");
     assert!(
         text.contains("1023 entries") && text.contains("97 checkpoints"),
@@ -138,11 +148,21 @@ fn a_format_1_ledger_is_refused_then_migrated_verified_and_recomputed() {
         .migrated_from()
         .unwrap()
         .expect("the migration is recorded");
-    assert_eq!((from.head_seq, from.head_hash.as_str()), (1023, old_head.as_str()));
+    assert_eq!(
+        (from.head_seq, from.head_hash.as_str()),
+        (1023, old_head.as_str())
+    );
     let checkpoint = from.checkpoint.expect("the old ledger's last checkpoint");
-    assert_eq!((checkpoint.seq, checkpoint.public_key.as_str()), (1023, key.as_str()));
-    let old_bytes = std::fs::metadata(state.join("ledger-format-1.sqlite")).unwrap().len();
-    let new_bytes = std::fs::metadata(state.join("ledger.sqlite")).unwrap().len();
+    assert_eq!(
+        (checkpoint.seq, checkpoint.public_key.as_str()),
+        (1023, key.as_str())
+    );
+    let old_bytes = std::fs::metadata(state.join("ledger-format-1.sqlite"))
+        .unwrap()
+        .len();
+    let new_bytes = std::fs::metadata(state.join("ledger.sqlite"))
+        .unwrap()
+        .len();
     assert!(new_bytes < old_bytes, "{new_bytes} < {old_bytes}");
 
     // A run read back has its results (derived again) and its bodies.
@@ -207,9 +227,10 @@ fn a_migration_killed_at_any_point_leaves_a_verifiable_ledger() {
         let format = schema(&state);
         let (code, text) = match format.as_str() {
             "x402-probe.ledger/1" => state_arg(&["ledger", "verify", "--state-dir"], &state),
-            "x402-probe.ledger/2" => {
-                state_arg(&["ledger", "verify", "--pubkey", &key, "--state-dir"], &state)
-            }
+            "x402-probe.ledger/2" => state_arg(
+                &["ledger", "verify", "--pubkey", &key, "--state-dir"],
+                &state,
+            ),
             other => panic!("kill at {fraction}: a ledger of schema {other:?}"),
         };
         assert_eq!(code, 0, "kill at {fraction} ({format}): {text}");
@@ -218,8 +239,10 @@ fn a_migration_killed_at_any_point_leaves_a_verifiable_ledger() {
         // Run again to its end: migrated (or already), verified.
         let (code, text) = state_arg(&["ledger", "migrate", "--state"], &state);
         assert_eq!(code, 0, "after the kill at {fraction}: {text}");
-        let (code, text) =
-            state_arg(&["ledger", "verify", "--pubkey", &key, "--state-dir"], &state);
+        let (code, text) = state_arg(
+            &["ledger", "verify", "--pubkey", &key, "--state-dir"],
+            &state,
+        );
         assert_eq!(code, 0, "after the kill at {fraction}: {text}");
         assert!(!state.join("ledger.sqlite.migrating").exists());
     }
@@ -279,7 +302,9 @@ fn a_changed_or_missing_blob_and_results_that_do_not_derive_are_named() {
     let (code, text) = state_arg(&["ledger", "verify", "--state-dir"], &missing);
     assert_eq!(code, 1, "{text}");
     assert!(
-        text.contains(&format!("it names blob {named}, which the store does not have")),
+        text.contains(&format!(
+            "it names blob {named}, which the store does not have"
+        )),
         "{text}"
     );
     let (code, text) = state_arg(&["recompute", "--ledger"], &missing);
@@ -290,7 +315,10 @@ fn a_changed_or_missing_blob_and_results_that_do_not_derive_are_named() {
     // holds, but the results no longer derive to the stored hash (and the signed checkpoints no
     // longer match); `verify --chain-only` passes the chain alone with the checkpoints deleted,
     // the deep verify names the run.
-    let edited = copy("edited", "DELETE FROM checkpoint; DELETE FROM tree_checkpoint;");
+    let edited = copy(
+        "edited",
+        "DELETE FROM checkpoint; DELETE FROM tree_checkpoint;",
+    );
     let path = edited.join("ledger.sqlite");
     let mut rows = Vec::new();
     x402_probe::store::Store::scan(&SqliteStore::open_file(&path).unwrap(), 0, &mut |row| {
@@ -312,8 +340,8 @@ fn a_changed_or_missing_blob_and_results_that_do_not_derive_are_named() {
         {
             run.results.outcomes = run.results.outcomes.replace('p', "f");
         }
-        let sealed = x402_probe::ledger::chain::seal(row.seq, row.at_ms, prev, &envelope.record)
-            .unwrap();
+        let sealed =
+            x402_probe::ledger::chain::seal(row.seq, row.at_ms, prev, &envelope.record).unwrap();
         conn.execute(
             "UPDATE entry SET prev = ?1, hash = ?2, body = ?3 WHERE seq = ?4",
             rusqlite::params![
@@ -329,7 +357,10 @@ fn a_changed_or_missing_blob_and_results_that_do_not_derive_are_named() {
     conn.execute_batch("DELETE FROM tree;").unwrap();
     drop(conn);
     drop(SqliteStore::open_file(&path).unwrap());
-    let (code, text) = state_arg(&["ledger", "verify", "--chain-only", "--state-dir"], &edited);
+    let (code, text) = state_arg(
+        &["ledger", "verify", "--chain-only", "--state-dir"],
+        &edited,
+    );
     assert_eq!(code, 0, "the chain alone holds: {text}");
     let (code, text) = state_arg(&["ledger", "verify", "--state-dir"], &edited);
     assert_eq!(code, 1, "{text}");

@@ -270,8 +270,7 @@ const EXPORT_PAGE: usize = 512;
 /// `ledger verify` of a format 1 ledger: its chain, checkpoints and blobs, and that it waits for
 /// `ledger migrate` (no command of this build reads it otherwise).
 fn verify_format_1(path: &Path, state_dir: &Path) -> Result<i32> {
-    let verified =
-        SqliteStore::open_format_1(path).and_then(|store| store.verify_format_1());
+    let verified = SqliteStore::open_format_1(path).and_then(|store| store.verify_format_1());
     match verified {
         Ok(s) => {
             println!(

@@ -156,7 +156,6 @@ impl<R: RunSubject> Record<R> {
 }
 
 impl Record {
-
     /// Every HTTP exchange the record keeps (a run's free and paid ones, a refund watch's
     /// operator file): where bodies are kept apart as blobs and put back.
     pub(crate) fn exchanges_mut(&mut self) -> Vec<&mut Exchange> {

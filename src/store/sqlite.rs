@@ -1745,7 +1745,8 @@ pub fn migrate_format_1(
             Err(e) => return Err(io_error("removing", &side)(e)),
         }
     }
-    std::fs::rename(&new_path, &path).map_err(io_error("renaming the migrated ledger to", &path))?;
+    std::fs::rename(&new_path, &path)
+        .map_err(io_error("renaming the migrated ledger to", &path))?;
     std::fs::File::open(state_dir)
         .and_then(|d| d.sync_all())
         .map_err(io_error("syncing", state_dir))?;
@@ -1820,15 +1821,23 @@ impl SqliteStore {
     }
 
     /// A format 1 ledger's rows after `after`: seq, time and bytes.
-    fn rows_format_1(&self, after: i64, limit: i64) -> Result<Vec<(i64, i64, Vec<u8>)>, StoreError> {
+    fn rows_format_1(
+        &self,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, i64, Vec<u8>)>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn
-            .prepare_cached("SELECT seq, at_ms, body FROM entry WHERE seq > ?1 ORDER BY seq LIMIT ?2")
+            .prepare_cached(
+                "SELECT seq, at_ms, body FROM entry WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            )
             .map_err(self.sql("reading entries"))?;
-        stmt.query_map(params![after, limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .map_err(self.sql("reading entries"))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(self.sql("reading entries"))
+        stmt.query_map(params![after, limit], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .map_err(self.sql("reading entries"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(self.sql("reading entries"))
     }
 
     /// Puts the bodies a format 1 entry kept apart back (its blobs are kept as they are).
@@ -1891,9 +1900,13 @@ impl SqliteStore {
             let width = read.column_count();
             let places = vec!["?"; width].join(", ");
             let mut write = tx
-                .prepare(&format!("INSERT INTO {table} ({columns}) VALUES ({places})"))
+                .prepare(&format!(
+                    "INSERT INTO {table} ({columns}) VALUES ({places})"
+                ))
                 .map_err(self.sql("copying the working state"))?;
-            let mut rows = read.query([]).map_err(old.sql("reading the working state"))?;
+            let mut rows = read
+                .query([])
+                .map_err(old.sql("reading the working state"))?;
             while let Some(r) = rows.next().map_err(old.sql("reading the working state"))? {
                 let values = (0..width)
                     .map(|i| r.get::<_, rusqlite::types::Value>(i))
