@@ -191,7 +191,7 @@ fn verify_names_a_changed_removed_or_reordered_entry() {
     let changed = tampered(
         root.path(),
         "changed",
-        "UPDATE entry SET body = CAST(replace(CAST(body AS TEXT), '\"v\":1', '\"v\":2') AS BLOB) WHERE seq = 10;",
+        "UPDATE entry SET body = CAST(replace(CAST(body AS TEXT), '\"v\":2', '\"v\":3') AS BLOB) WHERE seq = 10;",
     );
     let (code, text) = verify(&changed);
     assert_eq!(code, 1, "{text}");

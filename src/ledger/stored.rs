@@ -151,7 +151,7 @@ fn store_run(run: RunRecord, rubric: &Rubric) -> StoredRun {
             .results
             .iter()
             .zip(&derived)
-            .filter(|(r, d)| r != d)
+            .filter(|(r, d)| differ(r, d))
             .map(|(r, _)| r.clone())
             .collect();
         (kept, false)
@@ -176,6 +176,14 @@ fn store_run(run: RunRecord, rubric: &Rubric) -> StoredRun {
         free: run.free,
         paid: run.paid,
     }
+}
+
+/// Whether a result differs from the one derived, as its hash sees it: in canonical JSON (a
+/// result read back from JSON holds `46` where the checks computed `46.0`: equal bytes).
+fn differ(result: &CheckResult, derived: &CheckResult) -> bool {
+    result != derived
+        && results_sha256(std::slice::from_ref(result))
+            != results_sha256(std::slice::from_ref(derived))
 }
 
 /// Reads a stored record back as every reader sees it: blobs put back, a run's results derived
