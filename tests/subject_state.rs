@@ -107,11 +107,9 @@ async fn the_kept_state_is_the_ledgers_fold_a_damaged_one_is_rebuilt_and_a_silen
     assert_eq!(check(&doc, "R1")["passes"], 0);
     assert_ne!(doc["verdict"]["verdict"], "verified", "{}", doc["verdict"]);
 
-    let recomputed = x402_probe::daemon::recompute::recompute_ledger(
-        &store,
-        std::slice::from_ref(&rubric),
-    )
-    .unwrap();
+    let recomputed =
+        x402_probe::daemon::recompute::recompute_ledger(&store, std::slice::from_ref(&rubric))
+            .unwrap();
     assert_eq!(recomputed.mismatches, vec![]);
     assert_eq!(recomputed.derived, vec![]);
     assert!(recomputed.scores > 40, "{} scores", recomputed.scores);
@@ -136,8 +134,15 @@ async fn the_kept_state_is_the_ledgers_fold_a_damaged_one_is_rebuilt_and_a_silen
     )
     .unwrap();
     let rebuilt = loaded(&store, &rubric, &rising);
-    assert_eq!(rebuilt.price_usd, Some(0.03), "the forged price is not read");
-    assert!(rebuilt.rows == before.rows, "the rebuilt state's rows differ");
+    assert_eq!(
+        rebuilt.price_usd,
+        Some(0.03),
+        "the forged price is not read"
+    );
+    assert!(
+        rebuilt.rows == before.rows,
+        "the rebuilt state's rows differ"
+    );
     assert_eq!(comparable(rebuilt, 0), comparable(before, 0));
     drop(store);
     run_simulated(&text_of(&lab, &settings), clock.clone(), at(3.5)).await;

@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 use crate::checks::history::{OutageWindow, declared};
 use crate::evidence::run::Provenance;
 use crate::ledger::record::{OutageRecord, Record, RecordKind, RevisionRecord, SubjectChange};
-use crate::store::{Store, StoreError};
 use crate::rubric::Rubric;
 use crate::score::input::HistoryEntry;
+use crate::store::{Store, StoreError};
 
 use super::pipeline::{SEQ_STRIDE, history_rows};
 use super::scoring::{self, SubjectInputs};
@@ -136,10 +136,10 @@ impl SubjectState {
             .position(|e| scoring::ms_of(&e.at).is_none_or(|at| at >= from_ms))
             .unwrap_or(self.rows.len());
         if keep > 0 {
-            let next = self.rows.get(keep).map_or_else(
-                || (self.through_seq + 1) * SEQ_STRIDE,
-                |e| e.seq,
-            );
+            let next = self
+                .rows
+                .get(keep)
+                .map_or_else(|| (self.through_seq + 1) * SEQ_STRIDE, |e| e.seq);
             self.rows.drain(..keep);
             self.window_from = self.window_from.max(next);
         }
@@ -158,10 +158,8 @@ impl SubjectState {
                 let mut row = row.clone();
                 if let Some(id) = &row.revision {
                     let at = scoring::ms_of(&row.at).unwrap_or(i64::MAX);
-                    let declared_before = self
-                        .revisions
-                        .iter()
-                        .any(|r| &r.id == id && r.at_ms <= at);
+                    let declared_before =
+                        self.revisions.iter().any(|r| &r.id == id && r.at_ms <= at);
                     if !declared_before {
                         row.revision = None;
                     }
