@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 #[path = "../tests/daemon_support/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod daemon_support;
 
 use daemon_support::{DAY, Settings, config_text, start_ms};
