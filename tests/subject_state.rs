@@ -129,8 +129,8 @@ async fn the_kept_state_is_the_ledgers_fold_a_damaged_one_is_rebuilt_and_a_silen
         )
         .unwrap();
     let text = String::from_utf8(body).unwrap();
-    assert!(text.contains("\"price_usd\":0.03"), "{text}");
-    let forged = text.replace("\"price_usd\":0.03", "\"price_usd\":9.99");
+    assert!(text.contains("\"price_usd\":\"0.03\""), "{text}");
+    let forged = text.replace("\"price_usd\":\"0.03\"", "\"price_usd\":\"9.99\"");
     conn.execute(
         "UPDATE subject_state SET body = ?1 WHERE subject = ?2",
         rusqlite::params![forged.as_bytes(), &rising],

@@ -98,9 +98,7 @@ pub fn recompute_ledger(
                     if let Some(subject) = record.subject()
                         && FOLDED_KINDS.contains(&record.kind())
                     {
-                        let state = subjects
-                            .entry(subject.to_string())
-                            .or_insert_with(SubjectState::new);
+                        let state = subjects.entry(subject.to_string()).or_default();
                         let before = state.rows.len();
                         state.fold(rubric, seq, record);
                         // The history rows the daemon scores from are derived from the same

@@ -245,7 +245,12 @@ pub fn score(
 /// The score document as the ledger keeps it: RFC 8785 bytes without `inputs` (the ledger holds
 /// every input; `inputs_sha256` names them).
 pub fn stored_form(document: &ScoreDocument) -> Result<Vec<u8>, crate::canonical::CanonicalError> {
-    let mut value = serde_json::to_value(document)?;
+    // The inputs are left out before the document becomes a JSON value: they are the whole
+    // history inside the horizon, and copying them only to drop them made every rescore's cost
+    // grow with the subject's age.
+    let mut without = document.clone();
+    without.inputs = std::sync::Arc::new(Value::Null);
+    let mut value = serde_json::to_value(&without)?;
     if let Value::Object(map) = &mut value {
         map.remove("inputs");
     }

@@ -23,7 +23,7 @@ use super::scoring::{self, SubjectInputs};
 pub const STATE_FORMAT: u32 = 1;
 
 /// One subject's scoring state as of ledger entry `through_seq`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SubjectState {
     pub format: u32,
     /// The last ledger entry folded in (entries of other subjects count too: nothing of them
@@ -49,6 +49,25 @@ pub struct SubjectState {
     /// The paid-call facts: how many runs sent a payment, and the last (its entry and time).
     pub paid_calls: u64,
     pub last_paid: Option<PaidFact>,
+}
+
+impl Default for SubjectState {
+    /// The state before any entry: of this build's format.
+    fn default() -> SubjectState {
+        SubjectState {
+            format: STATE_FORMAT,
+            through_seq: 0,
+            rows: Vec::new(),
+            window_from: 0,
+            horizon_days: 0,
+            revisions: Vec::new(),
+            category: None,
+            price_usd: None,
+            provenance: None,
+            paid_calls: 0,
+            last_paid: None,
+        }
+    }
 }
 
 /// A run that sent a payment.
@@ -80,10 +99,7 @@ pub struct StateRow {
 
 impl SubjectState {
     pub fn new() -> SubjectState {
-        SubjectState {
-            format: STATE_FORMAT,
-            ..SubjectState::default()
-        }
+        SubjectState::default()
     }
 
     /// Folds ledger entry `seq` (a record about this subject, read with its bodies) into the
