@@ -344,6 +344,9 @@ fn run_entry(template: &RunRecord, rubric: &Rubric, i: usize) -> NewEntry {
 /// Score entry `i`, with its daily score row, as the daemon appends it.
 fn score_entry(template: &ScoreRecord, document: &[u8], i: usize) -> NewEntry {
     let mut score = template.clone();
+    // The value population it names is a blob of the daemon's store, not of the bench's fresh
+    // ones (verification checks every named blob is there).
+    score.population_sha256 = None;
     score.subject = format!("{}?bench={i}", template.subject);
     score.as_of_ms += i as i64;
     let row = ScoreRow {
@@ -796,8 +799,9 @@ fn verification(sizes: &Sizes, root: &Path, captured: &Captured, rubric: &Rubric
         while i < n {
             let entries: Vec<NewEntry> = (i..(i + batch).min(n))
                 .map(|k| match kind {
-                    Kind::Run => Kind::Run.entry(captured, rubric, k),
-                    // The ledger entry alone: verification reads no score row.
+                    // A score with its score row (verification checks each subject's newest).
+                    Kind::Run | Kind::Score => kind.entry(captured, rubric, k),
+                    // The ledger entry alone.
                     _ => {
                         let e = kind.entry(captured, rubric, k);
                         NewEntry::plain(e.at_ms, e.record)
