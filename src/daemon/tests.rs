@@ -106,6 +106,18 @@ async fn open(state: &Path, subjects: &[String], catalogues: &[&TestCatalogue]) 
 }
 
 impl Daemon {
+    /// One free run of `subject` (unpaid) as the loop starts it, the pipeline then the writer,
+    /// outside the loop.
+    fn free_run(&self, subject: &str) -> impl Future<Output = pipeline::RunDone> + use<> {
+        pipeline::run_subject(
+            self.shared().clone(),
+            self.writer.clone(),
+            subject.to_string(),
+            "weather".into(),
+            false,
+        )
+    }
+
     /// Starts every job due now.
     fn dispatch_due(&mut self, in_flight: &mut JoinSet<Done>) {
         let now = self.shared.clock.now_ms();
@@ -394,17 +406,7 @@ async fn a_revision_whose_run_fails_to_record_is_allocated_again_with_its_entry(
     let endpoint = Quoting::start(10_000).await;
     let subject = crate::probe::http::canonical_subject_url(&endpoint.url).unwrap();
     let daemon = open(dir.path(), std::slice::from_ref(&subject), &[]).await;
-    let shared = daemon.shared().clone();
-    let writer = daemon.writer.clone();
-    let run = || {
-        pipeline::run_subject(
-            shared.clone(),
-            writer.clone(),
-            subject.clone(),
-            "weather".into(),
-            false,
-        )
-    };
+    let run = || daemon.free_run(&subject);
 
     let first = run().await;
     assert_eq!(first.error, None);
@@ -446,16 +448,7 @@ async fn rows_that_do_not_read_are_corrupt_never_skipped() {
     let subject = crate::probe::http::canonical_subject_url(&endpoint.url).unwrap();
     let daemon = open(dir.path(), std::slice::from_ref(&subject), &[]).await;
     let shared = daemon.shared().clone();
-    let writer = daemon.writer.clone();
-    let run = || {
-        pipeline::run_subject(
-            shared.clone(),
-            writer.clone(),
-            subject.clone(),
-            "weather".into(),
-            false,
-        )
-    };
+    let run = || daemon.free_run(&subject);
     let scores = || {
         shared
             .store
