@@ -4,11 +4,14 @@
 //! evidence is verdict-ready), and the daemon's CPU per run in the first and the last 30 days.
 //! Goal: the last 30 days' CPU per run at most 1.2 times the first 30 days'.
 //!
-//! How the daemon's CPU is told from the lab's: both run in this process, each on a tokio
-//! runtime of its own whose threads are named (`daemon-rt`, `lab-rt`); the CPU of a part is the
-//! sum of its threads' user and system time read from `/proc/self/task/*/stat` (the blocking
-//! pool's threads are kept alive for the whole run, so none of them takes its time away when it
-//! exits). The chain (anvil) is a child process and counts for neither. The year runs in three
+//! How the daemon's CPU is told from the lab's: both run in this process. The lab's threads live
+//! for the whole run (its runtime `lab-rt`, the servers' `tokio-rt-worker`s, the `anvil-*`
+//! readers), so their CPU is the sum of their user and system time read from
+//! `/proc/self/task/*/stat`. The daemon's is the process's whole CPU (`/proc/self/stat`, which
+//! keeps the time of threads that have exited) less the lab's: its loop on this thread, its
+//! runtime's workers and blocking pool (`daemon-rt`), and its writer thread (`ledger-writer`,
+//! where every rescore runs), which each leg starts and ends. The chain (anvil) is a child
+//! process and counts for neither. The year runs in three
 //! legs on one state directory (days 0-30, 30-335, 335-365): the CPU and the run entries are read
 //! between them, so each figure is a whole leg's CPU over its runs.
 //!
@@ -28,29 +31,49 @@ use x402_probe::clock::ManualClock;
 use x402_probe::config::DaemonConfig;
 use x402_probe::daemon::Daemon;
 
-/// CPU seconds of this process's threads whose name starts with `prefix`.
-fn cpu_of(prefix: &str) -> f64 {
+/// The lab's threads (see the file's comment).
+const LAB_THREADS: [&str; 3] = ["lab-rt", "tokio-rt-worker", "anvil"];
+
+/// utime + stime in seconds from a `stat` line (`pid (comm) state ...`; comm may hold spaces,
+/// so the fields are read after the last ')'), with the comm.
+fn stat_cpu(stat: &str) -> Option<(&str, f64)> {
     let ticks = 100.0; // USER_HZ on Linux
-    let mut total = 0u64;
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    let fields: Vec<&str> = stat.get(close + 2..)?.split(' ').collect();
+    // Fields 14 and 15 of stat (utime, stime) are 11 and 12 after the state.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some((&stat[open + 1..close], (utime + stime) as f64 / ticks))
+}
+
+/// CPU seconds of the whole process, exited threads included.
+fn cpu_of_process() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|stat| stat_cpu(&stat).map(|(_, cpu)| cpu))
+        .unwrap_or(0.0)
+}
+
+/// CPU seconds of the lab's threads.
+fn cpu_of_lab() -> f64 {
+    LAB_THREADS.iter().map(|prefix| cpu_of(prefix)).sum()
+}
+
+/// CPU seconds of this process's live threads whose name starts with `prefix`.
+fn cpu_of(prefix: &str) -> f64 {
+    let mut total = 0.0;
     for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task") {
         let Ok(task) = task else { continue };
         let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
             continue;
         };
-        // pid (comm) state ...: comm may hold spaces, so read after the last ')'.
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        if !stat[open + 1..close].starts_with(prefix) {
-            continue;
+        if let Some((comm, cpu)) = stat_cpu(&stat)
+            && comm.starts_with(prefix)
+        {
+            total += cpu;
         }
-        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
-        // Fields 14 and 15 of stat (utime, stime) are 11 and 12 after the state.
-        let utime: u64 = fields.get(11).and_then(|f| f.parse().ok()).unwrap_or(0);
-        let stime: u64 = fields.get(12).and_then(|f| f.parse().ok()).unwrap_or(0);
-        total += utime + stime;
     }
-    total as f64 / ticks
+    total
 }
 
 /// Run entries in the ledger (0 before the daemon has made it).
@@ -107,7 +130,7 @@ fn main() {
     let mut legs = Vec::new();
     let wall = Instant::now();
     for until_day in [leg, days - leg, days] {
-        let (cpu0, lab0, runs0) = (cpu_of("daemon-rt"), cpu_of("lab-rt"), runs_in(dir.path()));
+        let (all0, lab0, runs0) = (cpu_of_process(), cpu_of_lab(), runs_in(dir.path()));
         let leg_wall = Instant::now();
         daemon_rt
             .block_on(Daemon::run_simulated(
@@ -119,8 +142,8 @@ fn main() {
             ))
             .expect("the daemon runs to the end");
         let runs = runs_in(dir.path()) - runs0;
-        let cpu = cpu_of("daemon-rt") - cpu0;
-        let lab_cpu = cpu_of("lab-rt") - lab0;
+        let lab_cpu = cpu_of_lab() - lab0;
+        let cpu = cpu_of_process() - all0 - lab_cpu;
         eprintln!(
             "to day {until_day}: {runs} runs, daemon {cpu:.1} s CPU, lab {lab_cpu:.1} s, wall {:.0} s",
             leg_wall.elapsed().as_secs_f64()
