@@ -57,7 +57,7 @@ fn write_value(out: &mut String, value: &serde_json::Value) {
         }
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+            entries.sort_by(|a, b| utf16_order(a.0, b.0));
             out.push('{');
             for (i, (key, item)) in entries.into_iter().enumerate() {
                 if i > 0 {
@@ -72,8 +72,25 @@ fn write_value(out: &mut String, value: &serde_json::Value) {
     }
 }
 
-fn write_string(out: &mut String, s: &str) {
+/// Keys' order: by UTF-16 code units. For ASCII keys (every key this crate writes) that is the
+/// order of their bytes, compared without transcoding.
+fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
+    if a.is_ascii() && b.is_ascii() {
+        a.as_bytes().cmp(b.as_bytes())
+    } else {
+        a.encode_utf16().cmp(b.encode_utf16())
+    }
+}
+
+/// A JSON string as RFC 8785 writes it: only `"`, `\` and control characters escaped.
+pub(crate) fn write_string(out: &mut String, s: &str) {
     out.push('"');
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        // Nothing to escape (times, hashes, ids, URLs): copied whole.
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
@@ -90,6 +107,9 @@ fn write_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// 2^53: every whole number below it is a double exactly.
+const MAX_EXACT_INTEGER: f64 = 9_007_199_254_740_992.0;
+
 /// A finite double as ECMAScript's `Number.prototype.toString` prints it (ECMA-262, 7.1.12.1).
 ///
 /// Rust's `{:e}` gives the shortest digits that round-trip (the same digits ECMAScript asks for);
@@ -101,6 +121,12 @@ pub fn format_number(x: f64) -> String {
     }
     if x == 0.0 {
         return "0".to_string(); // also for -0
+    }
+    if x.fract() == 0.0 && x.abs() < MAX_EXACT_INTEGER {
+        // A whole number below 2^53 is its own shortest round-trip digits, printed without an
+        // exponent (ECMAScript's rule for anything under 1e21): its integer text, without the
+        // digit-by-digit formatting below (every `seq` of every history row goes through here).
+        return (x as i64).to_string();
     }
     let (digits, exponent) = tie_to_even(x.abs(), scientific(&format!("{:e}", x.abs())));
     let k = digits.len() as i32;
@@ -253,6 +279,55 @@ mod tests {
             \"\u{f6}\":\"Latin Small Letter O With Diaeresis\",\"\u{20ac}\":\"Euro Sign\",\
             \"\u{1f600}\":\"Emoji: Grinning Face\",\"\u{fb33}\":\"Hebrew Letter Dalet With Dagesh\"}";
         assert_eq!(text, expected);
+    }
+
+    /// The general path of `format_number` (the digits of `{:e}` placed as ECMAScript does), for
+    /// the fast paths to be compared with.
+    fn format_number_general(x: f64) -> String {
+        let (digits, exponent) = tie_to_even(x.abs(), scientific(&format!("{:e}", x.abs())));
+        let (k, n) = (digits.len() as i32, exponent + 1);
+        assert!(k <= n && n <= 21, "{x} is a whole number under 1e21");
+        let sign = if x < 0.0 { "-" } else { "" };
+        format!("{sign}{digits}{}", "0".repeat((n - k) as usize))
+    }
+
+    #[test]
+    fn whole_numbers_print_as_the_general_path_prints_them() {
+        let mut cases: Vec<f64> = (1..=2_000).map(f64::from).collect();
+        for p in 0..53 {
+            let two = (1u64 << p) as f64;
+            cases.extend([two, two - 1.0, two + 1.0, -two]);
+        }
+        cases.extend([
+            1e15,
+            123_456_789_012_345.0,
+            9_007_199_254_740_991.0,
+            -9_007_199_254_740_991.0,
+            1_024.0 * 1_000_003.0,
+        ]);
+        for x in cases {
+            assert_eq!(format_number(x), format_number_general(x), "{x}");
+        }
+        // 2^53 and beyond take the general path (it is in Appendix B above).
+        assert_eq!(format_number(9_007_199_254_740_992.0), "9007199254740992");
+        assert_eq!(format_number(1e21), "1e+21");
+        assert_eq!(format_number(0.5), "0.5");
+    }
+
+    #[test]
+    fn strings_without_escapes_are_copied_and_others_escaped() {
+        let write = |s: &str| {
+            let mut out = String::new();
+            write_string(&mut out, s);
+            out
+        };
+        assert_eq!(write("2026-12-01T00:00:00Z"), "\"2026-12-01T00:00:00Z\"");
+        assert_eq!(write("é\u{1f600}"), "\"é\u{1f600}\"");
+        assert_eq!(write("a\"b\\c\nd\u{1}"), "\"a\\\"b\\\\c\\nd\\u0001\"");
+        // As serde_json writes them (the same escapes: short ones, else \u00xx).
+        for s in ["", "x", "a\"b", "tab\there", "\u{7f}\u{1f}\u{8}\u{c}\r"] {
+            assert_eq!(serde_json::to_string(s).unwrap(), write(s), "{s:?}");
+        }
     }
 
     #[test]

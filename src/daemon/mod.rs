@@ -322,6 +322,7 @@ impl Daemon {
             history_days: config.daemon.history_days.get(),
             outages: Arc::default(),
             outage_fold: Default::default(),
+            windows: Default::default(),
             summaries: Arc::default(),
             listings: RwLock::new(BTreeMap::new()),
             revisions: Mutex::new(BTreeMap::new()),

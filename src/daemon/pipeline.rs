@@ -75,6 +75,9 @@ pub struct Shared {
     pub outages: Arc<RwLock<Vec<OutageWindow>>>,
     /// Our outage entries folded once for every subject's score (`subject_state::OutageFold`).
     pub outage_fold: Mutex<subject_state::OutageFold>,
+    /// The states with their window rows of the subjects the writer scored last
+    /// (`subject_state::Windows`): a rescore starts from its subject's, not from the store.
+    pub windows: Mutex<subject_state::Windows>,
     pub summaries: Arc<RwLock<BTreeMap<String, ScoreSummary>>>,
     pub listings: RwLock<BTreeMap<String, ListingSeen>>,
     pub revisions: Mutex<BTreeMap<String, CurrentRevision>>,
@@ -617,8 +620,20 @@ fn score_subject(
     let (through, _) = store.head().map_err(|e| e.to_string())?;
     // The subject's folded state brought up to `through` (never its whole history), and our
     // outages folded once for every subject.
-    let mut state = subject_state::load(store, &shared.rubric, url, through, shared.history_days)
-        .map_err(|e| e.to_string())?;
+    let kept = shared
+        .windows
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take(url);
+    let mut state = subject_state::load_from(
+        store,
+        &shared.rubric,
+        url,
+        through,
+        shared.history_days,
+        kept,
+    )
+    .map_err(|e| e.to_string())?;
     let outages = {
         let mut fold = shared.outage_fold.lock().unwrap_or_else(|p| p.into_inner());
         for e in store
@@ -670,6 +685,11 @@ fn score_subject(
     // horizon no longer holds).
     state.advance_window(now_ms, shared.history_days);
     let state_row = state.to_row(url);
+    shared
+        .windows
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .put(url, state);
     let row = ScoreRow {
         subject: url.to_string(),
         day: day_of(now_ms),

@@ -94,31 +94,42 @@ pub fn history_for(
     as_of_ms: i64,
     horizon_days: u64,
 ) -> Vec<HistoryEntry> {
+    let timed = rows.into_iter().map(|e| (ms_of(&e.at), e));
+    history_for_timed(timed, outages, as_of_ms, horizon_days)
+}
+
+/// [`history_for`] over rows whose time the caller has already read (`None`: unreadable, left
+/// out), so that a rescore parses each row's time once.
+pub fn history_for_timed(
+    rows: impl Iterator<Item = (Option<i64>, HistoryEntry)>,
+    outages: &[OutageWindow],
+    as_of_ms: i64,
+    horizon_days: u64,
+) -> Vec<HistoryEntry> {
     let from = as_of_ms.saturating_sub(horizon_days as i64 * 86_400_000);
-    rows.into_iter()
-        .filter_map(|mut e| {
-            let at = ms_of(&e.at)?;
-            if at < from || at > as_of_ms {
-                return None;
-            }
-            if e.kind == Kind::Free
-                && let Some(w) = excused(&e.check, e.outcome, at, outages)
-            {
-                let what = match w.of {
-                    OutageOf::Vantage => "our vantage",
-                    OutageOf::Rpc => "our RPC",
-                };
-                e.note = Some(format!(
-                    "excused: {what} was out from {} to {} ({} kept)",
-                    rfc3339_ms(w.from_ms),
-                    w.to_ms.map_or("now".to_string(), rfc3339_ms),
-                    e.outcome
-                ));
-                e.outcome = Outcome::Unmeasured;
-            }
-            Some(e)
-        })
-        .collect()
+    rows.filter_map(|(at, mut e)| {
+        let at = at?;
+        if at < from || at > as_of_ms {
+            return None;
+        }
+        if e.kind == Kind::Free
+            && let Some(w) = excused(&e.check, e.outcome, at, outages)
+        {
+            let what = match w.of {
+                OutageOf::Vantage => "our vantage",
+                OutageOf::Rpc => "our RPC",
+            };
+            e.note = Some(format!(
+                "excused: {what} was out from {} to {} ({} kept)",
+                rfc3339_ms(w.from_ms),
+                w.to_ms.map_or("now".to_string(), rfc3339_ms),
+                e.outcome
+            ));
+            e.outcome = Outcome::Unmeasured;
+        }
+        Some(e)
+    })
+    .collect()
 }
 
 /// The subject's revisions as the scorer reads them, oldest first.
@@ -214,7 +225,7 @@ pub fn score(
     through_seq: u64,
     horizon_days: u64,
 ) -> Result<Scored, ScoringError> {
-    let inputs = Inputs::from_document(inputs)?;
+    let inputs = Inputs::from_document_unembedded(inputs)?;
     let document = crate::score::score(rubric, &inputs, Sampler::InverseCdfTable)?;
     let stored = stored_form(&document)?;
     let record = ScoreRecord {

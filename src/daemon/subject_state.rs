@@ -167,23 +167,21 @@ impl SubjectState {
     /// never answered: its runs name `r0`) is read under no revision, as the rubric reads
     /// evidence without one.
     pub fn inputs(&self, url: &str, score: ScoreAt<'_>) -> SubjectInputs {
-        let rows = self
-            .rows
-            .iter()
-            .map(|row| {
-                let mut row = row.clone();
-                if let Some(id) = &row.revision {
-                    let at = scoring::ms_of(&row.at).unwrap_or(i64::MAX);
-                    let declared_before =
-                        self.revisions.iter().any(|r| &r.id == id && r.at_ms <= at);
-                    if !declared_before {
-                        row.revision = None;
-                    }
+        // Each row's time read once, for the revision and for the horizon and our outages.
+        let rows = self.rows.iter().map(|row| {
+            let at = scoring::ms_of(&row.at);
+            let mut row = row.clone();
+            if let Some(id) = &row.revision {
+                let at = at.unwrap_or(i64::MAX);
+                let declared_before = self.revisions.iter().any(|r| &r.id == id && r.at_ms <= at);
+                if !declared_before {
+                    row.revision = None;
                 }
-                row
-            })
-            .collect();
-        let history = scoring::history_for(rows, score.outages, score.as_of_ms, score.horizon_days);
+            }
+            (at, row)
+        });
+        let history =
+            scoring::history_for_timed(rows, score.outages, score.as_of_ms, score.horizon_days);
         SubjectInputs {
             url: url.to_string(),
             category: score.category.map_or_else(
@@ -259,6 +257,58 @@ pub const FOLDED_KINDS: [RecordKind; 4] = [
     RecordKind::Subject,
 ];
 
+/// The states, window rows included, of the subjects the writer scored most recently, kept in
+/// memory up to [`Windows::MAX_ROWS`] rows in all (least recently scored out first), so that a
+/// rescore neither reads nor parses its window's rows again: once a subject's 180-day horizon is
+/// full they are about 56,000, and reading them was most of a rescore's cost. Only the writer
+/// thread scores, so a state taken from here is the one its last score kept (or newer than the
+/// stored one, when that score's batch did not commit: the fold of the same committed entries).
+#[derive(Debug, Default)]
+pub struct Windows {
+    /// By subject: when it was last put (a tick), and its state.
+    states: std::collections::HashMap<String, (u64, SubjectState)>,
+    /// Subjects by the tick they were put at, oldest first.
+    by_tick: std::collections::BTreeMap<u64, String>,
+    tick: u64,
+    rows: usize,
+}
+
+impl Windows {
+    /// About 40 MB of rows: a subject's full 180-day window at the default cadence (56,000 rows)
+    /// twice over, or the first runs of thousands of subjects.
+    pub const MAX_ROWS: usize = 131_072;
+
+    /// Takes `url`'s state out (it is put back once its score has read it).
+    pub fn take(&mut self, url: &str) -> Option<SubjectState> {
+        let (tick, state) = self.states.remove(url)?;
+        self.by_tick.remove(&tick);
+        self.rows -= state.rows.len();
+        Some(state)
+    }
+
+    /// Keeps `url`'s state, then drops the least recently scored states past the bound.
+    pub fn put(&mut self, url: &str, state: SubjectState) {
+        self.take(url);
+        self.tick += 1;
+        self.rows += state.rows.len();
+        self.by_tick.insert(self.tick, url.to_string());
+        self.states.insert(url.to_string(), (self.tick, state));
+        while self.rows > Self::MAX_ROWS {
+            let Some((_, oldest)) = self.by_tick.pop_first() else {
+                break;
+            };
+            if let Some((_, dropped)) = self.states.remove(&oldest) {
+                self.rows -= dropped.rows.len();
+            }
+        }
+    }
+
+    /// The rows kept in all.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+}
+
 /// `url`'s state as of entry `through` (the ledger's head): the stored one with its window's
 /// rows read from the history index, brought forward over the subject's entries after it. A
 /// stored state that fails its digest or does not decode, or was windowed for a shorter horizon
@@ -270,6 +320,27 @@ pub fn load(
     through: u64,
     horizon_days: u64,
 ) -> Result<SubjectState, StoreError> {
+    load_from(store, rubric, url, through, horizon_days, None)
+}
+
+/// As [`load`], starting from `kept` (the state the writer kept in memory with its rows, see
+/// [`Windows`]) instead of the stored one when it is usable: of this horizon or a longer one,
+/// and not past `through`.
+pub fn load_from(
+    store: &dyn Store,
+    rubric: &Rubric,
+    url: &str,
+    through: u64,
+    horizon_days: u64,
+    kept: Option<SubjectState>,
+) -> Result<SubjectState, StoreError> {
+    let kept = kept.filter(|state| {
+        state.through_seq <= through
+            && (state.horizon_days >= horizon_days || state.window_from == 0)
+    });
+    if let Some(state) = kept {
+        return fold_after(store, rubric, url, through, horizon_days, state);
+    }
     let stored = match store.subject_state(url)? {
         None => None,
         Some(row) => match SubjectState::from_row(&row) {
@@ -286,7 +357,7 @@ pub fn load(
             }
         },
     };
-    let mut state = match stored {
+    let state = match stored {
         Some(mut state) => {
             let rows = store.history_range(
                 url,
@@ -305,6 +376,18 @@ pub fn load(
         }
         None => SubjectState::new(),
     };
+    fold_after(store, rubric, url, through, horizon_days, state)
+}
+
+/// `state` brought forward over `url`'s entries after its `through_seq`, up to `through`.
+fn fold_after(
+    store: &dyn Store,
+    rubric: &Rubric,
+    url: &str,
+    through: u64,
+    horizon_days: u64,
+    mut state: SubjectState,
+) -> Result<SubjectState, StoreError> {
     state.horizon_days = state.horizon_days.max(horizon_days);
     for mut entry in store.subject_entries(url, &FOLDED_KINDS, state.through_seq)? {
         if entry.seq > through {
@@ -357,6 +440,48 @@ impl OutageFold {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn with_rows(through_seq: u64, rows: usize) -> SubjectState {
+        let row = HistoryEntry {
+            seq: 0,
+            check: "R1".into(),
+            outcome: crate::evidence::Outcome::Pass,
+            at: "2026-12-01T00:00:00Z".into(),
+            kind: crate::rubric::Kind::Free,
+            revision: None,
+            value: None,
+            receipt: "0".repeat(64),
+            note: None,
+        };
+        SubjectState {
+            through_seq,
+            rows: vec![row; rows],
+            ..SubjectState::default()
+        }
+    }
+
+    #[test]
+    fn the_kept_windows_stay_under_their_bound_least_recently_scored_out_first() {
+        let mut windows = Windows::default();
+        let half = Windows::MAX_ROWS / 2;
+        windows.put("a", with_rows(1, half));
+        windows.put("b", with_rows(2, half));
+        assert_eq!(windows.rows(), 2 * half);
+        // `a` scored again: `b` is now the least recently scored, and goes when `c` comes.
+        let a = windows.take("a").unwrap();
+        assert_eq!((a.through_seq, windows.rows()), (1, half));
+        windows.put("a", with_rows(3, half));
+        windows.put("c", with_rows(4, 10));
+        assert!(windows.take("b").is_none(), "b was dropped");
+        assert_eq!(windows.rows(), half + 10);
+        assert_eq!(windows.take("a").unwrap().through_seq, 3);
+        assert_eq!(windows.take("c").unwrap().rows.len(), 10);
+        assert_eq!(windows.rows(), 0);
+        // A window larger than the bound is not kept at all.
+        windows.put("huge", with_rows(5, Windows::MAX_ROWS + 1));
+        assert!(windows.take("huge").is_none());
+        assert_eq!(windows.rows(), 0);
+    }
 
     #[test]
     fn a_stored_state_reads_back_and_a_damaged_one_is_refused() {

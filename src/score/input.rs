@@ -214,14 +214,23 @@ impl Inputs {
     /// Validate and normalise a typed document. The digest is taken over the normalised
     /// document, so the order of `history` (and `population`) in the file does not matter.
     pub fn from_document(document: InputsDocument) -> Result<Inputs, InputError> {
-        build(document)
+        build(document, Embed::Document)
+    }
+
+    /// As [`Inputs::from_document`] (the same validation, order and digest), without keeping the
+    /// normalised document as JSON: `document` is null. For a score whose stored form leaves its
+    /// inputs out (the daemon's: the ledger holds them), which would otherwise build a JSON
+    /// value of every history row inside the horizon only to drop it.
+    pub fn from_document_unembedded(document: InputsDocument) -> Result<Inputs, InputError> {
+        build(document, Embed::Nothing)
     }
 
     pub fn digest_hex(&self) -> String {
         hex::encode(self.digest)
     }
 
-    /// The canonical bytes of the normalised document (what the digest is taken over).
+    /// The canonical bytes of the normalised document (what the digest is taken over; null for
+    /// inputs built without their document).
     pub fn canonical_bytes(&self) -> Vec<u8> {
         crate::canonical::to_canonical_bytes(&self.document)
     }
@@ -248,23 +257,31 @@ impl Inputs {
 /// would cut the digits beyond nanoseconds and read `23:59:60` as `23:59:59.999999999`, which can
 /// make two different times equal, and the order of equal times is decided by `seq` instead.
 pub fn parse_instant(what: &str, text: &str) -> Result<Instant, InputError> {
+    parse_instant_of(&|| what.to_string(), text)
+}
+
+/// [`parse_instant`] with what is parsed named only when it is refused (a history row's name is
+/// formatted for its error, never for each row that reads).
+fn parse_instant_of(what: &dyn Fn() -> String, text: &str) -> Result<Instant, InputError> {
     let parsed = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
-        .map_err(|e| invalid(format!("{what}: {text:?} is not an RFC 3339 time: {e}")))?;
+        .map_err(|e| invalid(format!("{}: {text:?} is not an RFC 3339 time: {e}", what())))?;
     if !parsed.offset().is_utc() {
-        return Err(invalid(format!("{what}: {text:?} is not in UTC")));
+        return Err(invalid(format!("{}: {text:?} is not in UTC", what())));
     }
     if let Some((_, fraction)) = text.split_once('.') {
         let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
         if digits > 9 {
             return Err(invalid(format!(
-                "{what}: {text:?} has {digits} fractional digits; times are kept to the \
-                 nanosecond (9 digits) and never rounded"
+                "{}: {text:?} has {digits} fractional digits; times are kept to the \
+                 nanosecond (9 digits) and never rounded",
+                what()
             )));
         }
     }
     if text.get(17..19) == Some("60") {
         return Err(invalid(format!(
-            "{what}: {text:?} is a leap second, which would tie with the nanosecond before it"
+            "{}: {text:?} is a leap second, which would tie with the nanosecond before it",
+            what()
         )));
     }
     Ok(Instant {
@@ -307,7 +324,14 @@ fn is_hex64(s: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-fn build(mut doc: InputsDocument) -> Result<Inputs, InputError> {
+/// Whether the normalised document is kept as JSON in the [`Inputs`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Embed {
+    Document,
+    Nothing,
+}
+
+fn build(mut doc: InputsDocument, embed: Embed) -> Result<Inputs, InputError> {
     if !is_hex64(&doc.rubric_sha256) {
         return Err(invalid("rubric_sha256 must be 64 lowercase hex digits"));
     }
@@ -350,25 +374,28 @@ fn build(mut doc: InputsDocument) -> Result<Inputs, InputError> {
 
     let mut history = Vec::with_capacity(doc.history.len());
     for e in &doc.history {
-        let what = format!("history entry seq {} ({} {})", e.seq, e.check, e.at);
+        // Named only in an error: formatting it for every row was a fifth of a rescore.
+        let what = || format!("history entry seq {} ({} {})", e.seq, e.check, e.at);
         if e.seq > MAX_SEQ {
             return Err(invalid(format!(
-                "{what}: seq must be at most 2^53 - 1 (RFC 8785 keeps integers exact only up to it)"
+                "{}: seq must be at most 2^53 - 1 (RFC 8785 keeps integers exact only up to it)",
+                what()
             )));
         }
-        let at = parse_instant(&what, &e.at)?;
+        let at = parse_instant_of(&what, &e.at)?;
         if at.ns > as_of.ns {
-            return Err(invalid(format!("{what} is after as_of {}", as_of.text)));
+            return Err(invalid(format!("{} is after as_of {}", what(), as_of.text)));
         }
         if !is_hex64(&e.receipt) {
             return Err(invalid(format!(
-                "{what}: receipt must be the receipt's SHA-256 as 64 lowercase hex digits"
+                "{}: receipt must be the receipt's SHA-256 as 64 lowercase hex digits",
+                what()
             )));
         }
         if let Some(v) = e.value
             && !(v.is_finite() && v >= 0.0)
         {
-            return Err(invalid(format!("{what}: value must be a number >= 0")));
+            return Err(invalid(format!("{}: value must be a number >= 0", what())));
         }
         let revision = match &e.revision {
             None => None,
@@ -376,10 +403,11 @@ fn build(mut doc: InputsDocument) -> Result<Inputs, InputError> {
                 let index = revisions
                     .iter()
                     .position(|r| &r.id == id)
-                    .ok_or_else(|| invalid(format!("{what}: unknown revision {id:?}")))?;
+                    .ok_or_else(|| invalid(format!("{}: unknown revision {id:?}", what())))?;
                 if revisions[index].at.ns > at.ns {
                     return Err(invalid(format!(
-                        "{what} is recorded under revision {id:?}, which came later"
+                        "{} is recorded under revision {id:?}, which came later",
+                        what()
                     )));
                 }
                 Some(index)
@@ -443,8 +471,11 @@ fn build(mut doc: InputsDocument) -> Result<Inputs, InputError> {
         });
     }
 
-    let document = serde_json::to_value(&doc)?;
-    let digest: [u8; 32] = Sha256::digest(crate::canonical::to_canonical_bytes(&document)).into();
+    let digest: [u8; 32] = Sha256::digest(canonical_bytes_of_document(&doc)?).into();
+    let document = match embed {
+        Embed::Document => serde_json::to_value(&doc)?,
+        Embed::Nothing => serde_json::Value::Null,
+    };
     let InputsDocument {
         rubric_sha256,
         rubric_version,
@@ -471,10 +502,131 @@ fn build(mut doc: InputsDocument) -> Result<Inputs, InputError> {
     })
 }
 
+/// The RFC 8785 bytes of a (normalised) inputs document: the same bytes as
+/// `to_canonical_bytes(&serde_json::to_value(doc))`, with the history rows (nearly all of a
+/// subject's document: about 56,000 of them once its 180-day horizon is full) written straight
+/// from their typed form instead of through a JSON value each.
+fn canonical_bytes_of_document(doc: &InputsDocument) -> Result<Vec<u8>, InputError> {
+    use crate::canonical::{to_canonical_bytes, write_string};
+    // The top-level keys in RFC 8785 order: as_of, history, then the rest (all sort after it).
+    let mut out = String::with_capacity(doc.history.len() * 240 + 1024);
+    out.push_str("{\"as_of\":");
+    write_string(&mut out, &doc.as_of);
+    out.push_str(",\"history\":[");
+    for (i, entry) in doc.history.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_history_entry(&mut out, entry);
+    }
+    out.push_str("],");
+    let mut rest = serde_json::Map::new();
+    rest.insert("population".into(), serde_json::to_value(&doc.population)?);
+    rest.insert("provenance".into(), serde_json::to_value(doc.provenance)?);
+    rest.insert(
+        "rubric_sha256".into(),
+        serde_json::Value::String(doc.rubric_sha256.clone()),
+    );
+    rest.insert(
+        "rubric_version".into(),
+        serde_json::Value::String(doc.rubric_version.clone()),
+    );
+    rest.insert("subject".into(), serde_json::to_value(&doc.subject)?);
+    let mut bytes = out.into_bytes();
+    // `{"population":...}` without its opening brace closes the document.
+    bytes.extend_from_slice(&to_canonical_bytes(&serde_json::Value::Object(rest))[1..]);
+    Ok(bytes)
+}
+
+/// One history row's RFC 8785 object: its keys in order (at, check, kind, note, outcome, receipt,
+/// revision, seq, value), the optional ones only when present, numbers as doubles.
+fn write_history_entry(out: &mut String, e: &HistoryEntry) {
+    use crate::canonical::{format_number, write_string};
+    out.push_str("{\"at\":");
+    write_string(out, &e.at);
+    out.push_str(",\"check\":");
+    write_string(out, &e.check);
+    out.push_str(match e.kind {
+        Kind::Free => ",\"kind\":\"free\"",
+        Kind::Paid => ",\"kind\":\"paid\"",
+    });
+    if let Some(note) = &e.note {
+        out.push_str(",\"note\":");
+        write_string(out, note);
+    }
+    out.push_str(",\"outcome\":\"");
+    out.push_str(e.outcome.as_str());
+    out.push_str("\",\"receipt\":");
+    write_string(out, &e.receipt);
+    if let Some(revision) = &e.revision {
+        out.push_str(",\"revision\":");
+        write_string(out, revision);
+    }
+    out.push_str(",\"seq\":");
+    out.push_str(&format_number(e.seq as f64));
+    if let Some(value) = e.value {
+        out.push_str(",\"value\":");
+        out.push_str(&format_number(value));
+    }
+    out.push('}');
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The bytes the digest was always taken over: the document as a JSON value, canonicalised.
+    fn canonical_through_a_value(doc: &InputsDocument) -> Vec<u8> {
+        crate::canonical::to_canonical_bytes(&serde_json::to_value(doc).unwrap())
+    }
+
+    #[test]
+    fn the_rows_written_straight_are_the_bytes_of_the_document_as_a_value() {
+        let mut docs: Vec<InputsDocument> = vec![serde_json::from_value(minimal()).unwrap()];
+        // Every optional field, escapes, fractional and whole values, a large seq, a peer.
+        let mut full: InputsDocument = serde_json::from_value(minimal()).unwrap();
+        full.history[0].note = Some("excused: \"our\" vantage\n\u{1}é".into());
+        full.history[0].value = Some(12.5);
+        full.history[1].value = Some(1e21);
+        full.history[1].kind = Kind::Paid;
+        full.history[2].value = Some(0.000_001);
+        full.history[2].seq = MAX_SEQ;
+        full.history[2].check = "R\\3".into();
+        full.population = vec![PeerDocument {
+            id: "p".into(),
+            category: "c".into(),
+            price_usd: PriceUsd::Decimal("0.5".into()),
+            r4_pass_rate: 0.25,
+            r5_pass_rate: 1.0,
+        }];
+        docs.push(full);
+        // The goldens' inputs, as the scorer embedded them.
+        for golden in [
+            include_str!("../../tests/data/golden/01-healthy-established.json"),
+            include_str!("../../tests/data/golden/05-revisions-na-watch.json"),
+        ] {
+            let value: serde_json::Value = serde_json::from_str(golden).unwrap();
+            docs.push(serde_json::from_value(value["inputs"].clone()).unwrap());
+        }
+        for doc in &docs {
+            assert_eq!(
+                String::from_utf8(canonical_bytes_of_document(doc).unwrap()).unwrap(),
+                String::from_utf8(canonical_through_a_value(doc)).unwrap()
+            );
+        }
+        // And the digest does not depend on whether the document is kept.
+        for doc in docs {
+            let kept = Inputs::from_document(doc.clone()).unwrap();
+            let unembedded = Inputs::from_document_unembedded(doc).unwrap();
+            assert_eq!(kept.digest, unembedded.digest);
+            assert_eq!(
+                kept.digest,
+                <[u8; 32]>::from(Sha256::digest(kept.canonical_bytes()))
+            );
+            assert!(unembedded.document.is_null());
+        }
+    }
 
     fn minimal() -> serde_json::Value {
         json!({
