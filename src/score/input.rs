@@ -263,6 +263,14 @@ pub fn parse_instant(what: &str, text: &str) -> Result<Instant, InputError> {
 /// [`parse_instant`] with what is parsed named only when it is refused (a history row's name is
 /// formatted for its error, never for each row that reads).
 fn parse_instant_of(what: &dyn Fn() -> String, text: &str) -> Result<Instant, InputError> {
+    Ok(Instant {
+        text: text.to_string(),
+        ns: parse_ns_of(what, text)?,
+    })
+}
+
+/// The nanoseconds of [`parse_instant_of`], without a copy of the text.
+fn parse_ns_of(what: &dyn Fn() -> String, text: &str) -> Result<i128, InputError> {
     let parsed = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
         .map_err(|e| invalid(format!("{}: {text:?} is not an RFC 3339 time: {e}", what())))?;
     if !parsed.offset().is_utc() {
@@ -284,10 +292,7 @@ fn parse_instant_of(what: &dyn Fn() -> String, text: &str) -> Result<Instant, In
             what()
         )));
     }
-    Ok(Instant {
-        text: text.to_string(),
-        ns: parsed.unix_timestamp_nanos(),
-    })
+    Ok(parsed.unix_timestamp_nanos())
 }
 
 /// A price: a non-negative decimal, as a string (`"0.01"`) or a JSON number.
@@ -372,7 +377,9 @@ fn build(mut doc: InputsDocument, embed: Embed) -> Result<Inputs, InputError> {
         });
     }
 
-    let mut history = Vec::with_capacity(doc.history.len());
+    // Each row checked and its time and revision read; the rows themselves are moved into the
+    // scorer's entries at the end, never copied (a rescore reads tens of thousands of them).
+    let mut read: Vec<(i128, Option<usize>)> = Vec::with_capacity(doc.history.len());
     for e in &doc.history {
         // Named only in an error: formatting it for every row was a fifth of a rescore.
         let what = || format!("history entry seq {} ({} {})", e.seq, e.check, e.at);
@@ -382,8 +389,8 @@ fn build(mut doc: InputsDocument, embed: Embed) -> Result<Inputs, InputError> {
                 what()
             )));
         }
-        let at = parse_instant_of(&what, &e.at)?;
-        if at.ns > as_of.ns {
+        let at_ns = parse_ns_of(&what, &e.at)?;
+        if at_ns > as_of.ns {
             return Err(invalid(format!("{} is after as_of {}", what(), as_of.text)));
         }
         if !is_hex64(&e.receipt) {
@@ -404,7 +411,7 @@ fn build(mut doc: InputsDocument, embed: Embed) -> Result<Inputs, InputError> {
                     .iter()
                     .position(|r| &r.id == id)
                     .ok_or_else(|| invalid(format!("{}: unknown revision {id:?}", what())))?;
-                if revisions[index].at.ns > at.ns {
+                if revisions[index].at.ns > at_ns {
                     return Err(invalid(format!(
                         "{} is recorded under revision {id:?}, which came later",
                         what()
@@ -413,42 +420,30 @@ fn build(mut doc: InputsDocument, embed: Embed) -> Result<Inputs, InputError> {
                 Some(index)
             }
         };
-        history.push(Entry {
-            seq: e.seq,
-            check: e.check.clone(),
-            outcome: e.outcome,
-            at,
-            kind: e.kind,
-            revision,
-            value: e.value,
-            receipt: e.receipt.clone(),
-        });
+        read.push((at_ns, revision));
     }
-    let mut by_seq: Vec<usize> = (0..history.len()).collect();
-    by_seq.sort_by_key(|&i| history[i].seq);
-    if let Some(pair) = by_seq
-        .windows(2)
-        .find(|p| history[p[0]].seq == history[p[1]].seq)
-    {
-        let (a, b) = (&history[pair[0]], &history[pair[1]]);
+    let rows = &doc.history;
+    let mut by_seq: Vec<usize> = (0..rows.len()).collect();
+    by_seq.sort_by_key(|&i| rows[i].seq);
+    if let Some(pair) = by_seq.windows(2).find(|p| rows[p[0]].seq == rows[p[1]].seq) {
+        let (a, b) = (&rows[pair[0]], &rows[pair[1]]);
         return Err(invalid(format!(
             "seq {} is used by two history entries ({} {} and {} {}); each entry needs its own",
-            a.seq, a.check, a.at.text, b.check, b.at.text
+            a.seq, a.check, a.at, b.check, b.at
         )));
     }
     // The one order every rule reads: time, then seq. seq is unique, so this order is total and
     // the array order of the file never matters.
-    let mut order: Vec<usize> = (0..history.len()).collect();
-    order.sort_by_key(|&i| (history[i].at.ns, history[i].seq));
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by_key(|&i| (read[i].0, rows[i].seq));
     let mut raw_history: Vec<Option<HistoryEntry>> = std::mem::take(&mut doc.history)
         .into_iter()
         .map(Some)
         .collect();
-    let mut slots: Vec<Option<Entry>> = history.into_iter().map(Some).collect();
-    let mut history = Vec::with_capacity(order.len());
+    let mut sorted_read = Vec::with_capacity(order.len());
     for &i in &order {
         doc.history.extend(raw_history[i].take());
-        history.extend(slots[i].take());
+        sorted_read.push(read[i]);
     }
 
     let mut population = Vec::with_capacity(doc.population.len());
@@ -481,8 +476,23 @@ fn build(mut doc: InputsDocument, embed: Embed) -> Result<Inputs, InputError> {
         rubric_version,
         subject,
         provenance,
+        history: rows,
         ..
     } = doc;
+    let history: Vec<Entry> = rows
+        .into_iter()
+        .zip(sorted_read)
+        .map(|(e, (ns, revision))| Entry {
+            seq: e.seq,
+            check: e.check,
+            outcome: e.outcome,
+            at: Instant { text: e.at, ns },
+            kind: e.kind,
+            revision,
+            value: e.value,
+            receipt: e.receipt,
+        })
+        .collect();
     Ok(Inputs {
         rubric_sha256,
         rubric_version,
