@@ -29,4 +29,10 @@ impl EventKind {
             EventKind::PayToChanged => "pay_to_changed",
         }
     }
+
+    /// The kind a stored row names (its `as_str` spelling only); `None` for any other text,
+    /// which the reader reports as corrupt.
+    pub fn parse(text: &str) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|k| k.as_str() == text)
+    }
 }
