@@ -227,3 +227,27 @@ fn the_calibration_section_is_optional_and_checked() {
     assert!(bad(json!({"horizon_days": 0, "points": [[20, 0.5], [60, 0.3]]})).contains("horizon"));
     assert!(bad(json!({"horizon_days": 14, "points": [], "extra": 1})).contains("unknown field"));
 }
+
+#[test]
+fn every_verdict_reads_back_as_written() {
+    for verdict in Verdict::ALL {
+        assert_eq!(verdict.as_str().parse::<Verdict>(), Ok(verdict));
+        assert_eq!(verdict.to_string(), verdict.as_str());
+        let json = serde_json::to_string(&verdict).unwrap();
+        assert_eq!(json, format!("\"{}\"", verdict.as_str()));
+        assert_eq!(serde_json::from_str::<Verdict>(&json).unwrap(), verdict);
+    }
+    let mut sorted = Verdict::ALL.to_vec();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        Verdict::ALL.to_vec(),
+        "ALL runs from the most severe"
+    );
+    assert!(
+        "fine"
+            .parse::<Verdict>()
+            .unwrap_err()
+            .contains("unknown verdict \"fine\"")
+    );
+}

@@ -14,6 +14,8 @@ use crate::ledger::record::{Record, RecordKind};
 use crate::score::input::HistoryEntry;
 
 pub mod sqlite;
+#[cfg(test)]
+mod typed_rows;
 
 pub use sqlite::SqliteStore;
 

@@ -36,3 +36,19 @@ impl EventKind {
         EventKind::ALL.into_iter().find(|k| k.as_str() == text)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_reads_back_as_written() {
+        for kind in EventKind::ALL {
+            assert_eq!(EventKind::parse(kind.as_str()), Some(kind));
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(json, format!("\"{}\"", kind.as_str()));
+            assert_eq!(serde_json::from_str::<EventKind>(&json).unwrap(), kind);
+        }
+        assert_eq!(EventKind::parse("verdict-changed"), None);
+    }
+}

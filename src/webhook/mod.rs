@@ -519,4 +519,33 @@ mod tests {
             "0x0000000000000000000000000000000000000002"
         );
     }
+
+    /// A stored score's verdict that this build does not know is an error naming the score's
+    /// entry: before, it read as "no earlier score", and the verdict change went unannounced.
+    #[test]
+    fn a_stored_score_is_read_with_its_verdict_or_refused_by_its_row() {
+        let doc = |verdict: &str| {
+            serde_json::to_vec(&serde_json::json!({
+                "verdict": {"verdict": verdict, "reasons": []},
+                "gates": [
+                    {"flag": "down", "check": "R1", "binding": true},
+                    {"flag": "overcharge", "check": "H5", "binding": false}
+                ],
+            }))
+            .unwrap()
+        };
+        for verdict in Verdict::ALL {
+            let read = Published::of_stored("s", 7, &doc(verdict.as_str())).unwrap();
+            assert_eq!(read.verdict, verdict);
+            assert_eq!(read.binding, BTreeSet::from(["down".to_string()]));
+        }
+        let err = Published::of_stored("https://a.example/x", 7, &doc("fine")).unwrap_err();
+        assert_eq!(err.seq, 7);
+        assert!(
+            err.why.contains("the score row of https://a.example/x")
+                && err.why.contains("unknown variant `fine`"),
+            "{err}"
+        );
+        assert!(Published::of_stored("s", 8, b"{\"gates\": []}").is_err());
+    }
 }
