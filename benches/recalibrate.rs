@@ -116,7 +116,7 @@ fn main() {
                     capped_score: 0.0,
                     band: [0.0, 0.0],
                     grade: None,
-                    verdict: "ok".into(),
+                    verdict: x402_probe::rubric::Verdict::Ok,
                     population_sha256: None,
                 });
                 entries.push(NewEntry {

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::canonical::canonical_sha256;
 use crate::evidence::usd::Usd;
-use crate::evidence::{CheckResult, Outcome};
+use crate::evidence::{CheckId, CheckResult, Outcome};
 use crate::rubric::{Kind, Rubric};
 use crate::score::input::{
     HistoryEntry, InputsDocument, PriceUsd, Provenance, RevisionDocument, SubjectDocument,
@@ -30,7 +30,7 @@ pub fn run_entries(
 ) -> Vec<HistoryEntry> {
     let mut entries: Vec<HistoryEntry> = Vec::new();
     for r in results {
-        let Some(check) = rubric.check(&r.id) else {
+        let Some(check) = rubric.check(r.id) else {
             continue;
         };
         let kind = match (check.kind, paid_run) {
@@ -41,7 +41,7 @@ pub fn run_entries(
         let mut push = |outcome: Outcome, value: Option<f64>| {
             entries.push(HistoryEntry {
                 seq: first_seq + entries.len() as u64,
-                check: r.id.clone(),
+                check: r.id.as_str().to_string(),
                 outcome,
                 at: r.receipt.at.clone(),
                 kind,
@@ -64,15 +64,15 @@ pub fn run_entries(
                 .and_then(Value::as_str)
                 .map(|o| o.parse::<Outcome>().unwrap_or(Outcome::Unmeasured))
         };
-        match (r.id.as_str(), samples) {
-            ("R1" | "R2", Some(samples)) => {
+        match (r.id, samples) {
+            (CheckId::R1 | CheckId::R2, Some(samples)) => {
                 for s in samples {
                     if let Some(o) = sample_outcome(s) {
                         push(o, None);
                     }
                 }
             }
-            ("R3" | "R7", Some(samples)) => {
+            (CheckId::R3 | CheckId::R7, Some(samples)) => {
                 for s in samples {
                     match (sample_outcome(s), s.get("ms").and_then(Value::as_f64)) {
                         (Some(Outcome::Pass), Some(ms)) => push(Outcome::Pass, Some(ms)),
@@ -81,7 +81,7 @@ pub fn run_entries(
                     }
                 }
             }
-            _ => push(r.outcome, r.value.filter(|_| r.id == "R5")),
+            _ => push(r.outcome, r.value.filter(|_| r.id == CheckId::R5)),
         }
     }
     entries
@@ -146,7 +146,7 @@ mod tests {
 
     fn result(id: &str, outcome: Outcome, detail: Value) -> CheckResult {
         CheckResult {
-            id: id.into(),
+            id: id.parse().expect("a check id"),
             outcome,
             evidence: String::new(),
             value: None,

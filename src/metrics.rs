@@ -24,6 +24,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::evidence::CheckId;
 use crate::evidence::Outcome;
 use crate::evidence::http::{Exchange, Timings};
 use crate::evidence::paid::{Decision, PaidObservation};
@@ -43,107 +44,6 @@ macro_rules! label_value {
             }
         }
     )*};
-}
-
-/// The rubric's checks, as a label (the ids of `probes/`): a closed set, so a check id that is not
-/// one of them is never turned into a series.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum CheckLabel {
-    R1,
-    R2,
-    R3,
-    R4,
-    R5,
-    R6,
-    R7,
-    C1,
-    C2,
-    C3,
-    C4,
-    C5,
-    C6,
-    H1,
-    H2,
-    H3,
-    H4,
-    H5,
-    H6,
-    H7,
-    H8,
-    H9,
-    S1,
-    S2,
-    S3,
-    S4,
-    S5,
-}
-
-impl CheckLabel {
-    pub const ALL: [CheckLabel; 27] = [
-        CheckLabel::R1,
-        CheckLabel::R2,
-        CheckLabel::R3,
-        CheckLabel::R4,
-        CheckLabel::R5,
-        CheckLabel::R6,
-        CheckLabel::R7,
-        CheckLabel::C1,
-        CheckLabel::C2,
-        CheckLabel::C3,
-        CheckLabel::C4,
-        CheckLabel::C5,
-        CheckLabel::C6,
-        CheckLabel::H1,
-        CheckLabel::H2,
-        CheckLabel::H3,
-        CheckLabel::H4,
-        CheckLabel::H5,
-        CheckLabel::H6,
-        CheckLabel::H7,
-        CheckLabel::H8,
-        CheckLabel::H9,
-        CheckLabel::S1,
-        CheckLabel::S2,
-        CheckLabel::S3,
-        CheckLabel::S4,
-        CheckLabel::S5,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CheckLabel::R1 => "R1",
-            CheckLabel::R2 => "R2",
-            CheckLabel::R3 => "R3",
-            CheckLabel::R4 => "R4",
-            CheckLabel::R5 => "R5",
-            CheckLabel::R6 => "R6",
-            CheckLabel::R7 => "R7",
-            CheckLabel::C1 => "C1",
-            CheckLabel::C2 => "C2",
-            CheckLabel::C3 => "C3",
-            CheckLabel::C4 => "C4",
-            CheckLabel::C5 => "C5",
-            CheckLabel::C6 => "C6",
-            CheckLabel::H1 => "H1",
-            CheckLabel::H2 => "H2",
-            CheckLabel::H3 => "H3",
-            CheckLabel::H4 => "H4",
-            CheckLabel::H5 => "H5",
-            CheckLabel::H6 => "H6",
-            CheckLabel::H7 => "H7",
-            CheckLabel::H8 => "H8",
-            CheckLabel::H9 => "H9",
-            CheckLabel::S1 => "S1",
-            CheckLabel::S2 => "S2",
-            CheckLabel::S3 => "S3",
-            CheckLabel::S4 => "S4",
-            CheckLabel::S5 => "S5",
-        }
-    }
-
-    pub fn parse(id: &str) -> Option<CheckLabel> {
-        CheckLabel::ALL.into_iter().find(|c| c.as_str() == id)
-    }
 }
 
 /// Whether a finished run left its entry in the ledger.
@@ -300,13 +200,13 @@ impl ReloadOutcome {
 
 label_value!(
     ReloadOutcome,
-    CheckLabel,
+    CheckId,
     Outcome,
     RunResult,
     Phase,
     PaidResult,
     CapLabel,
-    VerdictLabel,
+    Verdict,
     DeliveryResult,
     OutboxStateLabel
 );
@@ -318,7 +218,8 @@ struct RunLabels {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct CheckLabels {
-    check: CheckLabel,
+    /// The rubric's checks (the ids of `probes/`): a closed set, so nothing else becomes a series.
+    check: CheckId,
     outcome: Outcome,
 }
 
@@ -337,25 +238,9 @@ struct CapLabels {
     cap: CapLabel,
 }
 
-/// A verdict as a label (the rubric's enum, hashed by its spelling).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct VerdictLabel(Verdict);
-
-impl VerdictLabel {
-    fn as_str(self) -> &'static str {
-        self.0.as_str()
-    }
-}
-
-impl std::hash::Hash for VerdictLabel {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state);
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct VerdictLabels {
-    verdict: VerdictLabel,
+    verdict: Verdict,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -382,11 +267,6 @@ const VERDICTS: [Verdict; 5] = [
     Verdict::Avoid,
     Verdict::Down,
 ];
-
-/// The verdict a score summary names (its stable spelling).
-pub fn verdict_of(text: &str) -> Option<Verdict> {
-    VERDICTS.into_iter().find(|v| v.as_str() == text)
-}
 
 /// The exposition formats a scrape may ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -570,9 +450,7 @@ impl Metrics {
             storage_full.clone(),
         );
         for verdict in VERDICTS {
-            let _ = subjects.get_or_create(&VerdictLabels {
-                verdict: VerdictLabel(verdict),
-            });
+            let _ = subjects.get_or_create(&VerdictLabels { verdict });
         }
         for state in [OutboxStateLabel::Pending, OutboxStateLabel::Dead] {
             let _ = outbox.get_or_create(&OutboxLabels { state });
@@ -683,15 +561,13 @@ impl Metrics {
     fn refresh(&self, scrape: &Scrape) {
         let mut counts = [0i64; VERDICTS.len()];
         for verdict in &scrape.verdicts {
-            if let Some(i) = VERDICTS.iter().position(|v| v.as_str() == verdict) {
+            if let Some(i) = VERDICTS.iter().position(|v| v == verdict) {
                 counts[i] += 1;
             }
         }
         for (verdict, count) in VERDICTS.into_iter().zip(counts) {
             self.subjects
-                .get_or_create(&VerdictLabels {
-                    verdict: VerdictLabel(verdict),
-                })
+                .get_or_create(&VerdictLabels { verdict })
                 .set(count);
         }
         self.ledger_entries
@@ -732,7 +608,7 @@ impl Metrics {
 pub struct Scrape {
     pub now_ms: i64,
     /// Each scored subject's published verdict.
-    pub verdicts: Vec<String>,
+    pub verdicts: Vec<Verdict>,
     pub ledger_head: u64,
     /// The last checkpoint's time (or the first entry's when none was signed yet).
     pub checkpoint_since_ms: Option<i64>,
@@ -754,18 +630,14 @@ pub struct SpendScrape {
 /// What the metrics take from one run, computed before its record moves into the ledger.
 #[derive(Debug, Clone, Default)]
 pub struct RunTally {
-    outcomes: Vec<(CheckLabel, Outcome)>,
+    outcomes: Vec<(CheckId, Outcome)>,
     phases: Vec<(Phase, f64)>,
     paid: Option<PaidResult>,
 }
 
 impl RunTally {
     pub fn of(record: &RunRecord) -> RunTally {
-        let outcomes = record
-            .results
-            .iter()
-            .filter_map(|r| CheckLabel::parse(&r.id).map(|c| (c, r.outcome)))
-            .collect();
+        let outcomes = record.results.iter().map(|r| (r.id, r.outcome)).collect();
         let mut phases = Vec::new();
         let mut exchanges: Vec<&Exchange> =
             record.free.samples.iter().map(|s| &s.exchange).collect();
@@ -864,19 +736,6 @@ pub fn to_prometheus_text(open_metrics: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_rubric_check_has_a_label() {
-        let rubric = crate::rubric::Rubric::embedded_default();
-        for check in &rubric.checks {
-            assert!(
-                CheckLabel::parse(&check.id).is_some(),
-                "{} has no metrics label",
-                check.id
-            );
-        }
-        assert_eq!(CheckLabel::parse("R1 OR 1=1"), None);
-    }
 
     #[test]
     fn phases_are_apart_and_in_seconds() {

@@ -90,7 +90,10 @@ impl PaidSummary {
                 .as_ref()
                 .map(|r| r.id)
                 .or(sent.map(|p| p.reservation_id)),
-            reservation_state: obs.reservation.as_ref().map(|r| r.state.clone()),
+            reservation_state: obs
+                .reservation
+                .as_ref()
+                .map(|r| r.state.as_str().to_string()),
             amount_atomic: sent.map(|p| p.authorization.value.clone()),
             cost_usd: sent.map(|p| p.cost_usd.to_string()),
             asset: sent.map(|p| p.asset.to_checksum(None)),
@@ -185,7 +188,7 @@ impl ProbeReport {
         let checks = results
             .into_iter()
             .map(|result| {
-                let check = rubric.check(&result.id);
+                let check = rubric.check(result.id);
                 ReportedCheck {
                     title: check.map(|c| c.title.clone()).unwrap_or_default(),
                     dimension: check.map(|c| c.dimension.clone()).unwrap_or_default(),
@@ -265,7 +268,7 @@ impl ProbeReport {
                     one_line(&c.result.evidence, 120)
                 );
                 if c.result.outcome == Outcome::Fail
-                    && let Some(fix) = remediation(&c.result.id)
+                    && let Some(fix) = remediation(c.result.id.as_str())
                 {
                     let _ = writeln!(out, "      {} {}", paint("36", "fix:"), one_line(&fix, 140));
                 }
@@ -406,7 +409,7 @@ fn bounded_check(check: &ReportedCheck, cuts: &mut Cuts) -> Result<Value, serde_
     let place = format!("checks[{}]", result.id);
     let receipt = &result.receipt;
     let shown = CheckResult {
-        id: result.id.clone(),
+        id: result.id,
         outcome: result.outcome,
         evidence: cut_string(
             &result.evidence,
@@ -647,10 +650,11 @@ pub fn one_line(s: &str, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evidence::CheckId;
 
-    fn result(id: &str, evidence: String, detail: Value) -> CheckResult {
+    fn result(id: CheckId, evidence: String, detail: Value) -> CheckResult {
         CheckResult {
-            id: id.into(),
+            id,
             outcome: Outcome::Fail,
             evidence,
             value: None,
@@ -673,7 +677,10 @@ mod tests {
     #[test]
     fn a_small_report_is_printed_whole() {
         let detail = json!({"deviations": [{"code": "a", "message": "b"}], "entries": 1});
-        let report = report_of(vec![result("C1", "fine".into(), detail.clone())], None);
+        let report = report_of(
+            vec![result(CheckId::C1, "fine".into(), detail.clone())],
+            None,
+        );
         let printed: Value = serde_json::to_value(&report).unwrap();
         assert!(printed.get("cuts").is_none());
         assert_eq!(printed["checks"][0]["receipt"]["detail"], detail);
@@ -697,7 +704,7 @@ mod tests {
             .iter()
             .map(|c| {
                 result(
-                    &c.id,
+                    c.id,
                     "evidence ".repeat(50_000),
                     json!({"findings": findings, "text": "x".repeat(500_000)}),
                 )
@@ -730,7 +737,7 @@ mod tests {
             .iter()
             .map(|c| {
                 let items: Vec<String> = (0..30).map(|_| "y".repeat(1_900)).collect();
-                result(&c.id, "e".into(), json!({ "items": items }))
+                result(c.id, "e".into(), json!({ "items": items }))
             })
             .collect();
         let report = report_of(results, Some(json!({"score": 50.0})));

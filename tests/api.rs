@@ -563,7 +563,7 @@ async fn every_public_route_of_a_daemon_with_history_answers_as_documented() {
     let mut raw = None;
     store
         .scan(0, &mut |e| {
-            if e.kind == "run" && raw.is_none() {
+            if e.kind == x402_probe::ledger::record::RecordKind::Run && raw.is_none() {
                 raw = Some(e.body.clone());
             }
             Ok(())

@@ -104,7 +104,7 @@ async fn five_simulated_days_reach_the_verdicts_the_lab_promises() {
         honest
             .iter()
             .filter(|s| s.as_of_ms < at(3.0) - HOUR)
-            .all(|s| s.verdict == "unverified"),
+            .all(|s| s.verdict.as_str() == "unverified"),
         "unverified before 3 days of probes"
     );
     let v = verdict_of("honest-v2");
@@ -124,7 +124,7 @@ async fn five_simulated_days_reach_the_verdicts_the_lab_promises() {
     let outage = scores(&store, &urls["outage-86h"]);
     let down_at: Vec<i64> = outage
         .iter()
-        .filter(|s| s.verdict == "down")
+        .filter(|s| s.verdict.as_str() == "down")
         .map(|s| s.as_of_ms)
         .collect();
     assert!(

@@ -328,7 +328,7 @@ fn a_changed_or_missing_blob_and_results_that_do_not_derive_are_named() {
     .unwrap();
     let target = rows
         .iter()
-        .find(|r| r.kind == "run")
+        .find(|r| r.kind == x402_probe::ledger::record::RecordKind::Run)
         .map(|r| r.seq)
         .unwrap();
     let conn = rusqlite::Connection::open(&path).unwrap();

@@ -167,8 +167,8 @@ async fn simulated_days_give_true_metrics_and_signed_webhooks() {
                 expected.insert((
                     subject.clone(),
                     pair[1].as_of_ms,
-                    pair[0].verdict.clone(),
-                    pair[1].verdict.clone(),
+                    pair[0].verdict.as_str().to_string(),
+                    pair[1].verdict.as_str().to_string(),
                 ));
             }
         }
@@ -365,7 +365,7 @@ async fn simulated_days_give_true_metrics_and_signed_webhooks() {
     for verdict in ["ok", "unverified", "caution", "avoid", "down"] {
         let n = [&honest, &rotating]
             .iter()
-            .filter(|s| scores(&store, s).last().unwrap().verdict == verdict)
+            .filter(|s| scores(&store, s).last().unwrap().verdict.as_str() == verdict)
             .count();
         assert_eq!(
             value(&m, &format!("x402_probe_subjects{{verdict=\"{verdict}\"}}")),

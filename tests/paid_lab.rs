@@ -82,7 +82,7 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
         let paid_expect: BTreeMap<&str, &str> = s
             .expect
             .iter()
-            .filter(|(id, _)| PAID_CHECKS.contains(id))
+            .filter(|(id, _)| PAID_CHECKS.iter().any(|c| c == **id))
             .map(|(id, want)| (*id, *want))
             .collect();
         let refusal = expected_refusal(s.name);

@@ -113,7 +113,10 @@ async fn caps_bind_across_calls_and_open_reservations_count() {
     let (request, quote) = quote_of(&fetch_cfg, &url).await;
     let first = paid_call(&ctx2, &url, &request, &quote).await;
     assert!(matches!(first.decision, Decision::Paid { .. }));
-    assert_eq!(first.reservation.as_ref().unwrap().state, "open");
+    assert_eq!(
+        first.reservation.as_ref().unwrap().state,
+        ReservationState::Open
+    );
     let (request, quote) = quote_of(&fetch_cfg, &url).await;
     let second = paid_call(&ctx2, &url, &request, &quote).await;
     assert_eq!(

@@ -39,7 +39,7 @@ async fn every_free_check_agrees_with_the_lab_on_every_scenario() {
         .checks
         .iter()
         .filter(|c| c.kind == Kind::Free)
-        .map(|c| c.id.clone())
+        .map(|c| c.id.as_str().to_string())
         .collect();
     let cfg = lab_config(&lab);
     let now = std::time::SystemTime::now()
@@ -67,7 +67,7 @@ async fn every_free_check_agrees_with_the_lab_on_every_scenario() {
         );
         let results: BTreeMap<String, _> = evaluate_free(&observation, &rubric)
             .into_iter()
-            .map(|r| (r.id.clone(), r))
+            .map(|r| (r.id.as_str().to_string(), r))
             .collect();
         let scenario = lab.endpoint(name).unwrap();
         for (id, want) in &scenario.scenario.expect {

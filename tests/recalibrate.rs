@@ -13,7 +13,7 @@ use recalibrate_support::*;
 use x402_probe::calibrate::labels::{FORMAT, LabelSource, LabelsDocument, SubjectLabels};
 use x402_probe::calibrate::read::{Labels, read_table};
 use x402_probe::evidence::run::Provenance;
-use x402_probe::rubric::{EMBEDDED_DEFAULT, Rubric};
+use x402_probe::rubric::{CheckId, EMBEDDED_DEFAULT, Rubric};
 use x402_probe::store::sqlite::{STORE_FILE, SqliteStore};
 use x402_probe::store::{ScoreRow, Store, SubjectRow};
 
@@ -271,7 +271,7 @@ fn a_proposal_is_deterministic_and_never_changes_the_live_rubric() {
             .unwrap()
             .starts_with("1.0.0-draft.2 (")
     );
-    for id in ["R3", "R7"] {
+    for id in [CheckId::R3, CheckId::R7] {
         let (p, l) = (proposal.check(id).unwrap(), live.check(id).unwrap());
         let (pc, lc) = (p.curve.as_ref().unwrap(), l.curve.as_ref().unwrap());
         assert_eq!(

@@ -383,7 +383,7 @@ impl Summary {
         let marked = br#""provenance":"synthetic_fixture""#;
         let (mut runs, mut foreign) = (0u64, 0u64);
         store.scan(0, &mut |e| {
-            if e.kind == RecordKind::Run.as_str() {
+            if e.kind == RecordKind::Run {
                 runs += 1;
                 foreign += u64::from(!e.body.windows(marked.len()).any(|w| w == marked));
             }

@@ -471,7 +471,7 @@ pub(crate) async fn entries(
         .map(|r| OperatorEntry {
             seq: r.seq,
             at_ms: r.at_ms,
-            kind: r.kind,
+            kind: r.kind.as_str().to_string(),
             prev: hex::encode(r.prev),
             hash: hex::encode(r.hash),
             // Canonical JSON is UTF-8 (written by serde_json).

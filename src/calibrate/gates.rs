@@ -21,7 +21,7 @@
 use serde::Serialize;
 
 use super::labels::FailureKind;
-use crate::rubric::{GateWhen, Rubric, Verdict};
+use crate::rubric::{CheckId, GateWhen, Rubric, Verdict};
 use crate::score::document::CheckDoc;
 use crate::score::points::round4;
 use crate::score::tally::CheckState;
@@ -49,14 +49,14 @@ impl FailureKind {
     ];
 
     /// The rubric check that sees this failure on a paid call.
-    pub fn check(self) -> &'static str {
+    pub fn check(self) -> CheckId {
         match self {
-            FailureKind::NotOk => "R4",
-            FailureKind::InvalidOutput => "R5",
-            FailureKind::Overcharged => "H5",
-            FailureKind::WrongPayee => "H6",
-            FailureKind::ChargedTwice => "H7",
-            FailureKind::ChargedWithoutDelivery => "H8",
+            FailureKind::NotOk => CheckId::R4,
+            FailureKind::InvalidOutput => CheckId::R5,
+            FailureKind::Overcharged => CheckId::H5,
+            FailureKind::WrongPayee => CheckId::H6,
+            FailureKind::ChargedTwice => CheckId::H7,
+            FailureKind::ChargedWithoutDelivery => CheckId::H8,
         }
     }
 
@@ -136,7 +136,7 @@ pub struct RuleFigure {
 /// The evidence for one candidate and what is proposed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GateEvidence {
-    pub check: String,
+    pub check: CheckId,
     pub failure: FailureKind,
     pub flag: &'static str,
     pub cap: f64,
@@ -165,7 +165,7 @@ pub struct FitDay {
 }
 
 /// The evidence table of one candidate and its proposed threshold, if any.
-pub fn weigh(check: &str, kind: FailureKind, days: &[FitDay]) -> GateEvidence {
+pub fn weigh(check: CheckId, kind: FailureKind, days: &[FitDay]) -> GateEvidence {
     let rules: Vec<RuleFigure> = THRESHOLDS
         .iter()
         .map(|&t| {
@@ -226,7 +226,7 @@ pub fn weigh(check: &str, kind: FailureKind, days: &[FitDay]) -> GateEvidence {
         }
     };
     GateEvidence {
-        check: check.to_string(),
+        check,
         failure: kind,
         flag: kind.flag(),
         cap: kind.cap(),
@@ -284,7 +284,7 @@ mod tests {
         // lowest threshold that holds them.
         let mut d = days(40, 4, 1.0, 1, 0.4);
         d.extend(days(200, 20, 0.0, 0, 0.05));
-        let e = weigh("H7", FailureKind::ChargedTwice, &d);
+        let e = weigh(CheckId::H7, FailureKind::ChargedTwice, &d);
         assert_eq!(e.proposed, Some(0.25));
         assert_eq!(e.cap, 39.0);
         assert_eq!(e.rules[0].rows, 40);
@@ -297,21 +297,31 @@ mod tests {
 
         // Two subjects only: an anecdote.
         assert_eq!(
-            weigh("H7", FailureKind::ChargedTwice, &days(40, 2, 1.0, 1, 0.4)).proposed,
+            weigh(
+                CheckId::H7,
+                FailureKind::ChargedTwice,
+                &days(40, 2, 1.0, 1, 0.4)
+            )
+            .proposed,
             None
         );
         // Too few subject-days.
         assert_eq!(
-            weigh("H7", FailureKind::ChargedTwice, &days(29, 4, 1.0, 1, 0.4)).proposed,
+            weigh(
+                CheckId::H7,
+                FailureKind::ChargedTwice,
+                &days(29, 4, 1.0, 1, 0.4)
+            )
+            .proposed,
             None
         );
         // Failing less often than not.
         assert_eq!(
-            weigh("R4", FailureKind::NotOk, &days(40, 4, 1.0, 3, 0.1)).proposed,
+            weigh(CheckId::R4, FailureKind::NotOk, &days(40, 4, 1.0, 3, 0.1)).proposed,
             None
         );
         // The map already predicts it.
-        let e = weigh("R4", FailureKind::NotOk, &days(40, 4, 1.0, 1, 0.95));
+        let e = weigh(CheckId::R4, FailureKind::NotOk, &days(40, 4, 1.0, 1, 0.95));
         assert_eq!(e.proposed, None);
         assert!(e.why.contains("none proposed"), "{}", e.why);
         assert!(gate_json(&e).is_none());

@@ -226,7 +226,7 @@ fn contributions_svg(r: &Report) -> String {
             "<text x=\"4\" y=\"{}\" font-size=\"10\">{} ({})</text>\
              <rect x=\"{x:.1}\" y=\"{}\" width=\"{w:.1}\" height=\"11\" fill=\"{}\"/>",
             y + 9.0,
-            esc(&c.check),
+            esc(c.check.as_str()),
             num(c.auc_lost),
             y,
             if lost >= 0.0 { "#2471a3" } else { "#c0392b" }
@@ -286,7 +286,11 @@ fn gate_evidence(out: &mut String, evidence: &[GateEvidence]) {
                 } else {
                     ""
                 },
-                if k == 0 { esc(&e.check) } else { String::new() },
+                if k == 0 {
+                    esc(e.check.as_str())
+                } else {
+                    String::new()
+                },
                 if k == 0 { esc(e.flag) } else { String::new() },
                 rule.threshold,
                 rule.rows,
@@ -417,7 +421,7 @@ pub fn render(r: &Report) -> String {
             let _ = write!(
                 out,
                 "<tr><th>{}</th><td>{:?}</td><td>{:?}</td><td>{:?}</td></tr>",
-                esc(&c.check),
+                esc(c.check.as_str()),
                 c.x_ms,
                 c.draft_y,
                 c.fitted_y

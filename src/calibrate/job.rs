@@ -27,7 +27,7 @@ use super::fit::{self, Bins, Decile};
 use super::gates::{self, FitDay, GateEvidence, NewGate};
 use super::read::ReadSummary;
 use super::table::{Table, day_text};
-use crate::rubric::{Curve, Rubric, Verdict};
+use crate::rubric::{CheckId, Curve, Rubric, Verdict};
 use crate::score::points::round4;
 
 /// Names the report's format.
@@ -175,7 +175,7 @@ pub struct Fitted {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CurveFit {
-    pub check: String,
+    pub check: CheckId,
     pub x_ms: Vec<f64>,
     pub draft_y: Vec<f64>,
     pub fitted_y: Vec<f64>,
@@ -229,7 +229,7 @@ pub struct Verdicts {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Contribution {
-    pub check: String,
+    pub check: CheckId,
     /// The held-out period's AUC with the check's contribution left out, and what that loses.
     pub auc_without: Option<f64>,
     pub auc_lost: Option<f64>,
@@ -266,7 +266,7 @@ pub struct Goal {
 struct Drift {
     fit_fail_share: Option<f64>,
     later_fail_share: Option<f64>,
-    top_checks: Vec<String>,
+    top_checks: Vec<CheckId>,
     /// The worst decile of the held-out period, when at least a quarter of it sits at the cap of
     /// one live gate whose check sees no kind of paid-call failure: the gate, its subject-days
     /// there, the decile's, and the share of those that fail.
@@ -436,7 +436,7 @@ pub fn run(
                         fails: fails(i),
                     })
                     .collect();
-                gates::weigh(&table.checks[c.check], c.kind, &days)
+                gates::weigh(table.checks[c.check], c.kind, &days)
             })
             .collect();
         let new_gates: Vec<NewGate> = evidence
@@ -474,7 +474,7 @@ pub fn run(
                 .iter()
                 .zip(draft.iter().zip(&searched.curves))
                 .map(|(&c, (d, f))| CurveFit {
-                    check: table.checks[c].clone(),
+                    check: table.checks[c],
                     x_ms: d.points.iter().map(|p| p.0).collect(),
                     draft_y: d.points.iter().map(|p| p.1).collect(),
                     fitted_y: f.points.iter().map(|p| p.1).collect(),
@@ -617,7 +617,7 @@ pub fn run(
                 .collect();
             let without = fit::auc(&mut pairs).map(round4);
             Contribution {
-                check: table.checks[c].clone(),
+                check: table.checks[c],
                 auc_without: without,
                 auc_lost: full_auc.zip(without).map(|(f, w)| round4(f - w)),
             }
@@ -674,7 +674,7 @@ pub fn run(
             .iter()
             .filter(|c| c.auc_lost.is_some_and(|l| l > 0.0))
             .take(3)
-            .map(|c| c.check.clone())
+            .map(|c| c.check)
             .collect(),
         worst_capped_by: worst_capped_by(
             table,
@@ -805,14 +805,14 @@ fn worst_capped_by(
         .copied()
         .filter(|&i| (w.score_low - 1e-4..=w.score_high + 1e-4).contains(&score(i)))
         .collect();
-    let failure_checks: Vec<&str> = super::labels::FailureKind::ALL
+    let failure_checks: Vec<CheckId> = super::labels::FailureKind::ALL
         .iter()
         .map(|k| k.check())
         .collect();
     live.gates
         .iter()
         .enumerate()
-        .filter(|(g, gate)| *g < 32 && !failure_checks.contains(&gate.check.as_str()))
+        .filter(|(g, gate)| *g < 32 && !failure_checks.contains(&gate.check))
         .map(|(g, _)| {
             let capped: Vec<usize> = inside
                 .iter()
@@ -1018,7 +1018,8 @@ fn goals(period: &Evaluation, v: &Verdicts, d: &Drift) -> Vec<Goal> {
             if d.top_checks.is_empty() {
                 "none".to_string()
             } else {
-                d.top_checks.join(", ")
+                let ids: Vec<&str> = d.top_checks.iter().map(|c| c.as_str()).collect();
+                ids.join(", ")
             }
         )
     };

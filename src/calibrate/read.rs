@@ -9,15 +9,22 @@ use super::table::{Label, Table, day_number};
 use crate::daemon::pipeline::SEQ_STRIDE;
 use crate::daemon::scoring::ms_of;
 use crate::evidence::Outcome;
-use crate::rubric::{Kind, Rubric};
+use crate::rubric::{CheckId, Kind, Rubric};
 use crate::score::input::HistoryEntry;
 use crate::store::{Store, StoreError};
 
 const DAY_MS: i64 = 86_400_000;
 
 /// The checks whose failure on a paid call is a failed paid call (not 2xx, invalid output,
-/// overcharged, wrong payee, charged twice, charged without delivery).
-pub const PAID_FAILURE_CHECKS: [&str; 6] = ["R4", "R5", "H5", "H6", "H7", "H8"];
+/// overcharged, wrong payee, charged twice, charged without delivery): one per failure kind.
+pub const PAID_FAILURE_CHECKS: [CheckId; 6] = [
+    CheckId::R4,
+    CheckId::R5,
+    CheckId::H5,
+    CheckId::H6,
+    CheckId::H7,
+    CheckId::H8,
+];
 
 /// Where the labels come from.
 #[derive(Debug, Clone, Copy)]
@@ -166,7 +173,7 @@ pub fn read_table(
 pub fn paid_calls(history: &[HistoryEntry]) -> Vec<(i64, bool)> {
     let mut by_run: BTreeMap<u64, (i64, bool)> = BTreeMap::new();
     for e in history {
-        if e.kind != Kind::Paid || !PAID_FAILURE_CHECKS.contains(&e.check.as_str()) {
+        if e.kind != Kind::Paid || !PAID_FAILURE_CHECKS.iter().any(|c| c == e.check.as_str()) {
             continue;
         }
         if !matches!(e.outcome, Outcome::Pass | Outcome::Fail) {

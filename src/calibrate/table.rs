@@ -10,7 +10,7 @@
 //! back the stored capped score under the document's own curves (a test holds it at zero).
 
 use super::gates::{Candidate, candidates, fail_weight};
-use crate::rubric::{Curve, Rubric, Verdict};
+use crate::rubric::{CheckId, Curve, Rubric, Verdict};
 use crate::score::curve::interpolate;
 use crate::score::document::ScoreDocument;
 use crate::score::points::{Points, Share, renormalise};
@@ -62,7 +62,7 @@ pub struct DayRow {
 #[derive(Debug, Clone, Default)]
 pub struct Table {
     /// The live rubric's check ids, in its order: the columns of `contributions`.
-    pub checks: Vec<String>,
+    pub checks: Vec<CheckId>,
     /// The live rubric's curve checks (indices into `checks`), in its order.
     pub curve_checks: Vec<usize>,
     /// The live rubric's gates, as `flag/check`.
@@ -99,7 +99,7 @@ impl Table {
     /// An empty table with the live rubric's columns.
     pub fn new(live: &Rubric) -> Table {
         Table {
-            checks: live.checks.iter().map(|c| c.id.clone()).collect(),
+            checks: live.checks.iter().map(|c| c.id).collect(),
             curve_checks: live
                 .checks
                 .iter()
@@ -152,7 +152,7 @@ impl Table {
             }
         } as u16;
         let max_points = max_points_of(doc);
-        let find = |id: &str| {
+        let find = |id: CheckId| {
             doc.dimensions
                 .iter()
                 .flat_map(|d| d.checks.iter())
@@ -165,10 +165,10 @@ impl Table {
             .collect();
         for id in &self.checks {
             self.contributions
-                .push(find(id).map_or(Points(0), |i| flat[i].contribution));
+                .push(find(*id).map_or(Points(0), |i| flat[i].contribution));
         }
         for &c in &self.curve_checks {
-            let cell = match find(&self.checks[c]) {
+            let cell = match find(self.checks[c]) {
                 Some(i) => CurveCell {
                     max_points: max_points[i],
                     p95_ms: flat[i].p95_ms,
@@ -186,7 +186,7 @@ impl Table {
         }
         for c in &self.candidates {
             self.candidate_fail_weights
-                .push(find(&self.checks[c.check]).map_or(0.0, |i| fail_weight(flat[i]) as f32));
+                .push(find(self.checks[c.check]).map_or(0.0, |i| fail_weight(flat[i]) as f32));
         }
         let mut gates_binding = 0u32;
         for (i, g) in live.gates.iter().enumerate() {

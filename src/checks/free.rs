@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::checks::conformance::{self, TokenDomainSeen};
 use crate::checks::screen;
 use crate::checks::sniff::{self, SniffSample};
-use crate::evidence::{CheckResult, Conclusion, Outcome, Receipt, rfc3339, sha256_hex};
+use crate::evidence::{CheckId, CheckResult, Conclusion, Outcome, Receipt, rfc3339, sha256_hex};
 use crate::observation::{ChainSeen, FreeObservation, ListingSeen, Sample};
 use crate::probe::http::decode_body_bounded;
 use crate::probe::http::{Exchange, FetchError, FetchErrorKind, HttpResponse, Phase};
@@ -39,30 +39,30 @@ pub fn evaluate_free(obs: &FreeObservation, rubric: &Rubric) -> Vec<CheckResult>
         .checks
         .iter()
         .map(|check| {
-            let (conclusion, hashes) = match check.id.as_str() {
-                "R1" => (r1(&run), run.primary_hashes()),
-                "R2" => (r2(&run), run.primary_hashes()),
-                "R3" => (r3(&run, rubric), BTreeMap::new()),
-                "C1" => (run.c1(), run.primary_hashes()),
-                "C2" => (run.with_required(conformance::c2), run.primary_hashes()),
-                "C3" => (c3(&run), run.primary_hashes()),
-                "C4" => (run.c4(), run.primary_hashes()),
-                "C5" => (run.with_required(conformance::c5), run.primary_hashes()),
-                "H1" => (h1(&run), listing_hashes(&obs.listing)),
-                "H2" | "H3" => (
+            let (conclusion, hashes) = match check.id {
+                CheckId::R1 => (r1(&run), run.primary_hashes()),
+                CheckId::R2 => (r2(&run), run.primary_hashes()),
+                CheckId::R3 => (r3(&run, rubric), BTreeMap::new()),
+                CheckId::C1 => (run.c1(), run.primary_hashes()),
+                CheckId::C2 => (run.with_required(conformance::c2), run.primary_hashes()),
+                CheckId::C3 => (c3(&run), run.primary_hashes()),
+                CheckId::C4 => (run.c4(), run.primary_hashes()),
+                CheckId::C5 => (run.with_required(conformance::c5), run.primary_hashes()),
+                CheckId::H1 => (h1(&run), listing_hashes(&obs.listing)),
+                CheckId::H2 | CheckId::H3 => (
                     Conclusion::unmeasured(
                         "needs this subject's earlier observations (the daemon keeps them)",
                     ),
                     BTreeMap::new(),
                 ),
-                "H4" => (
+                CheckId::H4 => (
                     h4(&run),
                     exchange_hashes("operator-file", obs.operator_file.as_ref()),
                 ),
-                "S1" => (s1(&run), leaf_hash(&run)),
-                "S2" => (s2(&run), run.primary_hashes()),
-                "S4" => (s4(&run), run.primary_hashes()),
-                "S5" => (s5(&run), run.primary_hashes()),
+                CheckId::S1 => (s1(&run), leaf_hash(&run)),
+                CheckId::S2 => (s2(&run), run.primary_hashes()),
+                CheckId::S4 => (s4(&run), run.primary_hashes()),
+                CheckId::S5 => (s5(&run), run.primary_hashes()),
                 _ if check.kind == Kind::Paid => (
                     Conclusion::unmeasured("paid check: this run made no paid call (use --pay)"),
                     BTreeMap::new(),
@@ -73,7 +73,7 @@ pub fn evaluate_free(obs: &FreeObservation, rubric: &Rubric) -> Vec<CheckResult>
                 ),
             };
             CheckResult {
-                id: check.id.clone(),
+                id: check.id,
                 outcome: conclusion.outcome,
                 evidence: conclusion.evidence,
                 value: conclusion.value,
@@ -366,7 +366,7 @@ fn r3(run: &Run, rubric: &Rubric) -> Conclusion {
         })
         .collect();
     let values: Vec<f64> = timed.iter().map(|t| t.unwrap_or(NO_RESPONSE_MS)).collect();
-    let mut c = latency_conclusion(rubric, "R3", &values, "unpaid time to first byte");
+    let mut c = latency_conclusion(rubric, CheckId::R3, &values, "unpaid time to first byte");
     if let Value::Object(detail) = &mut c.detail {
         let samples = timed.iter().map(|t| match t {
             Some(ms) => json!({"outcome": "pass", "ms": ms}),
@@ -379,7 +379,12 @@ fn r3(run: &Run, rubric: &Rubric) -> Conclusion {
 
 /// A curve check's conclusion over measured milliseconds: the p95 (hdrhistogram, 3 significant
 /// digits), the curve's points, and the outcome label.
-pub fn latency_conclusion(rubric: &Rubric, id: &str, values_ms: &[f64], what: &str) -> Conclusion {
+pub fn latency_conclusion(
+    rubric: &Rubric,
+    id: CheckId,
+    values_ms: &[f64],
+    what: &str,
+) -> Conclusion {
     let Some(p95) = p95_ms(values_ms) else {
         return Conclusion::unmeasured(format!("no {what} measured"));
     };

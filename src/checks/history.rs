@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::canonical::canonical_sha256;
 use crate::evidence::free::FreeObservation;
 use crate::evidence::paid::{NoteKind, RevisionNote, address_any_case};
-use crate::evidence::{Conclusion, Outcome};
+use crate::evidence::{CheckId, Conclusion, Outcome};
 pub use crate::ledger::record::OutageOf;
 use crate::x402::operator::parse_operator_file;
 use crate::x402::parse::parse_payment_required;
@@ -324,13 +324,13 @@ impl OutageWindow {
     pub fn excuses(&self, check: &str) -> bool {
         match self.of {
             OutageOf::Vantage => true,
-            OutageOf::Rpc => CHECKS_READING_OUR_RPC.contains(&check),
+            OutageOf::Rpc => CHECKS_READING_OUR_RPC.iter().any(|c| c == check),
         }
     }
 }
 
 /// The free checks whose evidence comes through our RPC (C3 reads the token's EIP-712 fields).
-pub const CHECKS_READING_OUR_RPC: &[&str] = &["C3"];
+pub const CHECKS_READING_OUR_RPC: &[CheckId] = &[CheckId::C3];
 
 /// Whether a free outcome of `check` at `at_ms` is excused by one of our outages, and by which:
 /// free outcomes inside a window that excuses the check count against nobody (they become

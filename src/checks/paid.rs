@@ -16,7 +16,7 @@ use crate::evidence::chain::ChainRead;
 use crate::evidence::decode::decode_body_bounded;
 use crate::evidence::http::HttpResponse;
 use crate::evidence::paid::{Decision, OperatorFileSeen, PaidObservation, QuoteSeen, RefundPlan};
-use crate::evidence::{CheckResult, Conclusion, Outcome, Receipt, rfc3339, sha256_hex};
+use crate::evidence::{CheckId, CheckResult, Conclusion, Outcome, Receipt, rfc3339, sha256_hex};
 use crate::paid::chain::{ChainFacts, Charge, TransferLog, chain_facts, decode_transfer, sum_in};
 use crate::paid::refund::refunds;
 use crate::rubric::Rubric;
@@ -24,8 +24,18 @@ use crate::score::curve::interpolate;
 use crate::x402::network::chain_id_of;
 
 /// The paid checks, in the order [`evaluate`] returns them.
-pub const PAID_CHECKS: [&str; 11] = [
-    "R4", "R5", "R6", "R7", "C6", "H5", "H6", "H7", "H8", "H9", "S3",
+pub const PAID_CHECKS: [CheckId; 11] = [
+    CheckId::R4,
+    CheckId::R5,
+    CheckId::R6,
+    CheckId::R7,
+    CheckId::C6,
+    CheckId::H5,
+    CheckId::H6,
+    CheckId::H7,
+    CheckId::H8,
+    CheckId::H9,
+    CheckId::S3,
 ];
 
 use crate::checks::free::CURVE_PASS_POINTS;
@@ -50,22 +60,22 @@ pub fn evaluate_with_rubric(
 ) -> Vec<CheckResult> {
     let facts = chain_facts(obs);
     let conclusions = [
-        ("R4", r4(obs)),
-        ("R5", r5(obs)),
-        ("R6", r6(obs)),
-        ("R7", r7(obs, rubric)),
-        ("C6", c6(obs, &facts)),
-        ("H5", h5(obs, &facts)),
-        ("H6", h6(obs, &facts)),
-        ("H7", h7(obs, &facts)),
-        ("H8", h8(obs, &facts)),
-        ("H9", h9(obs, &facts)),
-        ("S3", s3(obs)),
+        (CheckId::R4, r4(obs)),
+        (CheckId::R5, r5(obs)),
+        (CheckId::R6, r6(obs)),
+        (CheckId::R7, r7(obs, rubric)),
+        (CheckId::C6, c6(obs, &facts)),
+        (CheckId::H5, h5(obs, &facts)),
+        (CheckId::H6, h6(obs, &facts)),
+        (CheckId::H7, h7(obs, &facts)),
+        (CheckId::H8, h8(obs, &facts)),
+        (CheckId::H9, h9(obs, &facts)),
+        (CheckId::S3, s3(obs)),
     ];
     conclusions
         .into_iter()
         .map(|(id, conclusion)| CheckResult {
-            id: id.to_string(),
+            id,
             outcome: conclusion.outcome,
             evidence: conclusion.evidence,
             value: conclusion.value,
@@ -480,7 +490,7 @@ fn r7(obs: &PaidObservation, rubric: &Rubric) -> Conclusion {
             "no response: recorded as the paid timeout",
         ),
     };
-    let Some(curve) = rubric.check("R7").and_then(|c| c.curve.as_ref()) else {
+    let Some(curve) = rubric.check(CheckId::R7).and_then(|c| c.curve.as_ref()) else {
         return Conclusion::unmeasured("the rubric has no curve for R7");
     };
     let points = interpolate(curve, ms);
@@ -1083,8 +1093,8 @@ fn receipt(
 }
 
 /// Outcomes by check id, for callers that compare (tests, reports).
-pub fn outcomes(results: &[CheckResult]) -> BTreeMap<String, Outcome> {
-    results.iter().map(|r| (r.id.clone(), r.outcome)).collect()
+pub fn outcomes(results: &[CheckResult]) -> BTreeMap<CheckId, Outcome> {
+    results.iter().map(|r| (r.id, r.outcome)).collect()
 }
 
 #[cfg(test)]

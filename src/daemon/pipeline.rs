@@ -12,7 +12,7 @@ use crate::clock::Clock;
 use crate::evidence::free::ListingSeen;
 use crate::evidence::paid::{RefundPlan, RefundSeen};
 use crate::evidence::run::{Provenance, RefundRecord, RunRecord, run_id};
-use crate::evidence::{CheckResult, Conclusion, Receipt, rfc3339};
+use crate::evidence::{CheckId, CheckResult, Conclusion, Receipt, rfc3339};
 use crate::history::run_entries;
 use crate::ledger::record::{ControlRecord, Record, RecordKind, RevisionRecord, ScoreRecord};
 use crate::probe::free::{FreeProbeConfig, probe_free};
@@ -273,7 +273,7 @@ pub(crate) async fn run_subject(
     let h2 = history::h2(declared_now.as_ref(), &prior, &notes, started_ms);
     let h3 = history::h3(declared_now.as_ref(), &prior, &notes, started_ms);
     let at = rfc3339(out.free.at);
-    for (id, conclusion) in [("H2", h2), ("H3", h3)] {
+    for (id, conclusion) in [(CheckId::H2, h2), (CheckId::H3, h3)] {
         put_result(&mut out.results, id, conclusion, &shared.vantage, &at);
     }
 
@@ -379,7 +379,7 @@ pub(crate) async fn run_subject(
         .results
         .iter()
         .filter(|r| r.outcome == crate::evidence::Outcome::Fail)
-        .map(|r| r.id.clone())
+        .map(|r| r.id.as_str().to_string())
         .collect();
 
     // Record, then rescore: with the runs that finished meanwhile, in one commit each.
@@ -553,10 +553,10 @@ fn failed(url: String, reached: bool, asked_to_pay: bool, error: String) -> RunD
 }
 
 /// Replaces a check's result with a conclusion drawn here (history-aware checks).
-fn put_result(results: &mut [CheckResult], id: &str, c: Conclusion, vantage: &str, at: &str) {
+fn put_result(results: &mut [CheckResult], id: CheckId, c: Conclusion, vantage: &str, at: &str) {
     if let Some(slot) = results.iter_mut().find(|r| r.id == id) {
         *slot = CheckResult {
-            id: id.to_string(),
+            id,
             outcome: c.outcome,
             evidence: c.evidence,
             value: c.value,
@@ -769,7 +769,7 @@ pub(crate) async fn watch_refund_job(
         &shared.vantage,
     )
     .into_iter()
-    .find(|r| r.id == "H9");
+    .find(|r| r.id == CheckId::H9);
     let Some(h9) = h9 else {
         return Ok(());
     };
@@ -877,7 +877,7 @@ pub fn scrape(shared: &ReadSide) -> Result<crate::metrics::Scrape, crate::metric
         .read()
         .unwrap_or_else(|p| p.into_inner())
         .values()
-        .map(|s| s.verdict.to_string())
+        .map(|s| s.verdict)
         .collect();
     let store = shared.store.as_ref();
     let (ledger_head, _) = store.head()?;

@@ -275,7 +275,7 @@ pub fn retry_after_ms(obs: &FreeObservation) -> Option<i64> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScoreSummary {
     pub verified: bool,
-    pub verdict: String,
+    pub verdict: crate::rubric::Verdict,
     pub probes: u32,
     pub probes_needed: u32,
     pub span_days: f64,
@@ -554,7 +554,7 @@ mod tests {
     fn summary(probes: u32, span: f64, paid: Option<f64>, band: (f64, f64)) -> ScoreSummary {
         ScoreSummary {
             verified: false,
-            verdict: "unverified".into(),
+            verdict: crate::rubric::Verdict::Unverified,
             probes,
             probes_needed: 8,
             span_days: span,

@@ -243,7 +243,7 @@ pub fn score(
             .grade
             .clone()
             .or_else(|| document.provisional_grade.clone()),
-        verdict: document.verdict.verdict.as_str().to_string(),
+        verdict: document.verdict.verdict,
         population_sha256: None,
     };
     Ok(Scored {
@@ -286,7 +286,7 @@ pub fn summary_of(
     };
     ScoreSummary {
         verified: v.verified,
-        verdict: doc.verdict.verdict.as_str().to_string(),
+        verdict: doc.verdict.verdict,
         probes: v.probes,
         probes_needed: v.probes_needed,
         span_days: v.probe_span_days,

@@ -3,7 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use check_id::{CheckId, UnknownCheck};
+
 pub mod chain;
+pub mod check_id;
 pub mod decode;
 pub mod free;
 pub mod http;
@@ -81,7 +84,7 @@ pub struct Receipt {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckResult {
     /// Rubric check id, e.g. `R1`.
-    pub id: String,
+    pub id: CheckId,
     pub outcome: Outcome,
     /// One line a human can read: what was seen, or why it was not measured.
     pub evidence: String,

@@ -421,11 +421,45 @@ pub struct RefundWatch {
     pub complete: bool,
 }
 
+/// Where a reservation stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReservationState {
+    /// Not known to be settled or unusable: counts against the caps.
+    Open,
+    /// Our authorization was used on chain: money moved. Counts for 24 hours.
+    Settled,
+    /// Provably never charged (never sent, or unused after `validBefore`). Counts for nothing.
+    Released,
+}
+
+impl ReservationState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReservationState::Open => "open",
+            ReservationState::Settled => "settled",
+            ReservationState::Released => "released",
+        }
+    }
+}
+
+impl std::str::FromStr for ReservationState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "open" => Ok(ReservationState::Open),
+            "settled" => Ok(ReservationState::Settled),
+            "released" => Ok(ReservationState::Released),
+            other => Err(format!("unknown reservation state {other:?}")),
+        }
+    }
+}
+
 /// The reservation after the call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReservationSeen {
     pub id: i64,
-    pub state: String,
+    pub state: ReservationState,
     pub resolution: Option<String>,
 }
 

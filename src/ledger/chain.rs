@@ -43,7 +43,7 @@ pub struct Envelope<R = Box<StoredRun>> {
 pub struct StoredEntry {
     pub seq: u64,
     pub at_ms: i64,
-    pub kind: String,
+    pub kind: RecordKind,
     pub subject: Option<String>,
     pub prev: [u8; 32],
     pub hash: [u8; 32],
@@ -84,7 +84,7 @@ pub fn seal(
     Ok(StoredEntry {
         seq,
         at_ms,
-        kind: record.kind().as_str().to_string(),
+        kind: record.kind(),
         subject: record.subject().map(str::to_string),
         prev,
         hash,
@@ -367,8 +367,7 @@ where
         && envelope.prev == hex::encode(row.prev)
         && envelope.subject == row.subject
         && envelope.subject.as_deref() == envelope.record.subject()
-        && envelope.record.kind().as_str() == row.kind
-        && RecordKind::parse(&row.kind).is_some();
+        && envelope.record.kind() == row.kind;
     if !same {
         return Err(
             "its columns (seq, time, kind, subject or previous hash) differ from its bytes".into(),
@@ -468,7 +467,7 @@ mod tests {
         assert_eq!(verify(&swapped, &[]).unwrap_err().seq, 2);
         // A column that disagrees with the bytes.
         let mut column = rows.clone();
-        column[4].kind = "run".into();
+        column[4].kind = RecordKind::Run;
         assert_eq!(verify(&column, &[]).unwrap_err().seq, 5);
     }
 

@@ -335,7 +335,7 @@ pub struct ScoreRecord {
     pub capped_score: f64,
     pub band: [f64; 2],
     pub grade: Option<String>,
-    pub verdict: String,
+    pub verdict: crate::rubric::Verdict,
     /// The value population the score read (a blob, by hash), when it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub population_sha256: Option<String>,

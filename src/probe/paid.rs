@@ -755,7 +755,7 @@ async fn update_reservation(
         Ok(Some(row)) => {
             obs.reservation = Some(ReservationSeen {
                 id,
-                state: row.state.as_str().to_string(),
+                state: row.state,
                 resolution: row.resolution,
             });
         }

@@ -10,6 +10,8 @@ mod validate;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+pub use crate::evidence::CheckId;
+
 /// The rubric shipped with the binary, byte for byte `rubrics/x402-endpoint.json`.
 pub const EMBEDDED_DEFAULT: &[u8] = include_bytes!("../../rubrics/x402-endpoint.json");
 
@@ -63,7 +65,9 @@ pub enum GateWhen {
 }
 
 /// A verdict, ordered from the most to the least severe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Down,
@@ -74,6 +78,15 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// Every verdict, from the most to the least severe.
+    pub const ALL: [Verdict; 5] = [
+        Verdict::Down,
+        Verdict::Avoid,
+        Verdict::Caution,
+        Verdict::Unverified,
+        Verdict::Ok,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Down => "down",
@@ -82,6 +95,24 @@ impl Verdict {
             Verdict::Unverified => "unverified",
             Verdict::Ok => "ok",
         }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Verdict {
+    type Err = String;
+    /// The verdict's own spelling only: text read back from a stored row or document that is
+    /// none of them is an error for the reader to name, never a default.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Verdict::ALL
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| format!("unknown verdict {s:?} (down, avoid, caution, unverified, ok)"))
     }
 }
 
@@ -127,7 +158,8 @@ pub struct Curve {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Check {
-    pub id: String,
+    /// One of the checks this build knows: a rubric naming another is refused when read.
+    pub id: CheckId,
     pub dimension: String,
     pub weight: f64,
     pub kind: Kind,
@@ -147,7 +179,7 @@ pub struct Check {
 #[serde(deny_unknown_fields)]
 pub struct Gate {
     pub flag: String,
-    pub check: String,
+    pub check: CheckId,
     pub when: GateWhen,
     pub value: f64,
     #[serde(default)]
@@ -179,7 +211,7 @@ pub struct ConfidenceStep {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VerdictRules {
-    pub probe_check: String,
+    pub probe_check: CheckId,
     pub min_probes: u32,
     pub min_span_days: f64,
     pub paid_within_days: f64,
@@ -333,7 +365,7 @@ impl Rubric {
         self.major_version
     }
 
-    pub fn check(&self, id: &str) -> Option<&Check> {
+    pub fn check(&self, id: CheckId) -> Option<&Check> {
         self.checks.iter().find(|c| c.id == id)
     }
 

@@ -32,11 +32,11 @@ fn embedded_default_parses_and_is_content_addressed() {
     assert_eq!(r.major_version(), 1);
     assert_eq!(r.checks.len(), 27);
     assert_eq!(r.sha256(), hex::encode(Sha256::digest(EMBEDDED_DEFAULT)));
-    assert_eq!(r.check("R3").unwrap().metric, Metric::Curve);
-    assert_eq!(r.half_life_days(r.check("R1").unwrap()), 14.0);
-    assert_eq!(r.half_life_days(r.check("R4").unwrap()), 30.0);
-    assert_eq!(r.half_life_days(r.check("H9").unwrap()), 90.0);
-    assert_eq!(r.half_life_days(r.check("S2").unwrap()), 30.0);
+    assert_eq!(r.check(CheckId::R3).unwrap().metric, Metric::Curve);
+    assert_eq!(r.half_life_days(r.check(CheckId::R1).unwrap()), 14.0);
+    assert_eq!(r.half_life_days(r.check(CheckId::R4).unwrap()), 30.0);
+    assert_eq!(r.half_life_days(r.check(CheckId::H9).unwrap()), 90.0);
+    assert_eq!(r.half_life_days(r.check(CheckId::S2).unwrap()), 30.0);
     assert_eq!(r.gates.len(), 7);
     assert_eq!(r.grade_for(90.0), "A");
     assert_eq!(r.grade_for(89.9999), "B");
@@ -68,6 +68,35 @@ fn major_versions() {
 fn refuses_unknown_check_in_gate() {
     let e = error_after(|v| v["gates"][0]["check"] = json!("Z9"));
     assert!(e.contains("unknown check \"Z9\""), "{e}");
+}
+
+#[test]
+fn refuses_a_check_id_this_build_does_not_know_wherever_it_is_named() {
+    // A check of the rubric itself, and the verdict's probe check: refused when read, by name.
+    let e = error_after(|v| check_mut(v, "R6")["id"] = json!("R8"));
+    assert!(e.contains("unknown check \"R8\""), "{e}");
+    let e = error_after(|v| v["verdict"]["probe_check"] = json!("r1"));
+    assert!(e.contains("unknown check \"r1\""), "{e}");
+    // A known check that this rubric leaves out cannot be gated on or probed with.
+    let without_c4 = |v: &mut Value| {
+        v["checks"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|c| c["id"] != "C4")
+    };
+    let e = error_after(|v| {
+        without_c4(v);
+        v["gates"][0]["check"] = json!("C4");
+    });
+    assert!(
+        e.contains("watches check \"C4\", which the rubric does not have"),
+        "{e}"
+    );
+    let e = error_after(|v| {
+        without_c4(v);
+        v["verdict"]["probe_check"] = json!("C4");
+    });
+    assert!(e.contains("probe_check names check \"C4\""), "{e}");
 }
 
 #[test]
@@ -197,4 +226,28 @@ fn the_calibration_section_is_optional_and_checked() {
     assert!(bad(json!({"horizon_days": 14, "points": [[20, 0.5]]})).contains("at least 2"));
     assert!(bad(json!({"horizon_days": 0, "points": [[20, 0.5], [60, 0.3]]})).contains("horizon"));
     assert!(bad(json!({"horizon_days": 14, "points": [], "extra": 1})).contains("unknown field"));
+}
+
+#[test]
+fn every_verdict_reads_back_as_written() {
+    for verdict in Verdict::ALL {
+        assert_eq!(verdict.as_str().parse::<Verdict>(), Ok(verdict));
+        assert_eq!(verdict.to_string(), verdict.as_str());
+        let json = serde_json::to_string(&verdict).unwrap();
+        assert_eq!(json, format!("\"{}\"", verdict.as_str()));
+        assert_eq!(serde_json::from_str::<Verdict>(&json).unwrap(), verdict);
+    }
+    let mut sorted = Verdict::ALL.to_vec();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        Verdict::ALL.to_vec(),
+        "ALL runs from the most severe"
+    );
+    assert!(
+        "fine"
+            .parse::<Verdict>()
+            .unwrap_err()
+            .contains("unknown verdict \"fine\"")
+    );
 }

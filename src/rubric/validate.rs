@@ -1,6 +1,6 @@
 //! Every rule a rubric file must satisfy before anything is scored under it.
 
-use super::{Metric, Rubric, RubricError, SUPPORTED_SCHEMA};
+use super::{CheckId, Metric, Rubric, RubricError, SUPPORTED_SCHEMA};
 use std::collections::HashSet;
 
 fn invalid(message: impl Into<String>) -> RubricError {
@@ -128,11 +128,8 @@ fn validate_checks(file: &Rubric) -> Result<(), RubricError> {
     }
     let mut seen = HashSet::new();
     for c in &file.checks {
-        if c.id.trim().is_empty() {
-            return Err(invalid("a check has an empty id"));
-        }
-        if !seen.insert(c.id.as_str()) {
-            return Err(invalid(format!("duplicate check id {:?}", c.id)));
+        if !seen.insert(c.id) {
+            return Err(invalid(format!("duplicate check id {:?}", c.id.as_str())));
         }
         if !file.dimensions.iter().any(|d| d.id == c.dimension) {
             return Err(invalid(format!(
@@ -162,7 +159,7 @@ fn validate_checks(file: &Rubric) -> Result<(), RubricError> {
                     c.id
                 )));
             }
-            (Metric::Curve, Some(curve)) => validate_curve(&c.id, &curve.points)?,
+            (Metric::Curve, Some(curve)) => validate_curve(c.id, &curve.points)?,
             (Metric::Rate, None) => {}
         }
     }
@@ -183,7 +180,7 @@ fn validate_checks(file: &Rubric) -> Result<(), RubricError> {
     Ok(())
 }
 
-fn validate_curve(check: &str, points: &[(f64, f64)]) -> Result<(), RubricError> {
+fn validate_curve(check: CheckId, points: &[(f64, f64)]) -> Result<(), RubricError> {
     if points.len() < 2 {
         return Err(invalid(format!(
             "check {check}: a curve needs at least 2 points"
@@ -225,8 +222,8 @@ fn validate_gates(file: &Rubric) -> Result<(), RubricError> {
         }
         if !file.checks.iter().any(|c| c.id == g.check) {
             return Err(invalid(format!(
-                "{name} watches unknown check {:?}",
-                g.check
+                "{name} watches check {:?}, which the rubric does not have",
+                g.check.as_str()
             )));
         }
         finite_positive(&format!("{name} value"), g.value)?;
@@ -313,8 +310,8 @@ fn validate_verdict(file: &Rubric) -> Result<(), RubricError> {
     let v = &file.verdict;
     if !file.checks.iter().any(|c| c.id == v.probe_check) {
         return Err(invalid(format!(
-            "verdict.probe_check names unknown check {:?}",
-            v.probe_check
+            "verdict.probe_check names check {:?}, which the rubric does not have",
+            v.probe_check.as_str()
         )));
     }
     if v.min_probes == 0 {

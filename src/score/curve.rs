@@ -110,7 +110,7 @@ mod tests {
 
     fn r3() -> Curve {
         Rubric::embedded_default()
-            .check("R3")
+            .check(crate::rubric::CheckId::R3)
             .unwrap()
             .curve
             .clone()

@@ -10,7 +10,7 @@ use super::points::Points;
 use super::tally::CheckState;
 use super::value::Value;
 use super::verdict::{Reason, VerdictBlock};
-use crate::rubric::{GateWhen, Kind, Metric, OnRevision, Verdict};
+use crate::rubric::{CheckId, GateWhen, Kind, Metric, OnRevision, Verdict};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
@@ -122,7 +122,7 @@ pub struct DimensionDoc {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckDoc {
-    pub id: String,
+    pub id: CheckId,
     pub title: String,
     pub metric: Metric,
     pub kind: Kind,
@@ -148,7 +148,7 @@ pub struct CheckDoc {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PriorHeld {
-    pub check: String,
+    pub check: CheckId,
     pub points: f64,
     pub contribution: Points,
     pub reason: String,
@@ -157,7 +157,7 @@ pub struct PriorHeld {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GateDoc {
     pub flag: String,
-    pub check: String,
+    pub check: CheckId,
     pub when: GateWhen,
     pub threshold: f64,
     pub binding: bool,
@@ -178,7 +178,7 @@ impl GateDoc {
         use super::points::round4;
         GateDoc {
             flag: s.gate.flag.clone(),
-            check: s.gate.check.clone(),
+            check: s.gate.check,
             when: s.gate.when,
             threshold: s.gate.value,
             binding: s.binding,

@@ -44,7 +44,7 @@ fn evaluate_one(
     // Pass and fail outcomes of the watched check in the inputs' order (time, then seq); na and
     // unmeasured say nothing.
     let outcomes: Vec<(&Instant, Outcome)> = weights
-        .entries_of(rubric, inputs, &gate.check)
+        .entries_of(rubric, inputs, gate.check)
         .filter(|e| matches!(e.outcome, Outcome::Pass | Outcome::Fail))
         .map(|e| (&e.at, e.outcome))
         .collect();
@@ -61,7 +61,7 @@ fn evaluate_one(
     match gate.when {
         GateWhen::FailWeightGte => {
             let half_life = rubric
-                .check(&gate.check)
+                .check(gate.check)
                 .map(|c| rubric.half_life_days(c))
                 .unwrap_or(rubric.decay.free);
             let weight: f64 = outcomes

@@ -163,7 +163,7 @@ pub fn score(
         .enumerate()
         .filter(|(i, c)| tallies[*i].state == CheckState::Prior && c.weight > 0.0)
         .map(|(i, c)| PriorHeld {
-            check: c.id.clone(),
+            check: c.id,
             points: round4(split.max_points[i]),
             contribution: split.contributions[i],
             reason: if tallies[i].unmeasured > 0 {
@@ -255,7 +255,7 @@ fn check_doc(
     i: usize,
 ) -> CheckDoc {
     CheckDoc {
-        id: check.id.clone(),
+        id: check.id,
         title: check.title.clone(),
         metric: check.metric,
         kind: check.kind,

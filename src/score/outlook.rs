@@ -7,7 +7,7 @@ use super::ScoreError;
 use super::input::Inputs;
 use super::points::{Points, breakdown};
 use super::tally::{CheckState, EntryWeights, tally_all};
-use crate::rubric::Rubric;
+use crate::rubric::{CheckId, Rubric};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,7 +34,7 @@ pub enum LeftOutBecause {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LeftOut {
-    pub check: String,
+    pub check: CheckId,
     pub because: LeftOutBecause,
 }
 
@@ -49,7 +49,7 @@ pub struct Outlook {
     pub delta: Option<Points>,
     pub threshold: f64,
     /// The checks both windows are scored over.
-    pub checks: Vec<String>,
+    pub checks: Vec<CheckId>,
     /// Every other check of the rubric, with the reason.
     pub left_out: Vec<LeftOut>,
 }
@@ -78,12 +78,12 @@ pub fn outlook(
             CheckState::Scored => None,
         };
         match because {
-            None => checks.push(check.id.clone()),
+            None => checks.push(check.id),
             Some(because) => {
                 recent[i].state = CheckState::Na;
                 baseline[i].state = CheckState::Na;
                 left_out.push(LeftOut {
-                    check: check.id.clone(),
+                    check: check.id,
                     because,
                 });
             }

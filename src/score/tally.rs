@@ -8,7 +8,7 @@ use super::decay::{decay_factor, revision_factor};
 use super::exact::Level;
 use super::input::{Entry, Inputs};
 use crate::evidence::Outcome;
-use crate::rubric::{Check, Metric, Rubric};
+use crate::rubric::{Check, CheckId, Metric, Rubric};
 
 /// The value of a check scored over no evidence: the mean of the uniform prior.
 pub const PRIOR_VALUE: f64 = 0.5;
@@ -117,7 +117,7 @@ impl EntryWeights {
         &'a self,
         rubric: &Rubric,
         inputs: &'a Inputs,
-        check: &str,
+        check: CheckId,
     ) -> impl Iterator<Item = (&'a Entry, f64)> + 'a {
         let indices: &[usize] = match rubric.checks.iter().position(|c| c.id == check) {
             Some(c) => &self.by_check[c],
@@ -133,7 +133,7 @@ impl EntryWeights {
         &'a self,
         rubric: &Rubric,
         inputs: &'a Inputs,
-        check: &str,
+        check: CheckId,
     ) -> impl Iterator<Item = &'a Entry> + 'a {
         let indices: &[usize] = match rubric.checks.iter().position(|c| c.id == check) {
             Some(c) => &self.by_check[c],

@@ -45,7 +45,13 @@ impl Doc {
 
     /// One outcome of `check` `ago` ms before as_of, with the kind the rubric gives the check.
     fn add(&mut self, check: &str, outcome: &str, ago: i64) -> &mut Value {
-        let kind = match rubric().check(check).map(|c| c.kind) {
+        let rubric = rubric();
+        let kind = match check
+            .parse()
+            .ok()
+            .and_then(|id| rubric.check(id))
+            .map(|c| c.kind)
+        {
             Some(crate::rubric::Kind::Paid) => "paid",
             _ => "free",
         };
@@ -131,7 +137,7 @@ fn healthy_without(skip: &[&str]) -> Doc {
             } else {
                 "pass"
             };
-            let e = d.add(&c.id, outcome, ago);
+            let e = d.add(c.id.as_str(), outcome, ago);
             if c.id == "R3" || c.id == "R7" {
                 e["value"] = json!(250.0);
             }
@@ -218,7 +224,7 @@ fn one_run_of_passes_scores_inside_its_band() {
         } else {
             "pass"
         };
-        let e = d.add(&c.id, outcome, 0);
+        let e = d.add(c.id.as_str(), outcome, 0);
         if c.metric == crate::rubric::Metric::Curve {
             e["value"] = json!(250.0);
         }
@@ -655,7 +661,7 @@ fn avoid_for_grade_f() {
         .filter(|c| c.id != "R1" && c.weight > 0.0)
     {
         if c.id != "H4" && c.id != "R6" {
-            d.add_n(&c.id, "fail", 60, 0);
+            d.add_n(c.id.as_str(), "fail", 60, 0);
         }
     }
     let doc = d.score();
@@ -707,7 +713,7 @@ fn caution_for_low_confidence() {
     d.add("R4", "pass", 0);
     for c in rubric().checks.iter() {
         if !["R1", "R4", "H1", "S1", "R6"].contains(&c.id.as_str()) {
-            d.add(&c.id, "na", 0);
+            d.add(c.id.as_str(), "na", 0);
         }
     }
     let doc = d.score();
@@ -752,7 +758,7 @@ fn outlook_improving() {
     assert_eq!(o.recent, Some(Points::from_f64(66.6667)));
     assert_eq!(o.baseline, Some(Points::from_f64(61.5385)));
     assert_eq!(o.delta, Some(Points::from_f64(5.1282)));
-    assert_eq!(o.checks, vec!["R2".to_string()]);
+    assert_eq!(o.checks, vec![crate::rubric::CheckId::R2]);
 }
 
 #[test]
@@ -1052,7 +1058,7 @@ fn outlook_compares_weighted_checks_and_says_what_it_left_out() {
     // One weighted check with recent evidence: compared, and the trend is known.
     d.add("R1", "pass", days(1.0));
     let o = d.score().outlook;
-    assert_eq!(o.checks, vec!["R1".to_string()]);
+    assert_eq!(o.checks, vec![crate::rubric::CheckId::R1]);
     assert_eq!(o.trend, outlook::Trend::Stable);
 }
 

@@ -61,7 +61,11 @@ pub fn value(rubric: &Rubric, inputs: &Inputs, weights: &super::tally::EntryWeig
 
     // R5 carries each paid output check; a pass's value is the valid output's size in bytes.
     let (mut calls, mut valid_kib) = (0.0, 0.0);
-    if let Some(r5) = rubric.checks.iter().position(|c| c.id == "R5") {
+    if let Some(r5) = rubric
+        .checks
+        .iter()
+        .position(|c| c.id == crate::rubric::CheckId::R5)
+    {
         for &i in &weights.by_check[r5] {
             let (e, w) = (&inputs.history[i], weights.weight[i]);
             match e.outcome {

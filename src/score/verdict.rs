@@ -49,7 +49,7 @@ pub fn verification(
 ) -> Verification {
     let rules = &rubric.verdict;
     let probe_times: Vec<&super::input::Instant> = weights
-        .weighted_entries_of(rubric, inputs, &rules.probe_check)
+        .weighted_entries_of(rubric, inputs, rules.probe_check)
         .filter(|(e, w)| matches!(e.outcome, Outcome::Pass | Outcome::Fail) && *w > 0.0)
         .map(|(e, _)| &e.at)
         .collect();
@@ -66,7 +66,7 @@ pub fn verification(
         .iter()
         .zip(tallies)
         .filter(|(c, t)| c.kind == Kind::Paid && c.weight > 0.0 && t.state == CheckState::Scored)
-        .flat_map(|(c, _)| weights.weighted_entries_of(rubric, inputs, &c.id))
+        .flat_map(|(c, _)| weights.weighted_entries_of(rubric, inputs, c.id))
         .filter(|(e, w)| {
             e.kind == Kind::Paid && matches!(e.outcome, Outcome::Pass | Outcome::Fail) && *w > 0.0
         })

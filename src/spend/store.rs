@@ -21,7 +21,6 @@
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::{Mutex, MutexGuard};
 
 use alloy::primitives::{Address, B256, U256};
@@ -61,7 +60,7 @@ pub enum SpendError {
     },
     #[error("spend store {path} has schema {found:?}, this build writes {SCHEMA_ID:?}")]
     Schema { path: String, found: String },
-    #[error("spend store {path}: row {id} is unreadable: {why}")]
+    #[error("spend store {path}: reservation row {id} is unreadable: {why}")]
     Corrupt { path: String, id: i64, why: String },
     #[error("pay policy is invalid: {0}")]
     Policy(String),
@@ -130,39 +129,8 @@ impl Reservation {
     }
 }
 
-/// Where a reservation stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ReservationState {
-    /// Not known to be settled or unusable: counts against the caps.
-    Open,
-    /// Our authorization was used on chain: money moved. Counts for 24 hours.
-    Settled,
-    /// Provably never charged (never sent, or unused after `validBefore`). Counts for nothing.
-    Released,
-}
-
-impl ReservationState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReservationState::Open => "open",
-            ReservationState::Settled => "settled",
-            ReservationState::Released => "released",
-        }
-    }
-}
-
-impl FromStr for ReservationState {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "open" => Ok(ReservationState::Open),
-            "settled" => Ok(ReservationState::Settled),
-            "released" => Ok(ReservationState::Released),
-            other => Err(format!("unknown reservation state {other:?}")),
-        }
-    }
-}
+/// Where a reservation stands (the evidence model's enum: a paid call's observation names it).
+pub use crate::evidence::paid::ReservationState;
 
 /// One reservation row, as stored.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -410,7 +378,7 @@ impl SpendStore {
         tx.execute(
             "INSERT INTO reservation (subject, created_at, network, chain_id, asset, payer, pay_to,
                  amount, cost_usd, valid_after, valid_before, nonce, from_block, state)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'open')",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             params![
                 subject,
                 now_unix,
@@ -425,6 +393,7 @@ impl SpendStore {
                 i64::try_from(authorization.valid_before).unwrap_or(i64::MAX),
                 format!("{nonce:#x}"),
                 request.from_block.and_then(|b| i64::try_from(b).ok()),
+                ReservationState::Open.as_str(),
             ],
         )
         .map_err(self.sql_err("writing the reservation"))?;
@@ -529,13 +498,14 @@ impl SpendStore {
         let changed = conn
             .execute(
                 "UPDATE reservation SET state = ?1, tx = ?2, resolved_at = ?3, resolution = ?4
-                 WHERE id = ?5 AND state = 'open'",
+                 WHERE id = ?5 AND state = ?6",
                 params![
                     state.as_str(),
                     tx.map(|t| format!("{t:#x}")),
                     now_unix,
                     why,
-                    id
+                    id,
+                    ReservationState::Open.as_str(),
                 ],
             )
             .map_err(self.sql_err("resolving a reservation"))?;
@@ -564,16 +534,16 @@ impl SpendStore {
     /// Open reservations whose authorization window has closed by `now_unix`.
     pub fn expired_open(&self, now_unix: i64) -> Result<Vec<ReservationRecord>, SpendError> {
         self.select_reservations(
-            "SELECT * FROM reservation WHERE state = 'open' AND valid_before <= ?1 ORDER BY id",
-            [now_unix],
+            "SELECT * FROM reservation WHERE state = ?1 AND valid_before <= ?2 ORDER BY id",
+            params![ReservationState::Open.as_str(), now_unix],
         )
     }
 
     /// Every open reservation, oldest first.
     pub fn open_reservations(&self) -> Result<Vec<ReservationRecord>, SpendError> {
         self.select_reservations(
-            "SELECT * FROM reservation WHERE state = 'open' ORDER BY id",
-            [],
+            "SELECT * FROM reservation WHERE state = ?1 ORDER BY id",
+            [ReservationState::Open.as_str()],
         )
     }
 
@@ -728,16 +698,23 @@ fn insert_refusal(
 fn totals_in(conn: &Connection, subject: &str, now_unix: i64) -> rusqlite::Result<Totals> {
     let mut stmt = conn.prepare(
         "SELECT subject, cost_usd, state FROM reservation
-         WHERE state = 'open' OR (state = 'settled' AND created_at > ?1)",
+         WHERE state = ?2 OR (state = ?3 AND created_at > ?1)",
     )?;
     let rows = stmt
-        .query_map([now_unix - DAY_SECONDS], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-            ))
-        })?
+        .query_map(
+            params![
+                now_unix - DAY_SECONDS,
+                ReservationState::Open.as_str(),
+                ReservationState::Settled.as_str()
+            ],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            },
+        )?
         .collect::<Result<Vec<_>, _>>()?;
     let mut totals = Totals {
         day: Usd::ZERO,
@@ -757,7 +734,7 @@ fn totals_in(conn: &Connection, subject: &str, now_unix: i64) -> rusqlite::Resul
                 .checked_add(cost)
                 .unwrap_or(Usd::from_atto(u128::MAX));
         }
-        if state == "open" {
+        if state == ReservationState::Open.as_str() {
             totals.open += 1;
         }
     }
@@ -896,5 +873,54 @@ mod tests {
         let not_a_dir = dir.path().join("file");
         std::fs::write(&not_a_dir, b"").unwrap();
         assert!(SpendStore::open(&not_a_dir).is_err());
+    }
+
+    #[test]
+    fn every_reservation_state_reads_back_as_written() {
+        for state in [
+            ReservationState::Open,
+            ReservationState::Settled,
+            ReservationState::Released,
+        ] {
+            assert_eq!(state.as_str().parse::<ReservationState>(), Ok(state));
+            let json = serde_json::to_string(&state).unwrap();
+            assert_eq!(json, format!("\"{}\"", state.as_str()));
+            assert_eq!(
+                serde_json::from_str::<ReservationState>(&json).unwrap(),
+                state
+            );
+        }
+    }
+
+    #[test]
+    fn a_reservation_row_with_an_unknown_state_is_corrupt_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let store = SpendStore::open(&state).unwrap();
+        {
+            // Written around the schema's CHECK (an older build, a hand edit): the reader must
+            // still refuse it rather than count it as some state.
+            let conn = store.conn();
+            conn.execute_batch("PRAGMA ignore_check_constraints = ON")
+                .unwrap();
+            conn.execute(
+                "INSERT INTO reservation (subject, created_at, network, chain_id, asset, payer,
+                     pay_to, amount, cost_usd, valid_after, valid_before, nonce, state)
+                 VALUES ('https://a.example/x', 1, 'eip155:8453', 8453, ?1, ?1, ?1, '10000',
+                     '0.01', 0, 100, ?2, 'refunded')",
+                params![
+                    Address::ZERO.to_checksum(None),
+                    format!("{:#x}", B256::ZERO)
+                ],
+            )
+            .unwrap();
+        }
+        let err = store.reservations().unwrap_err();
+        assert!(
+            matches!(&err, SpendError::Corrupt { id: 1, why, .. } if why.contains("unknown reservation state \"refunded\"")),
+            "{err}"
+        );
+        assert!(err.to_string().contains("reservation row 1"), "{err}");
+        assert!(store.reservation(1).is_err());
     }
 }

@@ -14,6 +14,8 @@ use crate::ledger::record::{Record, RecordKind};
 use crate::score::input::HistoryEntry;
 
 pub mod sqlite;
+#[cfg(test)]
+mod typed_rows;
 
 pub use sqlite::SqliteStore;
 
@@ -94,8 +96,8 @@ pub struct NewOutboxEvent {
     pub event_id: String,
     /// The destination's URL (which `[[webhook]]` it goes to).
     pub webhook: String,
-    /// The event type (`webhook::EventKind`'s spelling).
-    pub kind: String,
+    /// The event type (stored as `webhook::EventKind`'s spelling).
+    pub kind: crate::webhook::EventKind,
     pub created_ms: i64,
     /// The JSON payload, exactly as it will be posted.
     pub body: Vec<u8>,

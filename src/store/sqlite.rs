@@ -26,6 +26,7 @@ use crate::ledger::stored::{self, NewBlob};
 use crate::ledger::tlog::{self, TreeNote, TreeWalk};
 use crate::rubric::Rubric;
 use crate::state_dir::{open_state_dir, private_store_file};
+use crate::webhook::EventKind;
 
 /// The schema this build reads and writes: format 2, runs stored with their results derived and
 /// repeated bytes kept once, compressed (`ledger::stored`).
@@ -511,6 +512,16 @@ fn kinds_clause(kinds: &[RecordKind]) -> String {
     format!(" AND kind IN ({})", list.join(","))
 }
 
+/// An entry's `kind` column read back: text that names no record kind is a broken entry.
+fn kind_column(text: &str, seq: i64) -> Result<RecordKind, StoreError> {
+    RecordKind::parse(text).ok_or_else(|| {
+        StoreError::from(Broken {
+            seq: seq as u64,
+            why: format!("its kind column {text:?} names no record kind"),
+        })
+    })
+}
+
 fn hash32(bytes: &[u8], what: &str, seq: i64) -> Result<[u8; 32], String> {
     bytes
         .try_into()
@@ -580,7 +591,7 @@ impl Store for SqliteStore {
                     .execute(params![
                         stored.seq as i64,
                         stored.at_ms,
-                        stored.kind,
+                        stored.kind.as_str(),
                         stored.subject,
                         stored.prev.as_slice(),
                         stored.hash.as_slice(),
@@ -689,10 +700,14 @@ impl Store for SqliteStore {
                     })
                 })
             };
+            let kind = r
+                .get_ref(2)
+                .and_then(|v| v.as_str().map_err(Into::into))
+                .map_err(self.sql("reading a subject's entries"))?;
             out.push(StoredEntry {
                 seq: seq as u64,
                 at_ms: r.get(1).map_err(self.sql("reading a subject's entries"))?,
-                kind: r.get(2).map_err(self.sql("reading a subject's entries"))?,
+                kind: kind_column(kind, seq)?,
                 subject: r.get(3).map_err(self.sql("reading a subject's entries"))?,
                 prev: digest(4, "prev")?,
                 hash: digest(5, "hash")?,
@@ -786,10 +801,14 @@ impl Store for SqliteStore {
             };
             let prev = digest(4, "prev")?;
             let hash = digest(5, "hash")?;
+            let kind = r
+                .get_ref(2)
+                .and_then(|v| v.as_str().map_err(Into::into))
+                .map_err(self.sql("scanning entries"))?;
             let entry = StoredEntry {
                 seq: seq as u64,
                 at_ms: r.get(1).map_err(self.sql("scanning entries"))?,
-                kind: r.get(2).map_err(self.sql("scanning entries"))?,
+                kind: kind_column(kind, seq)?,
                 subject: r.get(3).map_err(self.sql("scanning entries"))?,
                 prev,
                 hash,
@@ -2230,35 +2249,35 @@ impl SqliteStore {
             .map_err(self.sql("reading the outbox"))?;
         let rows = stmt
             .query_map(params, |r| {
-                Ok((
-                    OutboxRow {
-                        id: r.get(0)?,
-                        event: NewOutboxEvent {
-                            event_id: r.get(1)?,
-                            webhook: r.get(2)?,
-                            kind: r.get(3)?,
-                            created_ms: r.get(4)?,
-                            body: r.get(5)?,
-                        },
-                        state: OutboxState::Pending,
-                        attempts: r.get(7)?,
-                        next_attempt_ms: r.get(8)?,
-                        last_error: r.get(9)?,
-                        done_ms: r.get(10)?,
+                let id: i64 = r.get(0)?;
+                let (kind, state): (String, String) = (r.get(3)?, r.get(6)?);
+                let Some(kind) = EventKind::parse(&kind) else {
+                    return Ok(Err(format!("outbox row {id}: unknown event kind {kind:?}")));
+                };
+                let Some(state) = OutboxState::parse(&state) else {
+                    return Ok(Err(format!("outbox row {id}: unknown state {state:?}")));
+                };
+                Ok(Ok(OutboxRow {
+                    id,
+                    event: NewOutboxEvent {
+                        event_id: r.get(1)?,
+                        webhook: r.get(2)?,
+                        kind,
+                        created_ms: r.get(4)?,
+                        body: r.get(5)?,
                     },
-                    r.get::<_, String>(6)?,
-                ))
+                    state,
+                    attempts: r.get(7)?,
+                    next_attempt_ms: r.get(8)?,
+                    last_error: r.get(9)?,
+                    done_ms: r.get(10)?,
+                }))
             })
             .map_err(self.sql("reading the outbox"))?
             .collect::<Result<Vec<_>, _>>()
             .map_err(self.sql("reading the outbox"))?;
         rows.into_iter()
-            .map(|(mut row, state)| {
-                row.state = OutboxState::parse(&state).ok_or_else(|| {
-                    self.corrupt(format!("outbox row {}: unknown state {state:?}", row.id))
-                })?;
-                Ok(row)
-            })
+            .map(|row| row.map_err(|why| self.corrupt(why)))
             .collect()
     }
 }
@@ -2269,7 +2288,13 @@ fn insert_outbox_in(conn: &Connection, e: &NewOutboxEvent) -> rusqlite::Result<(
              next_attempt_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, 'pending', 0, 0)",
     )?
-    .execute(params![e.event_id, e.webhook, e.kind, e.created_ms, e.body])?;
+    .execute(params![
+        e.event_id,
+        e.webhook,
+        e.kind.as_str(),
+        e.created_ms,
+        e.body
+    ])?;
     Ok(())
 }
 

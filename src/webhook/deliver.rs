@@ -136,7 +136,7 @@ async fn attempt(
         .timeout(Duration::from_millis(dest.options.timeout_ms))
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(EVENT_ID_HEADER, &row.event.event_id)
-        .header(EVENT_TYPE_HEADER, &row.event.kind)
+        .header(EVENT_TYPE_HEADER, row.event.kind.as_str())
         .header(
             SIGNATURE_HEADER,
             signature(&dest.secret, sent_s, &row.event.body),

@@ -29,4 +29,26 @@ impl EventKind {
             EventKind::PayToChanged => "pay_to_changed",
         }
     }
+
+    /// The kind a stored row names (its `as_str` spelling only); `None` for any other text,
+    /// which the reader reports as corrupt.
+    pub fn parse(text: &str) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|k| k.as_str() == text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_reads_back_as_written() {
+        for kind in EventKind::ALL {
+            assert_eq!(EventKind::parse(kind.as_str()), Some(kind));
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(json, format!("\"{}\"", kind.as_str()));
+            assert_eq!(serde_json::from_str::<EventKind>(&json).unwrap(), kind);
+        }
+        assert_eq!(EventKind::parse("verdict-changed"), None);
+    }
 }

@@ -23,6 +23,7 @@ use zeroize::Zeroizing;
 use crate::checks::history::Declared;
 use crate::config::WebhookConfig;
 use crate::daemon::scoring::rfc3339_ms;
+use crate::ledger::chain::Broken;
 use crate::rubric::Verdict;
 use crate::score::document::ScoreDocument;
 use crate::secret::SecretError;
@@ -84,17 +85,37 @@ impl Published {
         }
     }
 
-    /// From a stored score document (the JSON the store keeps).
-    fn of_stored(document: &[u8]) -> Option<Published> {
-        let v: serde_json::Value = serde_json::from_slice(document).ok()?;
-        let verdict = crate::metrics::verdict_of(v["verdict"]["verdict"].as_str()?)?;
-        let binding = v["gates"]
-            .as_array()?
-            .iter()
-            .filter(|g| g["binding"] == serde_json::Value::Bool(true))
-            .filter_map(|g| g["flag"].as_str().map(str::to_string))
-            .collect();
-        Some(Published { verdict, binding })
+    /// From a stored score row (the document the store keeps beside entry `seq`). A document
+    /// that does not read, or names a verdict this build does not know, is an error naming the
+    /// row: never taken for "no earlier score", which would silently skip its events.
+    fn of_stored(subject: &str, seq: u64, document: &[u8]) -> Result<Published, Broken> {
+        #[derive(serde::Deserialize)]
+        struct Stored {
+            verdict: StoredVerdict,
+            gates: Vec<StoredGate>,
+        }
+        #[derive(serde::Deserialize)]
+        struct StoredVerdict {
+            verdict: Verdict,
+        }
+        #[derive(serde::Deserialize)]
+        struct StoredGate {
+            flag: String,
+            binding: bool,
+        }
+        let stored: Stored = serde_json::from_slice(document).map_err(|e| Broken {
+            seq,
+            why: format!("the score row of {subject}: its document's verdict or gates: {e}"),
+        })?;
+        Ok(Published {
+            verdict: stored.verdict.verdict,
+            binding: stored
+                .gates
+                .into_iter()
+                .filter(|g| g.binding)
+                .map(|g| g.flag)
+                .collect(),
+        })
     }
 }
 
@@ -212,7 +233,8 @@ impl Webhooks {
             Some(p) => Some(p),
             None => crate::store::checked_scores(store, subject)?
                 .latest
-                .and_then(|row| Published::of_stored(&row.document)),
+                .map(|row| Published::of_stored(subject, row.seq, &row.document))
+                .transpose()?,
         };
         let Some(before) = before else {
             return Ok((Vec::new(), now));
@@ -352,7 +374,7 @@ impl Routed {
                 rows.push(NewOutboxEvent {
                     event_id: event_id.clone(),
                     webhook: url,
-                    kind: e.kind.as_str().to_string(),
+                    kind: e.kind,
                     created_ms: e.at_ms,
                     body: body.clone(),
                 });
@@ -496,5 +518,34 @@ mod tests {
             body["data"]["to"],
             "0x0000000000000000000000000000000000000002"
         );
+    }
+
+    /// A stored score's verdict that this build does not know is an error naming the score's
+    /// entry: before, it read as "no earlier score", and the verdict change went unannounced.
+    #[test]
+    fn a_stored_score_is_read_with_its_verdict_or_refused_by_its_row() {
+        let doc = |verdict: &str| {
+            serde_json::to_vec(&serde_json::json!({
+                "verdict": {"verdict": verdict, "reasons": []},
+                "gates": [
+                    {"flag": "down", "check": "R1", "binding": true},
+                    {"flag": "overcharge", "check": "H5", "binding": false}
+                ],
+            }))
+            .unwrap()
+        };
+        for verdict in Verdict::ALL {
+            let read = Published::of_stored("s", 7, &doc(verdict.as_str())).unwrap();
+            assert_eq!(read.verdict, verdict);
+            assert_eq!(read.binding, BTreeSet::from(["down".to_string()]));
+        }
+        let err = Published::of_stored("https://a.example/x", 7, &doc("fine")).unwrap_err();
+        assert_eq!(err.seq, 7);
+        assert!(
+            err.why.contains("the score row of https://a.example/x")
+                && err.why.contains("unknown variant `fine`"),
+            "{err}"
+        );
+        assert!(Published::of_stored("s", 8, b"{\"gates\": []}").is_err());
     }
 }

@@ -138,7 +138,7 @@ proptest! {
         prop_assert_eq!(checks(&after).find(|x| x.id == c.id).unwrap().state, CheckState::Na);
         let others: Vec<_> = checks(&after)
             .filter(|x| x.id != c.id && x.points > 0.0)
-            .filter(|x| rubric.check(&x.id).unwrap().dimension == c.dimension)
+            .filter(|x| rubric.check(x.id).unwrap().dimension == c.dimension)
             .collect();
         for pair in others.windows(2) {
             let (i, j) = (pair[0], pair[1]);

@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use crate::checks::history::Declared;
-use crate::evidence::Outcome;
 use crate::evidence::paid::{Decision, PaidObservation};
+use crate::evidence::{CheckId, Outcome};
 use crate::ledger::record::{Record, RecordKind};
 use crate::rubric::Verdict;
 use crate::score::document::ScoreDocument;
@@ -138,7 +138,7 @@ pub(crate) struct SubjectFacts {
     /// The description the endpoint gave with its last quote (hostile text).
     pub description: Option<String>,
     /// Check id -> its last receipt.
-    pub receipts: BTreeMap<String, LastReceipt>,
+    pub receipts: BTreeMap<CheckId, LastReceipt>,
     pub revisions: Vec<RevisionMark>,
     /// Newest first, at most [`PAID_CALLS_SHOWN`].
     pub paid_calls: VecDeque<PaidCall>,
@@ -209,8 +209,7 @@ impl SubjectFacts {
         if unmeasured && kept_measured {
             return;
         }
-        self.receipts
-            .insert(result.id.clone(), last_receipt(result));
+        self.receipts.insert(result.id, last_receipt(result));
     }
 }
 

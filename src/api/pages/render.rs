@@ -320,7 +320,7 @@ fn gates(out: &mut String, doc: &ScoreDocument) {
              <td class=\"num\" data-label=\"Cap\">{}</td><td data-label=\"Verdict\">{}</td>\
              <td data-label=\"Why\">{}</td></tr>",
             text(&g.flag, FIELD_CHARS),
-            text(&g.check, FIELD_CHARS),
+            text(g.check.as_str(), FIELD_CHARS),
             g.cap.map_or("–".to_string(), |c| number(c, 2)),
             g.verdict.map_or("–".to_string(), |v| format!(
                 "<span class=\"verdict verdict-{0}\">{0}</span>",
@@ -394,7 +394,7 @@ fn check_row(out: &mut String, c: &CheckDoc, receipt: Option<&LastReceipt>) {
          <td class=\"num\" data-label=\"Evidence weight\">{}</td><td class=\"num\" data-label=\"Value\">{}</td>\
          <td class=\"num\" data-label=\"Points\">{} <span class=\"muted small\">of {}</span></td>\
          <td class=\"receipt-cell\" data-label=\"Last receipt\">{}</td></tr>",
-        text(&c.id, FIELD_CHARS),
+        text(c.id.as_str(), FIELD_CHARS),
         text(&c.title, FIELD_CHARS),
         match c.kind {
             crate::rubric::Kind::Free => "free",
@@ -741,7 +741,10 @@ mod tests {
         };
         let mut receipts = BTreeMap::new();
         for id in ["R1", "R4", "S2"] {
-            receipts.insert(id.to_string(), receipt.clone());
+            receipts.insert(
+                id.parse::<crate::evidence::CheckId>().unwrap(),
+                receipt.clone(),
+            );
         }
         let facts = SubjectFacts {
             declared: Some(Declared {
