@@ -83,10 +83,20 @@ pub struct StoredRun {
     pub ended_at_ms: i64,
     pub provenance: Provenance,
     pub revision: String,
-    /// The free observation, its repeated bytes kept apart as blobs.
+    /// The SHA-256 (hex) of the run's observation blob ([`StoredObservation`]): the entry
+    /// names it, so its hash covers what was observed without hashing it again.
+    pub observation: String,
+    pub results: DerivedResults,
+}
+
+/// What a run observed, as its blob keeps it (JSON, compressed): the free observation and the
+/// paid call, their bodies, header sets, certificate chains and listing kept apart as blobs of
+/// their own (shared with every run that saw the same bytes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredObservation {
     pub free: FreeObservation,
     pub paid: Option<PaidObservation>,
-    pub results: DerivedResults,
 }
 
 /// What a stored run's results are: derived again from its observation on read, and proven to be

@@ -70,37 +70,55 @@ pub fn seal(
     prev: [u8; 32],
     record: &StoredRecord,
 ) -> Result<StoredEntry, serde_json::Error> {
-    let envelope = EnvelopeRef {
-        v: ENVELOPE_VERSION,
+    Ok(seal_canonical(
         seq,
         at_ms,
-        subject: record.subject(),
-        prev: hex::encode(prev),
+        prev,
         record,
-    };
-    let value = serde_json::to_value(&envelope)?;
-    let body = to_canonical_bytes(&value);
+        &record_canonical_bytes(record)?,
+    ))
+}
+
+/// A record's RFC 8785 bytes, as its envelope holds them: made before the writer's transaction
+/// ([`seal_canonical`] only places them).
+pub fn record_canonical_bytes(record: &StoredRecord) -> Result<Vec<u8>, serde_json::Error> {
+    Ok(to_canonical_bytes(&serde_json::to_value(record)?))
+}
+
+/// [`seal`] of a record whose canonical bytes are made already: the envelope's canonical JSON
+/// is its members in RFC 8785 order (`at_ms`, `prev`, `record`, `seq`, `subject`, `v`), each value
+/// canonical, so the bytes are placed rather than serialised again.
+pub fn seal_canonical(
+    seq: u64,
+    at_ms: i64,
+    prev: [u8; 32],
+    record: &StoredRecord,
+    record_bytes: &[u8],
+) -> StoredEntry {
+    let subject = record.subject();
+    let scalar = |v: serde_json::Value| to_canonical_bytes(&v);
+    let mut body = Vec::with_capacity(record_bytes.len() + 192);
+    body.extend_from_slice(b"{\"at_ms\":");
+    body.extend(scalar(at_ms.into()));
+    body.extend_from_slice(b",\"prev\":\"");
+    body.extend_from_slice(hex::encode(prev).as_bytes());
+    body.extend_from_slice(b"\",\"record\":");
+    body.extend_from_slice(record_bytes);
+    body.extend_from_slice(b",\"seq\":");
+    body.extend(scalar(seq.into()));
+    body.extend_from_slice(b",\"subject\":");
+    body.extend(scalar(subject.map_or(serde_json::Value::Null, Into::into)));
+    body.extend_from_slice(format!(",\"v\":{ENVELOPE_VERSION}}}").as_bytes());
     let hash: [u8; 32] = Sha256::digest(&body).into();
-    Ok(StoredEntry {
+    StoredEntry {
         seq,
         at_ms,
         kind: record.kind().as_str().to_string(),
-        subject: record.subject().map(str::to_string),
+        subject: subject.map(str::to_string),
         prev,
         hash,
         body,
-    })
-}
-
-/// [`Envelope`] by reference, so sealing does not clone a record.
-#[derive(Serialize)]
-struct EnvelopeRef<'a> {
-    v: u32,
-    seq: u64,
-    at_ms: i64,
-    subject: Option<&'a str>,
-    prev: String,
-    record: &'a StoredRecord,
+    }
 }
 
 /// The bytes a checkpoint signs.
@@ -424,6 +442,55 @@ mod tests {
             public_key: key.verifying_key().to_bytes(),
             signature: key.sign(&checkpoint_message(e.seq, &e.hash)).to_bytes(),
         }
+    }
+
+    /// The envelope placed around a record's canonical bytes is the canonical JSON of the whole
+    /// envelope (what `ledger verify` deep checks), for a subject that needs escaping too.
+    #[test]
+    fn a_sealed_entry_is_the_canonical_json_of_its_envelope() {
+        let records = [
+            Record::Control(ControlRecord {
+                url: "https://control.example/\"q\"\u{7}é".into(),
+                at_ms: -5,
+                ok: true,
+                detail: "x".into(),
+            }),
+            Record::Correction(crate::ledger::record::CorrectionRecord {
+                of_seq: 3,
+                subject: Some("https://a.example/\u{1}\"\\ü\u{2028}".into()),
+                at_ms: 9_007_199_254_740_993,
+                reason: "r".into(),
+                detail: serde_json::json!({"z": 1.5, "a": [1e21, -0.0]}),
+            }),
+        ];
+        for (i, record) in records.iter().enumerate() {
+            let e = seal(i as u64 + 1, 1_790_000_000_123, [7u8; 32], record).unwrap();
+            let envelope = EnvelopeRef {
+                v: ENVELOPE_VERSION,
+                seq: e.seq,
+                at_ms: e.at_ms,
+                subject: record.subject(),
+                prev: hex::encode(e.prev),
+                record,
+            };
+            let whole = to_canonical_bytes(&serde_json::to_value(&envelope).unwrap());
+            assert_eq!(
+                String::from_utf8(e.body.clone()).unwrap(),
+                String::from_utf8(whole).unwrap()
+            );
+            assert!(check_columns::<Box<StoredRun>>(&e, ENVELOPE_VERSION).is_ok());
+        }
+    }
+
+    /// [`Envelope`] by reference: what [`seal_canonical`]'s bytes must equal.
+    #[derive(Serialize)]
+    struct EnvelopeRef<'a> {
+        v: u32,
+        seq: u64,
+        at_ms: i64,
+        subject: Option<&'a str>,
+        prev: String,
+        record: &'a StoredRecord,
     }
 
     #[test]

@@ -12,11 +12,12 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{
-    Index, NewEntry, NewOutboxEvent, OutboxRow, OutboxState, OutboxUpdate, ReadEntry, ScoreRow,
+    Index, NewEntry, NewOutboxEvent, Prepared, OutboxRow, OutboxState, OutboxUpdate, ReadEntry, ScoreRow,
     Store, StoreError, SubjectRow, SubjectShown, SubjectState,
 };
 use crate::ledger::chain::{
-    Broken, Checkpoint, StoredEntry, Trusted, Verifier, VerifySummary, checkpoint_message, seal,
+    Broken, Checkpoint, StoredEntry, Trusted, Verifier, VerifySummary, checkpoint_message,
+    seal_canonical,
 };
 use crate::ledger::key::ReporterKey;
 use crate::ledger::merkle::{self, Hash, PerfectNodes, leaf_hash, node_hash};
@@ -433,11 +434,6 @@ impl SqliteStore {
         })
     }
 
-    /// The stored form of a record to append, its blobs added to `blobs`.
-    fn to_stored(&self, record: Record, blobs: &mut Vec<NewBlob>) -> StoredRecord {
-        let rubrics = self.rubrics.read().unwrap_or_else(|p| p.into_inner());
-        stored::to_stored(record, &rubrics[0], blobs)
-    }
 }
 
 /// The schema id a file records, when it has a `meta` table (`None`: a new file).
@@ -478,19 +474,36 @@ fn format_error(path: &Path, found: String) -> StoreError {
 
 const INSERT_BLOB: &str = "INSERT OR IGNORE INTO blob (sha256, codec, bytes) VALUES (?1, ?2, ?3)";
 
-/// Keeps a blob once (compressed when that is smaller), through a prepared statement.
-fn keep_blob(
-    stmt: &mut rusqlite::CachedStatement<'_>,
-    hash: &[u8; 32],
-    bytes: &[u8],
-) -> rusqlite::Result<()> {
-    let compressed = zstd::bulk::compress(bytes, BLOB_ZSTD_LEVEL).ok();
-    let (codec, kept) = match &compressed {
-        Some(c) if c.len() < bytes.len() => (CODEC_ZSTD, c.as_slice()),
-        _ => (CODEC_RAW, bytes),
-    };
-    stmt.execute(params![hash.as_slice(), codec, kept])?;
-    Ok(())
+/// A blob as the store keeps it: its address, its codec and the kept bytes (compressed when
+/// that is smaller). Made before the writer's transaction when the entry is prepared.
+#[derive(Debug, Clone)]
+pub struct KeptBlob {
+    sha256: [u8; 32],
+    codec: i64,
+    bytes: Vec<u8>,
+}
+
+impl KeptBlob {
+    pub fn new((sha256, bytes): NewBlob) -> KeptBlob {
+        match zstd::bulk::compress(&bytes, BLOB_ZSTD_LEVEL) {
+            Ok(c) if c.len() < bytes.len() => KeptBlob {
+                sha256,
+                codec: CODEC_ZSTD,
+                bytes: c,
+            },
+            _ => KeptBlob {
+                sha256,
+                codec: CODEC_RAW,
+                bytes,
+            },
+        }
+    }
+
+    /// Keeps it once (a blob kept before is left as it is), through a prepared statement.
+    fn insert(&self, stmt: &mut rusqlite::CachedStatement<'_>) -> rusqlite::Result<()> {
+        stmt.execute(params![self.sha256.as_slice(), self.codec, self.bytes])?;
+        Ok(())
+    }
 }
 
 /// A blob's bytes as kept, uncompressed (`None`: an unknown codec, or zstd that does not
@@ -535,9 +548,6 @@ impl Store for SqliteStore {
             let mut insert_blob = tx
                 .prepare_cached(INSERT_BLOB)
                 .map_err(self.sql("preparing a blob"))?;
-            let mut blob_known = tx
-                .prepare_cached("SELECT 1 FROM blob WHERE sha256 = ?1")
-                .map_err(self.sql("preparing a blob"))?;
             let mut insert_history = tx
                 .prepare_cached(
                     "INSERT INTO history (subject, seq, idx, entry) VALUES (?1, ?2, ?3, ?4)",
@@ -548,7 +558,6 @@ impl Store for SqliteStore {
                     "INSERT INTO declared (subject, seq, at_ms, body) VALUES (?1, ?2, ?3, ?4)",
                 )
                 .map_err(self.sql("preparing a declaration"))?;
-            let mut blobs = Vec::new();
             for NewEntry {
                 at_ms,
                 record,
@@ -556,26 +565,26 @@ impl Store for SqliteStore {
                 prepared,
             } in entries
             {
-                let record = match prepared {
-                    Some(p) => {
-                        blobs = p.blobs;
-                        p.stored
+                let Prepared {
+                    stored: record,
+                    blobs,
+                    record_bytes,
+                } = match prepared {
+                    Some(p) => p,
+                    None => {
+                        let rubrics = self.rubrics.read().unwrap_or_else(|p| p.into_inner());
+                        Prepared::new(record, &rubrics[0]).map_err(|e| {
+                            self.corrupt(format!("entry {} does not serialise: {e}", seq + 1))
+                        })?
                     }
-                    None => self.to_stored(record, &mut blobs),
                 };
-                for (hash, bytes) in blobs.drain(..) {
-                    // A blob kept before costs one lookup, not a compression.
-                    let known = blob_known
-                        .exists([hash.as_slice()])
-                        .map_err(self.sql("reading a blob"))?;
-                    if !known {
-                        keep_blob(&mut insert_blob, &hash, &bytes)
-                            .map_err(self.sql("writing a blob"))?;
-                    }
+                for blob in &blobs {
+                    // A blob kept before costs one lookup in its index.
+                    blob.insert(&mut insert_blob)
+                        .map_err(self.sql("writing a blob"))?;
                 }
                 seq += 1;
-                let stored = seal(seq, at_ms, prev, &record)
-                    .map_err(|e| self.corrupt(format!("entry {seq} does not serialise: {e}")))?;
+                let stored = seal_canonical(seq, at_ms, prev, &record, &record_bytes);
                 insert_entry
                     .execute(params![
                         stored.seq as i64,
@@ -802,11 +811,12 @@ impl Store for SqliteStore {
 
     fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError> {
         let hash: [u8; 32] = Sha256::digest(bytes).into();
+        let kept = KeptBlob::new((hash, bytes.to_vec()));
         let conn = self.writer()?;
         let mut stmt = conn
             .prepare_cached(INSERT_BLOB)
             .map_err(self.sql("writing a blob"))?;
-        keep_blob(&mut stmt, &hash, bytes).map_err(self.sql("writing a blob"))?;
+        kept.insert(&mut stmt).map_err(self.sql("writing a blob"))?;
         Ok(hex::encode(hash))
     }
 
@@ -1036,20 +1046,13 @@ impl Store for SqliteStore {
         let _snapshot = ReadSnapshot::begin(self)?;
         let checkpoints = self.checkpoints()?;
         let notes = self.tree_notes()?;
-        let mut verifier = Verifier::new(&checkpoints);
-        let mut walk = TreeWalk::new(&notes);
-        let mut named = Named::default();
-        self.scan(0, &mut |row| {
-            walk.feed(&row.body);
-            if let Some(envelope) = verifier.feed(&row, deep)? {
-                named.note(row.seq, envelope.record)?;
-            }
-            Ok(())
-        })?;
+        let (verifier, walk, named) = self.walk_entries(&checkpoints, &notes, deep)?;
         let mut summary = verifier.finish(&checkpoints, trusted)?;
         self.verify_tree(walk, &notes, trusted, &mut summary)?;
-        self.verify_stored_blobs()?;
         if deep {
+            // The blobs (each run's observation among them) are checked deep only: the chain
+            // and the tree cover them through the digests the entries name.
+            self.verify_stored_blobs()?;
             summary.blobs_referenced = self.verify_named_blobs(&named)?;
             self.verify_derived(&named)?;
             summary.score_rows = self.verify_score_rows(&named)?;
@@ -1417,11 +1420,11 @@ struct Named {
 }
 
 impl Named {
-    fn note(&mut self, seq: u64, mut record: StoredRecord) -> Result<(), Broken> {
+    fn note(&mut self, seq: u64, record: StoredRecord) -> Result<(), Broken> {
         if matches!(record, Record::Run(_) | Record::Refund(_)) {
             self.derived.push(seq);
         }
-        for sha in stored::blob_references(&mut record) {
+        for sha in stored::blob_references(&record) {
             let key: [u8; 32] = hex::decode(&sha)
                 .ok()
                 .and_then(|b| b.try_into().ok())
@@ -1472,7 +1475,68 @@ impl Drop for ReadSnapshot<'_> {
 /// Score rows checked per page of a verification.
 const SCORE_ROWS_PAGE: i64 = 512;
 
+/// Entries handed from the reading thread to the hashing one at a time, during a verification.
+const VERIFY_BATCH: usize = 512;
+
 impl SqliteStore {
+    /// A verification's walk over every entry: this thread reads the rows (in the caller's read
+    /// snapshot), another hashes and checks them (the chain, the Merkle tree, and when `deep` each
+    /// entry's bytes against its columns), so that reading and hashing use a core each.
+    fn walk_entries(
+        &self,
+        checkpoints: &[Checkpoint],
+        notes: &[TreeNote],
+        deep: bool,
+    ) -> Result<(Verifier, TreeWalk, Named), StoreError> {
+        let (to_checker, batches) = std::sync::mpsc::sync_channel::<Vec<StoredEntry>>(8);
+        let mut verifier = Verifier::new(checkpoints);
+        let mut walk = TreeWalk::new(notes);
+        let mut named = Named::default();
+        std::thread::scope(|scope| {
+            let checker = scope.spawn(move || -> Result<_, Broken> {
+                for batch in batches {
+                    for row in batch {
+                        walk.feed(&row.body);
+                        if let Some(envelope) = verifier.feed(&row, deep)? {
+                            named.note(row.seq, envelope.record)?;
+                        }
+                    }
+                }
+                Ok((verifier, walk, named))
+            });
+            let mut batch = Vec::with_capacity(VERIFY_BATCH);
+            let read = self.scan(0, &mut |row| {
+                let seq = row.seq;
+                batch.push(row);
+                if batch.len() == VERIFY_BATCH
+                    && to_checker
+                        .send(std::mem::replace(
+                            &mut batch,
+                            Vec::with_capacity(VERIFY_BATCH),
+                        ))
+                        .is_err()
+                {
+                    // The checker stopped at a broken entry: its error is the one to report.
+                    return Err(Broken {
+                        seq,
+                        why: "not checked: an earlier entry is broken".into(),
+                    });
+                }
+                Ok(())
+            });
+            if !batch.is_empty() {
+                let _ = to_checker.send(batch);
+            }
+            drop(to_checker);
+            let checked = checker.join().unwrap_or_else(|panic| {
+                std::panic::resume_unwind(panic);
+            });
+            let checked = checked?;
+            read?;
+            Ok(checked)
+        })
+    }
+
     /// Every stored blob is still what its address says.
     /// The tree checkpoints against the entries' Merkle root (signed by the trusted key, or by
     /// the key of the chain's checkpoints), and the stored tree's root against the entries': the
