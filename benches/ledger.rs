@@ -98,8 +98,8 @@ fn main() {
     );
     let o = &captured.observation;
     println!(
-        "  its observation blob: {} bytes of JSON, {} with zstd (what the store keeps), naming {} blobs of its own (bodies, header sets, certificate chains); with a dictionary trained on the daemon's other {} observations it would be {} bytes",
-        o.raw, o.zstd, o.refs, o.trained_on, o.zstd_dict
+        "  its observation blob: {} bytes of JSON naming {} blobs of its own (bodies, header sets, certificate chains); kept as {} bytes (codec {}; zstd without a dictionary {}); with a dictionary trained on the daemon's other {} observations {} bytes",
+        o.raw, o.refs, o.kept, o.codec, o.zstd, o.trained_on, o.zstd_dict
     );
     println!();
     appends(&sizes, root.path(), &captured, &rubric);
@@ -238,6 +238,9 @@ fn capture(root: &Path) -> Captured {
 /// What a run's observation blob costs, and what a trained dictionary would make of it.
 struct ObservationSizes {
     raw: usize,
+    /// As the store keeps it, and its codec.
+    kept: usize,
+    codec: i64,
     zstd: usize,
     refs: usize,
     trained_on: usize,
@@ -270,12 +273,30 @@ fn observation_sizes(store: &SqliteStore, body: &[u8]) -> ObservationSizes {
         .unwrap();
     let samples: Vec<Vec<u8>> = samples.iter().map(|s| bytes_of(s)).collect();
     let dict = zstd::dict::from_samples(&samples, 16 * 1024).expect("a dictionary");
+    if let Some(path) = std::env::args()
+        .skip_while(|a| a != "--write-dictionary")
+        .nth(1)
+    {
+        // The observation dictionary the store embeds (src/ledger/observation.dict).
+        std::fs::write(&path, &dict).expect("the dictionary is written");
+        println!("  wrote a dictionary of {} bytes to {path}", dict.len());
+    }
+    let (codec, kept): (i64, i64) = Connection::open(store.path())
+        .unwrap()
+        .query_row(
+            "SELECT codec, LENGTH(bytes) FROM blob WHERE lower(hex(sha256)) = ?1",
+            [&sha],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
     let zstd_dict = zstd::bulk::Compressor::with_dictionary(3, &dict)
         .unwrap()
         .compress(&raw)
         .unwrap()
         .len();
     ObservationSizes {
+        kept: kept as usize,
+        codec,
         zstd: zstd::bulk::compress(&raw, 3).unwrap().len(),
         raw: raw.len(),
         refs,
@@ -351,8 +372,10 @@ struct TableBytes {
     score_rows: u64,
     score_row_bytes: u64,
     tree_rows: u64,
-    /// What the history rows hold, keys included (their share of the file, before page slack).
+    /// The pages the history rows take (SQLite's `dbstat`), slack included.
     history_cost: u64,
+    /// The pages each table and index takes, by name.
+    pages: std::collections::BTreeMap<String, u64>,
 }
 
 fn table_bytes(path: &Path) -> TableBytes {
@@ -378,7 +401,16 @@ fn table_bytes(path: &Path) -> TableBytes {
         score_rows: one("SELECT COUNT(*) FROM score"),
         score_row_bytes: one("SELECT SUM(LENGTH(document)) FROM score"),
         tree_rows: one("SELECT COUNT(*) FROM tree"),
-        history_cost: one("SELECT SUM(LENGTH(entry) + LENGTH(subject) + 16) FROM history"),
+        history_cost: one("SELECT SUM(pgsize) FROM dbstat WHERE name = 'history'"),
+        pages: {
+            let mut stmt = conn
+                .prepare("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name")
+                .unwrap();
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        },
     }
 }
 
@@ -466,10 +498,17 @@ impl Kind {
             Kind::Run => run_entry(&captured.run, rubric, i),
             Kind::RunWithoutHistory => {
                 let mut entry = run_entry(&captured.run, rubric, i);
-                let index = entry.index.take().expect("a run has index rows");
-                entry.index = Some(Box::new(move |seq| Index {
-                    history: Vec::new(),
-                    ..index(seq)
+                // The run's id and declaration, as `run_index` writes them.
+                let Record::Run(run) = &entry.record else {
+                    unreachable!()
+                };
+                let run_id = run.id.clone();
+                let declared = declared(&run.free, run.started_at_ms)
+                    .and_then(|d| serde_json::to_vec(&d).ok().map(|b| (d.at_ms, b)));
+                entry.index = Some(Box::new(move |_| Index {
+                    run_id: Some(run_id),
+                    declared,
+                    ..Index::default()
                 }));
                 entry
             }
@@ -1116,10 +1155,24 @@ fn bytes(root: &Path, captured: &Captured, rubric: &Rubric) {
     let history_per_day = d(a.history_cost, b.history_cost);
     let rest_per_day = per_day - history_per_day;
     println!(
-        "    of which the history rows {:.0} bytes (keys included); everything else (entries, blobs, tree {:.0} rows, declarations, score rows, subjects) {:.0} bytes",
+        "    of which the history rows' pages {:.0} bytes; everything else (entries, blobs, tree {:.0} rows, declarations, score rows, subjects) {:.0} bytes",
         history_per_day,
         d(a.tree_rows, b.tree_rows),
         rest_per_day
+    );
+    let grown: Vec<String> = b
+        .pages
+        .iter()
+        .map(|(name, after)| {
+            let before = a.pages.get(name).copied().unwrap_or(0);
+            (name, d(before, *after))
+        })
+        .filter(|(_, grew)| *grew >= 1.0)
+        .map(|(name, grew)| format!("{name} {grew:.0}"))
+        .collect();
+    println!(
+        "    pages per table and index (bytes per subject per day): {}",
+        grown.join(", ")
     );
     println!(
         "    sizing: {:.1} MB per subject per year in all = {:.1} MB without the history rows + {:.1} MB of history rows; 1,000 subjects {:.1} GB/year; 100,000 subjects {:.0} GB/year",

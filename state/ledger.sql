@@ -29,11 +29,21 @@ CREATE INDEX IF NOT EXISTS entry_kind ON entry (kind, seq);
 -- 0 keeps the bytes as they are, 1 compressed with zstd (when that is smaller). Rows are appended
 -- in the order they are kept (a rowid table: packed pages, no page of its own for a blob of a
 -- few KB), found by their address through the unique index.
+-- Codec 2 is zstd with a dictionary (`dictionary`, by the id its frame names): a run's
+-- observation, alike in shape from run to run.
 CREATE TABLE IF NOT EXISTS blob (
     id     INTEGER PRIMARY KEY,
     sha256 BLOB NOT NULL UNIQUE,
     codec  INTEGER NOT NULL,
     bytes  BLOB NOT NULL
+) STRICT;
+
+-- The zstd dictionaries blobs of codec 2 are compressed with, by their zstd dictionary id (the
+-- build's own is written when the ledger is opened for writing): the ledger reads back without
+-- the build that wrote it.
+CREATE TABLE IF NOT EXISTS dictionary (
+    id    INTEGER PRIMARY KEY,
+    bytes BLOB NOT NULL
 ) STRICT;
 
 -- Signed checkpoints: the reporter key's ed25519 signature over "x402-probe.checkpoint/1",

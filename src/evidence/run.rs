@@ -97,6 +97,10 @@ pub struct StoredRun {
 pub struct StoredObservation {
     pub free: FreeObservation,
     pub paid: Option<PaidObservation>,
+    /// The results the observation alone does not give (H2 and H3 compare with earlier runs),
+    /// or that the checks derive otherwise, kept whole (the entry's results hash covers them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<CheckResult>,
 }
 
 /// What a stored run's results are: derived again from its observation on read, and proven to be
@@ -109,11 +113,7 @@ pub struct DerivedResults {
     pub outcomes: String,
     /// SHA-256 of the results' RFC 8785 JSON (every result, receipts included).
     pub sha256: String,
-    /// The results the observation alone does not give (H2 and H3 compare with earlier runs),
-    /// or that the checks derive otherwise, kept whole.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kept: Vec<CheckResult>,
-    /// `kept` is every result (the checks gave other ids or another order).
+    /// The observation's `kept` is every result (the checks gave other ids or another order).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub all_kept: bool,
 }

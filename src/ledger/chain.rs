@@ -2,14 +2,16 @@
 //! stored rows is verified. Pure: rows in, a verdict out.
 //!
 //! An entry's bytes are the RFC 8785 canonical JSON of its [`Envelope`] (format version, sequence
-//! number, time, subject, the previous entry's hash, the record); its hash is the SHA-256 of those
-//! bytes. The first entry's `prev` is 32 zero bytes. A checkpoint is the reporter key's ed25519
+//! number, time, subject, the previous entry's hash, the record); its hash is its leaf hash in the
+//! log's Merkle tree, SHA-256(0x00 || bytes), so that one hash serves the chain and the tree (format
+//! 1 entries hash to the SHA-256 of their bytes). The first entry's `prev` is 32 zero bytes. A checkpoint is the reporter key's ed25519
 //! signature over `x402-probe.checkpoint/1\n<seq>\n<hash hex>`.
 
 use ed25519_dalek::{Signature, Verifier as _, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::merkle::leaf_hash;
 use super::record::{Record, RecordKind, RunSubject, StoredRecord};
 use crate::canonical::to_canonical_bytes;
 use crate::evidence::run::{RunRecord, StoredRun};
@@ -109,7 +111,7 @@ pub fn seal_canonical(
     body.extend_from_slice(b",\"subject\":");
     body.extend(scalar(subject.map_or(serde_json::Value::Null, Into::into)));
     body.extend_from_slice(format!(",\"v\":{ENVELOPE_VERSION}}}").as_bytes());
-    let hash: [u8; 32] = Sha256::digest(&body).into();
+    let hash = leaf_hash(&body);
     StoredEntry {
         seq,
         at_ms,
@@ -224,6 +226,22 @@ impl Verifier {
     /// edited beside intact bytes, and bytes this build cannot read. Returns the parsed envelope
     /// when `deep` (what the entry references is checked from it).
     pub fn feed(&mut self, row: &StoredEntry, deep: bool) -> Result<Option<Envelope>, Broken> {
+        let hash = if self.format_1 {
+            Sha256::digest(&row.body).into()
+        } else {
+            leaf_hash(&row.body)
+        };
+        self.feed_hashed(row, hash, deep)
+    }
+
+    /// [`Verifier::feed`] of a row whose bytes' hash is computed already (a verification that
+    /// walks the Merkle tree too computes the leaf hash once for both).
+    pub fn feed_hashed(
+        &mut self,
+        row: &StoredEntry,
+        hash: [u8; 32],
+        deep: bool,
+    ) -> Result<Option<Envelope>, Broken> {
         let expected = self.summary.entries + 1;
         let broken = |why: String| Broken { seq: row.seq, why };
         if row.seq != expected {
@@ -240,7 +258,6 @@ impl Verifier {
                 hex::encode(self.prev)
             )));
         }
-        let hash: [u8; 32] = Sha256::digest(&row.body).into();
         if hash != row.hash {
             return Err(broken(format!(
                 "its bytes hash to {}, not to its stored hash {}",

@@ -7,7 +7,7 @@
 //!   again on read by [`derive_results`], and the hash proves that they are the ones published.
 //!   Results the observation alone does not give (H2 and H3, which compare with earlier runs and
 //!   posted notes) or that derive otherwise (a rubric or a build this reader does not have) are
-//!   kept as they were, in the entry.
+//!   kept as they were, beside the observation.
 //! - What a run observed is a blob of its own ([`StoredObservation`], compressed), named in the
 //!   entry by its SHA-256: the chained and hashed entry stays a few hundred bytes, and its hash
 //!   still covers the observation.
@@ -53,9 +53,25 @@ const VOLATILE_HEADERS: [&str; 11] = [
     "cf-ray",
 ];
 
-/// A blob to keep: its SHA-256 and its bytes (uncompressed). A record's blobs are listed once
-/// each, however often it names them (five samples that saw one body name it five times).
-pub type NewBlob = ([u8; 32], Vec<u8>);
+/// A blob to keep: its SHA-256, its bytes (uncompressed) and what it is. A record's blobs are
+/// listed once each, however often it names them (five samples that saw one body name it five
+/// times).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewBlob {
+    pub sha256: [u8; 32],
+    pub bytes: Vec<u8>,
+    pub kind: BlobKind,
+}
+
+/// What a blob holds, for how it is compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlobKind {
+    /// A run's observation ([`StoredObservation`] as JSON): new with every run, alike in its
+    /// shape from run to run (compressed with the observation dictionary).
+    Observation,
+    /// Bytes that repeat from run to run (a body, a header set, a chain, a listing, a population).
+    Repeated,
+}
 
 /// Why a stored entry could not be read back.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -148,22 +164,17 @@ pub fn to_stored(record: Record, rubric: &Rubric, blobs: &mut Vec<NewBlob>) -> S
 }
 
 /// A run's observation as its blob: its exchanges' repeated bytes and its listing apart first.
-fn observation_apart(
-    free: FreeObservation,
-    paid: Option<PaidObservation>,
-    blobs: &mut Vec<NewBlob>,
-) -> String {
-    let mut observation = StoredObservation { free, paid };
+fn observation_apart(mut observation: StoredObservation, blobs: &mut Vec<NewBlob>) -> String {
     for ex in observation_exchanges_mut(&mut observation) {
         exchange_apart(ex, blobs);
     }
     listing_apart(&mut observation.free, blobs);
     let bytes = serde_json::to_vec(&observation).unwrap_or_default();
-    keep(blobs, bytes)
+    keep_as(blobs, bytes, BlobKind::Observation)
 }
 
 fn observation_exchanges_mut(observation: &mut StoredObservation) -> Vec<&mut Exchange> {
-    let StoredObservation { free, paid } = observation;
+    let StoredObservation { free, paid, .. } = observation;
     let mut all: Vec<&mut Exchange> = free.exchanges_mut().collect();
     if let Some(paid) = paid.as_mut() {
         all.extend(paid.exchanges_mut());
@@ -199,10 +210,16 @@ fn store_run(run: RunRecord, rubric: &Rubric, blobs: &mut Vec<NewBlob>) -> Store
             checks: checks_version(rubric),
             outcomes: outcome_vector(&run.results),
             sha256: results_sha256(&run.results),
-            kept,
             all_kept,
         },
-        observation: observation_apart(run.free, run.paid, blobs),
+        observation: observation_apart(
+            StoredObservation {
+                free: run.free,
+                paid: run.paid,
+                kept,
+            },
+            blobs,
+        ),
     }
 }
 
@@ -261,12 +278,11 @@ fn read_run(
     observation: StoredObservation,
     rubrics: &[Rubric],
 ) -> Result<RunRecord, ReadBack> {
-    let StoredObservation { free, paid } = observation;
+    let StoredObservation { free, paid, kept } = observation;
     let DerivedResults {
         checks,
         outcomes,
         sha256,
-        kept,
         all_kept,
     } = run.results;
     let results = if all_kept {
@@ -340,11 +356,19 @@ pub fn blob_references(record: &StoredRecord) -> Vec<String> {
 }
 
 fn keep(blobs: &mut Vec<NewBlob>, bytes: Vec<u8>) -> String {
-    let hash: [u8; 32] = Sha256::digest(&bytes).into();
-    if !blobs.iter().any(|(h, _)| *h == hash) {
-        blobs.push((hash, bytes));
+    keep_as(blobs, bytes, BlobKind::Repeated)
+}
+
+fn keep_as(blobs: &mut Vec<NewBlob>, bytes: Vec<u8>, kind: BlobKind) -> String {
+    let sha256: [u8; 32] = Sha256::digest(&bytes).into();
+    if !blobs.iter().any(|b| b.sha256 == sha256) {
+        blobs.push(NewBlob {
+            sha256,
+            bytes,
+            kind,
+        });
     }
-    hex::encode(hash)
+    hex::encode(sha256)
 }
 
 fn is_volatile(name: &str) -> bool {
