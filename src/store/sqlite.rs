@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{
-    Index, NewEntry, NewOutboxEvent, Prepared, OutboxRow, OutboxState, OutboxUpdate, ReadEntry, ScoreRow,
-    Store, StoreError, SubjectRow, SubjectShown, SubjectState,
+    Index, NewEntry, NewOutboxEvent, OutboxRow, OutboxState, OutboxUpdate, Prepared, ReadEntry,
+    ScoreRow, Store, StoreError, SubjectRow, SubjectShown, SubjectState,
 };
 use crate::ledger::chain::{
     Broken, Checkpoint, StoredEntry, Trusted, Verifier, VerifySummary, checkpoint_message,
@@ -467,7 +467,6 @@ impl SqliteStore {
             })
         })
     }
-
 }
 
 /// The schema id a file records, when it has a `meta` table (`None`: a new file).
