@@ -155,10 +155,10 @@ pub fn to_stored(record: Record, rubric: &Rubric, blobs: &mut Vec<NewBlob>) -> S
             Ok::<_, std::convert::Infallible>(Box::new(store_run(*run, rubric, &mut *blobs)))
         })
         .unwrap_or_else(|never| match never {});
-    if let Record::Refund(refund) = &mut stored {
-        if let Some(ex) = refund.refund.operator_exchange.as_mut() {
-            exchange_apart(ex, blobs);
-        }
+    if let Record::Refund(refund) = &mut stored
+        && let Some(ex) = refund.refund.operator_exchange.as_mut()
+    {
+        exchange_apart(ex, blobs);
     }
     stored
 }
@@ -238,10 +238,10 @@ pub fn from_stored(
     rubrics: &[Rubric],
     blob: &mut dyn FnMut(&[u8; 32]) -> Option<Vec<u8>>,
 ) -> Result<Record, ReadBack> {
-    if let Record::Refund(refund) = &mut stored {
-        if let Some(ex) = refund.refund.operator_exchange.as_mut() {
-            exchange_back(ex, blob)?;
-        }
+    if let Record::Refund(refund) = &mut stored
+        && let Some(ex) = refund.refund.operator_exchange.as_mut()
+    {
+        exchange_back(ex, blob)?;
     }
     stored.map_run(|run| {
         let observation = observation_back(&run.observation, blob)?;

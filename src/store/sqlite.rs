@@ -1161,9 +1161,26 @@ impl Store for SqliteStore {
         let _snapshot = ReadSnapshot::begin_mapped(self)?;
         let checkpoints = self.checkpoints()?;
         let notes = self.tree_notes()?;
-        let (verifier, walk, named) = self.walk_entries(&checkpoints, &notes, deep)?;
+        let has_tree = self.has_tree()?;
+        let (walked, stored_tree) = std::thread::scope(|scope| {
+            // The stored tree's own check (every node the hash of its children) reads no entry:
+            // it runs beside the walk, on a read connection of its own when the pool has one
+            // (nodes are only ever added, so a later snapshot holds the same nodes under the
+            // walk's size), or after the walk in its snapshot when the pool has one connection.
+            let tree = has_tree.then(|| scope.spawn(|| self.verify_stored_tree()));
+            let walked = self.walk_entries(&checkpoints, &notes, deep);
+            let stored = tree.map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+            (walked, stored)
+        });
+        let (verifier, walk, named) = walked?;
         let mut summary = verifier.finish(&checkpoints, trusted)?;
-        self.verify_tree(walk, &notes, trusted, &mut summary)?;
+        self.verify_tree(
+            walk,
+            &notes,
+            trusted,
+            stored_tree.unwrap_or(Ok(())),
+            &mut summary,
+        )?;
         if deep {
             // The blobs (each run's observation among them) are checked deep only: the chain
             // and the tree cover them through the digests the entries name.
@@ -1688,6 +1705,7 @@ impl SqliteStore {
         walk: TreeWalk,
         notes: &[TreeNote],
         trusted: Option<&Trusted>,
+        stored_tree: Result<(), StoreError>,
         summary: &mut VerifySummary,
     ) -> Result<(), StoreError> {
         let (size, root) = (walk.size(), walk.root());
@@ -1720,7 +1738,7 @@ impl SqliteStore {
             .into());
         }
         if !unbuilt {
-            self.verify_stored_tree()?;
+            stored_tree?;
         }
         summary.tree_root = hex::encode(root);
         if notes.is_empty() {
