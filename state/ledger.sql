@@ -23,14 +23,28 @@ CREATE TABLE IF NOT EXISTS entry (
 CREATE INDEX IF NOT EXISTS entry_subject ON entry (subject, seq);
 CREATE INDEX IF NOT EXISTS entry_kind ON entry (kind, seq);
 
--- Byte strings that repeat from entry to entry (bodies, header sets, certificate chains, a run's
--- catalogue listing, a score's value population) kept once, addressed by the SHA-256 of their
--- bytes; `codec` 0 keeps the bytes as they are, 1 compressed with zstd (when that is smaller).
+-- Byte strings kept apart from the entries that name them, addressed by the SHA-256 of their
+-- bytes: each run's observation, and what repeats from entry to entry (bodies, header sets,
+-- certificate chains, a run's catalogue listing, a score's value population), kept once; `codec`
+-- 0 keeps the bytes as they are, 1 compressed with zstd (when that is smaller). Rows are appended
+-- in the order they are kept (a rowid table: packed pages, no page of its own for a blob of a
+-- few KB), found by their address through the unique index.
+-- Codec 2 is zstd with a dictionary (`dictionary`, by the id its frame names): a run's
+-- observation, alike in shape from run to run.
 CREATE TABLE IF NOT EXISTS blob (
-    sha256 BLOB PRIMARY KEY,
+    id     INTEGER PRIMARY KEY,
+    sha256 BLOB NOT NULL UNIQUE,
     codec  INTEGER NOT NULL,
     bytes  BLOB NOT NULL
-) STRICT, WITHOUT ROWID;
+) STRICT;
+
+-- The zstd dictionaries blobs of codec 2 are compressed with, by their zstd dictionary id (the
+-- build's own is written when the ledger is opened for writing): the ledger reads back without
+-- the build that wrote it.
+CREATE TABLE IF NOT EXISTS dictionary (
+    id    INTEGER PRIMARY KEY,
+    bytes BLOB NOT NULL
+) STRICT;
 
 -- Signed checkpoints: the reporter key's ed25519 signature over "x402-probe.checkpoint/1",
 -- seq and hash of the entry it covers.

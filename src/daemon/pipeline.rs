@@ -598,11 +598,24 @@ pub fn history_rows(
     rubric: &Rubric,
     record: &RunRecord,
 ) -> impl FnOnce(u64) -> Vec<HistoryEntry> + Send + 'static {
-    let results = record.results.clone();
-    let paid = record.payment_sent();
-    let revision = record.revision.clone();
-    let rubric = rubric.clone();
-    move |seq| run_entries(&results, &rubric, paid, &revision, seq * SEQ_STRIDE)
+    // Made now, in the run's task (each receipt's digest is most of the work), not in the
+    // writer's transaction: only their numbers wait for the entry's seq.
+    let entries = run_entries(
+        &record.results,
+        rubric,
+        record.payment_sent(),
+        &record.revision,
+        0,
+    );
+    move |seq| {
+        entries
+            .into_iter()
+            .map(|e| HistoryEntry {
+                seq: e.seq + seq * SEQ_STRIDE,
+                ..e
+            })
+            .collect()
+    }
 }
 
 /// Rescores `url` as of now from its history: the score's ledger entry (which also keeps the

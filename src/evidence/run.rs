@@ -83,10 +83,24 @@ pub struct StoredRun {
     pub ended_at_ms: i64,
     pub provenance: Provenance,
     pub revision: String,
-    /// The free observation, its repeated bytes kept apart as blobs.
+    /// The SHA-256 (hex) of the run's observation blob ([`StoredObservation`]): the entry
+    /// names it, so its hash covers what was observed without hashing it again.
+    pub observation: String,
+    pub results: DerivedResults,
+}
+
+/// What a run observed, as its blob keeps it (JSON, compressed): the free observation and the
+/// paid call, their bodies, header sets, certificate chains and listing kept apart as blobs of
+/// their own (shared with every run that saw the same bytes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredObservation {
     pub free: FreeObservation,
     pub paid: Option<PaidObservation>,
-    pub results: DerivedResults,
+    /// The results the observation alone does not give (H2 and H3 compare with earlier runs),
+    /// or that the checks derive otherwise, kept whole (the entry's results hash covers them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<CheckResult>,
 }
 
 /// What a stored run's results are: derived again from its observation on read, and proven to be
@@ -99,11 +113,7 @@ pub struct DerivedResults {
     pub outcomes: String,
     /// SHA-256 of the results' RFC 8785 JSON (every result, receipts included).
     pub sha256: String,
-    /// The results the observation alone does not give (H2 and H3 compare with earlier runs),
-    /// or that the checks derive otherwise, kept whole.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kept: Vec<CheckResult>,
-    /// `kept` is every result (the checks gave other ids or another order).
+    /// The observation's `kept` is every result (the checks gave other ids or another order).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub all_kept: bool,
 }

@@ -2,14 +2,16 @@
 //! stored rows is verified. Pure: rows in, a verdict out.
 //!
 //! An entry's bytes are the RFC 8785 canonical JSON of its [`Envelope`] (format version, sequence
-//! number, time, subject, the previous entry's hash, the record); its hash is the SHA-256 of those
-//! bytes. The first entry's `prev` is 32 zero bytes. A checkpoint is the reporter key's ed25519
+//! number, time, subject, the previous entry's hash, the record); its hash is its leaf hash in the
+//! log's Merkle tree, SHA-256(0x00 || bytes), so that one hash serves the chain and the tree (format
+//! 1 entries hash to the SHA-256 of their bytes). The first entry's `prev` is 32 zero bytes. A checkpoint is the reporter key's ed25519
 //! signature over `x402-probe.checkpoint/1\n<seq>\n<hash hex>`.
 
 use ed25519_dalek::{Signature, Verifier as _, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::merkle::leaf_hash;
 use super::record::{Record, RecordKind, RunSubject, StoredRecord};
 use crate::canonical::to_canonical_bytes;
 use crate::evidence::run::{RunRecord, StoredRun};
@@ -70,37 +72,55 @@ pub fn seal(
     prev: [u8; 32],
     record: &StoredRecord,
 ) -> Result<StoredEntry, serde_json::Error> {
-    let envelope = EnvelopeRef {
-        v: ENVELOPE_VERSION,
+    Ok(seal_canonical(
         seq,
         at_ms,
-        subject: record.subject(),
-        prev: hex::encode(prev),
+        prev,
         record,
-    };
-    let value = serde_json::to_value(&envelope)?;
-    let body = to_canonical_bytes(&value);
-    let hash: [u8; 32] = Sha256::digest(&body).into();
-    Ok(StoredEntry {
+        &record_canonical_bytes(record)?,
+    ))
+}
+
+/// A record's RFC 8785 bytes, as its envelope holds them: made before the writer's transaction
+/// ([`seal_canonical`] only places them).
+pub fn record_canonical_bytes(record: &StoredRecord) -> Result<Vec<u8>, serde_json::Error> {
+    Ok(to_canonical_bytes(&serde_json::to_value(record)?))
+}
+
+/// [`seal`] of a record whose canonical bytes are made already: the envelope's canonical JSON
+/// is its members in RFC 8785 order (`at_ms`, `prev`, `record`, `seq`, `subject`, `v`), each value
+/// canonical, so the bytes are placed rather than serialised again.
+pub fn seal_canonical(
+    seq: u64,
+    at_ms: i64,
+    prev: [u8; 32],
+    record: &StoredRecord,
+    record_bytes: &[u8],
+) -> StoredEntry {
+    let subject = record.subject();
+    let scalar = |v: serde_json::Value| to_canonical_bytes(&v);
+    let mut body = Vec::with_capacity(record_bytes.len() + 192);
+    body.extend_from_slice(b"{\"at_ms\":");
+    body.extend(scalar(at_ms.into()));
+    body.extend_from_slice(b",\"prev\":\"");
+    body.extend_from_slice(hex::encode(prev).as_bytes());
+    body.extend_from_slice(b"\",\"record\":");
+    body.extend_from_slice(record_bytes);
+    body.extend_from_slice(b",\"seq\":");
+    body.extend(scalar(seq.into()));
+    body.extend_from_slice(b",\"subject\":");
+    body.extend(scalar(subject.map_or(serde_json::Value::Null, Into::into)));
+    body.extend_from_slice(format!(",\"v\":{ENVELOPE_VERSION}}}").as_bytes());
+    let hash = leaf_hash(&body);
+    StoredEntry {
         seq,
         at_ms,
         kind: record.kind(),
-        subject: record.subject().map(str::to_string),
+        subject: subject.map(str::to_string),
         prev,
         hash,
         body,
-    })
-}
-
-/// [`Envelope`] by reference, so sealing does not clone a record.
-#[derive(Serialize)]
-struct EnvelopeRef<'a> {
-    v: u32,
-    seq: u64,
-    at_ms: i64,
-    subject: Option<&'a str>,
-    prev: String,
-    record: &'a StoredRecord,
+    }
 }
 
 /// The bytes a checkpoint signs.
@@ -206,6 +226,22 @@ impl Verifier {
     /// edited beside intact bytes, and bytes this build cannot read. Returns the parsed envelope
     /// when `deep` (what the entry references is checked from it).
     pub fn feed(&mut self, row: &StoredEntry, deep: bool) -> Result<Option<Envelope>, Broken> {
+        let hash = if self.format_1 {
+            Sha256::digest(&row.body).into()
+        } else {
+            leaf_hash(&row.body)
+        };
+        self.feed_hashed(row, hash, deep)
+    }
+
+    /// [`Verifier::feed`] of a row whose bytes' hash is computed already (a verification that
+    /// walks the Merkle tree too computes the leaf hash once for both).
+    pub fn feed_hashed(
+        &mut self,
+        row: &StoredEntry,
+        hash: [u8; 32],
+        deep: bool,
+    ) -> Result<Option<Envelope>, Broken> {
         let expected = self.summary.entries + 1;
         let broken = |why: String| Broken { seq: row.seq, why };
         if row.seq != expected {
@@ -222,7 +258,6 @@ impl Verifier {
                 hex::encode(self.prev)
             )));
         }
-        let hash: [u8; 32] = Sha256::digest(&row.body).into();
         if hash != row.hash {
             return Err(broken(format!(
                 "its bytes hash to {}, not to its stored hash {}",
@@ -423,6 +458,55 @@ mod tests {
             public_key: key.verifying_key().to_bytes(),
             signature: key.sign(&checkpoint_message(e.seq, &e.hash)).to_bytes(),
         }
+    }
+
+    /// The envelope placed around a record's canonical bytes is the canonical JSON of the whole
+    /// envelope (what `ledger verify` deep checks), for a subject that needs escaping too.
+    #[test]
+    fn a_sealed_entry_is_the_canonical_json_of_its_envelope() {
+        let records = [
+            Record::Control(ControlRecord {
+                url: "https://control.example/\"q\"\u{7}é".into(),
+                at_ms: -5,
+                ok: true,
+                detail: "x".into(),
+            }),
+            Record::Correction(crate::ledger::record::CorrectionRecord {
+                of_seq: 3,
+                subject: Some("https://a.example/\u{1}\"\\ü\u{2028}".into()),
+                at_ms: 9_007_199_254_740_993,
+                reason: "r".into(),
+                detail: serde_json::json!({"z": 1.5, "a": [1e21, -0.0]}),
+            }),
+        ];
+        for (i, record) in records.iter().enumerate() {
+            let e = seal(i as u64 + 1, 1_790_000_000_123, [7u8; 32], record).unwrap();
+            let envelope = EnvelopeRef {
+                v: ENVELOPE_VERSION,
+                seq: e.seq,
+                at_ms: e.at_ms,
+                subject: record.subject(),
+                prev: hex::encode(e.prev),
+                record,
+            };
+            let whole = to_canonical_bytes(&serde_json::to_value(&envelope).unwrap());
+            assert_eq!(
+                String::from_utf8(e.body.clone()).unwrap(),
+                String::from_utf8(whole).unwrap()
+            );
+            assert!(check_columns::<Box<StoredRun>>(&e, ENVELOPE_VERSION).is_ok());
+        }
+    }
+
+    /// [`Envelope`] by reference: what [`seal_canonical`]'s bytes must equal.
+    #[derive(Serialize)]
+    struct EnvelopeRef<'a> {
+        v: u32,
+        seq: u64,
+        at_ms: i64,
+        subject: Option<&'a str>,
+        prev: String,
+        record: &'a StoredRecord,
     }
 
     #[test]

@@ -12,8 +12,9 @@
 //! - [`proof`]: a subject's entries with their inclusion proofs against one checkpoint, as handed
 //!   to its operator, and their offline verification (pure).
 //!
-//! - [`stored`]: the stored form of an entry (format 2): a run's results derived, not copied,
-//!   repeated bytes kept once as blobs; and the one way back every reader takes (pure).
+//! - [`stored`]: the stored form of an entry (format 2): a run's results derived, not copied, its
+//!   observation a blob the entry names, repeated bytes kept once as blobs; and the one way back
+//!   every reader takes (pure).
 //! - [`tlog`]: the log's Merkle tree over the entries and its signed tree checkpoints: signing,
 //!   and checking them while a verifier walks the entries (pure).
 //!

@@ -7,11 +7,14 @@
 //!   again on read by [`derive_results`], and the hash proves that they are the ones published.
 //!   Results the observation alone does not give (H2 and H3, which compare with earlier runs and
 //!   posted notes) or that derive otherwise (a rubric or a build this reader does not have) are
-//!   kept as they were, in the entry.
+//!   kept as they were, beside the observation.
+//! - What a run observed is a blob of its own ([`StoredObservation`], compressed), named in the
+//!   entry by its SHA-256: the chained and hashed entry stays a few hundred bytes, and its hash
+//!   still covers the observation.
 //! - The bytes that repeat from run to run are blobs, kept once by their SHA-256: bodies, header
 //!   sets (without the few values that change with every answer, such as `date`, which stay in
-//!   the entry at their place), certificate chains and a catalogue's listing as a run saw it.
-//!   The entry names each by its digest, so its hash covers them.
+//!   the observation at their place), certificate chains and a catalogue's listing as a run saw
+//!   it. The observation names each by its digest, so the entry's hash covers them.
 
 use sha2::{Digest, Sha256};
 
@@ -19,7 +22,7 @@ use crate::canonical::canonical_sha256;
 use crate::evidence::free::{FreeObservation, ListingSeen};
 use crate::evidence::http::Exchange;
 use crate::evidence::paid::PaidObservation;
-use crate::evidence::run::{DerivedResults, RunRecord, StoredRun};
+use crate::evidence::run::{DerivedResults, RunRecord, StoredObservation, StoredRun};
 use crate::evidence::{CheckResult, Outcome};
 use crate::rubric::Rubric;
 
@@ -50,8 +53,25 @@ const VOLATILE_HEADERS: [&str; 11] = [
     "cf-ray",
 ];
 
-/// A blob to keep: its SHA-256 and its bytes (uncompressed).
-pub type NewBlob = ([u8; 32], Vec<u8>);
+/// A blob to keep: its SHA-256, its bytes (uncompressed) and what it is. A record's blobs are
+/// listed once each, however often it names them (five samples that saw one body name it five
+/// times).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewBlob {
+    pub sha256: [u8; 32],
+    pub bytes: Vec<u8>,
+    pub kind: BlobKind,
+}
+
+/// What a blob holds, for how it is compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlobKind {
+    /// A run's observation ([`StoredObservation`] as JSON): new with every run, alike in its
+    /// shape from run to run (compressed with the observation dictionary).
+    Observation,
+    /// Bytes that repeat from run to run (a body, a header set, a chain, a listing, a population).
+    Repeated,
+}
 
 /// Why a stored entry could not be read back.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -131,18 +151,38 @@ pub fn outcome_vector(results: &[CheckResult]) -> String {
 /// one the run's checks ran under (a run's results that it does not reproduce are kept whole).
 pub fn to_stored(record: Record, rubric: &Rubric, blobs: &mut Vec<NewBlob>) -> StoredRecord {
     let mut stored = record
-        .map_run(|run| Ok::<_, std::convert::Infallible>(Box::new(store_run(*run, rubric))))
+        .map_run(|run| {
+            Ok::<_, std::convert::Infallible>(Box::new(store_run(*run, rubric, &mut *blobs)))
+        })
         .unwrap_or_else(|never| match never {});
-    for ex in stored_exchanges_mut(&mut stored) {
+    if let Record::Refund(refund) = &mut stored
+        && let Some(ex) = refund.refund.operator_exchange.as_mut()
+    {
         exchange_apart(ex, blobs);
-    }
-    if let Record::Run(run) = &mut stored {
-        listing_apart(&mut run.free, blobs);
     }
     stored
 }
 
-fn store_run(run: RunRecord, rubric: &Rubric) -> StoredRun {
+/// A run's observation as its blob: its exchanges' repeated bytes and its listing apart first.
+fn observation_apart(mut observation: StoredObservation, blobs: &mut Vec<NewBlob>) -> String {
+    for ex in observation_exchanges_mut(&mut observation) {
+        exchange_apart(ex, blobs);
+    }
+    listing_apart(&mut observation.free, blobs);
+    let bytes = serde_json::to_vec(&observation).unwrap_or_default();
+    keep_as(blobs, bytes, BlobKind::Observation)
+}
+
+fn observation_exchanges_mut(observation: &mut StoredObservation) -> Vec<&mut Exchange> {
+    let StoredObservation { free, paid, .. } = observation;
+    let mut all: Vec<&mut Exchange> = free.exchanges_mut().collect();
+    if let Some(paid) = paid.as_mut() {
+        all.extend(paid.exchanges_mut());
+    }
+    all
+}
+
+fn store_run(run: RunRecord, rubric: &Rubric, blobs: &mut Vec<NewBlob>) -> StoredRun {
     let derived = derive_results(&run.free, run.paid.as_ref(), rubric);
     let same_checks = derived.len() == run.results.len()
         && derived.iter().zip(&run.results).all(|(d, r)| d.id == r.id);
@@ -170,11 +210,16 @@ fn store_run(run: RunRecord, rubric: &Rubric) -> StoredRun {
             checks: checks_version(rubric),
             outcomes: outcome_vector(&run.results),
             sha256: results_sha256(&run.results),
-            kept,
             all_kept,
         },
-        free: run.free,
-        paid: run.paid,
+        observation: observation_apart(
+            StoredObservation {
+                free: run.free,
+                paid: run.paid,
+                kept,
+            },
+            blobs,
+        ),
     }
 }
 
@@ -193,21 +238,51 @@ pub fn from_stored(
     rubrics: &[Rubric],
     blob: &mut dyn FnMut(&[u8; 32]) -> Option<Vec<u8>>,
 ) -> Result<Record, ReadBack> {
-    for ex in stored_exchanges_mut(&mut stored) {
+    if let Record::Refund(refund) = &mut stored
+        && let Some(ex) = refund.refund.operator_exchange.as_mut()
+    {
         exchange_back(ex, blob)?;
     }
-    if let Record::Run(run) = &mut stored {
-        listing_back(&mut run.free, blob)?;
-    }
-    stored.map_run(|run| read_run(*run, rubrics).map(Box::new))
+    stored.map_run(|run| {
+        let observation = observation_back(&run.observation, blob)?;
+        read_run(*run, observation, rubrics).map(Box::new)
+    })
 }
 
-fn read_run(run: StoredRun, rubrics: &[Rubric]) -> Result<RunRecord, ReadBack> {
+/// A run's observation read from its blob (checked to hash to the name the entry gives it), its
+/// own blobs put back.
+fn observation_back(
+    sha: &str,
+    blob: &mut dyn FnMut(&[u8; 32]) -> Option<Vec<u8>>,
+) -> Result<StoredObservation, ReadBack> {
+    let bytes = fetch(blob, sha)?;
+    let bad = |why: String| ReadBack::BadBlob {
+        sha: sha.to_string(),
+        what: "a run's observation",
+        why,
+    };
+    if hex::encode(Sha256::digest(&bytes)) != sha {
+        return Err(bad("its bytes do not hash to its name".into()));
+    }
+    let mut observation: StoredObservation =
+        serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+    for ex in observation_exchanges_mut(&mut observation) {
+        exchange_back(ex, blob)?;
+    }
+    listing_back(&mut observation.free, blob)?;
+    Ok(observation)
+}
+
+fn read_run(
+    run: StoredRun,
+    observation: StoredObservation,
+    rubrics: &[Rubric],
+) -> Result<RunRecord, ReadBack> {
+    let StoredObservation { free, paid, kept } = observation;
     let DerivedResults {
         checks,
         outcomes,
         sha256,
-        kept,
         all_kept,
     } = run.results;
     let results = if all_kept {
@@ -221,7 +296,7 @@ fn read_run(run: StoredRun, rubrics: &[Rubric]) -> Result<RunRecord, ReadBack> {
                 checks: checks.clone(),
                 rubric: prefix.to_string(),
             })?;
-        let mut results = derive_results(&run.free, run.paid.as_ref(), rubric);
+        let mut results = derive_results(&free, paid.as_ref(), rubric);
         for k in kept {
             match results.iter_mut().find(|r| r.id == k.id) {
                 Some(slot) => *slot = k,
@@ -247,47 +322,33 @@ fn read_run(run: StoredRun, rubrics: &[Rubric]) -> Result<RunRecord, ReadBack> {
         ended_at_ms: run.ended_at_ms,
         provenance: run.provenance,
         revision: run.revision,
-        free: run.free,
-        paid: run.paid,
+        free,
+        paid,
         results,
     })
 }
 
-/// Every exchange a stored record keeps (a run's free and paid ones, a refund watch's operator
-/// file).
-fn stored_exchanges_mut(record: &mut StoredRecord) -> Vec<&mut Exchange> {
-    match record {
-        Record::Run(run) => {
-            let StoredRun { free, paid, .. } = &mut **run;
-            let mut all: Vec<&mut Exchange> = free.exchanges_mut().collect();
-            if let Some(paid) = paid.as_mut() {
-                all.extend(paid.exchanges_mut());
-            }
-            all
-        }
-        Record::Refund(refund) => refund.refund.operator_exchange.iter_mut().collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// The blobs a stored record names, as written in it (hex): bodies, header sets, certificate
-/// chains, a run's listing and a score's value population. `ledger verify` checks that each is
-/// there and hashes to its name.
-pub fn blob_references(record: &mut StoredRecord) -> Vec<String> {
+/// The blobs a stored record names itself, as written in it (hex): a run's observation, a
+/// refund watch's bodies, header sets and certificate chains, a score's value population.
+/// `ledger verify` checks that each is there and hashes to its name; the blobs an observation
+/// names are checked when the run is read back (deep verification reads every one).
+pub fn blob_references(record: &StoredRecord) -> Vec<String> {
     let mut named = Vec::new();
-    for ex in stored_exchanges_mut(record) {
-        if let Some(response) = &ex.response {
-            if response.body_stored_apart {
-                named.push(response.body_sha256.clone());
-            }
-            named.extend(response.headers_sha256.clone());
-        }
-        if let Some(tls) = &ex.tls {
-            named.extend(tls.chain_sha256.clone());
-        }
-    }
     match record {
-        Record::Run(run) => named.extend(run.free.listing_sha256.clone()),
+        Record::Run(run) => named.push(run.observation.clone()),
+        Record::Refund(refund) => {
+            if let Some(ex) = &refund.refund.operator_exchange {
+                if let Some(response) = &ex.response {
+                    if response.body_stored_apart {
+                        named.push(response.body_sha256.clone());
+                    }
+                    named.extend(response.headers_sha256.clone());
+                }
+                if let Some(tls) = &ex.tls {
+                    named.extend(tls.chain_sha256.clone());
+                }
+            }
+        }
         Record::Score(score) => named.extend(score.population_sha256.clone()),
         _ => {}
     }
@@ -295,9 +356,19 @@ pub fn blob_references(record: &mut StoredRecord) -> Vec<String> {
 }
 
 fn keep(blobs: &mut Vec<NewBlob>, bytes: Vec<u8>) -> String {
-    let hash: [u8; 32] = Sha256::digest(&bytes).into();
-    blobs.push((hash, bytes));
-    hex::encode(hash)
+    keep_as(blobs, bytes, BlobKind::Repeated)
+}
+
+fn keep_as(blobs: &mut Vec<NewBlob>, bytes: Vec<u8>, kind: BlobKind) -> String {
+    let sha256: [u8; 32] = Sha256::digest(&bytes).into();
+    if !blobs.iter().any(|b| b.sha256 == sha256) {
+        blobs.push(NewBlob {
+            sha256,
+            bytes,
+            kind,
+        });
+    }
+    hex::encode(sha256)
 }
 
 fn is_volatile(name: &str) -> bool {

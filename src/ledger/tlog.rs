@@ -66,7 +66,12 @@ impl TreeWalk {
 
     /// The next entry's bytes (entries must come in `seq` order, every one of them).
     pub fn feed(&mut self, body: &[u8]) {
-        self.frontier.push(leaf_hash(body));
+        self.feed_leaf(leaf_hash(body));
+    }
+
+    /// The next entry's leaf hash (its bytes hashed already).
+    pub fn feed_leaf(&mut self, leaf: Hash) {
+        self.frontier.push(leaf);
         if let Some(slot) = self.wanted.get_mut(&self.frontier.size()) {
             *slot = Some(self.frontier.root());
         }

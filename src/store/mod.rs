@@ -178,10 +178,34 @@ pub struct NewEntry {
     pub prepared: Option<Prepared>,
 }
 
-/// A record's stored form and the blobs it keeps apart (`ledger::stored::to_stored`).
+/// A record's stored form and the blobs it keeps apart (`ledger::stored::to_stored`), made ready
+/// for the writer: blobs compressed, the record's canonical bytes made, so that the transaction
+/// only places them in the envelope, hashes and inserts.
 pub struct Prepared {
     pub stored: crate::ledger::record::StoredRecord,
-    pub blobs: Vec<crate::ledger::stored::NewBlob>,
+    pub blobs: Vec<crate::store::sqlite::KeptBlob>,
+    /// The stored record's RFC 8785 bytes (`ledger::chain::seal_canonical` places them).
+    pub record_bytes: Vec<u8>,
+}
+
+impl Prepared {
+    /// The stored form of `record` under `rubric` (the one a run's checks ran under).
+    pub fn new(
+        record: Record,
+        rubric: &crate::rubric::Rubric,
+    ) -> Result<Prepared, serde_json::Error> {
+        let mut blobs = Vec::new();
+        let stored = crate::ledger::stored::to_stored(record, rubric, &mut blobs);
+        let record_bytes = crate::ledger::chain::record_canonical_bytes(&stored)?;
+        Ok(Prepared {
+            stored,
+            blobs: blobs
+                .into_iter()
+                .map(crate::store::sqlite::KeptBlob::new)
+                .collect(),
+            record_bytes,
+        })
+    }
 }
 
 impl NewEntry {
@@ -203,13 +227,13 @@ impl NewEntry {
         rubric: &crate::rubric::Rubric,
         index: Option<IndexFn>,
     ) -> NewEntry {
-        let mut blobs = Vec::new();
-        let stored = crate::ledger::stored::to_stored(record.clone(), rubric, &mut blobs);
+        // A record that does not serialise is left to the writer, which names it.
+        let prepared = Prepared::new(record.clone(), rubric).ok();
         NewEntry {
             at_ms,
             record,
             index,
-            prepared: Some(Prepared { stored, blobs }),
+            prepared,
         }
     }
 }

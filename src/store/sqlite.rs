@@ -12,17 +12,18 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{
-    Index, NewEntry, NewOutboxEvent, OutboxRow, OutboxState, OutboxUpdate, ReadEntry, ScoreRow,
-    Store, StoreError, SubjectRow, SubjectShown, SubjectState,
+    Index, NewEntry, NewOutboxEvent, OutboxRow, OutboxState, OutboxUpdate, Prepared, ReadEntry,
+    ScoreRow, Store, StoreError, SubjectRow, SubjectShown, SubjectState,
 };
 use crate::ledger::chain::{
-    Broken, Checkpoint, StoredEntry, Trusted, Verifier, VerifySummary, checkpoint_message, seal,
+    Broken, Checkpoint, StoredEntry, Trusted, Verifier, VerifySummary, checkpoint_message,
+    seal_canonical,
 };
 use crate::ledger::key::ReporterKey;
 use crate::ledger::merkle::{self, Hash, PerfectNodes, leaf_hash, node_hash};
 use crate::ledger::proof::{self, InclusionBundle};
 use crate::ledger::record::{Record, RecordKind, StoredRecord};
-use crate::ledger::stored::{self, NewBlob};
+use crate::ledger::stored::{self, BlobKind, NewBlob};
 use crate::ledger::tlog::{self, TreeNote, TreeWalk};
 use crate::rubric::Rubric;
 use crate::state_dir::{open_state_dir, private_store_file};
@@ -45,6 +46,28 @@ const BLOB_ZSTD_LEVEL: i32 = 3;
 /// How a blob's bytes are kept (`blob.codec`).
 const CODEC_RAW: i64 = 0;
 const CODEC_ZSTD: i64 = 1;
+const CODEC_ZSTD_DICTIONARY: i64 = 2;
+
+/// The zstd dictionary a run's observation is compressed with (trained on the lab's observations:
+/// `cargo bench --bench ledger -- --write-dictionary FILE`). The keys, the shape and the values
+/// that every observation repeats (a run's observation is new with every run, but alike from run
+/// to run) cost nothing with it. Empty: no dictionary (codec 1).
+const OBSERVATION_DICTIONARY: &[u8] = include_bytes!("../ledger/observation.dict");
+
+/// The observation dictionary ready to compress with, and its zstd id (`None`: no dictionary).
+fn observation_dictionary() -> Option<&'static (zstd::dict::EncoderDictionary<'static>, u32)> {
+    static DICTIONARY: std::sync::OnceLock<Option<(zstd::dict::EncoderDictionary<'static>, u32)>> =
+        std::sync::OnceLock::new();
+    DICTIONARY
+        .get_or_init(|| {
+            let id = zstd::zstd_safe::get_dict_id_from_dict(OBSERVATION_DICTIONARY)?;
+            Some((
+                zstd::dict::EncoderDictionary::copy(OBSERVATION_DICTIONARY, BLOB_ZSTD_LEVEL),
+                id.get(),
+            ))
+        })
+        .as_ref()
+}
 
 /// Read connections a store opened for writing keeps (WAL: readers never wait for the writer,
 /// nor for another process holding the write lock).
@@ -61,6 +84,8 @@ pub struct SqliteStore {
     /// runs are stored under), the embedded default always among them.
     /// Shared with the store's read-only handles ([`SqliteStore::reader`]).
     rubrics: Arc<std::sync::RwLock<Vec<Rubric>>>,
+    /// The zstd dictionaries read from the ledger, by id (blobs of codec 2 name theirs).
+    dictionaries: Arc<Mutex<std::collections::HashMap<u32, Arc<Vec<u8>>>>>,
 }
 
 /// The pool of read connections. A read takes any free one; a read transaction held across
@@ -212,6 +237,13 @@ impl SqliteStore {
             Some(found) => return Err(format_error(path, found)),
         }
         build_missing_tree(&conn).map_err(sql("building the Merkle tree of older entries"))?;
+        if let Some((_, id)) = observation_dictionary() {
+            conn.execute(
+                "INSERT OR IGNORE INTO dictionary (id, bytes) VALUES (?1, ?2)",
+                params![i64::from(*id), OBSERVATION_DICTIONARY],
+            )
+            .map_err(sql("writing the observation dictionary"))?;
+        }
         // The WAL and shared-memory files SQLite made: private too.
         for suffix in ["-wal", "-shm"] {
             let side = PathBuf::from(format!("{}{suffix}", path.display()));
@@ -228,6 +260,7 @@ impl SqliteStore {
             readers: Arc::new(Readers::new(readers)),
             path: path.to_path_buf(),
             rubrics: Default::default(),
+            dictionaries: Default::default(),
         }
         .with_default_rubric())
     }
@@ -240,6 +273,7 @@ impl SqliteStore {
             readers: Arc::new(Readers::new(vec![conn])),
             path: path.to_path_buf(),
             rubrics: Default::default(),
+            dictionaries: Default::default(),
         }
         .with_default_rubric()
     }
@@ -275,6 +309,7 @@ impl SqliteStore {
             readers: self.readers.clone(),
             path: self.path.clone(),
             rubrics: self.rubrics.clone(),
+            dictionaries: self.dictionaries.clone(),
         }
     }
 
@@ -433,12 +468,6 @@ impl SqliteStore {
             })
         })
     }
-
-    /// The stored form of a record to append, its blobs added to `blobs`.
-    fn to_stored(&self, record: Record, blobs: &mut Vec<NewBlob>) -> StoredRecord {
-        let rubrics = self.rubrics.read().unwrap_or_else(|p| p.into_inner());
-        stored::to_stored(record, &rubrics[0], blobs)
-    }
 }
 
 /// The schema id a file records, when it has a `meta` table (`None`: a new file).
@@ -479,28 +508,117 @@ fn format_error(path: &Path, found: String) -> StoreError {
 
 const INSERT_BLOB: &str = "INSERT OR IGNORE INTO blob (sha256, codec, bytes) VALUES (?1, ?2, ?3)";
 
-/// Keeps a blob once (compressed when that is smaller), through a prepared statement.
-fn keep_blob(
-    stmt: &mut rusqlite::CachedStatement<'_>,
-    hash: &[u8; 32],
-    bytes: &[u8],
-) -> rusqlite::Result<()> {
-    let compressed = zstd::bulk::compress(bytes, BLOB_ZSTD_LEVEL).ok();
-    let (codec, kept) = match &compressed {
-        Some(c) if c.len() < bytes.len() => (CODEC_ZSTD, c.as_slice()),
-        _ => (CODEC_RAW, bytes),
-    };
-    stmt.execute(params![hash.as_slice(), codec, kept])?;
-    Ok(())
+/// A blob as the store keeps it: its address, its codec and the kept bytes (compressed when
+/// that is smaller). Made before the writer's transaction when the entry is prepared.
+#[derive(Debug, Clone)]
+pub struct KeptBlob {
+    sha256: [u8; 32],
+    codec: i64,
+    bytes: Vec<u8>,
 }
 
-/// A blob's bytes as kept, uncompressed (`None`: an unknown codec, or zstd that does not
-/// decompress, within `max` bytes).
-fn blob_bytes(codec: i64, kept: Vec<u8>) -> Option<Vec<u8>> {
-    match codec {
-        CODEC_RAW => Some(kept),
-        CODEC_ZSTD => zstd::stream::decode_all(kept.as_slice()).ok(),
-        _ => None,
+impl KeptBlob {
+    pub fn new(blob: NewBlob) -> KeptBlob {
+        let NewBlob {
+            sha256,
+            bytes,
+            kind,
+        } = blob;
+        let compressed = match (kind, observation_dictionary()) {
+            (BlobKind::Observation, Some((dictionary, _))) => {
+                zstd::bulk::Compressor::with_prepared_dictionary(dictionary)
+                    .and_then(|mut c| c.compress(&bytes))
+                    .map(|c| (CODEC_ZSTD_DICTIONARY, c))
+            }
+            _ => zstd::bulk::compress(&bytes, BLOB_ZSTD_LEVEL).map(|c| (CODEC_ZSTD, c)),
+        };
+        match compressed {
+            Ok((codec, c)) if c.len() < bytes.len() => KeptBlob {
+                sha256,
+                codec,
+                bytes: c,
+            },
+            _ => KeptBlob {
+                sha256,
+                codec: CODEC_RAW,
+                bytes,
+            },
+        }
+    }
+
+    /// Keeps it once (a blob kept before is left as it is), through a prepared statement.
+    fn insert(&self, stmt: &mut rusqlite::CachedStatement<'_>) -> rusqlite::Result<()> {
+        stmt.execute(params![self.sha256.as_slice(), self.codec, self.bytes])?;
+        Ok(())
+    }
+}
+
+impl SqliteStore {
+    /// A blob's bytes as kept, uncompressed (`None`: an unknown codec, zstd that does not
+    /// decompress, or a dictionary the ledger does not have).
+    fn blob_bytes(&self, codec: i64, kept: Vec<u8>) -> Option<Vec<u8>> {
+        match codec {
+            CODEC_RAW => Some(kept),
+            CODEC_ZSTD => zstd::stream::decode_all(kept.as_slice()).ok(),
+            CODEC_ZSTD_DICTIONARY => {
+                let id = zstd::zstd_safe::get_dict_id_from_frame(&kept)?;
+                let dictionary = self.dictionary(id.get())?;
+                let mut out = Vec::new();
+                let mut decoder =
+                    zstd::stream::read::Decoder::with_dictionary(kept.as_slice(), &dictionary)
+                        .ok()?;
+                std::io::Read::read_to_end(&mut decoder, &mut out).ok()?;
+                Some(out)
+            }
+            _ => None,
+        }
+    }
+
+    /// Every dictionary the ledger has, read into memory (a ledger without the table has none).
+    fn load_dictionaries(&self) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let has_table: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'dictionary'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(self.sql("reading the schema"))?;
+        if has_table == 0 {
+            return Ok(());
+        }
+        let mut stmt = conn
+            .prepare("SELECT id, bytes FROM dictionary")
+            .map_err(self.sql("reading dictionaries"))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?)))
+            .map_err(self.sql("reading dictionaries"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.sql("reading dictionaries"))?;
+        let mut known = self.dictionaries.lock().unwrap_or_else(|p| p.into_inner());
+        for (id, bytes) in rows {
+            known.insert(id as u32, Arc::new(bytes));
+        }
+        Ok(())
+    }
+
+    /// The dictionary of this id, read from the ledger once.
+    fn dictionary(&self, id: u32) -> Option<Arc<Vec<u8>>> {
+        let mut known = self.dictionaries.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = known.get(&id) {
+            return Some(d.clone());
+        }
+        let bytes: Vec<u8> = self
+            .conn()
+            .query_row(
+                "SELECT bytes FROM dictionary WHERE id = ?1",
+                [i64::from(id)],
+                |r| r.get(0),
+            )
+            .ok()?;
+        let d = Arc::new(bytes);
+        known.insert(id, d.clone());
+        Some(d)
     }
 }
 
@@ -546,9 +664,6 @@ impl Store for SqliteStore {
             let mut insert_blob = tx
                 .prepare_cached(INSERT_BLOB)
                 .map_err(self.sql("preparing a blob"))?;
-            let mut blob_known = tx
-                .prepare_cached("SELECT 1 FROM blob WHERE sha256 = ?1")
-                .map_err(self.sql("preparing a blob"))?;
             let mut insert_history = tx
                 .prepare_cached(
                     "INSERT INTO history (subject, seq, idx, entry) VALUES (?1, ?2, ?3, ?4)",
@@ -559,7 +674,6 @@ impl Store for SqliteStore {
                     "INSERT INTO declared (subject, seq, at_ms, body) VALUES (?1, ?2, ?3, ?4)",
                 )
                 .map_err(self.sql("preparing a declaration"))?;
-            let mut blobs = Vec::new();
             for NewEntry {
                 at_ms,
                 record,
@@ -567,26 +681,26 @@ impl Store for SqliteStore {
                 prepared,
             } in entries
             {
-                let record = match prepared {
-                    Some(p) => {
-                        blobs = p.blobs;
-                        p.stored
+                let Prepared {
+                    stored: record,
+                    blobs,
+                    record_bytes,
+                } = match prepared {
+                    Some(p) => p,
+                    None => {
+                        let rubrics = self.rubrics.read().unwrap_or_else(|p| p.into_inner());
+                        Prepared::new(record, &rubrics[0]).map_err(|e| {
+                            self.corrupt(format!("entry {} does not serialise: {e}", seq + 1))
+                        })?
                     }
-                    None => self.to_stored(record, &mut blobs),
                 };
-                for (hash, bytes) in blobs.drain(..) {
-                    // A blob kept before costs one lookup, not a compression.
-                    let known = blob_known
-                        .exists([hash.as_slice()])
-                        .map_err(self.sql("reading a blob"))?;
-                    if !known {
-                        keep_blob(&mut insert_blob, &hash, &bytes)
-                            .map_err(self.sql("writing a blob"))?;
-                    }
+                for blob in &blobs {
+                    // A blob kept before costs one lookup in its index.
+                    blob.insert(&mut insert_blob)
+                        .map_err(self.sql("writing a blob"))?;
                 }
                 seq += 1;
-                let stored = seal(seq, at_ms, prev, &record)
-                    .map_err(|e| self.corrupt(format!("entry {seq} does not serialise: {e}")))?;
+                let stored = seal_canonical(seq, at_ms, prev, &record, &record_bytes);
                 insert_entry
                     .execute(params![
                         stored.seq as i64,
@@ -598,7 +712,7 @@ impl Store for SqliteStore {
                         stored.body,
                     ])
                     .map_err(self.sql("writing an entry"))?;
-                tree_push_in(&tx, seq - 1, leaf_hash(&stored.body))
+                tree_push_in(&tx, seq - 1, stored.hash)
                     .map_err(self.sql("writing the entry's tree nodes"))?;
                 if let (Some(subject), Some(index)) = (record.subject(), index) {
                     let Index {
@@ -821,11 +935,16 @@ impl Store for SqliteStore {
 
     fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError> {
         let hash: [u8; 32] = Sha256::digest(bytes).into();
+        let kept = KeptBlob::new(NewBlob {
+            sha256: hash,
+            bytes: bytes.to_vec(),
+            kind: BlobKind::Repeated,
+        });
         let conn = self.writer()?;
         let mut stmt = conn
             .prepare_cached(INSERT_BLOB)
             .map_err(self.sql("writing a blob"))?;
-        keep_blob(&mut stmt, &hash, bytes).map_err(self.sql("writing a blob"))?;
+        kept.insert(&mut stmt).map_err(self.sql("writing a blob"))?;
         Ok(hex::encode(hash))
     }
 
@@ -841,7 +960,7 @@ impl Store for SqliteStore {
         let Some((codec, kept)) = kept else {
             return Ok(None);
         };
-        blob_bytes(codec, kept).map(Some).ok_or_else(|| {
+        self.blob_bytes(codec, kept).map(Some).ok_or_else(|| {
             self.corrupt(format!(
                 "blob {} does not decompress (codec {codec})",
                 hex::encode(sha256)
@@ -1029,7 +1148,13 @@ impl Store for SqliteStore {
             .map_err(self.sql("reading a subject's entries"))?
             .collect::<Result<Vec<_>, _>>()
             .map_err(self.sql("reading a subject's entries"))?;
-        let nodes = SqliteNodes::new(&conn, latest.size);
+        // Every node the proofs read, fetched together (a proof asks for one at a time).
+        let wanted: std::collections::BTreeSet<(u32, u64)> = entries
+            .iter()
+            .flat_map(|(index, _)| merkle::inclusion_nodes(*index, latest.size))
+            .collect();
+        let nodes = FetchedNodes::read(&conn, latest.size, wanted)
+            .map_err(self.sql("reading the Merkle tree"))?;
         let key = tlog::note_key(&signer.public_key);
         proof::build(&nodes, latest.note, &key, latest.size, entries)
             .map(Some)
@@ -1052,23 +1177,33 @@ impl Store for SqliteStore {
     fn verify(&self, trusted: Option<&Trusted>, deep: bool) -> Result<VerifySummary, StoreError> {
         // One read transaction: entries, checkpoints, blobs and score rows as of one moment, even
         // while the daemon appends.
-        let _snapshot = ReadSnapshot::begin(self)?;
+        let _snapshot = ReadSnapshot::begin_mapped(self)?;
         let checkpoints = self.checkpoints()?;
         let notes = self.tree_notes()?;
-        let mut verifier = Verifier::new(&checkpoints);
-        let mut walk = TreeWalk::new(&notes);
-        let mut named = Named::default();
-        self.scan(0, &mut |row| {
-            walk.feed(&row.body);
-            if let Some(envelope) = verifier.feed(&row, deep)? {
-                named.note(row.seq, envelope.record)?;
-            }
-            Ok(())
-        })?;
+        let has_tree = self.has_tree()?;
+        let (walked, stored_tree) = std::thread::scope(|scope| {
+            // The stored tree's own check (every node the hash of its children) reads no entry:
+            // it runs beside the walk, on a read connection of its own when the pool has one
+            // (nodes are only ever added, so a later snapshot holds the same nodes under the
+            // walk's size), or after the walk in its snapshot when the pool has one connection.
+            let tree = has_tree.then(|| scope.spawn(|| self.verify_stored_tree()));
+            let walked = self.walk_entries(&checkpoints, &notes, deep);
+            let stored = tree.map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+            (walked, stored)
+        });
+        let (verifier, walk, named) = walked?;
         let mut summary = verifier.finish(&checkpoints, trusted)?;
-        self.verify_tree(walk, &notes, trusted, &mut summary)?;
-        self.verify_stored_blobs()?;
+        self.verify_tree(
+            walk,
+            &notes,
+            trusted,
+            stored_tree.unwrap_or(Ok(())),
+            &mut summary,
+        )?;
         if deep {
+            // The blobs (each run's observation among them) are checked deep only: the chain
+            // and the tree cover them through the digests the entries name.
+            self.verify_stored_blobs()?;
             summary.blobs_referenced = self.verify_named_blobs(&named)?;
             self.verify_derived(&named)?;
             summary.score_rows = self.verify_score_rows(&named)?;
@@ -1436,11 +1571,11 @@ struct Named {
 }
 
 impl Named {
-    fn note(&mut self, seq: u64, mut record: StoredRecord) -> Result<(), Broken> {
+    fn note(&mut self, seq: u64, record: StoredRecord) -> Result<(), Broken> {
         if matches!(record, Record::Run(_) | Record::Refund(_)) {
             self.derived.push(seq);
         }
-        for sha in stored::blob_references(&mut record) {
+        for sha in stored::blob_references(&record) {
             let key: [u8; 32] = hex::decode(&sha)
                 .ok()
                 .and_then(|b| b.try_into().ok())
@@ -1463,16 +1598,38 @@ impl Named {
 struct ReadSnapshot<'a> {
     store: &'a SqliteStore,
     pinned: usize,
+    mapped: bool,
 }
+
+/// How much of the file a whole-ledger read maps into memory (pages read in place rather than
+/// copied in by a system call each); set for the read only, so the daemon's readers map nothing.
+const WALK_MMAP_BYTES: i64 = 1 << 30;
 
 impl<'a> ReadSnapshot<'a> {
     fn begin(store: &'a SqliteStore) -> Result<ReadSnapshot<'a>, StoreError> {
+        Self::begin_with(store, false)
+    }
+
+    /// A snapshot for a read of the whole ledger (a verification), the file mapped meanwhile.
+    fn begin_mapped(store: &'a SqliteStore) -> Result<ReadSnapshot<'a>, StoreError> {
+        Self::begin_with(store, true)
+    }
+
+    fn begin_with(store: &'a SqliteStore, mapped: bool) -> Result<ReadSnapshot<'a>, StoreError> {
         let pinned = store.readers.pin();
-        let snapshot = ReadSnapshot { store, pinned };
-        store
-            .conn()
-            .execute_batch("BEGIN DEFERRED")
+        let snapshot = ReadSnapshot {
+            store,
+            pinned,
+            mapped,
+        };
+        let conn = store.conn();
+        if mapped {
+            conn.pragma_update(None, "mmap_size", WALK_MMAP_BYTES)
+                .map_err(store.sql("mapping the ledger"))?;
+        }
+        conn.execute_batch("BEGIN DEFERRED")
             .map_err(store.sql("starting a read"))?;
+        drop(conn);
         Ok(snapshot)
     }
 }
@@ -1483,6 +1640,9 @@ impl Drop for ReadSnapshot<'_> {
         if !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
         }
+        if self.mapped {
+            let _ = conn.pragma_update(None, "mmap_size", 0);
+        }
         drop(conn);
         self.store.readers.unpin(self.pinned);
     }
@@ -1491,7 +1651,70 @@ impl Drop for ReadSnapshot<'_> {
 /// Score rows checked per page of a verification.
 const SCORE_ROWS_PAGE: i64 = 512;
 
+/// Entries handed from the reading thread to the hashing one at a time, during a verification.
+const VERIFY_BATCH: usize = 512;
+
 impl SqliteStore {
+    /// A verification's walk over every entry: this thread reads the rows (in the caller's read
+    /// snapshot), another hashes and checks them (the chain, the Merkle tree, and when `deep` each
+    /// entry's bytes against its columns), so that reading and hashing use a core each.
+    fn walk_entries(
+        &self,
+        checkpoints: &[Checkpoint],
+        notes: &[TreeNote],
+        deep: bool,
+    ) -> Result<(Verifier, TreeWalk, Named), StoreError> {
+        let (to_checker, batches) = std::sync::mpsc::sync_channel::<Vec<StoredEntry>>(8);
+        let mut verifier = Verifier::new(checkpoints);
+        let mut walk = TreeWalk::new(notes);
+        let mut named = Named::default();
+        std::thread::scope(|scope| {
+            let checker = scope.spawn(move || -> Result<_, Broken> {
+                for batch in batches {
+                    for row in batch {
+                        // One hash for both: an entry's chain hash is its leaf hash.
+                        let leaf = leaf_hash(&row.body);
+                        walk.feed_leaf(leaf);
+                        if let Some(envelope) = verifier.feed_hashed(&row, leaf, deep)? {
+                            named.note(row.seq, envelope.record)?;
+                        }
+                    }
+                }
+                Ok((verifier, walk, named))
+            });
+            let mut batch = Vec::with_capacity(VERIFY_BATCH);
+            let read = self.scan(0, &mut |row| {
+                let seq = row.seq;
+                batch.push(row);
+                if batch.len() == VERIFY_BATCH
+                    && to_checker
+                        .send(std::mem::replace(
+                            &mut batch,
+                            Vec::with_capacity(VERIFY_BATCH),
+                        ))
+                        .is_err()
+                {
+                    // The checker stopped at a broken entry: its error is the one to report.
+                    return Err(Broken {
+                        seq,
+                        why: "not checked: an earlier entry is broken".into(),
+                    });
+                }
+                Ok(())
+            });
+            if !batch.is_empty() {
+                let _ = to_checker.send(batch);
+            }
+            drop(to_checker);
+            let checked = checker.join().unwrap_or_else(|panic| {
+                std::panic::resume_unwind(panic);
+            });
+            let checked = checked?;
+            read?;
+            Ok(checked)
+        })
+    }
+
     /// Every stored blob is still what its address says.
     /// The tree checkpoints against the entries' Merkle root (signed by the trusted key, or by
     /// the key of the chain's checkpoints), and the stored tree's root against the entries': the
@@ -1501,6 +1724,7 @@ impl SqliteStore {
         walk: TreeWalk,
         notes: &[TreeNote],
         trusted: Option<&Trusted>,
+        stored_tree: Result<(), StoreError>,
         summary: &mut VerifySummary,
     ) -> Result<(), StoreError> {
         let (size, root) = (walk.size(), walk.root());
@@ -1533,7 +1757,7 @@ impl SqliteStore {
             .into());
         }
         if !unbuilt {
-            self.verify_stored_tree()?;
+            stored_tree?;
         }
         summary.tree_root = hex::encode(root);
         if notes.is_empty() {
@@ -1655,6 +1879,8 @@ impl SqliteStore {
     }
 
     fn verify_stored_blobs(&self) -> Result<(), StoreError> {
+        // Read before the walk holds the connection (decompressing a blob may need them).
+        self.load_dictionaries()?;
         let conn = self.conn();
         let mut stmt = conn
             .prepare("SELECT sha256, codec, bytes FROM blob")
@@ -1664,7 +1890,7 @@ impl SqliteStore {
             let key: Vec<u8> = r.get(0).map_err(self.sql("reading blobs"))?;
             let codec: i64 = r.get(1).map_err(self.sql("reading blobs"))?;
             let kept: Vec<u8> = r.get(2).map_err(self.sql("reading blobs"))?;
-            let Some(bytes) = blob_bytes(codec, kept) else {
+            let Some(bytes) = self.blob_bytes(codec, kept) else {
                 return Err(self.corrupt(format!(
                     "blob {} does not decompress (codec {codec})",
                     hex::encode(&key)
@@ -1729,7 +1955,7 @@ impl SqliteStore {
                             day: r.get(2)?,
                             as_of_ms: r.get(3)?,
                             seq: r.get::<_, i64>(4)? as u64,
-                            document: r.get(5)?,
+                            document: score_document_read(r.get(5)?)?,
                         },
                     ))
                 })
@@ -2328,7 +2554,7 @@ fn read_score(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScoreRow> {
         day: r.get(1)?,
         as_of_ms: r.get(2)?,
         seq: r.get::<_, i64>(3)? as u64,
-        document: r.get(4)?,
+        document: score_document_read(r.get(4)?)?,
     })
 }
 
@@ -2375,6 +2601,29 @@ fn put_state_in(
     Ok(())
 }
 
+/// A score document as its row keeps it: compressed with zstd (a document of the day is
+/// rewritten with every score; its JSON repeats its keys and names).
+fn score_document_kept(document: &[u8]) -> Vec<u8> {
+    match zstd::bulk::compress(document, BLOB_ZSTD_LEVEL) {
+        Ok(c) if c.len() < document.len() => c,
+        _ => document.to_vec(),
+    }
+}
+
+/// A score row's document as the readers see it: JSON as kept, or decompressed from a zstd
+/// frame (told apart by its magic number; a JSON document starts with `{`).
+fn score_document_read(kept: Vec<u8>) -> rusqlite::Result<Vec<u8>> {
+    if !kept.starts_with(&ZSTD_MAGIC) {
+        return Ok(kept);
+    }
+    zstd::stream::decode_all(kept.as_slice()).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(4, rusqlite::types::Type::Blob, Box::new(e))
+    })
+}
+
+/// The first bytes of a zstd frame.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
 fn put_score_in(conn: &Connection, row: &ScoreRow) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO score (subject, day, as_of_ms, seq, document) VALUES (?1, ?2, ?3, ?4, ?5)
@@ -2385,7 +2634,7 @@ fn put_score_in(conn: &Connection, row: &ScoreRow) -> rusqlite::Result<()> {
         row.day,
         row.as_of_ms,
         row.seq as i64,
-        row.document
+        score_document_kept(&row.document)
     ])?;
     Ok(())
 }
@@ -2435,6 +2684,64 @@ impl PerfectNodes for SqliteNodes<'_> {
             .query_row(params![i64::from(level), index as i64], |r| r.get(0))
             .ok()?;
         bytes.try_into().ok()
+    }
+}
+
+/// Perfect subtrees read from the stored tree ahead of the proofs that need them.
+struct FetchedNodes {
+    size: u64,
+    hashes: std::collections::HashMap<(u32, u64), Hash>,
+}
+
+/// Nodes fetched per statement (unused places repeat the first).
+const FETCH_NODES: usize = 32;
+
+impl FetchedNodes {
+    fn read(
+        conn: &Connection,
+        size: u64,
+        wanted: std::collections::BTreeSet<(u32, u64)>,
+    ) -> rusqlite::Result<FetchedNodes> {
+        let wanted: Vec<(u32, u64)> = wanted.into_iter().collect();
+        let mut hashes = std::collections::HashMap::with_capacity(wanted.len());
+        let places: Vec<String> = (0..FETCH_NODES)
+            .map(|i| format!("(?{}, ?{})", 2 * i + 1, 2 * i + 2))
+            .collect();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT level, idx, hash FROM tree WHERE (level, idx) IN (VALUES {})",
+            places.join(", ")
+        ))?;
+        for chunk in wanted.chunks(FETCH_NODES) {
+            let mut params: Vec<i64> = Vec::with_capacity(2 * FETCH_NODES);
+            for i in 0..FETCH_NODES {
+                let (level, idx) = chunk.get(i).unwrap_or(&chunk[0]);
+                params.push(i64::from(*level));
+                params.push(*idx as i64);
+            }
+            let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
+            while let Some(r) = rows.next()? {
+                let level: i64 = r.get(0)?;
+                let idx: i64 = r.get(1)?;
+                let hash: Vec<u8> = r.get(2)?;
+                if let Ok(hash) = Hash::try_from(hash) {
+                    hashes.insert((level as u32, idx as u64), hash);
+                }
+            }
+        }
+        Ok(FetchedNodes { size, hashes })
+    }
+}
+
+impl PerfectNodes for FetchedNodes {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn perfect(&self, level: u32, index: u64) -> Option<Hash> {
+        if (index + 1).checked_shl(level)? > self.size {
+            return None;
+        }
+        self.hashes.get(&(level, index)).copied()
     }
 }
 
