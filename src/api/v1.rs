@@ -176,7 +176,8 @@ pub(crate) async fn subject_history(
     State(state): State<ApiState>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<JsonBytes, ApiError> {
-    Ok(JsonBytes(entry(&state, id)?.history_json()))
+    let entry = entry(&state, id)?;
+    Ok(JsonBytes(state.view.history_json(&entry)))
 }
 
 pub(crate) fn outage_views(state: &ApiState, now_ms: i64) -> Vec<OutageView> {

@@ -106,7 +106,9 @@ async fn index_page(
         Ok(q) => q,
         Err(why) => return page(StatusCode::BAD_REQUEST, render::bad_request(&why)),
     };
-    let v = view::index_view(&state.view.current(), query);
+    let v = view::index_view(&state.view.current(), query, |e| {
+        state.view.latest_document(e)
+    });
     page(StatusCode::OK, render::index(&v))
 }
 
@@ -120,8 +122,8 @@ async fn subject_page(State(state): State<ApiState>, Path(id): Path<String>) -> 
         .read()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
-    let body = state.view.page(&entry, &outages, || {
-        render::subject(&view::subject_view(&entry, outages.clone()))
+    let body = state.view.page(&entry, &outages, |details| {
+        render::subject(&view::subject_view(&entry, details, outages.clone()))
     });
     page(StatusCode::OK, body)
 }
