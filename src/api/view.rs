@@ -421,6 +421,15 @@ impl View {
     }
 }
 
+/// Runs `read` (a store read of one subject's routes, which may take a while for a subject with
+/// a long history) on the blocking pool, so the runtime's workers keep serving meanwhile.
+pub(crate) async fn off_runtime<T: Send + 'static>(read: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(read).await {
+        Ok(made) => made,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
 /// A stored daily score read back (`None`, logged, when it does not).
 fn read_back(url: &str, day: &ScoreRow) -> Option<ScoreDocument> {
     ScoreDocument::from_slice(&day.document)

@@ -389,8 +389,18 @@ pub(crate) fn checked_scores(
             Err(e) => checked.mismatches.push(e),
         }
     }
-    let newest_intact = checked.daily.last().filter(|r| Some(r.seq) == newest_row).cloned();
-    settle_latest(&mut checked, subject, newest_entry, newest_row, newest_intact);
+    let newest_intact = checked
+        .daily
+        .last()
+        .filter(|r| Some(r.seq) == newest_row)
+        .cloned();
+    settle_latest(
+        &mut checked,
+        subject,
+        newest_entry,
+        newest_row,
+        newest_intact,
+    );
     Ok(checked)
 }
 
