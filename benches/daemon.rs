@@ -1026,9 +1026,11 @@ fn scored_store(subjects: usize) -> ScoredStore {
     let building = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let still = building.clone();
     let progress = std::thread::spawn(move || {
+        let mut next_report = Duration::from_secs(60);
         while still.load(std::sync::atomic::Ordering::Relaxed) {
             std::thread::sleep(Duration::from_secs(1));
-            if began.elapsed().as_secs() % 60 == 0 {
+            if began.elapsed() >= next_report {
+                next_report += Duration::from_secs(60);
                 let (runs, scored, scores) = ledger_counts(&progress_state);
                 eprintln!(
                     "  {:.0} s: {runs} runs, {scores} scores, {scored} subjects scored",
