@@ -13,7 +13,7 @@ use bytes::Bytes;
 use serde::Serialize;
 
 use super::types::*;
-use super::view::{SubjectEntry, SubjectKey};
+use super::view::{SubjectEntry, SubjectKey, off_runtime};
 use super::{ApiError, ApiState, ErrorCode};
 use crate::control::{Command, LoopStatus};
 use crate::daemon::scoring::rfc3339_ms;
@@ -155,7 +155,8 @@ pub(crate) async fn subject_score(
     id: Result<Path<String>, PathRejection>,
 ) -> Result<JsonBytes, ApiError> {
     let entry = entry(&state, id)?;
-    match state.view.signed(&entry) {
+    let (shown, of) = (state.view.clone(), entry.clone());
+    match off_runtime(move || shown.signed(&of)).await {
         Some(bytes) => Ok(JsonBytes(bytes)),
         None if entry.withheld => Err(ApiError::new(
             ErrorCode::Unavailable,
@@ -176,7 +177,11 @@ pub(crate) async fn subject_history(
     State(state): State<ApiState>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<JsonBytes, ApiError> {
-    Ok(JsonBytes(entry(&state, id)?.history_json()))
+    let entry = entry(&state, id)?;
+    let shown = state.view.clone();
+    Ok(JsonBytes(
+        off_runtime(move || shown.history_json(&entry)).await,
+    ))
 }
 
 pub(crate) fn outage_views(state: &ApiState, now_ms: i64) -> Vec<OutageView> {

@@ -1,20 +1,20 @@
-//! The subjects as the API and the pages serve them, in memory: never a store read per request.
-//! Each subject is one compact entry: its id as 16 bytes, its URL and category shared
-//! (`Arc<str>`, one copy for all the maps that name it), its state and revision; and only once
-//! the ledger holds something for it, what its score brings (the summary and the daily history,
-//! serialised once when its score changes; the score document as stored, deflated, with what the
-//! index sorts it by) and what its page shows (`pages/facts.rs`: receipts, paid calls,
-//! revisions). A subject never scored costs about two hundred bytes here; one scored, a few
-//! kilobytes. What is made from the document on request (a page reads it back; the signed score
-//! envelope, two and a half times its size, signs it) is kept in a cache of bounded size
-//! ([`CACHE_BYTES`], least recently served out first), never one of each per subject. The pipeline marks subjects whose score it just
-//! wrote (`ReadSide::score_changes`); a task of the view rebuilds those, and re-reads the subject
-//! rows every few seconds for subjects added or delisted without a new score. Readers take an
-//! `Arc` of the whole view: a request never waits for a rebuild.
+//! The subjects as the API and the pages serve them, in memory. Each subject is one compact
+//! entry: its id as 16 bytes, its URL and category shared (`Arc<str>`, one copy for all the maps
+//! that name it), its state and revision, and once it has a score what the index and the list
+//! show of it (the latest score summarised, what the index sorts it by, the entry that published
+//! it), read at the start from each subject's latest score row alone: never its daily rows, its
+//! runs or the rest of the ledger. A scored subject costs about a kilobyte here, so 100,000 fit
+//! in a few tens of megabytes. What a subject's own routes show (its page: the latest document,
+//! daily history, each check's last receipt, paid calls, revisions; its signed score envelope;
+//! its daily history as JSON) is read from the store through the reader pool when asked for and
+//! kept in a cache of bounded size ([`CACHE_BYTES`], least recently served out first), never one
+//! of each per subject. The pipeline marks subjects whose score it just wrote
+//! (`ReadSide::score_changes`); a task of the view rebuilds those, and re-reads the subject rows
+//! every few seconds for subjects added or delisted without a new score. Readers take an `Arc`
+//! of the whole view: a request never waits for a rebuild.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{Read, Write};
-use std::sync::{Arc, LazyLock, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -32,7 +32,10 @@ use crate::daemon::pipeline::ReadSide;
 use crate::ledger::key::ReporterKey;
 use crate::score::document::ScoreDocument;
 use crate::score::outlook;
-use crate::store::{CheckedScores, ScoreRow, SubjectShown, SubjectState, checked_scores};
+use crate::store::{
+    CheckedScores, ScoreRow, Store, SubjectShown, SubjectState, checked_latest_score,
+    checked_scores,
+};
 
 /// How often subject rows are re-read for changes that bring no new score.
 const ROWS_EVERY: Duration = Duration::from_secs(5);
@@ -68,35 +71,12 @@ impl SubjectKey {
     }
 }
 
-/// A stored score document, deflated (a document is about 11 KB of JSON; deflated, a few KB).
-pub(crate) struct Deflated(Box<[u8]>);
-
-impl Deflated {
-    fn of(bytes: &[u8]) -> Deflated {
-        let mut encoder =
-            flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
-        // Writing to a Vec cannot fail.
-        let _ = encoder.write_all(bytes);
-        Deflated(encoder.finish().unwrap_or_default().into_boxed_slice())
-    }
-
-    fn inflate(&self) -> std::io::Result<Vec<u8>> {
-        let mut bytes = Vec::new();
-        flate2::read::DeflateDecoder::new(&*self.0).read_to_end(&mut bytes)?;
-        Ok(bytes)
-    }
-}
-
-/// What a subject's latest score brings.
+/// What a subject's latest score brings to the index and the list.
 pub(crate) struct Scored {
     /// The latest score, summarised (`None` when its stored document does not read back).
     pub(crate) latest: Option<ScoreSummaryView>,
     /// What the index sorts it by (`None` likewise).
     pub(crate) order: Option<IndexOrder>,
-    /// The document as stored, and the ledger entry that published it.
-    document: Deflated,
-    seq: u64,
-    pub(crate) history_json: Bytes,
 }
 
 /// One subject, ready to serve.
@@ -111,15 +91,10 @@ pub(crate) struct SubjectEntry {
     pub(crate) revision: Option<Box<str>>,
     /// Once the subject has a score.
     pub(crate) scored: Option<Box<Scored>>,
-    /// What the subject's page shows; `None` while the ledger holds nothing for it.
-    facts: Option<Arc<SubjectFacts>>,
     /// The rebuild that made this entry (a cached page is valid for this entry only: an entry is
     /// rebuilt, never changed, when the subject's evidence changes).
     generation: u64,
 }
-
-/// The facts of a subject the ledger holds nothing for.
-static NO_FACTS: LazyLock<Arc<SubjectFacts>> = LazyLock::new(Arc::default);
 
 impl SubjectEntry {
     pub(crate) fn id(&self) -> String {
@@ -133,22 +108,6 @@ impl SubjectEntry {
 
     pub(crate) fn index_order(&self) -> Option<IndexOrder> {
         self.scored.as_ref().and_then(|s| s.order)
-    }
-
-    /// The latest score document, read back with the type that wrote it.
-    pub(crate) fn latest_document(&self) -> Latest {
-        match &self.scored {
-            None => Latest::None,
-            Some(scored) => match scored.document.inflate() {
-                Ok(bytes) => Latest::of(Some(&bytes)),
-                Err(e) => Latest::Unreadable(format!("the kept document does not inflate: {e}")),
-            },
-        }
-    }
-
-    /// What the subject's page shows (empty facts for a subject without entries).
-    pub(crate) fn facts(&self) -> &Arc<SubjectFacts> {
-        self.facts.as_ref().unwrap_or(&NO_FACTS)
     }
 
     pub(crate) fn summary(&self) -> SubjectSummary {
@@ -167,21 +126,14 @@ impl SubjectEntry {
     pub(crate) fn summary_json(&self) -> Bytes {
         Bytes::from(serde_json::to_vec(&self.summary()).unwrap_or_default())
     }
+}
 
-    /// The daily history as JSON (serialised at the rebuild when there is one).
-    pub(crate) fn history_json(&self) -> Bytes {
-        match &self.scored {
-            Some(scored) => scored.history_json.clone(),
-            None => Bytes::from(
-                serde_json::to_vec(&ScoreHistory {
-                    subject_id: self.id(),
-                    url: self.url.to_string(),
-                    days: Vec::new(),
-                })
-                .unwrap_or_default(),
-            ),
-        }
-    }
+/// What a subject's page shows besides its entry, read from the store when the page is made.
+pub(crate) struct Details {
+    /// Its latest score document, read back.
+    pub(crate) latest: Latest,
+    /// Its history, receipts, revisions and paid calls.
+    pub(crate) facts: Arc<SubjectFacts>,
 }
 
 /// The whole view at one moment.
@@ -209,6 +161,8 @@ enum Made {
     Page,
     /// Its latest score's signed envelope.
     Envelope,
+    /// Its daily history as JSON.
+    History,
 }
 
 /// Pages and envelopes made on request, least recently served first out, within [`CACHE_BYTES`].
@@ -280,6 +234,8 @@ pub(crate) struct View {
     cache: Mutex<Cache>,
     /// Signs envelopes on request.
     key: ReporterKey,
+    /// The ledger's read-only handle: what a subject's own routes show is read from it.
+    store: Arc<dyn Store>,
 }
 
 impl View {
@@ -290,6 +246,7 @@ impl View {
             current: RwLock::new(Arc::new(ViewData::default())),
             cache: Mutex::new(Cache::default()),
             key,
+            store: shared.store.clone(),
         });
         let mut builder = Builder {
             shared: Arc::downgrade(&shared),
@@ -314,25 +271,108 @@ impl View {
     }
 
     /// The subject's page under `outages`: from the cache when it was rendered from this very
-    /// entry under the same windows, else `render` (outside the lock: two first requests may
-    /// both render; the bytes are the same), kept for the next request.
+    /// entry under the same windows, else `render`ed from its details read now (outside the
+    /// lock: two first requests may both render; the bytes are the same), kept for the next
+    /// request.
     pub(crate) fn page(
         &self,
         entry: &SubjectEntry,
         outages: &[OutageWindow],
-        render: impl FnOnce() -> String,
+        render: impl FnOnce(Details) -> String,
     ) -> Bytes {
-        self.made(entry, Made::Page, outages, || Some(Bytes::from(render())))
-            .unwrap_or_default()
+        self.made(entry, Made::Page, outages, || {
+            Some(Bytes::from(render(self.details(entry))))
+        })
+        .unwrap_or_default()
     }
 
     /// The signed envelope of the subject's latest score (`None` without a score, or, logged,
     /// if it cannot be made): from the cache, else signed now.
     pub(crate) fn signed(&self, entry: &SubjectEntry) -> Option<Bytes> {
-        let scored = entry.scored.as_ref()?;
+        entry.scored.as_ref()?;
         self.made(entry, Made::Envelope, &[], || {
-            self.sign(&entry.url, &scored.document, scored.seq)
+            let row = self.latest_row(entry)?;
+            self.sign(&entry.url, &row.document, row.seq)
         })
+    }
+
+    /// The subject's daily history as JSON: from the cache, else read now.
+    pub(crate) fn history_json(&self, entry: &SubjectEntry) -> Bytes {
+        self.made(entry, Made::History, &[], || {
+            let days = match &entry.scored {
+                None => Vec::new(),
+                Some(_) => self
+                    .scores(entry)
+                    .daily
+                    .iter()
+                    .filter_map(|day| read_back(&entry.url, day).map(|doc| daily_of(day, &doc)))
+                    .collect(),
+            };
+            let history = ScoreHistory {
+                subject_id: entry.id(),
+                url: entry.url.to_string(),
+                days,
+            };
+            serde_json::to_vec(&history).ok().map(Bytes::from)
+        })
+        .unwrap_or_default()
+    }
+
+    /// The latest score document of a subject as the index shows it, read from the store (the
+    /// rows of one index page).
+    pub(crate) fn latest_document(&self, entry: &SubjectEntry) -> Latest {
+        if entry.scored.is_none() {
+            return Latest::None;
+        }
+        match self.latest_row(entry) {
+            Some(row) => Latest::of(Some(&row.document)),
+            None => Latest::Unreadable("the stored score could not be read now".into()),
+        }
+    }
+
+    /// The subject's latest score row as checked against the ledger (a newer one than the
+    /// entry's when the daemon published one since: the view rebuilds the entry shortly).
+    fn latest_row(&self, entry: &SubjectEntry) -> Option<ScoreRow> {
+        match checked_latest_score(self.store.as_ref(), &entry.url) {
+            Ok(checked) => checked.latest,
+            Err(e) => {
+                tracing::warn!(subject = %entry.url, error = %e, "API view: reading a score failed");
+                None
+            }
+        }
+    }
+
+    /// The subject's score rows as checked against the ledger.
+    fn scores(&self, entry: &SubjectEntry) -> CheckedScores {
+        checked_scores(self.store.as_ref(), &entry.url).unwrap_or_else(|e| {
+            tracing::warn!(subject = %entry.url, error = %e, "API view: reading scores failed");
+            CheckedScores::default()
+        })
+    }
+
+    /// What the subject's page shows, read now: its scores and the facts folded from its
+    /// entries.
+    fn details(&self, entry: &SubjectEntry) -> Details {
+        let url = &entry.url;
+        let scores = if entry.scored.is_some() {
+            self.scores(entry)
+        } else {
+            CheckedScores::default()
+        };
+        let latest = Latest::of(scores.latest.as_ref().map(|s| s.document.as_slice()));
+        let points = scores
+            .daily
+            .iter()
+            .filter_map(|day| read_back(url, day).map(|doc| DayPoint::of(day, &doc)))
+            .collect();
+        let mut facts = SubjectFacts::default();
+        if let Err(e) = facts.refresh(self.store.as_ref(), url, points) {
+            tracing::warn!(subject = %url, error = %e, "API view: reading the page's entries failed");
+        }
+        Details {
+            latest,
+            facts: Arc::new(facts),
+        }
     }
 
     fn made(
@@ -351,17 +391,10 @@ impl View {
         Some(body)
     }
 
-    /// The signed envelope of a kept score document.
-    fn sign(&self, url: &str, document: &Deflated, seq: u64) -> Option<Bytes> {
-        let document = match document.inflate() {
-            Ok(bytes) => bytes,
-            Err(e) => {
-                tracing::warn!(subject = %url, error = %e, "API view: a kept score does not inflate");
-                return None;
-            }
-        };
+    /// The signed envelope of a stored score document.
+    fn sign(&self, url: &str, document: &[u8], seq: u64) -> Option<Bytes> {
         let (mut envelope, message): (SignedScore, Vec<u8>) = match envelope_parts(
-            &document,
+            document,
             seq,
             &self.key.public_key(),
         ) {
@@ -386,6 +419,24 @@ impl View {
         ordered.sort_unstable_by_key(|e| e.key);
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(ViewData { ordered });
     }
+}
+
+/// Runs `read` (a store read of one subject's routes, which may take a while for a subject with
+/// a long history) on the blocking pool, so the runtime's workers keep serving meanwhile.
+pub(crate) async fn off_runtime<T: Send + 'static>(read: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(read).await {
+        Ok(made) => made,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+/// A stored daily score read back (`None`, logged, when it does not).
+fn read_back(url: &str, day: &ScoreRow) -> Option<ScoreDocument> {
+    ScoreDocument::from_slice(&day.document)
+        .inspect_err(|e| {
+            tracing::warn!(subject = %url, day = %day.day, error = %e, "API view: a stored daily score does not read back")
+        })
+        .ok()
 }
 
 /// What a subject's row says that the view shows.
@@ -495,8 +546,9 @@ impl Builder {
 
     fn rebuild(&mut self, shared: &ReadSide, row: &RowView) {
         let url = row.url;
-        // Only rows that hold what the ledger's score entries published are served or signed.
-        let scores = checked_scores(shared.store.as_ref(), url).unwrap_or_else(|e| {
+        // Only a row that holds what the ledger's score entries published is served or signed;
+        // the latest alone is read (the daily rows are read when a page or history asks).
+        let scores = checked_latest_score(shared.store.as_ref(), url).unwrap_or_else(|e| {
             tracing::warn!(subject = %url, error = %e, "API view: reading scores failed");
             CheckedScores::default()
         });
@@ -504,50 +556,18 @@ impl Builder {
             tracing::error!(subject = %url, error = %broken, "integrity: a stored score row differs from the ledger; it is not served");
         }
         let withheld = scores.latest.is_none() && !scores.mismatches.is_empty();
-        let (latest, days) = (scores.latest, scores.daily);
-        // Each stored document is read back once, with the type that wrote it.
-        let latest_doc = Latest::of(latest.as_ref().map(|s| s.document.as_slice()));
-        let mut daily = Vec::with_capacity(days.len());
-        let mut points = Vec::with_capacity(days.len());
-        for day in &days {
-            match ScoreDocument::from_slice(&day.document) {
-                Ok(doc) => {
-                    daily.push(daily_of(day, &doc));
-                    points.push(DayPoint::of(day, &doc));
-                }
-                Err(e) => {
-                    tracing::warn!(subject = %url, day = %day.day, error = %e, "API view: a stored daily score does not read back")
-                }
-            }
-        }
         let old = self.entries.get(url);
         // The URL kept once: the old entry's when there is one.
         let url: Arc<str> = old.map_or_else(|| Arc::from(url), |e| e.url.clone());
         let key = old.map_or_else(|| SubjectKey::of(&url), |e| e.key);
-        // Folded forward from where the last rebuild stopped (never re-read from the start).
-        let mut facts = old
-            .and_then(|e| e.facts.clone())
-            .map(Arc::unwrap_or_clone)
-            .unwrap_or_default();
-        let scored = latest.as_ref().map(|score| {
-            let history = ScoreHistory {
-                subject_id: key.hex(),
-                url: url.to_string(),
-                days: daily,
-            };
+        let scored = scores.latest.as_ref().map(|score| {
+            // The stored document is read back once, with the type that wrote it.
+            let latest_doc = Latest::of(Some(&score.document));
             Box::new(Scored {
                 latest: latest_doc.doc().map(|doc| summary_of(score, doc)),
                 order: latest_doc.doc().map(IndexOrder::of),
-                document: Deflated::of(&score.document),
-                seq: score.seq,
-                history_json: Bytes::from(serde_json::to_vec(&history).unwrap_or_default()),
             })
         });
-        if let Err(e) = facts.refresh(shared.store.as_ref(), &url, points) {
-            // The page keeps what it had; the next rebuild reads from where this one stopped.
-            tracing::warn!(subject = %url, error = %e, "API view: reading the page's entries failed");
-        }
-        let facts = (facts != SubjectFacts::default()).then(|| Arc::new(facts));
         let category = match self.categories.get(row.category) {
             Some(c) => c.clone(),
             None => {
@@ -565,7 +585,6 @@ impl Builder {
             state: row.state,
             revision: row.revision.map(Box::from),
             scored,
-            facts,
             generation: self.generation,
         };
         self.entries.insert(url, Arc::new(entry));
@@ -667,7 +686,6 @@ mod tests {
             state: SubjectState::Active,
             revision: None,
             scored: None,
-            facts: None,
             generation,
         }
     }
@@ -729,14 +747,25 @@ mod tests {
 
     #[test]
     fn a_subject_without_entries_serves_an_empty_history_and_its_summary() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::sqlite::SqliteStore::open(dir.path()).unwrap();
+        let view = View {
+            current: RwLock::default(),
+            cache: Mutex::default(),
+            key: ReporterKey::generate(&dir.path().join("reporter.key")).unwrap(),
+            store: Arc::new(store.reader()),
+        };
         let e = entry("https://s.test/", 1);
         let summary: SubjectSummary = serde_json::from_slice(&e.summary_json()).unwrap();
         assert_eq!(summary.id, e.id());
         assert_eq!(summary.score_url, format!("/v1/subjects/{}/score", e.id()));
         assert!(summary.latest.is_none() && e.scored.is_none());
-        assert_eq!(e.latest_document(), Latest::None);
-        let history: ScoreHistory = serde_json::from_slice(&e.history_json()).unwrap();
+        assert_eq!(view.latest_document(&e), Latest::None);
+        assert!(view.signed(&e).is_none());
+        let history: ScoreHistory = serde_json::from_slice(&view.history_json(&e)).unwrap();
         assert!(history.days.is_empty() && history.url == "https://s.test/");
-        assert_eq!(**e.facts(), SubjectFacts::default());
+        let details = view.details(&e);
+        assert_eq!(details.latest, Latest::None);
+        assert_eq!(*details.facts, SubjectFacts::default());
     }
 }

@@ -564,7 +564,7 @@ impl Daemon {
             }
             // Only a row that holds what the ledger published (it feeds paid-call decisions and
             // the value population other subjects' scores read).
-            let checked = crate::store::checked_scores(store.as_ref(), url)?;
+            let checked = crate::store::checked_latest_score(store.as_ref(), url)?;
             for broken in &checked.mismatches {
                 tracing::error!(subject = %url, error = %broken, "integrity: a stored score row differs from the ledger; it is not used");
             }

@@ -415,17 +415,73 @@ pub(crate) fn checked_scores(
             Err(e) => checked.mismatches.push(e),
         }
     }
-    let newest_intact = checked.daily.last().filter(|r| Some(r.seq) == newest_row);
+    let newest_intact = checked
+        .daily
+        .last()
+        .filter(|r| Some(r.seq) == newest_row)
+        .cloned();
+    settle_latest(
+        &mut checked,
+        subject,
+        newest_entry,
+        newest_row,
+        newest_intact,
+    );
+    Ok(checked)
+}
+
+/// [`checked_scores`] for the latest score alone (`daily` left empty): the subject's newest row,
+/// checked against the entry it names and against the subject's newest `score` entry, in two
+/// or three indexed reads whatever the subject's age. What the daemon's start and the API's view
+/// read for every subject.
+pub(crate) fn checked_latest_score(
+    store: &dyn Store,
+    subject: &str,
+) -> Result<CheckedScores, StoreError> {
+    // The newest entry first, as in `checked_scores`.
+    let newest_entry = store.latest_subject_entry(subject, RecordKind::Score)?;
+    let row = store.latest_score(subject)?;
+    let mut checked = CheckedScores::default();
+    let newest_row = row.as_ref().map(|r| r.seq);
+    let mut intact = None;
+    if let Some(row) = row {
+        let named = match &newest_entry {
+            Some(entry) if entry.seq == row.seq => Some(entry.clone()),
+            _ => store.entries_at(&[row.seq])?.into_iter().next(),
+        };
+        match row.check_against(named.as_ref()) {
+            Ok(()) => intact = Some(row),
+            Err(e) => checked.mismatches.push(e),
+        }
+    }
+    settle_latest(
+        &mut checked,
+        subject,
+        newest_entry.map(|e| e.seq),
+        newest_row,
+        intact,
+    );
+    Ok(checked)
+}
+
+/// The latest score: the newest row when it is intact and not older than the newest `score`
+/// entry; a newest entry without its row is named (an altered newest row already is).
+fn settle_latest(
+    checked: &mut CheckedScores,
+    subject: &str,
+    newest_entry: Option<u64>,
+    newest_row: Option<u64>,
+    newest_intact: Option<ScoreRow>,
+) {
     match (newest_entry, newest_intact) {
-        (Some(entry), Some(row)) if row.seq >= entry => checked.latest = Some(row.clone()),
-        // The newest row is altered: named above.
+        (Some(entry), Some(row)) if row.seq >= entry => checked.latest = Some(row),
+        // The newest row is altered: named by the caller.
         (Some(_), None) if newest_row.is_some() => {}
         (Some(entry), _) => checked
             .mismatches
             .push(newest_row_stale(subject, entry, newest_row)),
         (None, _) => {}
     }
-    Ok(checked)
 }
 
 /// The integrity error of a subject whose newest score row is not its newest score entry's.

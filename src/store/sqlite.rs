@@ -1433,12 +1433,12 @@ impl Store for SqliteStore {
 
     fn latest_score(&self, subject: &str) -> Result<Option<ScoreRow>, StoreError> {
         self.conn()
-            .query_row(
+            .prepare_cached(
                 "SELECT subject, day, as_of_ms, seq, document FROM score WHERE subject = ?1
                  ORDER BY day DESC LIMIT 1",
-                [subject],
-                read_score,
             )
+            .map_err(self.sql("reading a score"))?
+            .query_row([subject], read_score)
             .optional()
             .map_err(self.sql("reading a score"))
     }

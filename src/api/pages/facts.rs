@@ -1,11 +1,10 @@
-//! What the pages show of one subject besides its index row, kept by the API's in-memory view
-//! (`api/view.rs`) so that a page is rendered from memory, never from a store read per request
-//! (the latest score document is kept by the view, deflated, and read back with the type that
-//! wrote it when a page is rendered: [`Latest`]): the daily history, and what
-//! only the ledger holds (each check's last receipt, revisions, the newest paid calls, the
-//! description the last quote carried), folded in from the subject's new entries whenever the
-//! view rebuilds the subject. Only the entries after the last one folded are read, and what is
-//! kept is bounded (one receipt per check, at most [`PAID_CALLS_SHOWN`] paid calls).
+//! What the pages show of one subject besides its index row, read when the view makes the
+//! subject's page (`api/view.rs`: the page is then kept in its bounded cache, never these facts
+//! per subject): the latest score document, read back with the type that wrote it ([`Latest`]),
+//! the daily history, and what only the ledger holds (each check's last receipt, revisions, the
+//! newest paid calls, the description the last quote carried), folded from the subject's
+//! entries. What is kept is bounded (one receipt per check, at most [`PAID_CALLS_SHOWN`] paid
+//! calls).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -149,8 +148,8 @@ pub(crate) struct SubjectFacts {
 }
 
 impl SubjectFacts {
-    /// Brings the facts of `url` up to date: its daily history as given (read by the caller,
-    /// which serves it too), its declaration, and its entries after the last one folded in.
+    /// Brings the facts of `url` up to date: its daily history as given (read by the caller),
+    /// its declaration, and its entries after the last one folded in.
     pub(crate) fn refresh(
         &mut self,
         store: &dyn Store,

@@ -25,6 +25,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use super::ApiState;
+use crate::api::view::off_runtime;
 
 /// Sent with every page and the stylesheet: nothing but our own stylesheet and inline images
 /// (`data:`, the favicon) may load; no script at all, no framing, no form posts.
@@ -106,7 +107,11 @@ async fn index_page(
         Ok(q) => q,
         Err(why) => return page(StatusCode::BAD_REQUEST, render::bad_request(&why)),
     };
-    let v = view::index_view(&state.view.current(), query);
+    let shown = state.view.clone();
+    let v = off_runtime(move || {
+        view::index_view(&shown.current(), query, |e| shown.latest_document(e))
+    })
+    .await;
     page(StatusCode::OK, render::index(&v))
 }
 
@@ -120,8 +125,12 @@ async fn subject_page(State(state): State<ApiState>, Path(id): Path<String>) -> 
         .read()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
-    let body = state.view.page(&entry, &outages, || {
-        render::subject(&view::subject_view(&entry, outages.clone()))
-    });
+    let shown = state.view.clone();
+    let body = off_runtime(move || {
+        shown.page(&entry, &outages, |details| {
+            render::subject(&view::subject_view(&entry, details, outages.clone()))
+        })
+    })
+    .await;
     page(StatusCode::OK, body)
 }

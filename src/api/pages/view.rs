@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::facts::{Latest, SubjectFacts};
-use crate::api::view::{SubjectEntry, ViewData};
+use crate::api::view::{Details, SubjectEntry, ViewData};
 use crate::checks::history::OutageWindow;
 use crate::rubric::Verdict;
 use crate::score::document::ScoreDocument;
@@ -267,7 +267,11 @@ pub(crate) fn sort_rows<R: IndexSortable>(rows: &mut [R], key: SortKey, directio
 
 /// The index: every subject with its latest score, sorted and cut to the asked page (sorted by
 /// reference; only the page's rows are built).
-pub(crate) fn index_view(view: &ViewData, query: IndexQuery) -> IndexView {
+pub(crate) fn index_view(
+    view: &ViewData,
+    query: IndexQuery,
+    latest: impl Fn(&SubjectEntry) -> Latest,
+) -> IndexView {
     let mut subjects: Vec<&SubjectEntry> = view.ordered.iter().map(|e| &**e).collect();
     sort_rows(&mut subjects, query.sort, query.direction);
     let total = subjects.len();
@@ -281,7 +285,7 @@ pub(crate) fn index_view(view: &ViewData, query: IndexQuery) -> IndexView {
             url: e.url.to_string(),
             category: e.category.to_string(),
             state: e.state,
-            latest: e.latest_document(),
+            latest: latest(e),
         })
         .collect();
     IndexView {
@@ -308,16 +312,20 @@ pub(crate) struct SubjectView {
     pub outages: Vec<OutageWindow>,
 }
 
-/// Everything the subject page shows of `entry`, with our outage windows now.
-pub(crate) fn subject_view(entry: &SubjectEntry, outages: Vec<OutageWindow>) -> SubjectView {
+/// Everything the subject page shows of `entry` with its `details`, with our outage windows now.
+pub(crate) fn subject_view(
+    entry: &SubjectEntry,
+    details: Details,
+    outages: Vec<OutageWindow>,
+) -> SubjectView {
     SubjectView {
         id: entry.id(),
         url: entry.url.to_string(),
         category: entry.category.to_string(),
         state: entry.state,
         revision: entry.revision.as_deref().map(str::to_string),
-        latest: entry.latest_document(),
-        facts: entry.facts().clone(),
+        latest: details.latest,
+        facts: details.facts,
         outages,
     }
 }
