@@ -28,7 +28,7 @@ use crate::wallet::Wallet;
 
 use super::schedule::{ScoreSummary, retry_after_ms};
 use super::scoring::{self, day_of};
-use super::subject_state;
+use super::subject_state::{self, Known, RunFold};
 use super::writer::{Write, Writer};
 
 /// History entries of one ledger entry are numbered `seq * SEQ_STRIDE + i`: the ledger's order,
@@ -231,6 +231,8 @@ pub(crate) async fn run_subject(
     let rpc = RpcRead::of(&free);
     let retry_after = retry_after_ms(&free);
     let results = evaluate_free(&free, &shared.rubric);
+    // What the results derive to, kept for the run's stored form (which would derive them again).
+    let derived = results.clone();
     let mut out = RunOutput {
         free,
         paid: None,
@@ -380,10 +382,13 @@ pub(crate) async fn run_subject(
         .collect();
 
     // Record, then rescore: with the runs that finished meanwhile, in one commit each.
+    // Beside each entry, what the writer folds into the subject's state without reading it back.
     let mut entries = Vec::new();
+    let mut known = Vec::new();
     if let Some(r) = revision_record {
         // A payTo change is a webhook event, in the outbox with the revision that shows it.
         let routed = shared.webhooks.route(pay_to_event.into_iter().collect());
+        known.push(Known::Record(Record::Revision(r.clone())));
         entries.push(NewEntry {
             at_ms: started_ms,
             record: Record::Revision(r),
@@ -396,16 +401,23 @@ pub(crate) async fn run_subject(
             prepared: None,
         });
     }
+    known.push(Known::Run(RunFold::with_declared(
+        &shared.rubric,
+        &record,
+        declared_now.as_ref(),
+    )));
     let index = run_index(&shared.rubric, &record, declared_now);
     // The run's stored form is made here, in the run's own task: its results compared with what
-    // they derive to (`ledger::stored`) outside the writer.
-    entries.push(NewEntry::prepared(
+    // they derive to (`ledger::stored`) outside the writer; a paid call's are derived again.
+    let derived = record.paid.is_none().then_some(derived);
+    entries.push(NewEntry::prepared_derived(
         ended_ms,
         Record::Run(Box::new(record)),
         &shared.rubric,
+        derived,
         Some(index),
     ));
-    let summary = match record_run(&writer, url.clone(), category, entries).await {
+    let summary = match record_run(&writer, url.clone(), category, entries, known).await {
         Ok(summary) => summary,
         Err(e) => return failed(url, reached, pay, format!("recording the run: {e}")),
     };
@@ -437,6 +449,8 @@ pub(crate) struct PendingRun {
     url: String,
     category: String,
     entries: Vec<NewEntry>,
+    /// Each entry's part of the subject's state, in the order of `entries`.
+    known: Vec<Known>,
     pub(crate) done: tokio::sync::oneshot::Sender<Result<Option<ScoreSummary>, String>>,
 }
 
@@ -448,12 +462,14 @@ async fn record_run(
     url: String,
     category: String,
     entries: Vec<NewEntry>,
+    known: Vec<Known>,
 ) -> Result<Option<ScoreSummary>, String> {
     let (done, outcome) = tokio::sync::oneshot::channel();
     writer.send(Write::Run(PendingRun {
         url,
         category,
         entries,
+        known,
         done,
     }));
     outcome
@@ -473,18 +489,27 @@ pub(crate) fn record_batch(shared: &Shared, batch: Vec<PendingRun>) -> Result<()
         entries.append(&mut run.entries);
         runs.push(run);
     }
-    if let Err(e) = shared.store.append(entries) {
-        let why = e.to_string();
-        for run in runs {
-            let _ = run.done.send(Err(why.clone()));
+    let seqs = match shared.store.append(entries) {
+        Ok(seqs) => seqs,
+        Err(e) => {
+            let why = e.to_string();
+            for run in runs {
+                let _ = run.done.send(Err(why.clone()));
+            }
+            return Err(e);
         }
-        return Err(e);
-    }
+    };
     let mut scores = Vec::new();
     let mut outcomes = Vec::with_capacity(runs.len());
     let mut published = Vec::new();
-    for run in runs {
-        match score_subject(shared, &run.url, &run.category) {
+    let mut seqs = seqs.into_iter();
+    for mut run in runs {
+        // The run's entries got the next seqs, in order: folded from memory, not read back.
+        let known: BTreeMap<u64, Known> = std::mem::take(&mut run.known)
+            .into_iter()
+            .filter_map(|k| seqs.next().map(|seq| (seq, k)))
+            .collect();
+        match score_subject(shared, &run.url, &run.category, known) {
             Ok((entry, summary, now)) => {
                 scores.push(entry);
                 published.push((run.url.clone(), now));
@@ -609,6 +634,7 @@ fn score_subject(
     shared: &Shared,
     url: &str,
     category: &str,
+    known: BTreeMap<u64, Known>,
 ) -> Result<(NewEntry, ScoreSummary, crate::webhook::Published), String> {
     let now_ms = shared.clock.now_ms();
     let store = shared.store.as_ref();
@@ -617,8 +643,15 @@ fn score_subject(
     let (through, _) = store.head().map_err(|e| e.to_string())?;
     // The subject's folded state brought up to `through` (never its whole history), and our
     // outages folded once for every subject.
-    let mut state = subject_state::load(store, &shared.rubric, url, through, shared.history_days)
-        .map_err(|e| e.to_string())?;
+    let mut state = subject_state::load_known(
+        store,
+        &shared.rubric,
+        url,
+        through,
+        shared.history_days,
+        known,
+    )
+    .map_err(|e| e.to_string())?;
     let outages = {
         let mut fold = shared.outage_fold.lock().unwrap_or_else(|p| p.into_inner());
         for e in store

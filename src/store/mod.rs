@@ -201,8 +201,22 @@ impl NewEntry {
         rubric: &crate::rubric::Rubric,
         index: Option<IndexFn>,
     ) -> NewEntry {
+        NewEntry::prepared_derived(at_ms, record, rubric, None, index)
+    }
+
+    /// [`NewEntry::prepared`] for a run whose results the caller has just derived
+    /// (`ledger::stored::derive_results` of its observations, before any result was replaced):
+    /// they are compared with its results without being derived again.
+    pub fn prepared_derived(
+        at_ms: i64,
+        record: Record,
+        rubric: &crate::rubric::Rubric,
+        derived: Option<Vec<crate::evidence::CheckResult>>,
+        index: Option<IndexFn>,
+    ) -> NewEntry {
         let mut blobs = Vec::new();
-        let stored = crate::ledger::stored::to_stored(record.clone(), rubric, &mut blobs);
+        let stored =
+            crate::ledger::stored::to_stored_derived(record.clone(), rubric, derived, &mut blobs);
         NewEntry {
             at_ms,
             record,
