@@ -241,34 +241,34 @@ pub(crate) async fn run_subject(
 
     // History-aware checks, against what earlier runs saw.
     let declared_now = history::declared(&out.free, started_ms);
-    // Read off the runtime's workers: the store may be busy writing a batch to disk.
+    // Read off the runtime's workers (the store may be busy writing a batch to disk), in one
+    // trip: the subject's earlier declarations, and the notes its operator posted through the
+    // API, which count like the operator file's (H2, H3).
     let read = {
         let store = shared.store.clone();
         let subject = url.clone();
         let since = started_ms - history::STABILITY_WINDOW_MS;
-        tokio::task::spawn_blocking(move || store.declared(&subject, since)).await
+        tokio::task::spawn_blocking(move || {
+            let prior = store
+                .declared(&subject, since)
+                .map_err(|e| format!("reading declarations: {e}"))?;
+            let posted = store
+                .subject_entries(&subject, &[RecordKind::Note], 0)
+                .map_err(|e| format!("reading posted notes: {e}"))?;
+            Ok::<_, String>((prior, posted))
+        })
+        .await
     };
-    let prior: Vec<Declared> = match read {
-        Ok(Ok(rows)) => rows,
-        Ok(Err(e)) => return failed(url, reached, pay, format!("reading declarations: {e}")),
+    let (prior, posted): (Vec<Declared>, _) = match read {
+        Ok(Ok(read)) => read,
+        Ok(Err(e)) => return failed(url, reached, pay, e),
         Err(e) => return failed(url, reached, pay, format!("reading declarations: {e}")),
     };
     let mut notes = history::notes(&out.free);
-    // Notes its operator posted through the API count like the operator file's (H2, H3).
-    let posted = {
-        let store = shared.store.clone();
-        let subject = url.clone();
-        tokio::task::spawn_blocking(move || store.subject_entries(&subject, &[RecordKind::Note], 0))
-            .await
-    };
-    match posted {
-        Ok(Ok(entries)) => notes.extend(entries.into_iter().filter_map(|e| match e.record {
-            Record::Note(n) => Some(n.note),
-            _ => None,
-        })),
-        Ok(Err(e)) => return failed(url, reached, pay, format!("reading posted notes: {e}")),
-        Err(e) => return failed(url, reached, pay, format!("reading posted notes: {e}")),
-    }
+    notes.extend(posted.into_iter().filter_map(|e| match e.record {
+        Record::Note(n) => Some(n.note),
+        _ => None,
+    }));
     let h2 = history::h2(declared_now.as_ref(), &prior, &notes, started_ms);
     let h3 = history::h3(declared_now.as_ref(), &prior, &notes, started_ms);
     let at = rfc3339(out.free.at);
@@ -401,12 +401,13 @@ pub(crate) async fn run_subject(
             prepared: None,
         });
     }
+    let rows = run_rows(&shared.rubric, &record);
     known.push(Known::Run(RunFold::with_declared(
-        &shared.rubric,
+        rows.clone(),
         &record,
         declared_now.as_ref(),
     )));
-    let index = run_index(&shared.rubric, &record, declared_now);
+    let index = run_index_of(rows, record.id.clone(), declared_now);
     // The run's stored form is made here, in the run's own task: its results compared with what
     // they derive to (`ledger::stored`) outside the writer; a paid call's are derived again.
     let derived = record.paid.is_none().then_some(derived);
@@ -599,18 +600,46 @@ pub fn run_index(
     record: &RunRecord,
     declared: Option<Declared>,
 ) -> crate::store::IndexFn {
-    let entries = history_rows(rubric, record);
-    let run_id = record.id.clone();
+    run_index_of(run_rows(rubric, record), record.id.clone(), declared)
+}
+
+/// [`run_index`] from the run's rows already made ([`run_rows`]).
+fn run_index_of(
+    rows: Arc<[HistoryEntry]>,
+    run_id: String,
+    declared: Option<Declared>,
+) -> crate::store::IndexFn {
     Box::new(move |seq| Index {
         run_id: Some(run_id),
-        history: entries(seq)
-            .iter()
-            .filter_map(|e| serde_json::to_vec(e).ok())
+        history: rows_at(&rows, seq)
+            .filter_map(|e| serde_json::to_vec(&e).ok())
             .collect(),
         declared: declared
             .as_ref()
             .and_then(|d| serde_json::to_vec(d).ok().map(|b| (d.at_ms, b))),
         ..Index::default()
+    })
+}
+
+/// A run's history entries numbered from 0 (made once: a row's seq is its ledger entry's seq
+/// times [`SEQ_STRIDE`] plus its own, [`rows_at`]), for its index and its subject's state.
+pub fn run_rows(rubric: &Rubric, record: &RunRecord) -> Arc<[HistoryEntry]> {
+    run_entries(
+        &record.results,
+        rubric,
+        record.payment_sent(),
+        &record.revision,
+        0,
+    )
+    .into()
+}
+
+/// Rows numbered from 0 ([`run_rows`]) as the rows of ledger entry `seq`: what
+/// [`history_rows`] gives for it.
+pub fn rows_at(rows: &[HistoryEntry], seq: u64) -> impl Iterator<Item = HistoryEntry> + '_ {
+    rows.iter().map(move |row| HistoryEntry {
+        seq: row.seq + seq * SEQ_STRIDE,
+        ..row.clone()
     })
 }
 

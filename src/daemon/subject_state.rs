@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::checks::history::{Declared, OutageWindow, declared};
 use crate::evidence::run::{Provenance, RunRecord};
@@ -18,7 +19,7 @@ use crate::rubric::Rubric;
 use crate::score::input::HistoryEntry;
 use crate::store::{Store, StoreError};
 
-use super::pipeline::{SEQ_STRIDE, history_rows};
+use super::pipeline::{SEQ_STRIDE, rows_at, run_rows};
 use super::scoring::{self, SubjectInputs};
 
 /// The state's stored form's version: a row of another version is rebuilt from the ledger.
@@ -129,7 +130,7 @@ impl SubjectState {
 
     /// Folds run entry `seq` from what it adds ([`RunFold`]): the one way a run enters a state.
     pub fn fold_run(&mut self, seq: u64, run: RunFold) {
-        self.rows.extend((run.rows)(seq));
+        self.rows.extend(rows_at(&run.rows, seq));
         if let Some(price) = run.price_usd {
             self.price_usd = Some(price);
         }
@@ -266,7 +267,8 @@ pub const FOLDED_KINDS: [RecordKind; 4] = [
 /// What a run entry adds to its subject's state, taken from the run itself: the writer folds the
 /// runs it has just written from these, never reading them back.
 pub struct RunFold {
-    rows: Box<dyn FnOnce(u64) -> Vec<HistoryEntry> + Send>,
+    /// Numbered from 0 (`pipeline::run_rows`).
+    rows: Arc<[HistoryEntry]>,
     price_usd: Option<crate::evidence::usd::Usd>,
     provenance: Provenance,
     paid: bool,
@@ -277,17 +279,21 @@ impl RunFold {
     /// A run's part of the state (its history rows once its seq is known, the price it read).
     pub fn of(rubric: &Rubric, run: &RunRecord) -> RunFold {
         RunFold::with_declared(
-            rubric,
+            run_rows(rubric, run),
             run,
             declared(&run.free, run.started_at_ms).as_ref(),
         )
     }
 
-    /// The same, with what the run declared already read (`checks::history::declared` of its
-    /// observation at its start).
-    pub fn with_declared(rubric: &Rubric, run: &RunRecord, declared: Option<&Declared>) -> RunFold {
+    /// The same, with its rows already made ([`run_rows`]) and what the run declared already
+    /// read (`checks::history::declared` of its observation at its start).
+    pub fn with_declared(
+        rows: Arc<[HistoryEntry]>,
+        run: &RunRecord,
+        declared: Option<&Declared>,
+    ) -> RunFold {
         RunFold {
-            rows: Box::new(history_rows(rubric, run)),
+            rows,
             price_usd: declared.and_then(Declared::price_usd),
             provenance: run.provenance,
             paid: run.payment_sent(),
