@@ -215,8 +215,12 @@ pub fn score(
     horizon_days: u64,
 ) -> Result<Scored, ScoringError> {
     let inputs = Inputs::from_document(inputs)?;
-    let document = crate::score::score(rubric, &inputs, Sampler::InverseCdfTable)?;
-    let stored = stored_form(&document)?;
+    let mut document = crate::score::score(rubric, &inputs, Sampler::InverseCdfTable)?;
+    // The inputs set aside while the stored form is written, so the document is not copied.
+    let inputs = std::mem::replace(&mut document.inputs, std::sync::Arc::new(Value::Null));
+    let stored = stored_form(&document);
+    document.inputs = inputs;
+    let stored = stored?;
     let record = ScoreRecord {
         subject: document.subject.url.clone(),
         as_of_ms,
@@ -248,9 +252,13 @@ pub fn stored_form(document: &ScoreDocument) -> Result<Vec<u8>, crate::canonical
     // The inputs are left out before the document becomes a JSON value: they are the whole
     // history inside the horizon, and copying them only to drop them made every rescore's cost
     // grow with the subject's age.
-    let mut without = document.clone();
-    without.inputs = std::sync::Arc::new(Value::Null);
-    let mut value = serde_json::to_value(&without)?;
+    let mut value = if document.inputs.is_null() {
+        serde_json::to_value(document)?
+    } else {
+        let mut without = document.clone();
+        without.inputs = std::sync::Arc::new(Value::Null);
+        serde_json::to_value(&without)?
+    };
     if let Value::Object(map) = &mut value {
         map.remove("inputs");
     }
