@@ -326,11 +326,24 @@ mod tests {
             format!("{sign}{digits}{}", "0".repeat((n - k) as usize))
         };
         let two53 = (1u64 << 53) as f64;
-        for x in [1.0, -1.0, 10.0, 1e15, 123456789012.0, two53 - 1.0, two53, -two53, 1e20] {
+        for x in [
+            1.0,
+            -1.0,
+            10.0,
+            1e15,
+            123456789012.0,
+            two53 - 1.0,
+            two53,
+            -two53,
+            1e18,
+        ] {
             assert_eq!(format_number(x), general_number(x), "{x}");
             let value = serde_json::json!([x, x as i64]);
             let expected = format!("[{0},{0}]", general_number(x));
-            assert_eq!(String::from_utf8(to_canonical_bytes(&value)).unwrap(), expected);
+            assert_eq!(
+                String::from_utf8(to_canonical_bytes(&value)).unwrap(),
+                expected
+            );
         }
         // Past 2^53 an integer prints as the double it becomes.
         let value = serde_json::json!([9007199254740993_u64, u64::MAX]);

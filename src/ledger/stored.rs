@@ -156,8 +156,7 @@ pub fn to_stored_derived(
 }
 
 fn store_run(run: RunRecord, rubric: &Rubric, derived: Option<Vec<CheckResult>>) -> StoredRun {
-    let derived =
-        derived.unwrap_or_else(|| derive_results(&run.free, run.paid.as_ref(), rubric));
+    let derived = derived.unwrap_or_else(|| derive_results(&run.free, run.paid.as_ref(), rubric));
     let same_checks = derived.len() == run.results.len()
         && derived.iter().zip(&run.results).all(|(d, r)| d.id == r.id);
     let (kept, all_kept) = if same_checks {
