@@ -39,11 +39,18 @@ fn write_value(out: &mut String, value: &serde_json::Value) {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
         Value::Bool(false) => out.push_str("false"),
-        Value::Number(n) => {
+        Value::Number(n) => match n.as_i64() {
+            // An integer of at most 2^53 is an exact double: its digits are its text.
+            Some(i) if i.unsigned_abs() <= EXACT_INTEGER => write_integer(out, i),
             // JCS numbers are doubles: an integer beyond 2^53 is printed as the double it becomes.
-            let as_double = n.as_f64().unwrap_or(0.0);
-            out.push_str(&format_number(as_double));
-        }
+            _ => {
+                let as_double = n.as_f64().unwrap_or(0.0);
+                match exact_integer(as_double) {
+                    Some(i) => write_integer(out, i),
+                    None => out.push_str(&format_number(as_double)),
+                }
+            }
+        },
         Value::String(s) => write_string(out, s),
         Value::Array(items) => {
             out.push('[');
@@ -57,7 +64,7 @@ fn write_value(out: &mut String, value: &serde_json::Value) {
         }
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| utf16_order(a.0, b.0));
+            entries.sort_by(|a, b| key_order(a.0, b.0));
             out.push('{');
             for (i, (key, item)) in entries.into_iter().enumerate() {
                 if i > 0 {
@@ -72,43 +79,60 @@ fn write_value(out: &mut String, value: &serde_json::Value) {
     }
 }
 
-/// Keys' order: by UTF-16 code units. For ASCII keys (every key this crate writes) that is the
-/// order of their bytes, compared without transcoding.
-fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
+/// Keys in the order of their UTF-16 code units. UTF-8 bytes sort like code points, which differs
+/// only between a supplementary character and one from U+E000 to U+FFFF: ASCII keys (nearly
+/// all) are compared as bytes.
+fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
     if a.is_ascii() && b.is_ascii() {
-        a.as_bytes().cmp(b.as_bytes())
+        a.cmp(b)
     } else {
         a.encode_utf16().cmp(b.encode_utf16())
     }
 }
 
-/// A JSON string as RFC 8785 writes it: only `"`, `\` and control characters escaped.
-pub(crate) fn write_string(out: &mut String, s: &str) {
-    out.push('"');
-    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
-        // Nothing to escape (times, hashes, ids, URLs): copied whole.
-        out.push_str(s);
-        out.push('"');
-        return;
-    }
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\u{c}' => out.push_str("\\f"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+/// 2^53: every integer up to it in magnitude is an exact double.
+const EXACT_INTEGER: u64 = 1 << 53;
+
+/// A double that is an integer of at most 2^53 in magnitude (ECMAScript prints its digits).
+fn exact_integer(x: f64) -> Option<i64> {
+    (x.fract() == 0.0 && x.abs() <= EXACT_INTEGER as f64).then_some(x as i64)
 }
 
-/// 2^53: every whole number below it is a double exactly.
-const MAX_EXACT_INTEGER: f64 = 9_007_199_254_740_992.0;
+fn write_integer(out: &mut String, i: i64) {
+    use std::fmt::Write;
+    let _ = write!(out, "{i}");
+}
+
+pub(crate) fn write_string(out: &mut String, s: &str) {
+    out.push('"');
+    // Runs without an escape are copied whole; every escaped character is ASCII, so the byte
+    // offsets are character boundaries.
+    let mut from = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            b'\t' => "\\t",
+            b'\n' => "\\n",
+            0x0c => "\\f",
+            b'\r' => "\\r",
+            b if b < 0x20 => {
+                use std::fmt::Write;
+                out.push_str(&s[from..i]);
+                let _ = write!(out, "\\u{b:04x}");
+                from = i + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        out.push_str(&s[from..i]);
+        out.push_str(escape);
+        from = i + 1;
+    }
+    out.push_str(&s[from..]);
+    out.push('"');
+}
 
 /// A finite double as ECMAScript's `Number.prototype.toString` prints it (ECMA-262, 7.1.12.1).
 ///
@@ -122,11 +146,8 @@ pub fn format_number(x: f64) -> String {
     if x == 0.0 {
         return "0".to_string(); // also for -0
     }
-    if x.fract() == 0.0 && x.abs() < MAX_EXACT_INTEGER {
-        // A whole number below 2^53 is its own shortest round-trip digits, printed without an
-        // exponent (ECMAScript's rule for anything under 1e21): its integer text, without the
-        // digit-by-digit formatting below (every `seq` of every history row goes through here).
-        return (x as i64).to_string();
+    if let Some(i) = exact_integer(x) {
+        return i.to_string();
     }
     let (digits, exponent) = tie_to_even(x.abs(), scientific(&format!("{:e}", x.abs())));
     let k = digits.len() as i32;
@@ -281,8 +302,82 @@ mod tests {
         assert_eq!(text, expected);
     }
 
-    /// The general path of `format_number` (the digits of `{:e}` placed as ECMAScript does), for
-    /// the fast paths to be compared with.
+    #[test]
+    fn integers_and_nesting() {
+        let value = serde_json::json!({"b": [1, 2.0, -3, {"z": 1, "a": "x"}], "a": 1e21, "c": 123456789012_i64});
+        let text = String::from_utf8(to_canonical_bytes(&value)).unwrap();
+        assert_eq!(
+            text,
+            r#"{"a":1e+21,"b":[1,2,-3,{"a":"x","z":1}],"c":123456789012}"#
+        );
+    }
+
+    /// The shortcuts (integers printed as integers, strings copied in runs, ASCII keys compared
+    /// as bytes) print what the general rules print: numbers around 2^53 and past it, every
+    /// control character, escapes beside multi-byte characters, mixed keys.
+    #[test]
+    fn shortcuts_print_what_the_general_rules_print() {
+        let general_number = |x: f64| {
+            let (digits, exponent) = tie_to_even(x.abs(), scientific(&format!("{:e}", x.abs())));
+            let n = exponent + 1;
+            let k = digits.len() as i32;
+            let sign = if x < 0.0 { "-" } else { "" };
+            assert!(k <= n && n <= 21, "{x} is an integer below 1e21");
+            format!("{sign}{digits}{}", "0".repeat((n - k) as usize))
+        };
+        let two53 = (1u64 << 53) as f64;
+        for x in [
+            1.0,
+            -1.0,
+            10.0,
+            1e15,
+            123456789012.0,
+            two53 - 1.0,
+            two53,
+            -two53,
+            1e18,
+        ] {
+            assert_eq!(format_number(x), general_number(x), "{x}");
+            let value = serde_json::json!([x, x as i64]);
+            let expected = format!("[{0},{0}]", general_number(x));
+            assert_eq!(
+                String::from_utf8(to_canonical_bytes(&value)).unwrap(),
+                expected
+            );
+        }
+        // Past 2^53 an integer prints as the double it becomes.
+        let value = serde_json::json!([9007199254740993_u64, u64::MAX]);
+        assert_eq!(
+            String::from_utf8(to_canonical_bytes(&value)).unwrap(),
+            "[9007199254740992,18446744073709552000]"
+        );
+        let text: String = (0u8..0x20).map(char::from).collect::<String>() + "é\"\\€a\u{1f600}";
+        let mut expected = String::from("\"");
+        for c in text.chars() {
+            match c {
+                '"' => expected.push_str("\\\""),
+                '\\' => expected.push_str("\\\\"),
+                '\u{8}' => expected.push_str("\\b"),
+                '\t' => expected.push_str("\\t"),
+                '\n' => expected.push_str("\\n"),
+                '\u{c}' => expected.push_str("\\f"),
+                '\r' => expected.push_str("\\r"),
+                c if (c as u32) < 0x20 => expected.push_str(&format!("\\u{:04x}", c as u32)),
+                c => expected.push(c),
+            }
+        }
+        expected.push('"');
+        let mut out = String::new();
+        write_string(&mut out, &text);
+        assert_eq!(out, expected);
+        let keys = ["b", "a", "\u{e000}", "\u{1f600}", "A", "aa", ""];
+        let mut by_bytes: Vec<&str> = keys.to_vec();
+        by_bytes.sort_by(|a, b| key_order(a, b));
+        let mut by_utf16 = keys.to_vec();
+        by_utf16.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+        assert_eq!(by_bytes, by_utf16);
+    }
+
     fn format_number_general(x: f64) -> String {
         let (digits, exponent) = tie_to_even(x.abs(), scientific(&format!("{:e}", x.abs())));
         let (k, n) = (digits.len() as i32, exponent + 1);
@@ -328,15 +423,5 @@ mod tests {
         for s in ["", "x", "a\"b", "tab\there", "\u{7f}\u{1f}\u{8}\u{c}\r"] {
             assert_eq!(serde_json::to_string(s).unwrap(), write(s), "{s:?}");
         }
-    }
-
-    #[test]
-    fn integers_and_nesting() {
-        let value = serde_json::json!({"b": [1, 2.0, -3, {"z": 1, "a": "x"}], "a": 1e21, "c": 123456789012_i64});
-        let text = String::from_utf8(to_canonical_bytes(&value)).unwrap();
-        assert_eq!(
-            text,
-            r#"{"a":1e+21,"b":[1,2,-3,{"a":"x","z":1}],"c":123456789012}"#
-        );
     }
 }

@@ -154,9 +154,16 @@ async fn the_kept_state_is_the_ledgers_fold_a_damaged_one_is_rebuilt_and_a_silen
     // brought forward to the same state as the stored one with its rows read from the index.
     let (head, _) = store.head().unwrap();
     assert!(head > before.through_seq, "the run added entries");
-    let from_memory =
-        subject_state::load_from(&store, &rubric, &rising, head, 180, Some(before.clone()))
-            .unwrap();
+    let from_memory = subject_state::load_known(
+        &store,
+        &rubric,
+        &rising,
+        head,
+        180,
+        Some(before.clone()),
+        Default::default(),
+    )
+    .unwrap();
     let from_store = loaded(&store, &rubric, &rising);
     assert!(from_memory.rows.len() > before.rows.len());
     assert!(

@@ -28,7 +28,7 @@ use crate::wallet::Wallet;
 
 use super::schedule::{ScoreSummary, retry_after_ms};
 use super::scoring::{self, day_of};
-use super::subject_state;
+use super::subject_state::{self, Known, RunFold};
 use super::writer::{Write, Writer};
 
 /// History entries of one ledger entry are numbered `seq * SEQ_STRIDE + i`: the ledger's order,
@@ -234,6 +234,8 @@ pub(crate) async fn run_subject(
     let rpc = RpcRead::of(&free);
     let retry_after = retry_after_ms(&free);
     let results = evaluate_free(&free, &shared.rubric);
+    // What the results derive to, kept for the run's stored form (which would derive them again).
+    let derived = results.clone();
     let mut out = RunOutput {
         free,
         paid: None,
@@ -242,34 +244,34 @@ pub(crate) async fn run_subject(
 
     // History-aware checks, against what earlier runs saw.
     let declared_now = history::declared(&out.free, started_ms);
-    // Read off the runtime's workers: the store may be busy writing a batch to disk.
+    // Read off the runtime's workers (the store may be busy writing a batch to disk), in one
+    // trip: the subject's earlier declarations, and the notes its operator posted through the
+    // API, which count like the operator file's (H2, H3).
     let read = {
         let store = shared.store.clone();
         let subject = url.clone();
         let since = started_ms - history::STABILITY_WINDOW_MS;
-        tokio::task::spawn_blocking(move || store.declared(&subject, since)).await
+        tokio::task::spawn_blocking(move || {
+            let prior = store
+                .declared(&subject, since)
+                .map_err(|e| format!("reading declarations: {e}"))?;
+            let posted = store
+                .subject_entries(&subject, &[RecordKind::Note], 0)
+                .map_err(|e| format!("reading posted notes: {e}"))?;
+            Ok::<_, String>((prior, posted))
+        })
+        .await
     };
-    let prior: Vec<Declared> = match read {
-        Ok(Ok(rows)) => rows,
-        Ok(Err(e)) => return failed(url, reached, pay, format!("reading declarations: {e}")),
+    let (prior, posted): (Vec<Declared>, _) = match read {
+        Ok(Ok(read)) => read,
+        Ok(Err(e)) => return failed(url, reached, pay, e),
         Err(e) => return failed(url, reached, pay, format!("reading declarations: {e}")),
     };
     let mut notes = history::notes(&out.free);
-    // Notes its operator posted through the API count like the operator file's (H2, H3).
-    let posted = {
-        let store = shared.store.clone();
-        let subject = url.clone();
-        tokio::task::spawn_blocking(move || store.subject_entries(&subject, &[RecordKind::Note], 0))
-            .await
-    };
-    match posted {
-        Ok(Ok(entries)) => notes.extend(entries.into_iter().filter_map(|e| match e.record {
-            Record::Note(n) => Some(n.note),
-            _ => None,
-        })),
-        Ok(Err(e)) => return failed(url, reached, pay, format!("reading posted notes: {e}")),
-        Err(e) => return failed(url, reached, pay, format!("reading posted notes: {e}")),
-    }
+    notes.extend(posted.into_iter().filter_map(|e| match e.record {
+        Record::Note(n) => Some(n.note),
+        _ => None,
+    }));
     let h2 = history::h2(declared_now.as_ref(), &prior, &notes, started_ms);
     let h3 = history::h3(declared_now.as_ref(), &prior, &notes, started_ms);
     let at = rfc3339(out.free.at);
@@ -383,10 +385,13 @@ pub(crate) async fn run_subject(
         .collect();
 
     // Record, then rescore: with the runs that finished meanwhile, in one commit each.
+    // Beside each entry, what the writer folds into the subject's state without reading it back.
     let mut entries = Vec::new();
+    let mut known = Vec::new();
     if let Some(r) = revision_record {
         // A payTo change is a webhook event, in the outbox with the revision that shows it.
         let routed = shared.webhooks.route(pay_to_event.into_iter().collect());
+        known.push(Known::Record(Record::Revision(r.clone())));
         entries.push(NewEntry {
             at_ms: started_ms,
             record: Record::Revision(r),
@@ -399,16 +404,24 @@ pub(crate) async fn run_subject(
             prepared: None,
         });
     }
-    let index = run_index(&shared.rubric, &record, declared_now);
+    let rows = run_rows(&shared.rubric, &record);
+    known.push(Known::Run(RunFold::with_declared(
+        rows.clone(),
+        &record,
+        declared_now.as_ref(),
+    )));
+    let index = run_index_of(rows, record.id.clone(), declared_now);
     // The run's stored form is made here, in the run's own task: its results compared with what
-    // they derive to (`ledger::stored`) outside the writer.
-    entries.push(NewEntry::prepared(
+    // they derive to (`ledger::stored`) outside the writer; a paid call's are derived again.
+    let derived = record.paid.is_none().then_some(derived);
+    entries.push(NewEntry::prepared_derived(
         ended_ms,
         Record::Run(Box::new(record)),
         &shared.rubric,
+        derived,
         Some(index),
     ));
-    let summary = match record_run(&writer, url.clone(), category, entries).await {
+    let summary = match record_run(&writer, url.clone(), category, entries, known).await {
         Ok(summary) => summary,
         Err(e) => return failed(url, reached, pay, format!("recording the run: {e}")),
     };
@@ -440,6 +453,8 @@ pub(crate) struct PendingRun {
     url: String,
     category: String,
     entries: Vec<NewEntry>,
+    /// Each entry's part of the subject's state, in the order of `entries`.
+    known: Vec<Known>,
     pub(crate) done: tokio::sync::oneshot::Sender<Result<Option<ScoreSummary>, String>>,
 }
 
@@ -451,12 +466,14 @@ async fn record_run(
     url: String,
     category: String,
     entries: Vec<NewEntry>,
+    known: Vec<Known>,
 ) -> Result<Option<ScoreSummary>, String> {
     let (done, outcome) = tokio::sync::oneshot::channel();
     writer.send(Write::Run(PendingRun {
         url,
         category,
         entries,
+        known,
         done,
     }));
     outcome
@@ -476,18 +493,27 @@ pub(crate) fn record_batch(shared: &Shared, batch: Vec<PendingRun>) -> Result<()
         entries.append(&mut run.entries);
         runs.push(run);
     }
-    if let Err(e) = shared.store.append(entries) {
-        let why = e.to_string();
-        for run in runs {
-            let _ = run.done.send(Err(why.clone()));
+    let seqs = match shared.store.append(entries) {
+        Ok(seqs) => seqs,
+        Err(e) => {
+            let why = e.to_string();
+            for run in runs {
+                let _ = run.done.send(Err(why.clone()));
+            }
+            return Err(e);
         }
-        return Err(e);
-    }
+    };
     let mut scores = Vec::new();
     let mut outcomes = Vec::with_capacity(runs.len());
     let mut published = Vec::new();
-    for run in runs {
-        match score_subject(shared, &run.url, &run.category) {
+    let mut seqs = seqs.into_iter();
+    for mut run in runs {
+        // The run's entries got the next seqs, in order: folded from memory, not read back.
+        let known: BTreeMap<u64, Known> = std::mem::take(&mut run.known)
+            .into_iter()
+            .filter_map(|k| seqs.next().map(|seq| (seq, k)))
+            .collect();
+        match score_subject(shared, &run.url, &run.category, known) {
             Ok((entry, summary, now)) => {
                 scores.push(entry);
                 published.push((run.url.clone(), now));
@@ -577,18 +603,46 @@ pub fn run_index(
     record: &RunRecord,
     declared: Option<Declared>,
 ) -> crate::store::IndexFn {
-    let entries = history_rows(rubric, record);
-    let run_id = record.id.clone();
+    run_index_of(run_rows(rubric, record), record.id.clone(), declared)
+}
+
+/// [`run_index`] from the run's rows already made ([`run_rows`]).
+fn run_index_of(
+    rows: Arc<[HistoryEntry]>,
+    run_id: String,
+    declared: Option<Declared>,
+) -> crate::store::IndexFn {
     Box::new(move |seq| Index {
         run_id: Some(run_id),
-        history: entries(seq)
-            .iter()
-            .filter_map(|e| serde_json::to_vec(e).ok())
+        history: rows_at(&rows, seq)
+            .filter_map(|e| serde_json::to_vec(&e).ok())
             .collect(),
         declared: declared
             .as_ref()
             .and_then(|d| serde_json::to_vec(d).ok().map(|b| (d.at_ms, b))),
         ..Index::default()
+    })
+}
+
+/// A run's history entries numbered from 0 (made once: a row's seq is its ledger entry's seq
+/// times [`SEQ_STRIDE`] plus its own, [`rows_at`]), for its index and its subject's state.
+pub fn run_rows(rubric: &Rubric, record: &RunRecord) -> Arc<[HistoryEntry]> {
+    run_entries(
+        &record.results,
+        rubric,
+        record.payment_sent(),
+        &record.revision,
+        0,
+    )
+    .into()
+}
+
+/// Rows numbered from 0 ([`run_rows`]) as the rows of ledger entry `seq`: what
+/// [`history_rows`] gives for it.
+pub fn rows_at(rows: &[HistoryEntry], seq: u64) -> impl Iterator<Item = HistoryEntry> + '_ {
+    rows.iter().map(move |row| HistoryEntry {
+        seq: row.seq + seq * SEQ_STRIDE,
+        ..row.clone()
     })
 }
 
@@ -625,6 +679,7 @@ fn score_subject(
     shared: &Shared,
     url: &str,
     category: &str,
+    known: BTreeMap<u64, Known>,
 ) -> Result<(NewEntry, ScoreSummary, crate::webhook::Published), String> {
     let now_ms = shared.clock.now_ms();
     let store = shared.store.as_ref();
@@ -638,13 +693,14 @@ fn score_subject(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .take(url);
-    let mut state = subject_state::load_from(
+    let mut state = subject_state::load_known(
         store,
         &shared.rubric,
         url,
         through,
         shared.history_days,
         kept,
+        known,
     )
     .map_err(|e| e.to_string())?;
     let outages = {

@@ -259,9 +259,13 @@ pub fn stored_form(document: &ScoreDocument) -> Result<Vec<u8>, crate::canonical
     // The inputs are left out before the document becomes a JSON value: they are the whole
     // history inside the horizon, and copying them only to drop them made every rescore's cost
     // grow with the subject's age.
-    let mut without = document.clone();
-    without.inputs = std::sync::Arc::new(Value::Null);
-    let mut value = serde_json::to_value(&without)?;
+    let mut value = if document.inputs.is_null() {
+        serde_json::to_value(document)?
+    } else {
+        let mut without = document.clone();
+        without.inputs = std::sync::Arc::new(Value::Null);
+        serde_json::to_value(&without)?
+    };
     if let Value::Object(map) = &mut value {
         map.remove("inputs");
     }

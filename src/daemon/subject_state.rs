@@ -9,14 +9,17 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::checks::history::{OutageWindow, declared};
-use crate::evidence::run::Provenance;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::checks::history::{Declared, OutageWindow, declared};
+use crate::evidence::run::{Provenance, RunRecord};
 use crate::ledger::record::{OutageRecord, Record, RecordKind, RevisionRecord, SubjectChange};
 use crate::rubric::Rubric;
 use crate::score::input::HistoryEntry;
 use crate::store::{Store, StoreError};
 
-use super::pipeline::{SEQ_STRIDE, history_rows};
+use super::pipeline::{SEQ_STRIDE, rows_at, run_rows};
 use super::scoring::{self, SubjectInputs};
 
 /// The state's stored form's version: a row of another version is rebuilt from the ledger.
@@ -106,22 +109,7 @@ impl SubjectState {
     /// state. Pure; entries must come in ledger order.
     pub fn fold(&mut self, rubric: &Rubric, seq: u64, record: &Record) {
         match record {
-            Record::Run(run) => {
-                self.rows.extend(history_rows(rubric, run)(seq));
-                if let Some(price) =
-                    declared(&run.free, run.started_at_ms).and_then(|d| d.price_usd())
-                {
-                    self.price_usd = Some(price);
-                }
-                self.provenance = Some(run.provenance);
-                if run.payment_sent() {
-                    self.paid_calls += 1;
-                    self.last_paid = Some(PaidFact {
-                        seq,
-                        at_ms: run.started_at_ms,
-                    });
-                }
-            }
+            Record::Run(run) => self.fold_run(seq, RunFold::of(rubric, run)),
             Record::Refund(refund) => self.rows.extend(crate::history::run_entries(
                 std::slice::from_ref(&refund.result),
                 rubric,
@@ -136,6 +124,23 @@ impl SubjectState {
                 }
             }
             _ => {}
+        }
+        self.through_seq = self.through_seq.max(seq);
+    }
+
+    /// Folds run entry `seq` from what it adds ([`RunFold`]): the one way a run enters a state.
+    pub fn fold_run(&mut self, seq: u64, run: RunFold) {
+        self.rows.extend(rows_at(&run.rows, seq));
+        if let Some(price) = run.price_usd {
+            self.price_usd = Some(price);
+        }
+        self.provenance = Some(run.provenance);
+        if run.paid {
+            self.paid_calls += 1;
+            self.last_paid = Some(PaidFact {
+                seq,
+                at_ms: run.started_at_ms,
+            });
         }
         self.through_seq = self.through_seq.max(seq);
     }
@@ -309,6 +314,51 @@ impl Windows {
     }
 }
 
+/// What a run entry adds to its subject's state, taken from the run itself: the writer folds the
+/// runs it has just written from these, never reading them back.
+pub struct RunFold {
+    /// Numbered from 0 (`pipeline::run_rows`).
+    rows: Arc<[HistoryEntry]>,
+    price_usd: Option<crate::evidence::usd::Usd>,
+    provenance: Provenance,
+    paid: bool,
+    started_at_ms: i64,
+}
+
+impl RunFold {
+    /// A run's part of the state (its history rows once its seq is known, the price it read).
+    pub fn of(rubric: &Rubric, run: &RunRecord) -> RunFold {
+        RunFold::with_declared(
+            run_rows(rubric, run),
+            run,
+            declared(&run.free, run.started_at_ms).as_ref(),
+        )
+    }
+
+    /// The same, with its rows already made ([`run_rows`]) and what the run declared already
+    /// read (`checks::history::declared` of its observation at its start).
+    pub fn with_declared(
+        rows: Arc<[HistoryEntry]>,
+        run: &RunRecord,
+        declared: Option<&Declared>,
+    ) -> RunFold {
+        RunFold {
+            rows,
+            price_usd: declared.and_then(Declared::price_usd),
+            provenance: run.provenance,
+            paid: run.payment_sent(),
+            started_at_ms: run.started_at_ms,
+        }
+    }
+}
+
+/// An entry of a subject that the caller has in memory (the writer, the entries it has just
+/// appended): folded as it is instead of read back and decoded.
+pub enum Known {
+    Run(RunFold),
+    Record(Record),
+}
+
 /// `url`'s state as of entry `through` (the ledger's head): the stored one with its window's
 /// rows read from the history index, brought forward over the subject's entries after it. A
 /// stored state that fails its digest or does not decode, or was windowed for a shorter horizon
@@ -320,26 +370,36 @@ pub fn load(
     through: u64,
     horizon_days: u64,
 ) -> Result<SubjectState, StoreError> {
-    load_from(store, rubric, url, through, horizon_days, None)
+    load_known(
+        store,
+        rubric,
+        url,
+        through,
+        horizon_days,
+        None,
+        BTreeMap::new(),
+    )
 }
 
 /// As [`load`], starting from `kept` (the state the writer kept in memory with its rows, see
 /// [`Windows`]) instead of the stored one when it is usable: of this horizon or a longer one,
-/// and not past `through`.
-pub fn load_from(
+/// and not past `through`; and with entries of the subject the caller holds in memory (by seq:
+/// the writer's, just appended) folded from there instead of read back and decoded.
+pub fn load_known(
     store: &dyn Store,
     rubric: &Rubric,
     url: &str,
     through: u64,
     horizon_days: u64,
     kept: Option<SubjectState>,
+    known: BTreeMap<u64, Known>,
 ) -> Result<SubjectState, StoreError> {
     let kept = kept.filter(|state| {
         state.through_seq <= through
             && (state.horizon_days >= horizon_days || state.window_from == 0)
     });
     if let Some(state) = kept {
-        return fold_after(store, rubric, url, through, horizon_days, state);
+        return fold_after(store, rubric, url, through, horizon_days, state, known);
     }
     let stored = match store.subject_state(url)? {
         None => None,
@@ -376,7 +436,7 @@ pub fn load_from(
         }
         None => SubjectState::new(),
     };
-    fold_after(store, rubric, url, through, horizon_days, state)
+    fold_after(store, rubric, url, through, horizon_days, state, known)
 }
 
 /// `state` brought forward over `url`'s entries after its `through_seq`, up to `through`.
@@ -387,20 +447,60 @@ fn fold_after(
     through: u64,
     horizon_days: u64,
     mut state: SubjectState,
+    mut known: BTreeMap<u64, Known>,
 ) -> Result<SubjectState, StoreError> {
     state.horizon_days = state.horizon_days.max(horizon_days);
-    for mut entry in store.subject_entries(url, &FOLDED_KINDS, state.through_seq)? {
-        if entry.seq > through {
-            break;
+    if known.is_empty() {
+        for entry in store.subject_entries(url, &FOLDED_KINDS, state.through_seq)? {
+            if entry.seq > through {
+                break;
+            }
+            fold_read(store, rubric, &mut state, entry)?;
         }
-        if let Record::Run(_) = &entry.record {
-            // The run's 402 bodies (the declared price) as the run read them.
-            store.restore_bodies(&mut entry.record)?;
+    } else {
+        // Which entries come after the state (their kinds, undecoded); those in memory are
+        // folded from there, the others read and decoded, all in ledger order.
+        let after: Vec<u64> = store
+            .subject_stored_entries(url, state.through_seq, usize::MAX)?
+            .into_iter()
+            .filter(|e| e.seq <= through && FOLDED_KINDS.contains(&e.kind))
+            .map(|e| e.seq)
+            .collect();
+        let unknown: Vec<u64> = after
+            .iter()
+            .copied()
+            .filter(|seq| !known.contains_key(seq))
+            .collect();
+        let mut read = store.entries_at(&unknown)?.into_iter();
+        for seq in after {
+            match known.remove(&seq) {
+                Some(Known::Run(run)) => state.fold_run(seq, run),
+                Some(Known::Record(record)) => state.fold(rubric, seq, &record),
+                None => {
+                    if let Some(entry) = read.next() {
+                        fold_read(store, rubric, &mut state, entry)?;
+                    }
+                }
+            }
         }
-        state.fold(rubric, entry.seq, &entry.record);
     }
     state.through_seq = state.through_seq.max(through);
     Ok(state)
+}
+
+/// Folds an entry read from the store (a run's 402 bodies put back first: the declared price
+/// as the run read them).
+fn fold_read(
+    store: &dyn Store,
+    rubric: &Rubric,
+    state: &mut SubjectState,
+    mut entry: crate::store::ReadEntry,
+) -> Result<(), StoreError> {
+    if let Record::Run(_) = &entry.record {
+        store.restore_bodies(&mut entry.record)?;
+    }
+    state.fold(rubric, entry.seq, &entry.record);
+    Ok(())
 }
 
 /// What a score adds to a state: its time, horizon, our outages and the value population.

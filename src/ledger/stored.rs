@@ -150,9 +150,25 @@ pub fn outcome_vector(results: &[CheckResult]) -> String {
 /// A record in its stored form; the bytes it keeps apart are added to `blobs`. `rubric` is the
 /// one the run's checks ran under (a run's results that it does not reproduce are kept whole).
 pub fn to_stored(record: Record, rubric: &Rubric, blobs: &mut Vec<NewBlob>) -> StoredRecord {
+    to_stored_derived(record, rubric, None, blobs)
+}
+
+/// [`to_stored`], given what a run's results derive to when the caller has just derived them
+/// ([`derive_results`] of the same observations under the same rubric): not derived again.
+pub fn to_stored_derived(
+    record: Record,
+    rubric: &Rubric,
+    derived: Option<Vec<CheckResult>>,
+    blobs: &mut Vec<NewBlob>,
+) -> StoredRecord {
     let mut stored = record
         .map_run(|run| {
-            Ok::<_, std::convert::Infallible>(Box::new(store_run(*run, rubric, &mut *blobs)))
+            Ok::<_, std::convert::Infallible>(Box::new(store_run(
+                *run,
+                rubric,
+                derived,
+                &mut *blobs,
+            )))
         })
         .unwrap_or_else(|never| match never {});
     if let Record::Refund(refund) = &mut stored
@@ -182,8 +198,13 @@ fn observation_exchanges_mut(observation: &mut StoredObservation) -> Vec<&mut Ex
     all
 }
 
-fn store_run(run: RunRecord, rubric: &Rubric, blobs: &mut Vec<NewBlob>) -> StoredRun {
-    let derived = derive_results(&run.free, run.paid.as_ref(), rubric);
+fn store_run(
+    run: RunRecord,
+    rubric: &Rubric,
+    derived: Option<Vec<CheckResult>>,
+    blobs: &mut Vec<NewBlob>,
+) -> StoredRun {
+    let derived = derived.unwrap_or_else(|| derive_results(&run.free, run.paid.as_ref(), rubric));
     let same_checks = derived.len() == run.results.len()
         && derived.iter().zip(&run.results).all(|(d, r)| d.id == r.id);
     let (kept, all_kept) = if same_checks {

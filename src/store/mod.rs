@@ -190,12 +190,14 @@ pub struct Prepared {
 
 impl Prepared {
     /// The stored form of `record` under `rubric` (the one a run's checks ran under).
+    /// `derived`: what a run's results derive to when the caller has just derived them.
     pub fn new(
         record: Record,
         rubric: &crate::rubric::Rubric,
+        derived: Option<Vec<crate::evidence::CheckResult>>,
     ) -> Result<Prepared, serde_json::Error> {
         let mut blobs = Vec::new();
-        let stored = crate::ledger::stored::to_stored(record, rubric, &mut blobs);
+        let stored = crate::ledger::stored::to_stored_derived(record, rubric, derived, &mut blobs);
         let record_bytes = crate::ledger::chain::record_canonical_bytes(&stored)?;
         Ok(Prepared {
             stored,
@@ -227,8 +229,21 @@ impl NewEntry {
         rubric: &crate::rubric::Rubric,
         index: Option<IndexFn>,
     ) -> NewEntry {
+        NewEntry::prepared_derived(at_ms, record, rubric, None, index)
+    }
+
+    /// [`NewEntry::prepared`] for a run whose results the caller has just derived
+    /// (`ledger::stored::derive_results` of its observations, before any result was replaced):
+    /// they are compared with its results without being derived again.
+    pub fn prepared_derived(
+        at_ms: i64,
+        record: Record,
+        rubric: &crate::rubric::Rubric,
+        derived: Option<Vec<crate::evidence::CheckResult>>,
+        index: Option<IndexFn>,
+    ) -> NewEntry {
         // A record that does not serialise is left to the writer, which names it.
-        let prepared = Prepared::new(record.clone(), rubric).ok();
+        let prepared = Prepared::new(record.clone(), rubric, derived).ok();
         NewEntry {
             at_ms,
             record,

@@ -689,7 +689,7 @@ impl Store for SqliteStore {
                     Some(p) => p,
                     None => {
                         let rubrics = self.rubrics.read().unwrap_or_else(|p| p.into_inner());
-                        Prepared::new(record, &rubrics[0]).map_err(|e| {
+                        Prepared::new(record, &rubrics[0], None).map_err(|e| {
                             self.corrupt(format!("entry {} does not serialise: {e}", seq + 1))
                         })?
                     }

@@ -112,11 +112,20 @@ fn webpki_roots_store() -> Arc<RootCertStore> {
         .clone()
 }
 
-/// A client configuration for one handshake, and the verifier to ask afterwards what it saw.
-pub fn client_config(
+/// The webpki verifier for the webpki roots and `extra_roots`. Built once for the roots last
+/// asked for (a daemon has one set): every handshake used to copy the whole root store and
+/// build a verifier of its own.
+fn webpki_verifier(
     extra_roots: &[CertificateDer<'static>],
-    observe_invalid: bool,
-) -> Result<(Arc<rustls::ClientConfig>, Arc<RecordingVerifier>), String> {
+    provider: &Arc<CryptoProvider>,
+) -> Result<Arc<WebPkiServerVerifier>, String> {
+    type Built = (Vec<CertificateDer<'static>>, Arc<WebPkiServerVerifier>);
+    static LAST: Mutex<Option<Built>> = Mutex::new(None);
+    if let Some((roots, verifier)) = &*LAST.lock().unwrap_or_else(|p| p.into_inner())
+        && roots.as_slice() == extra_roots
+    {
+        return Ok(verifier.clone());
+    }
     let roots = if extra_roots.is_empty() {
         webpki_roots_store()
     } else {
@@ -128,10 +137,21 @@ pub fn client_config(
         }
         Arc::new(store)
     };
-    let provider = provider();
-    let inner = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+    let verifier = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
         .build()
         .map_err(|e| format!("cannot build the certificate verifier: {e}"))?;
+    *LAST.lock().unwrap_or_else(|p| p.into_inner()) =
+        Some((extra_roots.to_vec(), verifier.clone()));
+    Ok(verifier)
+}
+
+/// A client configuration for one handshake, and the verifier to ask afterwards what it saw.
+pub fn client_config(
+    extra_roots: &[CertificateDer<'static>],
+    observe_invalid: bool,
+) -> Result<(Arc<rustls::ClientConfig>, Arc<RecordingVerifier>), String> {
+    let provider = provider();
+    let inner = webpki_verifier(extra_roots, &provider)?;
     let verifier = Arc::new(RecordingVerifier {
         inner,
         observe_invalid,
