@@ -264,7 +264,8 @@ pub struct EntriesRequest {
 
 /// Every ledger entry about the subject, a page at a time, as stored: each entry's canonical
 /// JSON with its chain fields, so they can be checked against the signed checkpoints
-/// (`sha256(entry) == hash`; the envelope's `prev` is the previous entry's hash).
+/// (`sha256(0x00 || entry) == hash`, its RFC 9162 leaf hash; the envelope's `prev` is the previous
+/// entry's hash).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct OperatorEntries {
     pub subject: String,
@@ -297,9 +298,9 @@ pub struct OperatorEntry {
     pub seq: u64,
     pub at_ms: i64,
     pub kind: String,
-    /// Hex SHA-256 of the previous entry's canonical bytes.
+    /// The previous entry's `hash`.
     pub prev: String,
-    /// Hex SHA-256 of `entry`'s bytes.
+    /// Hex SHA-256 of a zero byte then `entry`'s bytes (its leaf hash in the ledger's tree).
     pub hash: String,
     /// The entry's canonical JSON (RFC 8785), byte for byte as chained. Response bodies of a
     /// kilobyte or more are kept beside the ledger by hash and named, not inlined.
