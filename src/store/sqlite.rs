@@ -1212,16 +1212,7 @@ impl Store for SqliteStore {
     }
 
     fn history(&self, subject: &str) -> Result<Vec<Vec<u8>>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached("SELECT entry FROM history WHERE subject = ?1 ORDER BY seq, idx")
-            .map_err(self.sql("reading history"))?;
-        let rows = stmt
-            .query_map([subject], |r| r.get(0))
-            .map_err(self.sql("reading history"))?
-            .collect::<Result<Vec<Vec<u8>>, _>>()
-            .map_err(self.sql("reading history"))?;
-        Ok(rows)
+        self.history_range(subject, 0, u64::MAX)
     }
 
     fn history_range(
