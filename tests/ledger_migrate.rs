@@ -6,6 +6,7 @@
 //! process at any moment leaves the old ledger or the new one, each verifiable. A blob changed or
 //! removed, and a run whose results no longer derive to its stored hash, are named by `verify`.
 
+mod ledger_support;
 mod process_support;
 
 use std::path::{Path, PathBuf};
@@ -331,32 +332,11 @@ fn a_changed_or_missing_blob_and_results_that_do_not_derive_are_named() {
         .find(|r| r.kind == x402_probe::ledger::record::RecordKind::Run)
         .map(|r| r.seq)
         .unwrap();
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let mut prev = rows[target as usize - 2].hash;
-    for row in rows.iter().filter(|r| r.seq >= target) {
-        let mut envelope = row.envelope().unwrap();
-        if row.seq == target
-            && let x402_probe::ledger::record::Record::Run(run) = &mut envelope.record
-        {
+    ledger_support::rechain(&path, target, |record| {
+        if let x402_probe::ledger::record::StoredRecord::Run(run) = record {
             run.results.outcomes = run.results.outcomes.replace('p', "f");
         }
-        let sealed =
-            x402_probe::ledger::chain::seal(row.seq, row.at_ms, prev, &envelope.record).unwrap();
-        conn.execute(
-            "UPDATE entry SET prev = ?1, hash = ?2, body = ?3 WHERE seq = ?4",
-            rusqlite::params![
-                sealed.prev.as_slice(),
-                sealed.hash.as_slice(),
-                sealed.body,
-                row.seq as i64
-            ],
-        )
-        .unwrap();
-        prev = sealed.hash;
-    }
-    conn.execute_batch("DELETE FROM tree;").unwrap();
-    drop(conn);
-    drop(SqliteStore::open_file(&path).unwrap());
+    });
     let (code, text) = state_arg(
         &["ledger", "verify", "--chain-only", "--state-dir"],
         &edited,

@@ -6,6 +6,7 @@
 //! or sign it.
 
 mod daemon_support;
+mod ledger_support;
 mod process_support;
 
 use std::path::{Path, PathBuf};
@@ -17,7 +18,6 @@ use daemon_support::*;
 use process_support::{signal, start_daemon};
 use x402_probe::api::signed::subject_id;
 use x402_probe::clock::ManualClock;
-use x402_probe::ledger::chain::seal;
 use x402_probe::ledger::key::ReporterKey;
 use x402_probe::ledger::record::{Record, StoredRecord};
 use x402_probe::store::{SqliteStore, Store};
@@ -138,43 +138,9 @@ fn query_u64(state: &Path, sql: &str) -> u64 {
         .unwrap() as u64
 }
 
-/// Edits entry `from` with `edit` and re-chains every entry from it to the head, as someone with
-/// the file (but not the reporter key) can: every hash and link is consistent again.
+/// Edits entry `from` with `edit` and re-chains every entry from it to the head.
 fn rechain(state: &Path, from: u64, edit: impl Fn(&mut StoredRecord)) {
-    let path = state.join("ledger.sqlite");
-    let mut rows = Vec::new();
-    SqliteStore::open_file(&path)
-        .unwrap()
-        .scan(0, &mut |row| {
-            rows.push(row);
-            Ok(())
-        })
-        .unwrap();
-    let conn = rusqlite_open(&path);
-    let mut prev = rows[from as usize - 2].hash;
-    for row in rows.iter().filter(|r| r.seq >= from) {
-        let mut record = row.envelope().unwrap().record;
-        if row.seq == from {
-            edit(&mut record);
-        }
-        let sealed = seal(row.seq, row.at_ms, prev, &record).unwrap();
-        conn.execute(
-            "UPDATE entry SET prev = ?1, hash = ?2, body = ?3 WHERE seq = ?4",
-            rusqlite::params![
-                sealed.prev.as_slice(),
-                sealed.hash.as_slice(),
-                sealed.body,
-                row.seq as i64
-            ],
-        )
-        .unwrap();
-        prev = sealed.hash;
-    }
-    // The Merkle tree is derived from the entries: rebuild it over the edited ones, as someone
-    // with the file can (opening the store for writing builds a missing tree).
-    conn.execute_batch("DELETE FROM tree;").unwrap();
-    drop(conn);
-    SqliteStore::open_file(&path).unwrap();
+    ledger_support::rechain(&state.join("ledger.sqlite"), from, edit);
 }
 
 #[test]
