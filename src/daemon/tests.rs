@@ -496,6 +496,56 @@ async fn rows_that_do_not_read_are_corrupt_never_skipped() {
     assert!(error.contains("does not read"), "{error}");
 }
 
+/// What the daemon's start and the API's view read for every subject (`checked_latest_score`,
+/// the newest row alone) says what the full check of every row (`checked_scores`) says of the
+/// latest score: served when intact, withheld and named when the newest row is altered, and a
+/// newest score entry without its row named when the row is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_latest_score_read_alone_agrees_with_every_row_checked() {
+    use crate::store::{checked_latest_score, checked_scores};
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = Quoting::start(10_000).await;
+    let subject = crate::probe::http::canonical_subject_url(&endpoint.url).unwrap();
+    let daemon = open(dir.path(), std::slice::from_ref(&subject), &[]).await;
+    let shared = daemon.shared().clone();
+    for _ in 0..2 {
+        let done = daemon.free_run(&subject).await;
+        assert!(done.error.is_none() && done.summary.is_some());
+    }
+    let store = shared.store.as_ref();
+    let newest = store
+        .latest_subject_entry(&subject, RecordKind::Score)
+        .unwrap()
+        .expect("a score entry")
+        .seq;
+    let agree = |served: bool, named: Option<u64>| {
+        let alone = checked_latest_score(store, &subject).unwrap();
+        let every = checked_scores(store, &subject).unwrap();
+        assert_eq!(alone.latest, every.latest);
+        assert_eq!(alone.latest.is_some(), served, "{alone:?}");
+        assert_eq!(
+            alone.latest.as_ref().map(|r| r.seq),
+            served.then_some(newest)
+        );
+        let seqs = |c: &crate::store::CheckedScores| -> Vec<u64> {
+            c.mismatches.iter().map(|b| b.seq).collect()
+        };
+        assert_eq!(seqs(&alone), named.into_iter().collect::<Vec<_>>());
+        assert_eq!(seqs(&alone), seqs(&every));
+    };
+    agree(true, None);
+    let db = rusqlite::Connection::open(dir.path().join("ledger.sqlite")).unwrap();
+    db.execute(
+        "UPDATE score SET document = CAST('{}' AS BLOB) WHERE subject = ?1",
+        [&subject],
+    )
+    .unwrap();
+    agree(false, Some(newest));
+    db.execute("DELETE FROM score WHERE subject = ?1", [&subject])
+        .unwrap();
+    agree(false, Some(newest));
+}
+
 /// The same evidence gives the same inputs (digest, Monte Carlo seed, band) whether `probe`
 /// scores it or the daemon does: one run's evidence scored by the CLI's path
 /// (`runner::single_run_inputs`) and by the functions the daemon's rescore and `recompute` use
