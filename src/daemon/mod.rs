@@ -915,7 +915,10 @@ impl Daemon {
             }
             while let Ok(signal) = signals.try_recv() {
                 match signal {
-                    Signal::Stop => return self.stop(in_flight).await,
+                    Signal::Stop => {
+                        self.writer_events = Some(events);
+                        return self.stop(in_flight).await;
+                    }
                     Signal::Reload => self.reload(),
                 }
             }
@@ -975,7 +978,10 @@ impl Daemon {
                             }
                         }
                         SimulatedStep::AwaitRun => finished = in_flight.join_next_with_id().await,
-                        SimulatedStep::End => return self.stop(in_flight).await,
+                        SimulatedStep::End => {
+                            self.writer_events = Some(events);
+                            return self.stop(in_flight).await;
+                        }
                     }
                 }
                 _ => {
@@ -996,7 +1002,10 @@ impl Daemon {
                         Some(command) = commands.recv() => self.command(command, in_flight.len()),
                         signal = signals.recv() => match signal {
                             Some(Signal::Reload) => self.reload(),
-                            Some(Signal::Stop) | None => return self.stop(in_flight).await,
+                            Some(Signal::Stop) | None => {
+                                self.writer_events = Some(events);
+                                return self.stop(in_flight).await;
+                            }
                         },
                         _ = tokio::time::sleep(wait) => {}
                     }
@@ -1684,6 +1693,15 @@ impl Daemon {
             Ok(Ok(())) => {}
             Ok(Err(e)) => anyhow::bail!("writing the schedule at the stop: {e}"),
             Err(_) => anyhow::bail!("the ledger's writer ended before the stop was written"),
+        }
+        // What the writer said before it ended: the outage windows it wrote last are what the
+        // API and the metrics show once the loop is gone (a window opened by the last run).
+        if let Some(mut events) = self.writer_events.take() {
+            while let Ok(event) = events.try_recv() {
+                if let writer::Event::Outages(entries) = event {
+                    self.apply_outages(entries, false);
+                }
+            }
         }
         tracing::info!("stopped");
         Ok(())
