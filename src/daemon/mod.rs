@@ -149,7 +149,6 @@ pub struct Daemon {
     control_last_ok: Option<i64>,
     /// Our RPC across runs: failures in a row, the last good read, the open window.
     rpc: RpcHealth,
-    outage_seq: u64,
     /// Subject rows changed by finished runs, not yet sent to the writer.
     dirty: Vec<SubjectRow>,
     /// Subjects with a free run in flight (an admin's run-now or resume must not queue another).
@@ -381,7 +380,6 @@ impl Daemon {
             control_open: None,
             control_last_ok: None,
             rpc: RpcHealth::default(),
-            outage_seq: 0,
             dirty: Vec::new(),
             delivery: None,
             running: Default::default(),
@@ -709,32 +707,16 @@ impl Daemon {
     }
 
     /// Our outage windows, from the ledger (the control's and those declared by hand, perhaps by
-    /// another process): read at the start; then the writer sends them after each write that
-    /// may change them and at each checkpoint ([`Daemon::apply_outages`]).
+    /// another process), read at the start: what the API shows, and which of our windows are
+    /// open. Once the loop runs, it alone opens and closes the control's and the RPC's windows,
+    /// and the writer publishes the windows after each write that may change them
+    /// ([`writer`]'s `publish_outages`).
     fn refresh_outages(&mut self) -> Result<()> {
         let entries = self
             .shared
             .store
             .entries_of_kind(&[RecordKind::Outage], 0)?;
-        self.apply_outages(entries, true);
-        Ok(())
-    }
-
-    /// Our outage windows from every outage entry: what the API shows and, at the start
-    /// (`adopt_open`), which of our windows are open. Once the loop runs, it alone opens and closes
-    /// the control's and the RPC's windows, and the writer's read may be older than its last
-    /// decision (a window the loop just closed, its record still on the way): not adopted then.
-    fn apply_outages(&mut self, entries: Vec<crate::store::ReadEntry>, adopt_open: bool) {
-        let records: Vec<OutageRecord> = entries
-            .into_iter()
-            .filter_map(|e| {
-                self.outage_seq = self.outage_seq.max(e.seq);
-                match e.record {
-                    Record::Outage(o) => Some(o),
-                    _ => None,
-                }
-            })
-            .collect();
+        let records = outage_records(entries);
         // Each part's window is open when its last opened-or-closed record opened it.
         let last_of = |part: OutageOf| {
             records.iter().rev().find_map(|r| match r {
@@ -743,10 +725,10 @@ impl Daemon {
                 _ => None,
             })
         };
-        if adopt_open && let Some(Some(from_ms)) = last_of(OutageOf::Vantage) {
+        if let Some(Some(from_ms)) = last_of(OutageOf::Vantage) {
             self.control_open = Some(from_ms);
         }
-        if adopt_open && let Some(Some(from_ms)) = last_of(OutageOf::Rpc) {
+        if let Some(Some(from_ms)) = last_of(OutageOf::Rpc) {
             self.rpc.open = Some(from_ms);
         }
         *self
@@ -754,6 +736,7 @@ impl Daemon {
             .outages
             .write()
             .unwrap_or_else(|p| p.into_inner()) = scoring::outage_windows(&records);
+        Ok(())
     }
 
     /// Re-reads the configuration file. The subjects, catalogues, control endpoint and spend caps
@@ -915,10 +898,7 @@ impl Daemon {
             }
             while let Ok(signal) = signals.try_recv() {
                 match signal {
-                    Signal::Stop => {
-                        self.writer_events = Some(events);
-                        return self.stop(in_flight).await;
-                    }
+                    Signal::Stop => return self.stop(in_flight).await,
                     Signal::Reload => self.reload(),
                 }
             }
@@ -978,10 +958,7 @@ impl Daemon {
                             }
                         }
                         SimulatedStep::AwaitRun => finished = in_flight.join_next_with_id().await,
-                        SimulatedStep::End => {
-                            self.writer_events = Some(events);
-                            return self.stop(in_flight).await;
-                        }
+                        SimulatedStep::End => return self.stop(in_flight).await,
                     }
                 }
                 _ => {
@@ -1002,10 +979,7 @@ impl Daemon {
                         Some(command) = commands.recv() => self.command(command, in_flight.len()),
                         signal = signals.recv() => match signal {
                             Some(Signal::Reload) => self.reload(),
-                            Some(Signal::Stop) | None => {
-                                self.writer_events = Some(events);
-                                return self.stop(in_flight).await;
-                            }
+                            Some(Signal::Stop) | None => return self.stop(in_flight).await,
                         },
                         _ = tokio::time::sleep(wait) => {}
                     }
@@ -1047,7 +1021,6 @@ impl Daemon {
     /// of the loop that failed for another reason (the loop stops).
     fn writer_event(&mut self, event: writer::Event) -> Result<()> {
         match event {
-            writer::Event::Outages(entries) => self.apply_outages(entries, false),
             writer::Event::StorageFull(error) => {
                 if self.storage_full.is_none() {
                     self.storage_full = Some(std::time::Instant::now());
@@ -1694,18 +1667,20 @@ impl Daemon {
             Ok(Err(e)) => anyhow::bail!("writing the schedule at the stop: {e}"),
             Err(_) => anyhow::bail!("the ledger's writer ended before the stop was written"),
         }
-        // What the writer said before it ended: the outage windows it wrote last are what the
-        // API and the metrics show once the loop is gone (a window opened by the last run).
-        if let Some(mut events) = self.writer_events.take() {
-            while let Ok(event) = events.try_recv() {
-                if let writer::Event::Outages(entries) = event {
-                    self.apply_outages(entries, false);
-                }
-            }
-        }
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// The outage records among `entries` (every outage entry of the ledger, in order).
+fn outage_records(entries: Vec<crate::store::ReadEntry>) -> Vec<OutageRecord> {
+    entries
+        .into_iter()
+        .filter_map(|e| match e.record {
+            Record::Outage(o) => Some(o),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Resolves the open reservations on chain, under the call lock (so none of them belongs to a

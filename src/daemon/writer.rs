@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::ledger::key::ReporterKey;
 use crate::ledger::record::{Record, RecordKind};
 use crate::score::input::PeerDocument;
-use crate::store::{NewEntry, ReadEntry, StoreError, SubjectRow};
+use crate::store::{NewEntry, StoreError, SubjectRow};
 
 use super::pipeline::{PendingRun, Population, Shared, record_batch};
 use super::storage;
@@ -69,8 +69,6 @@ pub(crate) struct LoopWrite {
 /// What the writer tells the loop.
 #[derive(Debug)]
 pub(crate) enum Event {
-    /// Every outage entry of the ledger, after a write that may have changed them.
-    Outages(Vec<ReadEntry>),
     /// A write failed for lack of room (the error, for the log).
     StorageFull(String),
     /// A write succeeded again after the disk was full (since when, real time).
@@ -202,7 +200,7 @@ impl Thread {
                         if let Err(e) = self.shared.store.checkpoint(&self.key, at_ms) {
                             tracing::error!(error = %e, "signing a checkpoint failed");
                         }
-                        self.send_outages();
+                        self.publish_outages();
                     }
                     Write::Population { at_ms, categories } => self.population(at_ms, categories),
                     Write::Stop { at_ms, rows, done } => stop = Some((at_ms, rows, done)),
@@ -316,13 +314,21 @@ impl Thread {
         }
         self.full_since = None;
         let _ = self.events.send(Event::StorageRoom { full_since });
-        self.send_outages();
+        self.publish_outages();
     }
 
-    fn send_outages(&self) {
+    /// Our outage windows read again from every outage entry (another process may declare one),
+    /// for the API, the metrics and the scores. Done here, before a write's reply, so what the
+    /// API accepted is what it serves next.
+    fn publish_outages(&self) {
         match self.shared.store.entries_of_kind(&[RecordKind::Outage], 0) {
             Ok(entries) => {
-                let _ = self.events.send(Event::Outages(entries));
+                let windows = super::scoring::outage_windows(&super::outage_records(entries));
+                *self
+                    .shared
+                    .outages
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner()) = windows;
             }
             Err(e) => tracing::error!(error = %e, "reading outage windows failed"),
         }
@@ -402,12 +408,12 @@ fn split_replies(replies: Vec<(usize, Option<Reply>)>) -> Reply {
     })
 }
 
-/// A loop write done: its replies answered, and the outage windows sent when they changed.
+/// A loop write done: the outage windows published when they changed, then its replies answered.
 fn finish(write: LoopWrite, seqs: Vec<u64>, thread: &Thread) {
+    if write.outages {
+        thread.publish_outages();
+    }
     if let Some(reply) = write.reply {
         reply(Ok(seqs));
-    }
-    if write.outages {
-        thread.send_outages();
     }
 }
