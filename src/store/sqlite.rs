@@ -1672,8 +1672,11 @@ const VERIFY_BATCH: usize = 512;
 /// interior nodes they complete (`nodes[level]`: index and hash, in index order).
 struct WalkBatch {
     rows: WalkRows,
-    nodes: Vec<Vec<(u64, Vec<u8>)>>,
+    nodes: StoredLevels,
 }
+
+/// Stored interior nodes by level: each one's index and hash, in index order.
+type StoredLevels = Vec<Vec<(u64, Vec<u8>)>>;
 
 /// The rows of a batch: the chain's columns with the bytes one after another (chain only), or
 /// whole rows (deep: the bytes are parsed and compared with the columns).
@@ -1708,13 +1711,13 @@ impl WalkRows {
 /// A batch's stored interior nodes, compared one by one with those the walk computes, in the
 /// order it completes them (each level's in index order).
 struct StoredNodes {
-    levels: Vec<Vec<(u64, Vec<u8>)>>,
+    levels: StoredLevels,
     next: Vec<usize>,
     failed: Option<(u32, u64, &'static str)>,
 }
 
 impl StoredNodes {
-    fn new(levels: Vec<Vec<(u64, Vec<u8>)>>) -> StoredNodes {
+    fn new(levels: StoredLevels) -> StoredNodes {
         StoredNodes {
             next: vec![0; levels.len()],
             levels,
@@ -1849,7 +1852,7 @@ impl SqliteStore {
             .transpose()
             .map_err(self.sql(context))?;
         // The stored nodes leaves `[from, to)` complete: at level l, indexes `[from >> l, to >> l)`.
-        let mut nodes_of = |from: u64, to: u64| -> Result<Vec<Vec<(u64, Vec<u8>)>>, StoreError> {
+        let mut nodes_of = |from: u64, to: u64| -> Result<StoredLevels, StoreError> {
             let mut levels = vec![Vec::new()];
             let Some(node_rows) = node_rows.as_mut() else {
                 return Ok(levels);
@@ -3257,7 +3260,7 @@ mod tests {
         let state = dir.path().join("state");
         let key = ReporterKey::generate(&dir.path().join("reporter.key")).unwrap();
         let first = SqliteStore::open(&state).unwrap();
-        first.append((0..11).map(|i| control(i)).collect()).unwrap();
+        first.append((0..11).map(control).collect()).unwrap();
         first.checkpoint(&key, 1_000).unwrap();
         // Proofs read now: the upper levels of an 11-entry tree kept in `first`'s memory.
         assert!(first.inclusion_bundle("x", 0, 10).unwrap().is_some());
