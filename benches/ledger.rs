@@ -451,12 +451,11 @@ fn score_entry(template: &ScoreRecord, document: &[u8], i: usize) -> NewEntry {
     };
     NewEntry {
         at_ms: score.as_of_ms,
-        record: Record::Score(score),
+        record: Record::Score(score).into(),
         index: Some(Box::new(move |seq| Index {
             score: Some(ScoreRow { seq, ..row }),
             ..Index::default()
         })),
-        prepared: None,
     }
 }
 
@@ -499,11 +498,8 @@ impl Kind {
             Kind::RunWithoutHistory => {
                 let mut entry = run_entry(&captured.run, rubric, i);
                 // The run's id and declaration, as `run_index` writes them.
-                let Record::Run(run) = &entry.record else {
-                    unreachable!()
-                };
-                let run_id = run.id.clone();
-                let declared = declared(&run.free, run.started_at_ms)
+                let run_id = format!("{}:{i}", captured.run.id);
+                let declared = declared(&captured.run.free, captured.run.started_at_ms + i as i64)
                     .and_then(|d| serde_json::to_vec(&d).ok().map(|b| (d.at_ms, b)));
                 entry.index = Some(Box::new(move |_| Index {
                     run_id: Some(run_id),
@@ -936,7 +932,7 @@ fn verification(sizes: &Sizes, root: &Path, captured: &Captured, rubric: &Rubric
                     // The ledger entry alone.
                     _ => {
                         let e = kind.entry(captured, rubric, k);
-                        NewEntry::plain(e.at_ms, e.record)
+                        NewEntry { index: None, ..e }
                     }
                 })
                 .collect();

@@ -121,12 +121,11 @@ fn main() {
                 });
                 entries.push(NewEntry {
                     at_ms: row.as_of_ms,
-                    record,
+                    record: record.into(),
                     index: Some(Box::new(move |seq| Index {
                         score: Some(ScoreRow { seq, ..row }),
                         ..Index::default()
                     })),
-                    prepared: None,
                 });
             }
         }

@@ -144,10 +144,11 @@ CREATE TABLE IF NOT EXISTS webhook_outbox (
 ) STRICT;
 CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox (state, next_attempt_ms);
 
--- The Merkle tree over the entries (RFC 9162; leaf i is entry seq i + 1, hashed over its body):
--- the hash of every perfect subtree, level 0 the leaves. Derived from the entries and written in
--- their transaction; a ledger older than the tree gets it rebuilt from its entries when opened
--- for writing. Inclusion and consistency proofs are read from it.
+-- The Merkle tree over the entries (RFC 9162; leaf i is entry seq i + 1, its leaf hash the
+-- entry's `hash`): the hash of every perfect subtree above the leaves (level 1 and up; the leaves
+-- are the entries' own hashes). Derived from the entries and written in their transaction; a
+-- ledger older than the tree gets it rebuilt from its entries when opened for writing. Inclusion
+-- and consistency proofs are read from it.
 CREATE TABLE IF NOT EXISTS tree (
     level INTEGER NOT NULL,
     idx   INTEGER NOT NULL,

@@ -634,16 +634,17 @@ fn the_signed_tree_catches_what_the_chain_alone_would_not() {
         "{text}"
     );
 
-    // One stored node of the tree edited: the proofs it gives would not verify.
+    // One stored node of the tree edited: the proofs it gives would not verify. (The leaves are
+    // the entries' own hashes, which the chain checks.)
     let node = tampered(
         root.path(),
         "node",
-        "UPDATE tree SET hash = zeroblob(32) WHERE level = 0 AND idx = 5;",
+        "UPDATE tree SET hash = zeroblob(32) WHERE level = 1 AND idx = 2;",
     );
     let (code, text) = verify(&node);
     assert_eq!(code, 1, "{text}");
     assert!(
-        text.contains("stored Merkle tree's node 2 at level 1 is not the hash of its children"),
+        text.contains("stored Merkle tree's node 2 at level 1 is not the hash its entries give"),
         "{text}"
     );
 }

@@ -394,14 +394,13 @@ pub(crate) async fn run_subject(
         known.push(Known::Record(Record::Revision(r.clone())));
         entries.push(NewEntry {
             at_ms: started_ms,
-            record: Record::Revision(r),
+            record: Record::Revision(r).into(),
             index: (!routed.is_empty()).then(|| -> crate::store::IndexFn {
                 Box::new(move |seq| Index {
                     outbox: routed.rows(seq),
                     ..Index::default()
                 })
             }),
-            prepared: None,
         });
     }
     let rows = run_rows(&shared.rubric, &record);
@@ -768,14 +767,13 @@ fn score_subject(
     };
     let entry = NewEntry {
         at_ms: now_ms,
-        record: Record::Score(scored.record),
+        record: Record::Score(scored.record).into(),
         index: Some(Box::new(move |seq| Index {
             score: Some(ScoreRow { seq, ..row }),
             state: Some(state_row),
             outbox: routed.rows(seq),
             ..Index::default()
         })),
-        prepared: None,
     };
     Ok((entry, summary, published))
 }
@@ -856,7 +854,7 @@ pub(crate) async fn watch_refund_job(
     let (reply, written) = tokio::sync::oneshot::channel();
     let entries = vec![NewEntry {
         at_ms,
-        record: Record::Refund(Box::new(record)),
+        record: Record::Refund(Box::new(record)).into(),
         index: Some(Box::new(move |seq| Index {
             history: run_entries(&[h9], &rubric, true, &revision, seq * SEQ_STRIDE)
                 .iter()
@@ -864,7 +862,6 @@ pub(crate) async fn watch_refund_job(
                 .collect(),
             ..Index::default()
         })),
-        prepared: None,
     }];
     writer.send(Write::Append { entries, reply });
     written.await.map_err(|_| StoreError::WriterStopped)??;

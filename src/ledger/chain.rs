@@ -40,6 +40,18 @@ pub struct Envelope<R = Box<StoredRun>> {
     pub record: Record<R>,
 }
 
+/// The columns of a stored entry the chain reads (its bytes hashed apart): what a chain-only
+/// verification takes from each row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChainLink {
+    pub seq: u64,
+    pub at_ms: i64,
+    pub prev: [u8; 32],
+    pub hash: [u8; 32],
+    /// The length of its bytes.
+    pub bytes: u64,
+}
+
 /// An entry as stored: its columns and its canonical bytes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredEntry {
@@ -242,6 +254,32 @@ impl Verifier {
         hash: [u8; 32],
         deep: bool,
     ) -> Result<Option<Envelope>, Broken> {
+        let broken = |why: String| Broken { seq: row.seq, why };
+        self.feed_link(
+            &ChainLink {
+                seq: row.seq,
+                at_ms: row.at_ms,
+                prev: row.prev,
+                hash: row.hash,
+                bytes: row.body.len() as u64,
+            },
+            hash,
+        )?;
+        // A failure here ends the verification: that the link moved the verifier on is moot.
+        Ok(match (deep, self.format_1) {
+            (false, _) => None,
+            (true, false) => Some(check_columns(row, ENVELOPE_VERSION).map_err(broken)?),
+            (true, true) => {
+                check_columns::<Box<RunRecord>>(row, ENVELOPE_VERSION_1).map_err(broken)?;
+                None
+            }
+        })
+    }
+
+    /// The chain's part of a row's check, from its columns and the hash of its bytes alone:
+    /// its position, its link to the previous row, its hash. What a chain-only verification
+    /// reads (no kind, no subject, the bytes hashed where they lie).
+    pub fn feed_link(&mut self, row: &ChainLink, hash: [u8; 32]) -> Result<(), Broken> {
         let expected = self.summary.entries + 1;
         let broken = |why: String| Broken { seq: row.seq, why };
         if row.seq != expected {
@@ -265,14 +303,6 @@ impl Verifier {
                 hex::encode(row.hash)
             )));
         }
-        let envelope = match (deep, self.format_1) {
-            (false, _) => None,
-            (true, false) => Some(check_columns(row, ENVELOPE_VERSION).map_err(broken)?),
-            (true, true) => {
-                check_columns::<Box<RunRecord>>(row, ENVELOPE_VERSION_1).map_err(broken)?;
-                None
-            }
-        };
         if let Some(slot) = self.wanted.get_mut(&row.seq) {
             *slot = Some(row.hash);
         }
@@ -283,8 +313,8 @@ impl Verifier {
         }
         self.prev = row.hash;
         self.summary.entries = expected;
-        self.summary.bytes += row.body.len() as u64;
-        Ok(envelope)
+        self.summary.bytes += row.bytes;
+        Ok(())
     }
 
     /// Checks the checkpoints and returns the summary: each signature, that it names the hash

@@ -426,6 +426,16 @@ impl PerfectNodes for Tree {
     }
 }
 
+/// The perfect subtrees (level, index) that make up the first `size` leaves, largest first: what
+/// [`Frontier::from_parts`] takes.
+pub fn frontier_nodes(size: u64) -> Vec<(u32, u64)> {
+    (0..64u32)
+        .rev()
+        .filter(|level| size >> level & 1 == 1)
+        .map(|level| (level, (size >> level) - 1))
+        .collect()
+}
+
 /// The roots of the perfect subtrees that make up the first `size` leaves, largest first (a
 /// "compact range"): enough to append and to compute the root with O(log n) memory, which is
 /// what a verifier walking the whole log needs.
@@ -445,10 +455,26 @@ impl Frontier {
         self.size
     }
 
+    /// A frontier of `size` leaves from the hashes of its perfect subtrees, largest first (the
+    /// nodes [`frontier_nodes`] names): how a store picks up the right edge of the tree it keeps.
+    /// `None` when their number does not fit `size`.
+    pub fn from_parts(size: u64, stack: Vec<Hash>) -> Option<Frontier> {
+        (stack.len() == size.count_ones() as usize).then_some(Frontier { size, stack })
+    }
+
     pub fn push(&mut self, leaf: Hash) {
+        self.push_completing(leaf, |_, _, _| {});
+    }
+
+    /// Appends a leaf and hands `completed` every perfect subtree of level 1 or more it
+    /// completes (level, index, hash), lowest first: exactly the interior nodes a store keeps,
+    /// each computed once (a verifier compares them with the stored ones, a writer stores them).
+    pub fn push_completing(&mut self, leaf: Hash, mut completed: impl FnMut(u32, u64, Hash)) {
+        let index = self.size;
         let mut node = leaf;
         // Each trailing one bit of the old size is a perfect subtree the new leaf completes.
         let mut carry = self.size;
+        let mut level = 0u32;
         while carry & 1 == 1 {
             let left = self
                 .stack
@@ -456,6 +482,8 @@ impl Frontier {
                 .expect("a set bit has its subtree on the stack");
             node = node_hash(&left, &node);
             carry >>= 1;
+            level += 1;
+            completed(level, index >> level, node);
         }
         self.stack.push(node);
         self.size += 1;
@@ -546,6 +574,41 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// What a writer stores and a verifier compares: the interior nodes a push completes are
+    /// exactly the tree's perfect subtrees above the leaves, each once, and a frontier picked up
+    /// from the nodes `frontier_nodes` names goes on as the one that pushed them.
+    #[test]
+    fn pushes_complete_every_interior_node_once_and_a_frontier_resumes_from_its_nodes() {
+        let all = leaves(77);
+        let mut tree = Tree::new();
+        let mut frontier = Frontier::new();
+        let mut completed = Vec::new();
+        for (i, leaf) in all.iter().enumerate() {
+            tree.push(*leaf);
+            frontier.push_completing(*leaf, |level, idx, hash| completed.push((level, idx, hash)));
+            let size = i as u64 + 1;
+            let parts: Vec<Hash> = frontier_nodes(size)
+                .into_iter()
+                .map(|(level, idx)| tree.perfect(level, idx).expect("a perfect subtree"))
+                .collect();
+            let resumed = Frontier::from_parts(size, parts).expect("fits the size");
+            assert_eq!(resumed, frontier, "size {size}");
+            assert_eq!(resumed.root(), mth(&all[..=i]));
+        }
+        let mut interior = Vec::new();
+        for level in 1..8u32 {
+            for idx in 0.. {
+                match tree.perfect(level, idx) {
+                    Some(hash) => interior.push((level, idx, hash)),
+                    None => break,
+                }
+            }
+        }
+        completed.sort();
+        assert_eq!(completed, interior);
+        assert!(Frontier::from_parts(5, vec![[0u8; 32]]).is_none());
     }
 
     fn reference_tree() -> Tree {

@@ -71,7 +71,13 @@ impl TreeWalk {
 
     /// The next entry's leaf hash (its bytes hashed already).
     pub fn feed_leaf(&mut self, leaf: Hash) {
-        self.frontier.push(leaf);
+        self.feed_leaf_completing(leaf, |_, _, _| {});
+    }
+
+    /// [`TreeWalk::feed_leaf`], handing `completed` every interior node the leaf completes
+    /// (level, index, hash; what a stored tree must hold: see `Frontier::push_completing`).
+    pub fn feed_leaf_completing(&mut self, leaf: Hash, completed: impl FnMut(u32, u64, Hash)) {
+        self.frontier.push_completing(leaf, completed);
         if let Some(slot) = self.wanted.get_mut(&self.frontier.size()) {
             *slot = Some(self.frontier.root());
         }

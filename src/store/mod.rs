@@ -170,12 +170,36 @@ pub enum OutboxUpdate {
 /// An entry to append, with what it adds to the indexes.
 pub struct NewEntry {
     pub at_ms: i64,
-    pub record: Record,
+    pub record: NewRecord,
     pub index: Option<IndexFn>,
-    /// The record's stored form, made by the caller ([`NewEntry::prepared`]) so that a run's
-    /// results are compared with what they derive to outside the writer (`None`: the store makes
-    /// it while appending).
-    pub prepared: Option<Prepared>,
+}
+
+/// The record of an entry to append: as it is (the store makes its stored form while
+/// appending), or only its stored form, made by the caller ([`NewEntry::prepared`]) so that a
+/// run's results are compared with what they derive to outside the writer, and the writer
+/// neither receives nor drops the run's whole observation.
+pub enum NewRecord {
+    Plain(Record),
+    Prepared(Prepared),
+    /// A record whose stored form could not be made (why): the append refuses it.
+    Unwritable(String),
+}
+
+impl From<Record> for NewRecord {
+    fn from(record: Record) -> NewRecord {
+        NewRecord::Plain(record)
+    }
+}
+
+impl NewRecord {
+    /// Its kind (`None`: unwritable).
+    pub fn kind(&self) -> Option<RecordKind> {
+        match self {
+            NewRecord::Plain(record) => Some(record.kind()),
+            NewRecord::Prepared(prepared) => Some(prepared.stored.kind()),
+            NewRecord::Unwritable(_) => None,
+        }
+    }
 }
 
 /// A record's stored form and the blobs it keeps apart (`ledger::stored::to_stored`), made ready
@@ -214,9 +238,8 @@ impl NewEntry {
     pub fn plain(at_ms: i64, record: Record) -> NewEntry {
         NewEntry {
             at_ms,
-            record,
+            record: record.into(),
             index: None,
-            prepared: None,
         }
     }
 
@@ -242,13 +265,16 @@ impl NewEntry {
         derived: Option<Vec<crate::evidence::CheckResult>>,
         index: Option<IndexFn>,
     ) -> NewEntry {
-        // A record that does not serialise is left to the writer, which names it.
-        let prepared = Prepared::new(record.clone(), rubric, derived).ok();
+        let record = match Prepared::new(record, rubric, derived) {
+            Ok(prepared) => NewRecord::Prepared(prepared),
+            // Named by the writer, which refuses the entry as it refuses a record it cannot
+            // serialise itself.
+            Err(e) => NewRecord::Unwritable(e.to_string()),
+        };
         NewEntry {
             at_ms,
             record,
             index,
-            prepared,
         }
     }
 }

@@ -12,15 +12,15 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{
-    Index, NewEntry, NewOutboxEvent, OutboxRow, OutboxState, OutboxUpdate, Prepared, ReadEntry,
-    ScoreRow, Store, StoreError, SubjectRow, SubjectShown, SubjectState,
+    Index, NewEntry, NewOutboxEvent, NewRecord, OutboxRow, OutboxState, OutboxUpdate, Prepared,
+    ReadEntry, ScoreRow, Store, StoreError, SubjectRow, SubjectShown, SubjectState,
 };
 use crate::ledger::chain::{
-    Broken, Checkpoint, StoredEntry, Trusted, Verifier, VerifySummary, checkpoint_message,
-    seal_canonical,
+    Broken, ChainLink, Checkpoint, StoredEntry, Trusted, Verifier, VerifySummary,
+    checkpoint_message, seal_canonical,
 };
 use crate::ledger::key::ReporterKey;
-use crate::ledger::merkle::{self, Hash, PerfectNodes, leaf_hash, node_hash};
+use crate::ledger::merkle::{self, Frontier, Hash, PerfectNodes, leaf_hash};
 use crate::ledger::proof::{self, InclusionBundle};
 use crate::ledger::record::{Record, RecordKind, StoredRecord};
 use crate::ledger::stored::{self, BlobKind, NewBlob};
@@ -86,6 +86,8 @@ pub struct SqliteStore {
     rubrics: Arc<std::sync::RwLock<Vec<Rubric>>>,
     /// The zstd dictionaries read from the ledger, by id (blobs of codec 2 name theirs).
     dictionaries: Arc<Mutex<std::collections::HashMap<u32, Arc<Vec<u8>>>>>,
+    /// The stored tree's right edge and upper levels as this process knows them.
+    tree: Arc<Mutex<TreeCache>>,
 }
 
 /// The pool of read connections. A read takes any free one; a read transaction held across
@@ -261,6 +263,7 @@ impl SqliteStore {
             path: path.to_path_buf(),
             rubrics: Default::default(),
             dictionaries: Default::default(),
+            tree: Default::default(),
         }
         .with_default_rubric())
     }
@@ -274,6 +277,7 @@ impl SqliteStore {
             path: path.to_path_buf(),
             rubrics: Default::default(),
             dictionaries: Default::default(),
+            tree: Default::default(),
         }
         .with_default_rubric()
     }
@@ -310,6 +314,7 @@ impl SqliteStore {
             path: self.path.clone(),
             rubrics: self.rubrics.clone(),
             dictionaries: self.dictionaries.clone(),
+            tree: self.tree.clone(),
         }
     }
 
@@ -385,6 +390,12 @@ impl SqliteStore {
         })?;
         // A panic while holding the lock cannot leave SQLite inconsistent (transactions roll back).
         Ok(writer.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The process's knowledge of the stored tree.
+    fn tree_cache(&self) -> MutexGuard<'_, TreeCache> {
+        // Nothing in it is left half-changed by a panic (each change is one assignment or push).
+        self.tree.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn sql(&self, context: &'static str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
@@ -654,7 +665,24 @@ impl Store for SqliteStore {
             .map_err(self.sql("starting an append"))?;
         let (mut seq, mut prev) = head_in(&tx).map_err(self.sql("reading the head"))?;
         let mut seqs = Vec::with_capacity(entries.len());
+        // The tree's right edge: kept from this process's last commit, or read (after another
+        // process appended, or at the first append).
+        let kept = self.tree_cache().frontier.clone();
+        let mut frontier = match kept.filter(|f| f.size() == seq) {
+            Some(f) => f,
+            None => stored_frontier_in(&tx, seq)
+                .map_err(self.sql("reading the tree's right edge"))?
+                .ok_or_else(|| {
+                    self.corrupt(format!(
+                        "the stored Merkle tree lacks a node of its right edge at {seq} entries"
+                    ))
+                })?,
+        };
+        let mut nodes: Vec<(u32, u64, Hash)> = Vec::with_capacity(entries.len() + 64);
         {
+            let mut insert_node = tx
+                .prepare_cached("INSERT INTO tree (level, idx, hash) VALUES (?1, ?2, ?3)")
+                .map_err(self.sql("preparing a tree node"))?;
             let mut insert_entry = tx
                 .prepare_cached(
                     "INSERT INTO entry (seq, at_ms, kind, subject, prev, hash, body)
@@ -678,21 +706,23 @@ impl Store for SqliteStore {
                 at_ms,
                 record,
                 index,
-                prepared,
             } in entries
             {
+                let unwritable = |why: String| {
+                    self.corrupt(format!("entry {} does not serialise: {why}", seq + 1))
+                };
                 let Prepared {
                     stored: record,
                     blobs,
                     record_bytes,
-                } = match prepared {
-                    Some(p) => p,
-                    None => {
+                } = match record {
+                    NewRecord::Prepared(p) => p,
+                    NewRecord::Plain(record) => {
                         let rubrics = self.rubrics.read().unwrap_or_else(|p| p.into_inner());
-                        Prepared::new(record, &rubrics[0], None).map_err(|e| {
-                            self.corrupt(format!("entry {} does not serialise: {e}", seq + 1))
-                        })?
+                        Prepared::new(record, &rubrics[0], None)
+                            .map_err(|e| unwritable(e.to_string()))?
                     }
+                    NewRecord::Unwritable(why) => return Err(unwritable(why)),
                 };
                 for blob in &blobs {
                     // A blob kept before costs one lookup in its index.
@@ -712,8 +742,16 @@ impl Store for SqliteStore {
                         stored.body,
                     ])
                     .map_err(self.sql("writing an entry"))?;
-                tree_push_in(&tx, seq - 1, stored.hash)
-                    .map_err(self.sql("writing the entry's tree nodes"))?;
+                // The entry's hash is its leaf: only the interior nodes it completes are new.
+                let first = nodes.len();
+                frontier.push_completing(stored.hash, |level, idx, hash| {
+                    nodes.push((level, idx, hash));
+                });
+                for (level, idx, hash) in &nodes[first..] {
+                    insert_node
+                        .execute(params![i64::from(*level), *idx as i64, hash.as_slice()])
+                        .map_err(self.sql("writing the entry's tree nodes"))?;
+                }
                 if let (Some(subject), Some(index)) = (record.subject(), index) {
                     let Index {
                         history,
@@ -755,6 +793,7 @@ impl Store for SqliteStore {
             }
         }
         tx.commit().map_err(self.sql("committing an append"))?;
+        self.tree_cache().committed(frontier, &nodes);
         Ok(seqs)
     }
 
@@ -1032,7 +1071,7 @@ impl Store for SqliteStore {
         )
         .map_err(self.sql("writing a checkpoint"))?;
         // The tree checkpoint of the same entries: a signed note over their Merkle root.
-        let root = merkle::root_at(&SqliteNodes::new(&tx, seq), seq)
+        let root = merkle::root_at(&SqliteNodes::cached(&tx, seq, &self.tree), seq)
             .map_err(|e| self.corrupt(format!("the Merkle tree at size {seq}: {e}")))?;
         let note = tlog::sign_tree_note(&key.public_key(), seq, root, at_ms, |m| key.sign(m))
             .map_err(|e| StoreError::Sign(e.to_string()))?;
@@ -1153,7 +1192,7 @@ impl Store for SqliteStore {
             .iter()
             .flat_map(|(index, _)| merkle::inclusion_nodes(*index, latest.size))
             .collect();
-        let nodes = FetchedNodes::read(&conn, latest.size, wanted)
+        let nodes = FetchedNodes::read(&conn, latest.size, wanted, &self.tree)
             .map_err(self.sql("reading the Merkle tree"))?;
         let key = tlog::note_key(&signer.public_key);
         proof::build(&nodes, latest.note, &key, latest.size, entries)
@@ -1170,7 +1209,7 @@ impl Store for SqliteStore {
         if new > head {
             return Err(self.corrupt(format!("no tree of {new} entries: the log has {head}")));
         }
-        merkle::consistency_proof(&SqliteNodes::new(&conn, new), old, new)
+        merkle::consistency_proof(&SqliteNodes::cached(&conn, new, &self.tree), old, new)
             .map_err(|e| self.corrupt(format!("a consistency proof {old} -> {new}: {e}")))
     }
 
@@ -1180,26 +1219,10 @@ impl Store for SqliteStore {
         let _snapshot = ReadSnapshot::begin_mapped(self)?;
         let checkpoints = self.checkpoints()?;
         let notes = self.tree_notes()?;
-        let has_tree = self.has_tree()?;
-        let (walked, stored_tree) = std::thread::scope(|scope| {
-            // The stored tree's own check (every node the hash of its children) reads no entry:
-            // it runs beside the walk, on a read connection of its own when the pool has one
-            // (nodes are only ever added, so a later snapshot holds the same nodes under the
-            // walk's size), or after the walk in its snapshot when the pool has one connection.
-            let tree = has_tree.then(|| scope.spawn(|| self.verify_stored_tree()));
-            let walked = self.walk_entries(&checkpoints, &notes, deep);
-            let stored = tree.map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-            (walked, stored)
-        });
-        let (verifier, walk, named) = walked?;
+        let stored_tree = self.has_stored_tree(&notes)?;
+        let (verifier, walk, named) = self.walk_entries(&checkpoints, &notes, deep, stored_tree)?;
         let mut summary = verifier.finish(&checkpoints, trusted)?;
-        self.verify_tree(
-            walk,
-            &notes,
-            trusted,
-            stored_tree.unwrap_or(Ok(())),
-            &mut summary,
-        )?;
+        self.verify_tree(walk, &notes, trusted, &mut summary)?;
         if deep {
             // The blobs (each run's observation among them) are checked deep only: the chain
             // and the tree cover them through the digests the entries name.
@@ -1645,112 +1668,335 @@ const SCORE_ROWS_PAGE: i64 = 512;
 /// Entries handed from the reading thread to the hashing one at a time, during a verification.
 const VERIFY_BATCH: usize = 512;
 
+/// A verification's batch of rows, from the reading thread to the checking one, with the stored
+/// interior nodes they complete (`nodes[level]`: index and hash, in index order).
+struct WalkBatch {
+    rows: WalkRows,
+    nodes: StoredLevels,
+}
+
+/// Stored interior nodes by level: each one's index and hash, in index order.
+type StoredLevels = Vec<Vec<(u64, Vec<u8>)>>;
+
+/// The rows of a batch: the chain's columns with the bytes one after another (chain only), or
+/// whole rows (deep: the bytes are parsed and compared with the columns).
+enum WalkRows {
+    Links {
+        links: Vec<ChainLink>,
+        bytes: Vec<u8>,
+    },
+    Whole(Vec<StoredEntry>),
+}
+
+impl WalkRows {
+    fn new(deep: bool) -> WalkRows {
+        if deep {
+            WalkRows::Whole(Vec::with_capacity(VERIFY_BATCH))
+        } else {
+            WalkRows::Links {
+                links: Vec::with_capacity(VERIFY_BATCH),
+                bytes: Vec::new(),
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            WalkRows::Links { links, .. } => links.len(),
+            WalkRows::Whole(rows) => rows.len(),
+        }
+    }
+}
+
+/// A batch's stored interior nodes, compared one by one with those the walk computes, in the
+/// order it completes them (each level's in index order).
+struct StoredNodes {
+    levels: StoredLevels,
+    next: Vec<usize>,
+    failed: Option<(u32, u64, &'static str)>,
+}
+
+impl StoredNodes {
+    fn new(levels: StoredLevels) -> StoredNodes {
+        StoredNodes {
+            next: vec![0; levels.len()],
+            levels,
+            failed: None,
+        }
+    }
+
+    /// The node the walk computed at (`level`, `idx`) against the stored one.
+    fn compare(&mut self, level: u32, idx: u64, hash: &Hash) {
+        if self.failed.is_some() {
+            return;
+        }
+        let l = level as usize;
+        let stored = self.levels.get(l).and_then(|nodes| nodes.get(self.next[l]));
+        self.failed = match stored {
+            Some((i, h)) if *i == idx => {
+                self.next[l] += 1;
+                (h.as_slice() != hash).then_some((level, idx, "is not the hash its entries give"))
+            }
+            _ => Some((level, idx, "is missing")),
+        };
+    }
+
+    /// The first node that differed, as the break it is.
+    fn failed(&mut self) -> Result<(), Broken> {
+        match self.failed.take() {
+            None => Ok(()),
+            Some((level, idx, why)) => Err(Broken {
+                // The first entry under the node.
+                seq: (idx << level) + 1,
+                why: format!("the stored Merkle tree's node {idx} at level {level} {why}"),
+            }),
+        }
+    }
+}
+
 impl SqliteStore {
     /// A verification's walk over every entry: this thread reads the rows (in the caller's read
     /// snapshot), another hashes and checks them (the chain, the Merkle tree, and when `deep` each
-    /// entry's bytes against its columns), so that reading and hashing use a core each.
+    /// entry's bytes against its columns), so that reading and hashing use a core each. With
+    /// `stored_tree`, every interior node the entries complete is compared with the stored one as
+    /// the walk computes it (the reading thread hands the stored nodes over with the rows that
+    /// complete them): the proofs the store hands out are read from that tree.
     fn walk_entries(
         &self,
         checkpoints: &[Checkpoint],
         notes: &[TreeNote],
         deep: bool,
+        stored_tree: bool,
     ) -> Result<(Verifier, TreeWalk, Named), StoreError> {
-        let (to_checker, batches) = std::sync::mpsc::sync_channel::<Vec<StoredEntry>>(8);
+        let (to_checker, batches) = std::sync::mpsc::sync_channel::<WalkBatch>(8);
         let mut verifier = Verifier::new(checkpoints);
         let mut walk = TreeWalk::new(notes);
         let mut named = Named::default();
         std::thread::scope(|scope| {
             let checker = scope.spawn(move || -> Result<_, Broken> {
                 for batch in batches {
-                    for row in batch {
-                        // One hash for both: an entry's chain hash is its leaf hash.
-                        let leaf = leaf_hash(&row.body);
-                        walk.feed_leaf(leaf);
-                        if let Some(envelope) = verifier.feed_hashed(&row, leaf, deep)? {
-                            named.note(row.seq, envelope.record)?;
+                    let mut nodes = StoredNodes::new(batch.nodes);
+                    let mut check = |leaf: Hash| -> Result<(), Broken> {
+                        walk.feed_leaf_completing(leaf, |level, idx, hash| {
+                            if stored_tree {
+                                nodes.compare(level, idx, &hash);
+                            }
+                        });
+                        nodes.failed()
+                    };
+                    match batch.rows {
+                        WalkRows::Links { links, bytes } => {
+                            let mut at = 0usize;
+                            for link in links {
+                                let end = at + link.bytes as usize;
+                                // One hash for both: an entry's chain hash is its leaf hash.
+                                let leaf = leaf_hash(&bytes[at..end]);
+                                at = end;
+                                verifier.feed_link(&link, leaf)?;
+                                check(leaf)?;
+                            }
+                        }
+                        WalkRows::Whole(rows) => {
+                            for row in rows {
+                                let leaf = leaf_hash(&row.body);
+                                if let Some(envelope) = verifier.feed_hashed(&row, leaf, deep)? {
+                                    named.note(row.seq, envelope.record)?;
+                                }
+                                check(leaf)?;
+                            }
                         }
                     }
                 }
                 Ok((verifier, walk, named))
             });
-            let mut batch = Vec::with_capacity(VERIFY_BATCH);
-            let read = self.scan(0, &mut |row| {
-                let seq = row.seq;
-                batch.push(row);
-                if batch.len() == VERIFY_BATCH
-                    && to_checker
-                        .send(std::mem::replace(
-                            &mut batch,
-                            Vec::with_capacity(VERIFY_BATCH),
-                        ))
-                        .is_err()
-                {
-                    // The checker stopped at a broken entry: its error is the one to report.
-                    return Err(Broken {
-                        seq,
-                        why: "not checked: an earlier entry is broken".into(),
-                    });
-                }
-                Ok(())
-            });
-            if !batch.is_empty() {
-                let _ = to_checker.send(batch);
-            }
+            let read = self.read_walk(deep, stored_tree, &to_checker);
             drop(to_checker);
             let checked = checker.join().unwrap_or_else(|panic| {
                 std::panic::resume_unwind(panic);
             });
+            // The checker's error first: a read stops when the checker has stopped at a broken
+            // entry.
             let checked = checked?;
             read?;
             Ok(checked)
         })
     }
 
-    /// Every stored blob is still what its address says.
+    /// The reading side of [`SqliteStore::walk_entries`]: every row in `seq` order, in batches,
+    /// each with the stored interior nodes its rows complete. Chain-only reads the chain's
+    /// columns and the bytes alone, copied into one buffer per batch. Stops early when the
+    /// checker has (its error is the one to report). Then, with `stored_tree`, that the tree holds
+    /// no node past the entries (an append would fail on it).
+    fn read_walk(
+        &self,
+        deep: bool,
+        stored_tree: bool,
+        to_checker: &std::sync::mpsc::SyncSender<WalkBatch>,
+    ) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let context = "reading entries to verify";
+        let sql = if deep {
+            "SELECT seq, at_ms, prev, hash, body, kind, subject FROM entry ORDER BY seq"
+        } else {
+            "SELECT seq, at_ms, prev, hash, body FROM entry ORDER BY seq"
+        };
+        let mut stmt = conn.prepare(sql).map_err(self.sql(context))?;
+        // (A ledger written before the tree, opened read-only, has no table to read.)
+        let mut node_rows = stored_tree
+            .then(|| {
+                conn.prepare(
+                    "SELECT idx, hash FROM tree WHERE level = ?1 AND idx >= ?2 AND idx < ?3
+                     ORDER BY idx",
+                )
+            })
+            .transpose()
+            .map_err(self.sql(context))?;
+        // The stored nodes leaves `[from, to)` complete: at level l, indexes `[from >> l, to >> l)`.
+        let mut nodes_of = |from: u64, to: u64| -> Result<StoredLevels, StoreError> {
+            let mut levels = vec![Vec::new()];
+            let Some(node_rows) = node_rows.as_mut() else {
+                return Ok(levels);
+            };
+            for level in 1..64u32 {
+                let (lo, hi) = (from >> level, to >> level);
+                if hi == 0 {
+                    break;
+                }
+                let mut found = Vec::new();
+                if lo < hi {
+                    let mut rows = node_rows
+                        .query(params![i64::from(level), lo as i64, hi as i64])
+                        .map_err(self.sql(context))?;
+                    while let Some(r) = rows.next().map_err(self.sql(context))? {
+                        found.push((
+                            r.get::<_, i64>(0).map_err(self.sql(context))? as u64,
+                            r.get::<_, Vec<u8>>(1).map_err(self.sql(context))?,
+                        ));
+                    }
+                }
+                levels.push(found);
+            }
+            Ok(levels)
+        };
+        let mut rows = stmt.query([]).map_err(self.sql(context))?;
+        let mut batch = WalkRows::new(deep);
+        let mut leaves = 0u64;
+        while let Some(r) = rows.next().map_err(self.sql(context))? {
+            let seq: i64 = r.get(0).map_err(self.sql(context))?;
+            // The hashes and bytes are read in place (no copy per row but the batch's).
+            let digest = |i, what| -> Result<[u8; 32], StoreError> {
+                let bytes = r
+                    .get_ref(i)
+                    .and_then(|v| v.as_blob().map_err(Into::into))
+                    .map_err(self.sql(context))?;
+                hash32(bytes, what, seq).map_err(|why| {
+                    StoreError::from(Broken {
+                        seq: seq as u64,
+                        why,
+                    })
+                })
+            };
+            let link = ChainLink {
+                seq: seq as u64,
+                at_ms: r.get(1).map_err(self.sql(context))?,
+                prev: digest(2, "prev")?,
+                hash: digest(3, "hash")?,
+                bytes: 0,
+            };
+            let body = r
+                .get_ref(4)
+                .and_then(|v| v.as_blob().map_err(Into::into))
+                .map_err(self.sql(context))?;
+            match &mut batch {
+                WalkRows::Links { links, bytes } => {
+                    links.push(ChainLink {
+                        bytes: body.len() as u64,
+                        ..link
+                    });
+                    bytes.extend_from_slice(body);
+                }
+                WalkRows::Whole(whole) => {
+                    let kind = r
+                        .get_ref(5)
+                        .and_then(|v| v.as_str().map_err(Into::into))
+                        .map_err(self.sql(context))?;
+                    whole.push(StoredEntry {
+                        seq: link.seq,
+                        at_ms: link.at_ms,
+                        kind: kind_column(kind, seq)?,
+                        subject: r.get(6).map_err(self.sql(context))?,
+                        prev: link.prev,
+                        hash: link.hash,
+                        body: body.to_vec(),
+                    });
+                }
+            }
+            if batch.len() == VERIFY_BATCH {
+                let to = leaves + VERIFY_BATCH as u64;
+                let full = WalkBatch {
+                    rows: std::mem::replace(&mut batch, WalkRows::new(deep)),
+                    nodes: nodes_of(leaves, to)?,
+                };
+                leaves = to;
+                if to_checker.send(full).is_err() {
+                    // The checker stopped at a broken entry: its error is the one to report.
+                    return Ok(());
+                }
+            }
+        }
+        if batch.len() > 0 {
+            let to = leaves + batch.len() as u64;
+            let last = WalkBatch {
+                rows: batch,
+                nodes: nodes_of(leaves, to)?,
+            };
+            leaves = to;
+            if to_checker.send(last).is_err() {
+                return Ok(());
+            }
+        }
+        drop(rows);
+        if !stored_tree {
+            return Ok(());
+        }
+        // No stored node past the entries.
+        let top: i64 = conn
+            .query_row("SELECT COALESCE(MAX(level), 0) FROM tree", [], |r| r.get(0))
+            .map_err(self.sql(context))?;
+        for level in 1..=top.clamp(0, 63) as u32 {
+            let past: Option<i64> = conn
+                .query_row(
+                    "SELECT idx FROM tree WHERE level = ?1 AND idx >= ?2 ORDER BY idx LIMIT 1",
+                    params![i64::from(level), (leaves >> level) as i64],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(self.sql(context))?;
+            if let Some(idx) = past {
+                return Err(Broken {
+                    seq: leaves,
+                    why: format!(
+                        "the stored Merkle tree has a node {idx} at level {level}, past the \
+                         {leaves} entries (the next append would fail on it)"
+                    ),
+                }
+                .into());
+            }
+        }
+        Ok(())
+    }
+
     /// The tree checkpoints against the entries' Merkle root (signed by the trusted key, or by
-    /// the key of the chain's checkpoints), and the stored tree's root against the entries': the
-    /// proofs the store hands out are read from that tree.
+    /// the key of the chain's checkpoints). The stored tree was compared node by node in the
+    /// walk.
     fn verify_tree(
         &self,
         walk: TreeWalk,
         notes: &[TreeNote],
         trusted: Option<&Trusted>,
-        stored_tree: Result<(), StoreError>,
         summary: &mut VerifySummary,
     ) -> Result<(), StoreError> {
-        let (size, root) = (walk.size(), walk.root());
-        if !self.has_tree()? {
-            // Opened read-only before any writer built the tree: nothing stored to compare.
-            summary.tree_root = hex::encode(root);
-            return Ok(());
-        }
-        let (leaves, stored) = {
-            let conn = self.conn();
-            let leaves: i64 = conn
-                .query_row("SELECT COUNT(*) FROM tree WHERE level = 0", [], |r| {
-                    r.get(0)
-                })
-                .map_err(self.sql("reading the tree"))?;
-            (
-                leaves,
-                merkle::root_at(&SqliteNodes::new(&conn, size), size),
-            )
-        };
-        // A ledger written before the tree has none until the daemon opens it for writing.
-        let unbuilt = leaves == 0 && notes.is_empty();
-        if !unbuilt && stored.as_ref() != Ok(&root) {
-            return Err(Broken {
-                seq: size,
-                why: "the stored Merkle tree differs from the entries' (the inclusion proofs it \
-                      gives would not verify)"
-                    .into(),
-            }
-            .into());
-        }
-        if !unbuilt {
-            stored_tree?;
-        }
-        summary.tree_root = hex::encode(root);
+        summary.tree_root = hex::encode(walk.root());
         if notes.is_empty() {
             return Ok(());
         }
@@ -1785,78 +2031,21 @@ impl SqliteStore {
             .map_err(self.sql("reading the schema"))
     }
 
-    /// Every stored interior node is the hash of its two stored children, and every pair of
-    /// children has its parent. With the stored root at the head equal to the entries' (checked
-    /// by the caller), this pins every stored node to the entries, in one pass over the tree
-    /// table per level and without reading an entry again.
-    fn verify_stored_tree(&self) -> Result<(), StoreError> {
-        let conn = self.conn();
-        let levels: i64 = conn
-            .query_row("SELECT COALESCE(MAX(level), 0) FROM tree", [], |r| r.get(0))
-            .map_err(self.sql("reading the tree"))?;
-        let read = "SELECT idx, hash FROM tree WHERE level = ?1 ORDER BY idx";
-        for level in 1..=levels {
-            let mut children = conn.prepare(read).map_err(self.sql("reading the tree"))?;
-            let mut parents = conn.prepare(read).map_err(self.sql("reading the tree"))?;
-            let mut children = children
-                .query([level - 1])
-                .map_err(self.sql("reading the tree"))?;
-            let mut parents = parents
-                .query([level])
-                .map_err(self.sql("reading the tree"))?;
-            let broken = |idx: i64, why: &str| -> StoreError {
-                Broken {
-                    // The first entry under the node.
-                    seq: ((idx as u64) << level) + 1,
-                    why: format!("the stored Merkle tree's node {idx} at level {level} {why}"),
-                }
-                .into()
-            };
-            let mut expected: i64 = 0;
-            loop {
-                let left = children.next().map_err(self.sql("reading the tree"))?;
-                let Some(left) = left else { break };
-                let (li, lh): (i64, Vec<u8>) = (
-                    left.get(0).map_err(self.sql("reading the tree"))?,
-                    left.get(1).map_err(self.sql("reading the tree"))?,
-                );
-                let right = children.next().map_err(self.sql("reading the tree"))?;
-                let Some(right) = right else { break };
-                let (ri, rh): (i64, Vec<u8>) = (
-                    right.get(0).map_err(self.sql("reading the tree"))?,
-                    right.get(1).map_err(self.sql("reading the tree"))?,
-                );
-                if li != 2 * expected || ri != li + 1 {
-                    return Err(broken(expected, "has a missing child"));
-                }
-                let (Ok(lh), Ok(rh)) = (<Hash>::try_from(lh), <Hash>::try_from(rh)) else {
-                    return Err(broken(expected, "has a child that is not 32 bytes"));
-                };
-                let parent = parents.next().map_err(self.sql("reading the tree"))?;
-                let Some(parent) = parent else {
-                    return Err(broken(expected, "is missing"));
-                };
-                let (pi, ph): (i64, Vec<u8>) = (
-                    parent.get(0).map_err(self.sql("reading the tree"))?,
-                    parent.get(1).map_err(self.sql("reading the tree"))?,
-                );
-                if pi != expected {
-                    return Err(broken(expected, "is missing"));
-                }
-                if ph[..] != node_hash(&lh, &rh)[..] {
-                    return Err(broken(expected, "is not the hash of its children"));
-                }
-                expected += 1;
-            }
-            if parents
-                .next()
-                .map_err(self.sql("reading the tree"))?
-                .is_some()
-            {
-                return Err(broken(expected, "has no children"));
-            }
+    /// Whether a verification compares a stored tree: the file has its tables, and it is built
+    /// (some node stored) or should be (a tree checkpoint signed). A ledger written before the
+    /// tree, opened read-only, has none until the daemon opens it for writing.
+    fn has_stored_tree(&self, notes: &[TreeNote]) -> Result<bool, StoreError> {
+        if !self.has_tree()? {
+            return Ok(false);
         }
-        Ok(())
+        if !notes.is_empty() {
+            return Ok(true);
+        }
+        self.conn()
+            .query_row("SELECT EXISTS (SELECT 1 FROM tree)", [], |r| {
+                r.get::<_, bool>(0)
+            })
+            .map_err(self.sql("reading the tree"))
     }
 
     /// Every run and refund watch reads back: its blobs put back and, for a run, its results
@@ -2644,16 +2833,173 @@ fn head_in(conn: &Connection) -> rusqlite::Result<(u64, [u8; 32])> {
     })
 }
 
-/// The stored tree's perfect subtrees as of `size` entries, read through one connection (a
-/// root or a proof reads O(log^2 n) of them, whatever the log's age).
+/// Interior nodes of the tree one process keeps in memory (32 bytes each, 32 MB): every level
+/// of a log of up to this many entries, the upper levels of a larger one.
+const TREE_CACHE_NODES: u64 = 1 << 20;
+
+/// The stored tree as this process knows it, shared by a store's handles: the right edge its
+/// writer appends to, and the upper levels of interior nodes read or written so far. Nodes never
+/// change once written, so what is kept here is never stale: a node not known yet is read from
+/// the file (with every later one of its level). A proof then reads from the file only the
+/// entry hash beside its leaf and the nodes below the levels kept. Verification never reads it.
+#[derive(Debug)]
+struct TreeCache {
+    /// The right edge as of `frontier.size()` entries, as this process last committed it.
+    frontier: Option<Frontier>,
+    /// `levels[l]`: nodes `0..` of level `l`, a prefix of the stored level (empty below
+    /// `from_level`).
+    levels: Vec<Vec<Hash>>,
+    /// The lowest level kept.
+    from_level: u32,
+}
+
+impl Default for TreeCache {
+    fn default() -> TreeCache {
+        TreeCache {
+            frontier: None,
+            levels: Vec::new(),
+            from_level: 1,
+        }
+    }
+}
+
+impl TreeCache {
+    /// The lowest level kept for a log of `size` entries: level 1 up to [`TREE_CACHE_NODES`]
+    /// entries, one level higher for every doubling past it (about that many nodes kept).
+    fn lowest_level(size: u64) -> u32 {
+        1 + (64 - (size / TREE_CACHE_NODES).leading_zeros())
+    }
+
+    /// Lets the levels below what a log of `size` entries keeps go.
+    fn fit(&mut self, size: u64) {
+        let from = Self::lowest_level(size);
+        if from > self.from_level {
+            for level in self.levels.iter_mut().take(from as usize) {
+                *level = Vec::new();
+            }
+            self.from_level = from;
+        }
+    }
+
+    /// Whether nodes of `level` are kept for a log of `size` entries.
+    fn keeps(&self, level: u32, size: u64) -> bool {
+        level >= self.from_level.max(Self::lowest_level(size))
+    }
+
+    /// Node `index` of a kept level: known, or read from the file with every later node of
+    /// its level (`None`: the file does not have it).
+    fn node(
+        &mut self,
+        conn: &Connection,
+        level: u32,
+        index: u64,
+    ) -> rusqlite::Result<Option<Hash>> {
+        let l = level as usize;
+        if self.levels.len() <= l {
+            self.levels.resize_with(l + 1, Vec::new);
+        }
+        let known = &mut self.levels[l];
+        if index >= known.len() as u64 {
+            let mut stmt = conn.prepare_cached(
+                "SELECT idx, hash FROM tree WHERE level = ?1 AND idx >= ?2 ORDER BY idx",
+            )?;
+            let mut rows = stmt.query(params![i64::from(level), known.len() as i64])?;
+            while let Some(r) = rows.next()? {
+                let idx: i64 = r.get(0)?;
+                let Ok(hash) = Hash::try_from(r.get_ref(1)?.as_blob()?) else {
+                    break;
+                };
+                if idx != known.len() as i64 {
+                    break;
+                }
+                known.push(hash);
+            }
+        }
+        Ok(usize::try_from(index)
+            .ok()
+            .and_then(|i| known.get(i))
+            .copied())
+    }
+
+    /// What this process has just committed: the right edge after it, and the nodes written.
+    fn committed(&mut self, frontier: Frontier, nodes: &[(u32, u64, Hash)]) {
+        self.fit(frontier.size());
+        for &(level, index, hash) in nodes {
+            if level < self.from_level {
+                continue;
+            }
+            if let Some(known) = self.levels.get_mut(level as usize)
+                && known.len() as u64 == index
+            {
+                known.push(hash);
+            }
+        }
+        self.frontier = Some(frontier);
+    }
+}
+
+/// The hash of entry `seq` (its leaf hash: level 0 of the tree), as stored.
+fn entry_hash_in(conn: &Connection, seq: u64) -> rusqlite::Result<Option<Hash>> {
+    let mut stmt = conn.prepare_cached("SELECT hash FROM entry WHERE seq = ?1")?;
+    let bytes: Option<Vec<u8>> = stmt.query_row([seq as i64], |r| r.get(0)).optional()?;
+    Ok(bytes.and_then(|b| b.try_into().ok()))
+}
+
+/// An interior node as stored.
+fn tree_node_in(conn: &Connection, level: u32, index: u64) -> rusqlite::Result<Option<Hash>> {
+    let mut stmt = conn.prepare_cached("SELECT hash FROM tree WHERE level = ?1 AND idx = ?2")?;
+    let bytes: Option<Vec<u8>> = stmt
+        .query_row(params![i64::from(level), index as i64], |r| r.get(0))
+        .optional()?;
+    Ok(bytes.and_then(|b| b.try_into().ok()))
+}
+
+/// The right edge of the stored tree of `size` entries, read from the file (`None`: a node of it
+/// is missing).
+fn stored_frontier_in(conn: &Connection, size: u64) -> rusqlite::Result<Option<Frontier>> {
+    let mut stack = Vec::new();
+    for (level, index) in merkle::frontier_nodes(size) {
+        let node = if level == 0 {
+            entry_hash_in(conn, index + 1)?
+        } else {
+            tree_node_in(conn, level, index)?
+        };
+        match node {
+            Some(hash) => stack.push(hash),
+            None => return Ok(None),
+        }
+    }
+    Ok(Frontier::from_parts(size, stack))
+}
+
+/// The stored tree's perfect subtrees as of `size` entries, read through one connection: the
+/// leaves are the entries' own hashes (`entry.hash`), the interior nodes the `tree` table's,
+/// its upper levels through the process's cache when one is given (a root or a proof reads
+/// O(log^2 n) of them, whatever the log's age).
 struct SqliteNodes<'c> {
     conn: &'c Connection,
     size: u64,
+    cache: Option<&'c Mutex<TreeCache>>,
 }
 
 impl<'c> SqliteNodes<'c> {
+    /// The nodes as the file has them.
+    #[cfg(test)]
     fn new(conn: &'c Connection, size: u64) -> SqliteNodes<'c> {
-        SqliteNodes { conn, size }
+        SqliteNodes {
+            conn,
+            size,
+            cache: None,
+        }
+    }
+
+    /// The nodes, the upper levels through the process's cache.
+    fn cached(conn: &'c Connection, size: u64, cache: &'c Mutex<TreeCache>) -> SqliteNodes<'c> {
+        SqliteNodes {
+            conn,
+            size,
+            cache: Some(cache),
+        }
     }
 }
 
@@ -2667,18 +3013,21 @@ impl PerfectNodes for SqliteNodes<'_> {
         if (index + 1).checked_shl(level)? > self.size {
             return None;
         }
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT hash FROM tree WHERE level = ?1 AND idx = ?2")
-            .ok()?;
-        let bytes: Vec<u8> = stmt
-            .query_row(params![i64::from(level), index as i64], |r| r.get(0))
-            .ok()?;
-        bytes.try_into().ok()
+        if level == 0 {
+            return entry_hash_in(self.conn, index + 1).ok()?;
+        }
+        if let Some(cache) = self.cache {
+            let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+            if cache.keeps(level, self.size) {
+                return cache.node(self.conn, level, index).ok()?;
+            }
+        }
+        tree_node_in(self.conn, level, index).ok()?
     }
 }
 
-/// Perfect subtrees read from the stored tree ahead of the proofs that need them.
+/// Perfect subtrees read ahead of the proofs that need them: the kept levels from the process's
+/// cache, the leaves from `entry` and the lower interior nodes from `tree`, each a few at a time.
 struct FetchedNodes {
     size: u64,
     hashes: std::collections::HashMap<(u32, u64), Hash>,
@@ -2692,9 +3041,39 @@ impl FetchedNodes {
         conn: &Connection,
         size: u64,
         wanted: std::collections::BTreeSet<(u32, u64)>,
+        cache: &Mutex<TreeCache>,
     ) -> rusqlite::Result<FetchedNodes> {
-        let wanted: Vec<(u32, u64)> = wanted.into_iter().collect();
         let mut hashes = std::collections::HashMap::with_capacity(wanted.len());
+        let (mut leaves, mut lower) = (Vec::new(), Vec::new());
+        {
+            let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+            for (level, index) in wanted {
+                if level == 0 {
+                    leaves.push(index + 1);
+                } else if cache.keeps(level, size) {
+                    if let Some(hash) = cache.node(conn, level, index)? {
+                        hashes.insert((level, index), hash);
+                    }
+                } else {
+                    lower.push((level, index));
+                }
+            }
+        }
+        let seqs: Vec<String> = (1..=FETCH_NODES).map(|i| format!("?{i}")).collect();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT seq, hash FROM entry WHERE seq IN ({})",
+            seqs.join(", ")
+        ))?;
+        for chunk in leaves.chunks(FETCH_NODES) {
+            let params = (0..FETCH_NODES).map(|i| *chunk.get(i).unwrap_or(&chunk[0]) as i64);
+            let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
+            while let Some(r) = rows.next()? {
+                let seq: i64 = r.get(0)?;
+                if let Ok(hash) = Hash::try_from(r.get_ref(1)?.as_blob()?) {
+                    hashes.insert((0, seq as u64 - 1), hash);
+                }
+            }
+        }
         let places: Vec<String> = (0..FETCH_NODES)
             .map(|i| format!("(?{}, ?{})", 2 * i + 1, 2 * i + 2))
             .collect();
@@ -2702,7 +3081,7 @@ impl FetchedNodes {
             "SELECT level, idx, hash FROM tree WHERE (level, idx) IN (VALUES {})",
             places.join(", ")
         ))?;
-        for chunk in wanted.chunks(FETCH_NODES) {
+        for chunk in lower.chunks(FETCH_NODES) {
             let mut params: Vec<i64> = Vec::with_capacity(2 * FETCH_NODES);
             for i in 0..FETCH_NODES {
                 let (level, idx) = chunk.get(i).unwrap_or(&chunk[0]);
@@ -2713,8 +3092,7 @@ impl FetchedNodes {
             while let Some(r) = rows.next()? {
                 let level: i64 = r.get(0)?;
                 let idx: i64 = r.get(1)?;
-                let hash: Vec<u8> = r.get(2)?;
-                if let Ok(hash) = Hash::try_from(hash) {
+                if let Ok(hash) = Hash::try_from(r.get_ref(2)?.as_blob()?) {
                     hashes.insert((level as u32, idx as u64), hash);
                 }
             }
@@ -2736,46 +3114,41 @@ impl PerfectNodes for FetchedNodes {
     }
 }
 
-/// Adds leaf `index` to the stored tree and every perfect subtree it completes.
-fn tree_push_in(conn: &Connection, index: u64, leaf: Hash) -> rusqlite::Result<()> {
-    let mut insert =
-        conn.prepare_cached("INSERT INTO tree (level, idx, hash) VALUES (?1, ?2, ?3)")?;
-    let mut sibling = conn.prepare_cached("SELECT hash FROM tree WHERE level = ?1 AND idx = ?2")?;
-    let (mut level, mut idx, mut node) = (0i64, index, leaf);
-    insert.execute(params![level, idx as i64, node.as_slice()])?;
-    while idx & 1 == 1 {
-        let left: Vec<u8> = sibling.query_row(params![level, (idx - 1) as i64], |r| r.get(0))?;
-        let left: Hash = left.try_into().map_err(|_| {
-            rusqlite::Error::InvalidColumnType(0, "hash".into(), rusqlite::types::Type::Blob)
-        })?;
-        node = node_hash(&left, &node);
-        level += 1;
-        idx >>= 1;
-        insert.execute(params![level, idx as i64, node.as_slice()])?;
-    }
-    Ok(())
-}
-
-/// Builds the tree of the entries that have no leaf yet (a ledger written before the tree), once,
-/// when the store is opened for writing. Its entries are not trusted for this: `ledger verify`
-/// still compares the tree's root with the one it computes from the entries themselves.
+/// Builds the stored tree of a ledger whose tree is missing or incomplete (written before the
+/// tree), once, when the store is opened for writing; and drops the leaf rows a ledger written
+/// before the leaves were the entries' own hashes kept. Its entries are not trusted for this:
+/// `ledger verify` still compares every stored node with what the entries' bytes give.
 fn build_missing_tree(conn: &Connection) -> rusqlite::Result<()> {
-    let leaves: i64 = conn.query_row("SELECT COUNT(*) FROM tree WHERE level = 0", [], |r| {
-        r.get(0)
-    })?;
+    conn.execute("DELETE FROM tree WHERE level = 0", [])?;
     let entries: i64 =
         conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM entry", [], |r| r.get(0))?;
-    if leaves >= entries {
+    // Built through the head: its right edge is there, and level 1 ends where the entries do
+    // (a point read or two, whatever the log's size).
+    let pairs = entries as u64 / 2;
+    let built = stored_frontier_in(conn, entries as u64)?.is_some()
+        && (pairs == 0 || tree_node_in(conn, 1, pairs - 1)?.is_some())
+        && tree_node_in(conn, 1, pairs)?.is_none();
+    if built {
         return Ok(());
     }
     let tx = conn.unchecked_transaction()?;
+    tx.execute("DELETE FROM tree", [])?;
     {
-        let mut stmt = tx.prepare("SELECT seq, body FROM entry WHERE seq > ?1 ORDER BY seq")?;
-        let mut rows = stmt.query([leaves])?;
+        let mut insert =
+            tx.prepare_cached("INSERT INTO tree (level, idx, hash) VALUES (?1, ?2, ?3)")?;
+        let mut frontier = Frontier::new();
+        let mut stmt = tx.prepare("SELECT body FROM entry ORDER BY seq")?;
+        let mut rows = stmt.query([])?;
         while let Some(r) = rows.next()? {
-            let seq: i64 = r.get(0)?;
-            let body = r.get_ref(1)?.as_blob()?;
-            tree_push_in(&tx, (seq - 1) as u64, leaf_hash(body))?;
+            let mut failed = Ok(());
+            frontier.push_completing(leaf_hash(r.get_ref(0)?.as_blob()?), |level, idx, hash| {
+                if failed.is_ok() {
+                    failed = insert
+                        .execute(params![i64::from(level), idx as i64, hash.as_slice()])
+                        .map(drop);
+                }
+            });
+            failed?;
         }
     }
     tx.commit()
@@ -2873,6 +3246,113 @@ mod tests {
         );
         reopened.append(vec![control(9_999)]).unwrap();
         assert_eq!(reopened.verify(None, true).unwrap().entries, 71);
+    }
+
+    /// The leaves are the entries' own hashes (no leaf row is stored), every interior node is
+    /// written once by whichever process appends (each picks the tree's right edge up from the
+    /// file when another appended meanwhile), and the proofs a store hands out from the upper
+    /// levels it keeps in memory still verify once another process has appended. A stored node
+    /// edited, deleted, or stored past the entries fails verification, chain-only and deep.
+    #[test]
+    fn two_writers_share_one_tree_and_its_proofs_and_a_bad_node_fails_verify() {
+        use crate::ledger::merkle::{Frontier, verify_consistency, verify_inclusion};
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let key = ReporterKey::generate(&dir.path().join("reporter.key")).unwrap();
+        let first = SqliteStore::open(&state).unwrap();
+        first.append((0..11).map(control).collect()).unwrap();
+        first.checkpoint(&key, 1_000).unwrap();
+        // Proofs read now: the upper levels of an 11-entry tree kept in `first`'s memory.
+        assert!(first.inclusion_bundle("x", 0, 10).unwrap().is_some());
+        let subject_less = first.consistency_proof(3, 11).unwrap();
+        assert!(!subject_less.is_empty());
+        let second = SqliteStore::open(&state).unwrap();
+        for batch in 0..5 {
+            second
+                .append((0..13).map(|i| control(100 + batch * 13 + i)).collect())
+                .unwrap();
+        }
+        first
+            .append((0..7).map(|i| control(1_000 + i)).collect())
+            .unwrap();
+        first.checkpoint(&key, 2_000).unwrap();
+        let mut frontier = Frontier::new();
+        let mut bodies = Vec::new();
+        first
+            .scan(0, &mut |row| {
+                frontier.push(leaf_hash(&row.body));
+                bodies.push(row.body);
+                Ok(())
+            })
+            .unwrap();
+        let size = frontier.size();
+        assert_eq!(size, 11 + 65 + 7);
+        let leaf_rows: i64 = first
+            .conn()
+            .query_row("SELECT COUNT(*) FROM tree WHERE level = 0", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(leaf_rows, 0, "the leaves are the entries' hashes");
+        let note = first.latest_tree_note().unwrap().unwrap();
+        assert_eq!(note.size, size);
+        let checkpoint =
+            crate::ledger::note::open_checkpoint(&note.note, &tlog::note_key(&key.public_key()))
+                .unwrap();
+        assert_eq!(
+            checkpoint.root,
+            frontier.root(),
+            "signed over the entries' root"
+        );
+        for store in [&first, &second] {
+            let conn = store.conn();
+            let nodes = SqliteNodes::cached(&conn, size, &store.tree);
+            for index in [0, 1, 10, 11, 40, 75, 82] {
+                let proof = merkle::inclusion_proof(&nodes, index, size).unwrap();
+                let leaf = leaf_hash(&bodies[index as usize]);
+                verify_inclusion(index, size, &leaf, &proof, &frontier.root()).unwrap();
+            }
+            drop(conn);
+            let mut old = Frontier::new();
+            for body in &bodies[..29] {
+                old.push(leaf_hash(body));
+            }
+            let proof = store.consistency_proof(29, size).unwrap();
+            verify_consistency(29, size, &old.root(), &frontier.root(), &proof).unwrap();
+        }
+        assert_eq!(first.verify(None, false).unwrap().entries, size);
+        drop((first, second));
+
+        let file = state.join(STORE_FILE);
+        let tamper = |sql: &str| -> (String, String) {
+            let copy = dir.path().join("copy.sqlite");
+            std::fs::copy(&file, &copy).unwrap();
+            Connection::open(&copy).unwrap().execute_batch(sql).unwrap();
+            let store = SqliteStore::open_read_only(&copy).unwrap();
+            let chain = store.verify(None, false).unwrap_err().to_string();
+            let deep = store.verify(None, true).unwrap_err().to_string();
+            drop(store);
+            std::fs::remove_file(&copy).unwrap();
+            (chain, deep)
+        };
+        for (sql, says) in [
+            (
+                "UPDATE tree SET hash = zeroblob(32) WHERE level = 2 AND idx = 3",
+                "node 3 at level 2 is not the hash its entries give",
+            ),
+            (
+                "DELETE FROM tree WHERE level = 1 AND idx = 30",
+                "node 30 at level 1 is missing",
+            ),
+            (
+                "INSERT INTO tree (level, idx, hash) VALUES (3, 10, zeroblob(32))",
+                "node 10 at level 3, past the 83 entries",
+            ),
+        ] {
+            let (chain, deep) = tamper(sql);
+            assert!(chain.contains(says), "{sql}: {chain}");
+            assert!(deep.contains(says), "{sql}: {deep}");
+        }
     }
 
     fn mode(path: &Path) -> u32 {

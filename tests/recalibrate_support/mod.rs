@@ -198,12 +198,11 @@ pub fn score_subject(store: &SqliteStore, rubric: &Rubric, id: &str, i: u32, day
         };
         entries.push(NewEntry {
             at_ms: as_of_ms,
-            record: Record::Score(scored.record),
+            record: Record::Score(scored.record).into(),
             index: Some(Box::new(move |seq| Index {
                 score: Some(ScoreRow { seq, ..row }),
                 ..Index::default()
             })),
-            prepared: None,
         });
     }
     store.append(entries).expect("appends");
