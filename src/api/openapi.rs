@@ -611,6 +611,7 @@ fn llms_text() -> String {
         - Prefer verdict `ok`; `caution` means a low grade or low confidence; never pay `avoid` or `down`.\n\
         - `unverified` means too little evidence yet (probes, days, or a paid call): not a judgement.\n\
         - `GET /v1/subjects?verdict=ok&sort=score` lists the best first.\n\
+        - Offline or at high volume: `GET /v1/snapshots/latest` once a day, one signed file of every verdict, payTo and price as rated; check it with `x402-probe verify-snapshot FILE --pubkey HEX`.\n\
         \n## Verifying a signed score\n\n");
     for (i, step) in VERIFY_STEPS.iter().enumerate() {
         text.push_str(&format!("{}. {step}\n", i + 1));
