@@ -22,7 +22,7 @@ use super::{
 pub(crate) const MAX_DAYS_PER_PASS: usize = 31;
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum MakeError {
+pub enum MakeError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("signing the snapshot: {0}")]
@@ -135,7 +135,7 @@ fn tlog_size(note: &str) -> u64 {
 }
 
 /// What `day`'s snapshot states, unsigned (see [`make`] for `None`).
-pub(crate) fn build(
+pub fn build(
     store: &dyn Store,
     public_key: &[u8; 32],
     day: &str,

@@ -21,7 +21,7 @@ use crate::ledger::proof::{self, BundleError, InclusionBundle, ProvenEntry};
 use crate::ledger::record::{Record, ScoreRecord};
 use crate::ledger::tlog;
 
-pub(crate) mod make;
+pub mod make;
 
 /// The snapshot document's format, inside the signed file.
 pub const SNAPSHOT_FORMAT: &str = "x402-probe.snapshot/1";
