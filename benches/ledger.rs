@@ -517,6 +517,9 @@ impl Kind {
     }
 }
 
+/// The blob snapshot entries name in the benchmark (the file itself is not what is measured).
+const SNAPSHOT_FILE: &[u8] = b"{\"format\":\"x402-probe.signed-snapshot/1\"}";
+
 /// An entry of another kind, of the size the daemon writes it.
 fn other_record(kind: RecordKind, captured: &Captured, i: usize) -> Record {
     use x402_probe::ledger::record::{
@@ -596,6 +599,14 @@ fn other_record(kind: RecordKind, captured: &Captured, i: usize) -> Record {
             },
             signer: format!("0x{:040x}", i),
             challenge_id: format!("c{i}"),
+        }),
+        // One a day; the signed file it names is kept by the verification pass (`SNAPSHOT_FILE`).
+        RecordKind::Snapshot => Record::Snapshot(x402_probe::ledger::record::SnapshotRecord {
+            day: x402_probe::daemon::scoring::day_of(at_ms),
+            at_ms,
+            sha256: hex::encode(Sha256::digest(SNAPSHOT_FILE)),
+            subjects: 4000,
+            tree_size: i as u64 + 1,
         }),
         RecordKind::Run | RecordKind::Score => unreachable!("built by their own templates"),
     }
@@ -923,6 +934,9 @@ fn verification(sizes: &Sizes, root: &Path, captured: &Captured, rubric: &Rubric
             sizes.verify_scores()
         };
         let batch = 4096;
+        if kind == Kind::Other(RecordKind::Snapshot) {
+            store.put_blob(SNAPSHOT_FILE).unwrap();
+        }
         let mut i = 0;
         while i < n {
             let entries: Vec<NewEntry> = (i..(i + batch).min(n))

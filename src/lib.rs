@@ -30,6 +30,7 @@ pub mod rubric;
 pub mod runner;
 pub mod score;
 pub mod secret;
+pub mod snapshot;
 pub mod spend;
 pub mod state_dir;
 pub mod store;

@@ -482,6 +482,30 @@ async fn every_public_route_of_a_daemon_with_history_answers_as_documented() {
         assert_eq!(status, 400, "{bad}");
     }
 
+    // The daily snapshots (tests/snapshots.rs checks them in depth): the newest, the same by its
+    // day, and a day not over yet.
+    let (status, latest) = c
+        .get("/v1/snapshots/latest", d.url("/v1/snapshots/latest"))
+        .await;
+    assert_eq!(status, 200, "{latest}");
+    let day = latest["snapshot"]["day"].as_str().unwrap().to_string();
+    let (status, same) = c
+        .get(
+            "/v1/snapshots/{day}",
+            d.url(&format!("/v1/snapshots/{day}")),
+        )
+        .await;
+    assert_eq!((status, &same), (200, &latest));
+    let now = x402_probe::clock::Clock::now_ms(&x402_probe::clock::SystemClock);
+    let today = x402_probe::daemon::scoring::day_of(now);
+    let (status, _) = c
+        .get(
+            "/v1/snapshots/{day}",
+            d.url(&format!("/v1/snapshots/{today}")),
+        )
+        .await;
+    assert_eq!(status, 404);
+
     // The key, the agent-facing texts.
     let (status, key) = c.get("/v1/key", d.url("/v1/key")).await;
     assert_eq!(

@@ -18,6 +18,7 @@ pub(crate) mod operator;
 pub mod pages;
 pub(crate) mod ratelimit;
 pub mod signed;
+pub(crate) mod snapshots;
 pub(crate) mod types;
 pub(crate) mod v1;
 pub(crate) mod view;

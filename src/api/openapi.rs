@@ -25,6 +25,7 @@ use super::signed::SignedScore;
 use super::types::*;
 use super::v1;
 use super::{ApiState, ErrorBody};
+use crate::snapshot::SignedSnapshot;
 
 /// What a route answers with on success.
 #[derive(Clone, Copy)]
@@ -216,6 +217,25 @@ pub(crate) const ROUTES: &[RouteDoc] = &[
         Answer::Json(schema::<ScoreHistory>),
     )
     .path_params(&[SUBJECT_ID]),
+    RouteDoc::get(
+        "/v1/snapshots/latest",
+        "getLatestSnapshot",
+        "The newest daily snapshot: every subject's verdict, grade, score, band, payTo and price as rated at a UTC day's end, signed by the reporter key, with each score entry's inclusion proof (verify offline with `x402-probe verify-snapshot`). gzip when accepted.",
+        || get(super::snapshots::latest),
+        Answer::Json(schema::<SignedSnapshot>),
+    ),
+    RouteDoc::get(
+        "/v1/snapshots/{day}",
+        "getSnapshot",
+        "The signed snapshot of one UTC day, immutable once made (404 for a day not over, or before the ledger began). gzip when accepted.",
+        || get(super::snapshots::day),
+        Answer::Json(schema::<SignedSnapshot>),
+    )
+    .path_params(&[(
+        "day",
+        "a UTC day, YYYY-MM-DD",
+        "^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+    )]),
     RouteDoc::get(
         "/v1/outages",
         "listOutages",
@@ -591,6 +611,7 @@ fn llms_text() -> String {
         - Prefer verdict `ok`; `caution` means a low grade or low confidence; never pay `avoid` or `down`.\n\
         - `unverified` means too little evidence yet (probes, days, or a paid call): not a judgement.\n\
         - `GET /v1/subjects?verdict=ok&sort=score` lists the best first.\n\
+        - Offline or at high volume: `GET /v1/snapshots/latest` once a day, one signed file of every verdict, payTo and price as rated; check it with `x402-probe verify-snapshot FILE --pubkey HEX`.\n\
         \n## Verifying a signed score\n\n");
     for (i, step) in VERIFY_STEPS.iter().enumerate() {
         text.push_str(&format!("{}. {step}\n", i + 1));

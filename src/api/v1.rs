@@ -254,7 +254,7 @@ fn checkpoint_view(c: &crate::ledger::chain::Checkpoint) -> CheckpointView {
 }
 
 /// Runs a store read off the runtime's workers (the store may be busy writing a batch).
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, crate::store::StoreError> + Send + 'static,
 ) -> Result<T, ApiError> {
     match tokio::task::spawn_blocking(f).await {
@@ -348,6 +348,7 @@ pub(crate) async fn key(State(state): State<ApiState>) -> Result<JsonBytes, ApiE
         signs: vec![
             super::signed::SIGNED_SCORE_FORMAT.to_string(),
             crate::ledger::chain::CHECKPOINT_DOMAIN.to_string(),
+            crate::snapshot::SIGNED_SNAPSHOT_FORMAT.to_string(),
         ],
     })
 }

@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand};
 
 use super::{
     daemon, demo, explain, ledger, outage, probe, recalibrate, recompute, score, simulate, status,
-    verify_score,
+    verify_score, verify_snapshot,
 };
 
 /// The commands that run the embedded lab, supplied by the lab's binary.
@@ -54,6 +54,8 @@ enum Command {
     Outage(outage::Args),
     /// Check a signed score document (from the API) offline against the reporter's public key.
     VerifyScore(verify_score::Args),
+    /// Check a signed daily snapshot (from the API) offline against the reporter's public key.
+    VerifySnapshot(verify_snapshot::Args),
     /// Print the running daemon's status (subjects by verdict, next runs, budget, outages).
     Status(status::Args),
     /// Fit the rubric's curves, score-to-failure mapping and grades against the 14 days after
@@ -83,6 +85,7 @@ pub fn main(lab: Option<&dyn LabCommands>) -> ! {
         Command::Ledger(a) => ledger::run(a),
         Command::Outage(a) => outage::run(a),
         Command::VerifyScore(a) => verify_score::run(a),
+        Command::VerifySnapshot(a) => verify_snapshot::run(a),
         Command::Status(a) => status::run(a),
         Command::Recalibrate(a) => recalibrate::run(a),
         Command::Simulate(a) => with_lab(lab, "simulate").and_then(|lab| lab.simulate(a)),

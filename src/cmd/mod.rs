@@ -15,3 +15,4 @@ pub mod service;
 pub mod simulate;
 pub mod status;
 pub mod verify_score;
+pub mod verify_snapshot;

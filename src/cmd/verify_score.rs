@@ -55,7 +55,7 @@ pub fn run(args: Args) -> Result<i32> {
 }
 
 /// A key given as hex, or as a file holding the hex (surrounding whitespace ignored).
-fn public_key(given: &str) -> Result<[u8; 32]> {
+pub(crate) fn public_key(given: &str) -> Result<[u8; 32]> {
     let parse = |text: &str| -> Option<[u8; 32]> {
         let text = text.trim();
         let text = text.strip_prefix("0x").unwrap_or(text);

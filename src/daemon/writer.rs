@@ -200,6 +200,7 @@ impl Thread {
                         if let Err(e) = self.shared.store.checkpoint(&self.key, at_ms) {
                             tracing::error!(error = %e, "signing a checkpoint failed");
                         }
+                        self.snapshots(at_ms);
                         self.publish_outages();
                     }
                     Write::Population { at_ms, categories } => self.population(at_ms, categories),
@@ -317,6 +318,28 @@ impl Thread {
         self.publish_outages();
     }
 
+    /// After a checkpoint: the snapshot of every day over without one yet (signed, kept as a
+    /// blob with its `snapshot` entry), and a checkpoint over those entries, so that no
+    /// snapshot's entry waits a whole interval unsigned.
+    fn snapshots(&self, at_ms: i64) {
+        if self.full_since.is_some() {
+            return;
+        }
+        let store = &*self.shared.store;
+        match crate::snapshot::make::make_due(store, &self.key, at_ms) {
+            Ok(made) if made.is_empty() => {}
+            Ok(made) => {
+                for s in &made {
+                    tracing::info!(day = %s.day, subjects = s.subjects, sha256 = %s.sha256, "daily snapshot made");
+                }
+                if let Err(e) = store.checkpoint(&self.key, at_ms) {
+                    tracing::error!(error = %e, "signing the checkpoint after a snapshot failed");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "making a daily snapshot failed"),
+        }
+    }
+
     /// Our outage windows read again from every outage entry (another process may declare one),
     /// for the API, the metrics and the scores. Done here, before a write's reply, so what the
     /// API accepted is what it serves next.
@@ -363,6 +386,7 @@ impl Thread {
         if let Err(e) = self.shared.store.checkpoint(&self.key, at_ms) {
             tracing::error!(error = %e, "signing the last checkpoint failed");
         }
+        self.snapshots(at_ms);
         let written = if self.kept.is_empty() {
             self.shared.store.put_subjects(&rows).map_err(Into::into)
         } else {

@@ -27,7 +27,7 @@ pub struct InclusionBundle {
 
 /// One entry: its position in the log (0-based leaf index = seq - 1), its exact bytes, and the
 /// hashes from its leaf to the checkpoint's root.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProvenEntry {
     pub index: u64,
     /// The entry's bytes (RFC 8785 JSON), base64.

@@ -34,6 +34,9 @@ pub enum Record<R = Box<RunRecord>> {
     Score(ScoreRecord),
     /// A revision note its operator posted through the API, after proving control.
     Note(NoteRecord),
+    /// A UTC day's signed snapshot of every subject's verdict, made once the day is over (the
+    /// signed file itself is kept beside, as a blob, by `sha256`).
+    Snapshot(SnapshotRecord),
 }
 
 /// The `kind` of a record, as stored beside it for indexing.
@@ -50,10 +53,11 @@ pub enum RecordKind {
     Correction,
     Score,
     Note,
+    Snapshot,
 }
 
 impl RecordKind {
-    pub const ALL: [RecordKind; 10] = [
+    pub const ALL: [RecordKind; 11] = [
         RecordKind::Run,
         RecordKind::Refund,
         RecordKind::Catalogue,
@@ -64,6 +68,7 @@ impl RecordKind {
         RecordKind::Correction,
         RecordKind::Score,
         RecordKind::Note,
+        RecordKind::Snapshot,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -78,6 +83,7 @@ impl RecordKind {
             RecordKind::Correction => "correction",
             RecordKind::Score => "score",
             RecordKind::Note => "note",
+            RecordKind::Snapshot => "snapshot",
         }
     }
 
@@ -120,6 +126,7 @@ impl<R: RunSubject> Record<R> {
             Record::Correction(_) => RecordKind::Correction,
             Record::Score(_) => RecordKind::Score,
             Record::Note(_) => RecordKind::Note,
+            Record::Snapshot(_) => RecordKind::Snapshot,
         }
     }
 
@@ -133,7 +140,9 @@ impl<R: RunSubject> Record<R> {
             Record::Score(r) => Some(&r.subject),
             Record::Note(r) => Some(&r.subject),
             Record::Correction(r) => r.subject.as_deref(),
-            Record::Catalogue(_) | Record::Outage(_) | Record::Control(_) => None,
+            Record::Catalogue(_) | Record::Outage(_) | Record::Control(_) | Record::Snapshot(_) => {
+                None
+            }
         }
     }
 
@@ -151,6 +160,7 @@ impl<R: RunSubject> Record<R> {
             Record::Correction(r) => Record::Correction(r),
             Record::Score(r) => Record::Score(r),
             Record::Note(r) => Record::Note(r),
+            Record::Snapshot(r) => Record::Snapshot(r),
         })
     }
 }
@@ -339,4 +349,19 @@ pub struct ScoreRecord {
     /// The value population the score read (a blob, by hash), when it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub population_sha256: Option<String>,
+}
+
+/// A daily snapshot published (`src/snapshot/`, `state/snapshot.md`): which UTC day it is of, the
+/// signed file's SHA-256 (the blob that holds it), and what it covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRecord {
+    /// `YYYY-MM-DD` (UTC): the day whose end the snapshot states.
+    pub day: String,
+    pub at_ms: i64,
+    /// SHA-256 (hex) of the signed snapshot file, kept as a blob under it.
+    pub sha256: String,
+    /// How many subjects it lists.
+    pub subjects: u64,
+    /// The tree checkpoint's size its inclusion proofs are against.
+    pub tree_size: u64,
 }

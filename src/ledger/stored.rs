@@ -371,6 +371,7 @@ pub fn blob_references(record: &StoredRecord) -> Vec<String> {
             }
         }
         Record::Score(score) => named.extend(score.population_sha256.clone()),
+        Record::Snapshot(snapshot) => named.push(snapshot.sha256.clone()),
         _ => {}
     }
     named

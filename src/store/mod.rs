@@ -706,4 +706,17 @@ pub trait Store: Send + Sync {
     fn outbox_counts(&self) -> Result<(u64, u64), StoreError>;
     /// Every outbox row, oldest first (tests and tools).
     fn outbox_rows(&self) -> Result<Vec<OutboxRow>, StoreError>;
+
+    /// The last entry about `subject` of `kind` made before `before_ms` (a day's end: what a
+    /// daily snapshot states), bodies left apart.
+    fn latest_subject_entry_before(
+        &self,
+        subject: &str,
+        kind: RecordKind,
+        before_ms: i64,
+    ) -> Result<Option<ReadEntry>, StoreError>;
+
+    /// The last declaration of `subject` at or before ledger entry `seq` (what a score that read
+    /// through `seq` rated).
+    fn declared_through(&self, subject: &str, seq: u64) -> Result<Option<Declared>, StoreError>;
 }

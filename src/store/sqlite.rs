@@ -1571,6 +1571,43 @@ impl Store for SqliteStore {
     fn outbox_rows(&self) -> Result<Vec<OutboxRow>, StoreError> {
         self.read_outbox(&format!("{SELECT_OUTBOX} ORDER BY id"), [])
     }
+
+    fn latest_subject_entry_before(
+        &self,
+        subject: &str,
+        kind: RecordKind,
+        before_ms: i64,
+    ) -> Result<Option<ReadEntry>, StoreError> {
+        // Newest first along the subject's index: a day's end is at most a day of the subject's
+        // entries back from its newest.
+        let sql = format!(
+            "SELECT seq, at_ms, body FROM entry INDEXED BY entry_subject
+             WHERE subject = ?1{} AND at_ms < ?2 ORDER BY seq DESC LIMIT 1",
+            kinds_clause(&[kind])
+        );
+        Ok(self
+            .read_entries(&sql, params![subject, before_ms])?
+            .into_iter()
+            .next())
+    }
+
+    fn declared_through(
+        &self,
+        subject: &str,
+        seq: u64,
+    ) -> Result<Option<crate::checks::history::Declared>, StoreError> {
+        let row: Option<Vec<u8>> = self
+            .conn()
+            .prepare_cached(
+                "SELECT body FROM declared WHERE subject = ?1 AND seq <= ?2
+                 ORDER BY seq DESC LIMIT 1",
+            )
+            .map_err(self.sql("reading declarations"))?
+            .query_row(params![subject, seq as i64], |r| r.get(0))
+            .optional()
+            .map_err(self.sql("reading declarations"))?;
+        row.map(|row| self.declaration(subject, &row)).transpose()
+    }
 }
 
 /// What the entries name, collected during a verification's walk: the blobs, and each subject's
