@@ -727,20 +727,26 @@ fn score_subject(
             None => (None, Vec::new()),
         }
     };
-    let inputs = state.inputs(
-        url,
-        subject_state::ScoreAt {
-            as_of_ms: now_ms,
-            horizon_days: shared.history_days,
-            outages: &outages,
-            category: Some(category),
-            population,
-        },
-    );
-    let price_usd = inputs.price_usd;
-    let inputs = scoring::inputs_document(&shared.rubric, inputs);
-    let mut scored = scoring::score(&shared.rubric, inputs, now_ms, through, shared.history_days)
+    // Method /3: the state's day summaries (a day our outage touches summarised again from its
+    // entries).
+    let inputs = state
+        .score_inputs(
+            &shared.rubric,
+            url,
+            subject_state::ScoreAt {
+                as_of_ms: now_ms,
+                horizon_days: shared.history_days,
+                outages: &outages,
+                category: Some(category),
+                population,
+            },
+            &mut |seqs| subject_state::rows_of_entries(store, &shared.rubric, seqs),
+        )
         .map_err(|e| e.to_string())?;
+    let price_usd = state.price_usd.unwrap_or_default();
+    let mut scored =
+        scoring::score_inputs(&shared.rubric, &inputs, now_ms, through, shared.history_days)
+            .map_err(|e| e.to_string())?;
     scored.record.population_sha256 = population_sha;
     let summary = scoring::summary_of(&shared.rubric, &scored.document, price_usd, category);
     // Webhook events of this score (a verdict change, a gate starting to bind), in the outbox

@@ -476,7 +476,7 @@ async fn rows_that_do_not_read_are_corrupt_never_skipped() {
     // The window the writer kept in memory (folded from the entries, not read from the index)
     // would serve the next rescore; as after a restart, the state now comes from the store.
     let kept = shared.windows.lock().unwrap().take(&subject);
-    assert!(kept.is_some_and(|state| !state.rows.is_empty()));
+    assert!(kept.is_some_and(|state| !state.days.is_empty()));
     let second = run().await;
     assert!(
         second.summary.is_none(),

@@ -339,4 +339,7 @@ pub struct ScoreRecord {
     /// The value population the score read (a blob, by hash), when it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub population_sha256: Option<String>,
+    /// The scorer's method (absent: `/2`, which every score before `/3` used).
+    #[serde(default, skip_serializing_if = "crate::score::Method::is_v2")]
+    pub method: crate::score::Method,
 }

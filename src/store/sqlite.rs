@@ -1252,14 +1252,35 @@ impl Store for SqliteStore {
             .query_row([subject], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .optional()
             .map_err(self.sql("reading a subject state"))?;
-        Ok(row.map(|(through_seq, sha256, body)| {
-            crate::daemon::subject_state::StateRow {
-                subject: subject.to_string(),
-                through_seq: through_seq.max(0) as u64,
-                // A digest of the wrong length matches no body: the state is rebuilt.
-                sha256: sha256.try_into().unwrap_or([0; 32]),
-                body,
-            }
+        let Some((through_seq, sha256, body)) = row else {
+            return Ok(None);
+        };
+        let days = self
+            .conn()
+            .prepare_cached(
+                "SELECT day, sha256, body FROM subject_days WHERE subject = ?1 ORDER BY day",
+            )
+            .map_err(self.sql("reading a subject's days"))?
+            .query_map([subject], |r| {
+                let sha256: Vec<u8> = r.get(1)?;
+                Ok(crate::daemon::subject_state::DayRow {
+                    day: r.get(0)?,
+                    // A digest of the wrong length matches no body: the state is rebuilt.
+                    sha256: sha256.try_into().unwrap_or([0; 32]),
+                    body: r.get(2)?,
+                })
+            })
+            .map_err(self.sql("reading a subject's days"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.sql("reading a subject's days"))?;
+        Ok(Some(crate::daemon::subject_state::StateRow {
+            subject: subject.to_string(),
+            through_seq: through_seq.max(0) as u64,
+            // A digest of the wrong length matches no body: the state is rebuilt.
+            sha256: sha256.try_into().unwrap_or([0; 32]),
+            body,
+            days,
+            days_from: i64::MIN,
         }))
     }
 
@@ -2589,6 +2610,21 @@ fn put_state_in(
         row.sha256.as_slice(),
         row.body
     ])?;
+    for day in &row.days {
+        conn.prepare_cached(
+            "INSERT INTO subject_days (subject, day, sha256, body) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (subject, day) DO UPDATE SET sha256 = excluded.sha256,
+             body = excluded.body",
+        )?
+        .execute(params![
+            row.subject,
+            day.day,
+            day.sha256.as_slice(),
+            day.body
+        ])?;
+    }
+    conn.prepare_cached("DELETE FROM subject_days WHERE subject = ?1 AND day < ?2")?
+        .execute(params![row.subject, row.days_from])?;
     Ok(())
 }
 
