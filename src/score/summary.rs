@@ -231,3 +231,153 @@ pub fn inputs(meta: InputsDocument, days: &[Day<'_>]) -> Result<Inputs, InputErr
     inputs.history = history;
     Ok(inputs)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::score::input::InputsDocument;
+    use crate::score::{Method, montecarlo::Sampler, score};
+
+    /// A golden's inputs with every outcome moved to the start of its day (a revision made later
+    /// that day no longer named: it came after), so that each outcome's decay is its day's.
+    fn at_day_starts(golden: &str) -> InputsDocument {
+        let value: serde_json::Value = serde_json::from_str(golden).unwrap();
+        let mut doc: InputsDocument = serde_json::from_value(value["inputs"].clone()).unwrap();
+        let ms = |t: &str| {
+            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+                .unwrap()
+                .unix_timestamp()
+                * 1000
+        };
+        let revisions: Vec<(String, i64)> = doc
+            .subject
+            .revisions
+            .iter()
+            .map(|r| (r.id.clone(), ms(&r.at)))
+            .collect();
+        for e in &mut doc.history {
+            let start = day_of(ms(&e.at)) * DAY_MS;
+            e.at = format!("{}T00:00:00Z", date_of(day_of(start)));
+            if let Some(id) = &e.revision
+                && revisions.iter().any(|(r, at)| r == id && *at > start)
+            {
+                e.revision = None;
+            }
+        }
+        doc
+    }
+
+    /// The same outcomes as cells, folded in the `/2` order (time, then seq).
+    fn as_cells(rubric: &Rubric, doc: &InputsDocument) -> Vec<(i64, Vec<Cell>)> {
+        let mut rows = doc.history.clone();
+        let ms = |t: &str| {
+            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+                .unwrap()
+                .unix_timestamp()
+                * 1000
+        };
+        rows.sort_by_key(|e| (ms(&e.at), e.seq));
+        let mut days: std::collections::BTreeMap<i64, Vec<Cell>> = Default::default();
+        for e in &rows {
+            let at_ms = ms(&e.at);
+            let cells = days.entry(day_of(at_ms)).or_default();
+            add_outcome(
+                rubric,
+                cells,
+                Outcome1 {
+                    seq: e.seq,
+                    check: &e.check,
+                    outcome: e.outcome,
+                    kind: e.kind,
+                    revision: e.revision.as_deref(),
+                    value: e.value,
+                    at_ms,
+                    excused: None,
+                },
+            );
+        }
+        days.into_iter().collect()
+    }
+
+    /// Outcomes at the start of their day weigh in `/3` exactly what they weigh in `/2` (each
+    /// scale is a sum of ones): every rule must then publish the same figures from the cells as
+    /// from the entries, runs of several outcomes read as one cell included. Only the digest
+    /// (and so the band's draws) and the method differ.
+    #[test]
+    fn cells_of_outcomes_at_day_starts_score_as_their_entries() {
+        let rubric = Rubric::embedded_default();
+        for golden in [
+            include_str!("../../tests/data/golden/01-healthy-established.json"),
+            include_str!("../../tests/data/golden/05-revisions-na-watch.json"),
+        ] {
+            let doc = at_day_starts(golden);
+            let v2 = Inputs::from_document_unembedded(doc.clone()).unwrap();
+            let days = as_cells(&rubric, &doc);
+            let merged: usize = days.iter().map(|(_, c)| c.len()).sum();
+            assert!(merged < doc.history.len(), "some outcomes share a cell");
+            let digests: Vec<[u8; 32]> = days.iter().map(|(_, c)| day_digest(c)).collect();
+            let day_refs: Vec<Day<'_>> = days
+                .iter()
+                .zip(&digests)
+                .map(|((day, cells), sha)| Day {
+                    day: *day,
+                    cells,
+                    sha256: *sha,
+                })
+                .collect();
+            let mut meta = doc.clone();
+            meta.history.clear();
+            let v3 = inputs(meta, &day_refs).unwrap();
+            assert_eq!(v3.method, Method::V3);
+            let a = score(&rubric, &v2, Sampler::InverseCdfTable).unwrap();
+            let b = score(&rubric, &v3, Sampler::InverseCdfTable).unwrap();
+            assert_eq!(b.method, "x402-probe.scorer/3");
+            assert_ne!(a.inputs_sha256, b.inputs_sha256);
+            assert_eq!(a.score, b.score);
+            assert_eq!(a.capped_score, b.capped_score);
+            assert_eq!(a.dimensions, b.dimensions);
+            assert_eq!(a.gates, b.gates);
+            assert_eq!(a.cap, b.cap);
+            assert_eq!(a.verdict, b.verdict);
+            assert_eq!(a.watch, b.watch);
+            assert_eq!(a.outlook, b.outlook);
+            assert_eq!(a.value, b.value);
+            assert_eq!(a.prior_held, b.prior_held);
+        }
+    }
+
+    #[test]
+    fn a_day_digest_names_its_cells_and_the_inputs_digest_its_days() {
+        let rubric = Rubric::embedded_default();
+        let doc = at_day_starts(include_str!(
+            "../../tests/data/golden/01-healthy-established.json"
+        ));
+        let days = as_cells(&rubric, &doc);
+        let digest_of = |days: &[(i64, Vec<Cell>)]| {
+            let digests: Vec<[u8; 32]> = days.iter().map(|(_, c)| day_digest(c)).collect();
+            let refs: Vec<Day<'_>> = days
+                .iter()
+                .zip(&digests)
+                .map(|((day, cells), sha)| Day {
+                    day: *day,
+                    cells,
+                    sha256: *sha,
+                })
+                .collect();
+            let mut meta = doc.clone();
+            meta.history.clear();
+            inputs(meta, &refs).unwrap().digest
+        };
+        let base = digest_of(&days);
+        assert_eq!(base, digest_of(&days), "deterministic");
+        let mut changed = days.clone();
+        changed[0].1[0].count += 1;
+        assert_ne!(base, digest_of(&changed));
+        let mut fewer = days.clone();
+        fewer.remove(0);
+        assert_ne!(base, digest_of(&fewer));
+        // A /3 input never takes history rows beside its days.
+        let err = inputs(doc.clone(), &[]).err().unwrap();
+        assert!(err.to_string().contains("day summaries"), "{err}");
+    }
+}
