@@ -83,17 +83,6 @@ CREATE TABLE IF NOT EXISTS score (
     PRIMARY KEY (subject, day)
 ) STRICT;
 
--- The scorer's history entries of each run, derived from the ledger's run and refund entries when
--- they are appended (in the same transaction): an index that scoring reads instead of whole runs.
--- `recompute --ledger` rebuilds them from the entries themselves.
-CREATE TABLE IF NOT EXISTS history (
-    subject TEXT NOT NULL,
-    seq     INTEGER NOT NULL,
-    idx     INTEGER NOT NULL,
-    entry   BLOB NOT NULL,
-    PRIMARY KEY (subject, seq, idx)
-) STRICT, WITHOUT ROWID;
-
 -- Each subject's folded scoring state (src/daemon/subject_state.rs): its revisions, declared
 -- price, category, provenance, paid-call facts, where its window of days starts and the digest
 -- of each day's summary, as of ledger entry `through_seq`; `body` is its JSON, `sha256` the

@@ -410,7 +410,7 @@ pub(crate) async fn run_subject(
         &record,
         declared_now.as_ref(),
     )));
-    let index = run_index_of(rows, record.id.clone(), declared_now);
+    let index = run_index_of(record.id.clone(), declared_now);
     // The run's stored form is made here, in the run's own task: its results compared with what
     // they derive to (`ledger::stored`) outside the writer; a paid call's are derived again.
     let derived = record.paid.is_none().then_some(derived);
@@ -596,27 +596,15 @@ fn put_result(results: &mut [CheckResult], id: CheckId, c: Conclusion, vantage: 
     }
 }
 
-/// The index rows of a run: its history entries (numbered from its ledger seq) and what it saw the
-/// subject declare.
-pub fn run_index(
-    rubric: &Rubric,
-    record: &RunRecord,
-    declared: Option<Declared>,
-) -> crate::store::IndexFn {
-    run_index_of(run_rows(rubric, record), record.id.clone(), declared)
+/// The index rows of a run: its id and what it saw the subject declare.
+pub fn run_index(record: &RunRecord, declared: Option<Declared>) -> crate::store::IndexFn {
+    run_index_of(record.id.clone(), declared)
 }
 
-/// [`run_index`] from the run's rows already made ([`run_rows`]).
-fn run_index_of(
-    rows: Arc<[HistoryEntry]>,
-    run_id: String,
-    declared: Option<Declared>,
-) -> crate::store::IndexFn {
-    Box::new(move |seq| Index {
+/// [`run_index`] from the run's id.
+fn run_index_of(run_id: String, declared: Option<Declared>) -> crate::store::IndexFn {
+    Box::new(move |_seq| Index {
         run_id: Some(run_id),
-        history: rows_at(&rows, seq)
-            .filter_map(|e| serde_json::to_vec(&e).ok())
-            .collect(),
         declared: declared
             .as_ref()
             .and_then(|d| serde_json::to_vec(d).ok().map(|b| (d.at_ms, b))),
@@ -744,9 +732,14 @@ fn score_subject(
         )
         .map_err(|e| e.to_string())?;
     let price_usd = state.price_usd.unwrap_or_default();
-    let mut scored =
-        scoring::score_inputs(&shared.rubric, &inputs, now_ms, through, shared.history_days)
-            .map_err(|e| e.to_string())?;
+    let mut scored = scoring::score_inputs(
+        &shared.rubric,
+        &inputs,
+        now_ms,
+        through,
+        shared.history_days,
+    )
+    .map_err(|e| e.to_string())?;
     scored.record.population_sha256 = population_sha;
     let summary = scoring::summary_of(&shared.rubric, &scored.document, price_usd, category);
     // Webhook events of this score (a verdict change, a gate starting to bind), in the outbox
@@ -857,19 +850,11 @@ pub(crate) async fn watch_refund_job(
         refund,
         result: h9.clone(),
     };
-    let rubric = shared.rubric.clone();
-    let revision = run.revision.clone();
     let (reply, written) = tokio::sync::oneshot::channel();
     let entries = vec![NewEntry {
         at_ms,
         record: Record::Refund(Box::new(record)),
-        index: Some(Box::new(move |seq| Index {
-            history: run_entries(&[h9], &rubric, true, &revision, seq * SEQ_STRIDE)
-                .iter()
-                .filter_map(|e| serde_json::to_vec(e).ok())
-                .collect(),
-            ..Index::default()
-        })),
+        index: None,
         prepared: None,
     }];
     writer.send(Write::Append { entries, reply });

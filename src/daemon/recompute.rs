@@ -110,42 +110,15 @@ pub fn recompute_ledger(
                     {
                         let state = subjects.entry(subject.to_string()).or_default();
                         state.fold(rubric, seq, record);
-                        let window = rows.entry(subject.to_string()).or_default();
-                        let before = window.rows.len();
-                        window.fold(rubric, seq, record);
-                        // The history rows the daemon indexes are derived from the same
-                        // entry: they must be exactly what the fold derived.
-                        if matches!(record, Record::Run(_) | Record::Refund(_)) {
-                            let stored = store.history_range(subject, seq, seq + 1)?;
-                            if let Some(why) = history_differs(&window.rows[before..], &stored) {
-                                report.derived.push(Mismatch {
-                                    seq,
-                                    subject: subject.to_string(),
-                                    why,
-                                });
-                            }
-                        }
+                        rows.entry(subject.to_string())
+                            .or_default()
+                            .fold(rubric, seq, record);
                     }
                 }
             }
         }
     }
     Ok(report)
-}
-
-/// How an entry's stored history rows differ from those derived from it, if they do.
-fn history_differs(rebuilt: &[HistoryEntry], stored: &[Vec<u8>]) -> Option<String> {
-    let count = rebuilt.len().max(stored.len());
-    let first = (0..count).find(|&i| {
-        let ours = rebuilt.get(i).and_then(|h| serde_json::to_vec(h).ok());
-        ours.as_deref() != stored.get(i).map(Vec::as_slice)
-    })?;
-    Some(format!(
-        "history row {first} (of {} stored, {} derived from the entry) differs from what the \
-         entry derives",
-        stored.len(),
-        rebuilt.len()
-    ))
 }
 
 /// How the state the daemon kept differs from the fold of the ledger at the same entry, if it
@@ -224,8 +197,7 @@ impl RowWindow {
             }
             (at, row)
         });
-        let history =
-            scoring::history_for_timed(rows, outages, score.as_of_ms, score.horizon_days);
+        let history = scoring::history_for_timed(rows, outages, score.as_of_ms, score.horizon_days);
         SubjectInputs {
             url: url.to_string(),
             category: state

@@ -78,11 +78,29 @@ pub struct SubjectState {
 /// their days, nor which days are yet to be stored).
 impl PartialEq for SubjectState {
     fn eq(&self, other: &SubjectState) -> bool {
-        (self.format, self.through_seq, &self.days, self.window_from, self.horizon_days)
-            == (other.format, other.through_seq, &other.days, other.window_from, other.horizon_days)
-            && (&self.revisions, &self.category, self.price_usd, self.provenance)
-                == (&other.revisions, &other.category, other.price_usd, other.provenance)
-            && (self.paid_calls, self.last_paid) == (other.paid_calls, other.last_paid)
+        (
+            self.format,
+            self.through_seq,
+            &self.days,
+            self.window_from,
+            self.horizon_days,
+        ) == (
+            other.format,
+            other.through_seq,
+            &other.days,
+            other.window_from,
+            other.horizon_days,
+        ) && (
+            &self.revisions,
+            &self.category,
+            self.price_usd,
+            self.provenance,
+        ) == (
+            &other.revisions,
+            &other.category,
+            other.price_usd,
+            other.provenance,
+        ) && (self.paid_calls, self.last_paid) == (other.paid_calls, other.last_paid)
     }
 }
 
@@ -266,9 +284,10 @@ impl SubjectState {
                 break;
             }
             let start = day * DAY_MS;
-            let touched = score.outages.iter().any(|w| {
-                w.from_ms < start + DAY_MS && w.to_ms.is_none_or(|to| to >= start)
-            });
+            let touched = score
+                .outages
+                .iter()
+                .any(|w| w.from_ms < start + DAY_MS && w.to_ms.is_none_or(|to| to >= start));
             if touched {
                 let rows = rows_of(&summary.entries)?;
                 let mut cells = Vec::new();
@@ -303,8 +322,10 @@ impl SubjectState {
                 self.digests.insert(*day, digest);
             }
         }
-        let rebuilt_digests: Vec<[u8; 32]> =
-            rebuilt.iter().map(|(_, c)| summary::day_digest(c)).collect();
+        let rebuilt_digests: Vec<[u8; 32]> = rebuilt
+            .iter()
+            .map(|(_, c)| summary::day_digest(c))
+            .collect();
         let mut days: Vec<summary::Day<'_>> = plain
             .iter()
             .map(|day| summary::Day {
@@ -312,13 +333,16 @@ impl SubjectState {
                 cells: &self.days[day].cells,
                 sha256: self.digests[day],
             })
-            .chain(rebuilt.iter().zip(&rebuilt_digests).map(|((day, cells), sha)| {
-                summary::Day {
-                    day: *day,
-                    cells,
-                    sha256: *sha,
-                }
-            }))
+            .chain(
+                rebuilt
+                    .iter()
+                    .zip(&rebuilt_digests)
+                    .map(|((day, cells), sha)| summary::Day {
+                        day: *day,
+                        cells,
+                        sha256: *sha,
+                    }),
+            )
             .collect();
         days.sort_by_key(|d| d.day);
         // Cells after as_of are not yet known to this score.
@@ -454,7 +478,11 @@ pub enum ScoreInputsError {
 }
 
 /// One history row as a day summary takes it.
-fn outcome_of(row: &HistoryEntry, at_ms: i64, excused: Option<crate::evidence::Outcome>) -> summary::Outcome1<'_> {
+fn outcome_of(
+    row: &HistoryEntry,
+    at_ms: i64,
+    excused: Option<crate::evidence::Outcome>,
+) -> summary::Outcome1<'_> {
     summary::Outcome1 {
         seq: row.seq,
         check: &row.check,
@@ -469,6 +497,22 @@ fn outcome_of(row: &HistoryEntry, at_ms: i64, excused: Option<crate::evidence::O
         at_ms,
         excused,
     }
+}
+
+/// Every history row of `subject`, in ledger order, derived from its run and refund entries (no
+/// index of them is kept: the entries are the record).
+pub fn subject_rows(
+    store: &dyn Store,
+    rubric: &Rubric,
+    subject: &str,
+) -> Result<Vec<HistoryEntry>, StoreError> {
+    let seqs: Vec<u64> = store
+        .subject_stored_entries(subject, 0, usize::MAX)?
+        .into_iter()
+        .filter(|e| matches!(e.kind, RecordKind::Run | RecordKind::Refund))
+        .map(|e| e.seq)
+        .collect();
+    rows_of_entries(store, rubric, &seqs)
 }
 
 /// The history rows of ledger entries `seqs` (runs and refunds of one subject), derived from the
@@ -543,7 +587,8 @@ impl Windows {
         let size = state.size();
         self.size += size;
         self.by_tick.insert(self.tick, url.to_string());
-        self.states.insert(url.to_string(), (self.tick, size, state));
+        self.states
+            .insert(url.to_string(), (self.tick, size, state));
         while self.size > Self::MAX_SIZE {
             let Some((_, oldest)) = self.by_tick.pop_first() else {
                 break;
@@ -844,10 +889,16 @@ mod tests {
         ));
         let mut day_flipped = row.clone();
         day_flipped.days[0].body[3] ^= 1;
-        assert!(SubjectState::from_row(&day_flipped).is_err(), "a damaged day");
+        assert!(
+            SubjectState::from_row(&day_flipped).is_err(),
+            "a damaged day"
+        );
         let mut day_missing = row.clone();
         day_missing.days.clear();
-        assert!(SubjectState::from_row(&day_missing).is_err(), "a missing day");
+        assert!(
+            SubjectState::from_row(&day_missing).is_err(),
+            "a missing day"
+        );
         let mut garbage = row.clone();
         garbage.body = b"{not json".to_vec();
         garbage.sha256 = sha256(&garbage.body);

@@ -131,9 +131,7 @@ fn evaluate_one(
                 state.binding = hours >= gate.value;
                 state.reason = format!(
                     "{} failing for {hours:.4} h ({} fails in a row), threshold {} h",
-                    gate.check,
-                    fails,
-                    gate.value
+                    gate.check, fails, gate.value
                 );
             } else {
                 state.reason = format!("{}: latest outcome is not a fail", gate.check);

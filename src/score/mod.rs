@@ -25,7 +25,6 @@ pub mod verdict;
 mod tests;
 
 use crate::rubric::{Metric, Rubric};
-use serde::{Deserialize, Serialize};
 use document::{
     Band, CapDoc, CheckDoc, DimensionDoc, GateDoc, PriorHeld, RubricRef, ScoreDocument, SubjectRef,
     WatchBlock,
@@ -33,6 +32,7 @@ use document::{
 use input::{InputError, Inputs};
 use montecarlo::{Posterior, Sampler, Term};
 use points::{Points, round4};
+use serde::{Deserialize, Serialize};
 use tally::{CheckState, Tally};
 
 pub use document::FORMAT;

@@ -63,9 +63,7 @@ pub fn outlook(
     let as_of = &inputs.as_of;
     // An entry's decay time: its own (`/2`), its day's start (`/3`).
     let within = |days: f64| {
-        move |e: &super::input::Entry| {
-            super::tally::days_between(e.decay_ns(), as_of.ns) <= days
-        }
+        move |e: &super::input::Entry| super::tally::days_between(e.decay_ns(), as_of.ns) <= days
     };
     let recent_filter = within(rules.recent_days);
     let baseline_filter = within(rules.baseline_days);
