@@ -267,10 +267,10 @@ impl SubjectState {
         rubric: &Rubric,
         url: &str,
         score: ScoreAt<'_>,
-        rows_of: &mut dyn FnMut(&[u64]) -> Result<Vec<HistoryEntry>, StoreError>,
+        rows_of: &mut RowsOf<'_>,
     ) -> Result<Inputs, ScoreInputsError> {
-        let from_day = summary::day_of(score.as_of_ms) - score.horizon_days as i64;
-        let first = from_day.max(i64::MIN);
+        // Every day inside the horizon is at or after this one (checked exactly below).
+        let first = summary::day_of(score.as_of_ms) - score.horizon_days as i64;
         let as_of_ms = score.as_of_ms;
         let mut rebuilt: Vec<(i64, Vec<Cell>)> = Vec::new();
         let mut plain: Vec<i64> = Vec::new();
@@ -467,6 +467,9 @@ impl SubjectState {
         Ok(state)
     }
 }
+
+/// How a score reads the history rows of ledger entries (a day our outage touches).
+pub type RowsOf<'a> = dyn FnMut(&[u64]) -> Result<Vec<HistoryEntry>, StoreError> + 'a;
 
 /// Why a `/3` score's inputs could not be made.
 #[derive(Debug, thiserror::Error)]
