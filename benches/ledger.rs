@@ -201,12 +201,16 @@ fn capture(root: &Path) -> Captured {
     let Record::Run(run) = record else {
         unreachable!()
     };
-    let run_history_rows = store.history(&run.subject).unwrap().len()
-        / store
-            .subject_entries(&run.subject, &[RecordKind::Run], 0)
+    let rubric = x402_probe::rubric::Rubric::embedded_default();
+    let run_history_rows =
+        x402_probe::daemon::subject_state::subject_rows(&store, &rubric, &run.subject)
             .unwrap()
             .len()
-            .max(1);
+            / store
+                .subject_entries(&run.subject, &[RecordKind::Run], 0)
+                .unwrap()
+                .len()
+                .max(1);
     let observation = observation_sizes(&store, &body);
     let score = store
         .entries_of_kind(&[RecordKind::Score], 0)
@@ -424,7 +428,7 @@ fn run_entry(template: &RunRecord, rubric: &Rubric, i: usize) -> NewEntry {
     run.started_at_ms += i as i64;
     run.ended_at_ms += i as i64;
     let declared_now = declared(&run.free, run.started_at_ms);
-    let index = run_index(rubric, &run, declared_now);
+    let index = run_index(&run, declared_now);
     // As the daemon does: the stored form made in the run's task, before the writer.
     NewEntry::prepared(
         run.ended_at_ms,

@@ -118,6 +118,7 @@ fn main() {
                     grade: None,
                     verdict: x402_probe::rubric::Verdict::Ok,
                     population_sha256: None,
+                    method: Default::default(),
                 });
                 entries.push(NewEntry {
                     at_ms: row.as_of_ms,

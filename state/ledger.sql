@@ -83,28 +83,30 @@ CREATE TABLE IF NOT EXISTS score (
     PRIMARY KEY (subject, day)
 ) STRICT;
 
--- The scorer's history entries of each run, derived from the ledger's run and refund entries when
--- they are appended (in the same transaction): an index that scoring reads instead of whole runs.
--- `recompute --ledger` rebuilds them from the entries themselves.
-CREATE TABLE IF NOT EXISTS history (
-    subject TEXT NOT NULL,
-    seq     INTEGER NOT NULL,
-    idx     INTEGER NOT NULL,
-    entry   BLOB NOT NULL,
-    PRIMARY KEY (subject, seq, idx)
-) STRICT, WITHOUT ROWID;
-
 -- Each subject's folded scoring state (src/daemon/subject_state.rs): its revisions, declared
--- price, category, provenance, paid-call facts and where its window of history rows starts, as of
--- ledger entry `through_seq`; `body` is its JSON, `sha256` the digest of `body`. Derived working
--- state, written in the transaction of the score that read it; a row that does not match its
--- digest or does not decode is rebuilt from the ledger, never trusted.
+-- price, category, provenance, paid-call facts, where its window of days starts and the digest
+-- of each day's summary, as of ledger entry `through_seq`; `body` is its JSON, `sha256` the
+-- digest of `body`. Derived working state, written in the transaction of the score that read it;
+-- a row that does not match its digest or does not decode is rebuilt from the ledger, never
+-- trusted.
 CREATE TABLE IF NOT EXISTS subject_state (
     subject     TEXT PRIMARY KEY,
     through_seq INTEGER NOT NULL,
     sha256      BLOB NOT NULL,
     body        BLOB NOT NULL
 ) STRICT;
+
+-- One day of a subject's folded state (`day`: days since 1970-01-01, UTC): the summary of each
+-- check's outcomes that day (method /3's cells) and the entries they came from; `body` is its
+-- JSON, `sha256` the digest of `body`, which the subject's state row also names. Written with
+-- the state when the day changed; days that left every window are deleted.
+CREATE TABLE IF NOT EXISTS subject_days (
+    subject TEXT NOT NULL,
+    day     INTEGER NOT NULL,
+    sha256  BLOB NOT NULL,
+    body    BLOB NOT NULL,
+    PRIMARY KEY (subject, day)
+) STRICT, WITHOUT ROWID;
 
 -- Each run entry's id, so the refund watch reads its run by id. Derived from the run entries,
 -- written with them.

@@ -36,7 +36,6 @@ fn loaded(store: &SqliteStore, rubric: &Rubric, url: &str) -> SubjectState {
 /// What both must agree on (the window's start and the horizon are the kept state's own).
 fn comparable(mut state: SubjectState, through: u64) -> SubjectState {
     state.through_seq = through;
-    state.rows.clear();
     state.window_from = 0;
     state.horizon_days = 0;
     state
@@ -80,15 +79,15 @@ async fn the_kept_state_is_the_ledgers_fold_a_damaged_one_is_rebuilt_and_a_silen
         let kept = store.subject_state(url).unwrap().expect("a kept state");
         let state = SubjectState::from_row(&kept).expect("the kept state reads back");
         let scratch = fold_from_scratch(&store, &rubric, url);
-        assert!(!scratch.rows.is_empty(), "{url} has history");
+        assert!(!scratch.days.is_empty(), "{url} has history");
         assert_eq!(
             comparable(state.clone(), 0),
             comparable(scratch.clone(), 0),
             "{url}: the kept state is the ledger's fold"
         );
-        // With its window's rows read from the index, it is the whole fold.
+        // With its days read back, it is the whole fold.
         let now = loaded(&store, &rubric, url);
-        assert!(now.rows == scratch.rows, "{url}: the window's rows differ");
+        assert!(now.days == scratch.days, "{url}: the window's days differ");
         assert_eq!(comparable(now, 0), comparable(scratch, 0));
     }
     let folded = fold_from_scratch(&store, &rubric, &rising);
@@ -143,8 +142,8 @@ async fn the_kept_state_is_the_ledgers_fold_a_damaged_one_is_rebuilt_and_a_silen
         "the forged price is not read"
     );
     assert!(
-        rebuilt.rows == before.rows,
-        "the rebuilt state's rows differ"
+        rebuilt.days == before.days,
+        "the rebuilt state's days differ"
     );
     assert_eq!(comparable(rebuilt, 0), comparable(before.clone(), 0));
     drop(store);
@@ -165,10 +164,10 @@ async fn the_kept_state_is_the_ledgers_fold_a_damaged_one_is_rebuilt_and_a_silen
     )
     .unwrap();
     let from_store = loaded(&store, &rubric, &rising);
-    assert!(from_memory.rows.len() > before.rows.len());
+    assert!(from_memory.size() > before.size());
     assert!(
-        from_memory.rows == from_store.rows,
-        "the rows brought forward differ"
+        from_memory.days == from_store.days,
+        "the days brought forward differ"
     );
     assert_eq!(comparable(from_memory, 0), comparable(from_store, 0));
     let kept = store.subject_state(&rising).unwrap().unwrap();

@@ -100,7 +100,9 @@ pub fn read_table(
         // documents of another major version changes nothing but that count).
         let subject = table.subjects.len() as u32;
         let paid_calls = match labels {
-            Labels::Ledger => paid_calls(&store.history_entries(url)?),
+            Labels::Ledger => paid_calls(&crate::daemon::subject_state::subject_rows(
+                store, live, url,
+            )?),
             Labels::File(_) => Vec::new(),
         };
         let file_days: BTreeMap<&str, Label> = match labels {

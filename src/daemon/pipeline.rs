@@ -409,7 +409,7 @@ pub(crate) async fn run_subject(
         &record,
         declared_now.as_ref(),
     )));
-    let index = run_index_of(rows, record.id.clone(), declared_now);
+    let index = run_index_of(record.id.clone(), declared_now);
     // The run's stored form is made here, in the run's own task: its results compared with what
     // they derive to (`ledger::stored`) outside the writer; a paid call's are derived again.
     let derived = record.paid.is_none().then_some(derived);
@@ -595,27 +595,15 @@ fn put_result(results: &mut [CheckResult], id: CheckId, c: Conclusion, vantage: 
     }
 }
 
-/// The index rows of a run: its history entries (numbered from its ledger seq) and what it saw the
-/// subject declare.
-pub fn run_index(
-    rubric: &Rubric,
-    record: &RunRecord,
-    declared: Option<Declared>,
-) -> crate::store::IndexFn {
-    run_index_of(run_rows(rubric, record), record.id.clone(), declared)
+/// The index rows of a run: its id and what it saw the subject declare.
+pub fn run_index(record: &RunRecord, declared: Option<Declared>) -> crate::store::IndexFn {
+    run_index_of(record.id.clone(), declared)
 }
 
-/// [`run_index`] from the run's rows already made ([`run_rows`]).
-fn run_index_of(
-    rows: Arc<[HistoryEntry]>,
-    run_id: String,
-    declared: Option<Declared>,
-) -> crate::store::IndexFn {
-    Box::new(move |seq| Index {
+/// [`run_index`] from the run's id.
+fn run_index_of(run_id: String, declared: Option<Declared>) -> crate::store::IndexFn {
+    Box::new(move |_seq| Index {
         run_id: Some(run_id),
-        history: rows_at(&rows, seq)
-            .filter_map(|e| serde_json::to_vec(&e).ok())
-            .collect(),
         declared: declared
             .as_ref()
             .and_then(|d| serde_json::to_vec(d).ok().map(|b| (d.at_ms, b))),
@@ -726,20 +714,31 @@ fn score_subject(
             None => (None, Vec::new()),
         }
     };
-    let inputs = state.inputs(
-        url,
-        subject_state::ScoreAt {
-            as_of_ms: now_ms,
-            horizon_days: shared.history_days,
-            outages: &outages,
-            category: Some(category),
-            population,
-        },
-    );
-    let price_usd = inputs.price_usd;
-    let inputs = scoring::inputs_document(&shared.rubric, inputs);
-    let mut scored = scoring::score(&shared.rubric, inputs, now_ms, through, shared.history_days)
+    // Method /3: the state's day summaries (a day our outage touches summarised again from its
+    // entries).
+    let inputs = state
+        .score_inputs(
+            &shared.rubric,
+            url,
+            subject_state::ScoreAt {
+                as_of_ms: now_ms,
+                horizon_days: shared.history_days,
+                outages: &outages,
+                category: Some(category),
+                population,
+            },
+            &mut |seqs| subject_state::rows_of_entries(store, &shared.rubric, seqs),
+        )
         .map_err(|e| e.to_string())?;
+    let price_usd = state.price_usd.unwrap_or_default();
+    let mut scored = scoring::score_inputs(
+        &shared.rubric,
+        &inputs,
+        now_ms,
+        through,
+        shared.history_days,
+    )
+    .map_err(|e| e.to_string())?;
     scored.record.population_sha256 = population_sha;
     let summary = scoring::summary_of(&shared.rubric, &scored.document, price_usd, category);
     // Webhook events of this score (a verdict change, a gate starting to bind), in the outbox
@@ -849,19 +848,11 @@ pub(crate) async fn watch_refund_job(
         refund,
         result: h9.clone(),
     };
-    let rubric = shared.rubric.clone();
-    let revision = run.revision.clone();
     let (reply, written) = tokio::sync::oneshot::channel();
     let entries = vec![NewEntry {
         at_ms,
         record: Record::Refund(Box::new(record)).into(),
-        index: Some(Box::new(move |seq| Index {
-            history: run_entries(&[h9], &rubric, true, &revision, seq * SEQ_STRIDE)
-                .iter()
-                .filter_map(|e| serde_json::to_vec(e).ok())
-                .collect(),
-            ..Index::default()
-        })),
+        index: None,
     }];
     writer.send(Write::Append { entries, reply });
     written.await.map_err(|_| StoreError::WriterStopped)??;

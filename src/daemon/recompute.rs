@@ -6,13 +6,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::checks::history::OutageWindow;
 use crate::ledger::record::{Record, RecordKind, ScoreRecord};
 use crate::rubric::Rubric;
+use crate::score::Method;
 use crate::score::input::{HistoryEntry, PeerDocument};
 use crate::store::{Store, StoreError};
 
-use super::scoring;
-use super::subject_state::{FOLDED_KINDS, OutageFold, ScoreAt, StateRow, SubjectState};
+use super::pipeline::{SEQ_STRIDE, rows_at, run_rows};
+use super::scoring::{self, SubjectInputs};
+use super::subject_state::{
+    FOLDED_KINDS, OutageFold, ScoreAt, StateRow, SubjectState, rows_of_entries,
+};
 
 /// Entries read per page of the pass.
 const PAGE: usize = 512;
@@ -44,6 +49,8 @@ pub fn recompute_ledger(
     let populations = populations_named(store)?;
     // Each subject's state folded with the daemon's own function, and our outages once.
     let mut subjects: BTreeMap<String, SubjectState> = BTreeMap::new();
+    // Each subject's history rows inside the horizon, for the scores of method `/2`.
+    let mut rows: BTreeMap<String, RowWindow> = BTreeMap::new();
     let mut outages = OutageFold::default();
     // The states the daemon kept, compared when the pass reaches the entry each reflects.
     let mut kept: BTreeMap<String, StateRow> = BTreeMap::new();
@@ -69,7 +76,9 @@ pub fn recompute_ledger(
                         }
                         SubjectState::new()
                     });
-                    let outcome = check_score(&populations, rubrics, state, &outages, score);
+                    let window = rows.entry(score.subject.clone()).or_default();
+                    let outcome =
+                        check_score(store, &populations, rubrics, state, window, &outages, score);
                     report.scores += 1;
                     match outcome {
                         Ok(()) => report.identical += 1,
@@ -82,6 +91,7 @@ pub fn recompute_ledger(
                     // As the daemon keeps it once this score has read it.
                     state.through_seq = score.through_seq;
                     state.advance_window(score.as_of_ms, score.horizon_days);
+                    window.advance(score.as_of_ms, score.horizon_days);
                     if let Some(row) = kept
                         .get(&score.subject)
                         .filter(|row| row.through_seq == score.through_seq)
@@ -99,42 +109,16 @@ pub fn recompute_ledger(
                         && FOLDED_KINDS.contains(&record.kind())
                     {
                         let state = subjects.entry(subject.to_string()).or_default();
-                        let before = state.rows.len();
                         state.fold(rubric, seq, record);
-                        // The history rows the daemon scores from are derived from the same
-                        // entry: they must be exactly what the fold derived (an edited row
-                        // would skew every later score).
-                        if matches!(record, Record::Run(_) | Record::Refund(_)) {
-                            let stored = store.history_range(subject, seq, seq + 1)?;
-                            if let Some(why) = history_differs(&state.rows[before..], &stored) {
-                                report.derived.push(Mismatch {
-                                    seq,
-                                    subject: subject.to_string(),
-                                    why,
-                                });
-                            }
-                        }
+                        rows.entry(subject.to_string())
+                            .or_default()
+                            .fold(rubric, seq, record);
                     }
                 }
             }
         }
     }
     Ok(report)
-}
-
-/// How an entry's stored history rows differ from those derived from it, if they do.
-fn history_differs(rebuilt: &[HistoryEntry], stored: &[Vec<u8>]) -> Option<String> {
-    let count = rebuilt.len().max(stored.len());
-    let first = (0..count).find(|&i| {
-        let ours = rebuilt.get(i).and_then(|h| serde_json::to_vec(h).ok());
-        ours.as_deref() != stored.get(i).map(Vec::as_slice)
-    })?;
-    Some(format!(
-        "history row {first} (of {} stored, {} derived from the entry) differs from what the \
-         entry derives",
-        stored.len(),
-        rebuilt.len()
-    ))
 }
 
 /// How the state the daemon kept differs from the fold of the ledger at the same entry, if it
@@ -146,15 +130,90 @@ fn state_differs(folded: &SubjectState, kept: &StateRow) -> Option<String> {
         Err(_) => return None,
     };
     let mut ours = folded.clone();
-    ours.rows.clear();
     ours.window_from = kept.window_from;
     ours.horizon_days = kept.horizon_days;
-    (ours != kept).then(|| {
+    // The days both hold (the daemon's window may start later) must be the same.
+    ours.days.retain(|day, _| kept.days.contains_key(day));
+    let same = ours == kept;
+    (!same).then(|| {
         format!(
             "the subject's kept state (through entry {}) differs from the ledger's fold",
             kept.through_seq
         )
     })
+}
+
+/// A subject's history rows inside the horizon, in ledger order: what a score of method `/2`
+/// read (every score published before `/3`).
+#[derive(Debug, Default)]
+struct RowWindow {
+    rows: Vec<HistoryEntry>,
+}
+
+impl RowWindow {
+    fn fold(&mut self, rubric: &Rubric, seq: u64, record: &Record) {
+        match record {
+            Record::Run(run) => self.rows.extend(rows_at(&run_rows(rubric, run), seq)),
+            Record::Refund(refund) => self.rows.extend(crate::history::run_entries(
+                std::slice::from_ref(&refund.result),
+                rubric,
+                true,
+                &refund.revision,
+                seq * SEQ_STRIDE,
+            )),
+            _ => {}
+        }
+    }
+
+    /// Drops the rows older than `as_of_ms - horizon_days` (and a day).
+    fn advance(&mut self, as_of_ms: i64, horizon_days: u64) {
+        let from_ms = as_of_ms.saturating_sub((horizon_days as i64 + 1) * 86_400_000);
+        let keep = self
+            .rows
+            .iter()
+            .position(|e| scoring::ms_of(&e.at).is_none_or(|at| at >= from_ms))
+            .unwrap_or(self.rows.len());
+        self.rows.drain(..keep);
+    }
+
+    /// The `/2` inputs: the rows inside the horizon with our outages applied, a row naming a
+    /// revision no earlier entry declared read under none.
+    fn inputs(
+        &self,
+        state: &SubjectState,
+        url: &str,
+        score: ScoreAt<'_>,
+        outages: &[OutageWindow],
+    ) -> SubjectInputs {
+        let rows = self.rows.iter().map(|row| {
+            let at = scoring::ms_of(&row.at);
+            let mut row = row.clone();
+            if let Some(id) = &row.revision {
+                let at = at.unwrap_or(i64::MAX);
+                let declared_before = state.revisions.iter().any(|r| &r.id == id && r.at_ms <= at);
+                if !declared_before {
+                    row.revision = None;
+                }
+            }
+            (at, row)
+        });
+        let history = scoring::history_for_timed(rows, outages, score.as_of_ms, score.horizon_days);
+        SubjectInputs {
+            url: url.to_string(),
+            category: state
+                .category
+                .clone()
+                .unwrap_or_else(|| "uncategorised".into()),
+            price_usd: state.price_usd.unwrap_or_default(),
+            revisions: scoring::revisions_for(&state.revisions),
+            history,
+            population: score.population,
+            as_of_ms: score.as_of_ms,
+            provenance: state
+                .provenance
+                .unwrap_or(crate::evidence::run::Provenance::Live),
+        }
+    }
 }
 
 enum Check {
@@ -198,9 +257,11 @@ fn rubric_for<'a>(rubrics: &'a [Rubric], sha256: Option<&str>) -> &'a Rubric {
 }
 
 fn check_score(
+    store: &dyn Store,
     populations: &Populations,
     rubrics: &[Rubric],
-    state: &SubjectState,
+    state: &mut SubjectState,
+    rows: &RowWindow,
     outages: &OutageFold,
     score: &ScoreRecord,
 ) -> Result<(), Check> {
@@ -223,26 +284,40 @@ fn check_score(
         },
     };
     let windows = outages.windows(score.through_seq);
-    let inputs = scoring::inputs_document(
-        rubric,
-        state.inputs(
-            &score.subject,
-            ScoreAt {
-                as_of_ms: score.as_of_ms,
-                horizon_days: score.horizon_days,
-                outages: &windows,
-                category: None,
-                population,
-            },
-        ),
-    );
-    let scored = scoring::score(
-        rubric,
-        inputs,
-        score.as_of_ms,
-        score.through_seq,
-        score.horizon_days,
-    )
+    let at = ScoreAt {
+        as_of_ms: score.as_of_ms,
+        horizon_days: score.horizon_days,
+        outages: &windows,
+        category: None,
+        population,
+    };
+    let scored = match score.method {
+        Method::V2 => {
+            let inputs =
+                scoring::inputs_document(rubric, rows.inputs(state, &score.subject, at, &windows));
+            scoring::score(
+                rubric,
+                inputs,
+                score.as_of_ms,
+                score.through_seq,
+                score.horizon_days,
+            )
+        }
+        Method::V3 => {
+            let inputs = state
+                .score_inputs(rubric, &score.subject, at, &mut |seqs| {
+                    rows_of_entries(store, rubric, seqs)
+                })
+                .map_err(|e| Check::Differs(format!("its inputs do not rebuild: {e}")))?;
+            scoring::score_inputs(
+                rubric,
+                &inputs,
+                score.as_of_ms,
+                score.through_seq,
+                score.horizon_days,
+            )
+        }
+    }
     .map_err(|e| Check::Differs(format!("does not score: {e}")))?;
     if scored.record.inputs_sha256 != score.inputs_sha256 {
         return Err(Check::Differs(format!(

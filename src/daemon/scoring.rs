@@ -226,7 +226,18 @@ pub fn score(
     horizon_days: u64,
 ) -> Result<Scored, ScoringError> {
     let inputs = Inputs::from_document_unembedded(inputs)?;
-    let document = crate::score::score(rubric, &inputs, Sampler::InverseCdfTable)?;
+    score_inputs(rubric, &inputs, as_of_ms, through_seq, horizon_days)
+}
+
+/// [`score`] of inputs already built (a `/3` score's, from day summaries).
+pub fn score_inputs(
+    rubric: &Rubric,
+    inputs: &Inputs,
+    as_of_ms: i64,
+    through_seq: u64,
+    horizon_days: u64,
+) -> Result<Scored, ScoringError> {
+    let document = crate::score::score(rubric, inputs, Sampler::InverseCdfTable)?;
     let stored = stored_form(&document)?;
     let record = ScoreRecord {
         subject: document.subject.url.clone(),
@@ -245,6 +256,7 @@ pub fn score(
             .or_else(|| document.provisional_grade.clone()),
         verdict: document.verdict.verdict,
         population_sha256: None,
+        method: inputs.method,
     };
     Ok(Scored {
         document,

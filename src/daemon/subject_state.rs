@@ -1,9 +1,12 @@
 //! The folded subject state: what a subject's score is built from, folded forward entry by entry
 //! by one pure function ([`SubjectState::fold`]), so a rescore reads its subject's state instead
-//! of its whole history. The daemon persists the state with the `through_seq` it reflects (the
-//! `subject_state` table, written in the transaction of the score that read it; its history rows
-//! inside the horizon stay in the `history` index, read by range); `recompute --ledger` folds the
-//! ledger with the same function and must agree with every published score byte for byte.
+//! of its whole history. A subject's evidence is kept as per-day summaries of each check (the
+//! cells of `score::summary`, method `/3`), so a rescore reads about one cell per check per day
+//! of its horizon, never one row per outcome. The daemon persists the state with the
+//! `through_seq` it reflects (the `subject_state` table, and each day's summary in
+//! `subject_days`, written in the transaction of the score that read it, only the days that
+//! changed); `recompute --ledger` folds the ledger with the same function and must agree with
+//! every published score byte for byte.
 //!
 //! Our outages are global entries: one [`OutageFold`] for all subjects, never copied into each.
 
@@ -15,32 +18,49 @@ use std::sync::Arc;
 use crate::checks::history::{Declared, OutageWindow, declared};
 use crate::evidence::run::{Provenance, RunRecord};
 use crate::ledger::record::{OutageRecord, Record, RecordKind, RevisionRecord, SubjectChange};
-use crate::rubric::Rubric;
-use crate::score::input::HistoryEntry;
+use crate::rubric::{Kind, Rubric};
+use crate::score::input::{HistoryEntry, Inputs};
+use crate::score::summary::{self, Cell, DAY_MS};
 use crate::store::{Store, StoreError};
 
 use super::pipeline::{SEQ_STRIDE, rows_at, run_rows};
 use super::scoring::{self, SubjectInputs};
 
 /// The state's stored form's version: a row of another version is rebuilt from the ledger.
-pub const STATE_FORMAT: u32 = 1;
+pub const STATE_FORMAT: u32 = 2;
+
+/// One day of a subject's evidence: its cells (each check's runs of outcomes, in ledger order,
+/// as recorded: no outage excused) and the ledger entries they came from (to derive the day's
+/// rows again when one of our outage windows touches it).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DaySummary {
+    pub cells: Vec<Cell>,
+    pub entries: Vec<u64>,
+}
 
 /// One subject's scoring state as of ledger entry `through_seq`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SubjectState {
     pub format: u32,
     /// The last ledger entry folded in (entries of other subjects count too: nothing of them
     /// changes this state).
     pub through_seq: u64,
-    /// The history rows of the window, in ledger order: every row at or after `window_from`
-    /// (a history seq, `entry seq * SEQ_STRIDE + i`). Not in the stored form: the daemon keeps
-    /// them in its history index and reads them by range.
+    /// The day summaries of the window, by day (days since the epoch). Not in the stored form's
+    /// body: each day is a row of its own, written when it changed.
     #[serde(skip)]
-    pub rows: Vec<HistoryEntry>,
-    /// The first history seq inside the window: every row before it is older than the horizon
-    /// of every score made since (it only moves forward).
-    pub window_from: u64,
-    /// The longest horizon the window was moved for: a longer one needs the rows it dropped.
+    pub days: BTreeMap<i64, DaySummary>,
+    /// The SHA-256 of each day's stored body, by day: what the stored day rows must match.
+    pub day_sha256: BTreeMap<i64, String>,
+    /// Days changed since the state was last stored.
+    #[serde(skip)]
+    dirty: std::collections::BTreeSet<i64>,
+    /// Each unchanged day's digest for a score (`summary::day_digest`), computed once.
+    #[serde(skip)]
+    digests: BTreeMap<i64, [u8; 32]>,
+    /// The first day inside the window (0 until a day was dropped): every day before it is older
+    /// than the horizon of every score made since (it only moves forward).
+    pub window_from: i64,
+    /// The longest horizon the window was moved for: a longer one needs the days it dropped.
     pub horizon_days: u64,
     /// The subject's revisions, oldest first.
     pub revisions: Vec<RevisionRecord>,
@@ -54,13 +74,46 @@ pub struct SubjectState {
     pub last_paid: Option<PaidFact>,
 }
 
+/// Two states are the same when what they fold is: their days and facts (not the digests kept of
+/// their days, nor which days are yet to be stored).
+impl PartialEq for SubjectState {
+    fn eq(&self, other: &SubjectState) -> bool {
+        (
+            self.format,
+            self.through_seq,
+            &self.days,
+            self.window_from,
+            self.horizon_days,
+        ) == (
+            other.format,
+            other.through_seq,
+            &other.days,
+            other.window_from,
+            other.horizon_days,
+        ) && (
+            &self.revisions,
+            &self.category,
+            self.price_usd,
+            self.provenance,
+        ) == (
+            &other.revisions,
+            &other.category,
+            other.price_usd,
+            other.provenance,
+        ) && (self.paid_calls, self.last_paid) == (other.paid_calls, other.last_paid)
+    }
+}
+
 impl Default for SubjectState {
     /// The state before any entry: of this build's format.
     fn default() -> SubjectState {
         SubjectState {
             format: STATE_FORMAT,
             through_seq: 0,
-            rows: Vec::new(),
+            days: BTreeMap::new(),
+            day_sha256: BTreeMap::new(),
+            dirty: Default::default(),
+            digests: BTreeMap::new(),
             window_from: 0,
             horizon_days: 0,
             revisions: Vec::new(),
@@ -91,11 +144,23 @@ pub enum StateError {
     Format { subject: String, found: u32 },
 }
 
-/// A stored state: its subject, the entry it reflects, its bytes and their SHA-256.
+/// A stored state: its subject, the entry it reflects, its bytes and their SHA-256, and its days
+/// (when written: those changed since it was last stored; when read: all of them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateRow {
     pub subject: String,
     pub through_seq: u64,
+    pub sha256: [u8; 32],
+    pub body: Vec<u8>,
+    pub days: Vec<DayRow>,
+    /// Days before this one are out of every window: their rows go.
+    pub days_from: i64,
+}
+
+/// One day of a stored state: its summary's JSON and the SHA-256 of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DayRow {
+    pub day: i64,
     pub sha256: [u8; 32],
     pub body: Vec<u8>,
 }
@@ -109,14 +174,17 @@ impl SubjectState {
     /// state. Pure; entries must come in ledger order.
     pub fn fold(&mut self, rubric: &Rubric, seq: u64, record: &Record) {
         match record {
-            Record::Run(run) => self.fold_run(seq, RunFold::of(rubric, run)),
-            Record::Refund(refund) => self.rows.extend(crate::history::run_entries(
-                std::slice::from_ref(&refund.result),
-                rubric,
-                true,
-                &refund.revision,
-                seq * SEQ_STRIDE,
-            )),
+            Record::Run(run) => self.fold_run(rubric, seq, RunFold::of(rubric, run)),
+            Record::Refund(refund) => {
+                let rows = crate::history::run_entries(
+                    std::slice::from_ref(&refund.result),
+                    rubric,
+                    true,
+                    &refund.revision,
+                    seq * SEQ_STRIDE,
+                );
+                self.fold_rows(rubric, seq, &rows);
+            }
             Record::Revision(r) => self.revisions.push(r.clone()),
             Record::Subject(s) => {
                 if let SubjectChange::Added { category, .. } = &s.change {
@@ -129,8 +197,9 @@ impl SubjectState {
     }
 
     /// Folds run entry `seq` from what it adds ([`RunFold`]): the one way a run enters a state.
-    pub fn fold_run(&mut self, seq: u64, run: RunFold) {
-        self.rows.extend(rows_at(&run.rows, seq));
+    pub fn fold_run(&mut self, rubric: &Rubric, seq: u64, run: RunFold) {
+        let rows: Vec<HistoryEntry> = rows_at(&run.rows, seq).collect();
+        self.fold_rows(rubric, seq, &rows);
         if let Some(price) = run.price_usd {
             self.price_usd = Some(price);
         }
@@ -145,91 +214,222 @@ impl SubjectState {
         self.through_seq = self.through_seq.max(seq);
     }
 
-    /// Moves the window's start past the rows older than `as_of_ms - horizon_days`, a day early
-    /// (a clock stepped back a little still finds its rows): rows before the first one inside
-    /// the horizon (in ledger order) are dropped. Returns the new `window_from`.
-    pub fn advance_window(&mut self, as_of_ms: i64, horizon_days: u64) -> u64 {
+    /// Adds entry `seq`'s history rows to the summaries of their days (a row whose time does not
+    /// read is left out, as a score leaves it out).
+    fn fold_rows(&mut self, rubric: &Rubric, seq: u64, rows: &[HistoryEntry]) {
+        for row in rows {
+            let Some(at_ms) = scoring::ms_of(&row.at) else {
+                continue;
+            };
+            let day = summary::day_of(at_ms);
+            let summary = self.days.entry(day).or_default();
+            if summary.entries.last() != Some(&seq) {
+                summary.entries.push(seq);
+            }
+            summary::add_outcome(rubric, &mut summary.cells, outcome_of(row, at_ms, None));
+            self.dirty.insert(day);
+            self.digests.remove(&day);
+        }
+    }
+
+    /// Drops the days that start more than `horizon_days` (and a day) before `as_of_ms`: no
+    /// score from now on reads them. Returns the new `window_from`.
+    pub fn advance_window(&mut self, as_of_ms: i64, horizon_days: u64) -> i64 {
         self.horizon_days = self.horizon_days.max(horizon_days);
-        let from_ms = as_of_ms.saturating_sub((self.horizon_days as i64 + 1) * 86_400_000);
-        let keep = self
-            .rows
-            .iter()
-            .position(|e| scoring::ms_of(&e.at).is_none_or(|at| at >= from_ms))
-            .unwrap_or(self.rows.len());
-        if keep > 0 {
-            let next = self
-                .rows
-                .get(keep)
-                .map_or_else(|| (self.through_seq + 1) * SEQ_STRIDE, |e| e.seq);
-            self.rows.drain(..keep);
-            self.window_from = self.window_from.max(next);
+        let from = summary::day_of(as_of_ms) - self.horizon_days as i64 - 1;
+        if from > self.window_from {
+            let kept = self.days.split_off(&from);
+            for day in std::mem::replace(&mut self.days, kept).into_keys() {
+                self.day_sha256.remove(&day);
+                self.digests.remove(&day);
+                self.dirty.remove(&day);
+            }
+            self.window_from = from;
         }
         self.window_from
     }
 
-    /// The inputs this state gives a score of `url` as of `as_of_ms` (our outage windows as of
-    /// the same entry). A row naming a revision no earlier entry declared (a subject that had
-    /// never answered: its runs name `r0`) is read under no revision, as the rubric reads
-    /// evidence without one.
-    pub fn inputs(&self, url: &str, score: ScoreAt<'_>) -> SubjectInputs {
-        // Each row's time read once, for the revision and for the horizon and our outages.
-        let rows = self.rows.iter().map(|row| {
-            let at = scoring::ms_of(&row.at);
-            let mut row = row.clone();
-            if let Some(id) = &row.revision {
-                let at = at.unwrap_or(i64::MAX);
-                let declared_before = self.revisions.iter().any(|r| &r.id == id && r.at_ms <= at);
-                if !declared_before {
-                    row.revision = None;
-                }
-            }
-            (at, row)
-        });
-        let history =
-            scoring::history_for_timed(rows, score.outages, score.as_of_ms, score.horizon_days);
-        SubjectInputs {
-            url: url.to_string(),
-            category: score.category.map_or_else(
-                || {
-                    self.category
-                        .clone()
-                        .unwrap_or_else(|| "uncategorised".into())
-                },
-                str::to_string,
-            ),
-            price_usd: self.price_usd.unwrap_or_default(),
-            revisions: scoring::revisions_for(&self.revisions),
-            history,
-            population: score.population,
-            as_of_ms: score.as_of_ms,
-            provenance: self.provenance.unwrap_or(Provenance::Live),
-        }
+    /// How many cells and measurements the state holds in memory (what [`Windows`] bounds).
+    pub fn size(&self) -> usize {
+        self.days
+            .values()
+            .flat_map(|d| &d.cells)
+            .map(|c| 1 + c.measurements.len())
+            .sum()
     }
 
-    /// The stored form (without the window's rows) and its digest.
-    pub fn to_row(&self, subject: &str) -> StateRow {
-        let body = serde_json::to_vec(self).unwrap_or_default();
+    /// The inputs of this state's `/3` score of `url` as of `score.as_of_ms`: the days whose start
+    /// is at most the horizon before it, their cells with our outage windows applied. A day that
+    /// one of our windows touches is summarised again from its entries' rows (`rows_of`, which
+    /// derives them from the ledger), each free pass or fail inside a window excused.
+    pub fn score_inputs(
+        &mut self,
+        rubric: &Rubric,
+        url: &str,
+        score: ScoreAt<'_>,
+        rows_of: &mut RowsOf<'_>,
+    ) -> Result<Inputs, ScoreInputsError> {
+        // Every day inside the horizon is at or after this one (checked exactly below).
+        let first = summary::day_of(score.as_of_ms) - score.horizon_days as i64;
+        let as_of_ms = score.as_of_ms;
+        let mut rebuilt: Vec<(i64, Vec<Cell>)> = Vec::new();
+        let mut plain: Vec<i64> = Vec::new();
+        for (day, summary) in self.days.range(first..) {
+            // A day starting more than the horizon before as_of is out (`from_day` may start
+            // less than the horizon before it: the day must start at or after as_of - horizon).
+            if day * DAY_MS < as_of_ms - score.horizon_days as i64 * DAY_MS {
+                continue;
+            }
+            if *day * DAY_MS > as_of_ms {
+                break;
+            }
+            let start = day * DAY_MS;
+            let touched = score
+                .outages
+                .iter()
+                .any(|w| w.from_ms < start + DAY_MS && w.to_ms.is_none_or(|to| to >= start));
+            if touched {
+                let rows = rows_of(&summary.entries)?;
+                let mut cells = Vec::new();
+                for row in &rows {
+                    let Some(at_ms) = scoring::ms_of(&row.at) else {
+                        continue;
+                    };
+                    if summary::day_of(at_ms) != *day {
+                        continue;
+                    }
+                    let excused = (row.kind == Kind::Free)
+                        .then(|| {
+                            crate::checks::history::excused(
+                                &row.check,
+                                row.outcome,
+                                at_ms,
+                                score.outages,
+                            )
+                        })
+                        .flatten()
+                        .map(|_| row.outcome);
+                    summary::add_outcome(rubric, &mut cells, outcome_of(row, at_ms, excused));
+                }
+                rebuilt.push((*day, cells));
+            } else {
+                plain.push(*day);
+            }
+        }
+        for day in &plain {
+            if !self.digests.contains_key(day) {
+                let digest = summary::day_digest(&self.days[day].cells);
+                self.digests.insert(*day, digest);
+            }
+        }
+        let rebuilt_digests: Vec<[u8; 32]> = rebuilt
+            .iter()
+            .map(|(_, c)| summary::day_digest(c))
+            .collect();
+        let mut days: Vec<summary::Day<'_>> = plain
+            .iter()
+            .map(|day| summary::Day {
+                day: *day,
+                cells: &self.days[day].cells,
+                sha256: self.digests[day],
+            })
+            .chain(
+                rebuilt
+                    .iter()
+                    .zip(&rebuilt_digests)
+                    .map(|((day, cells), sha)| summary::Day {
+                        day: *day,
+                        cells,
+                        sha256: *sha,
+                    }),
+            )
+            .collect();
+        days.sort_by_key(|d| d.day);
+        // Cells after as_of are not yet known to this score.
+        let late: Vec<Vec<Cell>>;
+        if days
+            .last()
+            .is_some_and(|d| d.cells.iter().any(|c| c.last_ms > as_of_ms))
+        {
+            let d = days.pop().expect("a last day");
+            late = vec![
+                d.cells
+                    .iter()
+                    .filter(|c| c.last_ms <= as_of_ms)
+                    .cloned()
+                    .collect(),
+            ];
+            days.push(summary::Day {
+                day: d.day,
+                cells: &late[0],
+                sha256: summary::day_digest(&late[0]),
+            });
+        }
+        let meta = scoring::inputs_document(
+            rubric,
+            SubjectInputs {
+                url: url.to_string(),
+                category: score.category.map_or_else(
+                    || {
+                        self.category
+                            .clone()
+                            .unwrap_or_else(|| "uncategorised".into())
+                    },
+                    str::to_string,
+                ),
+                price_usd: self.price_usd.unwrap_or_default(),
+                revisions: scoring::revisions_for(&self.revisions),
+                history: Vec::new(),
+                population: score.population,
+                as_of_ms,
+                provenance: self.provenance.unwrap_or(Provenance::Live),
+            },
+        );
+        Ok(summary::inputs(meta, &days)?)
+    }
+
+    /// The stored form: its body and digest, with the days changed since it was last stored
+    /// (their digests then kept in the body).
+    pub fn to_row(&mut self, subject: &str) -> StateRow {
+        let mut days = Vec::with_capacity(self.dirty.len());
+        for day in std::mem::take(&mut self.dirty) {
+            let Some(summary) = self.days.get(&day) else {
+                continue;
+            };
+            let body = serde_json::to_vec(summary).unwrap_or_default();
+            let sha = sha256(&body);
+            self.day_sha256.insert(day, hex::encode(sha));
+            days.push(DayRow {
+                day,
+                sha256: sha,
+                body,
+            });
+        }
+        let body = serde_json::to_vec(&*self).unwrap_or_default();
         StateRow {
             subject: subject.to_string(),
             through_seq: self.through_seq,
             sha256: sha256(&body),
             body,
+            days,
+            days_from: self.window_from,
         }
     }
 
-    /// Reads a stored state back (its rows are then read from the history index): refused when
-    /// it does not match its digest, does not decode, or is of another format.
+    /// Reads a stored state back with all its days: refused when it or a day does not match its
+    /// digest, a day is missing, it does not decode, or is of another format.
     pub fn from_row(row: &StateRow) -> Result<SubjectState, StateError> {
+        let decode = |why: String| StateError::Decode {
+            subject: row.subject.clone(),
+            why,
+        };
         if sha256(&row.body) != row.sha256 {
             return Err(StateError::Digest {
                 subject: row.subject.clone(),
             });
         }
-        let state: SubjectState =
-            serde_json::from_slice(&row.body).map_err(|e| StateError::Decode {
-                subject: row.subject.clone(),
-                why: e.to_string(),
-            })?;
+        let mut state: SubjectState =
+            serde_json::from_slice(&row.body).map_err(|e| decode(e.to_string()))?;
         if state.format != STATE_FORMAT {
             return Err(StateError::Format {
                 subject: row.subject.clone(),
@@ -237,16 +437,109 @@ impl SubjectState {
             });
         }
         if state.through_seq != row.through_seq {
-            return Err(StateError::Decode {
-                subject: row.subject.clone(),
-                why: format!(
-                    "it says entry {} where its row says {}",
-                    state.through_seq, row.through_seq
-                ),
-            });
+            return Err(decode(format!(
+                "it says entry {} where its row says {}",
+                state.through_seq, row.through_seq
+            )));
+        }
+        for day in &row.days {
+            if state.day_sha256.get(&day.day) != Some(&hex::encode(sha256(&day.body)))
+                || day.sha256 != sha256(&day.body)
+            {
+                if day.day < state.window_from || !state.day_sha256.contains_key(&day.day) {
+                    continue; // a day the state no longer holds
+                }
+                return Err(StateError::Digest {
+                    subject: row.subject.clone(),
+                });
+            }
+            let summary: DaySummary =
+                serde_json::from_slice(&day.body).map_err(|e| decode(e.to_string()))?;
+            state.days.insert(day.day, summary);
+        }
+        if state.days.len() != state.day_sha256.len() {
+            return Err(decode(format!(
+                "{} of its {} days are stored",
+                state.days.len(),
+                state.day_sha256.len()
+            )));
         }
         Ok(state)
     }
+}
+
+/// How a score reads the history rows of ledger entries (a day our outage touches).
+pub type RowsOf<'a> = dyn FnMut(&[u64]) -> Result<Vec<HistoryEntry>, StoreError> + 'a;
+
+/// Why a `/3` score's inputs could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ScoreInputsError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Inputs(#[from] crate::score::input::InputError),
+}
+
+/// One history row as a day summary takes it.
+fn outcome_of(
+    row: &HistoryEntry,
+    at_ms: i64,
+    excused: Option<crate::evidence::Outcome>,
+) -> summary::Outcome1<'_> {
+    summary::Outcome1 {
+        seq: row.seq,
+        check: &row.check,
+        outcome: if excused.is_some() {
+            crate::evidence::Outcome::Unmeasured
+        } else {
+            row.outcome
+        },
+        kind: row.kind,
+        revision: row.revision.as_deref(),
+        value: row.value,
+        at_ms,
+        excused,
+    }
+}
+
+/// Every history row of `subject`, in ledger order, derived from its run and refund entries (no
+/// index of them is kept: the entries are the record).
+pub fn subject_rows(
+    store: &dyn Store,
+    rubric: &Rubric,
+    subject: &str,
+) -> Result<Vec<HistoryEntry>, StoreError> {
+    let seqs: Vec<u64> = store
+        .subject_stored_entries(subject, 0, usize::MAX)?
+        .into_iter()
+        .filter(|e| matches!(e.kind, RecordKind::Run | RecordKind::Refund))
+        .map(|e| e.seq)
+        .collect();
+    rows_of_entries(store, rubric, &seqs)
+}
+
+/// The history rows of ledger entries `seqs` (runs and refunds of one subject), derived from the
+/// entries as the fold derives them: how a day touched by our outage is summarised again.
+pub fn rows_of_entries(
+    store: &dyn Store,
+    rubric: &Rubric,
+    seqs: &[u64],
+) -> Result<Vec<HistoryEntry>, StoreError> {
+    let mut rows = Vec::new();
+    for entry in store.entries_at(seqs)? {
+        match &entry.record {
+            Record::Run(run) => rows.extend(rows_at(&run_rows(rubric, run), entry.seq)),
+            Record::Refund(refund) => rows.extend(crate::history::run_entries(
+                std::slice::from_ref(&refund.result),
+                rubric,
+                true,
+                &refund.revision,
+                entry.seq * SEQ_STRIDE,
+            )),
+            _ => {}
+        }
+    }
+    Ok(rows)
 }
 
 fn sha256(bytes: &[u8]) -> [u8; 32] {
@@ -262,32 +555,31 @@ pub const FOLDED_KINDS: [RecordKind; 4] = [
     RecordKind::Subject,
 ];
 
-/// The states, window rows included, of the subjects the writer scored most recently, kept in
-/// memory up to [`Windows::MAX_ROWS`] rows in all (least recently scored out first), so that a
-/// rescore neither reads nor parses its window's rows again: once a subject's 180-day horizon is
-/// full they are about 56,000, and reading them was most of a rescore's cost. Only the writer
-/// thread scores, so a state taken from here is the one its last score kept (or newer than the
-/// stored one, when that score's batch did not commit: the fold of the same committed entries).
+/// The states, day summaries included, of the subjects the writer scored most recently, kept in
+/// memory up to [`Windows::MAX_SIZE`] cells and measurements in all (least recently scored out
+/// first), so that a rescore neither reads nor decodes its days again. Only the writer thread
+/// scores, so a state taken from here is the one its last score kept (or newer than the stored
+/// one, when that score's batch did not commit: the fold of the same committed entries).
 #[derive(Debug, Default)]
 pub struct Windows {
-    /// By subject: when it was last put (a tick), and its state.
-    states: std::collections::HashMap<String, (u64, SubjectState)>,
+    /// By subject: when it was last put (a tick), its size, and its state.
+    states: std::collections::HashMap<String, (u64, usize, SubjectState)>,
     /// Subjects by the tick they were put at, oldest first.
     by_tick: std::collections::BTreeMap<u64, String>,
     tick: u64,
-    rows: usize,
+    size: usize,
 }
 
 impl Windows {
-    /// About 40 MB of rows: a subject's full 180-day window at the default cadence (56,000 rows)
-    /// twice over, or the first runs of thousands of subjects.
-    pub const MAX_ROWS: usize = 131_072;
+    /// Cells and measurements: a subject's full 180-day window at the default cadence (about
+    /// 13,000: a few thousand cells and the curve checks' measurements) many times over.
+    pub const MAX_SIZE: usize = 262_144;
 
     /// Takes `url`'s state out (it is put back once its score has read it).
     pub fn take(&mut self, url: &str) -> Option<SubjectState> {
-        let (tick, state) = self.states.remove(url)?;
+        let (tick, size, state) = self.states.remove(url)?;
         self.by_tick.remove(&tick);
-        self.rows -= state.rows.len();
+        self.size -= size;
         Some(state)
     }
 
@@ -295,22 +587,24 @@ impl Windows {
     pub fn put(&mut self, url: &str, state: SubjectState) {
         self.take(url);
         self.tick += 1;
-        self.rows += state.rows.len();
+        let size = state.size();
+        self.size += size;
         self.by_tick.insert(self.tick, url.to_string());
-        self.states.insert(url.to_string(), (self.tick, state));
-        while self.rows > Self::MAX_ROWS {
+        self.states
+            .insert(url.to_string(), (self.tick, size, state));
+        while self.size > Self::MAX_SIZE {
             let Some((_, oldest)) = self.by_tick.pop_first() else {
                 break;
             };
-            if let Some((_, dropped)) = self.states.remove(&oldest) {
-                self.rows -= dropped.rows.len();
+            if let Some((_, size, _)) = self.states.remove(&oldest) {
+                self.size -= size;
             }
         }
     }
 
-    /// The rows kept in all.
-    pub fn rows(&self) -> usize {
-        self.rows
+    /// The cells and measurements kept in all.
+    pub fn size(&self) -> usize {
+        self.size
     }
 }
 
@@ -359,8 +653,8 @@ pub enum Known {
     Record(Record),
 }
 
-/// `url`'s state as of entry `through` (the ledger's head): the stored one with its window's
-/// rows read from the history index, brought forward over the subject's entries after it. A
+/// `url`'s state as of entry `through` (the ledger's head): the stored one with its days,
+/// brought forward over the subject's entries after it. A
 /// stored state that fails its digest or does not decode, or was windowed for a shorter horizon
 /// than `horizon_days`, is rebuilt from the ledger (said in the log), never used.
 pub fn load(
@@ -381,7 +675,7 @@ pub fn load(
     )
 }
 
-/// As [`load`], starting from `kept` (the state the writer kept in memory with its rows, see
+/// As [`load`], starting from `kept` (the state the writer kept in memory with its days, see
 /// [`Windows`]) instead of the stored one when it is usable: of this horizon or a longer one,
 /// and not past `through`; and with entries of the subject the caller holds in memory (by seq:
 /// the writer's, just appended) folded from there instead of read back and decoded.
@@ -417,25 +711,7 @@ pub fn load_known(
             }
         },
     };
-    let state = match stored {
-        Some(mut state) => {
-            let rows = store.history_range(
-                url,
-                state.window_from / SEQ_STRIDE,
-                state.through_seq.saturating_add(1),
-            )?;
-            state.rows = rows
-                .iter()
-                .map(|b| serde_json::from_slice(b))
-                .collect::<Result<_, _>>()
-                .map_err(|e| StoreError::Corrupt {
-                    path: "the history index".into(),
-                    why: format!("a history row of {url} does not read: {e}"),
-                })?;
-            state
-        }
-        None => SubjectState::new(),
-    };
+    let state = stored.unwrap_or_default();
     fold_after(store, rubric, url, through, horizon_days, state, known)
 }
 
@@ -474,7 +750,7 @@ fn fold_after(
         let mut read = store.entries_at(&unknown)?.into_iter();
         for seq in after {
             match known.remove(&seq) {
-                Some(Known::Run(run)) => state.fold_run(seq, run),
+                Some(Known::Run(run)) => state.fold_run(rubric, seq, run),
                 Some(Known::Record(record)) => state.fold(rubric, seq, &record),
                 None => {
                     if let Some(entry) = read.next() {
@@ -541,56 +817,72 @@ impl OutageFold {
 mod tests {
     use super::*;
 
-    fn with_rows(through_seq: u64, rows: usize) -> SubjectState {
-        let row = HistoryEntry {
-            seq: 0,
+    fn with_cells(through_seq: u64, cells: usize) -> SubjectState {
+        let cell = Cell {
             check: "R1".into(),
             outcome: crate::evidence::Outcome::Pass,
-            at: "2026-12-01T00:00:00Z".into(),
-            kind: crate::rubric::Kind::Free,
+            kind: Kind::Free,
             revision: None,
-            value: None,
-            receipt: "0".repeat(64),
-            note: None,
+            excused: None,
+            count: 1,
+            first_seq: 0,
+            last_seq: 0,
+            first_ms: 0,
+            last_ms: 0,
+            scale: 1.0,
+            measurements: Vec::new(),
+            value_sum: 0.0,
         };
-        SubjectState {
+        let mut state = SubjectState {
             through_seq,
-            rows: vec![row; rows],
             ..SubjectState::default()
-        }
+        };
+        state.days.insert(
+            0,
+            DaySummary {
+                cells: vec![cell; cells],
+                entries: vec![0],
+            },
+        );
+        state
     }
 
     #[test]
     fn the_kept_windows_stay_under_their_bound_least_recently_scored_out_first() {
         let mut windows = Windows::default();
-        let half = Windows::MAX_ROWS / 2;
-        windows.put("a", with_rows(1, half));
-        windows.put("b", with_rows(2, half));
-        assert_eq!(windows.rows(), 2 * half);
+        let half = Windows::MAX_SIZE / 2;
+        windows.put("a", with_cells(1, half));
+        windows.put("b", with_cells(2, half));
+        assert_eq!(windows.size(), 2 * half);
         // `a` scored again: `b` is now the least recently scored, and goes when `c` comes.
         let a = windows.take("a").unwrap();
-        assert_eq!((a.through_seq, windows.rows()), (1, half));
-        windows.put("a", with_rows(3, half));
-        windows.put("c", with_rows(4, 10));
+        assert_eq!((a.through_seq, windows.size()), (1, half));
+        windows.put("a", with_cells(3, half));
+        windows.put("c", with_cells(4, 10));
         assert!(windows.take("b").is_none(), "b was dropped");
-        assert_eq!(windows.rows(), half + 10);
+        assert_eq!(windows.size(), half + 10);
         assert_eq!(windows.take("a").unwrap().through_seq, 3);
-        assert_eq!(windows.take("c").unwrap().rows.len(), 10);
-        assert_eq!(windows.rows(), 0);
+        assert_eq!(windows.take("c").unwrap().size(), 10);
+        assert_eq!(windows.size(), 0);
         // A window larger than the bound is not kept at all.
-        windows.put("huge", with_rows(5, Windows::MAX_ROWS + 1));
+        windows.put("huge", with_cells(5, Windows::MAX_SIZE + 1));
         assert!(windows.take("huge").is_none());
-        assert_eq!(windows.rows(), 0);
+        assert_eq!(windows.size(), 0);
     }
 
     #[test]
     fn a_stored_state_reads_back_and_a_damaged_one_is_refused() {
-        let mut state = SubjectState::new();
-        state.through_seq = 7;
+        let mut state = with_cells(7, 3);
+        state.dirty.insert(0);
         state.category = Some("c".into());
         state.price_usd = crate::evidence::usd::Usd::of_micros(10_000);
         let row = state.to_row("https://s.example/x");
-        assert_eq!(SubjectState::from_row(&row).unwrap(), state);
+        assert_eq!(row.days.len(), 1, "the changed day is written");
+        let read = SubjectState::from_row(&row).unwrap();
+        assert_eq!(read.days, state.days);
+        assert_eq!(read.day_sha256, state.day_sha256);
+        // Stored again unchanged: no day is written again.
+        assert!(state.to_row("https://s.example/x").days.is_empty());
 
         let mut flipped = row.clone();
         flipped.body[3] ^= 1;
@@ -598,6 +890,18 @@ mod tests {
             SubjectState::from_row(&flipped),
             Err(StateError::Digest { .. })
         ));
+        let mut day_flipped = row.clone();
+        day_flipped.days[0].body[3] ^= 1;
+        assert!(
+            SubjectState::from_row(&day_flipped).is_err(),
+            "a damaged day"
+        );
+        let mut day_missing = row.clone();
+        day_missing.days.clear();
+        assert!(
+            SubjectState::from_row(&day_missing).is_err(),
+            "a missing day"
+        );
         let mut garbage = row.clone();
         garbage.body = b"{not json".to_vec();
         garbage.sha256 = sha256(&garbage.body);

@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use super::*;
-use crate::store::StoreError;
 
 /// A discovery catalogue on loopback whose items and answer delay the test changes as it goes.
 struct TestCatalogue {
@@ -441,10 +440,11 @@ async fn a_revision_whose_run_fails_to_record_is_allocated_again_with_its_entry(
     assert_eq!(runs, ["r0", "r1"], "each run names a recorded revision");
 }
 
-/// Rows of the index the scoring path reads that do not read back are `Corrupt`, surfaced: a
-/// history row that does not parse stops the subject's rescoring (no score is published from
-/// what is left), and a declaration that does not parse fails the run that reads it. Before,
-/// both were skipped in silence and the score published as if they had never been recorded.
+/// Rows the scoring path reads that do not read back are never used as if they did: a day of a
+/// subject's kept state that does not match its digest is refused and the state rebuilt from the
+/// ledger (the score is then the ledger's), and a declaration that does not parse is `Corrupt`
+/// and fails the run that reads it. Before, unreadable rows were skipped in silence and the score
+/// published as if they had never been recorded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_that_do_not_read_are_corrupt_never_skipped() {
     let dir = tempfile::tempdir().unwrap();
@@ -465,24 +465,25 @@ async fn rows_that_do_not_read_are_corrupt_never_skipped() {
     assert_eq!(scores(), 1);
 
     let db = rusqlite::Connection::open(dir.path().join("ledger.sqlite")).unwrap();
-    db.execute(
-        "UPDATE history SET entry = CAST('{\"seq\": 1' AS BLOB)
-         WHERE subject = ?1 AND seq = (SELECT min(seq) FROM history WHERE subject = ?1) AND idx = 0",
-        [&subject],
-    )
-    .unwrap();
-    let unread = shared.store.history_entries(&subject).unwrap_err();
-    assert!(matches!(unread, StoreError::Corrupt { .. }), "{unread}");
-    // The window the writer kept in memory (folded from the entries, not read from the index)
-    // would serve the next rescore; as after a restart, the state now comes from the store.
-    let kept = shared.windows.lock().unwrap().take(&subject);
-    assert!(kept.is_some_and(|state| !state.rows.is_empty()));
-    let second = run().await;
+    let damaged = db
+        .execute(
+            "UPDATE subject_days SET body = CAST('{\"cells\": 1' AS BLOB) WHERE subject = ?1",
+            [&subject],
+        )
+        .unwrap();
+    assert!(damaged > 0, "the subject's days are stored");
+    let stored = shared.store.subject_state(&subject).unwrap().unwrap();
     assert!(
-        second.summary.is_none(),
-        "not scored from a partial history"
+        crate::daemon::subject_state::SubjectState::from_row(&stored).is_err(),
+        "the damaged day is refused"
     );
-    assert_eq!(scores(), 1, "no score published over the unreadable row");
+    // The state the writer kept in memory (folded from the entries) would serve the next
+    // rescore; as after a restart, the state now comes from the store, and is rebuilt.
+    let kept = shared.windows.lock().unwrap().take(&subject);
+    assert!(kept.is_some_and(|state| !state.days.is_empty()));
+    let second = run().await;
+    assert!(second.summary.is_some(), "scored from the ledger's fold");
+    assert_eq!(scores(), 2);
 
     db.execute(
         "UPDATE declared SET body = CAST('not json' AS BLOB) WHERE subject = ?1",

@@ -349,6 +349,9 @@ pub struct ScoreRecord {
     /// The value population the score read (a blob, by hash), when it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub population_sha256: Option<String>,
+    /// The scorer's method (absent: `/2`, which every score before `/3` used).
+    #[serde(default, skip_serializing_if = "crate::score::Method::is_v2")]
+    pub method: crate::score::Method,
 }
 
 /// A daily snapshot published (`src/snapshot/`, `state/snapshot.md`): which UTC day it is of, the

@@ -5,8 +5,8 @@
 //! undo what it did, so an overcharge cannot be washed out by publishing new revisions.
 
 use super::decay::decay_factor;
-use super::input::{Inputs, Instant};
-use super::tally::EntryWeights;
+use super::input::{Inputs, Instant, NS_PER_HOUR};
+use super::tally::{EntryWeights, days_between};
 use crate::evidence::Outcome;
 use crate::rubric::{Gate, GateWhen, Rubric};
 
@@ -27,6 +27,16 @@ pub struct GateState {
     pub reason: String,
 }
 
+/// One pass or fail entry of a gate's check, as the gate reads it.
+struct GateOutcome<'a> {
+    first_ns: i128,
+    at: &'a Instant,
+    decay_ns: i128,
+    scale: f64,
+    count: u32,
+    outcome: Outcome,
+}
+
 pub fn evaluate(rubric: &Rubric, inputs: &Inputs, weights: &EntryWeights) -> Vec<GateState> {
     rubric
         .gates
@@ -42,11 +52,19 @@ fn evaluate_one(
     gate: &Gate,
 ) -> GateState {
     // Pass and fail outcomes of the watched check in the inputs' order (time, then seq); na and
-    // unmeasured say nothing.
-    let outcomes: Vec<(&Instant, Outcome)> = weights
+    // unmeasured say nothing. An entry may stand for a run of outcomes (`/3`): its first and
+    // latest time, its decay time and scale, and how many.
+    let outcomes: Vec<GateOutcome> = weights
         .entries_of(rubric, inputs, gate.check)
         .filter(|e| matches!(e.outcome, Outcome::Pass | Outcome::Fail))
-        .map(|e| (&e.at, e.outcome))
+        .map(|e| GateOutcome {
+            first_ns: e.first_ns(),
+            at: &e.at,
+            decay_ns: e.decay_ns(),
+            scale: e.scale(),
+            count: e.count(),
+            outcome: e.outcome,
+        })
         .collect();
     let mut state = GateState {
         gate: gate.clone(),
@@ -57,7 +75,7 @@ fn evaluate_one(
         hours_since_last_fail: None,
         reason: String::new(),
     };
-    let last_fail = outcomes.iter().rposition(|(_, o)| *o == Outcome::Fail);
+    let last_fail = outcomes.iter().rposition(|o| o.outcome == Outcome::Fail);
     match gate.when {
         GateWhen::FailWeightGte => {
             let half_life = rubric
@@ -66,11 +84,14 @@ fn evaluate_one(
                 .unwrap_or(rubric.decay.free);
             let weight: f64 = outcomes
                 .iter()
-                .filter(|(_, o)| *o == Outcome::Fail)
-                .map(|(at, _)| decay_factor(at.days_until(&inputs.as_of), half_life))
+                .filter(|o| o.outcome == Outcome::Fail)
+                .map(|o| {
+                    decay_factor(days_between(o.decay_ns, inputs.as_of.ns), half_life) * o.scale
+                })
                 // (a fold from +0: an empty f64 sum is -0, which would print as "-0.0000")
                 .fold(0.0, |a, b| a + b);
-            let passes_since = last_fail.map(|i| (outcomes.len() - i - 1) as u32);
+            // Every outcome after the latest fail is a pass.
+            let passes_since = last_fail.map(|i| outcomes[i + 1..].iter().map(|o| o.count).sum());
             let fires = weight >= gate.value;
             let cleared = match (gate.clear_after_passes, passes_since) {
                 (Some(n), Some(p)) => p >= n,
@@ -94,21 +115,23 @@ fn evaluate_one(
             };
         }
         GateWhen::FailingForHours => {
-            let latest_is_fail = outcomes.last().map(|(_, o)| *o == Outcome::Fail) == Some(true);
+            let latest_is_fail = outcomes.last().map(|o| o.outcome == Outcome::Fail) == Some(true);
             if latest_is_fail {
                 let run_start = outcomes
                     .iter()
-                    .rposition(|(_, o)| *o == Outcome::Pass)
+                    .rposition(|o| o.outcome == Outcome::Pass)
                     .map_or(0, |i| i + 1);
-                let (first, last) = (outcomes[run_start].0, outcomes[outcomes.len() - 1].0);
-                let hours = first.hours_until(last);
+                let (first, last) = (
+                    outcomes[run_start].first_ns,
+                    outcomes[outcomes.len() - 1].at.ns,
+                );
+                let hours = (last - first) as f64 / NS_PER_HOUR as f64;
+                let fails: u32 = outcomes[run_start..].iter().map(|o| o.count).sum();
                 state.failing_hours = Some(hours);
                 state.binding = hours >= gate.value;
                 state.reason = format!(
                     "{} failing for {hours:.4} h ({} fails in a row), threshold {} h",
-                    gate.check,
-                    outcomes.len() - run_start,
-                    gate.value
+                    gate.check, fails, gate.value
                 );
             } else {
                 state.reason = format!("{}: latest outcome is not a fail", gate.check);
@@ -116,7 +139,7 @@ fn evaluate_one(
         }
         GateWhen::FailedWithinHours => match last_fail {
             Some(i) => {
-                let hours = outcomes[i].0.hours_until(&inputs.as_of);
+                let hours = outcomes[i].at.hours_until(&inputs.as_of);
                 state.hours_since_last_fail = Some(hours);
                 state.binding = hours <= gate.value;
                 state.reason = format!(

@@ -171,6 +171,47 @@ pub struct Entry {
     /// ms for curve checks; output bytes for R5 passes.
     pub value: Option<f64>,
     pub receipt: String,
+    /// Under method `/3`, what the entry stands for: a run of consecutive outcomes of one day
+    /// (`super::summary`). `None` for one outcome (method `/2`).
+    pub cell: Option<Box<CellFacts>>,
+}
+
+/// What a `/3` cell adds to its entry (`rubrics/README.md`, "Method /3"): `at` is its latest
+/// outcome's time, `first_ns` its first's; its weight is `decay(day_ns) x revision x scale`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellFacts {
+    pub count: u32,
+    pub first_ns: i128,
+    /// The start of the cell's UTC day: the time its decay and the windows read.
+    pub day_ns: i128,
+    /// `sum of 2^((at_i - day_ns) / half-life)` over its outcomes, in ledger order.
+    pub scale: f64,
+    /// Curve checks: each outcome's value (`+inf` for a fail) with its own scale.
+    pub measurements: Vec<(f64, f64)>,
+    /// `sum of scale_i x value_i` over its outcomes with a value (R5 passes' sizes).
+    pub value_sum: f64,
+}
+
+impl Entry {
+    /// How many outcomes the entry stands for.
+    pub fn count(&self) -> u32 {
+        self.cell.as_ref().map_or(1, |c| c.count)
+    }
+
+    /// The time of its first outcome.
+    pub fn first_ns(&self) -> i128 {
+        self.cell.as_ref().map_or(self.at.ns, |c| c.first_ns)
+    }
+
+    /// The time its decay and the outlook's windows read: its own (`/2`), its day's start (`/3`).
+    pub fn decay_ns(&self) -> i128 {
+        self.cell.as_ref().map_or(self.at.ns, |c| c.day_ns)
+    }
+
+    /// What its decay multiplies: 1 (`/2`), the cell's scale (`/3`).
+    pub fn scale(&self) -> f64 {
+        self.cell.as_ref().map_or(1.0, |c| c.scale)
+    }
 }
 
 /// Another subject's figures, used only for value (never for the score).
@@ -197,8 +238,11 @@ pub struct Inputs {
     pub provenance: Provenance,
     /// The normalised document as JSON, embedded in the score document.
     pub document: std::sync::Arc<serde_json::Value>,
-    /// SHA-256 of the RFC 8785 canonical bytes of `document`.
+    /// SHA-256 of the RFC 8785 canonical bytes of `document` (`/3`: of its day summaries'
+    /// digests, `summary::inputs`).
     pub digest: [u8; 32],
+    /// The scorer's method the inputs are scored under.
+    pub method: super::Method,
 }
 
 impl Inputs {
@@ -491,6 +535,7 @@ fn build(mut doc: InputsDocument, embed: Embed) -> Result<Inputs, InputError> {
             revision,
             value: e.value,
             receipt: e.receipt,
+            cell: None,
         })
         .collect();
     Ok(Inputs {
@@ -509,6 +554,7 @@ fn build(mut doc: InputsDocument, embed: Embed) -> Result<Inputs, InputError> {
         provenance,
         document: std::sync::Arc::new(document),
         digest,
+        method: super::Method::V2,
     })
 }
 

@@ -16,6 +16,7 @@ pub mod montecarlo;
 pub mod outlook;
 pub mod points;
 pub mod rng;
+pub mod summary;
 pub mod tally;
 pub mod value;
 pub mod verdict;
@@ -31,12 +32,39 @@ use document::{
 use input::{InputError, Inputs};
 use montecarlo::{Posterior, Sampler, Term};
 use points::{Points, round4};
+use serde::{Deserialize, Serialize};
 use tally::{CheckState, Tally};
 
 pub use document::FORMAT;
 
-/// The scorer's method version: named in every score document.
+/// The scorer's method version of inputs with one entry per outcome: named in their documents.
 pub const METHOD: &str = "x402-probe.scorer/2";
+
+/// The scorer's method versions this build scores under (`rubrics/README.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Method {
+    /// One history entry per outcome (`score --inputs`, and the daemon's scores before `/3`).
+    #[default]
+    #[serde(rename = "x402-probe.scorer/2")]
+    V2,
+    /// Per-day summaries of each check (`summary`): the daemon's scores.
+    #[serde(rename = "x402-probe.scorer/3")]
+    V3,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::V2 => METHOD,
+            Method::V3 => "x402-probe.scorer/3",
+        }
+    }
+
+    /// The default one for absent fields (entries written before `/3` name none).
+    pub fn is_v2(&self) -> bool {
+        *self == Method::V2
+    }
+}
 
 /// Why a score could not be computed.
 #[derive(Debug, thiserror::Error)]
@@ -187,7 +215,7 @@ pub fn score(
 
     Ok(ScoreDocument {
         format: FORMAT.into(),
-        method: METHOD.into(),
+        method: inputs.method.as_str().into(),
         rubric: RubricRef {
             id: rubric.id.clone(),
             version: rubric.version.clone(),

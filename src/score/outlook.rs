@@ -61,7 +61,10 @@ pub fn outlook(
 ) -> Result<Outlook, ScoreError> {
     let rules = &rubric.outlook;
     let as_of = &inputs.as_of;
-    let within = |days: f64| move |e: &super::input::Entry| e.at.days_until(as_of) <= days;
+    // An entry's decay time: its own (`/2`), its day's start (`/3`).
+    let within = |days: f64| {
+        move |e: &super::input::Entry| super::tally::days_between(e.decay_ns(), as_of.ns) <= days
+    };
     let recent_filter = within(rules.recent_days);
     let baseline_filter = within(rules.baseline_days);
     let mut recent = tally_all(rubric, inputs, weights, &recent_filter)?;

@@ -66,10 +66,21 @@ impl Tally {
 
 /// The weight an entry carries for scoring: decay by the check's half-life times its revision rule.
 pub fn entry_weight(rubric: &Rubric, check: &Check, inputs: &Inputs, entry: &Entry) -> f64 {
+    base_weight(rubric, check, inputs, entry) * entry.scale()
+}
+
+/// The weight of one outcome at the entry's decay time: decay times its revision rule (an
+/// entry's weight is this times its scale, 1 for one outcome).
+pub fn base_weight(rubric: &Rubric, check: &Check, inputs: &Inputs, entry: &Entry) -> f64 {
     decay_factor(
-        entry.at.days_until(&inputs.as_of),
+        days_between(entry.decay_ns(), inputs.as_of.ns),
         rubric.half_life_days(check),
     ) * revision_factor(check.on_revision, inputs.later_revisions(entry))
+}
+
+/// Days from `from_ns` to `to_ns`, as [`super::input::Instant::days_until`] computes them.
+pub fn days_between(from_ns: i128, to_ns: i128) -> f64 {
+    (to_ns - from_ns) as f64 / super::input::NS_PER_DAY as f64
 }
 
 /// The history grouped by rubric check, with each entry's scoring weight, computed once per score
@@ -80,6 +91,9 @@ pub struct EntryWeights {
     /// Per history entry: its scoring weight (0 for checks the rubric does not have). Unmeasured
     /// entries get one too, never added to anything: it says whether a reset dropped them.
     pub weight: Vec<f64>,
+    /// Per history entry: the weight of one of its outcomes before its scale (`base_weight`;
+    /// the same as `weight` for an entry of one outcome).
+    pub base: Vec<f64>,
     /// Indices of entries for checks the rubric does not have.
     pub unknown: Vec<usize>,
 }
@@ -94,12 +108,14 @@ impl EntryWeights {
             .collect();
         let mut by_check = vec![Vec::new(); rubric.checks.len()];
         let mut weight = vec![0.0; inputs.history.len()];
+        let mut base = vec![0.0; inputs.history.len()];
         let mut unknown = Vec::new();
         for (i, e) in inputs.history.iter().enumerate() {
             match index.get(e.check.as_str()) {
                 Some(&c) => {
                     by_check[c].push(i);
-                    weight[i] = entry_weight(rubric, &rubric.checks[c], inputs, e);
+                    base[i] = base_weight(rubric, &rubric.checks[c], inputs, e);
+                    weight[i] = base[i] * e.scale();
                 }
                 None => unknown.push(i),
             }
@@ -107,6 +123,7 @@ impl EntryWeights {
         EntryWeights {
             by_check,
             weight,
+            base,
             unknown,
         }
     }
@@ -157,8 +174,8 @@ pub fn tally_all(
         .map(|(check, indices)| {
             let entries = indices
                 .iter()
-                .map(|i| (&inputs.history[*i], weights.weight[*i]))
-                .filter(|(e, _)| keep(e));
+                .map(|i| (&inputs.history[*i], weights.weight[*i], weights.base[*i]))
+                .filter(|(e, _, _)| keep(e));
             tally_check(check, entries)
         })
         .collect()
@@ -166,7 +183,7 @@ pub fn tally_all(
 
 fn tally_check<'a>(
     check: &Check,
-    entries: impl Iterator<Item = (&'a Entry, f64)>,
+    entries: impl Iterator<Item = (&'a Entry, f64, f64)>,
 ) -> Result<Tally, ScoreError> {
     let mut t = Tally {
         state: CheckState::Prior,
@@ -182,36 +199,48 @@ fn tally_check<'a>(
     };
     let mut latest: Option<Outcome> = None;
     let mut measurements = Vec::new();
-    for (e, w) in entries {
+    for (e, w, base) in entries {
         if w <= 0.0 {
             continue; // dropped by a reset (or decayed past what a double can hold)
         }
+        let count = e.count();
         if e.outcome == Outcome::Unmeasured {
-            t.unmeasured += 1;
+            t.unmeasured += count;
             continue;
         }
         latest = Some(e.outcome);
+        // A cell's measurements, each with its own weight; one outcome's is its value.
+        let cell_measurements = e.cell.as_ref().map(|c| &c.measurements);
         match e.outcome {
             Outcome::Pass => {
-                t.passes += 1;
+                t.passes += count;
                 t.pass_weight += w;
                 if check.metric == Metric::Curve {
-                    let ms = e.value.ok_or_else(|| {
-                        ScoreError::Input(format!(
-                            "history entry seq {}: a pass of curve check {} needs its value in ms",
-                            e.seq, check.id
-                        ))
-                    })?;
-                    measurements.push((ms, w));
+                    match cell_measurements {
+                        Some(m) => measurements.extend(m.iter().map(|(v, s)| (*v, base * s))),
+                        None => {
+                            let ms = e.value.ok_or_else(|| {
+                                ScoreError::Input(format!(
+                                    "history entry seq {}: a pass of curve check {} needs its \
+                                     value in ms",
+                                    e.seq, check.id
+                                ))
+                            })?;
+                            measurements.push((ms, w));
+                        }
+                    }
                 }
             }
             Outcome::Fail => {
-                t.fails += 1;
+                t.fails += count;
                 t.fail_weight += w;
                 // A curve check fails when the request never completed: slower than any point.
-                measurements.push((f64::INFINITY, w));
+                match cell_measurements {
+                    Some(m) => measurements.extend(m.iter().map(|(v, s)| (*v, base * s))),
+                    None => measurements.push((f64::INFINITY, w)),
+                }
             }
-            Outcome::Na => t.nas += 1,
+            Outcome::Na => t.nas += count,
             Outcome::Unmeasured => {}
         }
     }

@@ -71,7 +71,10 @@ pub fn value(rubric: &Rubric, inputs: &Inputs, weights: &super::tally::EntryWeig
             match e.outcome {
                 Outcome::Pass => {
                     calls += w;
-                    valid_kib += w * e.value.unwrap_or(0.0) / 1024.0;
+                    valid_kib += match &e.cell {
+                        Some(cell) => weights.base[i] * cell.value_sum / 1024.0,
+                        None => w * e.value.unwrap_or(0.0) / 1024.0,
+                    };
                 }
                 Outcome::Fail => calls += w,
                 Outcome::Na | Outcome::Unmeasured => {}

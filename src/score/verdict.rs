@@ -48,14 +48,15 @@ pub fn verification(
     anything_scorable: bool,
 ) -> Verification {
     let rules = &rubric.verdict;
-    let probe_times: Vec<&super::input::Instant> = weights
+    // An entry may stand for a run of probes (`/3`): from its first to its latest.
+    let probe_entries: Vec<&super::input::Entry> = weights
         .weighted_entries_of(rubric, inputs, rules.probe_check)
         .filter(|(e, w)| matches!(e.outcome, Outcome::Pass | Outcome::Fail) && *w > 0.0)
-        .map(|(e, _)| &e.at)
+        .map(|(e, _)| e)
         .collect();
-    let probes = probe_times.len() as u32;
-    let span_days = match (probe_times.first(), probe_times.last()) {
-        (Some(first), Some(last)) => first.days_until(last),
+    let probes: u32 = probe_entries.iter().map(|e| e.count()).sum();
+    let span_days = match (probe_entries.first(), probe_entries.last()) {
+        (Some(first), Some(last)) => super::tally::days_between(first.first_ns(), last.at.ns),
         _ => 0.0,
     };
     // The paid call: a pass or fail from a paid run, of a paid check that the rubric weighs and

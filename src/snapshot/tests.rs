@@ -40,6 +40,7 @@ fn score(url: &str, as_of_ms: i64, verdict: RubricVerdict, points: f64) -> NewEn
             grade: Some("B".into()),
             verdict,
             population_sha256: None,
+            method: crate::score::Method::V3,
         }),
     );
     entry.index = Some(Box::new(move |seq| Index {

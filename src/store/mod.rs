@@ -11,7 +11,6 @@ use crate::checks::history::Declared;
 use crate::ledger::chain::{Broken, Checkpoint, StoredEntry, Trusted, VerifySummary};
 use crate::ledger::key::ReporterKey;
 use crate::ledger::record::{Record, RecordKind};
-use crate::score::input::HistoryEntry;
 
 pub mod sqlite;
 #[cfg(test)]
@@ -65,15 +64,12 @@ pub enum StoreError {
     WriterStopped,
 }
 
-/// Builds an entry's index rows once its sequence number is known (history entries carry the
-/// ledger's order).
+/// Builds an entry's index rows once its sequence number is known.
 pub type IndexFn = Box<dyn FnOnce(u64) -> Index + Send>;
 
 /// The index rows one entry adds, written in the same transaction as the entry.
 #[derive(Debug, Clone, Default)]
 pub struct Index {
-    /// Serialised history entries of the entry's subject, in order.
-    pub history: Vec<Vec<u8>>,
     /// A serialised declaration (what the run saw the subject declare), with its time.
     pub declared: Option<(i64, Vec<u8>)>,
     /// The score document a `score` entry publishes, kept as its subject's score of its day
@@ -646,18 +642,6 @@ pub trait Store: Send + Sync {
     /// ([`ScoreRow::check_against`], each subject's newest row its newest score entry).
     fn verify(&self, trusted: Option<&Trusted>, deep: bool) -> Result<VerifySummary, StoreError>;
 
-    /// The history rows of `subject` (serialised history entries, as stored), in ledger order.
-    fn history(&self, subject: &str) -> Result<Vec<Vec<u8>>, StoreError>;
-
-    /// The history rows of `subject` from ledger entries `from_seq..to_seq` (the window a folded
-    /// state reads), in ledger order.
-    fn history_range(
-        &self,
-        subject: &str,
-        from_seq: u64,
-        to_seq: u64,
-    ) -> Result<Vec<Vec<u8>>, StoreError>;
-
     /// The folded scoring state kept for `subject`, as stored (checked by its reader).
     fn subject_state(
         &self,
@@ -666,10 +650,6 @@ pub trait Store: Send + Sync {
 
     /// The run entry with this run id, bodies put back (`None`: no such run indexed).
     fn run_by_id(&self, run_id: &str) -> Result<Option<ReadEntry>, StoreError>;
-
-    /// The history entries of `subject`, in ledger order, each read once here: a row that does
-    /// not read as an entry (or whose time is not RFC 3339) is `Corrupt`, never skipped.
-    fn history_entries(&self, subject: &str) -> Result<Vec<HistoryEntry>, StoreError>;
 
     /// The declarations of `subject` at or after `since_ms`, in ledger order (a row that does not
     /// read is `Corrupt`).

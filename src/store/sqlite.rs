@@ -692,11 +692,6 @@ impl Store for SqliteStore {
             let mut insert_blob = tx
                 .prepare_cached(INSERT_BLOB)
                 .map_err(self.sql("preparing a blob"))?;
-            let mut insert_history = tx
-                .prepare_cached(
-                    "INSERT INTO history (subject, seq, idx, entry) VALUES (?1, ?2, ?3, ?4)",
-                )
-                .map_err(self.sql("preparing a history row"))?;
             let mut insert_declared = tx
                 .prepare_cached(
                     "INSERT INTO declared (subject, seq, at_ms, body) VALUES (?1, ?2, ?3, ?4)",
@@ -754,7 +749,6 @@ impl Store for SqliteStore {
                 }
                 if let (Some(subject), Some(index)) = (record.subject(), index) {
                     let Index {
-                        history,
                         declared,
                         score,
                         outbox,
@@ -772,11 +766,6 @@ impl Store for SqliteStore {
                     for event in &outbox {
                         insert_outbox_in(&tx, event)
                             .map_err(self.sql("writing a webhook event"))?;
-                    }
-                    for (idx, row) in history.iter().enumerate() {
-                        insert_history
-                            .execute(params![subject, seq as i64, idx as i64, row])
-                            .map_err(self.sql("writing a history row"))?;
                     }
                     if let Some((at, body)) = declared {
                         insert_declared
@@ -1234,34 +1223,6 @@ impl Store for SqliteStore {
         Ok(summary)
     }
 
-    fn history(&self, subject: &str) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.history_range(subject, 0, u64::MAX)
-    }
-
-    fn history_range(
-        &self,
-        subject: &str,
-        from_seq: u64,
-        to_seq: u64,
-    ) -> Result<Vec<Vec<u8>>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT entry FROM history WHERE subject = ?1 AND seq >= ?2 AND seq < ?3
-                 ORDER BY seq, idx",
-            )
-            .map_err(self.sql("reading history"))?;
-        let clamp = |s: u64| s.min(i64::MAX as u64) as i64;
-        let rows = stmt
-            .query_map(params![subject, clamp(from_seq), clamp(to_seq)], |r| {
-                r.get(0)
-            })
-            .map_err(self.sql("reading history"))?
-            .collect::<Result<Vec<Vec<u8>>, _>>()
-            .map_err(self.sql("reading history"))?;
-        Ok(rows)
-    }
-
     fn subject_state(
         &self,
         subject: &str,
@@ -1275,14 +1236,35 @@ impl Store for SqliteStore {
             .query_row([subject], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .optional()
             .map_err(self.sql("reading a subject state"))?;
-        Ok(row.map(|(through_seq, sha256, body)| {
-            crate::daemon::subject_state::StateRow {
-                subject: subject.to_string(),
-                through_seq: through_seq.max(0) as u64,
-                // A digest of the wrong length matches no body: the state is rebuilt.
-                sha256: sha256.try_into().unwrap_or([0; 32]),
-                body,
-            }
+        let Some((through_seq, sha256, body)) = row else {
+            return Ok(None);
+        };
+        let days = self
+            .conn()
+            .prepare_cached(
+                "SELECT day, sha256, body FROM subject_days WHERE subject = ?1 ORDER BY day",
+            )
+            .map_err(self.sql("reading a subject's days"))?
+            .query_map([subject], |r| {
+                let sha256: Vec<u8> = r.get(1)?;
+                Ok(crate::daemon::subject_state::DayRow {
+                    day: r.get(0)?,
+                    // A digest of the wrong length matches no body: the state is rebuilt.
+                    sha256: sha256.try_into().unwrap_or([0; 32]),
+                    body: r.get(2)?,
+                })
+            })
+            .map_err(self.sql("reading a subject's days"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.sql("reading a subject's days"))?;
+        Ok(Some(crate::daemon::subject_state::StateRow {
+            subject: subject.to_string(),
+            through_seq: through_seq.max(0) as u64,
+            // A digest of the wrong length matches no body: the state is rebuilt.
+            sha256: sha256.try_into().unwrap_or([0; 32]),
+            body,
+            days,
+            days_from: i64::MIN,
         }))
     }
 
@@ -1300,30 +1282,6 @@ impl Store for SqliteStore {
         };
         self.restore_bodies(&mut entry.record)?;
         Ok(Some(entry))
-    }
-
-    fn history_entries(
-        &self,
-        subject: &str,
-    ) -> Result<Vec<crate::score::input::HistoryEntry>, StoreError> {
-        let rows = self.history(subject)?;
-        rows.iter()
-            .enumerate()
-            .map(|(i, row)| {
-                let entry: crate::score::input::HistoryEntry = serde_json::from_slice(row)
-                    .map_err(|e| {
-                        self.corrupt(format!("history row {i} of {subject} does not read: {e}"))
-                    })?;
-                let rfc3339 = &time::format_description::well_known::Rfc3339;
-                if time::OffsetDateTime::parse(&entry.at, rfc3339).is_err() {
-                    return Err(self.corrupt(format!(
-                        "history row {i} of {subject}: its time {:?} is not RFC 3339",
-                        entry.at
-                    )));
-                }
-                Ok(entry)
-            })
-            .collect()
     }
 
     fn declared(
@@ -2219,8 +2177,7 @@ pub const MIGRATING_FILE: &str = "ledger.sqlite.migrating";
 /// Where a migration keeps the format 1 ledger it replaced (a hard link: no copy).
 pub const FORMAT_1_KEPT_FILE: &str = "ledger-format-1.sqlite";
 /// The working state a migration copies as it is (the same seqs name the same entries).
-const WORKING_STATE: [(&str, &str); 5] = [
-    ("history", "subject, seq, idx, entry"),
+const WORKING_STATE: [(&str, &str); 4] = [
     ("declared", "subject, seq, at_ms, body"),
     (
         "subject",
@@ -2313,7 +2270,7 @@ fn io_error(context: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -
 /// Migrates the format 1 ledger of `state_dir` to format 2: verifies it, writes every entry in
 /// the stored form of format 2 (same seqs, new hashes) to [`MIGRATING_FILE`] beside it, signing
 /// a checkpoint with `key` at every seq the old ledger had one (at its time), copies the working
-/// state (history, declarations, subjects, scores, the webhook outbox), records what it was
+/// state (declarations, subjects, scores, the webhook outbox), records what it was
 /// migrated from, verifies the new file against `key`, then makes it the ledger by an atomic
 /// rename (the old one kept as [`FORMAT_1_KEPT_FILE`]). Killed at any point, the state directory
 /// holds the old ledger or the new one, each whole.
@@ -2815,6 +2772,21 @@ fn put_state_in(
         row.sha256.as_slice(),
         row.body
     ])?;
+    for day in &row.days {
+        conn.prepare_cached(
+            "INSERT INTO subject_days (subject, day, sha256, body) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (subject, day) DO UPDATE SET sha256 = excluded.sha256,
+             body = excluded.body",
+        )?
+        .execute(params![
+            row.subject,
+            day.day,
+            day.sha256.as_slice(),
+            day.body
+        ])?;
+    }
+    conn.prepare_cached("DELETE FROM subject_days WHERE subject = ?1 AND day < ?2")?
+        .execute(params![row.subject, row.days_from])?;
     Ok(())
 }
 

@@ -36,6 +36,7 @@ fn score(at_ms: i64, verdict: Verdict) -> NewEntry {
             grade: None,
             verdict,
             population_sha256: None,
+            method: Default::default(),
         }),
     )
 }

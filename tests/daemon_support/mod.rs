@@ -144,11 +144,11 @@ pub fn check<'a>(doc: &'a Value, id: &str) -> &'a Value {
 
 /// The history rows of a subject, parsed.
 pub fn history(store: &SqliteStore, subject: &str) -> Vec<Value> {
-    store
-        .history(subject)
+    let rubric = x402_probe::rubric::Rubric::embedded_default();
+    x402_probe::daemon::subject_state::subject_rows(store, &rubric, subject)
         .unwrap()
         .iter()
-        .map(|b| serde_json::from_slice(b).unwrap())
+        .map(|row| serde_json::to_value(row).unwrap())
         .collect()
 }
 

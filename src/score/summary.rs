@@ -1,0 +1,383 @@
+//! Method `/3`'s inputs: a subject's evidence as per-day summaries of each check, so that a score
+//! costs about one entry per check per day of its horizon instead of one per outcome
+//! (`rubrics/README.md`, "Method /3"). Pure.
+//!
+//! A day's summary is its **cells**: for each check, the runs of consecutive outcomes (in ledger
+//! order) that share outcome, kind, revision and excuse, each with how many, its first and latest
+//! time and seq, its scale (the sum of each outcome's decay relative to the start of the day) and,
+//! for curve checks, each measurement with its own scale. The scorer reads a cell as one entry
+//! of weight `decay(day start) x revision x scale`; rules that read the order of outcomes (the
+//! latest determination, passes since the latest fail, a run of fails, the probes' span) read
+//! the order of cells, which is the order of the outcomes they stand for.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::input::{CellFacts, Entry, InputError, Inputs, InputsDocument, Instant};
+use crate::evidence::Outcome;
+use crate::rubric::{Kind, Rubric};
+
+/// A day in ms.
+pub const DAY_MS: i64 = 86_400_000;
+
+/// A run of consecutive outcomes of one check within one UTC day.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cell {
+    pub check: String,
+    pub outcome: Outcome,
+    pub kind: Kind,
+    /// The revision its outcomes were recorded under, as recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// The outcome our outage replaced (the cell's outcome is then `unmeasured`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excused: Option<Outcome>,
+    pub count: u32,
+    /// History seqs (`entry seq x stride + i`) of its first and latest outcome.
+    pub first_seq: u64,
+    pub last_seq: u64,
+    /// Times (ms since the epoch) of its first and latest outcome.
+    pub first_ms: i64,
+    pub last_ms: i64,
+    /// Sum over its outcomes, in order, of `2^((at - day start) / half-life)`.
+    pub scale: f64,
+    /// Curve checks: each outcome's value in ms (`null` for a fail) and its own scale.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub measurements: Vec<(Option<f64>, f64)>,
+    /// Sum over its outcomes with a value (R5 passes' sizes) of scale times value.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub value_sum: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+/// One outcome as a day summary takes it.
+#[derive(Debug, Clone, Copy)]
+pub struct Outcome1<'a> {
+    pub seq: u64,
+    pub check: &'a str,
+    pub outcome: Outcome,
+    pub kind: Kind,
+    pub revision: Option<&'a str>,
+    pub value: Option<f64>,
+    pub at_ms: i64,
+    pub excused: Option<Outcome>,
+}
+
+/// The UTC day (days since the epoch) of a time in ms.
+pub fn day_of(at_ms: i64) -> i64 {
+    at_ms.div_euclid(DAY_MS)
+}
+
+/// `2^((at - day start) / half-life)`: one outcome's scale.
+pub fn outcome_scale(at_ms: i64, half_life_days: f64) -> f64 {
+    let into_day = at_ms - day_of(at_ms) * DAY_MS;
+    libm::exp2(into_day as f64 / DAY_MS as f64 / half_life_days)
+}
+
+/// Adds one outcome to a day's cells (outcomes of the day in ledger order): to its check's latest
+/// cell when that one has the same outcome, kind, revision and excuse, else as a new cell.
+pub fn add_outcome(rubric: &Rubric, cells: &mut Vec<Cell>, o: Outcome1<'_>) {
+    let check = o.check.parse().ok().and_then(|id| rubric.check(id));
+    let half_life = check.map_or(rubric.decay.free, |c| rubric.half_life_days(c));
+    let is_curve = check.is_some_and(|c| c.metric == crate::rubric::Metric::Curve);
+    let s = outcome_scale(o.at_ms, half_life);
+    let latest = cells.iter_mut().rev().find(|c| c.check == o.check);
+    let cell = match latest {
+        Some(c)
+            if c.outcome == o.outcome
+                && c.kind == o.kind
+                && c.revision.as_deref() == o.revision
+                && c.excused == o.excused =>
+        {
+            c.count += 1;
+            c.last_seq = o.seq;
+            c.last_ms = o.at_ms;
+            c.scale += s;
+            c
+        }
+        _ => {
+            cells.push(Cell {
+                check: o.check.to_string(),
+                outcome: o.outcome,
+                kind: o.kind,
+                revision: o.revision.map(str::to_string),
+                excused: o.excused,
+                count: 1,
+                first_seq: o.seq,
+                last_seq: o.seq,
+                first_ms: o.at_ms,
+                last_ms: o.at_ms,
+                scale: s,
+                measurements: Vec::new(),
+                value_sum: 0.0,
+            });
+            cells.last_mut().expect("just pushed")
+        }
+    };
+    if is_curve {
+        match o.outcome {
+            Outcome::Pass => cell.measurements.push((o.value, s)),
+            Outcome::Fail => cell.measurements.push((None, s)),
+            Outcome::Na | Outcome::Unmeasured => {}
+        }
+    } else if let (Outcome::Pass, Some(v)) = (o.outcome, o.value) {
+        cell.value_sum += s * v;
+    }
+}
+
+/// A day's digest: SHA-256 of the RFC 8785 bytes of its cells.
+pub fn day_digest(cells: &[Cell]) -> [u8; 32] {
+    let value = serde_json::to_value(cells).unwrap_or(serde_json::Value::Null);
+    Sha256::digest(crate::canonical::to_canonical_bytes(&value)).into()
+}
+
+/// `YYYY-MM-DD` of a day since the epoch.
+pub fn date_of(day: i64) -> String {
+    let t = time::OffsetDateTime::from_unix_timestamp(day.saturating_mul(86_400))
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    t.format(time::macros::format_description!("[year]-[month]-[day]"))
+        .unwrap_or_default()
+}
+
+/// One day of a `/3` score's inputs.
+pub struct Day<'a> {
+    /// Days since the epoch.
+    pub day: i64,
+    pub cells: &'a [Cell],
+    pub sha256: [u8; 32],
+}
+
+#[derive(Serialize)]
+struct DayRef {
+    day: String,
+    sha256: String,
+}
+
+/// The inputs of a `/3` score: the subject, population and revisions of `meta` (its history
+/// must be empty), the cells of `days` (oldest first). The digest is SHA-256 of the RFC 8785
+/// bytes of `meta` without `history`, with `method` and `days` (each day's date and digest).
+pub fn inputs(meta: InputsDocument, days: &[Day<'_>]) -> Result<Inputs, InputError> {
+    if !meta.history.is_empty() {
+        return Err(InputError::Invalid(
+            "a /3 score reads its history from day summaries".into(),
+        ));
+    }
+    let mut value = serde_json::to_value(&meta)?;
+    let mut inputs = Inputs::from_document_unembedded(meta)?;
+    if let serde_json::Value::Object(map) = &mut value {
+        map.remove("history");
+        map.insert("method".into(), super::Method::V3.as_str().into());
+        let refs: Vec<DayRef> = days
+            .iter()
+            .map(|d| DayRef {
+                day: date_of(d.day),
+                sha256: hex::encode(d.sha256),
+            })
+            .collect();
+        map.insert("days".into(), serde_json::to_value(refs)?);
+    }
+    inputs.digest = Sha256::digest(crate::canonical::to_canonical_bytes(&value)).into();
+    inputs.method = super::Method::V3;
+    let revisions = &inputs.subject.revisions;
+    let mut history = Vec::with_capacity(days.iter().map(|d| d.cells.len()).sum());
+    for d in days {
+        let day_ns = i128::from(d.day * DAY_MS) * 1_000_000;
+        for c in d.cells {
+            let first_ns = i128::from(c.first_ms) * 1_000_000;
+            let at_ns = i128::from(c.last_ms) * 1_000_000;
+            if at_ns > inputs.as_of.ns {
+                return Err(InputError::Invalid(format!(
+                    "cell of {} from seq {} is after as_of {}",
+                    c.check, c.first_seq, inputs.as_of.text
+                )));
+            }
+            // A revision no earlier entry declared is read as none (by time).
+            let revision = c.revision.as_ref().and_then(|id| {
+                revisions
+                    .iter()
+                    .position(|r| &r.id == id && r.at.ns <= first_ns)
+            });
+            history.push(Entry {
+                seq: c.first_seq,
+                check: c.check.clone(),
+                outcome: c.outcome,
+                at: Instant {
+                    text: String::new(),
+                    ns: at_ns,
+                },
+                kind: c.kind,
+                revision,
+                value: None,
+                receipt: String::new(),
+                cell: Some(Box::new(CellFacts {
+                    count: c.count,
+                    first_ns,
+                    day_ns,
+                    scale: c.scale,
+                    measurements: c
+                        .measurements
+                        .iter()
+                        .map(|(v, s)| (v.unwrap_or(f64::INFINITY), *s))
+                        .collect(),
+                    value_sum: c.value_sum,
+                })),
+            });
+        }
+    }
+    inputs.history = history;
+    Ok(inputs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::score::input::InputsDocument;
+    use crate::score::{Method, montecarlo::Sampler, score};
+
+    /// A golden's inputs with every outcome moved to the start of its day (a revision made later
+    /// that day no longer named: it came after), so that each outcome's decay is its day's.
+    fn at_day_starts(golden: &str) -> InputsDocument {
+        let value: serde_json::Value = serde_json::from_str(golden).unwrap();
+        let mut doc: InputsDocument = serde_json::from_value(value["inputs"].clone()).unwrap();
+        let ms = |t: &str| {
+            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+                .unwrap()
+                .unix_timestamp()
+                * 1000
+        };
+        let revisions: Vec<(String, i64)> = doc
+            .subject
+            .revisions
+            .iter()
+            .map(|r| (r.id.clone(), ms(&r.at)))
+            .collect();
+        for e in &mut doc.history {
+            let start = day_of(ms(&e.at)) * DAY_MS;
+            e.at = format!("{}T00:00:00Z", date_of(day_of(start)));
+            if let Some(id) = &e.revision
+                && revisions.iter().any(|(r, at)| r == id && *at > start)
+            {
+                e.revision = None;
+            }
+        }
+        doc
+    }
+
+    /// The same outcomes as cells, folded in the `/2` order (time, then seq).
+    fn as_cells(rubric: &Rubric, doc: &InputsDocument) -> Vec<(i64, Vec<Cell>)> {
+        let mut rows = doc.history.clone();
+        let ms = |t: &str| {
+            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+                .unwrap()
+                .unix_timestamp()
+                * 1000
+        };
+        rows.sort_by_key(|e| (ms(&e.at), e.seq));
+        let mut days: std::collections::BTreeMap<i64, Vec<Cell>> = Default::default();
+        for e in &rows {
+            let at_ms = ms(&e.at);
+            let cells = days.entry(day_of(at_ms)).or_default();
+            add_outcome(
+                rubric,
+                cells,
+                Outcome1 {
+                    seq: e.seq,
+                    check: &e.check,
+                    outcome: e.outcome,
+                    kind: e.kind,
+                    revision: e.revision.as_deref(),
+                    value: e.value,
+                    at_ms,
+                    excused: None,
+                },
+            );
+        }
+        days.into_iter().collect()
+    }
+
+    /// Outcomes at the start of their day weigh in `/3` exactly what they weigh in `/2` (each
+    /// scale is a sum of ones): every rule must then publish the same figures from the cells as
+    /// from the entries, runs of several outcomes read as one cell included. Only the digest
+    /// (and so the band's draws) and the method differ.
+    #[test]
+    fn cells_of_outcomes_at_day_starts_score_as_their_entries() {
+        let rubric = Rubric::embedded_default();
+        for golden in [
+            include_str!("../../tests/data/golden/01-healthy-established.json"),
+            include_str!("../../tests/data/golden/05-revisions-na-watch.json"),
+        ] {
+            let doc = at_day_starts(golden);
+            let v2 = Inputs::from_document_unembedded(doc.clone()).unwrap();
+            let days = as_cells(&rubric, &doc);
+            let merged: usize = days.iter().map(|(_, c)| c.len()).sum();
+            assert!(merged < doc.history.len(), "some outcomes share a cell");
+            let digests: Vec<[u8; 32]> = days.iter().map(|(_, c)| day_digest(c)).collect();
+            let day_refs: Vec<Day<'_>> = days
+                .iter()
+                .zip(&digests)
+                .map(|((day, cells), sha)| Day {
+                    day: *day,
+                    cells,
+                    sha256: *sha,
+                })
+                .collect();
+            let mut meta = doc.clone();
+            meta.history.clear();
+            let v3 = inputs(meta, &day_refs).unwrap();
+            assert_eq!(v3.method, Method::V3);
+            let a = score(&rubric, &v2, Sampler::InverseCdfTable).unwrap();
+            let b = score(&rubric, &v3, Sampler::InverseCdfTable).unwrap();
+            assert_eq!(b.method, "x402-probe.scorer/3");
+            assert_ne!(a.inputs_sha256, b.inputs_sha256);
+            assert_eq!(a.score, b.score);
+            assert_eq!(a.capped_score, b.capped_score);
+            assert_eq!(a.dimensions, b.dimensions);
+            assert_eq!(a.gates, b.gates);
+            assert_eq!(a.cap, b.cap);
+            assert_eq!(a.verdict, b.verdict);
+            assert_eq!(a.watch, b.watch);
+            assert_eq!(a.outlook, b.outlook);
+            assert_eq!(a.value, b.value);
+            assert_eq!(a.prior_held, b.prior_held);
+        }
+    }
+
+    #[test]
+    fn a_day_digest_names_its_cells_and_the_inputs_digest_its_days() {
+        let rubric = Rubric::embedded_default();
+        let doc = at_day_starts(include_str!(
+            "../../tests/data/golden/01-healthy-established.json"
+        ));
+        let days = as_cells(&rubric, &doc);
+        let digest_of = |days: &[(i64, Vec<Cell>)]| {
+            let digests: Vec<[u8; 32]> = days.iter().map(|(_, c)| day_digest(c)).collect();
+            let refs: Vec<Day<'_>> = days
+                .iter()
+                .zip(&digests)
+                .map(|((day, cells), sha)| Day {
+                    day: *day,
+                    cells,
+                    sha256: *sha,
+                })
+                .collect();
+            let mut meta = doc.clone();
+            meta.history.clear();
+            inputs(meta, &refs).unwrap().digest
+        };
+        let base = digest_of(&days);
+        assert_eq!(base, digest_of(&days), "deterministic");
+        let mut changed = days.clone();
+        changed[0].1[0].count += 1;
+        assert_ne!(base, digest_of(&changed));
+        let mut fewer = days.clone();
+        fewer.remove(0);
+        assert_ne!(base, digest_of(&fewer));
+        // A /3 input never takes history rows beside its days.
+        let err = inputs(doc.clone(), &[]).err().unwrap();
+        assert!(err.to_string().contains("day summaries"), "{err}");
+    }
+}
