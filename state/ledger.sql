@@ -73,15 +73,21 @@ CREATE TABLE IF NOT EXISTS subject (
 ) STRICT;
 
 -- The latest score document of each subject (the document without its inputs, which the ledger
--- rebuilds), and one snapshot per subject and UTC day.
+-- rebuilds), and one snapshot per subject and UTC day. `headline` is what the index, the list
+-- and the scheduler read of the document (src/score/headline.rs, JSON; it names the document's
+-- SHA-256), derived from it: the daemon's start reads it instead of parsing every document. NULL
+-- only for a row written before headlines were kept (or one whose document does not read),
+-- derived when the ledger is next opened for writing.
 CREATE TABLE IF NOT EXISTS score (
     subject   TEXT NOT NULL,
     day       TEXT NOT NULL,
     as_of_ms  INTEGER NOT NULL,
     seq       INTEGER NOT NULL,
     document  BLOB NOT NULL,
+    headline  BLOB,
     PRIMARY KEY (subject, day)
 ) STRICT;
+CREATE INDEX IF NOT EXISTS score_without_headline ON score (subject) WHERE headline IS NULL;
 
 -- The scorer's history entries of each run, derived from the ledger's run and refund entries when
 -- they are appended (in the same transaction): an index that scoring reads instead of whole runs.
