@@ -76,8 +76,10 @@ CREATE TABLE IF NOT EXISTS subject (
 -- rebuilds), and one snapshot per subject and UTC day. `headline` is what the index, the list
 -- and the scheduler read of the document (src/score/headline.rs, JSON; it names the document's
 -- SHA-256), derived from it: the daemon's start reads it instead of parsing every document. NULL
--- only for a row written before headlines were kept (or one whose document does not read),
--- derived when the ledger is next opened for writing.
+-- only for a row whose document does not read, or one written before headlines were kept (or
+-- copied by a migration): those are derived when the ledger is next opened for writing, once
+-- (`meta` key `score_headlines`). No partial index finds them: one on this table makes SQLite
+-- prepare every statement reading it again at each use.
 CREATE TABLE IF NOT EXISTS score (
     subject   TEXT NOT NULL,
     day       TEXT NOT NULL,
@@ -87,7 +89,6 @@ CREATE TABLE IF NOT EXISTS score (
     headline  BLOB,
     PRIMARY KEY (subject, day)
 ) STRICT;
-CREATE INDEX IF NOT EXISTS score_without_headline ON score (subject) WHERE headline IS NULL;
 
 -- The scorer's history entries of each run, derived from the ledger's run and refund entries when
 -- they are appended (in the same transaction): an index that scoring reads instead of whole runs.

@@ -2460,6 +2460,11 @@ impl SqliteStore {
             }
         }
         tx.commit().map_err(self.sql("copying the working state"))?;
+        // The score rows copied keep no headline yet: derived now, as for any older row.
+        conn.execute("DELETE FROM meta WHERE key = 'score_headlines'", [])
+            .map_err(self.sql("deriving the score rows' headlines"))?;
+        derive_missing_headlines(&mut conn)
+            .map_err(self.sql("deriving the score rows' headlines"))?;
         let from = serde_json::to_string(from).unwrap_or_default();
         conn.execute(
             "INSERT INTO meta (key, value) VALUES ('migrated_from', ?1)",
@@ -2707,17 +2712,24 @@ fn add_headline_column(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// Derives the headline of every score row without one (rows of an older build, or copied by
-/// a migration), in one transaction; found through the partial index of those rows, so a
-/// ledger with none costs one empty index read. A document that does not read back keeps no
-/// headline (its readers name it).
+/// a migration) in one transaction, once: `meta.score_headlines` records that it was done, so a
+/// later open reads one row (every score written since keeps its headline). A document that
+/// does not read back keeps no headline (its readers name it).
 fn derive_missing_headlines(conn: &mut Connection) -> rusqlite::Result<u64> {
+    let done: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'score_headlines'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if done.is_some() {
+        return Ok(0);
+    }
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut derived = 0;
     {
-        let mut rows = tx.prepare(
-            "SELECT rowid, document FROM score INDEXED BY score_without_headline
-             WHERE headline IS NULL",
-        )?;
+        let mut rows = tx.prepare("SELECT rowid, document FROM score WHERE headline IS NULL")?;
         let mut update = tx.prepare("UPDATE score SET headline = ?2 WHERE rowid = ?1")?;
         let mut read = rows.query([])?;
         while let Some(r) = read.next()? {
@@ -2729,6 +2741,10 @@ fn derive_missing_headlines(conn: &mut Connection) -> rusqlite::Result<u64> {
             }
         }
     }
+    tx.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES ('score_headlines', 'derived')",
+        [],
+    )?;
     tx.commit()?;
     Ok(derived)
 }
