@@ -578,6 +578,9 @@ pub(crate) fn newest_row_stale(subject: &str, entry: u64, newest_row: Option<u64
     }
 }
 
+/// A score row and the headline it keeps, as stored (`None`: none kept).
+pub type RowWithHeadline = (ScoreRow, Option<Vec<u8>>);
+
 /// A ledger entry read back: its sequence number, time and record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadEntry {
@@ -735,7 +738,7 @@ pub trait Store: Send + Sync {
     fn latest_score_with_headline(
         &self,
         subject: &str,
-    ) -> Result<Option<(ScoreRow, Option<Vec<u8>>)>, StoreError>;
+    ) -> Result<Option<RowWithHeadline>, StoreError>;
     /// Every kept score of `subject` (one per day), oldest first.
     fn daily_scores(&self, subject: &str) -> Result<Vec<ScoreRow>, StoreError>;
 

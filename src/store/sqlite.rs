@@ -1444,7 +1444,7 @@ impl Store for SqliteStore {
     fn latest_score_with_headline(
         &self,
         subject: &str,
-    ) -> Result<Option<(ScoreRow, Option<Vec<u8>>)>, StoreError> {
+    ) -> Result<Option<super::RowWithHeadline>, StoreError> {
         self.conn()
             .prepare_cached(
                 "SELECT subject, day, as_of_ms, seq, document, headline FROM score
