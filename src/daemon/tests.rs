@@ -587,6 +587,18 @@ async fn the_latest_score_read_alone_agrees_with_every_row_checked() {
         set_headline(bytes);
         agree(true, None);
     }
+    // `ledger verify` names a kept headline that is not its document's.
+    let verify = || {
+        store
+            .verify(None, true)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    set_headline(Some(headline.to_bytes()));
+    assert_eq!(verify(), Ok(()));
+    set_headline(Some(edited.to_bytes()));
+    let refused = verify().expect_err("an edited headline is named");
+    assert!(refused.contains("headline"), "{refused}");
     // A ledger from before headlines (none kept, never derived), opened for writing: the
     // headline is derived.
     set_headline(None);
