@@ -31,10 +31,11 @@ use crate::checks::history::OutageWindow;
 use crate::daemon::pipeline::ReadSide;
 use crate::ledger::key::ReporterKey;
 use crate::score::document::ScoreDocument;
+use crate::score::headline::ScoreHeadline;
 use crate::score::outlook;
 use crate::store::{
-    CheckedScores, ScoreRow, Store, SubjectShown, SubjectState, checked_latest_score,
-    checked_scores,
+    CheckedScores, LatestHeadline, ScoreRow, Store, SubjectShown, SubjectState,
+    checked_latest_headline, checked_latest_score, checked_scores,
 };
 
 /// How often subject rows are re-read for changes that bring no new score.
@@ -254,7 +255,10 @@ impl View {
             categories: BTreeSet::new(),
             generation: 0,
         };
-        builder.refresh_rows(&shared, true);
+        // The first build reads what the daemon's start read (each subject's latest score, its
+        // headline), not the store again.
+        let start_scores = shared.start_scores.take().unwrap_or_default();
+        builder.refresh_rows(&shared, true, start_scores);
         view.publish(&builder);
         let weak_view = Arc::downgrade(&view);
         drop(shared);
@@ -476,7 +480,7 @@ impl Builder {
             // Store reads and signatures block: off the runtime's workers.
             let rebuilt = tokio::task::spawn_blocking(move || {
                 let mut me = self;
-                let any_rows = me.refresh_rows(&shared, false);
+                let any_rows = me.refresh_rows(&shared, false, HashMap::new());
                 let mut any = any_rows;
                 for url in changed {
                     let Some(entry) = me.entries.get(url.as_str()).cloned() else {
@@ -510,8 +514,14 @@ impl Builder {
     }
 
     /// Re-reads the subject rows (streamed: none kept); rebuilds subjects that are new or whose
-    /// row changed (`all`: every subject). Returns whether anything changed.
-    fn refresh_rows(&mut self, shared: &ReadSide, all: bool) -> bool {
+    /// row changed (`all`: every subject), from their latest score in `start_scores` when it is there
+    /// (what the daemon's start read), else from the store. Returns whether anything changed.
+    fn refresh_rows(
+        &mut self,
+        shared: &ReadSide,
+        all: bool,
+        mut start_scores: HashMap<String, LatestHeadline>,
+    ) -> bool {
         // Rebuilt after the read (a rebuild reads the store, which the read holds meanwhile).
         let mut stale: Vec<(String, String, SubjectState, Option<String>)> = Vec::new();
         let read = shared.store.each_subject_shown(&mut |row| {
@@ -539,7 +549,10 @@ impl Builder {
                 state: *state,
                 revision: revision.as_deref(),
             };
-            self.rebuild(shared, &row);
+            match start_scores.remove(url.as_str()) {
+                Some(latest) => self.put(&row, latest),
+                None => self.rebuild(shared, &row),
+            }
         }
         !stale.is_empty()
     }
@@ -547,25 +560,36 @@ impl Builder {
     fn rebuild(&mut self, shared: &ReadSide, row: &RowView) {
         let url = row.url;
         // Only a row that holds what the ledger's score entries published is served or signed;
-        // the latest alone is read (the daily rows are read when a page or history asks).
-        let scores = checked_latest_score(shared.store.as_ref(), url).unwrap_or_else(|e| {
-            tracing::warn!(subject = %url, error = %e, "API view: reading scores failed");
-            CheckedScores::default()
-        });
-        for broken in &scores.mismatches {
-            tracing::error!(subject = %url, error = %broken, "integrity: a stored score row differs from the ledger; it is not served");
-        }
-        let withheld = scores.latest.is_none() && !scores.mismatches.is_empty();
+        // the latest alone is read, for its headline (the daily rows and the document are read
+        // when a page or history asks).
+        let latest = match checked_latest_headline(shared.store.as_ref(), url) {
+            Ok((latest, mismatches)) => {
+                for broken in &mismatches {
+                    tracing::error!(subject = %url, error = %broken, "integrity: a stored score row differs from the ledger; it is not served");
+                }
+                latest
+            }
+            Err(e) => {
+                tracing::warn!(subject = %url, error = %e, "API view: reading scores failed");
+                LatestHeadline::default()
+            }
+        };
+        self.put(row, latest);
+    }
+
+    /// The subject's entry from its row and its latest score.
+    fn put(&mut self, row: &RowView, latest: LatestHeadline) {
+        let url = row.url;
         let old = self.entries.get(url);
         // The URL kept once: the old entry's when there is one.
         let url: Arc<str> = old.map_or_else(|| Arc::from(url), |e| e.url.clone());
         let key = old.map_or_else(|| SubjectKey::of(&url), |e| e.key);
-        let scored = scores.latest.as_ref().map(|score| {
-            // The stored document is read back once, with the type that wrote it.
-            let latest_doc = Latest::of(Some(&score.document));
+        let withheld = latest.withheld;
+        let scored = latest.latest.map(|(seq, headline)| {
+            let headline = headline.ok();
             Box::new(Scored {
-                latest: latest_doc.doc().map(|doc| summary_of(score, doc)),
-                order: latest_doc.doc().map(IndexOrder::of),
+                latest: headline.as_ref().map(|h| summary_of(seq, h)),
+                order: headline.as_ref().map(IndexOrder::of_headline),
             })
         });
         let category = match self.categories.get(row.category) {
@@ -600,46 +624,47 @@ fn trend_of(trend: outlook::Trend) -> Trend {
     }
 }
 
-/// A stored score document, summarised.
-fn summary_of(row: &ScoreRow, doc: &ScoreDocument) -> ScoreSummaryView {
-    let (grade, grade_provisional) = match &doc.grade {
+/// A score published by entry `seq`, summarised from its headline.
+fn summary_of(seq: u64, h: &ScoreHeadline) -> ScoreSummaryView {
+    let (grade, grade_provisional) = match &h.grade {
         Some(g) => (Some(g.clone()), false),
-        None => (doc.provisional_grade.clone(), true),
+        None => (h.provisional_grade.clone(), true),
     };
     ScoreSummaryView {
-        as_of: doc.as_of.clone(),
-        score: doc.score.as_f64(),
-        capped_score: doc.capped_score.as_f64(),
+        as_of: h.as_of.clone(),
+        score: h.score.as_f64(),
+        capped_score: h.capped_score.as_f64(),
         band: BandView {
-            low: doc.band.low,
-            high: doc.band.high,
+            low: h.band_low,
+            high: h.band_high,
         },
         grade,
         grade_provisional,
-        verdict: doc.verdict.verdict.into(),
-        confidence: doc.confidence.clone(),
+        verdict: h.verdict.into(),
+        confidence: h.confidence.clone(),
         outlook: OutlookView {
-            trend: trend_of(doc.outlook.trend),
-            delta: doc.outlook.delta.map(|d| d.as_f64()),
+            trend: trend_of(h.trend),
+            delta: h.delta.map(|d| d.as_f64()),
         },
         watch: WatchView {
-            on_watch: doc.watch.on_watch,
-            reasons: doc.watch.reasons.iter().map(|r| r.code.clone()).collect(),
+            on_watch: h.on_watch,
+            reasons: h.watch_reasons.clone(),
         },
         value: ValueView {
-            price_usd: Some(doc.value.price_usd),
-            price_percentile: doc.value.price_percentile,
-            usd_per_valid_kib: doc.value.usd_per_valid_kib,
-            peers: u64::from(doc.value.peers),
+            price_usd: Some(h.price_usd),
+            price_percentile: h.price_percentile,
+            usd_per_valid_kib: h.usd_per_valid_kib,
+            peers: u64::from(h.peers),
         },
-        rubric_sha256: doc.rubric.sha256.clone(),
-        ledger_seq: row.seq,
-        document_sha256: crate::evidence::sha256_hex(&row.document),
+        rubric_sha256: h.rubric_sha256.clone(),
+        ledger_seq: seq,
+        document_sha256: h.document_sha256.clone(),
     }
 }
 
 fn daily_of(row: &ScoreRow, doc: &ScoreDocument) -> DailyScore {
-    let s = summary_of(row, doc);
+    let headline = ScoreHeadline::of(doc, crate::evidence::sha256_hex(&row.document));
+    let s = summary_of(row.seq, &headline);
     DailyScore {
         day: row.day.clone(),
         as_of: s.as_of,

@@ -329,6 +329,7 @@ impl Daemon {
             metrics: Arc::new(crate::metrics::Metrics::new()),
             webhooks: crate::webhook::Webhooks::from_config(&config.webhooks)?,
             score_changes: Arc::default(),
+            start_scores: Arc::default(),
         });
         let s = &config.schedule;
         let cadence = Cadence {
@@ -552,41 +553,47 @@ impl Daemon {
 
     /// Each subject's latest published score, read once at the start: the summaries that the
     /// paid-call decisions, the value population and the verdict gauge read are then right from
-    /// the first turn after a restart, not only for the subjects scored since.
+    /// the first turn after a restart, not only for the subjects scored since. Read from each
+    /// latest score row's headline (never the whole document), and handed to the API's view,
+    /// when it runs, for its first build (`StartScores`): one read of each subject, not two.
     fn load_summaries(&mut self) -> Result<()> {
         let store = self.shared.store.clone();
+        let for_view = self.api_bound.is_some();
         let mut loaded = BTreeMap::new();
+        let mut handed = std::collections::HashMap::new();
         for (url, subject) in &self.subjects {
-            if subject.row.state == SubjectState::Removed {
+            let removed = subject.row.state == SubjectState::Removed;
+            if removed && !for_view {
                 continue;
             }
             // Only a row that holds what the ledger published (it feeds paid-call decisions and
             // the value population other subjects' scores read).
-            let checked = crate::store::checked_latest_score(store.as_ref(), url)?;
-            for broken in &checked.mismatches {
-                tracing::error!(subject = %url, error = %broken, "integrity: a stored score row differs from the ledger; it is not used");
+            let (latest, mismatches) = crate::store::checked_latest_headline(store.as_ref(), url)?;
+            for broken in &mismatches {
+                tracing::error!(subject = %url, error = %broken, "integrity: a stored score row differs from the ledger; it is neither used nor served");
             }
-            let Some(score) = checked.latest else {
-                continue;
-            };
-            match crate::score::document::ScoreDocument::from_slice(&score.document) {
-                Ok(doc) => {
+            match &latest.latest {
+                Some((_, Ok(headline))) if !removed => {
                     // The price the score read: its subject's latest declaration.
                     let price = pipeline::latest_price(store.as_ref(), url)?.unwrap_or_default();
                     let summary = scoring::summary_of(
                         &self.shared.rubric,
-                        &doc,
+                        headline,
                         price,
                         &subject.row.category,
                     );
                     loaded.insert(url.clone(), summary);
                 }
                 // Not fatal: the subject counts as unscored until its next score.
-                Err(e) => tracing::warn!(
+                Some((_, Err(e))) => tracing::warn!(
                     subject = %url,
                     error = %e,
                     "a stored score does not read back"
                 ),
+                _ => {}
+            }
+            if for_view {
+                handed.insert(url.clone(), latest);
             }
         }
         *self
@@ -594,6 +601,9 @@ impl Daemon {
             .summaries
             .write()
             .unwrap_or_else(|p| p.into_inner()) = loaded;
+        if for_view {
+            self.shared.start_scores.put(handed);
+        }
         Ok(())
     }
 

@@ -3,7 +3,7 @@
 //! for one, the ledger entries (run, revision) with their index rows in one transaction, and the
 //! rescore from the whole history. Also the refund watch (its own job) and the control probe.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::checks::free::evaluate_free;
@@ -89,6 +89,26 @@ pub struct Shared {
     pub webhooks: crate::webhook::Webhooks,
     /// Subjects whose score was just written (read by the API's view).
     pub score_changes: Arc<ScoreChanges>,
+    /// Every subject's latest score as the daemon's start read it, for the API's view to take.
+    pub start_scores: Arc<StartScores>,
+}
+
+/// Every subject's latest score (its headline) as the daemon's start read it, kept only when
+/// the API runs and until its view takes it for its first build: the start reads 100,000
+/// latest scores once, not once for the loop and again for the view. A score written after the
+/// start read is marked in [`ScoreChanges`] and rebuilt by the view as any other.
+#[derive(Debug, Default)]
+pub struct StartScores(Mutex<Option<HashMap<String, crate::store::LatestHeadline>>>);
+
+impl StartScores {
+    pub(crate) fn put(&self, scores: HashMap<String, crate::store::LatestHeadline>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(scores);
+    }
+
+    /// The scores read at the start, once (`None` after, or when none were kept).
+    pub(crate) fn take(&self) -> Option<HashMap<String, crate::store::LatestHeadline>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
 }
 
 /// What the HTTP API may reach: reads only. Its store is a handle on the ledger's pool of read
@@ -103,6 +123,7 @@ pub struct ReadSide {
     pub summaries: Arc<RwLock<BTreeMap<String, ScoreSummary>>>,
     pub metrics: Arc<crate::metrics::Metrics>,
     pub score_changes: Arc<ScoreChanges>,
+    pub start_scores: Arc<StartScores>,
     /// The spend store's totals against the caps, when the daemon pays.
     pub spend: Option<SpendView>,
 }
@@ -125,6 +146,7 @@ impl Shared {
             summaries: self.summaries.clone(),
             metrics: self.metrics.clone(),
             score_changes: self.score_changes.clone(),
+            start_scores: self.start_scores.clone(),
             spend: self.pay.as_ref().map(|p| SpendView {
                 spend: p.spend.clone(),
                 policy: p.policy.clone(),
@@ -740,7 +762,14 @@ fn score_subject(
     )
     .map_err(|e| e.to_string())?;
     scored.record.population_sha256 = population_sha;
-    let summary = scoring::summary_of(&shared.rubric, &scored.document, price_usd, category);
+    // What is read of this score without its document (the start, the API's list), kept with
+    // its row.
+    let headline = crate::score::headline::ScoreHeadline::of(
+        &scored.document,
+        scored.record.document_sha256.clone(),
+    );
+    let summary = scoring::summary_of(&shared.rubric, &headline, price_usd, category);
+    let headline = headline.to_bytes();
     // Webhook events of this score (a verdict change, a gate starting to bind), in the outbox
     // with the score's entry.
     let (events, published) = shared
@@ -769,6 +798,7 @@ fn score_subject(
         record: Record::Score(scored.record).into(),
         index: Some(Box::new(move |seq| Index {
             score: Some(ScoreRow { seq, ..row }),
+            headline: Some(headline),
             state: Some(state_row),
             outbox: routed.rows(seq),
             ..Index::default()

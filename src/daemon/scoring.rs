@@ -13,6 +13,7 @@ use crate::evidence::usd::Usd;
 use crate::ledger::record::{OutageRecord, RevisionRecord, ScoreRecord};
 use crate::rubric::{Kind, Rubric};
 use crate::score::document::ScoreDocument;
+use crate::score::headline::ScoreHeadline;
 use crate::score::input::{
     HistoryEntry, Inputs, InputsDocument, PeerDocument, PriceUsd, RevisionDocument, SubjectDocument,
 };
@@ -284,41 +285,33 @@ pub fn stored_form(document: &ScoreDocument) -> Result<Vec<u8>, crate::canonical
     Ok(crate::canonical::to_canonical_bytes(&value))
 }
 
-/// What the scheduler keeps of a score.
+/// What the scheduler keeps of a score, read from its headline (the score just made, or the
+/// latest one kept, read at the start).
 pub fn summary_of(
     rubric: &Rubric,
-    doc: &ScoreDocument,
+    headline: &ScoreHeadline,
     price_usd: Usd,
     category: &str,
 ) -> ScoreSummary {
-    let v = &doc.verdict.verification;
-    let check_value = |id: &str| {
-        doc.dimensions
-            .iter()
-            .flat_map(|d| d.checks.iter())
-            .find(|c| c.id == id)
-            .and_then(|c| c.value)
-            .map_or(0.0, |v| v / 100.0)
-    };
     ScoreSummary {
-        verified: v.verified,
-        verdict: doc.verdict.verdict,
-        probes: v.probes,
-        probes_needed: v.probes_needed,
-        span_days: v.probe_span_days,
-        span_days_needed: v.probe_span_days_needed,
-        paid_days_ago: v.last_paid_call_days_ago,
-        paid_within_days: v.paid_within_days,
-        band: (doc.band.low, doc.band.high),
-        capped_score: doc.capped_score.as_f64(),
+        verified: headline.verified,
+        verdict: headline.verdict,
+        probes: headline.probes,
+        probes_needed: headline.probes_needed,
+        span_days: headline.probe_span_days,
+        span_days_needed: headline.probe_span_days_needed,
+        paid_days_ago: headline.last_paid_call_days_ago,
+        paid_within_days: headline.paid_within_days,
+        band: (headline.band_low, headline.band_high),
+        capped_score: headline.capped_score.as_f64(),
         grade_edges: rubric
             .grades
             .iter()
             .map(|g| g.min)
             .filter(|m| *m > 0.0)
             .collect(),
-        r4: check_value("R4"),
-        r5: check_value("R5"),
+        r4: headline.r4.map_or(0.0, |v| v / 100.0),
+        r5: headline.r5.map_or(0.0, |v| v / 100.0),
         price_usd,
         category: category.to_string(),
     }

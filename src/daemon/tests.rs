@@ -498,12 +498,16 @@ async fn rows_that_do_not_read_are_corrupt_never_skipped() {
 }
 
 /// What the daemon's start and the API's view read for every subject (`checked_latest_score`,
-/// the newest row alone) says what the full check of every row (`checked_scores`) says of the
-/// latest score: served when intact, withheld and named when the newest row is altered, and a
-/// newest score entry without its row named when the row is deleted.
+/// the newest row alone, and `checked_latest_headline`, its headline) says what the full check
+/// of every row (`checked_scores`) says of the latest score: served when intact, withheld and
+/// named when the newest row is altered, and a newest score entry without its row named when
+/// the row is deleted. The headline served is the document's: the one kept in the row, or
+/// derived again from the document when the row keeps none (an older ledger), one of another
+/// document, or one edited to say other figures than the ledger's entry.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_latest_score_read_alone_agrees_with_every_row_checked() {
-    use crate::store::{checked_latest_score, checked_scores};
+    use crate::score::headline::ScoreHeadline;
+    use crate::store::{checked_latest_headline, checked_latest_score, checked_scores};
     let dir = tempfile::tempdir().unwrap();
     let endpoint = Quoting::start(10_000).await;
     let subject = crate::probe::http::canonical_subject_url(&endpoint.url).unwrap();
@@ -533,9 +537,76 @@ async fn the_latest_score_read_alone_agrees_with_every_row_checked() {
         };
         assert_eq!(seqs(&alone), named.into_iter().collect::<Vec<_>>());
         assert_eq!(seqs(&alone), seqs(&every));
+        let (headline, mismatches) = checked_latest_headline(store, &subject).unwrap();
+        assert_eq!(
+            mismatches.iter().map(|b| b.seq).collect::<Vec<_>>(),
+            seqs(&every)
+        );
+        assert_eq!(headline.withheld, !served);
+        let derived = every.latest.as_ref().map(|row| {
+            (
+                row.seq,
+                Ok(ScoreHeadline::of_stored(&row.document).unwrap()),
+            )
+        });
+        assert_eq!(headline.latest, derived);
     };
     agree(true, None);
     let db = rusqlite::Connection::open(dir.path().join("ledger.sqlite")).unwrap();
+    let kept = || -> Option<Vec<u8>> {
+        db.query_row(
+            "SELECT headline FROM score WHERE subject = ?1 AND seq = ?2",
+            rusqlite::params![&subject, newest as i64],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    let headline: ScoreHeadline = serde_json::from_slice(&kept().expect("kept")).unwrap();
+    let set_headline = |bytes: Option<Vec<u8>>| {
+        db.execute(
+            "UPDATE score SET headline = ?1 WHERE subject = ?2 AND seq = ?3",
+            rusqlite::params![bytes, &subject, newest as i64],
+        )
+        .unwrap();
+    };
+    // None kept (a ledger from before headlines), one of another document, one edited to say
+    // another capped score and verdict: the document's is served all the same.
+    let mut other_document = headline.clone();
+    other_document.document_sha256 = "0".repeat(64);
+    let mut edited = headline.clone();
+    edited.capped_score = crate::score::points::Points::from_f64(97.5);
+    edited.verdict = match headline.verdict {
+        crate::rubric::Verdict::Ok => crate::rubric::Verdict::Avoid,
+        _ => crate::rubric::Verdict::Ok,
+    };
+    for bytes in [
+        None,
+        Some(b"not json".to_vec()),
+        Some(other_document.to_bytes()),
+        Some(edited.to_bytes()),
+    ] {
+        set_headline(bytes);
+        agree(true, None);
+    }
+    // `ledger verify` names a kept headline that is not its document's.
+    let verify = || {
+        store
+            .verify(None, true)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    set_headline(Some(headline.to_bytes()));
+    assert_eq!(verify(), Ok(()));
+    set_headline(Some(edited.to_bytes()));
+    let refused = verify().expect_err("an edited headline is named");
+    assert!(refused.contains("headline"), "{refused}");
+    // A ledger from before headlines (none kept, never derived), opened for writing: the
+    // headline is derived.
+    set_headline(None);
+    db.execute("DELETE FROM meta WHERE key = 'score_headlines'", [])
+        .unwrap();
+    drop(crate::store::sqlite::SqliteStore::open(dir.path()).unwrap());
+    assert_eq!(kept(), Some(headline.to_bytes()));
     db.execute(
         "UPDATE score SET document = CAST('{}' AS BLOB) WHERE subject = ?1",
         [&subject],

@@ -11,6 +11,7 @@ pub mod decay;
 pub mod document;
 pub mod exact;
 pub mod gates;
+pub mod headline;
 pub mod input;
 pub mod montecarlo;
 pub mod outlook;

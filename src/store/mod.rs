@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use crate::checks::history::Declared;
 use crate::ledger::chain::{Broken, Checkpoint, StoredEntry, Trusted, VerifySummary};
 use crate::ledger::key::ReporterKey;
-use crate::ledger::record::{Record, RecordKind};
+use crate::ledger::record::{Record, RecordKind, ScoreRecord};
+use crate::score::headline::ScoreHeadline;
 
 pub mod sqlite;
 #[cfg(test)]
@@ -75,6 +76,9 @@ pub struct Index {
     /// The score document a `score` entry publishes, kept as its subject's score of its day
     /// (as [`Store::put_score`] does) in the entry's transaction; its `seq` is the entry's.
     pub score: Option<ScoreRow>,
+    /// The headline of that score (`score::headline::ScoreHeadline`'s stored form), kept in its
+    /// row; derived from the document when not given.
+    pub headline: Option<Vec<u8>>,
     /// Webhook events this entry causes, put in the outbox in the entry's transaction: an event
     /// exists exactly when its cause does, across any crash.
     pub outbox: Vec<NewOutboxEvent>,
@@ -469,15 +473,67 @@ pub(crate) fn checked_scores(
 
 /// [`checked_scores`] for the latest score alone (`daily` left empty): the subject's newest row,
 /// checked against the entry it names and against the subject's newest `score` entry, in two
-/// or three indexed reads whatever the subject's age. What the daemon's start and the API's view
-/// read for every subject.
+/// or three indexed reads whatever the subject's age. What a subject's page and signed envelope
+/// read.
 pub(crate) fn checked_latest_score(
     store: &dyn Store,
     subject: &str,
 ) -> Result<CheckedScores, StoreError> {
+    let row = store.latest_score(subject)?;
+    checked_latest(store, subject, row).map(|(checked, _)| checked)
+}
+
+/// A subject's latest score without its document: its headline, as the daemon's start and the
+/// API's view read it for every subject (the start reads it once and hands it to the view).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct LatestHeadline {
+    /// The latest score is withheld: its row does not hold what the ledger published (an
+    /// integrity error, logged where it was read).
+    pub(crate) withheld: bool,
+    /// The latest score's entry and headline: the one its row keeps when that names the row's
+    /// document, else derived from the document (`Err`: the document does not read back).
+    pub(crate) latest: Option<(u64, Result<ScoreHeadline, String>)>,
+}
+
+/// The subject's latest score checked as [`checked_latest_score`] checks it (the same rows
+/// served, the same ones named in `mismatches`), read for its headline.
+pub(crate) fn checked_latest_headline(
+    store: &dyn Store,
+    subject: &str,
+) -> Result<(LatestHeadline, Vec<Broken>), StoreError> {
+    let (row, kept) = match store.latest_score_with_headline(subject)? {
+        Some((row, kept)) => (Some(row), kept),
+        None => (None, None),
+    };
+    let (checked, published) = checked_latest(store, subject, row)?;
+    let latest = checked.latest.as_ref().zip(published).map(|(row, entry)| {
+        // The headline kept, when it names this document and says what the entry published
+        // of it (a headline edited on its own is caught there, or by `ledger verify`).
+        let kept = kept
+            .as_deref()
+            .and_then(|bytes| ScoreHeadline::read(bytes, &entry.document_sha256))
+            .filter(|h| h.agrees_with(&entry));
+        let headline = match kept {
+            Some(headline) => Ok(headline),
+            None => crate::score::document::ScoreDocument::from_slice(&row.document)
+                .map(|doc| ScoreHeadline::of(&doc, entry.document_sha256))
+                .map_err(|e| e.to_string()),
+        };
+        (row.seq, headline)
+    });
+    let withheld = latest.is_none() && !checked.mismatches.is_empty();
+    Ok((LatestHeadline { withheld, latest }, checked.mismatches))
+}
+
+/// `row` (the subject's newest score row) checked against the entry it names and against the
+/// subject's newest `score` entry; with that entry's record when the row is served.
+fn checked_latest(
+    store: &dyn Store,
+    subject: &str,
+    row: Option<ScoreRow>,
+) -> Result<(CheckedScores, Option<ScoreRecord>), StoreError> {
     // The newest entry first, as in `checked_scores`.
     let newest_entry = store.latest_subject_entry(subject, RecordKind::Score)?;
-    let row = store.latest_score(subject)?;
     let mut checked = CheckedScores::default();
     let newest_row = row.as_ref().map(|r| r.seq);
     let mut intact = None;
@@ -487,10 +543,20 @@ pub(crate) fn checked_latest_score(
             _ => store.entries_at(&[row.seq])?.into_iter().next(),
         };
         match row.check_against(named.as_ref()) {
-            Ok(()) => intact = Some(row),
+            Ok(()) => {
+                let published = match named.map(|e| e.record) {
+                    Some(Record::Score(score)) => Some(score),
+                    _ => None,
+                };
+                intact = Some((row, published));
+            }
             Err(e) => checked.mismatches.push(e),
         }
     }
+    let (intact, published) = match intact {
+        Some((row, published)) => (Some(row), published),
+        None => (None, None),
+    };
     settle_latest(
         &mut checked,
         subject,
@@ -498,7 +564,8 @@ pub(crate) fn checked_latest_score(
         newest_row,
         intact,
     );
-    Ok(checked)
+    let published = published.filter(|_| checked.latest.is_some());
+    Ok((checked, published))
 }
 
 /// The latest score: the newest row when it is intact and not older than the newest `score`
@@ -532,6 +599,9 @@ pub(crate) fn newest_row_stale(subject: &str, entry: u64, newest_row: Option<u64
         ),
     }
 }
+
+/// A score row and the headline it keeps, as stored (`None`: none kept).
+pub type RowWithHeadline = (ScoreRow, Option<Vec<u8>>);
 
 /// A ledger entry read back: its sequence number, time and record.
 #[derive(Debug, Clone, PartialEq)]
@@ -670,6 +740,11 @@ pub trait Store: Send + Sync {
     /// Keeps `row` as its subject's score of its day (replacing an earlier one of that day).
     fn put_score(&self, row: &ScoreRow) -> Result<(), StoreError>;
     fn latest_score(&self, subject: &str) -> Result<Option<ScoreRow>, StoreError>;
+    /// [`Store::latest_score`] with the headline its row keeps (`None`: none kept).
+    fn latest_score_with_headline(
+        &self,
+        subject: &str,
+    ) -> Result<Option<RowWithHeadline>, StoreError>;
     /// Every kept score of `subject` (one per day), oldest first.
     fn daily_scores(&self, subject: &str) -> Result<Vec<ScoreRow>, StoreError>;
 

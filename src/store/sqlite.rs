@@ -26,6 +26,7 @@ use crate::ledger::record::{Record, RecordKind, StoredRecord};
 use crate::ledger::stored::{self, BlobKind, NewBlob};
 use crate::ledger::tlog::{self, TreeNote, TreeWalk};
 use crate::rubric::Rubric;
+use crate::score::headline::ScoreHeadline;
 use crate::state_dir::{open_state_dir, private_store_file};
 use crate::webhook::EventKind;
 
@@ -219,6 +220,7 @@ impl SqliteStore {
         {
             return Err(format_error(path, found));
         }
+        add_headline_column(&conn).map_err(sql("adding the score rows' headline column"))?;
         conn.execute_batch(SCHEMA_SQL)
             .map_err(sql("applying the schema"))?;
         let found: Option<String> = conn
@@ -239,6 +241,8 @@ impl SqliteStore {
             Some(found) => return Err(format_error(path, found)),
         }
         build_missing_tree(&conn).map_err(sql("building the Merkle tree of older entries"))?;
+        let mut conn = conn;
+        derive_missing_headlines(&mut conn).map_err(sql("deriving the score rows' headlines"))?;
         if let Some((_, id)) = observation_dictionary() {
             conn.execute(
                 "INSERT OR IGNORE INTO dictionary (id, bytes) VALUES (?1, ?2)",
@@ -429,7 +433,10 @@ impl SqliteStore {
         params: P,
     ) -> Result<Vec<ReadEntry>, StoreError> {
         let conn = self.conn();
-        let mut stmt = conn.prepare(sql).map_err(self.sql("reading entries"))?;
+        // Cached: a few statements, each read once per subject at the start.
+        let mut stmt = conn
+            .prepare_cached(sql)
+            .map_err(self.sql("reading entries"))?;
         let rows = stmt
             .query_map(params, |r| {
                 Ok((
@@ -751,6 +758,7 @@ impl Store for SqliteStore {
                     let Index {
                         declared,
                         score,
+                        headline,
                         outbox,
                         state,
                         run_id,
@@ -773,7 +781,7 @@ impl Store for SqliteStore {
                             .map_err(self.sql("writing a declaration"))?;
                     }
                     if let Some(row) = score {
-                        put_score_in(&tx, &ScoreRow { seq, ..row })
+                        put_score_in(&tx, &ScoreRow { seq, ..row }, headline)
                             .map_err(self.sql("writing a score"))?;
                     }
                 }
@@ -879,13 +887,12 @@ impl Store for SqliteStore {
         let mut out = Vec::with_capacity(seqs.len());
         // At most a few hundred per statement (SQLite's bound on parameters is far above).
         for chunk in seqs.chunks(256) {
+            // One statement whatever the seqs (a JSON array of them), prepared once.
             let list: Vec<String> = chunk.iter().map(u64::to_string).collect();
             out.extend(self.read_entries(
-                &format!(
-                    "SELECT seq, at_ms, body FROM entry WHERE seq IN ({}) ORDER BY seq",
-                    list.join(",")
-                ),
-                [],
+                "SELECT seq, at_ms, body FROM entry
+                 WHERE seq IN (SELECT value FROM json_each(?1)) ORDER BY seq",
+                [format!("[{}]", list.join(","))],
             )?);
         }
         out.sort_by_key(|e| e.seq);
@@ -1400,7 +1407,7 @@ impl Store for SqliteStore {
     }
 
     fn put_score(&self, row: &ScoreRow) -> Result<(), StoreError> {
-        put_score_in(&*self.writer()?, row).map_err(self.sql("writing a score"))
+        put_score_in(&*self.writer()?, row, None).map_err(self.sql("writing a score"))
     }
 
     fn latest_score(&self, subject: &str) -> Result<Option<ScoreRow>, StoreError> {
@@ -1411,6 +1418,21 @@ impl Store for SqliteStore {
             )
             .map_err(self.sql("reading a score"))?
             .query_row([subject], read_score)
+            .optional()
+            .map_err(self.sql("reading a score"))
+    }
+
+    fn latest_score_with_headline(
+        &self,
+        subject: &str,
+    ) -> Result<Option<super::RowWithHeadline>, StoreError> {
+        self.conn()
+            .prepare_cached(
+                "SELECT subject, day, as_of_ms, seq, document, headline FROM score
+                 WHERE subject = ?1 ORDER BY day DESC LIMIT 1",
+            )
+            .map_err(self.sql("reading a score"))?
+            .query_row([subject], |r| Ok((read_score(r)?, r.get(5)?)))
             .optional()
             .map_err(self.sql("reading a score"))
     }
@@ -2114,11 +2136,11 @@ impl SqliteStore {
         let mut checked = 0u64;
         let mut after = 0i64;
         loop {
-            let page: Vec<(i64, ScoreRow)> = {
+            let page: Vec<(i64, ScoreRow, Option<Vec<u8>>)> = {
                 let conn = self.conn();
                 let mut stmt = conn
                     .prepare_cached(
-                        "SELECT rowid, subject, day, as_of_ms, seq, document FROM score
+                        "SELECT rowid, subject, day, as_of_ms, seq, document, headline FROM score
                          WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
                     )
                     .map_err(self.sql("reading scores"))?;
@@ -2132,22 +2154,42 @@ impl SqliteStore {
                             seq: r.get::<_, i64>(4)? as u64,
                             document: score_document_read(r.get(5)?)?,
                         },
+                        r.get(6)?,
                     ))
                 })
                 .map_err(self.sql("reading scores"))?
                 .collect::<Result<_, _>>()
                 .map_err(self.sql("reading scores"))?
             };
-            let Some((last, _)) = page.last() else { break };
+            let Some((last, _, _)) = page.last() else {
+                break;
+            };
             after = *last;
-            let seqs: Vec<u64> = page.iter().map(|(_, r)| r.seq).collect();
+            let seqs: Vec<u64> = page.iter().map(|(_, r, _)| r.seq).collect();
             let entries: std::collections::BTreeMap<u64, ReadEntry> = self
                 .entries_at(&seqs)?
                 .into_iter()
                 .map(|e| (e.seq, e))
                 .collect();
-            for (_, row) in &page {
+            for (_, row, headline) in &page {
                 row.check_against(entries.get(&row.seq))?;
+                // A headline kept is its document's (what the start and the API's list read
+                // instead of the document).
+                if let Some(kept) = headline {
+                    let derived = ScoreHeadline::of_stored(&row.document).ok();
+                    let read = serde_json::from_slice::<ScoreHeadline>(kept).ok();
+                    if read.is_none() || read != derived {
+                        return Err(Broken {
+                            seq: row.seq,
+                            why: format!(
+                                "the score row of {} ({}) keeps a headline that is not its \
+                                 document's",
+                                row.subject, row.day
+                            ),
+                        }
+                        .into());
+                    }
+                }
                 checked += 1;
             }
         }
@@ -2601,6 +2643,11 @@ impl SqliteStore {
             }
         }
         tx.commit().map_err(self.sql("copying the working state"))?;
+        // The score rows copied keep no headline yet: derived now, as for any older row.
+        conn.execute("DELETE FROM meta WHERE key = 'score_headlines'", [])
+            .map_err(self.sql("deriving the score rows' headlines"))?;
+        derive_missing_headlines(&mut conn)
+            .map_err(self.sql("deriving the score rows' headlines"))?;
         let from = serde_json::to_string(from).unwrap_or_default();
         conn.execute(
             "INSERT INTO meta (key, value) VALUES ('migrated_from', ?1)",
@@ -2813,19 +2860,91 @@ fn score_document_read(kept: Vec<u8>) -> rusqlite::Result<Vec<u8>> {
 /// The first bytes of a zstd frame.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
-fn put_score_in(conn: &Connection, row: &ScoreRow) -> rusqlite::Result<()> {
+/// Keeps `row` with its headline (`headline`, or derived from the document when not given;
+/// none for a document that does not read back, whose readers name it).
+fn put_score_in(
+    conn: &Connection,
+    row: &ScoreRow,
+    headline: Option<Vec<u8>>,
+) -> rusqlite::Result<()> {
+    let headline = headline.or_else(|| {
+        ScoreHeadline::of_stored(&row.document)
+            .ok()
+            .map(|h| h.to_bytes())
+    });
     conn.prepare_cached(
-        "INSERT INTO score (subject, day, as_of_ms, seq, document) VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (subject, day) DO UPDATE SET as_of_ms = ?3, seq = ?4, document = ?5",
+        "INSERT INTO score (subject, day, as_of_ms, seq, document, headline)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (subject, day) DO UPDATE SET as_of_ms = ?3, seq = ?4, document = ?5,
+         headline = ?6",
     )?
     .execute(params![
         row.subject,
         row.day,
         row.as_of_ms,
         row.seq as i64,
-        score_document_kept(&row.document)
+        score_document_kept(&row.document),
+        headline
     ])?;
     Ok(())
+}
+
+/// A ledger written before score rows kept their headline gets the column (format 2 is not
+/// released; this spares rebuilding a large working ledger): added before the schema is
+/// applied (its index names it), filled by [`derive_missing_headlines`].
+fn add_headline_column(conn: &Connection) -> rusqlite::Result<()> {
+    let has_score: bool = conn.query_row(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'score'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    let has_headline: bool = conn.query_row(
+        "SELECT COUNT(*) FROM pragma_table_info('score') WHERE name = 'headline'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if has_score && !has_headline {
+        conn.execute_batch("ALTER TABLE score ADD COLUMN headline BLOB")?;
+    }
+    Ok(())
+}
+
+/// Derives the headline of every score row without one (rows of an older build, or copied by
+/// a migration) in one transaction, once: `meta.score_headlines` records that it was done, so a
+/// later open reads one row (every score written since keeps its headline). A document that
+/// does not read back keeps no headline (its readers name it).
+fn derive_missing_headlines(conn: &mut Connection) -> rusqlite::Result<u64> {
+    let done: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'score_headlines'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if done.is_some() {
+        return Ok(0);
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut derived = 0;
+    {
+        let mut rows = tx.prepare("SELECT rowid, document FROM score WHERE headline IS NULL")?;
+        let mut update = tx.prepare("UPDATE score SET headline = ?2 WHERE rowid = ?1")?;
+        let mut read = rows.query([])?;
+        while let Some(r) = read.next()? {
+            let rowid: i64 = r.get(0)?;
+            let document = score_document_read(r.get(1)?)?;
+            if let Ok(headline) = ScoreHeadline::of_stored(&document) {
+                update.execute(params![rowid, headline.to_bytes()])?;
+                derived += 1;
+            }
+        }
+    }
+    tx.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES ('score_headlines', 'derived')",
+        [],
+    )?;
+    tx.commit()?;
+    Ok(derived)
 }
 
 fn head_in(conn: &Connection) -> rusqlite::Result<(u64, [u8; 32])> {

@@ -209,6 +209,16 @@ impl IndexOrder {
             trend: doc.outlook.trend,
         }
     }
+
+    /// The same order read from the score's headline (what the view keeps of every subject).
+    pub(crate) fn of_headline(h: &crate::score::headline::ScoreHeadline) -> IndexOrder {
+        IndexOrder {
+            capped_score: h.capped_score,
+            band_width: h.band_high - h.band_low,
+            verdict: h.verdict,
+            trend: h.trend,
+        }
+    }
 }
 
 /// What the index sorts: a row, or a subject of the view before it becomes one.
