@@ -21,6 +21,7 @@ use super::operator::{
     self, ChallengeIssued, ChallengeRequest, EntriesRequest, NotePosted, NoteRequest,
     OperatorEntries,
 };
+use super::preflight::{self, Preflight, PreflightQuery, PreflightRequest};
 use super::signed::SignedScore;
 use super::types::*;
 use super::v1;
@@ -216,6 +217,23 @@ pub(crate) const ROUTES: &[RouteDoc] = &[
         Answer::Json(schema::<ScoreHistory>),
     )
     .path_params(&[SUBJECT_ID]),
+    RouteDoc::get(
+        "/v1/preflight",
+        "preflight",
+        "Before paying a URL: go, caution, avoid or unrated, with the reasons, the subject's signed score and the terms we rated (payTo, asset, network, amount).",
+        || get(preflight::get),
+        Answer::Json(schema::<Preflight>),
+    )
+    .query(schema::<PreflightQuery>),
+    RouteDoc::post(
+        Access::Public,
+        "/v1/preflight",
+        "preflightPaymentRequired",
+        "Before paying, with the PaymentRequired received (the 402's body, or the PAYMENT-REQUIRED header's base64): the GET's answer, and which accepts entry is safe to pay (the one whose payTo, asset, network and amount are the rated ones; none: avoid).",
+        || post(preflight::post),
+        schema::<PreflightRequest>,
+        (200, Answer::Json(schema::<Preflight>)),
+    ),
     RouteDoc::get(
         "/v1/outages",
         "listOutages",
@@ -419,6 +437,12 @@ fn build_document() -> Value {
         if let Some(query) = r.query {
             let schema = query(&mut q).to_value();
             if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                let required = |name: &str| {
+                    schema
+                        .get("required")
+                        .and_then(Value::as_array)
+                        .is_some_and(|r| r.iter().any(|n| n == name))
+                };
                 for (name, prop) in props {
                     let mut prop = prop.clone();
                     let description = prop
@@ -426,7 +450,7 @@ fn build_document() -> Value {
                         .and_then(|o| o.remove("description"))
                         .unwrap_or(Value::String(String::new()));
                     parameters.push(json!({
-                        "name": name, "in": "query", "required": false,
+                        "name": name, "in": "query", "required": required(name),
                         "description": description, "schema": prop,
                     }));
                 }
