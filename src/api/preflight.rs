@@ -658,3 +658,225 @@ fn diff_code(diff: &TermDiff) -> ReasonCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use base64::Engine;
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::types::{BandView, OutlookView, Trend, ValueView, WatchView};
+
+    const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
+    const OTHER: &str = "0x1111111111111111111111111111111111111111";
+    const USDC: &str = "0x036CbD53842c5426634e7929541eC2318f3dCF7e";
+
+    fn score(verdict: Verdict) -> ScoreSummaryView {
+        ScoreSummaryView {
+            as_of: "2026-12-01T00:00:00Z".into(),
+            score: 90.0,
+            capped_score: 90.0,
+            band: BandView {
+                low: 85.0,
+                high: 95.0,
+            },
+            grade: Some("A".into()),
+            grade_provisional: false,
+            verdict,
+            confidence: "high".into(),
+            outlook: OutlookView {
+                trend: Trend::Stable,
+                delta: None,
+            },
+            watch: WatchView {
+                on_watch: false,
+                reasons: Vec::new(),
+            },
+            value: ValueView {
+                price_usd: Some(0.01),
+                price_percentile: None,
+                usd_per_valid_kib: None,
+                peers: 0,
+            },
+            rubric_sha256: "0".repeat(64),
+            ledger_seq: 7,
+            document_sha256: "0".repeat(64),
+        }
+    }
+
+    fn rated() -> RatedTerms {
+        RatedTerms::of(&Declared {
+            at_ms: 0,
+            fingerprint: String::new(),
+            network: Some("eip155:84532".into()),
+            asset: Some(USDC.into()),
+            amount: Some("10000".into()),
+            pay_to: Some(PAY_TO.into()),
+        })
+    }
+
+    fn entry(network: &str, amount: &str, pay_to: &str) -> serde_json::Value {
+        json!({"scheme": "exact", "network": network, "amount": amount, "asset": USDC,
+               "payTo": pay_to, "maxTimeoutSeconds": 60, "extra": {"name": "USDC", "version": "2"}})
+    }
+
+    /// A v2 PaymentRequired with these entries, read as preflight reads one sent in the header.
+    fn required(entries: Vec<serde_json::Value>) -> PaymentRequired {
+        let object = json!({"x402Version": 2, "resource": {"url": "https://a.test/x"}, "accepts": entries});
+        let header = base64::engine::general_purpose::STANDARD.encode(object.to_string());
+        read(&format!(r#"{{"url": "https://a.test/x", "payment_required_header": "{header}"}}"#))
+            .unwrap()
+            .unwrap()
+    }
+
+    fn read(body: &str) -> Result<Option<PaymentRequired>, ApiError> {
+        let request: PreflightRequest = serde_json::from_str(body).unwrap();
+        read_payment_required(&request)
+    }
+
+    fn subject(verdict: &ScoreSummaryView) -> Subject<'_> {
+        Subject {
+            id: "00".repeat(16),
+            state: SubjectState::Active,
+            withheld: false,
+            score: Some(verdict),
+        }
+    }
+
+    fn codes(p: &Preflight) -> Vec<ReasonCode> {
+        p.reasons.iter().map(|r| r.code).collect()
+    }
+
+    #[test]
+    fn the_answer_follows_the_verdict_and_unknown_urls_are_unrated() {
+        for (verdict, answer, code) in [
+            (Verdict::Ok, PreflightAnswer::Go, ReasonCode::VerdictOk),
+            (Verdict::Caution, PreflightAnswer::Caution, ReasonCode::VerdictCaution),
+            (Verdict::Unverified, PreflightAnswer::Caution, ReasonCode::VerdictUnverified),
+            (Verdict::Avoid, PreflightAnswer::Avoid, ReasonCode::VerdictAvoid),
+            (Verdict::Down, PreflightAnswer::Avoid, ReasonCode::VerdictDown),
+        ] {
+            let s = score(verdict);
+            let p = judge("https://a.test/x".into(), Some(&subject(&s)), Some(&rated()), None);
+            assert_eq!(p.answer, answer, "{verdict:?}");
+            assert_eq!(codes(&p), vec![code]);
+            assert_eq!(p.rated, Some(rated()));
+            assert_eq!(p.safe_accept, None);
+        }
+        let p = judge("https://b.test/".into(), None, None, None);
+        assert_eq!(p.answer, PreflightAnswer::Unrated);
+        assert_eq!(codes(&p), vec![ReasonCode::NotRated]);
+        assert!(p.subject_id.is_none() && p.score.is_none() && p.rated.is_none());
+        // Known but not scored: unrated too, and it says why.
+        let unscored = Subject {
+            id: "00".repeat(16),
+            state: SubjectState::Active,
+            withheld: false,
+            score: None,
+        };
+        let p = judge("https://a.test/x".into(), Some(&unscored), None, None);
+        assert_eq!(p.answer, PreflightAnswer::Unrated);
+        assert_eq!(codes(&p), vec![ReasonCode::NotScoredYet]);
+        // A paused subject's `ok` ages: caution.
+        let s = score(Verdict::Ok);
+        let paused = Subject {
+            state: SubjectState::Paused,
+            ..subject(&s)
+        };
+        let p = judge("https://a.test/x".into(), Some(&paused), Some(&rated()), None);
+        assert_eq!(p.answer, PreflightAnswer::Caution);
+        assert!(codes(&p).contains(&ReasonCode::NotProbed));
+        // Terms never seen: caution, whatever the verdict.
+        let p = judge("https://a.test/x".into(), Some(&subject(&s)), None, None);
+        assert_eq!(p.answer, PreflightAnswer::Caution);
+        assert!(codes(&p).contains(&ReasonCode::NoRatedTerms));
+    }
+
+    #[test]
+    fn the_safe_entry_is_the_one_with_the_rated_terms_and_a_swapped_pay_to_or_raised_amount_is_avoid()
+    {
+        let ok = score(Verdict::Ok);
+        let s = subject(&ok);
+        let url = || "https://a.test/x".to_string();
+        // As rated (payTo in lower case, the network by its v1 name): go, entry 0.
+        let same = required(vec![entry("base-sepolia", "10000", &PAY_TO.to_lowercase())]);
+        let p = judge(url(), Some(&s), Some(&rated()), Some(&same));
+        assert_eq!(p.answer, PreflightAnswer::Go, "{p:?}");
+        assert_eq!(p.safe_accept, Some(0));
+        assert!(p.accepts[0].matches_rated && p.accepts[0].differs.is_empty());
+        // A swapped payTo: avoid, whatever the score.
+        let swapped = required(vec![entry("eip155:84532", "10000", OTHER)]);
+        let p = judge(url(), Some(&s), Some(&rated()), Some(&swapped));
+        assert_eq!(p.answer, PreflightAnswer::Avoid);
+        assert_eq!(p.safe_accept, None);
+        assert_eq!(
+            codes(&p)[..2],
+            [ReasonCode::NoEntryMatches, ReasonCode::PayToDiffers]
+        );
+        assert_eq!(p.accepts[0].differs[0].term, Term::PayTo);
+        assert_eq!(p.accepts[0].differs[0].sent.as_deref(), Some(OTHER));
+        // A raised amount, and a lowered one.
+        let raised = required(vec![entry("eip155:84532", "10001", PAY_TO)]);
+        let p = judge(url(), Some(&s), Some(&rated()), Some(&raised));
+        assert_eq!(p.answer, PreflightAnswer::Avoid);
+        assert!(codes(&p).contains(&ReasonCode::AmountRaised), "{p:?}");
+        let lowered = required(vec![entry("eip155:84532", "9999", PAY_TO)]);
+        let p = judge(url(), Some(&s), Some(&rated()), Some(&lowered));
+        assert!(codes(&p).contains(&ReasonCode::AmountLowered), "{p:?}");
+        // Another network: avoid.
+        let other_chain = required(vec![entry("eip155:8453", "10000", PAY_TO)]);
+        let p = judge(url(), Some(&s), Some(&rated()), Some(&other_chain));
+        assert!(codes(&p).contains(&ReasonCode::NetworkDiffers), "{p:?}");
+        // The rated entry second: it is the one to pay.
+        let second = required(vec![
+            entry("eip155:84532", "10000", OTHER),
+            entry("eip155:84532", "10000", PAY_TO),
+        ]);
+        let p = judge(url(), Some(&s), Some(&rated()), Some(&second));
+        assert_eq!(p.answer, PreflightAnswer::Go);
+        assert_eq!(p.safe_accept, Some(1));
+        assert!(!p.accepts[0].matches_rated);
+        // An avoid verdict names no entry to pay even when one matches.
+        let avoid = score(Verdict::Avoid);
+        let p = judge(url(), Some(&subject(&avoid)), Some(&rated()), Some(&same));
+        assert_eq!((p.answer, p.safe_accept), (PreflightAnswer::Avoid, None));
+        // A caution verdict names it.
+        let caution = score(Verdict::Caution);
+        let p = judge(url(), Some(&subject(&caution)), Some(&rated()), Some(&same));
+        assert_eq!((p.answer, p.safe_accept), (PreflightAnswer::Caution, Some(0)));
+    }
+
+    #[test]
+    fn a_payment_required_that_does_not_read_is_a_stable_code() {
+        let code = |body: String| read(&body).map(|_| ()).unwrap_err().code;
+        assert_eq!(
+            code(r#"{"url": "https://a.test/", "payment_required_header": "not base64!"}"#.into()),
+            ErrorCode::PaymentRequiredNotBase64
+        );
+        assert_eq!(
+            code(r#"{"url": "https://a.test/", "payment_required_header": ""}"#.into()),
+            ErrorCode::PaymentRequiredNotBase64
+        );
+        let huge = "A".repeat(100_000);
+        assert_eq!(
+            code(format!(r#"{{"url": "https://a.test/", "payment_required_header": "{huge}"}}"#)),
+            ErrorCode::PaymentRequiredTooLarge
+        );
+        let deep = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
+        assert_eq!(
+            code(format!(r#"{{"url": "https://a.test/", "payment_required": {{"accepts": {deep}}}}}"#)),
+            ErrorCode::PaymentRequiredTooDeep
+        );
+        let not_json = base64::engine::general_purpose::STANDARD.encode("{not json");
+        assert_eq!(
+            code(format!(r#"{{"url": "https://a.test/", "payment_required_header": "{not_json}"}}"#)),
+            ErrorCode::PaymentRequiredNotJson
+        );
+        assert_eq!(
+            code(r#"{"url": "https://a.test/", "payment_required": {"error": "nothing"}}"#.into()),
+            ErrorCode::PaymentRequiredMissing
+        );
+        // Nothing sent: the GET's answer.
+        assert!(read(r#"{"url": "https://a.test/"}"#).unwrap().is_none());
+    }
+}
