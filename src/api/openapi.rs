@@ -559,7 +559,16 @@ pub struct AgentDescription {
     pub routes: Vec<RouteSummary>,
     /// How to check a signed score without trusting this server.
     pub verify_score: Vec<String>,
+    /// How to ask before paying an endpoint.
+    pub preflight: Vec<String>,
 }
+
+const PREFLIGHT_STEPS: [&str; 4] = [
+    "Before paying URL, GET /v1/preflight?url=URL, or POST /v1/preflight with {\"url\": URL, \"payment_required_header\": the PAYMENT-REQUIRED header's value} (or \"payment_required\": the 402's JSON body).",
+    "answer: go (pay), caution (pay only if the reasons are acceptable), avoid (do not pay), unrated (we have no evidence: decide without us); reasons[].code says why.",
+    "With a PaymentRequired, pay only accepts[safe_accept]: its payTo, asset, network and amount are the ones we rated. A payTo or amount other than the rated one is avoid, whatever the score.",
+    "signed_score is the subject's latest score signed by the reporter key: verify it as under verify_score.",
+];
 
 const VERIFY_STEPS: [&str; 5] = [
     "Fetch /v1/key once and keep public_key (ed25519, hex); compare it with a copy obtained out of band.",
@@ -589,6 +598,7 @@ fn description() -> AgentDescription {
             })
             .collect(),
         verify_score: VERIFY_STEPS.iter().map(|s| s.to_string()).collect(),
+        preflight: PREFLIGHT_STEPS.iter().map(|s| s.to_string()).collect(),
     }
 }
 
@@ -615,7 +625,11 @@ fn llms_text() -> String {
         - Prefer verdict `ok`; `caution` means a low grade or low confidence; never pay `avoid` or `down`.\n\
         - `unverified` means too little evidence yet (probes, days, or a paid call): not a judgement.\n\
         - `GET /v1/subjects?verdict=ok&sort=score` lists the best first.\n\
-        \n## Verifying a signed score\n\n");
+        \n## Before paying\n\n");
+    for (i, step) in PREFLIGHT_STEPS.iter().enumerate() {
+        text.push_str(&format!("{}. {step}\n", i + 1));
+    }
+    text.push_str("\n## Verifying a signed score\n\n");
     for (i, step) in VERIFY_STEPS.iter().enumerate() {
         text.push_str(&format!("{}. {step}\n", i + 1));
     }

@@ -245,8 +245,8 @@ pub(crate) async fn get(
 }
 
 pub(crate) async fn post(State(state): State<ApiState>, body: Bytes) -> Result<Response, ApiError> {
-    let request: PreflightRequest = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
+    let request: PreflightRequest =
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
     let required = read_payment_required(&request)?;
     answer(&state, &request.url, required.as_ref()).await
 }
@@ -256,7 +256,12 @@ fn read_payment_required(request: &PreflightRequest) -> Result<Option<PaymentReq
     let headers: Vec<(String, String)> = request
         .payment_required_header
         .iter()
-        .map(|h| (crate::x402::parse::PAYMENT_REQUIRED_HEADER.to_string(), h.clone()))
+        .map(|h| {
+            (
+                crate::x402::parse::PAYMENT_REQUIRED_HEADER.to_string(),
+                h.clone(),
+            )
+        })
         .collect();
     let body = request
         .payment_required
@@ -276,18 +281,16 @@ fn read_payment_required(request: &PreflightRequest) -> Result<Option<PaymentReq
 fn unreadable(deviations: &[crate::x402::Deviation]) -> ApiError {
     let code = deviations
         .iter()
-        .find_map(|d| {
-            match d.code.split_once('.')? {
-                ("header", "bad_base64" | "empty") => Some(ErrorCode::PaymentRequiredNotBase64),
-                ("header" | "body", "too_large") => Some(ErrorCode::PaymentRequiredTooLarge),
-                ("header" | "body", "too_deep" | "too_complex") => {
-                    Some(ErrorCode::PaymentRequiredTooDeep)
-                }
-                ("header" | "body", "bad_json" | "not_object") => {
-                    Some(ErrorCode::PaymentRequiredNotJson)
-                }
-                _ => None,
+        .find_map(|d| match d.code.split_once('.')? {
+            ("header", "bad_base64" | "empty") => Some(ErrorCode::PaymentRequiredNotBase64),
+            ("header" | "body", "too_large") => Some(ErrorCode::PaymentRequiredTooLarge),
+            ("header" | "body", "too_deep" | "too_complex") => {
+                Some(ErrorCode::PaymentRequiredTooDeep)
             }
+            ("header" | "body", "bad_json" | "not_object") => {
+                Some(ErrorCode::PaymentRequiredNotJson)
+            }
+            _ => None,
         })
         .unwrap_or(ErrorCode::PaymentRequiredMissing);
     let why: Vec<String> = deviations
@@ -298,7 +301,10 @@ fn unreadable(deviations: &[crate::x402::Deviation]) -> ApiError {
         .collect();
     ApiError::new(
         code,
-        format!("the PaymentRequired sent cannot be read: {}", why.join("; ")),
+        format!(
+            "the PaymentRequired sent cannot be read: {}",
+            why.join("; ")
+        ),
     )
 }
 
@@ -620,7 +626,10 @@ fn mismatch_reasons(accepts: &[AcceptCheck]) -> Vec<PreflightReason> {
             }
         }
         let Some(diff) = first else { continue };
-        let shown = |v: &Option<String>| v.as_deref().map_or("nothing".to_string(), |s| format!("{s:?}"));
+        let shown = |v: &Option<String>| {
+            v.as_deref()
+                .map_or("nothing".to_string(), |s| format!("{s:?}"))
+        };
         reasons.push(reason(
             kind,
             format!(
@@ -722,11 +731,14 @@ mod tests {
 
     /// A v2 PaymentRequired with these entries, read as preflight reads one sent in the header.
     fn required(entries: Vec<serde_json::Value>) -> PaymentRequired {
-        let object = json!({"x402Version": 2, "resource": {"url": "https://a.test/x"}, "accepts": entries});
+        let object =
+            json!({"x402Version": 2, "resource": {"url": "https://a.test/x"}, "accepts": entries});
         let header = base64::engine::general_purpose::STANDARD.encode(object.to_string());
-        read(&format!(r#"{{"url": "https://a.test/x", "payment_required_header": "{header}"}}"#))
-            .unwrap()
-            .unwrap()
+        read(&format!(
+            r#"{{"url": "https://a.test/x", "payment_required_header": "{header}"}}"#
+        ))
+        .unwrap()
+        .unwrap()
     }
 
     fn read(body: &str) -> Result<Option<PaymentRequired>, ApiError> {
@@ -751,13 +763,34 @@ mod tests {
     fn the_answer_follows_the_verdict_and_unknown_urls_are_unrated() {
         for (verdict, answer, code) in [
             (Verdict::Ok, PreflightAnswer::Go, ReasonCode::VerdictOk),
-            (Verdict::Caution, PreflightAnswer::Caution, ReasonCode::VerdictCaution),
-            (Verdict::Unverified, PreflightAnswer::Caution, ReasonCode::VerdictUnverified),
-            (Verdict::Avoid, PreflightAnswer::Avoid, ReasonCode::VerdictAvoid),
-            (Verdict::Down, PreflightAnswer::Avoid, ReasonCode::VerdictDown),
+            (
+                Verdict::Caution,
+                PreflightAnswer::Caution,
+                ReasonCode::VerdictCaution,
+            ),
+            (
+                Verdict::Unverified,
+                PreflightAnswer::Caution,
+                ReasonCode::VerdictUnverified,
+            ),
+            (
+                Verdict::Avoid,
+                PreflightAnswer::Avoid,
+                ReasonCode::VerdictAvoid,
+            ),
+            (
+                Verdict::Down,
+                PreflightAnswer::Avoid,
+                ReasonCode::VerdictDown,
+            ),
         ] {
             let s = score(verdict);
-            let p = judge("https://a.test/x".into(), Some(&subject(&s)), Some(&rated()), None);
+            let p = judge(
+                "https://a.test/x".into(),
+                Some(&subject(&s)),
+                Some(&rated()),
+                None,
+            );
             assert_eq!(p.answer, answer, "{verdict:?}");
             assert_eq!(codes(&p), vec![code]);
             assert_eq!(p.rated, Some(rated()));
@@ -783,7 +816,12 @@ mod tests {
             state: SubjectState::Paused,
             ..subject(&s)
         };
-        let p = judge("https://a.test/x".into(), Some(&paused), Some(&rated()), None);
+        let p = judge(
+            "https://a.test/x".into(),
+            Some(&paused),
+            Some(&rated()),
+            None,
+        );
         assert_eq!(p.answer, PreflightAnswer::Caution);
         assert!(codes(&p).contains(&ReasonCode::NotProbed));
         // Terms never seen: caution, whatever the verdict.
@@ -794,7 +832,7 @@ mod tests {
 
     #[test]
     fn the_safe_entry_is_the_one_with_the_rated_terms_and_a_swapped_pay_to_or_raised_amount_is_avoid()
-    {
+     {
         let ok = score(Verdict::Ok);
         let s = subject(&ok);
         let url = || "https://a.test/x".to_string();
@@ -843,7 +881,10 @@ mod tests {
         // A caution verdict names it.
         let caution = score(Verdict::Caution);
         let p = judge(url(), Some(&subject(&caution)), Some(&rated()), Some(&same));
-        assert_eq!((p.answer, p.safe_accept), (PreflightAnswer::Caution, Some(0)));
+        assert_eq!(
+            (p.answer, p.safe_accept),
+            (PreflightAnswer::Caution, Some(0))
+        );
     }
 
     #[test]
@@ -859,17 +900,23 @@ mod tests {
         );
         let huge = "A".repeat(100_000);
         assert_eq!(
-            code(format!(r#"{{"url": "https://a.test/", "payment_required_header": "{huge}"}}"#)),
+            code(format!(
+                r#"{{"url": "https://a.test/", "payment_required_header": "{huge}"}}"#
+            )),
             ErrorCode::PaymentRequiredTooLarge
         );
         let deep = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
         assert_eq!(
-            code(format!(r#"{{"url": "https://a.test/", "payment_required": {{"accepts": {deep}}}}}"#)),
+            code(format!(
+                r#"{{"url": "https://a.test/", "payment_required": {{"accepts": {deep}}}}}"#
+            )),
             ErrorCode::PaymentRequiredTooDeep
         );
         let not_json = base64::engine::general_purpose::STANDARD.encode("{not json");
         assert_eq!(
-            code(format!(r#"{{"url": "https://a.test/", "payment_required_header": "{not_json}"}}"#)),
+            code(format!(
+                r#"{{"url": "https://a.test/", "payment_required_header": "{not_json}"}}"#
+            )),
             ErrorCode::PaymentRequiredNotJson
         );
         assert_eq!(

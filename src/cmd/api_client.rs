@@ -52,7 +52,9 @@ async fn send(uri: &http::Uri, body: Option<Vec<u8>>) -> Result<(u16, Bytes)> {
         .header(http::header::HOST, authority)
         .header(http::header::ACCEPT, "application/json");
     let request = match body {
-        None => request.method(http::Method::GET).body(Full::new(Bytes::new()))?,
+        None => request
+            .method(http::Method::GET)
+            .body(Full::new(Bytes::new()))?,
         Some(body) => request
             .method(http::Method::POST)
             .header(http::header::CONTENT_TYPE, "application/json")

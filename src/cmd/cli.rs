@@ -10,8 +10,8 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use super::{
-    daemon, demo, explain, ledger, outage, preflight, probe, recalibrate, recompute, score, simulate,
-    status, verify_score,
+    daemon, demo, explain, ledger, outage, preflight, probe, recalibrate, recompute, score,
+    simulate, status, verify_score,
 };
 
 /// The commands that run the embedded lab, supplied by the lab's binary.

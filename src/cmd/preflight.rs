@@ -57,9 +57,8 @@ pub fn run(args: Args) -> Result<i32> {
             .with_context(|| format!("--payment-required {}: not UTF-8", path.display()))?;
         let text = text.trim();
         if text.starts_with('{') {
-            let raw = serde_json::value::RawValue::from_string(text.to_string()).with_context(
-                || format!("--payment-required {}: not JSON", path.display()),
-            )?;
+            let raw = serde_json::value::RawValue::from_string(text.to_string())
+                .with_context(|| format!("--payment-required {}: not JSON", path.display()))?;
             request.insert("payment_required".into(), serde_json::to_value(raw)?);
         } else {
             request.insert("payment_required_header".into(), text.into());
@@ -76,7 +75,10 @@ pub fn run(args: Args) -> Result<i32> {
     };
     if status != 200 {
         let text = String::from_utf8_lossy(&body);
-        eprintln!("x402-probe preflight: HTTP {status}: {}", one_line(&text, 300));
+        eprintln!(
+            "x402-probe preflight: HTTP {status}: {}",
+            one_line(&text, 300)
+        );
         return Ok(1);
     }
     let preflight: Preflight = match serde_json::from_slice(&body) {
