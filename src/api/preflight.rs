@@ -321,6 +321,15 @@ async fn answer(
         .get(&super::view::SubjectKey::of(&canonical).hex())
         .filter(|e| *e.url == *canonical)
         .cloned();
+    // Without a PaymentRequired the answer depends on the entry alone: made once per entry.
+    let cacheable = entry
+        .as_ref()
+        .filter(|e| required.is_none() && e.latest().is_some());
+    if let Some(entry) = cacheable
+        && let Some(body) = state.view.kept(entry, Made::Preflight)
+    {
+        return Ok(JsonBytes(body).into_response());
+    }
     let (rated, envelope) = match &entry {
         Some(entry) if entry.latest().is_some() => (
             rated_terms(state, entry).await,
@@ -341,7 +350,15 @@ async fn answer(
         body.extend_from_slice(&envelope);
         body.push(b'}');
     }
-    Ok(JsonBytes(Bytes::from(body)).into_response())
+    let body = Bytes::from(body);
+    // Kept only when made from what the view keeps (a store read that failed is not kept).
+    if let Some(entry) = cacheable
+        && state.view.kept(entry, Made::Rated).is_some()
+        && state.view.kept(entry, Made::Envelope).is_some()
+    {
+        state.view.keep(entry, Made::Preflight, body.clone());
+    }
+    Ok(JsonBytes(body).into_response())
 }
 
 /// The subject's rated terms: kept by the view, else read once for this entry off the runtime.

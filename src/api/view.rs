@@ -165,6 +165,8 @@ pub(crate) enum Made {
     History,
     /// The terms its latest score rated, as preflight compares them (`preflight.rs`).
     Rated,
+    /// Preflight's answer for its URL alone (without a PaymentRequired).
+    Preflight,
 }
 
 /// Pages and envelopes made on request, least recently served first out, within [`CACHE_BYTES`].
@@ -384,6 +386,14 @@ impl View {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(entry, made, &[])
+    }
+
+    /// Keeps `body` as what `made` is for `entry`.
+    pub(crate) fn keep(&self, entry: &SubjectEntry, made: Made, body: Bytes) {
+        self.cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .put(entry, made, &[], body);
     }
 
     /// What the cache keeps of `entry`, else `make` from the store now (blocking: call it off
