@@ -3,11 +3,12 @@
 //! loopback; a SECOND PROCESS (this binary re-executed with `--load-client`) loads one route at a
 //! time over keep-alive connections and reports requests/s and latency percentiles
 //! (hdrhistogram): the subject route `/v1/subjects/{id}/score`, then the pages (`/subjects/{id}`
-//! and the index `/`, rendered from the in-memory view). Each route's baseline, measured in the
-//! same run on the same machine by the same client just before it, is a bare hyper server
+//! and the index `/`, rendered from the in-memory view), then preflight (`GET /v1/preflight?url=`
+//! and `POST /v1/preflight` with the subject's real 402 header). Each route's baseline, measured
+//! in the same run on the same machine by the same client just before it, is a bare hyper server
 //! answering a body of the same size: the ratio says what the route costs over the HTTP stack
-//! itself. The goal line is the issue's, for the subject route: >= 5,000 requests/s with p99
-//! under 20 ms.
+//! itself. The goal lines are the issues': for the subject route >= 5,000 requests/s with p99
+//! under 20 ms; for preflight >= 20,000 requests/s with p99 under 5 ms.
 //!
 //!   cargo bench --bench api [-- --connections 32 --seconds 5]
 
@@ -15,7 +16,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Full};
 use serde::{Deserialize, Serialize};
 use x402_lab::{Lab, LabOptions};
 use x402_probe::config::DaemonConfig;
@@ -24,6 +25,8 @@ use x402_probe::ledger::key::ReporterKey;
 
 const GOAL_RPS: f64 = 5_000.0;
 const GOAL_P99_MS: f64 = 20.0;
+const PREFLIGHT_GOAL_RPS: f64 = 20_000.0;
+const PREFLIGHT_GOAL_P99_MS: f64 = 5.0;
 
 /// What the load client reports (one JSON line on stdout).
 #[derive(Debug, Serialize, Deserialize)]
@@ -54,7 +57,8 @@ fn main() {
     if let Some(url) = arg(&args, "--load-client") {
         let connections: usize = arg(&args, "--connections").unwrap().parse().unwrap();
         let seconds: f64 = arg(&args, "--seconds").unwrap().parse().unwrap();
-        let report = load_client(&url, connections, seconds);
+        let post = arg(&args, "--post-file").map(|f| Bytes::from(std::fs::read(f).unwrap()));
+        let report = load_client(&url, connections, seconds, post);
         println!("{}", serde_json::to_string(&report).unwrap());
         return;
     }
@@ -69,8 +73,8 @@ fn main() {
 }
 
 /// Loads `url` from `connections` keep-alive connections for `seconds` (after a second of
-/// warm-up), in this process (the second one).
-fn load_client(url: &str, connections: usize, seconds: f64) -> LoadReport {
+/// warm-up), in this process (the second one): GETs, or POSTs of `post` as JSON.
+fn load_client(url: &str, connections: usize, seconds: f64, post: Option<Bytes>) -> LoadReport {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -83,6 +87,7 @@ fn load_client(url: &str, connections: usize, seconds: f64) -> LoadReport {
         let mut tasks = Vec::new();
         for _ in 0..connections {
             let uri = uri.clone();
+            let post = post.clone();
             tasks.push(tokio::spawn(async move {
                 let mut hist =
                     hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
@@ -99,10 +104,15 @@ fn load_client(url: &str, connections: usize, seconds: f64) -> LoadReport {
                     if now >= end {
                         break;
                     }
-                    let request = http::Request::get(uri.path())
-                        .header(http::header::HOST, uri.authority().unwrap().as_str())
-                        .body(Empty::<Bytes>::new())
-                        .unwrap();
+                    let target = uri.path_and_query().unwrap().as_str();
+                    let request = match &post {
+                        None => http::Request::get(target),
+                        Some(_) => http::Request::post(target)
+                            .header(http::header::CONTENT_TYPE, "application/json"),
+                    }
+                    .header(http::header::HOST, uri.authority().unwrap().as_str())
+                    .body(Full::new(post.clone().unwrap_or_default()))
+                    .unwrap();
                     let began = Instant::now();
                     let ok = match sender.send_request(request).await {
                         Ok(response) => {
@@ -157,19 +167,26 @@ fn load_client(url: &str, connections: usize, seconds: f64) -> LoadReport {
     })
 }
 
-/// Runs the load client as a second process against `url`.
-fn load_from_second_process(url: &str, connections: usize, seconds: f64) -> LoadReport {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--load-client",
-            url,
-            "--connections",
-            &connections.to_string(),
-            "--seconds",
-            &seconds.to_string(),
-        ])
-        .output()
-        .expect("the load client runs");
+/// Runs the load client as a second process against `url` (POSTing the file `post`, if any).
+fn load_from_second_process(
+    url: &str,
+    connections: usize,
+    seconds: f64,
+    post: Option<&std::path::Path>,
+) -> LoadReport {
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command.args([
+        "--load-client",
+        url,
+        "--connections",
+        &connections.to_string(),
+        "--seconds",
+        &seconds.to_string(),
+    ]);
+    if let Some(post) = post {
+        command.arg("--post-file").arg(post);
+    }
+    let out = command.output().expect("the load client runs");
     assert!(
         out.status.success(),
         "load client: {}",
@@ -191,9 +208,11 @@ async fn bare_server(body: Bytes) -> SocketAddr {
             let _ = stream.set_nodelay(true);
             let body = body.clone();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |_req| {
+                let service = hyper::service::service_fn(move |req: http::Request<_>| {
                     let body = body.clone();
                     async move {
+                        // The request's body read, as the API reads a POST's.
+                        let _ = BodyExt::collect(req.into_body()).await;
                         Ok::<_, std::convert::Infallible>(
                             http::Response::builder()
                                 .header("content-type", "application/json")
@@ -213,6 +232,11 @@ async fn bare_server(body: Bytes) -> SocketAddr {
 }
 
 async fn get(url: &str) -> (u16, Bytes) {
+    request(url, None).await
+}
+
+/// One GET of `url`, or a POST of `post` as JSON.
+async fn request(url: &str, post: Option<Bytes>) -> (u16, Bytes) {
     let uri: http::Uri = url.parse().unwrap();
     let addr: SocketAddr = uri.authority().unwrap().as_str().parse().unwrap();
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -221,10 +245,16 @@ async fn get(url: &str) -> (u16, Bytes) {
             .await
             .unwrap();
     tokio::spawn(conn);
-    let request = http::Request::get(uri.path())
-        .header(http::header::HOST, uri.authority().unwrap().as_str())
-        .body(Empty::<Bytes>::new())
-        .unwrap();
+    let target = uri.path_and_query().unwrap().as_str();
+    let request = match &post {
+        None => http::Request::get(target),
+        Some(_) => {
+            http::Request::post(target).header(http::header::CONTENT_TYPE, "application/json")
+        }
+    }
+    .header(http::header::HOST, uri.authority().unwrap().as_str())
+    .body(Full::new(post.unwrap_or_default()))
+    .unwrap();
     let response = sender.send_request(request).await.unwrap();
     let status = response.status().as_u16();
     (
@@ -322,30 +352,72 @@ rate_burst = 1000000
 
     let page = format!("http://{api}/subjects/{id}");
     let index = format!("http://{api}/");
+    // Preflight: by URL, and with the subject's own 402 header as an agent received it.
+    let encoded: String = urls[0]
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let preflight = format!("http://{api}/v1/preflight?url={encoded}");
+    let preflight_post = format!("http://{api}/v1/preflight");
+    let post_file = dir.path().join("preflight.json");
+    let header = payment_required_header(&lab, &urls[0]).await;
+    let post_body = serde_json::json!({"url": urls[0], "payment_required_header": header});
+    std::fs::write(&post_file, post_body.to_string()).unwrap();
+    let (status, answer) = request(&preflight_post, Some(post_body.to_string().into())).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    assert!(
+        answer["safe_accept"] == 0,
+        "the honest 402 matches: {answer}"
+    );
     let routes = [
         (
             "GET /v1/subjects/{id}/score (signed envelope)",
             route.clone(),
             body,
+            None,
         ),
         (
             "GET /subjects/{id} (subject page, HTML)",
             page.clone(),
             get(&page).await.1,
+            None,
         ),
         (
             "GET / (index page, HTML)",
             index.clone(),
             get(&index).await.1,
+            None,
+        ),
+        (
+            "GET /v1/preflight?url= (signed score inline)",
+            preflight.clone(),
+            get(&preflight).await.1,
+            None,
+        ),
+        (
+            "POST /v1/preflight (the subject's 402 header)",
+            preflight_post.clone(),
+            request(&preflight_post, Some(post_body.to_string().into()))
+                .await
+                .1,
+            Some(post_file.as_path()),
         ),
     ];
     let mut measured = Vec::new();
     let seq0 = head(get(&format!("http://{api}/v1/ledger/head")).await.1);
-    for (name, url, body) in &routes {
+    for (name, url, body, post) in &routes {
         assert!(!body.is_empty(), "{name} answers");
         let bare = bare_server(Bytes::from(vec![b' '; body.len()])).await;
-        let baseline = load_from_second_process(&format!("http://{bare}/"), connections, seconds);
-        let ours = load_from_second_process(url, connections, seconds);
+        // The baseline is loaded the same way (a POST carries the same body to the bare server).
+        let baseline =
+            load_from_second_process(&format!("http://{bare}/"), connections, seconds, *post);
+        let ours = load_from_second_process(url, connections, seconds, *post);
         measured.push((*name, body.len(), baseline, ours));
     }
     let seq1 = head(get(&format!("http://{api}/v1/ledger/head")).await.1);
@@ -390,5 +462,36 @@ rate_burst = 1000000
         ours.rps(),
         ms(ours.p99_us)
     );
+    for (name, _, _, ours) in &measured[3..] {
+        let met = ours.rps() >= PREFLIGHT_GOAL_RPS
+            && ms(ours.p99_us) < PREFLIGHT_GOAL_P99_MS
+            && ours.errors == 0
+            && ours.non_200 == 0;
+        println!(
+            "  goal ({name}): >= {PREFLIGHT_GOAL_RPS:.0} req/s with p99 < {PREFLIGHT_GOAL_P99_MS:.0} ms: {} ({:.0} req/s, p99 {:.2} ms)",
+            if met { "MET" } else { "NOT MET" },
+            ours.rps(),
+            ms(ours.p99_us)
+        );
+    }
     drop(lab);
+}
+
+/// The lab endpoint's `PAYMENT-REQUIRED` header, as an agent receives it before paying.
+async fn payment_required_header(lab: &Lab, url: &str) -> String {
+    use x402_probe::probe::http::{FetchConfig, FetchRequest, fetch};
+    let ca = rustls_pki_types::pem::PemObject::from_pem_slice(lab.ca_pem.as_bytes()).unwrap();
+    let config = FetchConfig {
+        allow_private: true,
+        extra_roots: vec![ca],
+        ..FetchConfig::default()
+    };
+    let exchange = fetch(&config, &FetchRequest::get(url)).await;
+    let response = exchange.response.expect("the lab endpoint answers");
+    response
+        .headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("payment-required"))
+        .map(|(_, v)| v.clone())
+        .expect("a v2 402 carries PAYMENT-REQUIRED")
 }

@@ -25,6 +25,7 @@ pub mod paid;
 /// The evidence of a free run (kept under its old name while the tree moves to `evidence`).
 pub use evidence::free as observation;
 pub mod probe;
+pub mod progress;
 pub mod report;
 pub mod rubric;
 pub mod runner;

@@ -552,6 +552,18 @@ async fn every_public_route_of_a_daemon_with_history_answers_as_documented() {
         (404, &Value::from("not_found"))
     );
 
+    // Preflight by URL (tests/preflight.rs covers its answers; here it is validated and checked
+    // for leaks with every other route).
+    let encoded = d.urls["honest-v2"].replace(':', "%3A").replace('/', "%2F");
+    let (status, answer) = c
+        .get(
+            "/v1/preflight",
+            d.url(&format!("/v1/preflight?url={encoded}")),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["subject_id"], d.id_of("honest-v2"));
+
     // Every response, success or error, matches the document.
     let mut templates = BTreeMap::new();
     for seen in &c.seen {

@@ -730,6 +730,11 @@ async fn admin_actions_and_the_operators_own_evidence_against_a_running_daemon()
     let (outcome, evidence) = outcome_of(&announced, "H2");
     assert_eq!(outcome, "pass", "{evidence}");
     assert!(evidence.contains("as the operator noted"), "{evidence}");
+    // Preflight's POST, validated like the others (tests/preflight.rs covers its answers).
+    let (status, body) = api
+        .post("/v1/preflight", None, json!({"url": honest}))
+        .await;
+    assert_eq!(status, 200, "{body}");
     api.assert_every_post_route_succeeded();
 
     d.stop().await.expect("the daemon stops cleanly");

@@ -14,6 +14,7 @@ use x402_probe::config::{HttpUrl, ListingConfig, ProbeConfig, Provenance, Spacin
 use x402_probe::evidence::Outcome;
 use x402_probe::probe::paid::{PaidContext, PaidOptions};
 use x402_probe::probe::rpc::Rpc;
+use x402_probe::progress::{Mode, Progress};
 use x402_probe::rubric::Rubric;
 use x402_probe::runner::{self, RunOutput};
 use x402_probe::spend::{AllowedAsset, PayPolicy, SpendStore};
@@ -89,11 +90,15 @@ async fn demo(args: Args) -> Result<i32> {
         let (cfg, rubric, url) = (cfg.clone(), rubric.clone(), e.url.clone());
         runs.spawn(async move { (i, runner::free_run(&cfg, &rubric, &url, now).await) });
     }
+    let mode = Mode::for_stderr(args.quiet);
+    let mut progress = Progress::new("free runs", lab.endpoints.len() as u64, mode);
     let mut outs: Vec<Option<RunOutput>> = (0..lab.endpoints.len()).map(|_| None).collect();
     while let Some(joined) = runs.join_next().await {
         let (i, out) = joined.context("a probe task failed")?;
         outs[i] = Some(out);
+        progress.advance(1);
     }
+    progress.finish();
     let mut outs: Vec<RunOutput> = outs
         .into_iter()
         .map(|o| o.expect("every run finished"))
@@ -131,8 +136,11 @@ async fn demo(args: Args) -> Result<i32> {
             "paying each endpoint once from {} (caps: {MAX_PER_CALL} USD a call, {MAX_PER_SUBJECT_PER_DAY} an endpoint, {MAX_PER_DAY} a day)...",
             manifest.payer
         );
+        let mut progress = Progress::new("paid calls", outs.len() as u64, mode);
         for out in outs.iter_mut() {
-            if let Some(plan) = runner::pay_and_merge(&ctx, &rubric, out).await {
+            let paid = runner::pay_and_merge(&ctx, &rubric, out).await;
+            progress.advance(1);
+            if let Some(plan) = paid {
                 let refund = x402_probe::probe::refund::watch_refund(
                     ctx.fetch,
                     ctx.rpc,
@@ -144,6 +152,7 @@ async fn demo(args: Args) -> Result<i32> {
                 runner::merge_refund(&rubric, out, refund);
             }
         }
+        progress.finish();
     }
 
     println!(

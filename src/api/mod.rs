@@ -16,6 +16,7 @@ pub(crate) mod metrics;
 pub mod openapi;
 pub(crate) mod operator;
 pub mod pages;
+pub mod preflight;
 pub(crate) mod ratelimit;
 pub mod signed;
 pub(crate) mod snapshots;
@@ -184,6 +185,18 @@ pub enum ErrorCode {
     BadSignature,
     /// The signer is neither the subject's payTo nor one of its declared operator keys.
     NotOperator,
+    /// Preflight: the `PAYMENT-REQUIRED` value sent is not base64 (or is empty).
+    PaymentRequiredNotBase64,
+    /// Preflight: the PaymentRequired sent is larger than x402's bounds (64 KiB decoded for the
+    /// header, 1 MiB for a body).
+    PaymentRequiredTooLarge,
+    /// Preflight: the PaymentRequired sent nests deeper (64 levels) or holds more JSON values
+    /// (20,000) than x402's bounds.
+    PaymentRequiredTooDeep,
+    /// Preflight: the PaymentRequired sent is not a JSON object.
+    PaymentRequiredNotJson,
+    /// Preflight: what was sent holds no PaymentRequired (neither `x402Version` nor `accepts`).
+    PaymentRequiredMissing,
 }
 
 impl ErrorCode {
@@ -206,6 +219,11 @@ impl ErrorCode {
             ErrorCode::ChallengeOtherAction => StatusCode::FORBIDDEN,
             ErrorCode::BadSignature => StatusCode::BAD_REQUEST,
             ErrorCode::NotOperator => StatusCode::FORBIDDEN,
+            ErrorCode::PaymentRequiredNotBase64
+            | ErrorCode::PaymentRequiredTooLarge
+            | ErrorCode::PaymentRequiredTooDeep
+            | ErrorCode::PaymentRequiredNotJson
+            | ErrorCode::PaymentRequiredMissing => StatusCode::BAD_REQUEST,
         }
     }
 

@@ -21,6 +21,7 @@ use super::operator::{
     self, ChallengeIssued, ChallengeRequest, EntriesRequest, NotePosted, NoteRequest,
     OperatorEntries,
 };
+use super::preflight::{self, Preflight, PreflightQuery, PreflightRequest};
 use super::signed::SignedScore;
 use super::types::*;
 use super::v1;
@@ -237,6 +238,23 @@ pub(crate) const ROUTES: &[RouteDoc] = &[
         "^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
     )]),
     RouteDoc::get(
+        "/v1/preflight",
+        "preflight",
+        "Before paying a URL: go, caution, avoid or unrated, with the reasons, the subject's signed score and the terms we rated (payTo, asset, network, amount).",
+        || get(preflight::get),
+        Answer::Json(schema::<Preflight>),
+    )
+    .query(schema::<PreflightQuery>),
+    RouteDoc::post(
+        Access::Public,
+        "/v1/preflight",
+        "preflightPaymentRequired",
+        "Before paying, with the PaymentRequired received (the 402's body, or the PAYMENT-REQUIRED header's base64): the GET's answer, and which accepts entry is safe to pay (the one whose payTo, asset, network and amount are the rated ones; none: avoid).",
+        || post(preflight::post),
+        schema::<PreflightRequest>,
+        (200, Answer::Json(schema::<Preflight>)),
+    ),
+    RouteDoc::get(
         "/v1/outages",
         "listOutages",
         "Our own declared outage windows (free outcomes inside them count against no subject).",
@@ -439,6 +457,12 @@ fn build_document() -> Value {
         if let Some(query) = r.query {
             let schema = query(&mut q).to_value();
             if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                let required = |name: &str| {
+                    schema
+                        .get("required")
+                        .and_then(Value::as_array)
+                        .is_some_and(|r| r.iter().any(|n| n == name))
+                };
                 for (name, prop) in props {
                     let mut prop = prop.clone();
                     let description = prop
@@ -446,7 +470,7 @@ fn build_document() -> Value {
                         .and_then(|o| o.remove("description"))
                         .unwrap_or(Value::String(String::new()));
                     parameters.push(json!({
-                        "name": name, "in": "query", "required": false,
+                        "name": name, "in": "query", "required": required(name),
                         "description": description, "schema": prop,
                     }));
                 }
@@ -555,7 +579,16 @@ pub struct AgentDescription {
     pub routes: Vec<RouteSummary>,
     /// How to check a signed score without trusting this server.
     pub verify_score: Vec<String>,
+    /// How to ask before paying an endpoint.
+    pub preflight: Vec<String>,
 }
+
+const PREFLIGHT_STEPS: [&str; 4] = [
+    "Before paying URL, GET /v1/preflight?url=URL, or POST /v1/preflight with {\"url\": URL, \"payment_required_header\": the PAYMENT-REQUIRED header's value} (or \"payment_required\": the 402's JSON body).",
+    "answer: go (pay), caution (pay only if the reasons are acceptable), avoid (do not pay), unrated (we have no evidence: decide without us); reasons[].code says why.",
+    "With a PaymentRequired, pay only accepts[safe_accept]: its payTo, asset, network and amount are the ones we rated. A payTo or amount other than the rated one is avoid, whatever the score.",
+    "signed_score is the subject's latest score signed by the reporter key: verify it as under verify_score.",
+];
 
 const VERIFY_STEPS: [&str; 5] = [
     "Fetch /v1/key once and keep public_key (ed25519, hex); compare it with a copy obtained out of band.",
@@ -585,6 +618,7 @@ fn description() -> AgentDescription {
             })
             .collect(),
         verify_score: VERIFY_STEPS.iter().map(|s| s.to_string()).collect(),
+        preflight: PREFLIGHT_STEPS.iter().map(|s| s.to_string()).collect(),
     }
 }
 
@@ -612,7 +646,11 @@ fn llms_text() -> String {
         - `unverified` means too little evidence yet (probes, days, or a paid call): not a judgement.\n\
         - `GET /v1/subjects?verdict=ok&sort=score` lists the best first.\n\
         - Offline or at high volume: `GET /v1/snapshots/latest` once a day, one signed file of every verdict, payTo and price as rated; check it with `x402-probe verify-snapshot FILE --pubkey HEX`.\n\
-        \n## Verifying a signed score\n\n");
+        \n## Before paying\n\n");
+    for (i, step) in PREFLIGHT_STEPS.iter().enumerate() {
+        text.push_str(&format!("{}. {step}\n", i + 1));
+    }
+    text.push_str("\n## Verifying a signed score\n\n");
     for (i, step) in VERIFY_STEPS.iter().enumerate() {
         text.push_str(&format!("{}. {step}\n", i + 1));
     }

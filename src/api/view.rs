@@ -157,13 +157,17 @@ impl ViewData {
 
 /// What the cache keeps of a subject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Made {
+pub(crate) enum Made {
     /// Its page (valid under the outage windows it was rendered with).
     Page,
     /// Its latest score's signed envelope.
     Envelope,
     /// Its daily history as JSON.
     History,
+    /// The terms its latest score rated, as preflight compares them (`preflight.rs`).
+    Rated,
+    /// Preflight's answer for its URL alone (without a PaymentRequired).
+    Preflight,
 }
 
 /// Pages and envelopes made on request, least recently served first out, within [`CACHE_BYTES`].
@@ -377,6 +381,34 @@ impl View {
             latest,
             facts: Arc::new(facts),
         }
+    }
+
+    /// What the cache keeps of `entry` (made from this very entry), without making it: for a
+    /// route that answers on the runtime and goes off it only on a miss.
+    pub(crate) fn kept(&self, entry: &SubjectEntry, made: Made) -> Option<Bytes> {
+        self.cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(entry, made, &[])
+    }
+
+    /// Keeps `body` as what `made` is for `entry`.
+    pub(crate) fn keep(&self, entry: &SubjectEntry, made: Made, body: Bytes) {
+        self.cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .put(entry, made, &[], body);
+    }
+
+    /// What the cache keeps of `entry`, else `make` from the store now (blocking: call it off
+    /// the runtime) and kept for the next request.
+    pub(crate) fn kept_or_made(
+        &self,
+        entry: &SubjectEntry,
+        made: Made,
+        make: impl FnOnce(&dyn Store) -> Option<Bytes>,
+    ) -> Option<Bytes> {
+        self.made(entry, made, &[], || make(self.store.as_ref()))
     }
 
     fn made(

@@ -10,8 +10,8 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use super::{
-    daemon, demo, explain, ledger, outage, probe, recalibrate, recompute, score, simulate, status,
-    verify_score, verify_snapshot,
+    daemon, demo, explain, ledger, outage, preflight, probe, recalibrate, recompute, score,
+    simulate, status, verify_score, verify_snapshot,
 };
 
 /// The commands that run the embedded lab, supplied by the lab's binary.
@@ -58,6 +58,10 @@ enum Command {
     VerifySnapshot(verify_snapshot::Args),
     /// Print the running daemon's status (subjects by verdict, next runs, budget, outages).
     Status(status::Args),
+    /// Before paying a URL, ask the running daemon: go, caution, avoid or unrated, and with the
+    /// PaymentRequired received, which accepts entry is safe to pay (exit 0 go, 3 caution, 4
+    /// avoid, 5 unrated, 1 no answer).
+    Preflight(preflight::Args),
     /// Fit the rubric's curves, score-to-failure mapping and grades against the 14 days after
     /// each daily score; write a proposal and a report (exit 0 proposal, 3 nothing to do, 4
     /// refused).
@@ -87,6 +91,7 @@ pub fn main(lab: Option<&dyn LabCommands>) -> ! {
         Command::VerifyScore(a) => verify_score::run(a),
         Command::VerifySnapshot(a) => verify_snapshot::run(a),
         Command::Status(a) => status::run(a),
+        Command::Preflight(a) => preflight::run(a),
         Command::Recalibrate(a) => recalibrate::run(a),
         Command::Simulate(a) => with_lab(lab, "simulate").and_then(|lab| lab.simulate(a)),
     };

@@ -13,4 +13,7 @@ pub struct Args {
     /// Free probes only: no paid calls.
     #[arg(long)]
     pub no_pay: bool,
+    /// No progress on stderr (free runs and paid calls done of total, rate, time left).
+    #[arg(long)]
+    pub quiet: bool,
 }

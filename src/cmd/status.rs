@@ -2,12 +2,9 @@
 //! `/v1/status`, printed for a terminal: subjects by verdict, next due runs, paid budget left,
 //! outages. Exit codes: 0 printed, 1 the daemon did not answer (or answered an error), 2 usage.
 
-use std::time::Duration;
+use anyhow::Result;
 
-use anyhow::{Context, Result, bail};
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
-
+use super::api_client;
 use crate::api::types::StatusView;
 use crate::report::one_line;
 
@@ -29,35 +26,13 @@ pub struct Args {
 
 /// Paused subjects listed by URL (the count is always shown).
 const PAUSED_SHOWN: usize = 10;
-const TIMEOUT: Duration = Duration::from_secs(10);
-const MAX_BODY: usize = 4 * 1024 * 1024;
 
 pub fn run(args: Args) -> Result<i32> {
-    let uri: http::Uri = format!("{}/v1/status", args.api.trim_end_matches('/'))
-        .parse()
-        .with_context(|| format!("--api {}: not a URL", args.api))?;
-    if uri.scheme_str() != Some("http") {
-        bail!(
-            "--api {}: only http:// is spoken (put the daemon's API behind TLS with a proxy)",
-            args.api
-        );
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
-    let answer = runtime.block_on(async { tokio::time::timeout(TIMEOUT, get(&uri)).await });
-    let (status, body) = match answer {
-        Ok(Ok(a)) => a,
-        Ok(Err(e)) => {
-            eprintln!("x402-probe status: {} did not answer: {e:#}", args.api);
-            return Ok(1);
-        }
-        Err(_) => {
-            eprintln!(
-                "x402-probe status: {} did not answer within {TIMEOUT:?}",
-                args.api
-            );
+    let uri = api_client::uri(&args.api, "/v1/status")?;
+    let (status, body) = match api_client::call(&uri, None) {
+        Ok(answer) => answer,
+        Err(e) => {
+            eprintln!("x402-probe status: {} did not answer: {e}", args.api);
             return Ok(1);
         }
     };
@@ -79,31 +54,6 @@ pub fn run(args: Args) -> Result<i32> {
         print!("{}", render(&view, &args.api));
     }
     Ok(0)
-}
-
-async fn get(uri: &http::Uri) -> Result<(u16, Bytes)> {
-    let host = uri.host().context("the URL has no host")?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let port = uri.port_u16().unwrap_or(80);
-    let stream = tokio::net::TcpStream::connect((host, port))
-        .await
-        .with_context(|| format!("connecting to {host}:{port}"))?;
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
-    tokio::spawn(conn);
-    let authority = uri.authority().map(|a| a.as_str()).unwrap_or(host);
-    let request = http::Request::get(uri.path())
-        .header(http::header::HOST, authority)
-        .header(http::header::ACCEPT, "application/json")
-        .body(Empty::<Bytes>::new())?;
-    let response = sender.send_request(request).await?;
-    let status = response.status().as_u16();
-    let body = Limited::new(response.into_body(), MAX_BODY)
-        .collect()
-        .await
-        .map_err(|e| anyhow::anyhow!("reading the answer: {e}"))?
-        .to_bytes();
-    Ok((status, body))
 }
 
 /// The status for a terminal (every text from the daemon made printable).

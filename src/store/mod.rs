@@ -728,6 +728,10 @@ pub trait Store: Send + Sync {
     /// The last declaration of `subject` in ledger order (without reading the others).
     fn latest_declared(&self, subject: &str) -> Result<Option<Declared>, StoreError>;
 
+    /// The last declaration of `subject` recorded before ledger entry `seq` (what a score
+    /// published at `seq` was computed after), without reading the others.
+    fn declared_before(&self, subject: &str, seq: u64) -> Result<Option<Declared>, StoreError>;
+
     fn subjects(&self) -> Result<Vec<SubjectRow>, StoreError>;
     /// What each subject's row says that the API shows, one row at a time and borrowed (no row
     /// is kept: the API's view compares 100,000 of them every few seconds).

@@ -1328,6 +1328,23 @@ impl Store for SqliteStore {
         row.map(|row| self.declaration(subject, &row)).transpose()
     }
 
+    fn declared_before(
+        &self,
+        subject: &str,
+        seq: u64,
+    ) -> Result<Option<crate::checks::history::Declared>, StoreError> {
+        let row: Option<Vec<u8>> = self
+            .conn()
+            .prepare_cached(
+                "SELECT body FROM declared WHERE subject = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT 1",
+            )
+            .map_err(self.sql("reading declarations"))?
+            .query_row(params![subject, i64::try_from(seq).unwrap_or(i64::MAX)], |r| r.get(0))
+            .optional()
+            .map_err(self.sql("reading declarations"))?;
+        row.map(|row| self.declaration(subject, &row)).transpose()
+    }
+
     fn subjects(&self) -> Result<Vec<SubjectRow>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn
