@@ -350,17 +350,63 @@ fn a_missing_blob_a_removed_entry_and_a_truncated_file_fail_verify_and_recompute
         "{text}"
     );
 
-    // A history row (what the daemon scores from) edited: recompute names it.
-    let history = tampered(
-        root.path(),
-        "history",
-        "UPDATE history SET entry = CAST(replace(CAST(entry AS TEXT), '\"outcome\":\"pass\"', '\"outcome\":\"fail\"') AS BLOB)
-           WHERE (subject, seq, idx) = (SELECT subject, seq, idx FROM history
-             WHERE CAST(entry AS TEXT) LIKE '%\"outcome\":\"pass\"%' ORDER BY seq DESC LIMIT 1);",
+    // A day of a subject's kept state (what the daemon scores from) edited so that it still
+    // reads (its digest, and the state row naming it, made to match): recompute names it.
+    let days = tampered(root.path(), "days", "");
+    let db = rusqlite_open(&days.join("ledger.sqlite"));
+    let (subject, day, body): (String, i64, Vec<u8>) = db
+        .query_row(
+            "SELECT subject, day, body FROM subject_days
+               WHERE CAST(body AS TEXT) LIKE '%\"outcome\":\"pass\"%' ORDER BY day DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .expect("a kept day with a pass");
+    let edited = String::from_utf8(body.clone()).unwrap().replacen(
+        "\"outcome\":\"pass\"",
+        "\"outcome\":\"fail\"",
+        1,
     );
-    let (code, text) = recompute(&history);
+    let (old_sha, new_sha) = (
+        x402_probe::evidence::sha256_hex(&body),
+        x402_probe::evidence::sha256_hex(edited.as_bytes()),
+    );
+    db.execute(
+        "UPDATE subject_days SET body = ?1, sha256 = ?2 WHERE subject = ?3 AND day = ?4",
+        rusqlite::params![
+            edited.as_bytes(),
+            hex::decode(&new_sha).unwrap(),
+            subject,
+            day
+        ],
+    )
+    .unwrap();
+    let state: Vec<u8> = db
+        .query_row(
+            "SELECT body FROM subject_state WHERE subject = ?1",
+            [&subject],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let state = String::from_utf8(state).unwrap();
+    assert!(state.contains(&old_sha), "the state row names its days");
+    let state = state.replace(&old_sha, &new_sha);
+    db.execute(
+        "UPDATE subject_state SET body = ?1, sha256 = ?2 WHERE subject = ?3",
+        rusqlite::params![
+            state.as_bytes(),
+            hex::decode(x402_probe::evidence::sha256_hex(state.as_bytes())).unwrap(),
+            subject
+        ],
+    )
+    .unwrap();
+    drop(db);
+    let (code, text) = recompute(&days);
     assert_eq!(code, 1, "{text}");
-    assert!(text.contains("DIFFERS history rows"), "{text}");
+    assert!(
+        text.contains(&format!("DIFFERS the kept state of {subject}")),
+        "{text}"
+    );
 
     // The file cut in half, and cut to nothing: broken, exit 1, for both commands.
     for (name, fraction) in [("half", 0.5), ("empty", 0.0)] {

@@ -66,7 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
         for m in &report.derived {
             eprintln!(
-                "DIFFERS history rows of {} (ledger entry {}): {}",
+                "DIFFERS the kept state of {} (ledger entry {}): {}",
                 m.subject, m.seq, m.why
             );
         }
@@ -75,7 +75,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
         if !report.mismatches.is_empty() || !report.derived.is_empty() {
             eprintln!(
-                "{} of {} published scores did not recompute; {} subjects' history rows differ \
+                "{} of {} published scores did not recompute; {} subjects' kept states differ \
                  from their entries",
                 report.mismatches.len(),
                 report.scores,
