@@ -106,7 +106,12 @@ fn main() {
         "  score entry: its score row's headline {} bytes; the subject's state row {} bytes and the day summary a score rewrites {} bytes",
         captured.score_headline.len(),
         captured.state.body.len(),
-        captured.state.days.iter().map(|d| d.body.len()).sum::<usize>()
+        captured
+            .state
+            .days
+            .iter()
+            .map(|d| d.body.len())
+            .sum::<usize>()
     );
     let o = &captured.observation;
     println!(
@@ -431,10 +436,8 @@ fn table_bytes(path: &Path) -> TableBytes {
         day_rows: one("SELECT COUNT(*) FROM subject_days"),
         day_bytes: one("SELECT SUM(LENGTH(body)) FROM subject_days"),
         tree_rows: one("SELECT COUNT(*) FROM tree"),
-        state_cost: one(
-            "SELECT SUM(pgsize) FROM dbstat WHERE name IN
-             ('subject_state', 'sqlite_autoindex_subject_state_1', 'subject_days')",
-        ),
+        state_cost: one("SELECT SUM(pgsize) FROM dbstat WHERE name IN
+             ('subject_state', 'sqlite_autoindex_subject_state_1', 'subject_days')"),
         pages: {
             let mut stmt = conn
                 .prepare("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name")
@@ -751,9 +754,7 @@ fn written_rows(path: &Path) -> Vec<WrittenRow> {
         .prepare("SELECT subject, seq, at_ms, body FROM declared WHERE seq = ?1")
         .unwrap();
     let mut score_rows = conn
-        .prepare(
-            "SELECT subject, day, as_of_ms, seq, document, headline FROM score WHERE seq = ?1",
-        )
+        .prepare("SELECT subject, day, as_of_ms, seq, document, headline FROM score WHERE seq = ?1")
         .unwrap();
     // Each bench score entry is of a subject of its own: its state is that subject's.
     let mut state_rows = conn
@@ -1243,7 +1244,11 @@ fn bytes(root: &Path, captured: &Captured, rubric: &Rubric) {
         per(empty.declared_bytes, full.declared_bytes),
         per(empty.tree_rows, full.tree_rows),
     );
-    assert_eq!(full.run_ids - empty.run_ids, n as u64, "a run id per run entry");
+    assert_eq!(
+        full.run_ids - empty.run_ids,
+        n as u64,
+        "a run id per run entry"
+    );
     println!(
         "  a subject's first run also keeps its bodies, header sets and certificate chain once (zstd): {} bytes of blobs here, {:.2} blob bytes per later run",
         full.blob_bytes,
