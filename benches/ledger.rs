@@ -38,7 +38,7 @@ use x402_lab::dynamic::{LabClock, Timeline};
 use x402_lab::{Lab, LabOptions};
 use x402_probe::checks::history::declared;
 use x402_probe::clock::{Clock, ManualClock};
-use x402_probe::config::DaemonConfig;
+use x402_probe::config::{DaemonConfig, HistoryDaysRange, Range};
 use x402_probe::daemon::Daemon;
 use x402_probe::daemon::pipeline::run_index;
 use x402_probe::daemon::subject_state::{StateRow, SubjectState};
@@ -1280,12 +1280,16 @@ fn bytes(root: &Path, captured: &Captured, rubric: &Rubric) {
     );
     let per_day = d(a.file, b.file);
     // The scoring window (states and day summaries) is bounded: a day summary is deleted once
-    // it has left every window (180 days by default), so over a year it grows for half of it.
+    // it has left every window (the default horizon), its pages reused by later rows; what a
+    // store holds after a year is the rest's growth for 365 days and the days of one window.
+    let window = <HistoryDaysRange as Range>::DEFAULT as f64;
     let state_per_day = d(a.state_cost, b.state_cost);
+    let rest_per_day = per_day - state_per_day;
     println!(
-        "    of which the subjects' states and day summaries' pages {:.0} bytes (subject_state, subject_days; slack included): {:.0} KB per subject held at most for a 180-day window",
+        "    of which the subjects' states and day summaries' pages {:.0} bytes (subject_state, subject_days; slack included): at most {:.1} MB per subject for a {window:.0}-day window; everything else {:.0} bytes",
         state_per_day,
-        state_per_day * 180.0 / 1e3
+        state_per_day * window / 1e6,
+        rest_per_day
     );
     let grown: Vec<String> = b
         .pages
@@ -1301,11 +1305,13 @@ fn bytes(root: &Path, captured: &Captured, rubric: &Rubric) {
         "    pages per table and index (bytes per subject per day): {}",
         grown.join(", ")
     );
-    let year = per_day * 365.0;
+    let year = rest_per_day * 365.0 + state_per_day * window.min(365.0);
     println!(
-        "    sizing: {:.1} MB per subject per year, all tables included ({:.1} MB of it the states and day summaries, counted for all 365 days though they stop growing at 180); 1,000 subjects {:.1} GB/year; 100,000 subjects {:.0} GB/year",
+        "    sizing: {:.1} MB per subject per year, all tables included = {:.1} MB growing all year + {:.1} MB of states and day summaries ({window:.0} days kept; {:.1} MB in all were they kept all year); 1,000 subjects {:.1} GB/year; 100,000 subjects {:.0} GB/year",
         year / 1e6,
-        state_per_day * 365.0 / 1e6,
+        rest_per_day * 365.0 / 1e6,
+        state_per_day * window.min(365.0) / 1e6,
+        per_day * 365.0 / 1e6,
         year * 1_000.0 / 1e9,
         year * 100_000.0 / 1e9
     );
