@@ -9,16 +9,20 @@
 //! - The entries are real: the daemon runs two simulated days against the lab (honest endpoints
 //!   over HTTPS, the fixed RPC on the lab chain, the default 5 samples and 3-hour cadence), and
 //!   its own run and score entries are taken back from its ledger (bodies restored) as templates.
-//! - Appends: `Store::append` of run entries with their index rows (history, declaration), in
-//!   transactions of 1, 64 and 512 entries, on a fresh store each time. Baseline: plain SQLite
-//!   inserts of the very rows that append wrote (entry, blobs, history, declaration: the same
-//!   bytes, same schema, same pragmas, same transactions) without building them (no
-//!   serialisation, canonical JSON, hashing or head read).
+//! - Appends: `Store::append` of run entries with their index rows as the daemon writes them
+//!   (run id, declaration), and of score entries with theirs (the daily score row with its
+//!   headline, the subject's state row with the day summary the score changed), in transactions
+//!   of 1, 64 and 512 entries, on a fresh store each time. Baseline: plain SQLite inserts of the
+//!   very rows that append wrote (entry, blobs, tree nodes, run id, declaration, score row,
+//!   state and day rows: the same bytes, same schema, same pragmas, same transactions) without
+//!   building them (no serialisation, canonical JSON, hashing, head read or tree edge).
 //! - Verification: `Store::verify` chain only (`deep = false`) and deep, over a store of run
 //!   entries and a store of score entries. Baseline: SHA-256 of the same bodies, already in
 //!   memory.
 //! - Bytes: the store file's growth (WAL checkpointed) per appended run entry, and per subject
-//!   over the second simulated day of the daemon, with what each table holds.
+//!   over the second simulated day of the daemon, with what each table holds: every table the
+//!   daemon writes (entries, blobs, tree, declarations, run ids, score rows and their headlines,
+//!   the subjects' states and day summaries, checkpoints).
 //!
 //! Run with `cargo bench --bench ledger` (add `-- --quick` for fewer entries and rounds, `--keep`
 //! to keep the daemon's ledger for a look).
@@ -34,13 +38,15 @@ use x402_lab::dynamic::{LabClock, Timeline};
 use x402_lab::{Lab, LabOptions};
 use x402_probe::checks::history::declared;
 use x402_probe::clock::{Clock, ManualClock};
-use x402_probe::config::DaemonConfig;
+use x402_probe::config::{DaemonConfig, HistoryDaysRange, Range};
 use x402_probe::daemon::Daemon;
 use x402_probe::daemon::pipeline::run_index;
+use x402_probe::daemon::subject_state::{StateRow, SubjectState};
 use x402_probe::evidence::run::RunRecord;
 use x402_probe::ledger::key::ReporterKey;
 use x402_probe::ledger::record::{Record, RecordKind, ScoreRecord};
 use x402_probe::rubric::Rubric;
+use x402_probe::score::headline::ScoreHeadline;
 use x402_probe::store::sqlite::{SCHEMA_SQL, STORE_FILE};
 use x402_probe::store::{Index, NewEntry, ScoreRow, SqliteStore, Store};
 
@@ -93,8 +99,19 @@ fn main() {
         "ledger: entries from the daemon's own ledger after two simulated days of {SUBJECTS} honest lab endpoints"
     );
     println!(
-        "  run entry: {} bytes of canonical JSON (format 2: results derived on read, the observation a blob it names), {} history rows",
-        captured.run_body_bytes, captured.run_history_rows
+        "  run entry: {} bytes of canonical JSON (format 2: results derived on read, the observation a blob it names)",
+        captured.run_body_bytes
+    );
+    println!(
+        "  score entry: its score row's headline {} bytes; the subject's state row {} bytes and the day summary a score rewrites {} bytes",
+        captured.score_headline.len(),
+        captured.state.body.len(),
+        captured
+            .state
+            .days
+            .iter()
+            .map(|d| d.body.len())
+            .sum::<usize>()
     );
     let o = &captured.observation;
     println!(
@@ -120,11 +137,14 @@ fn main() {
 struct Captured {
     run: RunRecord,
     score: ScoreRecord,
-    /// The score's document as kept in the daily score row.
+    /// The score's document as kept in the daily score row, and its headline.
     score_document: Vec<u8>,
+    score_headline: Vec<u8>,
+    /// The state the daemon kept for the score's subject, with only its newest day (what a
+    /// score of the day rewrites), and where its window starts.
+    state: StateRow,
     run_body_bytes: usize,
     observation: ObservationSizes,
-    run_history_rows: usize,
     /// The daemon's store: size after day 1 and after day 2 (WAL checkpointed), and the tables'
     /// contents after each.
     day1: TableBytes,
@@ -201,16 +221,6 @@ fn capture(root: &Path) -> Captured {
     let Record::Run(run) = record else {
         unreachable!()
     };
-    let rubric = x402_probe::rubric::Rubric::embedded_default();
-    let run_history_rows =
-        x402_probe::daemon::subject_state::subject_rows(&store, &rubric, &run.subject)
-            .unwrap()
-            .len()
-            / store
-                .subject_entries(&run.subject, &[RecordKind::Run], 0)
-                .unwrap()
-                .len()
-                .max(1);
     let observation = observation_sizes(&store, &body);
     let score = store
         .entries_of_kind(&[RecordKind::Score], 0)
@@ -227,13 +237,26 @@ fn capture(root: &Path) -> Captured {
         .unwrap()
         .expect("a daily score row")
         .document;
+    let score_headline = ScoreHeadline::of_stored(&score_document)
+        .expect("the score row's document reads")
+        .to_bytes();
+    let mut state = store
+        .subject_state(&score.subject)
+        .unwrap()
+        .expect("the daemon kept the scored subject's state");
+    state.days_from = SubjectState::from_row(&state)
+        .expect("the kept state reads")
+        .window_from;
+    let newest = state.days.pop().expect("the state holds a day");
+    state.days = vec![newest];
     Captured {
         score_document,
+        score_headline,
+        state,
         run_body_bytes: body.len(),
         observation,
         run: *run,
         score,
-        run_history_rows,
         day1,
         day2,
     }
@@ -368,16 +391,21 @@ struct TableBytes {
     entry_bytes: u64,
     runs: u64,
     scores: u64,
-    history_rows: u64,
-    history_bytes: u64,
     declared_bytes: u64,
+    run_ids: u64,
     blobs: u64,
     blob_bytes: u64,
     score_rows: u64,
     score_row_bytes: u64,
+    headline_bytes: u64,
+    /// The subjects' folded states (`subject_state`) and their day summaries (`subject_days`).
+    state_bytes: u64,
+    day_rows: u64,
+    day_bytes: u64,
     tree_rows: u64,
-    /// The pages the history rows take (SQLite's `dbstat`), slack included.
-    history_cost: u64,
+    /// The pages the subjects' states and day summaries take (SQLite's `dbstat`, slack
+    /// included): the scoring window's cost.
+    state_cost: u64,
     /// The pages each table and index takes, by name.
     pages: std::collections::BTreeMap<String, u64>,
 }
@@ -397,15 +425,19 @@ fn table_bytes(path: &Path) -> TableBytes {
         entry_bytes: one("SELECT SUM(LENGTH(body)) FROM entry"),
         runs: one("SELECT COUNT(*) FROM entry WHERE kind = 'run'"),
         scores: one("SELECT COUNT(*) FROM entry WHERE kind = 'score'"),
-        history_rows: one("SELECT COUNT(*) FROM history"),
-        history_bytes: one("SELECT SUM(LENGTH(entry)) FROM history"),
         declared_bytes: one("SELECT SUM(LENGTH(body)) FROM declared"),
+        run_ids: one("SELECT COUNT(*) FROM run_id"),
         blobs: one("SELECT COUNT(*) FROM blob"),
         blob_bytes: one("SELECT SUM(LENGTH(bytes)) FROM blob"),
         score_rows: one("SELECT COUNT(*) FROM score"),
         score_row_bytes: one("SELECT SUM(LENGTH(document)) FROM score"),
+        headline_bytes: one("SELECT SUM(LENGTH(headline)) FROM score"),
+        state_bytes: one("SELECT SUM(LENGTH(body)) FROM subject_state"),
+        day_rows: one("SELECT COUNT(*) FROM subject_days"),
+        day_bytes: one("SELECT SUM(LENGTH(body)) FROM subject_days"),
         tree_rows: one("SELECT COUNT(*) FROM tree"),
-        history_cost: one("SELECT SUM(pgsize) FROM dbstat WHERE name = 'history'"),
+        state_cost: one("SELECT SUM(pgsize) FROM dbstat WHERE name IN
+             ('subject_state', 'sqlite_autoindex_subject_state_1', 'subject_days')"),
         pages: {
             let mut stmt = conn
                 .prepare("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name")
@@ -438,8 +470,10 @@ fn run_entry(template: &RunRecord, rubric: &Rubric, i: usize) -> NewEntry {
     )
 }
 
-/// Score entry `i`, with its daily score row, as the daemon appends it.
-fn score_entry(template: &ScoreRecord, document: &[u8], i: usize) -> NewEntry {
+/// Score entry `i`, as the daemon appends it: with its daily score row and the row's headline,
+/// and the state it read (the subject's state row and the day summary that changed).
+fn score_entry(captured: &Captured, i: usize) -> NewEntry {
+    let template = &captured.score;
     let mut score = template.clone();
     // The value population it names is a blob of the daemon's store, not of the bench's fresh
     // ones (verification checks every named blob is there).
@@ -451,13 +485,20 @@ fn score_entry(template: &ScoreRecord, document: &[u8], i: usize) -> NewEntry {
         day: x402_probe::daemon::scoring::day_of(score.as_of_ms),
         as_of_ms: score.as_of_ms,
         seq: 0,
-        document: document.to_vec(),
+        document: captured.score_document.clone(),
+    };
+    let headline = captured.score_headline.clone();
+    let state = StateRow {
+        subject: score.subject.clone(),
+        ..captured.state.clone()
     };
     NewEntry {
         at_ms: score.as_of_ms,
         record: Record::Score(score).into(),
         index: Some(Box::new(move |seq| Index {
             score: Some(ScoreRow { seq, ..row }),
+            headline: Some(headline),
+            state: Some(state),
             ..Index::default()
         })),
     }
@@ -466,9 +507,6 @@ fn score_entry(template: &ScoreRecord, document: &[u8], i: usize) -> NewEntry {
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
     Run,
-    /// A run entry with its index rows but the history rows (another part of the daemon folds
-    /// those into the subject state): what the ledger's own rows cost.
-    RunWithoutHistory,
     Score,
     /// Every other kind, as the daemon writes it (verification only).
     Other(RecordKind),
@@ -490,7 +528,6 @@ impl Kind {
     fn name(self) -> &'static str {
         match self {
             Kind::Run => "run",
-            Kind::RunWithoutHistory => "run without history rows",
             Kind::Score => "score",
             Kind::Other(k) => k.as_str(),
         }
@@ -499,20 +536,7 @@ impl Kind {
     fn entry(self, captured: &Captured, rubric: &Rubric, i: usize) -> NewEntry {
         match self {
             Kind::Run => run_entry(&captured.run, rubric, i),
-            Kind::RunWithoutHistory => {
-                let mut entry = run_entry(&captured.run, rubric, i);
-                // The run's id and declaration, as `run_index` writes them.
-                let run_id = format!("{}:{i}", captured.run.id);
-                let declared = declared(&captured.run.free, captured.run.started_at_ms + i as i64)
-                    .and_then(|d| serde_json::to_vec(&d).ok().map(|b| (d.at_ms, b)));
-                entry.index = Some(Box::new(move |_| Index {
-                    run_id: Some(run_id),
-                    declared,
-                    ..Index::default()
-                }));
-                entry
-            }
-            Kind::Score => score_entry(&captured.score, &captured.score_document, i),
+            Kind::Score => score_entry(captured, i),
             Kind::Other(kind) => NewEntry::plain(
                 captured.run.ended_at_ms + i as i64,
                 other_record(kind, captured, i),
@@ -651,12 +675,22 @@ type EntryRow = (i64, i64, String, Option<String>, Vec<u8>, Vec<u8>, Vec<u8>);
 /// A `blob` row: sha256, codec, bytes.
 type BlobRow = (Vec<u8>, i64, Vec<u8>);
 
+/// A `score` row: subject, day, as_of_ms, seq, document (as kept), headline.
+type ScoreTableRow = (String, String, i64, i64, Vec<u8>, Option<Vec<u8>>);
+/// A `subject_state` or `subject_days` row: subject, through_seq or day, sha256, body.
+type StateTableRow = (String, i64, Vec<u8>, Vec<u8>);
+
 /// The rows an append wrote, per entry, as bytes.
 struct WrittenRow {
     entry: EntryRow,
-    history: Vec<(String, i64, i64, Vec<u8>)>,
+    /// The tree nodes the entry completed: level, idx, hash.
+    tree: Vec<(i64, i64, Vec<u8>)>,
+    run_id: Option<(String, i64)>,
     declared: Option<(String, i64, i64, Vec<u8>)>,
-    score: Option<(String, String, i64, i64, Vec<u8>)>,
+    score: Option<ScoreTableRow>,
+    /// A score's subject state and its day rows.
+    state: Option<StateTableRow>,
+    days: Vec<StateTableRow>,
     /// The blobs the store inserted (or found kept) for the entry: a run's observation, and the
     /// bodies, header sets and chain it names (kept once for every run).
     blobs: Vec<BlobRow>,
@@ -698,14 +732,36 @@ fn written_rows(path: &Path) -> Vec<WrittenRow> {
     let mut entries = conn
         .prepare("SELECT seq, at_ms, kind, subject, prev, hash, body FROM entry ORDER BY seq")
         .unwrap();
-    let mut history = conn
-        .prepare("SELECT subject, seq, idx, entry FROM history WHERE seq = ?1 ORDER BY idx")
+    // A node at (level, idx) is completed by leaf (idx + 1) * 2^level - 1: entry seq
+    // (idx + 1) << level.
+    let mut tree: std::collections::HashMap<i64, Vec<(i64, i64, Vec<u8>)>> = Default::default();
+    {
+        let mut nodes = conn.prepare("SELECT level, idx, hash FROM tree").unwrap();
+        for node in nodes
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+        {
+            let (level, idx, hash): (i64, i64, Vec<u8>) = node.unwrap();
+            tree.entry((idx + 1) << level)
+                .or_default()
+                .push((level, idx, hash));
+        }
+    }
+    let mut run_ids = conn
+        .prepare("SELECT id, seq FROM run_id WHERE seq = ?1")
         .unwrap();
     let mut declared_rows = conn
         .prepare("SELECT subject, seq, at_ms, body FROM declared WHERE seq = ?1")
         .unwrap();
     let mut score_rows = conn
-        .prepare("SELECT subject, day, as_of_ms, seq, document FROM score WHERE seq = ?1")
+        .prepare("SELECT subject, day, as_of_ms, seq, document, headline FROM score WHERE seq = ?1")
+        .unwrap();
+    // Each bench score entry is of a subject of its own: its state is that subject's.
+    let mut state_rows = conn
+        .prepare("SELECT subject, through_seq, sha256, body FROM subject_state WHERE subject = ?1")
+        .unwrap();
+    let mut day_rows = conn
+        .prepare("SELECT subject, day, sha256, body FROM subject_days WHERE subject = ?1")
         .unwrap();
     let rows: Vec<WrittenRow> = entries
         .query_map([], |r| {
@@ -723,23 +779,45 @@ fn written_rows(path: &Path) -> Vec<WrittenRow> {
         .map(|e| {
             let entry: EntryRow = e.unwrap();
             let seq = entry.0;
-            let history = history
-                .query_map([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            let run_id = run_ids
+                .query_map([seq], |r| Ok((r.get(0)?, r.get(1)?)))
                 .unwrap()
                 .map(Result::unwrap)
-                .collect();
+                .next();
             let declared = declared_rows
                 .query_map([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
                 .unwrap()
                 .map(Result::unwrap)
                 .next();
-            let score = score_rows
+            let score: Option<ScoreTableRow> = score_rows
                 .query_map([seq], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                    ))
                 })
                 .unwrap()
                 .map(Result::unwrap)
                 .next();
+            let state_of = |stmt: &mut rusqlite::Statement, subject: &str| -> Vec<StateTableRow> {
+                stmt.query_map([subject], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+            };
+            let (state, days) = match &score {
+                Some(row) => (
+                    state_of(&mut state_rows, &row.0).into_iter().next(),
+                    state_of(&mut day_rows, &row.0),
+                ),
+                None => (None, Vec::new()),
+            };
             let blobs = match observation_ref(&entry.6) {
                 Some(sha) => std::iter::once(by_sha[&sha].clone())
                     .chain(shared.iter().cloned())
@@ -747,10 +825,13 @@ fn written_rows(path: &Path) -> Vec<WrittenRow> {
                 None => Vec::new(),
             };
             WrittenRow {
+                tree: tree.remove(&seq).unwrap_or_default(),
                 entry,
-                history,
+                run_id,
                 declared,
                 score,
+                state,
+                days,
                 blobs,
             }
         })
@@ -783,9 +864,21 @@ fn plain_inserts(path: &Path, rows: &[WrittenRow], batch: usize) -> f64 {
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 )
                 .unwrap();
-            let mut history = tx
+            let mut tree = tx
+                .prepare_cached("INSERT INTO tree (level, idx, hash) VALUES (?1, ?2, ?3)")
+                .unwrap();
+            let mut run_id = tx
+                .prepare_cached("INSERT INTO run_id (id, seq) VALUES (?1, ?2)")
+                .unwrap();
+            let mut state_row = tx
                 .prepare_cached(
-                    "INSERT INTO history (subject, seq, idx, entry) VALUES (?1, ?2, ?3, ?4)",
+                    "INSERT INTO subject_state (subject, through_seq, sha256, body)
+                     VALUES (?1, ?2, ?3, ?4)",
+                )
+                .unwrap();
+            let mut day_row = tx
+                .prepare_cached(
+                    "INSERT INTO subject_days (subject, day, sha256, body) VALUES (?1, ?2, ?3, ?4)",
                 )
                 .unwrap();
             let mut declared_row = tx
@@ -795,9 +888,10 @@ fn plain_inserts(path: &Path, rows: &[WrittenRow], batch: usize) -> f64 {
                 .unwrap();
             let mut score_row = tx
                 .prepare_cached(
-                    "INSERT INTO score (subject, day, as_of_ms, seq, document)
-                     VALUES (?1, ?2, ?3, ?4, ?5)
-                     ON CONFLICT (subject, day) DO UPDATE SET as_of_ms = ?3, seq = ?4, document = ?5",
+                    "INSERT INTO score (subject, day, as_of_ms, seq, document, headline)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                     ON CONFLICT (subject, day) DO UPDATE SET as_of_ms = ?3, seq = ?4,
+                     document = ?5, headline = ?6",
                 )
                 .unwrap();
             // The store inserts (or ignores, when kept already) each blob an entry keeps apart,
@@ -810,18 +904,29 @@ fn plain_inserts(path: &Path, rows: &[WrittenRow], batch: usize) -> f64 {
                 entry
                     .execute(params![seq, at_ms, kind, subject, prev, hash, body])
                     .unwrap();
-                for (subject, seq, idx, e) in &row.history {
-                    history.execute(params![subject, seq, idx, e]).unwrap();
+                for (level, idx, hash) in &row.tree {
+                    tree.execute(params![level, idx, hash]).unwrap();
+                }
+                if let Some((id, seq)) = &row.run_id {
+                    run_id.execute(params![id, seq]).unwrap();
                 }
                 if let Some((subject, seq, at, body)) = &row.declared {
                     declared_row
                         .execute(params![subject, seq, at, body])
                         .unwrap();
                 }
-                if let Some((subject, day, as_of, seq, document)) = &row.score {
+                if let Some((subject, day, as_of, seq, document, headline)) = &row.score {
                     score_row
-                        .execute(params![subject, day, as_of, seq, document])
+                        .execute(params![subject, day, as_of, seq, document, headline])
                         .unwrap();
+                }
+                if let Some((subject, through, sha, body)) = &row.state {
+                    state_row
+                        .execute(params![subject, through, sha, body])
+                        .unwrap();
+                }
+                for (subject, day, sha, body) in &row.days {
+                    day_row.execute(params![subject, day, sha, body]).unwrap();
                 }
             }
         }
@@ -842,7 +947,7 @@ fn met(ok: bool) -> &'static str {
 
 fn appends(sizes: &Sizes, root: &Path, captured: &Captured, rubric: &Rubric) {
     println!(
-        "appends: entries with their index rows (a run: history and declaration; a score: its daily score row), per transaction size"
+        "appends: entries with their index rows as the daemon writes them (a run: its run id and declaration; a score: its daily score row with its headline, the subject's state row and the day summary it changed), per transaction size"
     );
     println!(
         "  (median of {} rounds; every commit on stable storage; a fresh store each time)",
@@ -852,7 +957,7 @@ fn appends(sizes: &Sizes, root: &Path, captured: &Captured, rubric: &Rubric) {
         "  {:<24} {:>6}  {:>8}  {:>16}  {:>16}  {:>6}",
         "entries", "batch", "count", "Store::append /s", "plain inserts /s", "ratio"
     );
-    for kind in [Kind::Run, Kind::RunWithoutHistory, Kind::Score] {
+    for kind in [Kind::Run, Kind::Score] {
         let mut best = 0.0f64;
         for batch in [1usize, 64, 512] {
             let n = sizes.entries(batch);
@@ -886,7 +991,9 @@ fn appends(sizes: &Sizes, root: &Path, captured: &Captured, rubric: &Rubric) {
             kind.name()
         );
     }
-    println!("  ratio = time of Store::append / time of the plain inserts of the same rows");
+    println!(
+        "  ratio = time of Store::append / time of the plain inserts of the same rows (entry, blobs, tree nodes and index rows)"
+    );
     // What the run's task does before the writer: the stored form (results derived again and
     // compared, blobs hashed), against deriving the results alone.
     let n = if sizes.quick { 100 } else { 400 };
@@ -1131,12 +1238,16 @@ fn bytes(root: &Path, captured: &Captured, rubric: &Rubric) {
     let full = table_bytes(&path);
     let per = |a: u64, b: u64| (b - a) as f64 / n as f64;
     println!(
-        "  per run entry (later runs of a subject: its bodies already kept): {:.0} bytes of file = entry {:.0} + history {:.0} ({:.1} rows) + declaration {:.0} + b-tree and page overhead",
+        "  per run entry (later runs of a subject: its bodies already kept): {:.0} bytes of file = entry {:.0} + declaration {:.0} + run id + {:.2} tree nodes + b-tree and page overhead",
         per(empty.file, full.file),
         per(empty.entry_bytes, full.entry_bytes),
-        per(empty.history_bytes, full.history_bytes),
-        per(empty.history_rows, full.history_rows),
         per(empty.declared_bytes, full.declared_bytes),
+        per(empty.tree_rows, full.tree_rows),
+    );
+    assert_eq!(
+        full.run_ids - empty.run_ids,
+        n as u64,
+        "a run id per run entry"
     );
     println!(
         "  a subject's first run also keeps its bodies, header sets and certificate chain once (zstd): {} bytes of blobs here, {:.2} blob bytes per later run",
@@ -1145,7 +1256,7 @@ fn bytes(root: &Path, captured: &Captured, rubric: &Rubric) {
     );
     let _ = std::fs::remove_dir_all(&dir);
 
-    // Per subject per day: the daemon's second simulated day.
+    // Per subject per day: the daemon's second simulated day, every table it writes.
     let (a, b) = (&captured.day1, &captured.day2);
     let s = SUBJECTS as f64;
     let d = |x: u64, y: u64| (y.saturating_sub(x)) as f64 / s;
@@ -1153,25 +1264,31 @@ fn bytes(root: &Path, captured: &Captured, rubric: &Rubric) {
         "  per subject per day at the default cadence (the daemon's second simulated day, {SUBJECTS} subjects, every 3 h +-10%):"
     );
     println!(
-        "    {:.0} bytes of file: {:.1} run and {:.1} score entries ({:.0} bytes), {:.0} history rows ({:.0} bytes), declarations {:.0}, blobs {:.0}, daily score rows {:.0}",
+        "    {:.0} bytes of file: {:.1} run and {:.1} score entries ({:.0} bytes), blobs {:.0}, declarations {:.0}, daily score rows {:.0} (zstd) + their headlines {:.0}, {:.1} day summaries ({:.0} bytes; {:.0} bytes of each subject's state row), {:.1} tree nodes",
         d(a.file, b.file),
         d(a.runs, b.runs),
         d(a.scores, b.scores),
         d(a.entry_bytes, b.entry_bytes),
-        d(a.history_rows, b.history_rows),
-        d(a.history_bytes, b.history_bytes),
-        d(a.declared_bytes, b.declared_bytes),
         d(a.blob_bytes, b.blob_bytes),
+        d(a.declared_bytes, b.declared_bytes),
         d(a.score_row_bytes, b.score_row_bytes),
+        d(a.headline_bytes, b.headline_bytes),
+        d(a.day_rows, b.day_rows),
+        d(a.day_bytes, b.day_bytes),
+        b.state_bytes as f64 / s,
+        d(a.tree_rows, b.tree_rows),
     );
     let per_day = d(a.file, b.file);
-    // The history rows are reworked apart (the folded subject state): their pages counted alone.
-    let history_per_day = d(a.history_cost, b.history_cost);
-    let rest_per_day = per_day - history_per_day;
+    // The scoring window (states and day summaries) is bounded: a day summary is deleted once
+    // it has left every window (the default horizon), its pages reused by later rows; what a
+    // store holds after a year is the rest's growth for 365 days and the days of one window.
+    let window = <HistoryDaysRange as Range>::DEFAULT as f64;
+    let state_per_day = d(a.state_cost, b.state_cost);
+    let rest_per_day = per_day - state_per_day;
     println!(
-        "    of which the history rows' pages {:.0} bytes; everything else (entries, blobs, tree {:.0} rows, declarations, score rows, subjects) {:.0} bytes",
-        history_per_day,
-        d(a.tree_rows, b.tree_rows),
+        "    of which the subjects' states and day summaries' pages {:.0} bytes (subject_state, subject_days; slack included): at most {:.1} MB per subject for a {window:.0}-day window; everything else {:.0} bytes",
+        state_per_day,
+        state_per_day * window / 1e6,
         rest_per_day
     );
     let grown: Vec<String> = b
@@ -1188,20 +1305,20 @@ fn bytes(root: &Path, captured: &Captured, rubric: &Rubric) {
         "    pages per table and index (bytes per subject per day): {}",
         grown.join(", ")
     );
+    let year = rest_per_day * 365.0 + state_per_day * window.min(365.0);
     println!(
-        "    sizing: {:.1} MB per subject per year in all = {:.1} MB without the history rows + {:.1} MB of history rows; 1,000 subjects {:.1} GB/year; 100,000 subjects {:.0} GB/year",
-        per_day * 365.0 / 1e6,
+        "    sizing: {:.1} MB per subject per year, all tables included = {:.1} MB growing all year + {:.1} MB of states and day summaries ({window:.0} days kept; {:.1} MB in all were they kept all year); 1,000 subjects {:.1} GB/year; 100,000 subjects {:.0} GB/year",
+        year / 1e6,
         rest_per_day * 365.0 / 1e6,
-        history_per_day * 365.0 / 1e6,
-        per_day * 365.0 * 1_000.0 / 1e9,
-        per_day * 365.0 * 100_000.0 / 1e9
+        state_per_day * window.min(365.0) / 1e6,
+        per_day * 365.0 / 1e6,
+        year * 1_000.0 / 1e9,
+        year * 100_000.0 / 1e9
     );
     println!(
-        "    goal: at most 15 MB per subject per year, all tables included: {} without the history rows ({:.1} MB), {} with them ({:.1} MB)",
-        met(rest_per_day * 365.0 <= 15e6),
-        rest_per_day * 365.0 / 1e6,
-        met(per_day * 365.0 <= 15e6),
-        per_day * 365.0 / 1e6
+        "    goal: at most 15 MB per subject per year, all tables included: {} ({:.1} MB)",
+        met(year <= 15e6),
+        year / 1e6
     );
     let _ = (b.entries, b.blobs, b.score_rows);
 }
