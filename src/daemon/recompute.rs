@@ -54,6 +54,7 @@ pub fn recompute_ledger(
     let mut outages = OutageFold::default();
     // The states the daemon kept, compared when the pass reaches the entry each reflects.
     let mut kept: BTreeMap<String, StateRow> = BTreeMap::new();
+    let mut looked_up: std::collections::BTreeSet<String> = Default::default();
     let mut report = LedgerRecompute::default();
     let mut after = 0;
     loop {
@@ -70,12 +71,14 @@ pub fn recompute_ledger(
             match &entry.record {
                 Record::Outage(_) => outages.fold(seq, &entry.record),
                 Record::Score(score) => {
-                    let state = subjects.entry(score.subject.clone()).or_insert_with(|| {
-                        if let Ok(Some(row)) = store.subject_state(&score.subject) {
-                            kept.insert(score.subject.clone(), row);
-                        }
-                        SubjectState::new()
-                    });
+                    // The kept state is read at the subject's first score (its other entries
+                    // usually come first and start its fold).
+                    if looked_up.insert(score.subject.clone())
+                        && let Some(row) = store.subject_state(&score.subject)?
+                    {
+                        kept.insert(score.subject.clone(), row);
+                    }
+                    let state = subjects.entry(score.subject.clone()).or_default();
                     let window = rows.entry(score.subject.clone()).or_default();
                     let outcome =
                         check_score(store, &populations, rubrics, state, window, &outages, score);
