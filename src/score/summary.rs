@@ -299,6 +299,23 @@ mod tests {
         days.into_iter().collect()
     }
 
+    /// `/3` inputs of `doc`'s subject and population from `days` (its history rows left out).
+    fn inputs_of_days(doc: &InputsDocument, days: &[(i64, Vec<Cell>)]) -> Inputs {
+        let digests: Vec<[u8; 32]> = days.iter().map(|(_, c)| day_digest(c)).collect();
+        let refs: Vec<Day<'_>> = days
+            .iter()
+            .zip(&digests)
+            .map(|((day, cells), sha)| Day {
+                day: *day,
+                cells,
+                sha256: *sha,
+            })
+            .collect();
+        let mut meta = doc.clone();
+        meta.history.clear();
+        inputs(meta, &refs).unwrap()
+    }
+
     /// Outcomes at the start of their day weigh in `/3` exactly what they weigh in `/2` (each
     /// scale is a sum of ones): every rule must then publish the same figures from the cells as
     /// from the entries, runs of several outcomes read as one cell included. Only the digest
@@ -315,19 +332,7 @@ mod tests {
             let days = as_cells(&rubric, &doc);
             let merged: usize = days.iter().map(|(_, c)| c.len()).sum();
             assert!(merged < doc.history.len(), "some outcomes share a cell");
-            let digests: Vec<[u8; 32]> = days.iter().map(|(_, c)| day_digest(c)).collect();
-            let day_refs: Vec<Day<'_>> = days
-                .iter()
-                .zip(&digests)
-                .map(|((day, cells), sha)| Day {
-                    day: *day,
-                    cells,
-                    sha256: *sha,
-                })
-                .collect();
-            let mut meta = doc.clone();
-            meta.history.clear();
-            let v3 = inputs(meta, &day_refs).unwrap();
+            let v3 = inputs_of_days(&doc, &days);
             assert_eq!(v3.method, Method::V3);
             let a = score(&rubric, &v2, Sampler::InverseCdfTable).unwrap();
             let b = score(&rubric, &v3, Sampler::InverseCdfTable).unwrap();
@@ -353,21 +358,7 @@ mod tests {
             "../../tests/data/golden/01-healthy-established.json"
         ));
         let days = as_cells(&rubric, &doc);
-        let digest_of = |days: &[(i64, Vec<Cell>)]| {
-            let digests: Vec<[u8; 32]> = days.iter().map(|(_, c)| day_digest(c)).collect();
-            let refs: Vec<Day<'_>> = days
-                .iter()
-                .zip(&digests)
-                .map(|((day, cells), sha)| Day {
-                    day: *day,
-                    cells,
-                    sha256: *sha,
-                })
-                .collect();
-            let mut meta = doc.clone();
-            meta.history.clear();
-            inputs(meta, &refs).unwrap().digest
-        };
+        let digest_of = |days: &[(i64, Vec<Cell>)]| inputs_of_days(&doc, days).digest;
         let base = digest_of(&days);
         assert_eq!(base, digest_of(&days), "deterministic");
         let mut changed = days.clone();
