@@ -35,6 +35,40 @@ pub(crate) fn call(uri: &http::Uri, body: Option<Vec<u8>>) -> Result<(u16, Bytes
     }
 }
 
+/// One request as a command makes it (`command`: `status`, `preflight`), its answer read as a
+/// `what` (`T`) with the body it came in; `None` when there is none, the reason said on stderr
+/// (no answer, a status other than 200, a body that is not a `what`): the command exits 1.
+pub(crate) fn fetch<T: serde::de::DeserializeOwned>(
+    command: &str,
+    api: &str,
+    uri: &http::Uri,
+    body: Option<Vec<u8>>,
+    what: &str,
+) -> Option<(T, Bytes)> {
+    let (status, body) = match call(uri, body) {
+        Ok(answer) => answer,
+        Err(e) => {
+            eprintln!("x402-probe {command}: {api} did not answer: {e}");
+            return None;
+        }
+    };
+    if status != 200 {
+        let text = String::from_utf8_lossy(&body);
+        eprintln!(
+            "x402-probe {command}: HTTP {status}: {}",
+            crate::report::one_line(&text, 300)
+        );
+        return None;
+    }
+    match serde_json::from_slice(&body) {
+        Ok(answer) => Some((answer, body)),
+        Err(e) => {
+            eprintln!("x402-probe {command}: the answer is not {what}: {e}");
+            None
+        }
+    }
+}
+
 async fn send(uri: &http::Uri, body: Option<Vec<u8>>) -> Result<(u16, Bytes)> {
     let host = uri.host().context("the URL has no host")?;
     let host = host.trim_start_matches('[').trim_end_matches(']');

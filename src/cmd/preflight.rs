@@ -66,27 +66,14 @@ pub fn run(args: Args) -> Result<i32> {
     }
     let uri = api_client::uri(&args.api, "/v1/preflight")?;
     let body = serde_json::to_vec(&request)?;
-    let (status, body) = match api_client::call(&uri, Some(body)) {
-        Ok(answer) => answer,
-        Err(e) => {
-            eprintln!("x402-probe preflight: {} did not answer: {e}", args.api);
-            return Ok(1);
-        }
-    };
-    if status != 200 {
-        let text = String::from_utf8_lossy(&body);
-        eprintln!(
-            "x402-probe preflight: HTTP {status}: {}",
-            one_line(&text, 300)
-        );
+    let Some((preflight, body)) = api_client::fetch::<Preflight>(
+        "preflight",
+        &args.api,
+        &uri,
+        Some(body),
+        "a preflight answer",
+    ) else {
         return Ok(1);
-    }
-    let preflight: Preflight = match serde_json::from_slice(&body) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("x402-probe preflight: the answer is not a preflight answer: {e}");
-            return Ok(1);
-        }
     };
     if args.json {
         println!("{}", String::from_utf8_lossy(&body));

@@ -29,24 +29,10 @@ const PAUSED_SHOWN: usize = 10;
 
 pub fn run(args: Args) -> Result<i32> {
     let uri = api_client::uri(&args.api, "/v1/status")?;
-    let (status, body) = match api_client::call(&uri, None) {
-        Ok(answer) => answer,
-        Err(e) => {
-            eprintln!("x402-probe status: {} did not answer: {e}", args.api);
-            return Ok(1);
-        }
-    };
-    if status != 200 {
-        let text = String::from_utf8_lossy(&body);
-        eprintln!("x402-probe status: HTTP {status}: {}", one_line(&text, 300));
+    let Some((view, _)) =
+        api_client::fetch::<StatusView>("status", &args.api, &uri, None, "a status document")
+    else {
         return Ok(1);
-    }
-    let view: StatusView = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("x402-probe status: the answer is not a status document: {e}");
-            return Ok(1);
-        }
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&view)?);
