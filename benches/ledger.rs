@@ -431,7 +431,7 @@ fn table_bytes(path: &Path) -> TableBytes {
         blob_bytes: one("SELECT SUM(LENGTH(bytes)) FROM blob"),
         score_rows: one("SELECT COUNT(*) FROM score"),
         score_row_bytes: one("SELECT SUM(LENGTH(document)) FROM score"),
-        headline_bytes: one("SELECT SUM(LENGTH(headline)) FROM score"),
+        headline_bytes: one("SELECT SUM(LENGTH(headline)) FROM score_headline"),
         state_bytes: one("SELECT SUM(LENGTH(body)) FROM subject_state"),
         day_rows: one("SELECT COUNT(*) FROM subject_days"),
         day_bytes: one("SELECT SUM(LENGTH(body)) FROM subject_days"),
@@ -754,7 +754,11 @@ fn written_rows(path: &Path) -> Vec<WrittenRow> {
         .prepare("SELECT subject, seq, at_ms, body FROM declared WHERE seq = ?1")
         .unwrap();
     let mut score_rows = conn
-        .prepare("SELECT subject, day, as_of_ms, seq, document, headline FROM score WHERE seq = ?1")
+        .prepare(
+            "SELECT s.subject, s.day, s.as_of_ms, s.seq, s.document, h.headline FROM score s
+             LEFT JOIN score_headline h ON h.subject = s.subject AND h.day = s.day
+             WHERE s.seq = ?1",
+        )
         .unwrap();
     // Each bench score entry is of a subject of its own: its state is that subject's.
     let mut state_rows = conn
@@ -888,10 +892,16 @@ fn plain_inserts(path: &Path, rows: &[WrittenRow], batch: usize) -> f64 {
                 .unwrap();
             let mut score_row = tx
                 .prepare_cached(
-                    "INSERT INTO score (subject, day, as_of_ms, seq, document, headline)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                    "INSERT INTO score (subject, day, as_of_ms, seq, document)
+                     VALUES (?1, ?2, ?3, ?4, ?5)
                      ON CONFLICT (subject, day) DO UPDATE SET as_of_ms = ?3, seq = ?4,
-                     document = ?5, headline = ?6",
+                     document = ?5",
+                )
+                .unwrap();
+            let mut headline_row = tx
+                .prepare_cached(
+                    "INSERT INTO score_headline (subject, day, headline) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (subject, day) DO UPDATE SET headline = ?3",
                 )
                 .unwrap();
             // The store inserts (or ignores, when kept already) each blob an entry keeps apart,
@@ -917,8 +927,13 @@ fn plain_inserts(path: &Path, rows: &[WrittenRow], batch: usize) -> f64 {
                 }
                 if let Some((subject, day, as_of, seq, document, headline)) = &row.score {
                     score_row
-                        .execute(params![subject, day, as_of, seq, document, headline])
+                        .execute(params![subject, day, as_of, seq, document])
                         .unwrap();
+                    if let Some(headline) = headline {
+                        headline_row
+                            .execute(params![subject, day, headline])
+                            .unwrap();
+                    }
                 }
                 if let Some((subject, through, sha, body)) = &row.state {
                     state_row

@@ -73,22 +73,29 @@ CREATE TABLE IF NOT EXISTS subject (
 ) STRICT;
 
 -- The latest score document of each subject (the document without its inputs, which the ledger
--- rebuilds), and one snapshot per subject and UTC day. `headline` is what the index, the list
--- and the scheduler read of the document (src/score/headline.rs, JSON; it names the document's
--- SHA-256), derived from it: the daemon's start reads it instead of parsing every document. NULL
--- only for a row whose document does not read, or one written before headlines were kept (or
--- copied by a migration): those are derived when the ledger is next opened for writing, once
--- (`meta` key `score_headlines`). No partial index finds them: one on this table makes SQLite
--- prepare every statement reading it again at each use.
+-- rebuilds), and one snapshot per subject and UTC day.
 CREATE TABLE IF NOT EXISTS score (
     subject   TEXT NOT NULL,
     day       TEXT NOT NULL,
     as_of_ms  INTEGER NOT NULL,
     seq       INTEGER NOT NULL,
     document  BLOB NOT NULL,
-    headline  BLOB,
     PRIMARY KEY (subject, day)
 ) STRICT;
+
+-- What the index, the list and the scheduler read of each score row's document
+-- (src/score/headline.rs, JSON; it names the document's SHA-256), derived from it and written
+-- with it: the daemon's start reads it instead of parsing every document. Kept apart from the
+-- document so that reading it never reads the document's pages (a column after a large value
+-- is reached through all of that value's overflow pages). Missing only for a row whose
+-- document does not read, or one copied by a migration: those are derived when the ledger is
+-- next opened for writing, once (`meta` key `score_headlines`).
+CREATE TABLE IF NOT EXISTS score_headline (
+    subject  TEXT NOT NULL,
+    day      TEXT NOT NULL,
+    headline BLOB NOT NULL,
+    PRIMARY KEY (subject, day)
+) STRICT, WITHOUT ROWID;
 
 -- Each subject's folded scoring state (src/daemon/subject_state.rs): its revisions, declared
 -- price, category, provenance, paid-call facts, where its window of days starts and the digest

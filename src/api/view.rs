@@ -342,7 +342,14 @@ impl View {
     /// entry's when the daemon published one since: the view rebuilds the entry shortly).
     fn latest_row(&self, entry: &SubjectEntry) -> Option<ScoreRow> {
         match checked_latest_score(self.store.as_ref(), &entry.url) {
-            Ok(checked) => checked.latest,
+            Ok(checked) => {
+                // The start read the row's headline, not its document: a document that is not
+                // the one its entry published is caught here.
+                for broken in &checked.mismatches {
+                    tracing::error!(subject = %entry.url, error = %broken, "integrity: a stored score row differs from the ledger; it is not served");
+                }
+                checked.latest
+            }
             Err(e) => {
                 tracing::warn!(subject = %entry.url, error = %e, "API view: reading a score failed");
                 None

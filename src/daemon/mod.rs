@@ -561,27 +561,53 @@ impl Daemon {
         let for_view = self.api_bound.is_some();
         let mut loaded = BTreeMap::new();
         let mut handed = std::collections::HashMap::new();
-        for (url, subject) in &self.subjects {
+        // One read of every subject's newest score row, headline, score entry and declaration;
+        // a subject whose row does not read as its newest entry's is read again, alone, by the
+        // full check, which names what is wrong.
+        let mut again = Vec::new();
+        store.start_rows(&mut |row| {
+            let Some(subject) = self.subjects.get(&row.subject) else {
+                return;
+            };
             let removed = subject.row.state == SubjectState::Removed;
             if removed && !for_view {
-                continue;
+                return;
             }
+            let Some(latest) = crate::store::start_headline(&row) else {
+                again.push(row.subject);
+                return;
+            };
+            if let Some((_, Ok(headline))) = &latest.latest
+                && !removed
+            {
+                let price = row.declared.and_then(|d| d.price_usd()).unwrap_or_default();
+                let summary = scoring::summary_of(
+                    &self.shared.rubric,
+                    headline,
+                    price,
+                    &subject.row.category,
+                );
+                loaded.insert(row.subject.clone(), summary);
+            }
+            if for_view {
+                handed.insert(row.subject, latest);
+            }
+        })?;
+        for url in again {
+            let removed = self.subjects[&url].row.state == SubjectState::Removed;
             // Only a row that holds what the ledger published (it feeds paid-call decisions and
             // the value population other subjects' scores read).
-            let (latest, mismatches) = crate::store::checked_latest_headline(store.as_ref(), url)?;
+            let (latest, mismatches) = crate::store::checked_latest_headline(store.as_ref(), &url)?;
             for broken in &mismatches {
                 tracing::error!(subject = %url, error = %broken, "integrity: a stored score row differs from the ledger; it is neither used nor served");
             }
             match &latest.latest {
                 Some((_, Ok(headline))) if !removed => {
                     // The price the score read: its subject's latest declaration.
-                    let price = pipeline::latest_price(store.as_ref(), url)?.unwrap_or_default();
-                    let summary = scoring::summary_of(
-                        &self.shared.rubric,
-                        headline,
-                        price,
-                        &subject.row.category,
-                    );
+                    let price = pipeline::latest_price(store.as_ref(), &url)?.unwrap_or_default();
+                    let category = &self.subjects[&url].row.category;
+                    let summary =
+                        scoring::summary_of(&self.shared.rubric, headline, price, category);
                     loaded.insert(url.clone(), summary);
                 }
                 // Not fatal: the subject counts as unscored until its next score.
@@ -593,7 +619,7 @@ impl Daemon {
                 _ => {}
             }
             if for_view {
-                handed.insert(url.clone(), latest);
+                handed.insert(url, latest);
             }
         }
         *self

@@ -551,11 +551,28 @@ async fn the_latest_score_read_alone_agrees_with_every_row_checked() {
         });
         assert_eq!(headline.latest, derived);
     };
+    // The start's one read of every subject: the headline alone when it is the newest entry's
+    // (`None`: the subject is read again by the full check).
+    let start = || {
+        let mut rows = Vec::new();
+        store
+            .start_rows(&mut |row| {
+                if row.subject == subject {
+                    rows.push(row);
+                }
+            })
+            .unwrap();
+        assert_eq!(rows.len(), 1, "one row per subject");
+        crate::store::start_headline(&rows[0])
+    };
     agree(true, None);
+    let (served, _) = checked_latest_headline(store, &subject).unwrap();
+    assert_eq!(start(), Some(served.clone()));
     let db = rusqlite::Connection::open(dir.path().join("ledger.sqlite")).unwrap();
     let kept = || -> Option<Vec<u8>> {
         db.query_row(
-            "SELECT headline FROM score WHERE subject = ?1 AND seq = ?2",
+            "SELECT h.headline FROM score s LEFT JOIN score_headline h
+             ON h.subject = s.subject AND h.day = s.day WHERE s.subject = ?1 AND s.seq = ?2",
             rusqlite::params![&subject, newest as i64],
             |r| r.get(0),
         )
@@ -564,10 +581,19 @@ async fn the_latest_score_read_alone_agrees_with_every_row_checked() {
     let headline: ScoreHeadline = serde_json::from_slice(&kept().expect("kept")).unwrap();
     let set_headline = |bytes: Option<Vec<u8>>| {
         db.execute(
-            "UPDATE score SET headline = ?1 WHERE subject = ?2 AND seq = ?3",
-            rusqlite::params![bytes, &subject, newest as i64],
+            "DELETE FROM score_headline WHERE subject = ?1
+             AND day = (SELECT day FROM score WHERE subject = ?1 AND seq = ?2)",
+            rusqlite::params![&subject, newest as i64],
         )
         .unwrap();
+        if let Some(bytes) = bytes {
+            db.execute(
+                "INSERT INTO score_headline (subject, day, headline)
+                 SELECT subject, day, ?1 FROM score WHERE subject = ?2 AND seq = ?3",
+                rusqlite::params![bytes, &subject, newest as i64],
+            )
+            .unwrap();
+        }
     };
     // None kept (a ledger from before headlines), one of another document, one edited to say
     // another capped score and verdict: the document's is served all the same.
@@ -587,6 +613,11 @@ async fn the_latest_score_read_alone_agrees_with_every_row_checked() {
     ] {
         set_headline(bytes);
         agree(true, None);
+        assert_eq!(
+            start(),
+            None,
+            "a headline that is not the entry's is not read at the start"
+        );
     }
     // `ledger verify` names a kept headline that is not its document's.
     let verify = || {
@@ -607,15 +638,25 @@ async fn the_latest_score_read_alone_agrees_with_every_row_checked() {
         .unwrap();
     drop(crate::store::sqlite::SqliteStore::open(dir.path()).unwrap());
     assert_eq!(kept(), Some(headline.to_bytes()));
+    assert_eq!(start(), Some(served.clone()));
+    // A document edited under an intact headline: the start reads the headline, which says
+    // what the entry published; the document is refused where it is read (its page, its
+    // envelope), by the check of its hash.
     db.execute(
         "UPDATE score SET document = CAST('{}' AS BLOB) WHERE subject = ?1",
         [&subject],
     )
     .unwrap();
     agree(false, Some(newest));
+    assert_eq!(start(), Some(served));
     db.execute("DELETE FROM score WHERE subject = ?1", [&subject])
         .unwrap();
     agree(false, Some(newest));
+    assert_eq!(
+        start(),
+        None,
+        "an entry without its row is read by the full check"
+    );
 }
 
 /// The same evidence gives the same inputs (digest, Monte Carlo seed, band) whether `probe`

@@ -600,6 +600,49 @@ pub(crate) fn newest_row_stale(subject: &str, entry: u64, newest_row: Option<u64
     }
 }
 
+/// A subject's newest score as the daemon's start reads it for every subject in one pass
+/// ([`Store::start_rows`]), without its document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartRow {
+    pub subject: String,
+    /// The newest score row's `seq` and `as_of_ms`.
+    pub row: Option<(u64, i64)>,
+    /// The headline kept for that row.
+    pub headline: Option<Vec<u8>>,
+    /// The subject's newest `score` entry.
+    pub newest: Option<ReadEntry>,
+    /// The subject's latest declaration (the price its scores read).
+    pub declared: Option<Declared>,
+}
+
+/// The start's reading of `row` without its document: the newest row is the newest `score`
+/// entry's (same seq, subject and time) and keeps a headline naming the document that entry
+/// published and saying what it published of it (score, band, grade, verdict, rubric). The
+/// document's own hash is left to the page and envelope reads, which check it when they read
+/// it (`checked_latest_score`). `None` for anything else (no headline, a stale or missing row,
+/// an entry without a row): the caller then reads the subject through
+/// [`checked_latest_headline`], which names what is wrong. Pure.
+pub(crate) fn start_headline(row: &StartRow) -> Option<LatestHeadline> {
+    let (seq, as_of_ms) = match (&row.row, &row.newest) {
+        (None, None) => return Some(LatestHeadline::default()),
+        (Some(kept), Some(_)) => *kept,
+        _ => return None,
+    };
+    let entry = row.newest.as_ref().filter(|e| e.seq == seq)?;
+    let Record::Score(score) = &entry.record else {
+        return None;
+    };
+    if score.subject != row.subject || score.as_of_ms != as_of_ms {
+        return None;
+    }
+    let headline = ScoreHeadline::read(row.headline.as_deref()?, &score.document_sha256)
+        .filter(|h| h.agrees_with(score))?;
+    Some(LatestHeadline {
+        withheld: false,
+        latest: Some((seq, Ok(headline))),
+    })
+}
+
 /// A score row and the headline it keeps, as stored (`None`: none kept).
 pub type RowWithHeadline = (ScoreRow, Option<Vec<u8>>);
 
@@ -749,6 +792,10 @@ pub trait Store: Send + Sync {
         &self,
         subject: &str,
     ) -> Result<Option<RowWithHeadline>, StoreError>;
+    /// Every subject's newest score row (without its document), the headline kept for it, its
+    /// newest `score` entry and its latest declaration, one subject at a time in one read: what
+    /// the daemon's start reads of every subject ([`start_headline`]).
+    fn start_rows(&self, each: &mut dyn FnMut(StartRow)) -> Result<(), StoreError>;
     /// Every kept score of `subject` (one per day), oldest first.
     fn daily_scores(&self, subject: &str) -> Result<Vec<ScoreRow>, StoreError>;
 

@@ -220,9 +220,9 @@ impl SqliteStore {
         {
             return Err(format_error(path, found));
         }
-        add_headline_column(&conn).map_err(sql("adding the score rows' headline column"))?;
         conn.execute_batch(SCHEMA_SQL)
             .map_err(sql("applying the schema"))?;
+        move_headline_column(&conn).map_err(sql("moving the score rows' headlines"))?;
         let found: Option<String> = conn
             .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
                 r.get(0)
@@ -1445,13 +1445,89 @@ impl Store for SqliteStore {
     ) -> Result<Option<super::RowWithHeadline>, StoreError> {
         self.conn()
             .prepare_cached(
-                "SELECT subject, day, as_of_ms, seq, document, headline FROM score
-                 WHERE subject = ?1 ORDER BY day DESC LIMIT 1",
+                "SELECT s.subject, s.day, s.as_of_ms, s.seq, s.document, h.headline FROM score s
+                 LEFT JOIN score_headline h ON h.subject = s.subject AND h.day = s.day
+                 WHERE s.subject = ?1 ORDER BY s.day DESC LIMIT 1",
             )
             .map_err(self.sql("reading a score"))?
             .query_row([subject], |r| Ok((read_score(r)?, r.get(5)?)))
             .optional()
             .map_err(self.sql("reading a score"))
+    }
+
+    fn start_rows(&self, each: &mut dyn FnMut(super::StartRow)) -> Result<(), StoreError> {
+        // One statement for every subject: each subject's newest score row by its index (never
+        // the row's document: the headline is a table of its own), the newest score entry by
+        // the subject's index of entries, the latest declaration by its key.
+        type Raw = (
+            String,
+            Option<i64>,
+            Option<i64>,
+            Option<Vec<u8>>,
+            Option<i64>,
+            Option<i64>,
+            Option<Vec<u8>>,
+            Option<Vec<u8>>,
+        );
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare(
+                "SELECT x.url, s.seq, s.as_of_ms, h.headline, e.seq, e.at_ms, e.body,
+                        (SELECT d.body FROM declared d WHERE d.subject = x.url
+                         ORDER BY d.seq DESC LIMIT 1)
+                 FROM subject x
+                 LEFT JOIN score s ON s.rowid = (SELECT rowid FROM score
+                     WHERE subject = x.url ORDER BY day DESC LIMIT 1)
+                 LEFT JOIN score_headline h ON h.subject = s.subject AND h.day = s.day
+                 LEFT JOIN entry e ON e.seq = (SELECT seq FROM entry INDEXED BY entry_subject
+                     WHERE subject = x.url AND kind = 'score' ORDER BY seq DESC LIMIT 1)",
+            )
+            .map_err(self.sql("reading every subject's latest score"))?;
+        let mut rows = stmt
+            .query([])
+            .map_err(self.sql("reading every subject's latest score"))?;
+        while let Some(r) = rows
+            .next()
+            .map_err(self.sql("reading every subject's latest score"))?
+        {
+            let raw: Raw = (|| {
+                Ok::<_, rusqlite::Error>((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                ))
+            })()
+            .map_err(self.sql("reading every subject's latest score"))?;
+            let (subject, row_seq, as_of_ms, headline, entry_seq, at_ms, body, declared) = raw;
+            let newest = match (entry_seq, at_ms, body) {
+                (Some(seq), Some(at_ms), Some(body)) => {
+                    let envelope: crate::ledger::chain::Envelope = serde_json::from_slice(&body)
+                        .map_err(|e| self.corrupt(format!("entry {seq} does not parse: {e}")))?;
+                    Some(ReadEntry {
+                        seq: seq as u64,
+                        at_ms,
+                        record: self.read_back(seq as u64, envelope.record)?,
+                    })
+                }
+                _ => None,
+            };
+            let declared = declared
+                .map(|row| self.declaration(&subject, &row))
+                .transpose()?;
+            each(super::StartRow {
+                row: row_seq.zip(as_of_ms).map(|(seq, at)| (seq as u64, at)),
+                subject,
+                headline,
+                newest,
+                declared,
+            });
+        }
+        Ok(())
     }
 
     fn daily_scores(&self, subject: &str) -> Result<Vec<ScoreRow>, StoreError> {
@@ -2157,8 +2233,10 @@ impl SqliteStore {
                 let conn = self.conn();
                 let mut stmt = conn
                     .prepare_cached(
-                        "SELECT rowid, subject, day, as_of_ms, seq, document, headline FROM score
-                         WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+                        "SELECT s.rowid, s.subject, s.day, s.as_of_ms, s.seq, s.document, h.headline
+                         FROM score s
+                         LEFT JOIN score_headline h ON h.subject = s.subject AND h.day = s.day
+                         WHERE s.rowid > ?1 ORDER BY s.rowid LIMIT ?2",
                     )
                     .map_err(self.sql("reading scores"))?;
                 stmt.query_map(params![after, SCORE_ROWS_PAGE], |r| {
@@ -2226,6 +2304,24 @@ impl SqliteStore {
             if newest_row != Some(*entry) {
                 return Err(super::newest_row_stale(subject, *entry, newest_row).into());
             }
+        }
+        // A headline kept for a day with no score row (its row deleted, or the headline added).
+        let orphan: Option<(String, String)> = self
+            .conn()
+            .query_row(
+                "SELECT h.subject, h.day FROM score_headline h WHERE NOT EXISTS
+                 (SELECT 1 FROM score s WHERE s.subject = h.subject AND s.day = h.day) LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(self.sql("reading scores"))?;
+        if let Some((subject, day)) = orphan {
+            return Err(Broken {
+                seq: 0,
+                why: format!("a headline is kept for {subject} ({day}), which has no score row"),
+            }
+            .into());
         }
         Ok(checked)
     }
@@ -2890,10 +2986,9 @@ fn put_score_in(
             .map(|h| h.to_bytes())
     });
     conn.prepare_cached(
-        "INSERT INTO score (subject, day, as_of_ms, seq, document, headline)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-         ON CONFLICT (subject, day) DO UPDATE SET as_of_ms = ?3, seq = ?4, document = ?5,
-         headline = ?6",
+        "INSERT INTO score (subject, day, as_of_ms, seq, document)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (subject, day) DO UPDATE SET as_of_ms = ?3, seq = ?4, document = ?5",
     )?
     .execute(params![
         row.subject,
@@ -2901,27 +2996,39 @@ fn put_score_in(
         row.as_of_ms,
         row.seq as i64,
         score_document_kept(&row.document),
-        headline
     ])?;
+    match headline {
+        Some(headline) => conn
+            .prepare_cached(
+                "INSERT INTO score_headline (subject, day, headline) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (subject, day) DO UPDATE SET headline = ?3",
+            )?
+            .execute(params![row.subject, row.day, headline])?,
+        // The day's earlier headline is not this document's.
+        None => conn
+            .prepare_cached("DELETE FROM score_headline WHERE subject = ?1 AND day = ?2")?
+            .execute(params![row.subject, row.day])?,
+    };
     Ok(())
 }
 
-/// A ledger written before score rows kept their headline gets the column (format 2 is not
-/// released; this spares rebuilding a large working ledger): added before the schema is
-/// applied (its index names it), filled by [`derive_missing_headlines`].
-fn add_headline_column(conn: &Connection) -> rusqlite::Result<()> {
-    let has_score: bool = conn.query_row(
-        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'score'",
-        [],
-        |r| r.get::<_, i64>(0).map(|n| n > 0),
-    )?;
+/// A ledger whose score rows kept their headline in a column of `score` (an earlier build of
+/// format 2, which is not released; this spares rebuilding a large working ledger) has them moved
+/// to `score_headline`, and the column dropped, once.
+fn move_headline_column(conn: &Connection) -> rusqlite::Result<()> {
     let has_headline: bool = conn.query_row(
         "SELECT COUNT(*) FROM pragma_table_info('score') WHERE name = 'headline'",
         [],
         |r| r.get::<_, i64>(0).map(|n| n > 0),
     )?;
-    if has_score && !has_headline {
-        conn.execute_batch("ALTER TABLE score ADD COLUMN headline BLOB")?;
+    if has_headline {
+        conn.execute_batch(
+            "BEGIN IMMEDIATE;
+             INSERT OR IGNORE INTO score_headline (subject, day, headline)
+                 SELECT subject, day, headline FROM score WHERE headline IS NOT NULL;
+             ALTER TABLE score DROP COLUMN headline;
+             COMMIT;",
+        )?;
     }
     Ok(())
 }
@@ -2944,14 +3051,19 @@ fn derive_missing_headlines(conn: &mut Connection) -> rusqlite::Result<u64> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut derived = 0;
     {
-        let mut rows = tx.prepare("SELECT rowid, document FROM score WHERE headline IS NULL")?;
-        let mut update = tx.prepare("UPDATE score SET headline = ?2 WHERE rowid = ?1")?;
+        let mut rows = tx.prepare(
+            "SELECT s.subject, s.day, s.document FROM score s
+             WHERE NOT EXISTS (SELECT 1 FROM score_headline h
+                               WHERE h.subject = s.subject AND h.day = s.day)",
+        )?;
+        let mut insert =
+            tx.prepare("INSERT INTO score_headline (subject, day, headline) VALUES (?1, ?2, ?3)")?;
         let mut read = rows.query([])?;
         while let Some(r) = read.next()? {
-            let rowid: i64 = r.get(0)?;
-            let document = score_document_read(r.get(1)?)?;
+            let (subject, day): (String, String) = (r.get(0)?, r.get(1)?);
+            let document = score_document_read(r.get(2)?)?;
             if let Ok(headline) = ScoreHeadline::of_stored(&document) {
-                update.execute(params![rowid, headline.to_bytes()])?;
+                insert.execute(params![subject, day, headline.to_bytes()])?;
                 derived += 1;
             }
         }
