@@ -158,7 +158,9 @@ pub(crate) async fn subject_score(
     let (shown, of) = (state.view.clone(), entry.clone());
     match off_runtime(move || shown.signed(&of)).await {
         Some(bytes) => Ok(JsonBytes(bytes)),
-        None if entry.withheld => Err(ApiError::new(
+        // Scored, but its row did not read as what the ledger published when it was read
+        // now (the start reads headlines, not documents): withheld as well.
+        None if entry.withheld || entry.scored.is_some() => Err(ApiError::new(
             ErrorCode::Unavailable,
             format!(
                 "subject {}'s stored score does not match the ledger's score entry (an integrity \

@@ -9,18 +9,24 @@
 
 use std::cmp::Ordering;
 
+use smallvec::{SmallVec, smallvec};
+
+/// Limbs kept inline: a sample's weights span a few dozen binary orders at most, so its sums fit
+/// in two limbs and a cumulative sum per measurement allocates nothing.
+type Limbs = SmallVec<[u64; 2]>;
+
 /// A non-negative integer of any size: little-endian 64-bit limbs, no trailing zero limb.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Natural(Vec<u64>);
+pub struct Natural(Limbs);
 
 impl Natural {
     pub fn zero() -> Natural {
-        Natural(Vec::new())
+        Natural(Limbs::new())
     }
 
     /// `m × 2^shift`.
     pub fn shifted(m: u64, shift: u32) -> Natural {
-        Natural(vec![m]).shl(shift)
+        Natural(smallvec![m]).shl(shift)
     }
 
     fn trim(mut self) -> Natural {
@@ -51,7 +57,7 @@ impl Natural {
 
     /// `self × k`.
     pub fn mul_small(&self, k: u64) -> Natural {
-        let mut out = Vec::with_capacity(self.0.len() + 1);
+        let mut out = Limbs::with_capacity(self.0.len() + 1);
         let mut carry = 0u128;
         for limb in &self.0 {
             let product = u128::from(*limb) * u128::from(k) + carry;
@@ -68,7 +74,7 @@ impl Natural {
             return Natural::zero();
         }
         let (limbs, rest) = ((bits / 64) as usize, bits % 64);
-        let mut out = vec![0u64; limbs];
+        let mut out: Limbs = smallvec![0u64; limbs];
         if rest == 0 {
             out.extend_from_slice(&self.0);
         } else {

@@ -60,11 +60,8 @@ pub fn outlook(
     weights: &EntryWeights,
 ) -> Result<Outlook, ScoreError> {
     let rules = &rubric.outlook;
-    let as_of = &inputs.as_of;
-    // An entry's decay time: its own (`/2`), its day's start (`/3`).
-    let within = |days: f64| {
-        move |e: &super::input::Entry| super::tally::days_between(e.decay_ns(), as_of.ns) <= days
-    };
+    // An entry's decay time: its own (`/2`), its day's start (`/3`); its age computed once.
+    let within = |days: f64| move |i: usize| weights.age_days[i] <= days;
     let recent_filter = within(rules.recent_days);
     let baseline_filter = within(rules.baseline_days);
     let mut recent = tally_all(rubric, inputs, weights, &recent_filter)?;

@@ -96,6 +96,9 @@ pub struct EntryWeights {
     pub base: Vec<f64>,
     /// Indices of entries for checks the rubric does not have.
     pub unknown: Vec<usize>,
+    /// Per history entry: days from its decay time to `as_of` ([`days_between`]), which the
+    /// outlook's windows compare.
+    pub age_days: Vec<f64>,
 }
 
 impl EntryWeights {
@@ -110,6 +113,11 @@ impl EntryWeights {
         let mut weight = vec![0.0; inputs.history.len()];
         let mut base = vec![0.0; inputs.history.len()];
         let mut unknown = Vec::new();
+        let age_days = inputs
+            .history
+            .iter()
+            .map(|e| days_between(e.decay_ns(), inputs.as_of.ns))
+            .collect();
         for (i, e) in inputs.history.iter().enumerate() {
             match index.get(e.check.as_str()) {
                 Some(&c) => {
@@ -125,6 +133,7 @@ impl EntryWeights {
             weight,
             base,
             unknown,
+            age_days,
         }
     }
 
@@ -160,12 +169,13 @@ impl EntryWeights {
     }
 }
 
-/// One tally per rubric check, in rubric order, over the entries for which `keep` holds.
+/// One tally per rubric check, in rubric order, over the entries for which `keep` holds (given
+/// the entry's index in `inputs.history`).
 pub fn tally_all(
     rubric: &Rubric,
     inputs: &Inputs,
     weights: &EntryWeights,
-    keep: &dyn Fn(&Entry) -> bool,
+    keep: &dyn Fn(usize) -> bool,
 ) -> Result<Vec<Tally>, ScoreError> {
     rubric
         .checks
@@ -174,8 +184,8 @@ pub fn tally_all(
         .map(|(check, indices)| {
             let entries = indices
                 .iter()
-                .map(|i| (&inputs.history[*i], weights.weight[*i], weights.base[*i]))
-                .filter(|(e, _, _)| keep(e));
+                .filter(|i| keep(**i))
+                .map(|i| (&inputs.history[*i], weights.weight[*i], weights.base[*i]));
             tally_check(check, entries)
         })
         .collect()

@@ -10,7 +10,7 @@ use crate::ledger::key::ReporterKey;
 use crate::ledger::record::{Record, RecordKind, SnapshotRecord};
 use crate::ledger::tlog;
 use crate::secret::SecretError;
-use crate::store::{NewEntry, Store, StoreError, SubjectState};
+use crate::store::{NewEntry, ReadEntry, Store, StoreError, SubjectState};
 
 use super::{
     Rated, SIGNED_SNAPSHOT_FORMAT, SNAPSHOT_FORMAT, SignedSnapshot, Snapshot, day_end_ms,
@@ -51,7 +51,15 @@ pub(crate) fn first_day(store: &dyn Store) -> Result<Option<String>, StoreError>
 /// The days over at `now_ms` without a snapshot yet, oldest first, at most
 /// [`MAX_DAYS_PER_PASS`]: from the day after the newest snapshot's (or the ledger's first day).
 pub(crate) fn days_due(store: &dyn Store, now_ms: i64) -> Result<Vec<String>, StoreError> {
-    let from_ms = match snapshots(store)?.last() {
+    // The newest snapshot alone: this runs at every checkpoint, and a ledger keeps one a day.
+    let newest = match store.latest_entry_of_kind(RecordKind::Snapshot)? {
+        Some(ReadEntry {
+            record: Record::Snapshot(s),
+            ..
+        }) => Some(s),
+        _ => None,
+    };
+    let from_ms = match newest {
         Some(last) => day_end_ms(&last.day),
         None => first_day(store)?.as_deref().and_then(day_start_ms),
     };

@@ -690,6 +690,9 @@ pub trait Store: Send + Sync {
         kind: RecordKind,
     ) -> Result<Option<ReadEntry>, StoreError>;
 
+    /// The last entry of `kind`, bodies left apart (one indexed read, whatever the ledger's age).
+    fn latest_entry_of_kind(&self, kind: RecordKind) -> Result<Option<ReadEntry>, StoreError>;
+
     /// The entries at these sequence numbers that exist, in order, bodies left apart.
     fn entries_at(&self, seqs: &[u64]) -> Result<Vec<ReadEntry>, StoreError>;
 

@@ -911,6 +911,15 @@ impl Store for SqliteStore {
         self.read_entries(&sql, params![after as i64])
     }
 
+    fn latest_entry_of_kind(&self, kind: RecordKind) -> Result<Option<ReadEntry>, StoreError> {
+        let sql = format!(
+            "SELECT seq, at_ms, body FROM entry INDEXED BY entry_kind WHERE 1{}
+             ORDER BY seq DESC LIMIT 1",
+            kinds_clause(&[kind])
+        );
+        Ok(self.read_entries(&sql, [])?.into_iter().next())
+    }
+
     fn entries_page(&self, after: u64, limit: usize) -> Result<Vec<ReadEntry>, StoreError> {
         self.read_entries(
             "SELECT seq, at_ms, body FROM entry WHERE seq > ?1 ORDER BY seq LIMIT ?2",
