@@ -17,6 +17,8 @@ mod step {
     pub const ACCESS_NOTHING: usize = 0;
     /// payment: "x402 / on-chain / per-call crypto settlement".
     pub const PAYMENT_X402: usize = 0;
+    /// payment: "genuinely free at the volume the reference task needs, with no card on file".
+    pub const PAYMENT_FREE: usize = 1;
     /// interface: "REST/GraphQL with published OpenAPI or equivalent machine-readable schema".
     pub const INTERFACE_SCHEMA: usize = 1;
     /// completion: "reference task completed; no human input".
@@ -25,6 +27,8 @@ mod step {
     pub const COMPLETION_PARTIAL: usize = 2;
     /// completion: "failed or blocked".
     pub const COMPLETION_FAILED: usize = 3;
+    /// docs: "good docs, most of the above".
+    pub const DOCS_MOST: usize = 1;
 }
 
 /// One outcome per check: a fail anywhere is a fail, else a pass anywhere a pass, else the first
@@ -214,4 +218,108 @@ fn screen_kind(rule: &str, category: Category) -> Option<SafetyKind> {
             _ => SafetyKind::ThirdPartyCredRequest,
         },
     })
+}
+
+/// What an agent meets on our own API, as observed from a running daemon (by the API test, whose
+/// result the README publishes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnApiObservation {
+    /// Every public route answered without a credential.
+    pub public_routes_open: bool,
+    /// `/v1/openapi.json` served an OpenAPI document.
+    pub openapi_served: bool,
+    /// `/llms.txt` served.
+    pub llms_txt_served: bool,
+    /// Errors came as JSON with a stable code and a message.
+    pub errors_actionable: bool,
+    /// The reference task (is this x402 URL safe to pay? preflight, then the signed score
+    /// verified offline) was done from the published documents alone.
+    pub reference_task_done: bool,
+    /// `/.well-known/security.txt` served.
+    pub security_txt_served: bool,
+}
+
+/// Our own API's evidence. Payment is "genuinely free" (no route is paid, no card asked); docs
+/// stop one step short of the top: llms.txt, actionable errors and versioned schemas are there,
+/// but the rate limit's figures and examples that run as written are not in llms.txt.
+pub fn from_own_api(o: &OwnApiObservation) -> Evidence {
+    let either = |yes: bool, step: usize, why: &str, not: &str| {
+        if yes {
+            Reading::decided(step, why, &[])
+        } else {
+            Reading::unmeasured(not, &[])
+        }
+    };
+    let dimensions = BTreeMap::from([
+        (
+            Dimension::Access,
+            either(
+                o.public_routes_open,
+                step::ACCESS_NOTHING,
+                "every public route answers without a credential",
+                "a public route asked for more than HTTP",
+            ),
+        ),
+        (
+            Dimension::Payment,
+            either(
+                o.public_routes_open,
+                step::PAYMENT_FREE,
+                "free to read, no card on file",
+                "a public route asked for more than HTTP",
+            ),
+        ),
+        (
+            Dimension::Interface,
+            either(
+                o.openapi_served,
+                step::INTERFACE_SCHEMA,
+                "REST with a published OpenAPI 3.1 document",
+                "no OpenAPI document served",
+            ),
+        ),
+        (
+            Dimension::Completion,
+            if o.reference_task_done {
+                Reading::decided(
+                    step::COMPLETION_DONE,
+                    "preflight of a URL and its signed score verified offline, from llms.txt alone",
+                    &[],
+                )
+            } else {
+                Reading::decided(step::COMPLETION_FAILED, "the reference task failed", &[])
+            },
+        ),
+        (
+            Dimension::Docs,
+            either(
+                o.llms_txt_served && o.errors_actionable && o.openapi_served,
+                step::DOCS_MOST,
+                "llms.txt, JSON errors with stable codes, a versioned OpenAPI document; the rate \
+                 limit's figures and runnable examples are not in llms.txt",
+                "llms.txt, actionable errors or the schema missing",
+            ),
+        ),
+    ]);
+    let bonuses = BTreeMap::from([
+        (
+            super::BonusId::PermissiveTos,
+            super::BonusReading {
+                granted: Some(o.llms_txt_served),
+                because: "llms.txt served".into(),
+            },
+        ),
+        (
+            super::BonusId::SecurityPosture,
+            super::BonusReading {
+                granted: Some(o.security_txt_served),
+                because: "security.txt with a contact".into(),
+            },
+        ),
+    ]);
+    Evidence {
+        dimensions,
+        bonuses,
+        findings: Vec::new(),
+    }
 }

@@ -14,6 +14,7 @@ mod tests;
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Serialize, Serializer};
 
 use crate::evidence::CheckId;
@@ -62,9 +63,10 @@ pub struct BonusReading {
 }
 
 /// One safety finding, with the evidence it rests on (seed 000: every penalty requires evidence).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct SafetyFinding {
     pub kind: SafetyKind,
+    #[schemars(with = "String")]
     pub check: CheckId,
     /// SHA-256 of the check's receipt (RFC 8785), as the ledger's history names it.
     pub receipt_sha256: String,
@@ -112,21 +114,21 @@ impl Serialize for AssessedBand {
 }
 
 /// Whether a dimension or bonus was decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
     Decided,
     Unmeasured,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct RubricRef {
     pub id: &'static str,
     pub version: String,
     pub sha256: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct DimensionScore {
     pub dimension: Dimension,
     pub weight: u32,
@@ -136,10 +138,11 @@ pub struct DimensionScore {
     /// The decided step's condition, as the rubric words it.
     pub condition: Option<String>,
     pub because: String,
+    #[schemars(with = "Vec<String>")]
     pub checks: Vec<CheckId>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct BonusScore {
     pub id: BonusId,
     pub state: State,
@@ -148,7 +151,7 @@ pub struct BonusScore {
     pub because: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Penalty {
     #[serde(flatten)]
     pub finding: SafetyFinding,
@@ -159,14 +162,14 @@ pub struct Penalty {
 
 /// The score as the evidence bounds it: `low` counts every unmeasured step and bonus as nothing,
 /// `high` as the most it could be. Equal when everything was decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct Range {
     pub low: u32,
     pub high: u32,
 }
 
 /// The agent-readiness assessment of one subject.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Assessment {
     pub format: &'static str,
     pub rubric: RubricRef,
@@ -184,6 +187,8 @@ pub struct Assessment {
     pub completed: Option<bool>,
     /// True when a failed reference task held the score at the verification line.
     pub verification_capped: bool,
+    /// native, ready, friction, human-gated, unverified, agent-prohibited, hostile or unmeasured.
+    #[schemars(with = "String")]
     pub band: AssessedBand,
     /// While `unverified`: the band the rest of the evidence points to, a lead and never a claim
     /// (null when its range spans two bands).

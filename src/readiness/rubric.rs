@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -24,7 +25,9 @@ pub enum ReadinessRubricError {
 }
 
 /// The five dimensions of seed 000, in the file's order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Dimension {
     Access,
@@ -67,7 +70,9 @@ impl Dimension {
 }
 
 /// The bonuses of seed 000.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum BonusId {
     PermissiveTos,
@@ -75,7 +80,9 @@ pub enum BonusId {
 }
 
 /// How bad a safety finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     Critical,
@@ -85,7 +92,9 @@ pub enum Severity {
 }
 
 /// The kinds of safety finding seed 000 names, each with its severity in the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum SafetyKind {
     PromptInjection,
@@ -109,10 +118,45 @@ pub enum SafetyKind {
 
 impl SafetyKind {
     const COUNT: usize = 17;
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SafetyKind::PromptInjection => "prompt-injection",
+            SafetyKind::KeyRequest => "key-request",
+            SafetyKind::UnboundedApproval => "unbounded-approval",
+            SafetyKind::EnvProbe => "env-probe",
+            SafetyKind::Overcharge => "overcharge",
+            SafetyKind::MaliciousPayload => "malicious-payload",
+            SafetyKind::HiddenText => "hidden-text",
+            SafetyKind::ThirdPartyCredRequest => "third-party-cred-request",
+            SafetyKind::PlaintextSecret => "plaintext-secret",
+            SafetyKind::Tls => "tls",
+            SafetyKind::OauthScope => "oauth-scope",
+            SafetyKind::ExcessPii => "excess-pii",
+            SafetyKind::Pricing => "pricing",
+            SafetyKind::RoachMotel => "roach-motel",
+            SafetyKind::InfoLeak => "info-leak",
+            SafetyKind::SessionHygiene => "session-hygiene",
+            SafetyKind::MixedContent => "mixed-content",
+        }
+    }
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::Severe => "severe",
+            Severity::Moderate => "moderate",
+            Severity::Minor => "minor",
+        }
+    }
 }
 
 /// The bands of seed 000 (the scored ones and the zero bands).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum BandName {
     Native,
