@@ -139,7 +139,11 @@ async fn simulate(args: Args) -> Result<i32> {
     }
 
     let lookahead_ms = i64::from(args.lookahead_secs) * 1000;
-    Daemon::run_simulated(config, Some(config_path), manual, until_ms, lookahead_ms).await?;
+    let shown = SimulatedHours::show(&manual, start, args.days, args.quiet);
+    let ran =
+        Daemon::run_simulated(config, Some(config_path), manual, until_ms, lookahead_ms).await;
+    shown.finish();
+    ran?;
     drop(lab);
     let daemon_time = started.elapsed();
 
@@ -199,6 +203,43 @@ async fn simulate(args: Args) -> Result<i32> {
         truth_path.display()
     );
     Ok(0)
+}
+
+/// The simulated clock's progress on stderr (`x402_probe::progress`): simulated hours done of
+/// the run's, read from the clock every [`SimulatedHours::EVERY`] by a thread of its own (the
+/// daemon's loop moves the clock and knows nothing of it).
+struct SimulatedHours {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl SimulatedHours {
+    const EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+    const HOUR_MS: i64 = 3_600_000;
+
+    fn show(clock: &Arc<ManualClock>, start: i64, days: u32, quiet: bool) -> SimulatedHours {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (clock, stopped) = (clock.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mode = x402_probe::progress::Mode::for_stderr(quiet);
+            let mut progress =
+                x402_probe::progress::Progress::new("simulated hours", u64::from(days) * 24, mode);
+            let hours = || ((clock.now_ms() - start) / Self::HOUR_MS).max(0) as u64;
+            while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                progress.set(hours());
+                std::thread::sleep(Self::EVERY);
+            }
+            progress.set(hours());
+            progress.finish();
+        });
+        SimulatedHours { stop, thread }
+    }
+
+    fn finish(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        // The thread only writes progress: if it panicked, the simulation's result stands.
+        let _ = self.thread.join();
+    }
 }
 
 /// What the caps must allow for a paid call a day per endpoint. Caps and authorization

@@ -2357,6 +2357,7 @@ pub fn migrate_format_1(
     state_dir: &Path,
     key: &ReporterKey,
     rubrics: &[Rubric],
+    copied: &mut dyn FnMut(u64, u64),
 ) -> Result<Migration, MigrateError> {
     let path = state_dir.join(STORE_FILE);
     let shown = path.display().to_string();
@@ -2438,6 +2439,7 @@ pub fn migrate_format_1(
             break;
         };
         after = *last;
+        copied(after as u64, before.head_seq);
         let mut batch = Vec::with_capacity(page.len());
         for (seq, at_ms, body) in page {
             let envelope: crate::ledger::chain::Envelope<Box<crate::evidence::run::RunRecord>> =
