@@ -142,7 +142,7 @@ async fn simulate(args: Args) -> Result<i32> {
     let shown = SimulatedHours::show(&manual, start, args.days, args.quiet);
     let ran =
         Daemon::run_simulated(config, Some(config_path), manual, until_ms, lookahead_ms).await;
-    shown.finish();
+    shown.finish(ran.is_ok());
     ran?;
     drop(lab);
     let daemon_time = started.elapsed();
@@ -209,34 +209,50 @@ async fn simulate(args: Args) -> Result<i32> {
 /// the run's, read from the clock every [`SimulatedHours::EVERY`] by a thread of its own (the
 /// daemon's loop moves the clock and knows nothing of it).
 struct SimulatedHours {
-    stop: Arc<std::sync::atomic::AtomicBool>,
+    /// [`Self::RUNNING`], [`Self::FAILED`] or [`Self::COMPLETED`].
+    state: Arc<std::sync::atomic::AtomicU8>,
     thread: std::thread::JoinHandle<()>,
 }
 
 impl SimulatedHours {
     const EVERY: std::time::Duration = std::time::Duration::from_millis(100);
     const HOUR_MS: i64 = 3_600_000;
+    const RUNNING: u8 = 0;
+    const FAILED: u8 = 1;
+    const COMPLETED: u8 = 2;
 
     fn show(clock: &Arc<ManualClock>, start: i64, days: u32, quiet: bool) -> SimulatedHours {
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (clock, stopped) = (clock.clone(), stop.clone());
+        use std::sync::atomic::Ordering::SeqCst;
+        let state = Arc::new(std::sync::atomic::AtomicU8::new(Self::RUNNING));
+        let (clock, seen) = (clock.clone(), state.clone());
         let thread = std::thread::spawn(move || {
             let mode = x402_probe::progress::Mode::for_stderr(quiet);
-            let mut progress =
-                x402_probe::progress::Progress::new("simulated hours", u64::from(days) * 24, mode);
+            let total = u64::from(days) * 24;
+            let mut progress = x402_probe::progress::Progress::new("simulated hours", total, mode);
             let hours = || ((clock.now_ms() - start) / Self::HOUR_MS).max(0) as u64;
-            while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            while seen.load(SeqCst) == Self::RUNNING {
                 progress.set(hours());
                 std::thread::sleep(Self::EVERY);
             }
-            progress.set(hours());
+            // The clock stops at the last run due before the end: a completed simulation has
+            // run every simulated hour.
+            progress.set(if seen.load(SeqCst) == Self::COMPLETED {
+                total
+            } else {
+                hours()
+            });
             progress.finish();
         });
-        SimulatedHours { stop, thread }
+        SimulatedHours { state, thread }
     }
 
-    fn finish(self) {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    fn finish(self, completed: bool) {
+        let state = if completed {
+            Self::COMPLETED
+        } else {
+            Self::FAILED
+        };
+        self.state.store(state, std::sync::atomic::Ordering::SeqCst);
         // The thread only writes progress: if it panicked, the simulation's result stands.
         let _ = self.thread.join();
     }
