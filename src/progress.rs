@@ -229,6 +229,19 @@ mod tests {
     }
 
     #[test]
+    fn counted_work_shows_nothing_before_its_first_count_and_ends_at_its_last() {
+        // What it writes is `Progress`'s (tested below); here, that nothing is made before the
+        // first count, that the total is the first one told, and that the count never passes it.
+        let mut counted = Counted::new("entries", Mode::Quiet);
+        assert!(counted.shown.is_none());
+        counted.at(0, 10);
+        counted.at(25, 12);
+        let shown = counted.shown.as_ref().unwrap();
+        assert_eq!((shown.done, shown.total), (10, 10));
+        counted.finish();
+    }
+
+    #[test]
     fn a_terminal_redraws_one_line_a_pipe_gets_plain_lines_and_quiet_gets_nothing() {
         let terminal = written(Mode::Terminal);
         assert!(terminal.starts_with("\ritems: 0/3"), "{terminal:?}");

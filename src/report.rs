@@ -756,6 +756,30 @@ mod tests {
     }
 
     #[test]
+    fn the_report_carries_the_runs_agent_readiness_beside_the_score() {
+        // S1 failing (plain HTTP) is a severe tls finding; nothing else decides a step.
+        let report = report_of(vec![result(CheckId::S1, "http".into(), Value::Null)], None);
+        let printed: Value = serde_json::to_value(&report).unwrap();
+        let readiness = &printed["readiness"];
+        assert_eq!(readiness["format"], "x402-probe.agent-readiness/1");
+        assert_eq!(readiness["penalties"][0]["kind"], "tls");
+        assert_eq!(
+            (&readiness["range"]["low"], &readiness["range"]["high"]),
+            (&json!(0), &json!(60))
+        );
+        assert!(printed.get("score").is_none(), "never mixed into the score");
+        let text = report.render_text(&|_| None, false);
+        assert!(
+            text.contains(
+                "agent readiness (seed 000)\n  0..60, band unverified; access unmeasured, \
+                 payment unmeasured, interface unmeasured, completion unmeasured, docs \
+                 unmeasured; severe tls (S1)"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn any_report_prints_within_a_mebibyte_and_says_what_was_cut() {
         // Every check with a huge evidence line and a receipt full of findings and long strings,
         // and a large score document.
