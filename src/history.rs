@@ -17,6 +17,12 @@ use crate::score::input::{
     HistoryEntry, InputsDocument, PriceUsd, Provenance, RevisionDocument, SubjectDocument,
 };
 
+/// SHA-256 (hex) of a receipt's RFC 8785 form: how the history, and everything citing a receipt,
+/// names it.
+pub fn receipt_digest(receipt: &crate::evidence::Receipt) -> String {
+    canonical_sha256(&serde_json::to_value(receipt).unwrap_or(Value::Null))
+}
+
 /// The history entries of one run, numbered `first_seq`, `first_seq + 1`, ... in the order the
 /// run produced them (checks in rubric order, samples in the order they were taken): entries of
 /// one run share its time, and `seq` is what orders them. `paid_run` is true when the run made a
@@ -37,7 +43,7 @@ pub fn run_entries(
             (Kind::Paid, true) => Kind::Paid,
             _ => Kind::Free,
         };
-        let receipt = canonical_sha256(&serde_json::to_value(&r.receipt).unwrap_or(Value::Null));
+        let receipt = receipt_digest(&r.receipt);
         let mut push = |outcome: Outcome, value: Option<f64>| {
             entries.push(HistoryEntry {
                 seq: first_seq + entries.len() as u64,

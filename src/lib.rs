@@ -26,6 +26,7 @@ pub mod paid;
 pub use evidence::free as observation;
 pub mod probe;
 pub mod progress;
+pub mod readiness;
 pub mod report;
 pub mod rubric;
 pub mod runner;

@@ -1,5 +1,6 @@
-//! Progress of long work (`demo`'s free runs and paid calls; meant for every command that walks
-//! many items): items done of total, rate and time left, on stderr. On a terminal one line redrawn
+//! Progress of long work (`demo`'s free runs and paid calls, `simulate`'s simulated hours,
+//! `recalibrate`'s subjects, the entries `ledger verify`, `recompute --ledger` and `ledger migrate`
+//! walk): items done of total, rate and time left, on stderr. On a terminal one line redrawn
 //! in place (at most every [`TERMINAL_EVERY`]); otherwise (journald, CI, a pipe) a plain line every
 //! [`LINES_EVERY`] and one when the work ends; nothing with `--quiet`. The line itself is a pure
 //! function of the counts and the time elapsed ([`line`]).
@@ -110,6 +111,12 @@ impl Progress {
         self.show(false);
     }
 
+    /// `done` items done in all (for work that counts as it goes).
+    pub fn set(&mut self, done: u64) {
+        self.done = done.min(self.total);
+        self.show(false);
+    }
+
     /// The work ended (the last line is written whatever the interval).
     pub fn finish(mut self) {
         self.show(true);
@@ -136,6 +143,39 @@ impl Progress {
             _ => writeln!(self.out, "{text}"),
         };
         let _ = self.out.flush();
+    }
+}
+
+/// Progress of work that learns its total when it starts (a walk over a ledger's entries, read
+/// in one transaction): nothing is shown before the first count.
+pub struct Counted {
+    what: &'static str,
+    mode: Mode,
+    shown: Option<Progress>,
+}
+
+impl Counted {
+    pub fn new(what: &'static str, mode: Mode) -> Counted {
+        Counted {
+            what,
+            mode,
+            shown: None,
+        }
+    }
+
+    /// `done` of `total` items done (the total as first told).
+    pub fn at(&mut self, done: u64, total: u64) {
+        let (what, mode) = (self.what, self.mode);
+        self.shown
+            .get_or_insert_with(|| Progress::new(what, total, mode))
+            .set(done);
+    }
+
+    /// The work ended: its last line, when it was ever shown.
+    pub fn finish(self) {
+        if let Some(progress) = self.shown {
+            progress.finish();
+        }
     }
 }
 
@@ -186,6 +226,19 @@ mod tests {
         }
         p.finish();
         String::from_utf8(out.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn counted_work_shows_nothing_before_its_first_count_and_ends_at_its_last() {
+        // What it writes is `Progress`'s (tested below); here, that nothing is made before the
+        // first count, that the total is the first one told, and that the count never passes it.
+        let mut counted = Counted::new("entries", Mode::Quiet);
+        assert!(counted.shown.is_none());
+        counted.at(0, 10);
+        counted.at(25, 12);
+        let shown = counted.shown.as_ref().unwrap();
+        assert_eq!((shown.done, shown.total), (10, 10));
+        counted.finish();
     }
 
     #[test]

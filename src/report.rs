@@ -35,6 +35,10 @@ pub struct ProbeReport {
     /// The provisional score from this run's own evidence, when computed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<serde_json::Value>,
+    /// The agent-readiness assessment (seed 000) of this run's checks: a second rubric, never
+    /// mixed into `score`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<serde_json::Value>,
     pub exit_code: i32,
 }
 
@@ -185,6 +189,11 @@ impl ProbeReport {
         } else {
             exit::OK
         };
+        let readiness = serde_json::to_value(crate::readiness::assess(
+            &crate::readiness::ReadinessRubric::embedded(),
+            &crate::readiness::evidence::from_checks(&results),
+        ))
+        .ok();
         let checks = results
             .into_iter()
             .map(|result| {
@@ -214,6 +223,7 @@ impl ProbeReport {
             provenance: "live".into(),
             paid: None,
             score: None,
+            readiness,
             exit_code,
         }
     }
@@ -282,6 +292,10 @@ impl ProbeReport {
             let _ = writeln!(out, "\n{}", paint("1", "provisional score"));
             let _ = writeln!(out, "  {}", score_line(score));
         }
+        if let Some(readiness) = &self.readiness {
+            let _ = writeln!(out, "\n{}", paint("1", "agent readiness (seed 000)"));
+            let _ = writeln!(out, "  {}", readiness_line(readiness));
+        }
         let s = &self.summary;
         let _ = writeln!(
             out,
@@ -346,6 +360,9 @@ impl ProbeReport {
         }
         if let Some(score) = &self.score {
             doc.insert("score".into(), score.clone());
+        }
+        if let Some(readiness) = &self.readiness {
+            doc.insert("readiness".into(), readiness.clone());
         }
         doc.insert("exit_code".into(), json!(self.exit_code));
         fit(&mut doc, &mut cuts)?;
@@ -571,6 +588,53 @@ fn fit(doc: &mut Map<String, Value>, cuts: &mut Cuts) -> Result<(), serde_json::
     Ok(())
 }
 
+/// One line summarising an agent-readiness assessment (as the report keeps it, JSON).
+pub fn readiness_line(readiness: &Value) -> String {
+    let number = |v: &Value| v.as_u64().map_or("?".to_string(), |n| n.to_string());
+    let score = match readiness.get("score").filter(|s| !s.is_null()) {
+        Some(s) => number(s),
+        None => format!(
+            "{}..{}",
+            number(&readiness["range"]["low"]),
+            number(&readiness["range"]["high"])
+        ),
+    };
+    let mut line = format!(
+        "{score}, band {}",
+        readiness["band"].as_str().unwrap_or("?")
+    );
+    if let Some(p) = readiness["provisional_band"].as_str() {
+        line.push_str(&format!(" (provisionally {p})"));
+    }
+    let dims: Vec<String> = readiness["dimensions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|d| {
+            format!(
+                "{} {}",
+                d["dimension"].as_str().unwrap_or("?"),
+                d["points"]
+                    .as_u64()
+                    .map_or("unmeasured".to_string(), |p| format!(
+                        "{p}/{}",
+                        number(&d["weight"])
+                    ))
+            )
+        })
+        .collect();
+    line.push_str(&format!("; {}", dims.join(", ")));
+    for p in readiness["penalties"].as_array().into_iter().flatten() {
+        line.push_str(&format!(
+            "; {} {} ({})",
+            p["severity"].as_str().unwrap_or("?"),
+            p["kind"].as_str().unwrap_or("?"),
+            p["check"].as_str().unwrap_or("?")
+        ));
+    }
+    line
+}
+
 /// One line summarising a score document: score, band, grade (provisional while unverified), verdict
 /// and why.
 pub fn score_line(score: &serde_json::Value) -> String {
@@ -689,6 +753,30 @@ mod tests {
         // It reads back as a report.
         let back: ProbeReport = serde_json::from_value(printed).unwrap();
         assert_eq!(back.checks[0].result, report.checks[0].result);
+    }
+
+    #[test]
+    fn the_report_carries_the_runs_agent_readiness_beside_the_score() {
+        // S1 failing (plain HTTP) is a severe tls finding; nothing else decides a step.
+        let report = report_of(vec![result(CheckId::S1, "http".into(), Value::Null)], None);
+        let printed: Value = serde_json::to_value(&report).unwrap();
+        let readiness = &printed["readiness"];
+        assert_eq!(readiness["format"], "x402-probe.agent-readiness/1");
+        assert_eq!(readiness["penalties"][0]["kind"], "tls");
+        assert_eq!(
+            (&readiness["range"]["low"], &readiness["range"]["high"]),
+            (&json!(0), &json!(60))
+        );
+        assert!(printed.get("score").is_none(), "never mixed into the score");
+        let text = report.render_text(&|_| None, false);
+        assert!(
+            text.contains(
+                "agent readiness (seed 000)\n  0..60, band unverified; access unmeasured, \
+                 payment unmeasured, interface unmeasured, completion unmeasured, docs \
+                 unmeasured; severe tls (S1)"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

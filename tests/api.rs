@@ -10,7 +10,9 @@ use std::process::Command;
 
 use api_support::daemon_support::DAY;
 use api_support::*;
-use serde_json::Value;
+use serde_json::{Value, json};
+use x402_probe::readiness::evidence::{OwnApiObservation, from_own_api};
+use x402_probe::readiness::{self, ReadinessRubric};
 use x402_probe::store::Store;
 
 /// One response seen: the route template it answers, and what came back.
@@ -54,6 +56,20 @@ impl Client {
         });
         (status, value)
     }
+}
+
+/// Every error answer seen was JSON with a code and a message (and there was one).
+fn err_codes_seen(c: &Client) -> bool {
+    let errors: Vec<Value> = c
+        .seen
+        .iter()
+        .filter(|s| s.status >= 400 && s.content_type.starts_with("application/json"))
+        .filter_map(|s| serde_json::from_slice(&s.body).ok())
+        .collect();
+    !errors.is_empty()
+        && errors
+            .iter()
+            .all(|e| e["error"]["code"].is_string() && e["error"]["message"].is_string())
 }
 
 /// Validates a response against the operation's schema for its status in the document.
@@ -268,6 +284,7 @@ async fn every_public_route_of_a_daemon_with_history_answers_as_documented() {
         ("/v1/subjects/{id}", "/v1/subjects/{id}"),
         ("/v1/subjects/{id}/score", "/v1/subjects/{id}/score"),
         ("/v1/subjects/{id}/history", "/v1/subjects/{id}/history"),
+        ("/v1/subjects/{id}/readiness", "/v1/subjects/{id}/readiness"),
     ] {
         let (status, err) = c
             .get(template, d.url(&path.replace("{id}", &"0".repeat(32))))
@@ -563,6 +580,100 @@ async fn every_public_route_of_a_daemon_with_history_answers_as_documented() {
         .await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["subject_id"], d.id_of("honest-v2"));
+
+    // Agent readiness (seed 000), beside the score: the honest subject paid and answered
+    // (completion decided), docs and the bonuses unmeasured, so a range across two bands.
+    let (status, ready) = c
+        .get(
+            "/v1/subjects/{id}/readiness",
+            d.url(&format!("/v1/subjects/{honest}/readiness")),
+        )
+        .await;
+    assert_eq!(status, 200, "{ready}");
+    let a = &ready["readiness"];
+    assert_eq!(a["format"], "x402-probe.agent-readiness/1");
+    assert_eq!(
+        a["rubric"]["sha256"],
+        ReadinessRubric::embedded().sha256(),
+        "{a}"
+    );
+    let points: Vec<&Value> = a["dimensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| &d["points"])
+        .collect();
+    assert_eq!(
+        points,
+        [&json!(25), &json!(25), &json!(18), &json!(20), &Value::Null],
+        "{a}"
+    );
+    assert_eq!(
+        (
+            &a["range"]["low"],
+            &a["range"]["high"],
+            &a["band"],
+            &a["completed"]
+        ),
+        (&json!(88), &json!(100), &json!("unmeasured"), &json!(true)),
+        "{a}"
+    );
+    // The overcharging facilitator's subject: a critical finding naming H5's receipt.
+    let overcharge = d.id_of("overcharge");
+    let (status, ready) = c
+        .get(
+            "/v1/subjects/{id}/readiness",
+            d.url(&format!("/v1/subjects/{overcharge}/readiness")),
+        )
+        .await;
+    assert_eq!(status, 200, "{ready}");
+    let a = &ready["readiness"];
+    assert_eq!(
+        (&a["score"], &a["band"]),
+        (&json!(0), &json!("hostile")),
+        "{a}"
+    );
+    let penalty = a["penalties"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["kind"] == "overcharge")
+        .unwrap_or_else(|| panic!("{a}"));
+    assert_eq!(
+        (&penalty["check"], &penalty["severity"]),
+        (&json!("H5"), &json!("critical"))
+    );
+    assert_eq!(penalty["receipt_sha256"].as_str().unwrap().len(), 64);
+
+    // Our own API under the same rubric, from what an agent meets on it (the README publishes
+    // the result): every route above answered without a credential, the documents are served,
+    // errors carry stable codes, the reference task (preflight, then the signed score verified
+    // offline) was done; no security.txt.
+    let (security_txt, _) = c
+        .get("/v1/subjects", d.url("/.well-known/security.txt"))
+        .await;
+    c.seen.pop();
+    let own = OwnApiObservation {
+        public_routes_open: c.seen.iter().all(|s| s.status != 401 && s.status != 403),
+        openapi_served: doc["openapi"] == "3.1.0",
+        llms_txt_served: llms.starts_with("# x402-probe"),
+        errors_actionable: err_codes_seen(&c),
+        reference_task_done: answer["answer"].is_string(),
+        security_txt_served: security_txt == 200,
+    };
+    let ours = readiness::assess(&ReadinessRubric::embedded(), &from_own_api(&own));
+    let dims: Vec<Option<u32>> = ours.dimensions.iter().map(|d| d.points).collect();
+    assert_eq!(
+        dims,
+        [Some(25), Some(25), Some(18), Some(20), Some(7)],
+        "{own:?}"
+    );
+    // 95 + 5 (llms.txt: permissive-tos) = 100; no security.txt: no security-posture bonus.
+    assert_eq!(
+        (ours.sum.low, ours.score, ours.band.as_str()),
+        (100, Some(100), "native"),
+        "{ours:?}"
+    );
 
     // Every response, success or error, matches the document.
     let mut templates = BTreeMap::new();

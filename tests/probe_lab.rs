@@ -4,11 +4,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use x402_lab::scenarios::READINESS_FREE;
 use x402_lab::{Lab, LabOptions};
 use x402_probe::checks::free::evaluate_free;
 use x402_probe::probe::free::{FreeProbeConfig, probe_free};
 use x402_probe::probe::http::FetchConfig;
 use x402_probe::probe::rpc::Rpc;
+use x402_probe::readiness::{self, ReadinessRubric};
 use x402_probe::rubric::{Kind, Rubric};
 
 fn lab_config(lab: &Lab) -> FreeProbeConfig {
@@ -57,6 +59,8 @@ async fn every_free_check_agrees_with_the_lab_on_every_scenario() {
     }
     let mut disagreements = Vec::new();
     let mut compared = 0;
+    let readiness_rubric = ReadinessRubric::embedded();
+    let mut readiness_compared = 0;
     while let Some(joined) = runs.join_next().await {
         let (name, observation, elapsed) = joined.unwrap();
         // Hostile endpoints end as findings within the prober's bounds: per request at most the
@@ -70,6 +74,29 @@ async fn every_free_check_agrees_with_the_lab_on_every_scenario() {
             .map(|r| (r.id.as_str().to_string(), r))
             .collect();
         let scenario = lab.endpoint(name).unwrap();
+        // Every subject gets an agent-readiness assessment; a free run never completes the
+        // reference task, so it is never more than a paper assessment.
+        let all: Vec<_> = results.values().cloned().collect();
+        let readiness =
+            readiness::assess(&readiness_rubric, &readiness::evidence::from_checks(&all));
+        assert!(readiness.range.low <= readiness.range.high, "{name}");
+        assert_eq!(readiness.completed, None, "{name}");
+        assert!(
+            ["unverified", "hostile"].contains(&readiness.band.as_str()),
+            "{name}: {}",
+            readiness.band.as_str()
+        );
+        if let Some((_, want)) = READINESS_FREE.iter().find(|(n, _)| *n == name) {
+            readiness_compared += 1;
+            let got = (
+                readiness.range.low,
+                readiness.range.high,
+                readiness.band.as_str(),
+            );
+            if got != (want.low, want.high, want.band) {
+                disagreements.push(format!("{name} readiness: want {want:?}, got {got:?}"));
+            }
+        }
         for (id, want) in &scenario.scenario.expect {
             if !free.iter().any(|f| f == id) {
                 continue;
@@ -85,6 +112,7 @@ async fn every_free_check_agrees_with_the_lab_on_every_scenario() {
         }
     }
     assert!(compared > 300, "compared only {compared} expectations");
+    assert_eq!(readiness_compared, READINESS_FREE.len());
     assert!(
         disagreements.is_empty(),
         "{} disagreements:\n{}",

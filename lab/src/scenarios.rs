@@ -821,6 +821,44 @@ pub fn all() -> Vec<Scenario> {
     ]
 }
 
+/// The agent-readiness (seed 000) a free run of a scenario should reach, worked out by hand from
+/// `rubrics/agent-readiness.json` and the mapping in `rubrics/README.md` ("Agent readiness"): the
+/// score's range and the band. A free run makes no paid call, so completion is unmeasured and the
+/// band `unverified` (or `hostile` on a critical finding); docs and both bonuses are unmeasured
+/// (0..10 and 0..5 each), so `high` is at least `low + 40` held at 100.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadinessExpect {
+    pub low: u32,
+    pub high: u32,
+    pub band: &'static str,
+}
+
+/// Free-run readiness by scenario, for the scenarios that stand for a kind of subject.
+pub const READINESS_FREE: [(&str, ReadinessExpect); 10] = {
+    const fn r(low: u32, high: u32, band: &'static str) -> ReadinessExpect {
+        ReadinessExpect { low, high, band }
+    }
+    [
+        // access 25 + payment 25 + interface 18 = 68; + completion 20, docs 10, bonuses 10: 108,
+        // held at 100.
+        ("honest-v2", r(68, 100, "unverified")),
+        ("honest-v1", r(68, 100, "unverified")),
+        // No valid discovery schema: interface unmeasured (0..20): 50..110, held at 100.
+        ("invalid-bazaar-schema", r(50, 100, "unverified")),
+        // Critical: prompt injection in the description; a seed-phrase ask (key-request).
+        ("injection-description", r(0, 0, "hostile")),
+        ("secret-ask", r(0, 0, "hostile")),
+        // tls is severe, -40: 68..100 becomes 28..60.
+        ("plain-http", r(28, 60, "unverified")),
+        ("cert-expiring", r(28, 60, "unverified")),
+        // pricing is moderate, -15: 53..85.
+        ("price-mismatch", r(53, 85, "unverified")),
+        // No parsable 402: nothing decided, 0..100 (held).
+        ("bad-base64", r(0, 100, "unverified")),
+        ("down", r(0, 100, "unverified")),
+    ]
+};
+
 /// One scenario by name.
 pub fn by_name(name: &str) -> Option<Scenario> {
     all().into_iter().find(|s| s.name == name)

@@ -139,7 +139,11 @@ async fn simulate(args: Args) -> Result<i32> {
     }
 
     let lookahead_ms = i64::from(args.lookahead_secs) * 1000;
-    Daemon::run_simulated(config, Some(config_path), manual, until_ms, lookahead_ms).await?;
+    let shown = SimulatedHours::show(&manual, start, args.days, args.quiet);
+    let ran =
+        Daemon::run_simulated(config, Some(config_path), manual, until_ms, lookahead_ms).await;
+    shown.finish(ran.is_ok());
+    ran?;
     drop(lab);
     let daemon_time = started.elapsed();
 
@@ -199,6 +203,59 @@ async fn simulate(args: Args) -> Result<i32> {
         truth_path.display()
     );
     Ok(0)
+}
+
+/// The simulated clock's progress on stderr (`x402_probe::progress`): simulated hours done of
+/// the run's, read from the clock every [`SimulatedHours::EVERY`] by a thread of its own (the
+/// daemon's loop moves the clock and knows nothing of it).
+struct SimulatedHours {
+    /// [`Self::RUNNING`], [`Self::FAILED`] or [`Self::COMPLETED`].
+    state: Arc<std::sync::atomic::AtomicU8>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl SimulatedHours {
+    const EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+    const HOUR_MS: i64 = 3_600_000;
+    const RUNNING: u8 = 0;
+    const FAILED: u8 = 1;
+    const COMPLETED: u8 = 2;
+
+    fn show(clock: &Arc<ManualClock>, start: i64, days: u32, quiet: bool) -> SimulatedHours {
+        use std::sync::atomic::Ordering::SeqCst;
+        let state = Arc::new(std::sync::atomic::AtomicU8::new(Self::RUNNING));
+        let (clock, seen) = (clock.clone(), state.clone());
+        let thread = std::thread::spawn(move || {
+            let mode = x402_probe::progress::Mode::for_stderr(quiet);
+            let total = u64::from(days) * 24;
+            let mut progress = x402_probe::progress::Progress::new("simulated hours", total, mode);
+            let hours = || ((clock.now_ms() - start) / Self::HOUR_MS).max(0) as u64;
+            while seen.load(SeqCst) == Self::RUNNING {
+                progress.set(hours());
+                std::thread::sleep(Self::EVERY);
+            }
+            // The clock stops at the last run due before the end: a completed simulation has
+            // run every simulated hour.
+            progress.set(if seen.load(SeqCst) == Self::COMPLETED {
+                total
+            } else {
+                hours()
+            });
+            progress.finish();
+        });
+        SimulatedHours { state, thread }
+    }
+
+    fn finish(self, completed: bool) {
+        let state = if completed {
+            Self::COMPLETED
+        } else {
+            Self::FAILED
+        };
+        self.state.store(state, std::sync::atomic::Ordering::SeqCst);
+        // The thread only writes progress: if it panicked, the simulation's result stands.
+        let _ = self.thread.join();
+    }
 }
 
 /// What the caps must allow for a paid call a day per endpoint. Caps and authorization

@@ -219,6 +219,14 @@ pub(crate) const ROUTES: &[RouteDoc] = &[
     )
     .path_params(&[SUBJECT_ID]),
     RouteDoc::get(
+        "/v1/subjects/{id}/readiness",
+        "getReadiness",
+        "The subject's agent readiness under the seed 000 rubric (access, payment, interface, completion, docs; bonuses; safety findings with their receipts; the score or its range where evidence cannot decide a step; the band): beside the score, never mixed into it.",
+        || get(v1::subject_readiness),
+        Answer::Json(schema::<SubjectReadiness>),
+    )
+    .path_params(&[SUBJECT_ID]),
+    RouteDoc::get(
         "/v1/snapshots/latest",
         "getLatestSnapshot",
         "The newest daily snapshot: every subject's verdict, grade, score, band, payTo and price as rated at a UTC day's end, signed by the reporter key, with each score entry's inclusion proof (verify offline with `x402-probe verify-snapshot`). gzip when accepted.",

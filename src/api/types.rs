@@ -223,6 +223,18 @@ pub struct ScoreHistory {
     pub days: Vec<DailyScore>,
 }
 
+/// A subject's agent readiness (seed 000, `rubrics/agent-readiness.json`): a second rubric,
+/// beside the x402-endpoint score and never mixed into it, read from the last result of each of
+/// the subject's checks in the ledger.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SubjectReadiness {
+    pub subject_id: String,
+    pub url: String,
+    /// The last ledger entry read.
+    pub through_seq: u64,
+    pub readiness: crate::readiness::Assessment,
+}
+
 /// A window in which a part of ours was out: our vantage (free outcomes inside it count against
 /// nobody) or our RPC (the checks that read the chain, C3, count against nobody).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -24,8 +24,8 @@ use super::pages::facts::{DayPoint, Latest, SubjectFacts};
 use super::pages::view::IndexOrder;
 use super::signed::{SignedScore, envelope_parts};
 use super::types::{
-    BandView, DailyScore, OutlookView, ScoreHistory, ScoreSummaryView, SubjectSummary, Trend,
-    ValueView, WatchView,
+    BandView, DailyScore, OutlookView, ScoreHistory, ScoreSummaryView, SubjectReadiness,
+    SubjectSummary, Trend, ValueView, WatchView,
 };
 use crate::checks::history::OutageWindow;
 use crate::daemon::pipeline::ReadSide;
@@ -168,6 +168,8 @@ pub(crate) enum Made {
     Rated,
     /// Preflight's answer for its URL alone (without a PaymentRequired).
     Preflight,
+    /// Its agent readiness as JSON.
+    Readiness,
 }
 
 /// Pages and envelopes made on request, least recently served first out, within [`CACHE_BYTES`].
@@ -324,6 +326,25 @@ impl View {
             serde_json::to_vec(&history).ok().map(Bytes::from)
         })
         .unwrap_or_default()
+    }
+
+    /// The subject's agent readiness as JSON: from the cache, else read from its entries now
+    /// (`None`, logged, when they cannot be read).
+    pub(crate) fn readiness_json(&self, entry: &SubjectEntry) -> Option<Bytes> {
+        self.made(entry, Made::Readiness, &[], || {
+            let mut facts = SubjectFacts::default();
+            if let Err(e) = facts.refresh(self.store.as_ref(), &entry.url, Vec::new()) {
+                tracing::warn!(subject = %entry.url, error = %e, "API view: reading readiness failed");
+                return None;
+            }
+            let answer = SubjectReadiness {
+                subject_id: entry.id(),
+                url: entry.url.to_string(),
+                through_seq: facts.through_seq,
+                readiness: facts.readiness(),
+            };
+            serde_json::to_vec(&answer).ok().map(Bytes::from)
+        })
     }
 
     /// The latest score document of a subject as the index shows it, read from the store (the

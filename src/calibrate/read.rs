@@ -66,6 +66,18 @@ pub fn read_table(
     as_of_day: Option<i32>,
     horizon_days: u32,
 ) -> Result<(Table, ReadSummary), ReadError> {
+    read_table_reporting(store, live, labels, as_of_day, horizon_days, &mut |_, _| {})
+}
+
+/// [`read_table`], telling `read(subjects read, subjects in all)` as it goes.
+pub fn read_table_reporting(
+    store: &dyn Store,
+    live: &Rubric,
+    labels: Labels<'_>,
+    as_of_day: Option<i32>,
+    horizon_days: u32,
+    read: &mut dyn FnMut(u64, u64),
+) -> Result<(Table, ReadSummary), ReadError> {
     let mut subjects: Vec<String> = store.subjects()?.into_iter().map(|s| s.url).collect();
     subjects.sort();
     subjects.dedup();
@@ -91,7 +103,9 @@ pub fn read_table(
         labels_without_row: 0,
     };
     let mut table = Table::new(live);
-    for url in &subjects {
+    let total = subjects.len() as u64;
+    for (done, url) in subjects.iter().enumerate() {
+        read(done as u64, total);
         let rows = store.daily_scores(url)?;
         if rows.is_empty() {
             continue;
@@ -166,6 +180,7 @@ pub fn read_table(
         }
         summary.labels_without_row += file_days.len() as u64 - matched;
     }
+    read(total, total);
     Ok((table, summary))
 }
 

@@ -11,6 +11,7 @@ use crate::ledger::chain::{Trusted, VerifySummary};
 use crate::ledger::key::ReporterKey;
 use crate::ledger::proof::{self, InclusionBundle};
 use crate::ledger::tlog;
+use crate::progress::{Counted, Mode};
 use crate::store::{SqliteStore, Store};
 
 #[derive(Debug, clap::Args)]
@@ -44,6 +45,9 @@ pub enum Command {
         /// every score row checked against its entry.
         #[arg(long)]
         chain_only: bool,
+        /// No progress on stderr (entries verified of total, rate, time left).
+        #[arg(long)]
+        quiet: bool,
     },
     /// Write every entry about one subject as JSON lines (`seq`, `hash`, `entry`).
     Export {
@@ -95,6 +99,9 @@ pub enum Command {
         /// are derived under it).
         #[arg(long, value_name = "FILE")]
         rubric: Vec<PathBuf>,
+        /// No progress on stderr (entries migrated of total, rate, time left).
+        #[arg(long)]
+        quiet: bool,
     },
     /// Make a new reporter key file (0600, never overwriting) and print its public key.
     Keygen {
@@ -110,6 +117,7 @@ pub fn run(args: Args) -> Result<i32> {
             pubkey,
             max_unsigned_secs,
             chain_only,
+            quiet,
         } => {
             let trusted = match pubkey {
                 None => None,
@@ -122,8 +130,13 @@ pub fn run(args: Args) -> Result<i32> {
                 }),
             };
             let path = ledger_file(&state_dir)?;
-            let verified = SqliteStore::open_read_only(&path)
-                .and_then(|store| store.verify(trusted.as_ref(), !chain_only));
+            let mut progress = Counted::new("entries verified", Mode::for_stderr(quiet));
+            let verified = SqliteStore::open_read_only(&path).and_then(|store| {
+                store.verify_reporting(trusted.as_ref(), !chain_only, &mut |done, total| {
+                    progress.at(done, total)
+                })
+            });
+            progress.finish();
             if let Err(crate::store::StoreError::NeedsMigration { .. }) = &verified {
                 return verify_format_1(&path, &state_dir);
             }
@@ -218,6 +231,7 @@ pub fn run(args: Args) -> Result<i32> {
             state_dir,
             reporter_key,
             rubric,
+            quiet,
         } => {
             ledger_file(&state_dir)?;
             let key_file = reporter_key.unwrap_or_else(|| state_dir.join("reporter.key"));
@@ -227,7 +241,15 @@ pub fn run(args: Args) -> Result<i32> {
             for p in &rubric {
                 rubrics.insert(0, super::score::load_rubric(Some(p))?);
             }
-            match crate::store::sqlite::migrate_format_1(&state_dir, &key, &rubrics) {
+            let mut progress = Counted::new("entries migrated", Mode::for_stderr(quiet));
+            let migrated = crate::store::sqlite::migrate_format_1(
+                &state_dir,
+                &key,
+                &rubrics,
+                &mut |done, total| progress.at(done, total),
+            );
+            progress.finish();
+            match migrated {
                 Ok(m) => {
                     println!(
                         "ledger {}: migrated from {} (head {} {}) to {}: {} entries, {} -> {} \

@@ -10,9 +10,10 @@ use anyhow::{Context, bail};
 
 use crate::calibrate::job::{self, Decision, Options};
 use crate::calibrate::labels::{DEFAULT_HORIZON_DAYS, LabelSource, LabelsDocument};
-use crate::calibrate::read::{Labels, read_table};
+use crate::calibrate::read::{Labels, read_table_reporting};
 use crate::calibrate::table::day_number;
 use crate::files::{self, caps};
+use crate::progress::{Counted, Mode};
 use crate::rubric::{EMBEDDED_DEFAULT, Rubric};
 use crate::store::sqlite::{STORE_FILE, SqliteStore};
 
@@ -57,6 +58,9 @@ pub struct Args {
     /// adopts it (nothing is installed or changed).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["state", "out", "labels", "as_of", "freeze"])]
     pub accept: Option<PathBuf>,
+    /// No progress on stderr (subjects read of total, rate, time left).
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// Exit codes: 0 proposal written, 3 nothing to do (frozen rubric: drift report written), 4
@@ -116,7 +120,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     files::open_regular(&path, u64::MAX, "a ledger")
         .with_context(|| format!("no ledger in {}", state.display()))?;
     let store = SqliteStore::open_read_only(&path)?;
-    let (table, summary) = read_table(&store, &live, labels, as_of, horizon)?;
+    let mut progress = Counted::new("subjects read", Mode::for_stderr(args.quiet));
+    let read = read_table_reporting(&store, &live, labels, as_of, horizon, &mut |done, total| {
+        progress.at(done, total)
+    });
+    progress.finish();
+    let (table, summary) = read?;
     drop(store);
 
     let mut opts = Options::new(described, horizon);

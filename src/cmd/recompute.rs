@@ -2,9 +2,10 @@
 //! loudly on any byte that differs.
 
 use crate::files::{self, caps};
+use crate::progress::{Counted, Mode, Progress};
 use crate::rubric::Rubric;
 use crate::score::{Recomputed, recompute};
-use crate::store::{SqliteStore, Store};
+use crate::store::SqliteStore;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 
@@ -22,6 +23,9 @@ pub struct Args {
     /// always available).
     #[arg(long)]
     pub rubric: Vec<PathBuf>,
+    /// No progress on stderr (entries or documents done of total, rate, time left).
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// Exit 0 when every document recomputes to identical bytes, 1 when any differs or cannot be
@@ -37,13 +41,18 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         // The chain, checkpoints, blobs and score rows first, as `ledger verify` checks them:
         // a score recomputed from a ledger with an entry removed or changed proves nothing. A
         // ledger that cannot be read is broken too (exit 1).
+        let mode = Mode::for_stderr(args.quiet);
+        let mut progress = Counted::new("entries verified", mode);
         let verified = SqliteStore::open_read_only(&path).and_then(|store| {
             // A run's results are derived again under the rubric it names.
             for rubric in &rubrics {
                 store.also_read_rubric(rubric);
             }
-            store.verify(None, true).map(|_| store)
+            store
+                .verify_reporting(None, true, &mut |done, total| progress.at(done, total))
+                .map(|_| store)
         });
+        progress.finish();
         let store = match verified {
             Ok(store) => store,
             Err(e) => {
@@ -54,7 +63,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 return Ok(1);
             }
         };
-        let report = match crate::daemon::recompute::recompute_ledger(&store, &rubrics) {
+        let mut progress = Counted::new("entries recomputed", mode);
+        let report = crate::daemon::recompute::recompute_ledger_reporting(
+            &store,
+            &rubrics,
+            &mut |done, total| progress.at(done, total),
+        );
+        progress.finish();
+        let report = match report {
             Ok(report) => report,
             Err(e) => {
                 eprintln!("x402-probe: ledger {} is broken: {e}", path.display());
@@ -98,6 +114,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         anyhow::bail!("no score documents found");
     }
     let mut failed = 0usize;
+    let mut progress = Progress::new(
+        "score documents",
+        files.len() as u64,
+        Mode::for_stderr(args.quiet),
+    );
     for file in &files {
         // A FIFO, a device or an oversized file among them is a usage error naming it (exit 2).
         let stored = files::read_regular(file, caps::SCORE_DOCUMENT, "a score document")?;
@@ -120,7 +141,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 eprintln!("FAILED {}: {e}", file.display());
             }
         }
+        progress.advance(1);
     }
+    progress.finish();
     if failed > 0 {
         eprintln!(
             "{failed} of {} score documents did not recompute",

@@ -35,6 +35,9 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_LOOKAHEAD_SECS, value_name = "SECS",
           value_parser = clap::value_parser!(u32).range(0..=3600))]
     pub lookahead_secs: u32,
+    /// No progress on stderr (simulated hours done of total, rate, time left).
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// How far ahead the simulated clock may jump with runs in flight, by default (10 minutes: a

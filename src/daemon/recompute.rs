@@ -46,6 +46,17 @@ pub fn recompute_ledger(
     store: &dyn Store,
     rubrics: &[Rubric],
 ) -> Result<LedgerRecompute, StoreError> {
+    recompute_ledger_reporting(store, rubrics, &mut |_, _| {})
+}
+
+/// [`recompute_ledger`], telling `walked(entries read, entries in all)` after each page.
+pub fn recompute_ledger_reporting(
+    store: &dyn Store,
+    rubrics: &[Rubric],
+    walked: &mut dyn FnMut(u64, u64),
+) -> Result<LedgerRecompute, StoreError> {
+    let total = store.head()?.0;
+    walked(0, total);
     let populations = populations_named(store)?;
     // Each subject's state folded with the daemon's own function, and our outages once.
     let mut subjects: BTreeMap<String, SubjectState> = BTreeMap::new();
@@ -61,6 +72,7 @@ pub fn recompute_ledger(
         let page = store.entries_page(after, PAGE)?;
         let Some(last) = page.last() else { break };
         after = last.seq;
+        walked(after, total);
         for mut entry in page {
             let seq = entry.seq;
             if let Record::Run(_) = &entry.record {

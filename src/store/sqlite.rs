@@ -1219,24 +1219,7 @@ impl Store for SqliteStore {
     }
 
     fn verify(&self, trusted: Option<&Trusted>, deep: bool) -> Result<VerifySummary, StoreError> {
-        // One read transaction: entries, checkpoints, blobs and score rows as of one moment, even
-        // while the daemon appends.
-        let _snapshot = ReadSnapshot::begin_mapped(self)?;
-        let checkpoints = self.checkpoints()?;
-        let notes = self.tree_notes()?;
-        let stored_tree = self.has_stored_tree(&notes)?;
-        let (verifier, walk, named) = self.walk_entries(&checkpoints, &notes, deep, stored_tree)?;
-        let mut summary = verifier.finish(&checkpoints, trusted)?;
-        self.verify_tree(walk, &notes, trusted, &mut summary)?;
-        if deep {
-            // The blobs (each run's observation among them) are checked deep only: the chain
-            // and the tree cover them through the digests the entries name.
-            self.verify_stored_blobs()?;
-            summary.blobs_referenced = self.verify_named_blobs(&named)?;
-            self.verify_derived(&named)?;
-            summary.score_rows = self.verify_score_rows(&named)?;
-        }
-        Ok(summary)
+        self.verify_reporting(trusted, deep, &mut |_, _| {})
     }
 
     fn subject_state(
@@ -1880,12 +1863,43 @@ impl SqliteStore {
     /// `stored_tree`, every interior node the entries complete is compared with the stored one as
     /// the walk computes it (the reading thread hands the stored nodes over with the rows that
     /// complete them): the proofs the store hands out are read from that tree.
+    /// [`Store::verify`], telling `walked(entries read, entries in all)` as the walk over the
+    /// entries goes (a batch at a time; what `ledger verify` and `recompute --ledger` show as
+    /// progress).
+    pub fn verify_reporting(
+        &self,
+        trusted: Option<&Trusted>,
+        deep: bool,
+        walked: &mut dyn FnMut(u64, u64),
+    ) -> Result<VerifySummary, StoreError> {
+        // One read transaction: entries, checkpoints, blobs and score rows as of one moment, even
+        // while the daemon appends.
+        let _snapshot = ReadSnapshot::begin_mapped(self)?;
+        let checkpoints = self.checkpoints()?;
+        let notes = self.tree_notes()?;
+        let stored_tree = self.has_stored_tree(&notes)?;
+        let (verifier, walk, named) =
+            self.walk_entries(&checkpoints, &notes, deep, stored_tree, walked)?;
+        let mut summary = verifier.finish(&checkpoints, trusted)?;
+        self.verify_tree(walk, &notes, trusted, &mut summary)?;
+        if deep {
+            // The blobs (each run's observation among them) are checked deep only: the chain
+            // and the tree cover them through the digests the entries name.
+            self.verify_stored_blobs()?;
+            summary.blobs_referenced = self.verify_named_blobs(&named)?;
+            self.verify_derived(&named)?;
+            summary.score_rows = self.verify_score_rows(&named)?;
+        }
+        Ok(summary)
+    }
+
     fn walk_entries(
         &self,
         checkpoints: &[Checkpoint],
         notes: &[TreeNote],
         deep: bool,
         stored_tree: bool,
+        walked: &mut dyn FnMut(u64, u64),
     ) -> Result<(Verifier, TreeWalk, Named), StoreError> {
         let (to_checker, batches) = std::sync::mpsc::sync_channel::<WalkBatch>(8);
         let mut verifier = Verifier::new(checkpoints);
@@ -1928,7 +1942,7 @@ impl SqliteStore {
                 }
                 Ok((verifier, walk, named))
             });
-            let read = self.read_walk(deep, stored_tree, &to_checker);
+            let read = self.read_walk(deep, stored_tree, &to_checker, walked);
             drop(to_checker);
             let checked = checker.join().unwrap_or_else(|panic| {
                 std::panic::resume_unwind(panic);
@@ -1951,9 +1965,13 @@ impl SqliteStore {
         deep: bool,
         stored_tree: bool,
         to_checker: &std::sync::mpsc::SyncSender<WalkBatch>,
+        walked: &mut dyn FnMut(u64, u64),
     ) -> Result<(), StoreError> {
         let conn = self.conn();
         let context = "reading entries to verify";
+        // Inside the walk's read transaction: the entries it will read.
+        let total = head_in(&conn).map_err(self.sql(context))?.0;
+        walked(0, total);
         let sql = if deep {
             "SELECT seq, at_ms, prev, hash, body, kind, subject FROM entry ORDER BY seq"
         } else {
@@ -2057,6 +2075,7 @@ impl SqliteStore {
                     nodes: nodes_of(leaves, to)?,
                 };
                 leaves = to;
+                walked(leaves, total);
                 if to_checker.send(full).is_err() {
                     // The checker stopped at a broken entry: its error is the one to report.
                     return Ok(());
@@ -2070,6 +2089,7 @@ impl SqliteStore {
                 nodes: nodes_of(leaves, to)?,
             };
             leaves = to;
+            walked(leaves, total);
             if to_checker.send(last).is_err() {
                 return Ok(());
             }
@@ -2442,6 +2462,7 @@ pub fn migrate_format_1(
     state_dir: &Path,
     key: &ReporterKey,
     rubrics: &[Rubric],
+    copied: &mut dyn FnMut(u64, u64),
 ) -> Result<Migration, MigrateError> {
     let path = state_dir.join(STORE_FILE);
     let shown = path.display().to_string();
@@ -2523,6 +2544,7 @@ pub fn migrate_format_1(
             break;
         };
         after = *last;
+        copied(after as u64, before.head_seq);
         let mut batch = Vec::with_capacity(page.len());
         for (seq, at_ms, body) in page {
             let envelope: crate::ledger::chain::Envelope<Box<crate::evidence::run::RunRecord>> =

@@ -138,6 +138,8 @@ pub(crate) struct SubjectFacts {
     pub description: Option<String>,
     /// Check id -> its last receipt.
     pub receipts: BTreeMap<CheckId, LastReceipt>,
+    /// Check id -> its last result, kept by the same rule: what agent readiness is read from.
+    pub results: BTreeMap<CheckId, crate::evidence::CheckResult>,
     pub revisions: Vec<RevisionMark>,
     /// Newest first, at most [`PAID_CALLS_SHOWN`].
     pub paid_calls: VecDeque<PaidCall>,
@@ -209,6 +211,16 @@ impl SubjectFacts {
             return;
         }
         self.receipts.insert(result.id, last_receipt(result));
+        self.results.insert(result.id, result.clone());
+    }
+
+    /// The subject's agent readiness (seed 000) from the last result of each check.
+    pub(crate) fn readiness(&self) -> crate::readiness::Assessment {
+        let results: Vec<_> = self.results.values().cloned().collect();
+        crate::readiness::assess(
+            &crate::readiness::ReadinessRubric::embedded(),
+            &crate::readiness::evidence::from_checks(&results),
+        )
     }
 }
 

@@ -575,6 +575,57 @@ fn paid_calls(out: &mut String, view: &SubjectView) {
     out.push_str("</section>");
 }
 
+/// Agent readiness (seed 000), beside the score and never mixed into it: each dimension's
+/// points or `unmeasured` with why, the safety findings, the range and the band.
+fn readiness(out: &mut String, view: &SubjectView) {
+    let a = view.facts.readiness();
+    let score = match a.score {
+        Some(s) => s.to_string(),
+        None => format!("{}–{}", a.range.low, a.range.high),
+    };
+    let _ = write!(
+        out,
+        "<section id=\"readiness\"><h2>Agent readiness</h2><p>{} <span class=\"muted small\">of 100</span>, \
+         band <strong>{}</strong>{} <span class=\"muted small\">(rubric <code>{}</code> {}, from the last \
+         result of each check; a range where the evidence cannot decide a step)</span></p>",
+        escape(&score),
+        escape(a.band.as_str()),
+        a.provisional_band.map_or(String::new(), |b| format!(
+            ", provisionally {}",
+            escape(crate::readiness::AssessedBand::Band(b).as_str())
+        )),
+        escape(a.rubric.id),
+        escape(&a.rubric.version),
+    );
+    out.push_str(
+        "<div class=\"scroll\"><table class=\"cards\"><thead><tr><th scope=\"col\">Dimension</th>\
+         <th scope=\"col\">Points</th><th scope=\"col\">Why</th></tr></thead><tbody>",
+    );
+    for d in &a.dimensions {
+        let _ = write!(
+            out,
+            "<tr><td data-label=\"Dimension\">{}</td><td class=\"num\" data-label=\"Points\">{}</td>\
+             <td data-label=\"Why\">{}</td></tr>",
+            escape(d.dimension.as_str()),
+            d.points
+                .map_or("unmeasured".to_string(), |p| format!("{p} / {}", d.weight)),
+            escape(&d.because),
+        );
+    }
+    out.push_str("</tbody></table></div>");
+    for p in &a.penalties {
+        let _ = write!(
+            out,
+            "<p class=\"warn\">{} {} finding from {}: {}</p>",
+            escape(p.severity.as_str()),
+            escape(p.finding.kind.as_str()),
+            escape(p.finding.check.as_str()),
+            text(&p.finding.what, REASON_CHARS),
+        );
+    }
+    out.push_str("</section>");
+}
+
 fn declared(out: &mut String, view: &SubjectView) {
     let Some(d) = &view.facts.declared else {
         return;
@@ -640,6 +691,7 @@ pub(crate) fn subject(view: &SubjectView) -> String {
             history(&mut body, view);
         }
     }
+    readiness(&mut body, view);
     declared(&mut body, view);
     paid_calls(&mut body, view);
     layout(&bounded_title(&view.url), &body)
@@ -757,6 +809,23 @@ mod tests {
             }),
             description: Some("x".repeat(5_000) + HOSTILE),
             receipts,
+            // A screen's finding names its rule in the readiness section: hostile too.
+            results: [(
+                crate::evidence::CheckId::S2,
+                crate::evidence::CheckResult {
+                    id: crate::evidence::CheckId::S2,
+                    outcome: Outcome::Fail,
+                    evidence: HOSTILE.into(),
+                    value: None,
+                    receipt: crate::evidence::Receipt {
+                        detail: serde_json::json!({"findings_by_rule": {
+                            HOSTILE: {"category": "injection", "count": 1}
+                        }}),
+                        ..Default::default()
+                    },
+                },
+            )]
+            .into(),
             history: (0..4)
                 .map(|d| DayPoint {
                     day: format!("2026-11-0{}", d + 1),
