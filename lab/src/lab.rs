@@ -18,8 +18,8 @@ use crate::facilitator::{self, FacilitatorAccounts, FacilitatorClient, RunningFa
 use crate::quote::{self, QuoteContext};
 use crate::rpc::Rpc;
 use crate::scenarios::{self, Listing, Protocol, QuoteFault, Reliability, Scenario, Transport};
-use crate::svm::{SolanaAccounts, Svm};
 use crate::server::{self, RunningEndpoint, Shared};
+use crate::svm::{SolanaAccounts, Svm};
 use crate::tls::{Lifetime, TestCa};
 use crate::token::Token;
 

@@ -177,7 +177,8 @@ fn put_token_account(
     mint: Address,
     state: AccountState,
 ) -> Result<Address> {
-    let address = get_associated_token_address_with_program_id(&owner, &mint, &spl_token_interface::id());
+    let address =
+        get_associated_token_address_with_program_id(&owner, &mint, &spl_token_interface::id());
     let mut data = vec![0u8; TokenAccount::LEN];
     TokenAccount::pack(
         TokenAccount {
@@ -206,7 +207,10 @@ fn put_token_account(
 }
 
 /// One JSON-RPC request (no batches: the prober sends none).
-async fn answer(State(chain): State<Arc<Mutex<LiteSVM>>>, Json(request): Json<Value>) -> Json<Value> {
+async fn answer(
+    State(chain): State<Arc<Mutex<LiteSVM>>>,
+    Json(request): Json<Value>,
+) -> Json<Value> {
     let id = request.get("id").cloned().unwrap_or(Value::Null);
     let method = request.get("method").and_then(Value::as_str).unwrap_or("");
     let params = request.get("params").cloned().unwrap_or(json!([]));
@@ -263,7 +267,10 @@ fn call(svm: &LiteSVM, method: &str, params: &Value) -> RpcOutcome {
 }
 
 fn base64_only(config: Option<&Value>) -> std::result::Result<(), (i64, String)> {
-    match config.and_then(|c| c.get("encoding")).and_then(Value::as_str) {
+    match config
+        .and_then(|c| c.get("encoding"))
+        .and_then(Value::as_str)
+    {
         None | Some("base64") => Ok(()),
         Some(other) => Err((
             -32602,

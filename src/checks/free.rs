@@ -11,16 +11,16 @@ use serde_json::{Value, json};
 
 use crate::checks::conformance::{self, TokenDomainSeen};
 use crate::checks::screen;
-use crate::checks::solana::c3_solana;
 use crate::checks::sniff::{self, SniffSample};
+use crate::checks::solana::c3_solana;
 use crate::evidence::{CheckId, CheckResult, Conclusion, Outcome, Receipt, rfc3339, sha256_hex};
 use crate::observation::{ChainSeen, FreeObservation, ListingSeen, Sample};
 use crate::probe::http::decode_body_bounded;
 use crate::probe::http::{Exchange, FetchError, FetchErrorKind, HttpResponse, Phase};
 use crate::rubric::{Kind, Rubric};
 use crate::score::curve::interpolate;
-use crate::x402::parse::parse_payment_required;
 use crate::x402::network::{AddressKind, address_kind};
+use crate::x402::parse::parse_payment_required;
 use crate::x402::types::{Parsed402, PaymentRequired, Requirement, printable_prefix};
 
 /// R1's bound: a response head within 10 s.
@@ -422,9 +422,8 @@ fn c3(run: &Run) -> Conclusion {
     let Some(required) = run.required() else {
         return run.not_without_requirements();
     };
-    let is_solana = |req: &Requirement| {
-        req.network.as_deref().map(address_kind) == Some(AddressKind::Solana)
-    };
+    let is_solana =
+        |req: &Requirement| req.network.as_deref().map(address_kind) == Some(AddressKind::Solana);
     if !required.accepts.iter().any(is_solana) {
         return c3_evm(run, required);
     }

@@ -4,6 +4,6 @@ pub mod conformance;
 pub mod free;
 pub mod history;
 pub mod paid;
-pub mod solana;
 pub mod screen;
 pub mod sniff;
+pub mod solana;

@@ -84,12 +84,19 @@ pub fn c3_solana(requirement: &Requirement, seen: &SolanaSeen) -> Conclusion {
     // The mint.
     let mint_account = match read_of(seen, &mint) {
         Err(why) => {
-            return unmeasured_unless(problems, detail, format!("accepts[{index}]: the mint {why}"));
+            return unmeasured_unless(
+                problems,
+                detail,
+                format!("accepts[{index}]: the mint {why}"),
+            );
         }
         Ok(None) => {
             problems.push(Deviation::new(
                 at("asset.no_account"),
-                format!("no account exists at the mint {mint} on {}", network.v1_name()),
+                format!(
+                    "no account exists at the mint {mint} on {}",
+                    network.v1_name()
+                ),
             ));
             return fail(&problems, detail);
         }
@@ -220,7 +227,10 @@ fn payout_problems(
     if read.owner != *pay_to {
         problems.push(Deviation::new(
             at("payTo.ata_wrong_owner"),
-            format!("the account {ata} belongs to {}, not payTo {pay_to}", read.owner),
+            format!(
+                "the account {ata} belongs to {}, not payTo {pay_to}",
+                read.owner
+            ),
         ));
     }
     problems
@@ -370,7 +380,10 @@ mod tests {
         let pay_to = SolanaAddress::parse(PAY_TO).unwrap();
         let req = requirement("solana-devnet", SolanaNetwork::Devnet.usdc_mint());
         let open = account(TOKEN_PROGRAM, &token_account_data(&usdc, &pay_to, 1));
-        let honest = c3_solana(&req, &seen(account(TOKEN_PROGRAM, &mint_data(6)), Some(open.clone())));
+        let honest = c3_solana(
+            &req,
+            &seen(account(TOKEN_PROGRAM, &mint_data(6)), Some(open.clone())),
+        );
         assert_eq!(honest.outcome, Outcome::Pass, "{}", honest.evidence);
 
         let cases = [
@@ -380,7 +393,10 @@ mod tests {
                 "accepts[0].asset.decimals",
             ),
             (
-                seen(account("11111111111111111111111111111111", &mint_data(6)), None),
+                seen(
+                    account("11111111111111111111111111111111", &mint_data(6)),
+                    None,
+                ),
                 "accepts[0].asset.not_token_mint",
             ),
             (
@@ -394,21 +410,30 @@ mod tests {
             (
                 seen(
                     account(TOKEN_PROGRAM, &mint_data(6)),
-                    Some(account(TOKEN_PROGRAM, &token_account_data(&usdc, &pay_to, 2))),
+                    Some(account(
+                        TOKEN_PROGRAM,
+                        &token_account_data(&usdc, &pay_to, 2),
+                    )),
                 ),
                 "accepts[0].payTo.ata_frozen",
             ),
             (
                 seen(
                     account(TOKEN_PROGRAM, &mint_data(6)),
-                    Some(account(TOKEN_PROGRAM, &token_account_data(&usdc, &pay_to, 0))),
+                    Some(account(
+                        TOKEN_PROGRAM,
+                        &token_account_data(&usdc, &pay_to, 0),
+                    )),
                 ),
                 "accepts[0].payTo.ata_uninitialized",
             ),
             (
                 seen(
                     account(TOKEN_PROGRAM, &mint_data(6)),
-                    Some(account(TOKEN_PROGRAM, &token_account_data(&pay_to, &pay_to, 1))),
+                    Some(account(
+                        TOKEN_PROGRAM,
+                        &token_account_data(&pay_to, &pay_to, 1),
+                    )),
                 ),
                 "accepts[0].payTo.ata_wrong_mint",
             ),
@@ -422,7 +447,10 @@ mod tests {
             (
                 seen(
                     account(TOKEN_PROGRAM, &mint_data(6)),
-                    Some(account(TOKEN_2022_PROGRAM, &token_account_data(&usdc, &pay_to, 1))),
+                    Some(account(
+                        TOKEN_2022_PROGRAM,
+                        &token_account_data(&usdc, &pay_to, 1),
+                    )),
                 ),
                 "accepts[0].payTo.ata_wrong_program",
             ),
@@ -442,8 +470,16 @@ mod tests {
         assert_eq!(codes(&lookalike), vec!["accepts[0].asset.not_recognised"]);
         // An entry on another cluster than our node's is not judged.
         let mainnet = requirement("solana", SolanaNetwork::Devnet.usdc_mint());
-        let other_cluster = c3_solana(&mainnet, &seen(account(TOKEN_PROGRAM, &mint_data(6)), Some(open)));
-        assert_eq!(other_cluster.outcome, Outcome::Unmeasured, "{}", other_cluster.evidence);
+        let other_cluster = c3_solana(
+            &mainnet,
+            &seen(account(TOKEN_PROGRAM, &mint_data(6)), Some(open)),
+        );
+        assert_eq!(
+            other_cluster.outcome,
+            Outcome::Unmeasured,
+            "{}",
+            other_cluster.evidence
+        );
     }
 
     #[test]

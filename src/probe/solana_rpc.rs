@@ -129,7 +129,12 @@ mod tests {
     fn genesis_hashes_are_32_bytes_of_base58() {
         let devnet = "EtWTRABZaYq6iMfeYKouRu166VU2xqa1wcaWoxPkrZBG";
         assert_eq!(parse_genesis_hash(&json!(devnet)).as_deref(), Some(devnet));
-        for bad in [json!(""), json!(1), json!("0x00"), json!("EtWTRABZaYq6iMfeYKouRu166VU2xqa1")] {
+        for bad in [
+            json!(""),
+            json!(1),
+            json!("0x00"),
+            json!("EtWTRABZaYq6iMfeYKouRu166VU2xqa1"),
+        ] {
             assert_eq!(parse_genesis_hash(&bad), None, "{bad}");
         }
     }

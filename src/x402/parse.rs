@@ -744,7 +744,8 @@ fn read_requirement(index: usize, raw: Box<RawValue>, entry: &Value, version: u8
 /// A Solana network must be one of the clusters x402 names: another `solana:` reference is a
 /// chain no client can pay on (and no facilitator settles on), so it is a finding, not a guess.
 fn check_solana_network(network: &str, at: &str, deviations: &mut Vec<Deviation>) {
-    if address_kind(network) == AddressKind::Solana && SolanaNetwork::from_network(network).is_none()
+    if address_kind(network) == AddressKind::Solana
+        && SolanaNetwork::from_network(network).is_none()
     {
         deviations.push(Deviation::new(
             format!("{at}.unknown_solana"),

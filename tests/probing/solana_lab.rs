@@ -73,7 +73,11 @@ async fn c3_reads_the_mint_and_the_payout_account_through_the_solana_rpc() {
 
     // The client against the node.
     assert_eq!(rpc.genesis_hash().await.unwrap(), DEVNET_GENESIS_HASH);
-    let mint = rpc.account(DEVNET_USDC).await.unwrap().expect("USDC exists");
+    let mint = rpc
+        .account(DEVNET_USDC)
+        .await
+        .unwrap()
+        .expect("USDC exists");
     assert_eq!(mint.owner, TOKEN_PROGRAM);
     let data = base64_decode(&mint.data);
     assert_eq!(MintState::read(&data).map(|m| m.decimals), Some(6));
