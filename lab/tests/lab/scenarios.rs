@@ -1066,7 +1066,10 @@ async fn solana_scenarios_quote_devnet_and_their_accounts_are_as_they_say() {
     let missing = entries["solana-missing-ata"]["payTo"].as_str().unwrap();
     assert_eq!(token_account(&lab, &ata(missing)).await, None);
     let frozen = entries["solana-frozen-ata"]["payTo"].as_str().unwrap();
-    assert_eq!(token_account(&lab, &ata(frozen)).await.map(|a| a.2), Some(2));
+    assert_eq!(
+        token_account(&lab, &ata(frozen)).await.map(|a| a.2),
+        Some(2)
+    );
     let lookalike = entries["solana-wrong-mint"]["asset"].as_str().unwrap();
     assert_ne!(lookalike, DEVNET_USDC);
     let mint = svm_rpc(
@@ -1081,12 +1084,16 @@ async fn solana_scenarios_quote_devnet_and_their_accounts_are_as_they_say() {
     );
 
     // The quote faults, as sent.
-    assert!(bs58::decode(entries["solana-bad-base58"]["payTo"].as_str().unwrap())
-        .into_vec()
-        .is_err());
-    assert!(entries["solana-fee-payer-missing"]["extra"]
-        .get("feePayer")
-        .is_none());
+    assert!(
+        bs58::decode(entries["solana-bad-base58"]["payTo"].as_str().unwrap())
+            .into_vec()
+            .is_err()
+    );
+    assert!(
+        entries["solana-fee-payer-missing"]["extra"]
+            .get("feePayer")
+            .is_none()
+    );
     assert_eq!(
         entries["solana-memo-too-long"]["extra"]["memo"]
             .as_str()
