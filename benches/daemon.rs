@@ -176,6 +176,7 @@ impl Answers {
             pay_to: Address::repeat_byte(0x33),
             other_wallet: Address::repeat_byte(0x44),
             resource,
+            solana: None,
         };
         let pr = quote::payment_required(&scenario, &ctx, 0);
         Answers {

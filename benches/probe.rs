@@ -107,6 +107,7 @@ fn main() {
                     operator_file: None,
                     listing: ListingSeen::NotAsked,
                     chain: ChainSeen::NoRpc,
+                    solana: Default::default(),
                     declared_assets: vec![],
                     allow_private: true,
                     cut_short: None,

@@ -357,6 +357,7 @@ fn observation(response: Response) -> FreeObservation {
         operator_file: None,
         listing: ListingSeen::NotAsked,
         chain: ChainSeen::NoRpc,
+        solana: Default::default(),
         declared_assets: Vec::new(),
         allow_private: false,
         cut_short: None,

@@ -53,6 +53,16 @@ pub const MAX_REGEX_BACKTRACK: usize = 10_000;
 /// Compiled size of one `pattern`, in bytes. Larger makes the schema invalid for C5.
 pub const MAX_REGEX_BYTES: usize = 256 * 1024;
 
+// ---- The Solana RPC (`probe::solana_rpc`) ----
+
+/// Bytes of one account's data kept in an observation: a token account's base layout is 165
+/// bytes and a mint's 82, and Token-2022's account type byte follows them; the rest (extensions)
+/// is counted, not kept.
+pub const MAX_SOLANA_ACCOUNT_BYTES: usize = 256;
+/// Accounts one free run reads on the Solana RPC (a mint and a payout account per entry, the
+/// same account read once): the entries past it are `unmeasured`.
+pub const MAX_SOLANA_ACCOUNTS: usize = 16;
+
 // ---- Receipts (`checks`) ----
 
 /// Deviations kept in one receipt list (C1, C2, C5 `deviations` and `notes`); the receipt counts

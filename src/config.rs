@@ -30,6 +30,7 @@ use crate::probe::http::{
 };
 use crate::probe::paid::PaidOptions;
 use crate::probe::rpc::Rpc;
+use crate::probe::solana_rpc::SolanaRpc;
 use crate::rubric::Rubric;
 use crate::spend::Usd;
 
@@ -498,6 +499,9 @@ pub struct ProbeConfig {
     /// The fixed JSON-RPC node every chain fact is read from.
     #[serde(default)]
     pub rpc: Option<HttpUrl>,
+    /// The fixed Solana JSON-RPC node every Solana fact is read from.
+    #[serde(default)]
+    pub solana_rpc: Option<HttpUrl>,
     /// Tokens accepted as real besides the canonical USDC deployments.
     #[serde(default)]
     pub assets: Vec<Address>,
@@ -644,6 +648,7 @@ impl ProbeConfig {
             listing: self.listing.as_ref().map(|l| l.url.to_string()),
             listing_budget,
             rpc: self.rpc.as_ref().map(|u| Rpc::new(u.as_str())),
+            solana_rpc: self.solana_rpc.as_ref().map(|u| SolanaRpc::new(u.as_str())),
             declared_assets: self.assets.clone(),
             vantage: self.vantage.to_string(),
         }

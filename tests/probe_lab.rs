@@ -10,6 +10,7 @@ use x402_probe::checks::free::evaluate_free;
 use x402_probe::probe::free::{FreeProbeConfig, probe_free};
 use x402_probe::probe::http::FetchConfig;
 use x402_probe::probe::rpc::Rpc;
+use x402_probe::probe::solana_rpc::SolanaRpc;
 use x402_probe::readiness::{self, ReadinessRubric};
 use x402_probe::rubric::{Kind, Rubric};
 
@@ -26,6 +27,7 @@ fn lab_config(lab: &Lab) -> FreeProbeConfig {
         spacing: Duration::from_millis(10),
         listing: Some(lab.manifest().catalogue),
         rpc: Some(Rpc::new(lab.rpc_url())),
+        solana_rpc: lab.solana_rpc_url().map(SolanaRpc::new),
         declared_assets: vec![lab.token.address()],
         vantage: "test".into(),
         ..FreeProbeConfig::default()

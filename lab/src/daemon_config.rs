@@ -127,6 +127,14 @@ paid_min_interval_secs = {paid_every}
             gap = self.per_host_gap_ms,
             paid_every = self.paid_min_interval_secs,
         );
+        // The [probe] table's last key: the local SVM, when a Solana scenario runs.
+        if let Some(solana_rpc) = lab.solana_rpc_url() {
+            text = text.replacen(
+                "vantage = \"lab\"\n",
+                &format!("vantage = \"lab\"\nsolana_rpc = \"{solana_rpc}\"\n"),
+                1,
+            );
+        }
         if let Some(secs) = self.backoff_max_secs {
             let _ = writeln!(text, "backoff_max_secs = {secs}");
         }

@@ -17,8 +17,9 @@ use crate::dynamic::{Dynamic, LabClock, Timeline};
 use crate::facilitator::{self, FacilitatorAccounts, FacilitatorClient, RunningFacilitator};
 use crate::quote::{self, QuoteContext};
 use crate::rpc::Rpc;
-use crate::scenarios::{self, Listing, Protocol, Reliability, Scenario, Transport};
+use crate::scenarios::{self, Listing, Protocol, QuoteFault, Reliability, Scenario, Transport};
 use crate::server::{self, RunningEndpoint, Shared};
+use crate::svm::{SolanaAccounts, Svm};
 use crate::tls::{Lifetime, TestCa};
 use crate::token::Token;
 
@@ -62,6 +63,9 @@ pub struct LabEndpoint {
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Manifest {
     pub rpc: String,
+    /// The lab SVM's JSON-RPC, when a Solana scenario runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solana_rpc: Option<String>,
     pub chain_id: u64,
     pub token: String,
     pub fake_token: String,
@@ -105,6 +109,8 @@ pub struct Lab {
     // Field order is drop order: servers first, then the chain, then the files.
     _catalogue: RunningCatalogue,
     _facilitator: RunningFacilitator,
+    /// The local SVM, when a Solana scenario runs.
+    pub svm: Option<Svm>,
     anvil: Anvil,
     dir: LabDir,
 }
@@ -179,8 +185,18 @@ impl Lab {
             token: token.clone(),
         });
 
+        let selected = selected_scenarios(&options)?;
+        let svm = if selected
+            .iter()
+            .any(|s| matches!(s.quote, QuoteFault::Solana(_)))
+        {
+            Some(Svm::start().await.context("starting the local SVM")?)
+        } else {
+            None
+        };
+        let solana = svm.as_ref().map(|s| s.accounts.clone());
         let mut endpoints = Vec::new();
-        for mut scenario in selected_scenarios(&options)? {
+        for mut scenario in selected {
             match &mut scenario.reliability {
                 Reliability::SlowTtfb(ms) => *ms = options.slow_ms,
                 Reliability::Flaky(share) => *share = options.flaky_share,
@@ -197,6 +213,7 @@ impl Lab {
                 pay_to,
                 other_wallet,
                 resource: String::new(),
+                solana: solana.clone(),
             };
             let running = server::start(scenario.clone(), tls, ctx, shared.clone()).await?;
             endpoints.push(LabEndpoint {
@@ -216,6 +233,7 @@ impl Lab {
                     fake_token.address(),
                     pay_to,
                     other_wallet,
+                    solana.clone(),
                 )
             })
             .collect();
@@ -228,6 +246,7 @@ impl Lab {
             pay_to,
             other_wallet,
             resource: String::new(),
+            solana,
         };
         Ok(Lab {
             rpc,
@@ -257,6 +276,7 @@ impl Lab {
             },
             _catalogue: catalogue,
             _facilitator: facilitator,
+            svm,
             anvil,
             dir,
         })
@@ -341,6 +361,11 @@ impl Lab {
         self.anvil.rpc_url()
     }
 
+    /// The local SVM's JSON-RPC, when a Solana scenario runs.
+    pub fn solana_rpc_url(&self) -> Option<&str> {
+        self.svm.as_ref().map(|s| s.rpc_url.as_str())
+    }
+
     /// The lab's directory (key file, CA file).
     pub fn dir(&self) -> &Path {
         self.dir.path()
@@ -349,6 +374,7 @@ impl Lab {
     pub fn manifest(&self) -> Manifest {
         Manifest {
             rpc: self.anvil.rpc_url().to_string(),
+            solana_rpc: self.solana_rpc_url().map(str::to_string),
             chain_id: self.chain_id,
             token: self.token.address().to_checksum(None),
             fake_token: self.fake_token.address().to_checksum(None),
@@ -409,6 +435,7 @@ fn catalogue_item(
     fake_token: Address,
     pay_to: Address,
     other_wallet: Address,
+    solana: Option<SolanaAccounts>,
 ) -> Option<Value> {
     let s = &e.scenario;
     if s.listing == Listing::Unlisted {
@@ -421,6 +448,7 @@ fn catalogue_item(
         pay_to,
         other_wallet,
         resource: e.url.clone(),
+        solana,
     };
     let mut requirement = quote::requirement(s, &ctx, 0);
     if s.listing == Listing::DifferentPrice {

@@ -16,6 +16,7 @@ pub mod quote;
 pub mod rpc;
 pub mod scenarios;
 pub mod server;
+pub mod svm;
 pub mod tls;
 pub mod token;
 

@@ -6,7 +6,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
-use crate::scenarios::{Operator, Protocol, QuoteFault, Scenario, TextFault};
+use crate::scenarios::{Operator, Protocol, QuoteFault, Scenario, SolanaQuote, TextFault};
+use crate::svm::{self, SolanaAccounts};
 
 /// 0.01 USDC in atomic units (6 decimals).
 pub const PRICE: u64 = 10_000;
@@ -29,6 +30,8 @@ pub struct QuoteContext {
     pub other_wallet: Address,
     /// The subject URL (`https://127.0.0.1:PORT/weather`).
     pub resource: String,
+    /// The lab SVM's accounts, when it runs (the Solana scenarios quote them).
+    pub solana: Option<SolanaAccounts>,
 }
 
 /// The honest output of the weather resource.
@@ -118,6 +121,9 @@ fn amount_for(scenario: &Scenario, nth_quote: u64) -> String {
 /// One `accepts` entry in the shape of the scenario's protocol version. `nth_quote` counts the 402s this
 /// endpoint has served before (for the price that rises).
 pub fn requirement(scenario: &Scenario, ctx: &QuoteContext, nth_quote: u64) -> Value {
+    if let QuoteFault::Solana(fault) = scenario.quote {
+        return solana_requirement(scenario, fault, ctx, nth_quote);
+    }
     let mut network = format!("eip155:{}", ctx.chain_id);
     let mut asset = ctx.token.to_checksum(None);
     let mut pay_to = ctx.pay_to.to_checksum(None);
@@ -160,6 +166,57 @@ pub fn requirement(scenario: &Scenario, ctx: &QuoteContext, nth_quote: u64) -> V
             "mimeType": "application/json",
             "payTo": pay_to,
             "maxTimeoutSeconds": timeout,
+            "asset": asset,
+            "outputSchema": v1_output_schema(scenario),
+            "extra": extra,
+        }),
+    }
+}
+
+/// A Solana entry of the exact SVM scheme, as the reference servers write it, with the fault.
+fn solana_requirement(
+    scenario: &Scenario,
+    fault: SolanaQuote,
+    ctx: &QuoteContext,
+    nth_quote: u64,
+) -> Value {
+    let Some(accounts) = &ctx.solana else {
+        // Only a lab without its SVM gets here, and it serves no Solana scenario.
+        return json!({"scheme": "exact", "network": svm::DEVNET_CAIP2});
+    };
+    let mut asset = accounts.usdc_mint.clone();
+    let mut pay_to = accounts.pay_to.clone();
+    let mut extra = json!({"feePayer": accounts.fee_payer});
+    match fault {
+        SolanaQuote::Honest => {}
+        SolanaQuote::WrongMint => asset = accounts.lookalike_mint.clone(),
+        SolanaQuote::MissingAccount => pay_to = accounts.pay_to_without_account.clone(),
+        SolanaQuote::FrozenAccount => pay_to = accounts.pay_to_frozen.clone(),
+        // Base58 has no 0, O, I or l: a payee typed by hand with them is nobody's address.
+        SolanaQuote::BadBase58 => pay_to = format!("0l{}", &pay_to[2..]),
+        SolanaQuote::FeePayerMissing => extra = json!({}),
+        SolanaQuote::MemoTooLong => extra["memo"] = json!("m".repeat(300)),
+    }
+    let amount = amount_for(scenario, nth_quote);
+    match scenario.protocol {
+        Protocol::V2 => json!({
+            "scheme": "exact",
+            "network": svm::DEVNET_CAIP2,
+            "amount": amount,
+            "asset": asset,
+            "payTo": pay_to,
+            "maxTimeoutSeconds": 60,
+            "extra": extra,
+        }),
+        Protocol::V1 => json!({
+            "scheme": "exact",
+            "network": svm::DEVNET_V1,
+            "maxAmountRequired": amount,
+            "resource": ctx.resource,
+            "description": description(scenario.text),
+            "mimeType": "application/json",
+            "payTo": pay_to,
+            "maxTimeoutSeconds": 60,
             "asset": asset,
             "outputSchema": v1_output_schema(scenario),
             "extra": extra,

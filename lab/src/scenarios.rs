@@ -58,6 +58,27 @@ pub enum QuoteFault {
     OffAllowlistNetwork,
     /// The first quote is the normal price; every later 402 asks for three times as much.
     PriceRisesAfterFirst,
+    /// A Solana quote (the exact SVM scheme on the lab's SVM, which calls itself devnet).
+    Solana(SolanaQuote),
+}
+
+/// What a Solana quote gets wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SolanaQuote {
+    /// USDC of devnet to a payee whose USDC account is open, with the facilitator's fee payer.
+    Honest,
+    /// A mint of 6 decimals that is not USDC.
+    WrongMint,
+    /// A payee that has no USDC account: nobody can pay it.
+    MissingAccount,
+    /// A payee whose USDC account is frozen: every transfer into it fails.
+    FrozenAccount,
+    /// payTo is not base58 (a `0` and an `l` in it).
+    BadBase58,
+    /// No `extra.feePayer`: a client cannot build the transaction.
+    FeePayerMissing,
+    /// `extra.memo` of 300 bytes (the scheme allows 256).
+    MemoTooLong,
 }
 
 /// Text published in the description and docs.
@@ -297,6 +318,25 @@ const OVER_BUDGET: [(&str, &str); 5] = [
     ("S1", "pass"),
 ];
 
+/// Free checks of an honest Solana endpoint: the operator file names EVM wallets only (H4 `na`
+/// until it reads Solana addresses).
+const HONEST_SOLANA_FREE: [(&str, &str); 14] = [
+    ("R1", "pass"),
+    ("R2", "pass"),
+    ("R3", "pass"),
+    ("C1", "pass"),
+    ("C2", "pass"),
+    ("C3", "pass"),
+    ("C4", "na"),
+    ("C5", "pass"),
+    ("H1", "pass"),
+    ("H4", "na"),
+    ("S1", "pass"),
+    ("S2", "pass"),
+    ("S4", "pass"),
+    ("S5", "pass"),
+];
+
 /// Paid checks of an endpoint that charges, then answers 500 without a receipt.
 const CHARGED_WITHOUT_DELIVERY: [(&str, &str); 8] = [
     ("R4", "fail"),
@@ -401,6 +441,14 @@ impl Builder {
             self.0.expect.remove(id);
         }
         self.0.expect.extend(pairs.iter().copied());
+        self
+    }
+    /// A Solana endpoint: its quote, no operator file, free expectations of an honest one (no
+    /// payment on Solana yet: the paid checks are not promised).
+    fn solana(mut self, q: SolanaQuote) -> Self {
+        self.0.quote = QuoteFault::Solana(q);
+        self.0.operator = Operator::Absent;
+        self.0.expect = HONEST_SOLANA_FREE.into_iter().collect();
         self
     }
     fn build(self) -> Scenario {
@@ -522,6 +570,60 @@ pub fn all() -> Vec<Scenario> {
             .forget(&["H1"])
             .unpayable()
             .build(),
+        // Solana (the lab's SVM, as devnet).
+        B::new(
+            "solana-honest-v2",
+            "x402 v2 on Solana: devnet USDC, an open payout account, the fee payer",
+        )
+        .solana(SolanaQuote::Honest)
+        .build(),
+        B::new(
+            "solana-honest-v1",
+            "x402 v1 body on Solana, network solana-devnet",
+        )
+        .v1()
+        .solana(SolanaQuote::Honest)
+        .build(),
+        B::new(
+            "solana-wrong-mint",
+            "a Solana mint of 6 decimals that is not USDC",
+        )
+        .solana(SolanaQuote::WrongMint)
+        .expect(&[("C3", "fail")])
+        .build(),
+        B::new(
+            "solana-missing-ata",
+            "the payee has no USDC token account: nobody can pay it",
+        )
+        .solana(SolanaQuote::MissingAccount)
+        .expect(&[("C3", "fail")])
+        .build(),
+        B::new(
+            "solana-frozen-ata",
+            "the payee's USDC token account is frozen",
+        )
+        .solana(SolanaQuote::FrozenAccount)
+        .expect(&[("C3", "fail")])
+        .build(),
+        B::new("solana-bad-base58", "payTo is not base58")
+            .solana(SolanaQuote::BadBase58)
+            .expect(&[("C2", "fail")])
+            .forget(&["C3"])
+            .build(),
+        B::new(
+            "solana-fee-payer-missing",
+            "no extra.feePayer: a client cannot build the transaction",
+        )
+        .solana(SolanaQuote::FeePayerMissing)
+        .expect(&[("C2", "fail")])
+        .build(),
+        B::new(
+            "solana-memo-too-long",
+            "extra.memo of 300 bytes (at most 256)",
+        )
+        .solana(SolanaQuote::MemoTooLong)
+        .expect(&[("C2", "fail")])
+        .build(),
         // Text.
         B::new(
             "injection-description",

@@ -71,6 +71,7 @@ async fn demo(args: Args) -> Result<i32> {
             deadline_ms: Default::default(),
         }),
         rpc: Some(url(lab.rpc_url())?),
+        solana_rpc: lab.solana_rpc_url().map(url).transpose()?,
         assets: vec![lab.token.address()],
         allow_private: true,
         vantage: "demo".parse().map_err(|e: String| anyhow::anyhow!(e))?,

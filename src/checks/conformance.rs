@@ -11,6 +11,11 @@
 //!   entry's asset being present and an address; other deviations (a lower-case asset, a
 //!   missing `extra.name`) are listed as notes and do not fail it. No entries at all fails C2.
 //!   For a non-EVM network (e.g. Solana) payTo is checked as that network's address form.
+//!   Solana entries add the exact SVM scheme's rules: payTo, the mint and `extra.feePayer` are
+//!   base58 of 32 bytes, the fee payer is present, `extra.memo` holds at most 256 bytes, and the
+//!   network is one of the three clusters (another `solana:` reference is `network.unknown_solana`).
+//!   Whether the mint is the cluster's USDC is C3's question, as the asset's canonicality is on
+//!   EVM: C3 is where the tokens the operator declared are known.
 //! - C2 and C5 fail, not `na`, when a response arrived without any PaymentRequired: the endpoint
 //!   offers nothing well-formed and nothing discoverable.
 //! - C4 compares the two decoded objects as JSON values (key order ignored, `1` and `1.0` differ),
@@ -92,10 +97,18 @@ fn is_c2_deviation(deviation: &Deviation) -> bool {
     }
     match deviation.entry_field() {
         Some((_, "asset")) => !deviation.code.ends_with(".not_checksummed"),
+        // The exact SVM scheme's own fields: a client cannot build the transaction without the
+        // fee payer, and must carry the memo.
+        Some((_, "extra")) => C2_SOLANA_EXTRA
+            .iter()
+            .any(|field| deviation.code.contains(field)),
         Some((_, field)) => C2_FIELDS.contains(&field),
         None => false,
     }
 }
+
+/// `extra` fields whose deviations fail C2 (only Solana entries are read for them).
+const C2_SOLANA_EXTRA: &[&str] = &[".extra.feePayer.", ".extra.memo."];
 
 /// C1, PaymentRequired parses: `x402Version`, `resource` and a non-empty `accepts`, from the v2
 /// header or the v1 body. `response_arrived` is false when we got no HTTP response at all.

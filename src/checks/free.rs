@@ -12,14 +12,16 @@ use serde_json::{Value, json};
 use crate::checks::conformance::{self, TokenDomainSeen};
 use crate::checks::screen;
 use crate::checks::sniff::{self, SniffSample};
+use crate::checks::solana::c3_solana;
 use crate::evidence::{CheckId, CheckResult, Conclusion, Outcome, Receipt, rfc3339, sha256_hex};
 use crate::observation::{ChainSeen, FreeObservation, ListingSeen, Sample};
 use crate::probe::http::decode_body_bounded;
 use crate::probe::http::{Exchange, FetchError, FetchErrorKind, HttpResponse, Phase};
 use crate::rubric::{Kind, Rubric};
 use crate::score::curve::interpolate;
+use crate::x402::network::{AddressKind, address_kind};
 use crate::x402::parse::parse_payment_required;
-use crate::x402::types::{Parsed402, PaymentRequired, printable_prefix};
+use crate::x402::types::{Parsed402, PaymentRequired, Requirement, printable_prefix};
 
 /// R1's bound: a response head within 10 s.
 pub const REACHABLE_WITHIN_MS: f64 = 10_000.0;
@@ -414,11 +416,38 @@ pub fn p95_ms(values_ms: &[f64]) -> Option<f64> {
     (!h.is_empty()).then(|| h.value_at_quantile(0.95) as f64)
 }
 
-/// C3: every EVM entry's asset is canonical USDC or declared, with the declared EIP-712 domain.
+/// C3: every EVM entry's asset is canonical USDC or declared, with the declared EIP-712 domain;
+/// every Solana entry's mint is its cluster's USDC and its payTo can be paid (`checks::solana`).
 fn c3(run: &Run) -> Conclusion {
     let Some(required) = run.required() else {
         return run.not_without_requirements();
     };
+    let is_solana =
+        |req: &Requirement| req.network.as_deref().map(address_kind) == Some(AddressKind::Solana);
+    if !required.accepts.iter().any(is_solana) {
+        return c3_evm(run, required);
+    }
+    // With a Solana entry, each entry is judged against its own chain's reads.
+    let results = required
+        .accepts
+        .iter()
+        .map(|req| {
+            if is_solana(req) {
+                c3_solana(req, &run.obs.solana)
+            } else {
+                let one = PaymentRequired {
+                    accepts: vec![req.clone()],
+                    ..required.clone()
+                };
+                c3_evm(run, &one)
+            }
+        })
+        .collect();
+    worst_of(results, "every asset is real and its payee can be paid")
+}
+
+/// C3 of a quote without Solana entries (as it was before Solana, byte for byte).
+fn c3_evm(run: &Run, required: &PaymentRequired) -> Conclusion {
     let (chain_id, tokens) = match &run.obs.chain {
         ChainSeen::NoRpc => {
             return Conclusion::unmeasured("no RPC configured (--rpc), so the asset was not read");

@@ -6,3 +6,4 @@ pub mod history;
 pub mod paid;
 pub mod screen;
 pub mod sniff;
+pub mod solana;

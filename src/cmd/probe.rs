@@ -64,6 +64,10 @@ pub struct Args {
     /// The fixed JSON-RPC node to read the chain through (C3 and every paid check).
     #[arg(long, value_name = "URL")]
     pub rpc: Option<HttpUrl>,
+    /// The fixed Solana JSON-RPC node to read Solana entries' mints and payout accounts through
+    /// (C3 of Solana entries).
+    #[arg(long, value_name = "URL")]
+    pub solana_rpc: Option<HttpUrl>,
     /// A token to accept as real besides the canonical USDC deployments (repeatable).
     #[arg(long = "asset", value_name = "ADDRESS")]
     pub assets: Vec<Address>,
@@ -142,6 +146,7 @@ impl Args {
             nameservers: self.nameservers.clone(),
             listing,
             rpc: self.rpc.clone(),
+            solana_rpc: self.solana_rpc.clone(),
             assets: self.assets.clone(),
             ca_files: self.ca_files.clone(),
             allow_private: self.allow_private,

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use alloy::primitives::B256;
 
+use super::chain::ChainRead;
 use super::http::{Exchange, FetchRequest};
 
 /// Everything one free probe run saw.
@@ -28,6 +29,11 @@ pub struct FreeObservation {
     pub listing: ListingSeen,
     /// What the fixed RPC said about each asset the 402 names (C3).
     pub chain: ChainSeen,
+    /// What the fixed Solana RPC said about the mints and payout accounts of the Solana entries
+    /// (C3). Left out of the stored form when no Solana RPC is configured, so a run without one
+    /// is stored byte for byte as before.
+    #[serde(default, skip_serializing_if = "SolanaSeen::is_no_rpc")]
+    pub solana: SolanaSeen,
     /// Tokens the user declared as real besides the canonical USDC deployments (`--asset`).
     pub declared_assets: Vec<Address>,
     /// Whether the address guard was off for this run (the lab): recorded so a receipt shows it.
@@ -134,4 +140,60 @@ pub struct TokenSeen {
     pub version: Option<String>,
     pub domain_separator: Option<B256>,
     pub rpc_error: Option<String>,
+}
+
+/// What the fixed Solana RPC answered for one run: the cluster it serves and each account read.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum SolanaSeen {
+    /// No Solana RPC configured (`--solana-rpc`).
+    #[default]
+    NoRpc,
+    /// The RPC did not answer its genesis hash.
+    RpcDown { url: String, error: String },
+    /// The cluster's genesis hash, and each account read, in the order read.
+    Read {
+        url: String,
+        genesis_hash: String,
+        accounts: Vec<SolanaAccountSeen>,
+    },
+}
+
+impl SolanaSeen {
+    pub fn is_no_rpc(&self) -> bool {
+        matches!(self, SolanaSeen::NoRpc)
+    }
+
+    /// What was read at `address` (base58), if it was asked for.
+    pub fn account(&self, address: &str) -> Option<&ChainRead<Option<SolanaAccount>>> {
+        match self {
+            SolanaSeen::Read { accounts, .. } => accounts
+                .iter()
+                .find(|a| a.address == address)
+                .map(|a| &a.read),
+            _ => None,
+        }
+    }
+}
+
+/// One `getAccountInfo`: the account, `None` when the cluster has no account at the address (a
+/// fact about the subject), or why it was not read (ours).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SolanaAccountSeen {
+    /// Base58.
+    pub address: String,
+    pub read: ChainRead<Option<SolanaAccount>>,
+}
+
+/// An account as the RPC gave it: its owner program and the start of its data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SolanaAccount {
+    /// The owner program, base58.
+    pub owner: String,
+    pub lamports: u64,
+    /// The data's full length.
+    pub data_len: usize,
+    /// Base64 of the data's first `budget::MAX_SOLANA_ACCOUNT_BYTES` bytes (every field the
+    /// checks read lies in them).
+    pub data: String,
 }

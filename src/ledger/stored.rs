@@ -31,7 +31,7 @@ use super::record::{Record, StoredRecord};
 /// The version of the checks' conclusions: bumped whenever a check concludes otherwise from the
 /// same observation. A run stores it with its results' hash; a build whose checks derive other
 /// results for an entry says so by that hash (and names both versions).
-pub const CHECKS_VERSION: &str = "x402-probe.checks/1";
+pub const CHECKS_VERSION: &str = "x402-probe.checks/2";
 
 /// Bodies at least this long are kept apart as blobs (shorter ones cost less inline than their
 /// digest would).

@@ -15,13 +15,18 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::time::{Instant, sleep_until, timeout_at};
 
+use crate::budget::MAX_SOLANA_ACCOUNTS;
+use crate::evidence::chain::ChainRead;
 use crate::observation::{
-    ChainSeen, CutShort, FreeObservation, ListingSeen, PageSeen, Sample, TokenSeen,
+    ChainSeen, CutShort, FreeObservation, ListingSeen, PageSeen, Sample, SolanaAccountSeen,
+    SolanaSeen, TokenSeen,
 };
 use crate::probe::http::{Exchange, FetchConfig, FetchRequest, canonical_subject_url, fetch};
 use crate::probe::rpc::Rpc;
+use crate::probe::solana_rpc::SolanaRpc;
 use crate::x402::catalogue::{item_resource, read_page};
 use crate::x402::parse::parse_payment_required;
+use crate::x402::solana::{SolanaAddress, SolanaNetwork};
 use crate::x402::types::PaymentRequired;
 
 /// The path of the operator file (format: `probes/operator-file.md`).
@@ -65,6 +70,8 @@ pub struct FreeProbeConfig {
     pub listing_budget: ListingBudget,
     /// The fixed RPC (C3).
     pub rpc: Option<Rpc>,
+    /// The fixed Solana RPC (C3 of Solana entries).
+    pub solana_rpc: Option<SolanaRpc>,
     /// Tokens accepted as real besides the canonical USDC deployments.
     pub declared_assets: Vec<Address>,
     pub vantage: String,
@@ -80,6 +87,7 @@ impl Default for FreeProbeConfig {
             listing: None,
             listing_budget: ListingBudget::default(),
             rpc: None,
+            solana_rpc: None,
             declared_assets: Vec::new(),
             vantage: "local".into(),
         }
@@ -92,6 +100,7 @@ struct SubjectSeen {
     operator_file: Option<Exchange>,
     operator_file_not_read: bool,
     chain: ChainSeen,
+    solana: SolanaSeen,
 }
 
 /// Probe `url` for free. `now` is the run's start (unix seconds), passed in so tests control time.
@@ -129,6 +138,7 @@ pub async fn probe_free(cfg: &FreeProbeConfig, url: &str, now: i64) -> FreeObser
         operator_file: seen.operator_file,
         listing,
         chain: seen.chain,
+        solana: seen.solana,
         declared_assets: cfg.declared_assets.clone(),
         allow_private: cfg.fetch.allow_private,
         cut_short,
@@ -147,6 +157,7 @@ async fn probe_subject(cfg: &FreeProbeConfig, url: &str, deadline: Instant) -> S
             operator_file: None,
             operator_file_not_read: origin_of(url).is_some(),
             chain: chain_not_read(cfg),
+            solana: solana_not_read(cfg),
         };
     };
     let quote = exchange
@@ -165,6 +176,15 @@ async fn probe_subject(cfg: &FreeProbeConfig, url: &str, deadline: Instant) -> S
             Some(rpc) => match timeout_at(deadline, read_chain(rpc, quote.as_ref())).await {
                 Ok(chain) => chain,
                 Err(_) => chain_not_read(cfg),
+            },
+        }
+    };
+    let solana = async {
+        match &cfg.solana_rpc {
+            None => SolanaSeen::NoRpc,
+            Some(rpc) => match timeout_at(deadline, read_solana(rpc, quote.as_ref())).await {
+                Ok(solana) => solana,
+                Err(_) => solana_not_read(cfg),
             },
         }
     };
@@ -200,12 +220,14 @@ async fn probe_subject(cfg: &FreeProbeConfig, url: &str, deadline: Instant) -> S
             Err(_) => (None, true),
         }
     };
-    let (chain, (operator_file, operator_file_not_read)) = tokio::join!(chain, rest);
+    let (chain, solana, (operator_file, operator_file_not_read)) =
+        tokio::join!(chain, solana, rest);
     SubjectSeen {
         samples,
         operator_file,
         operator_file_not_read,
         chain,
+        solana,
     }
 }
 
@@ -214,6 +236,20 @@ fn chain_not_read(cfg: &FreeProbeConfig) -> ChainSeen {
     match &cfg.rpc {
         None => ChainSeen::NoRpc,
         Some(rpc) => ChainSeen::RpcDown {
+            url: rpc.url().to_string(),
+            error: format!(
+                "not read: the run's deadline of {} ms passed first",
+                cfg.deadline.as_millis()
+            ),
+        },
+    }
+}
+
+/// The Solana reads the deadline left undone (ours: C3 is `unmeasured`).
+fn solana_not_read(cfg: &FreeProbeConfig) -> SolanaSeen {
+    match &cfg.solana_rpc {
+        None => SolanaSeen::NoRpc,
+        Some(rpc) => SolanaSeen::RpcDown {
             url: rpc.url().to_string(),
             error: format!(
                 "not read: the run's deadline of {} ms passed first",
@@ -475,6 +511,72 @@ async fn read_chain(rpc: &Rpc, quote: Option<&PaymentRequired>) -> ChainSeen {
         chain_id,
         tokens,
     }
+}
+
+/// The cluster the Solana RPC serves, then for each Solana entry on that cluster its mint and,
+/// once the mint's owner program is known, the payTo's associated token account under it. Each
+/// account is read once; past [`MAX_SOLANA_ACCOUNTS`] the rest are left unread (C3 says which).
+async fn read_solana(rpc: &SolanaRpc, quote: Option<&PaymentRequired>) -> SolanaSeen {
+    let genesis_hash = match rpc.genesis_hash().await {
+        Ok(hash) => hash,
+        Err(e) => {
+            return SolanaSeen::RpcDown {
+                url: rpc.url().to_string(),
+                error: e.to_string(),
+            };
+        }
+    };
+    let mut accounts: Vec<SolanaAccountSeen> = Vec::new();
+    for req in quote.map(|q| q.accepts.as_slice()).unwrap_or_default() {
+        let served = req
+            .network
+            .as_deref()
+            .and_then(SolanaNetwork::from_network)
+            .is_some_and(|n| n.is_served_by(&genesis_hash));
+        let parse = |text: Option<&String>| text.and_then(|t| SolanaAddress::parse(t).ok());
+        let (Some(mint), Some(pay_to)) = (parse(req.asset.as_ref()), parse(req.pay_to.as_ref()))
+        else {
+            continue;
+        };
+        if !served {
+            continue;
+        }
+        let mint_read = read_account(rpc, &mint, &mut accounts).await;
+        let program = mint_read
+            .and_then(|read| read.value().cloned().flatten())
+            .and_then(|account| SolanaAddress::parse(&account.owner).ok());
+        if let Some(program) = program
+            && let Some(ata) = SolanaAddress::associated_token_account(&pay_to, &mint, &program)
+        {
+            read_account(rpc, &ata, &mut accounts).await;
+        }
+    }
+    SolanaSeen::Read {
+        url: rpc.url().to_string(),
+        genesis_hash,
+        accounts,
+    }
+}
+
+/// Read `address` unless it was read already or the budget is spent; what is known of it.
+async fn read_account(
+    rpc: &SolanaRpc,
+    address: &SolanaAddress,
+    accounts: &mut Vec<SolanaAccountSeen>,
+) -> Option<ChainRead<Option<crate::observation::SolanaAccount>>> {
+    let text = address.to_string();
+    if let Some(seen) = accounts.iter().find(|a| a.address == text) {
+        return Some(seen.read.clone());
+    }
+    if accounts.len() >= MAX_SOLANA_ACCOUNTS {
+        return None;
+    }
+    let read = ChainRead::from_result(rpc.account(&text).await);
+    accounts.push(SolanaAccountSeen {
+        address: text,
+        read: read.clone(),
+    });
+    Some(read)
 }
 
 #[cfg(test)]

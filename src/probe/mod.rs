@@ -7,3 +7,4 @@ pub mod paid;
 pub mod reconcile;
 pub mod refund;
 pub mod rpc;
+pub mod solana_rpc;

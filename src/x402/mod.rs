@@ -4,6 +4,8 @@
 //!   receipt, every departure from the published shape recorded as a [`Deviation`].
 //! - [`types`]: the normalised view over both versions; each `accepts` entry keeps its raw JSON.
 //! - [`network`]: CAIP-2 and v1 network names, chain ids, canonical USDC deployments.
+//! - [`solana`]: the Solana clusters and USDC mints, base58 addresses, associated token accounts,
+//!   the SPL mint and token account layouts.
 //! - [`eip712`]: EIP-3009 `TransferWithAuthorization` typed data, digests, signer recovery.
 //! - [`payload`]: the authorization to sign and the `PAYMENT-SIGNATURE` / `X-PAYMENT` header.
 //! - [`catalogue`]: one page of a discovery catalogue (its items and announced total).
@@ -24,11 +26,12 @@
 //! | `accepts` | `missing`, `not_array`, `empty`, `too_many` (more than `budget::MAX_ACCEPTS_ENTRIES`: the rest counted, not read) |
 //! | `accepts[i]` | `not_object` |
 //! | `accepts[i].scheme` | `missing`, `not_string`, `unknown` |
-//! | `accepts[i].network` | `missing`, `not_string`, `not_caip2` (v2), `unknown` (v1) |
+//! | `accepts[i].network` | `missing`, `not_string`, `not_caip2` (v2), `unknown` (v1), `unknown_solana` (a Solana network that is none of the three clusters) |
 //! | `accepts[i].amount` (v2 `amount` / v1 `maxAmountRequired`) | `missing`, `wrong_field`, `not_string`, `not_integer_string`, `too_large` |
 //! | `accepts[i].asset`, `accepts[i].payTo` | `missing`, `not_string`, `not_address`, `not_checksummed` |
 //! | `accepts[i].maxTimeoutSeconds` | `missing`, `not_integer`, `out_of_range` |
 //! | `accepts[i].extra`, `.extra.name`, `.extra.version`, `.extra.assetTransferMethod` | `not_object`, `missing`, `not_string`, `unknown` |
+//! | `accepts[i].extra.feePayer`, `.extra.memo` (Solana) | `missing` (feePayer, scheme `exact`), `not_string`, `not_address`, `too_long` (memo past 256 bytes) |
 //! | `accepts[i].description`, `.mimeType`, `.resource`, `.outputSchema` | `missing` (v1 resource), `not_string`, `not_object` |
 //! | `extensions` | `not_object` |
 //! | `payment_response` (receipt) | `missing`, `duplicate`, `both_headers`, `duplicate_disagree` (repeated headers, either name, that differ: no receipt), `empty`, `too_large`, `bad_base64`, `base64_url_safe`, `base64_unpadded`, `bad_json`, `not_object`, `too_deep`, `too_complex`, `success.missing`, `success.not_bool`, `transaction.not_hash`, `<field>.not_string` |
@@ -49,6 +52,7 @@ pub mod network;
 pub mod operator;
 pub mod parse;
 pub mod payload;
+pub mod solana;
 pub mod types;
 
 pub use eip712::{

@@ -31,7 +31,7 @@ const V1_EVM_NAMES: &[(&str, u64)] = &[
 ];
 
 /// v1 short names of non-EVM networks (known, but without an EVM chain id).
-const V1_OTHER_NAMES: &[&str] = &["solana", "solana-devnet"];
+const V1_OTHER_NAMES: &[&str] = &["solana", "solana-devnet", "solana-testnet"];
 
 /// One canonical USDC deployment: the token contract and its EIP-712 domain name and version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

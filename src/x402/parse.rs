@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use super::bounded::{DecodeError, Decoded, decode_object};
 use super::network::{AddressKind, address_kind, is_caip2, is_known_v1_name};
+use super::solana::{MAX_MEMO_BYTES, SolanaAddress, SolanaNetwork};
 use super::types::{
     Deviation, Parsed402, PaymentRequired, Requirement, Resource, SettlementResponse, Source,
     is_decimal_integer, printable_prefix,
@@ -657,6 +658,8 @@ fn read_requirement(index: usize, raw: Box<RawValue>, entry: &Value, version: u8
         max_timeout_seconds: None,
         extra_name: None,
         extra_version: None,
+        extra_fee_payer: None,
+        extra_memo: None,
         asset_transfer_method: None,
         description: None,
         mime_type: None,
@@ -685,6 +688,7 @@ fn read_requirement(index: usize, raw: Box<RawValue>, entry: &Value, version: u8
     requirement.network = required_string(fields, "network", &at("network"), &mut deviations);
     if let Some(network) = &requirement.network {
         check_network(network, version, &at("network"), &mut deviations);
+        check_solana_network(network, &at("network"), &mut deviations);
     }
 
     requirement.amount = read_amount(fields, version, &at("amount"), &mut deviations);
@@ -735,6 +739,22 @@ fn read_requirement(index: usize, raw: Box<RawValue>, entry: &Value, version: u8
 
     requirement.deviations = deviations;
     requirement
+}
+
+/// A Solana network must be one of the clusters x402 names: another `solana:` reference is a
+/// chain no client can pay on (and no facilitator settles on), so it is a finding, not a guess.
+fn check_solana_network(network: &str, at: &str, deviations: &mut Vec<Deviation>) {
+    if address_kind(network) == AddressKind::Solana
+        && SolanaNetwork::from_network(network).is_none()
+    {
+        deviations.push(Deviation::new(
+            format!("{at}.unknown_solana"),
+            format!(
+                "network {} is not Solana mainnet, devnet or testnet (solana:<genesis hash prefix> or solana, solana-devnet, solana-testnet)",
+                quoted(network)
+            ),
+        ));
+    }
 }
 
 fn check_network(network: &str, version: u8, at: &str, deviations: &mut Vec<Deviation>) {
@@ -859,12 +879,10 @@ fn check_address(text: &str, kind: AddressKind, at: &str, deviations: &mut Vec<D
             }
         }
         AddressKind::Solana => {
-            const BASE58: &str = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
-            let ok = (32..=44).contains(&text.len()) && text.chars().all(|c| BASE58.contains(c));
-            if !ok {
+            if let Err(why) = SolanaAddress::parse(text) {
                 deviations.push(Deviation::new(
                     format!("{at}.not_address"),
-                    format!("{} is not a base58 Solana address", quoted(text)),
+                    format!("{} {why}: not a Solana address", quoted(text)),
                 ));
             }
         }
@@ -950,6 +968,9 @@ fn read_extra(
                 format!("{at}.not_object"),
                 format!("extra is a JSON {}, not an object", json_type(other)),
             ));
+            if kind == AddressKind::Solana {
+                read_solana_extra(requirement, &Map::new(), at, deviations);
+            }
             return;
         }
     };
@@ -980,6 +1001,9 @@ fn read_extra(
             ),
         ));
     }
+    if kind == AddressKind::Solana {
+        read_solana_extra(requirement, extra_fields, at, deviations);
+    }
     // Clients refuse to sign an exact EVM payment without the token's EIP-712 domain.
     let signs_eip712 = kind == AddressKind::Evm && requirement.scheme.as_deref() == Some("exact");
     if signs_eip712 {
@@ -994,6 +1018,39 @@ fn read_extra(
                 ));
             }
         }
+    }
+}
+
+/// `extra.feePayer` (required by the exact SVM scheme: the facilitator's account that pays the
+/// fees, which the client must name in the transaction) and `extra.memo` (optional, at most
+/// [`MAX_MEMO_BYTES`], which the client must put in the memo instruction).
+fn read_solana_extra(
+    requirement: &mut Requirement,
+    extra_fields: &Map<String, Value>,
+    at: &str,
+    deviations: &mut Vec<Deviation>,
+) {
+    let fee_payer_at = format!("{at}.feePayer");
+    requirement.extra_fee_payer = if requirement.scheme.as_deref() == Some("exact") {
+        required_string(extra_fields, "feePayer", &fee_payer_at, deviations)
+    } else {
+        optional_string(extra_fields, "feePayer", &fee_payer_at, deviations)
+    };
+    if let Some(fee_payer) = &requirement.extra_fee_payer {
+        check_address(fee_payer, AddressKind::Solana, &fee_payer_at, deviations);
+    }
+    let memo_at = format!("{at}.memo");
+    requirement.extra_memo = optional_string(extra_fields, "memo", &memo_at, deviations);
+    if let Some(memo) = &requirement.extra_memo
+        && memo.len() > MAX_MEMO_BYTES
+    {
+        deviations.push(Deviation::new(
+            format!("{memo_at}.too_long"),
+            format!(
+                "extra.memo is {} bytes; the exact SVM scheme allows at most {MAX_MEMO_BYTES}",
+                memo.len()
+            ),
+        ));
     }
 }
 

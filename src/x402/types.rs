@@ -176,6 +176,10 @@ pub struct Requirement {
     pub max_timeout_seconds: Option<u64>,
     pub extra_name: Option<String>,
     pub extra_version: Option<String>,
+    /// Solana: `extra.feePayer`, the facilitator's account that pays the transaction's fees.
+    pub extra_fee_payer: Option<String>,
+    /// Solana: `extra.memo`, which the payment's memo instruction must carry.
+    pub extra_memo: Option<String>,
     pub asset_transfer_method: Option<String>,
     pub description: Option<String>,
     pub mime_type: Option<String>,

@@ -14,3 +14,4 @@ mod hostile_cli;
 mod http_probe;
 mod rpc_client;
 mod service_build;
+mod solana_lab;

@@ -40,6 +40,11 @@ fn the_service_build_neither_depends_on_nor_contains_the_lab() {
         !service.lines().any(|l| l.starts_with("x402-lab v")),
         "{service}"
     );
+    // Nor the local SVM the lab runs (minutes of build, megabytes of programs).
+    assert!(
+        !service.lines().any(|l| l.starts_with("litesvm v")),
+        "{service}"
+    );
     // The same question finds the lab where it is.
     let lab = normal_dependencies("x402-probe-lab");
     assert!(lab.lines().any(|l| l.starts_with("x402-lab v")), "{lab}");

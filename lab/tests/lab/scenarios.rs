@@ -991,3 +991,114 @@ async fn a_payment_after_the_chain_sat_idle_settles() {
     assert_eq!(resp.status().as_u16(), 200, "{:?}", resp.headers());
     assert_eq!(balance(&lab, lab.pay_to).await, payee_before + price());
 }
+
+// ---------- Solana (the lab's SVM, as devnet) ----------
+
+/// A JSON-RPC call to the lab's SVM.
+async fn svm_rpc(lab: &x402_lab::Lab, method: &str, params: Value) -> Value {
+    let answer: Value = reqwest::Client::new()
+        .post(lab.solana_rpc_url().expect("the SVM runs"))
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    answer["result"].clone()
+}
+
+/// The SPL token account at `address` as (mint, owner, state byte), read from the SVM.
+async fn token_account(lab: &x402_lab::Lab, address: &str) -> Option<(String, String, u8)> {
+    use base64::Engine as _;
+    let info = svm_rpc(
+        lab,
+        "getAccountInfo",
+        serde_json::json!([address, {"encoding": "base64"}]),
+    )
+    .await;
+    let data = info["value"]["data"][0].as_str()?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap();
+    let b58 = |b: &[u8]| bs58::encode(b).into_string();
+    Some((b58(&bytes[..32]), b58(&bytes[32..64]), bytes[108]))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn solana_scenarios_quote_devnet_and_their_accounts_are_as_they_say() {
+    use x402_lab::svm::{DEVNET_CAIP2, DEVNET_GENESIS_HASH, DEVNET_USDC, DEVNET_V1, Svm};
+    let names = [
+        "solana-honest-v2",
+        "solana-honest-v1",
+        "solana-wrong-mint",
+        "solana-missing-ata",
+        "solana-frozen-ata",
+        "solana-bad-base58",
+        "solana-fee-payer-missing",
+        "solana-memo-too-long",
+    ];
+    let lab = lab(&names).await;
+    assert_eq!(
+        svm_rpc(&lab, "getGenesisHash", serde_json::json!([])).await,
+        DEVNET_GENESIS_HASH
+    );
+    let accounts = lab.svm.as_ref().unwrap().accounts.clone();
+    let mut entries = std::collections::BTreeMap::new();
+    for name in names {
+        let (pr, _) = quote(unpaid(&lab, name).await).await;
+        entries.insert(name, pr["accepts"][0].clone());
+    }
+    let honest = &entries["solana-honest-v2"];
+    assert_eq!(honest["network"], DEVNET_CAIP2);
+    assert_eq!(honest["asset"], DEVNET_USDC);
+    assert_eq!(honest["payTo"], accounts.pay_to.as_str());
+    assert_eq!(honest["extra"]["feePayer"], accounts.fee_payer.as_str());
+    assert_eq!(entries["solana-honest-v1"]["network"], DEVNET_V1);
+    assert_eq!(entries["solana-honest-v1"]["maxAmountRequired"], "10000");
+
+    // The honest payee's USDC account is open; the others' are missing or frozen, as named.
+    let ata = |owner: &str| Svm::reference_ata(owner, DEVNET_USDC).unwrap();
+    assert_eq!(
+        token_account(&lab, &ata(&accounts.pay_to)).await,
+        Some((DEVNET_USDC.to_string(), accounts.pay_to.clone(), 1))
+    );
+    let missing = entries["solana-missing-ata"]["payTo"].as_str().unwrap();
+    assert_eq!(token_account(&lab, &ata(missing)).await, None);
+    let frozen = entries["solana-frozen-ata"]["payTo"].as_str().unwrap();
+    assert_eq!(
+        token_account(&lab, &ata(frozen)).await.map(|a| a.2),
+        Some(2)
+    );
+    let lookalike = entries["solana-wrong-mint"]["asset"].as_str().unwrap();
+    assert_ne!(lookalike, DEVNET_USDC);
+    let mint = svm_rpc(
+        &lab,
+        "getAccountInfo",
+        serde_json::json!([lookalike, {"encoding": "base64"}]),
+    )
+    .await;
+    assert_eq!(
+        mint["value"]["owner"],
+        "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA"
+    );
+
+    // The quote faults, as sent.
+    assert!(
+        bs58::decode(entries["solana-bad-base58"]["payTo"].as_str().unwrap())
+            .into_vec()
+            .is_err()
+    );
+    assert!(
+        entries["solana-fee-payer-missing"]["extra"]
+            .get("feePayer")
+            .is_none()
+    );
+    assert_eq!(
+        entries["solana-memo-too-long"]["extra"]["memo"]
+            .as_str()
+            .unwrap()
+            .len(),
+        300
+    );
+}

@@ -1,0 +1,141 @@
+//! The fixed Solana RPC (`--solana-rpc`, `[probe] solana_rpc`): the Solana JSON-RPC methods this
+//! tool calls, over the same client as the EVM RPC ([`Rpc::call`]: fresh connection, timeouts,
+//! bounded body, one request id). Every failure is an [`RpcError`], which C3 turns into
+//! `unmeasured`; an account that does not exist is the one answer that is a fact (`Ok(None)`).
+//!
+//! Accounts are asked for in base64 and their layouts read by `x402::solana`, so nothing here
+//! depends on a node's `jsonParsed` support.
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use crate::budget::MAX_SOLANA_ACCOUNT_BYTES;
+use crate::evidence::free::SolanaAccount;
+use crate::probe::rpc::{Rpc, RpcError, unexpected_answer};
+
+/// The commitment every read asks for: what a facilitator's simulation sees.
+const COMMITMENT: &str = "confirmed";
+
+#[derive(Debug, Clone)]
+pub struct SolanaRpc {
+    rpc: Rpc,
+}
+
+impl SolanaRpc {
+    pub fn new(url: impl Into<String>) -> SolanaRpc {
+        SolanaRpc { rpc: Rpc::new(url) }
+    }
+
+    pub fn url(&self) -> &str {
+        self.rpc.url()
+    }
+
+    /// `getGenesisHash`: the cluster the node serves (base58; its first 32 characters are the
+    /// CAIP-2 reference).
+    pub async fn genesis_hash(&self) -> Result<String, RpcError> {
+        let v = self.rpc.call("getGenesisHash", json!([])).await?;
+        parse_genesis_hash(&v).ok_or_else(|| unexpected_answer("getGenesisHash", &v))
+    }
+
+    /// `getAccountInfo` in base64: the account, or `None` when the cluster has none there.
+    pub async fn account(&self, address: &str) -> Result<Option<SolanaAccount>, RpcError> {
+        let v = self
+            .rpc
+            .call(
+                "getAccountInfo",
+                json!([address, {"encoding": "base64", "commitment": COMMITMENT}]),
+            )
+            .await?;
+        parse_account_info(&v).ok_or_else(|| unexpected_answer("getAccountInfo", &v))
+    }
+}
+
+/// Public for the fuzz targets only.
+#[doc(hidden)]
+pub fn parse_genesis_hash(v: &Value) -> Option<String> {
+    let text = v.as_str()?;
+    // A hash is 32 bytes of base58: at most 44 characters, never the empty string.
+    let ok = (32..=44).contains(&text.len()) && bs58::decode(text).into_vec().ok()?.len() == 32;
+    ok.then(|| text.to_string())
+}
+
+/// `{"context": {...}, "value": null | {"data": [base64, "base64"], "owner", "lamports", ...}}`.
+/// `Some(None)` for no account; `None` for an answer of another shape. Public for the fuzz
+/// targets only.
+#[doc(hidden)]
+pub fn parse_account_info(v: &Value) -> Option<Option<SolanaAccount>> {
+    let value = v.get("value")?;
+    if value.is_null() {
+        return Some(None);
+    }
+    let owner = value.get("owner")?.as_str()?;
+    crate::x402::solana::SolanaAddress::parse(owner).ok()?;
+    let lamports = value.get("lamports")?.as_u64()?;
+    let data = value.get("data")?.as_array()?;
+    let (encoded, encoding) = (data.first()?.as_str()?, data.get(1)?.as_str()?);
+    if encoding != "base64" {
+        return None;
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()?;
+    let kept = &bytes[..bytes.len().min(MAX_SOLANA_ACCOUNT_BYTES)];
+    Some(Some(SolanaAccount {
+        owner: owner.to_string(),
+        lamports,
+        data_len: bytes.len(),
+        data: base64::engine::general_purpose::STANDARD.encode(kept),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn account_answers_of_every_shape() {
+        assert_eq!(
+            parse_account_info(&json!({"context": {"slot": 1}, "value": null})),
+            Some(None)
+        );
+        let long = vec![7u8; 400];
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&long);
+        let account = parse_account_info(&json!({"context": {"slot": 1}, "value": {
+            "data": [encoded, "base64"], "executable": false, "lamports": 2039280,
+            "owner": "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA", "rentEpoch": 0, "space": 400
+        }}))
+        .unwrap()
+        .unwrap();
+        assert_eq!(account.data_len, 400);
+        assert_eq!(
+            base64::engine::general_purpose::STANDARD
+                .decode(&account.data)
+                .unwrap()
+                .len(),
+            MAX_SOLANA_ACCOUNT_BYTES
+        );
+        for bad in [
+            json!(null),
+            json!({"value": {"data": ["AA==", "base58"], "owner": "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA", "lamports": 1}}),
+            json!({"value": {"data": ["not base64!", "base64"], "owner": "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA", "lamports": 1}}),
+            json!({"value": {"data": ["AA==", "base64"], "owner": "nobody", "lamports": 1}}),
+            json!({"value": {"data": ["AA==", "base64"], "owner": "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA", "lamports": -1}}),
+        ] {
+            assert_eq!(parse_account_info(&bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn genesis_hashes_are_32_bytes_of_base58() {
+        let devnet = "EtWTRABZaYq6iMfeYKouRu166VU2xqa1wcaWoxPkrZBG";
+        assert_eq!(parse_genesis_hash(&json!(devnet)).as_deref(), Some(devnet));
+        for bad in [
+            json!(""),
+            json!(1),
+            json!("0x00"),
+            json!("EtWTRABZaYq6iMfeYKouRu166VU2xqa1"),
+        ] {
+            assert_eq!(parse_genesis_hash(&bad), None, "{bad}");
+        }
+    }
+}
