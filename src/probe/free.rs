@@ -133,6 +133,7 @@ pub async fn probe_free(cfg: &FreeProbeConfig, url: &str, now: i64) -> FreeObser
         allow_private: cfg.fetch.allow_private,
         cut_short,
         listing_sha256: None,
+        mcp: None,
     }
 }
 
