@@ -356,19 +356,13 @@ pub fn c4(parsed: &Parsed402) -> Conclusion {
             ))
             .with_detail(json!({ "deviations": [], "entries_not_compared": header_unread }));
         }
-        return Conclusion::pass(same)
-        .with_detail(json!({ "deviations": [] }));
+        return Conclusion::pass(same).with_detail(json!({ "deviations": [] }));
     }
     let problems = vec![Deviation::new(
         "header_body.differ",
         format!("differ at {}", differences.join(", ")),
     )];
-    failed(
-        differ,
-        &problems,
-        &[],
-    )
-    .with_detail(json!({
+    failed(differ, &problems, &[]).with_detail(json!({
         "deviations": deviation_list(&problems),
         "paths": differences,
     }))

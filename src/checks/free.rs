@@ -361,13 +361,11 @@ fn r2(run: &Run) -> Conclusion {
             };
             let parsed = mcp::parse_tool_response(s.request_body, resp);
             match (&parsed.required, parsed.source) {
-                (Some(_), Source::McpError) => {
-                    (Outcome::Pass, "JSON-RPC error -32402 with a PaymentRequired".into())
-                }
-                (Some(_), _) => (
+                (Some(_), Source::McpError) => (
                     Outcome::Pass,
-                    "a tool result with a PaymentRequired".into(),
+                    "JSON-RPC error -32402 with a PaymentRequired".into(),
                 ),
+                (Some(_), _) => (Outcome::Pass, "a tool result with a PaymentRequired".into()),
                 (None, _) => (
                     Outcome::Fail,
                     parsed

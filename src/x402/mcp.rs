@@ -109,7 +109,12 @@ impl Method {
 
 /// One JSON-RPC request (or, without `id`, a notification) as bytes. In the stateless form the
 /// protocol version and client info go into `params._meta`.
-pub fn request_body(id: Option<u64>, method: Method, params: Value, form: TransportForm) -> Vec<u8> {
+pub fn request_body(
+    id: Option<u64>,
+    method: Method,
+    params: Value,
+    form: TransportForm,
+) -> Vec<u8> {
     let mut params = match params {
         Value::Object(map) => map,
         _ => Map::new(),
@@ -119,7 +124,10 @@ pub fn request_body(id: Option<u64>, method: Method, params: Value, form: Transp
             .entry("_meta")
             .or_insert_with(|| Value::Object(Map::new()));
         if let Value::Object(meta) = meta {
-            meta.insert(META_PROTOCOL_VERSION.into(), json!(STATELESS_PROTOCOL_VERSION));
+            meta.insert(
+                META_PROTOCOL_VERSION.into(),
+                json!(STATELESS_PROTOCOL_VERSION),
+            );
             meta.insert(META_CLIENT_INFO.into(), client_info());
         }
     }
@@ -195,7 +203,13 @@ pub fn read_answer(resp: &HttpResponse, id: u64) -> Result<Answer, Deviation> {
     }
     let content_type = resp
         .header("content-type")
-        .map(|t| t.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .map(|t| {
+            t.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
         .unwrap_or_default();
     match content_type.as_str() {
         "application/json" => {
@@ -289,7 +303,9 @@ fn rpc_message(value: &Value, id: u64) -> Result<Option<RpcMessage>, Deviation> 
             }))
         }
         (Some(_), Some(_)) => Err(not_jsonrpc("the answer has both result and error")),
-        _ => Err(not_jsonrpc("the answer has neither result nor an error object")),
+        _ => Err(not_jsonrpc(
+            "the answer has neither result nor an error object",
+        )),
     }
 }
 
@@ -506,23 +522,55 @@ fn read_tool(entry: &Value) -> Result<Tool, String> {
 
 fn mentions_payment(text: &str) -> bool {
     let lower = text.to_ascii_lowercase();
-    ["x402", "usdc", "paid", "payment", "price", "per call", "$0."]
-        .iter()
-        .any(|w| lower.contains(w))
+    [
+        "x402", "usdc", "paid", "payment", "price", "per call", "$0.",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
 }
 
 /// Verbs that change or spend something: a tool named with one is not called unpaid, unless the
 /// server marks it read-only.
 const DESTRUCTIVE_VERBS: &[&str] = &[
-    "delete", "remove", "drop", "destroy", "purge", "wipe", "erase", "truncate", "kill", "revoke",
-    "withdraw", "transfer", "send", "cancel", "reset", "overwrite", "pay", "buy", "sell", "order",
-    "execute", "exec", "run", "deploy", "write", "update", "create", "post", "submit",
+    "delete",
+    "remove",
+    "drop",
+    "destroy",
+    "purge",
+    "wipe",
+    "erase",
+    "truncate",
+    "kill",
+    "revoke",
+    "withdraw",
+    "transfer",
+    "send",
+    "cancel",
+    "reset",
+    "overwrite",
+    "pay",
+    "buy",
+    "sell",
+    "order",
+    "execute",
+    "exec",
+    "run",
+    "deploy",
+    "write",
+    "update",
+    "create",
+    "post",
+    "submit",
 ];
 
 /// Why a tool looks destructive, if it does: `annotations.destructiveHint: true`, or a
 /// destructive verb among the words of its name without `readOnlyHint: true`.
 fn destructive_reason(name: &str, annotations: Option<&Value>) -> Option<String> {
-    let hint = |key: &str| annotations.and_then(|a| a.get(key)).and_then(Value::as_bool);
+    let hint = |key: &str| {
+        annotations
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_bool)
+    };
     if hint("destructiveHint") == Some(true) {
         return Some("annotations.destructiveHint is true".into());
     }
@@ -583,7 +631,11 @@ fn value_for(schema: &Value, depth: usize) -> Value {
         }
     }
     for key in ["examples", "enum"] {
-        if let Some(v) = schema.get(key).and_then(Value::as_array).and_then(|a| a.first()) {
+        if let Some(v) = schema
+            .get(key)
+            .and_then(Value::as_array)
+            .and_then(|a| a.first())
+        {
             return v.clone();
         }
     }
@@ -790,13 +842,17 @@ fn decode_carried(value: &Value, at: &str) -> Result<Decoded, Deviation> {
 
 fn carried_error(e: DecodeError, at: &str) -> Deviation {
     match e {
-        DecodeError::TooDeep => Deviation::new(format!("{at}.too_deep"), "nested too deep; not read"),
-        DecodeError::TooComplex => {
-            Deviation::new(format!("{at}.too_complex"), "too many JSON values; not read")
+        DecodeError::TooDeep => {
+            Deviation::new(format!("{at}.too_deep"), "nested too deep; not read")
         }
-        DecodeError::NotObject(kind) => {
-            Deviation::new(format!("{at}.not_object"), format!("a JSON {kind}, not an object"))
-        }
+        DecodeError::TooComplex => Deviation::new(
+            format!("{at}.too_complex"),
+            "too many JSON values; not read",
+        ),
+        DecodeError::NotObject(kind) => Deviation::new(
+            format!("{at}.not_object"),
+            format!("a JSON {kind}, not an object"),
+        ),
         DecodeError::Syntax(why) => Deviation::new(
             format!("{at}.bad_json"),
             format!("not JSON: {}", printable_prefix(&why, MAX_MESSAGE_CHARS)),
@@ -842,7 +898,10 @@ fn nothing(deviations: Vec<Deviation>) -> Parsed402 {
 /// The id of one of our requests, read back from its body (the checks see each sample's
 /// request and response).
 pub fn request_id(body: &[u8]) -> Option<u64> {
-    serde_json::from_slice::<Value>(body).ok()?.get("id")?.as_u64()
+    serde_json::from_slice::<Value>(body)
+        .ok()?
+        .get("id")?
+        .as_u64()
 }
 
 /// A sample's response read as a tool's payment answer to the request sent (`request_body`).
