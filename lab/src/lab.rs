@@ -375,6 +375,19 @@ impl Lab {
         }
     }
 
+    /// Start an MCP server of `kind` whose paid tool quotes as the `honest-v2` endpoint does (the
+    /// lab's token, payTo and chain), its resource the tool's subject URL.
+    pub async fn start_mcp(&self, kind: crate::mcp::McpKind) -> Result<crate::mcp::RunningMcp> {
+        let scenario = scenarios::by_name("honest-v2").context("the honest-v2 scenario")?;
+        let ctx = self.parts.ctx.clone();
+        crate::mcp::start(kind, move |resource| {
+            let mut ctx = ctx;
+            ctx.resource = resource.to_string();
+            crate::quote::payment_required(&scenario, &ctx, 0)
+        })
+        .await
+    }
+
     /// Stop the chain only (the servers keep running): for tests of what happens when the RPC dies.
     pub fn stop_chain(&mut self) {
         self.anvil.stop();

@@ -69,6 +69,8 @@ struct Conversation<'a> {
     session_changed: bool,
     /// Any response head arrived.
     answered: bool,
+    /// The status of the last response head.
+    last_status: Option<u16>,
 }
 
 impl Conversation<'_> {
@@ -119,6 +121,7 @@ impl Conversation<'_> {
             .ok()?;
         self.watch_session(&exchange);
         self.answered |= exchange.response.is_some();
+        self.last_status = exchange.status();
         Some((request, exchange, id))
     }
 
@@ -209,6 +212,12 @@ impl Conversation<'_> {
     }
 }
 
+/// Whether a failed `tools/list` was the server refusing the form it was asked in: a JSON-RPC
+/// error, or a 4xx status (`last_status`, the status of the last answer).
+fn refused(failure: &Deviation, last_status: Option<u16>) -> bool {
+    failure.code == "mcp.error" || last_status.is_some_and(|s| (400..=499).contains(&s))
+}
+
 fn deadline_passed(cfg: &FreeProbeConfig) -> Deviation {
     Deviation::new(
         "mcp.deadline",
@@ -265,9 +274,13 @@ pub async fn probe_mcp(cfg: &FreeProbeConfig, subject: &McpSubject, now: i64) ->
         notes: Vec::new(),
         session_changed: false,
         answered: false,
+        last_status: None,
     };
     let listed = match talk.list_tools().await {
         Ok(listed) => Ok(listed),
+        // Only a refusal of the stateless form (a 4xx, a JSON-RPC error) sends the client to
+        // the handshake; an answer that cannot be read is the server's finding as it is.
+        Err(stateless) if !refused(&stateless, talk.last_status) => Err(stateless),
         Err(stateless) => {
             talk.form = TransportForm::Session;
             match handshake(&mut talk).await {
