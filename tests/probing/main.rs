@@ -12,5 +12,6 @@ mod cli_probe;
 mod hostile_402;
 mod hostile_cli;
 mod http_probe;
+mod mcp_probe;
 mod rpc_client;
 mod service_build;
