@@ -146,7 +146,10 @@ impl Request {
             .map(|(_, v)| v.as_str())
     }
     fn method(&self) -> &str {
-        self.body.get("method").and_then(Value::as_str).unwrap_or("")
+        self.body
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or("")
     }
     fn id(&self) -> Value {
         self.body.get("id").cloned().unwrap_or(Value::Null)
@@ -269,7 +272,10 @@ fn answer(state: &State, req: &Request) -> Reply {
             && req.header("mcp-method") == Some(method)
             && (method != "tools/call" || req.header("mcp-name") == name);
         if !agrees && method != "initialize" {
-            return Reply::Json(400, rpc_error(id, -32600, "Bad Request: headers and body disagree"));
+            return Reply::Json(
+                400,
+                rpc_error(id, -32600, "Bad Request: headers and body disagree"),
+            );
         }
     } else if method != "initialize" && req.header("mcp-session-id").is_none() {
         return Reply::Json(
@@ -296,7 +302,10 @@ fn answer(state: &State, req: &Request) -> Reply {
                 .unwrap_or("");
             if name == DESTRUCTIVE_TOOL {
                 state.destructive_calls.fetch_add(1, Ordering::SeqCst);
-                rpc_result(id, json!({"content": [{"type": "text", "text": "deleted"}]}))
+                rpc_result(
+                    id,
+                    json!({"content": [{"type": "text", "text": "deleted"}]}),
+                )
             } else if name == FREE_TOOL {
                 rpc_result(id, json!({"content": [{"type": "text", "text": "pong"}]}))
             } else if state.kind == McpKind::HugeResult {
@@ -447,11 +456,12 @@ async fn write_reply(
         Reply::EndlessStream => {
             tcp.write_all(head("200 OK", "text/event-stream", None).as_bytes())
                 .await?;
-            // Notifications and comments, never the answer, until the client hangs up.
+            // Notifications and comments (about 2 KB an event, so the read cap comes before the
+            // event budget), never the answer, until the client hangs up.
             let notification = format!(
                 "event: message\ndata: {}\n\n: {}\n\n",
                 json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}),
-                "keep-alive ".repeat(80)
+                "keep-alive ".repeat(200)
             );
             loop {
                 tcp.write_all(notification.as_bytes()).await?;

@@ -915,3 +915,228 @@ pub fn parse_tool_response(request_body: &[u8], resp: &HttpResponse) -> Parsed40
     };
     parse_tool_payment(&answer)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response(content_type: &str, body: &str) -> HttpResponse {
+        HttpResponse::new(
+            200,
+            vec![("content-type".into(), content_type.into())],
+            body.as_bytes().to_vec(),
+            false,
+            0,
+        )
+    }
+
+    fn pr() -> Value {
+        json!({
+            "x402Version": 2,
+            "resource": {"url": "mcp+https://tools.example/mcp#get_weather"},
+            "accepts": [{"scheme": "exact", "network": "eip155:8453", "amount": "10000",
+                "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C", "maxTimeoutSeconds": 60,
+                "extra": {"name": "USD Coin", "version": "2"}}],
+        })
+    }
+
+    fn paid_result() -> Value {
+        json!({"jsonrpc": "2.0", "id": 7, "result": {"isError": true, "structuredContent": pr(),
+            "content": [{"type": "text", "text": pr().to_string()}]}})
+    }
+
+    #[test]
+    fn an_event_stream_is_read_up_to_our_answer_whatever_its_line_ends() {
+        let answer = paid_result().to_string();
+        let other = json!({"jsonrpc": "2.0", "method": "notifications/progress"}).to_string();
+        for stream in [
+            format!("event: message\ndata: {other}\n\n: comment\n\ndata: {answer}\n\n"),
+            format!("data: {other}\r\n\r\ndata: {answer}\r\n\r\nnot even finished"),
+            format!("data: {other}\r\rdata:{answer}\r\r"),
+            // One message split over two data lines (joined with a newline, still JSON).
+            format!("data: {{\"jsonrpc\": \"2.0\",\ndata: \"id\": 7, \"result\": {{}}}}\n\n"),
+        ] {
+            let read = read_answer(&response("text/event-stream; charset=utf-8", &stream), 7)
+                .expect("our answer is found");
+            assert_eq!(read.framing, Framing::EventStream);
+            assert!(matches!(read.message, RpcMessage::Result(_)));
+        }
+        // Our answer in an event that never ends is not taken (the format discards it).
+        let unfinished = format!("data: {other}\n\ndata: {answer}\n");
+        let err = read_answer(&response("text/event-stream", &unfinished), 7).unwrap_err();
+        assert_eq!(err.code, "mcp.answer.no_answer");
+        // Another id is not ours.
+        let err = read_answer(
+            &response("text/event-stream", &format!("data: {answer}\n\n")),
+            8,
+        )
+        .unwrap_err();
+        assert_eq!(err.code, "mcp.answer.no_answer");
+    }
+
+    #[test]
+    fn answers_that_cannot_be_read_are_named() {
+        let code = |resp: HttpResponse| read_answer(&resp, 7).unwrap_err().code;
+        assert_eq!(
+            code(response("text/html", "<html/>")),
+            "mcp.answer.content_type"
+        );
+        assert_eq!(
+            code(response("application/json", "{")),
+            "mcp.answer.bad_json"
+        );
+        let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        assert_eq!(
+            code(response("application/json", &deep)),
+            "mcp.answer.too_deep"
+        );
+        assert_eq!(
+            code(response("application/json", r#"{"id": 7, "result": {}}"#)),
+            "mcp.answer.not_jsonrpc"
+        );
+        let mut cut = response("application/json", &paid_result().to_string());
+        cut.body_truncated = true;
+        assert_eq!(code(cut), "mcp.answer.too_large");
+        let mut refused = response("application/json", "{}");
+        refused.status = 400;
+        assert_eq!(code(refused), "mcp.answer.http_status");
+        let events = "data: {}\n\n".repeat(MAX_MCP_SSE_EVENTS + 1);
+        assert_eq!(
+            code(response("text/event-stream", &events)),
+            "mcp.answer.too_many_events"
+        );
+    }
+
+    #[test]
+    fn the_payment_required_of_each_form_and_each_broken_carrier() {
+        let parse = |v: Value| {
+            parse_tool_response(
+                br#"{"id":7}"#,
+                &response("application/json", &v.to_string()),
+            )
+        };
+        let honest = parse(paid_result());
+        assert_eq!(honest.source, Source::McpResult);
+        assert!(honest.required.is_some() && honest.body_object.is_some());
+        assert!(
+            honest
+                .deviations
+                .iter()
+                .all(|d| !d.code.starts_with("mcp.")),
+            "{:?}",
+            honest.deviations
+        );
+        let draft = parse(
+            json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32402, "message": "Payment Required",
+            "data": {"payment": [{"protocol": "other"}, {"protocol": "x402", "paymentRequired": pr()}]}}}),
+        );
+        assert_eq!(draft.source, Source::McpError);
+        assert!(draft.has_deviation("mcp.draft_payment_error") && draft.required.is_some());
+        let text_only = parse(
+            json!({"jsonrpc": "2.0", "id": 7, "result": {"isError": true,
+            "content": [{"type": "text", "text": pr().to_string()}]}}),
+        );
+        assert!(text_only.has_deviation("mcp.structured_content.missing"));
+        assert!(text_only.header_object.is_none() && text_only.body_object.is_some());
+        let unmarked = parse(
+            json!({"jsonrpc": "2.0", "id": 7, "result": {"structuredContent": pr(),
+            "content": [{"type": "text", "text": pr().to_string()}]}}),
+        );
+        assert!(unmarked.has_deviation("mcp.is_error.not_true"));
+        let unpaid = parse(
+            json!({"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "sunny"}]}}),
+        );
+        assert!(unpaid.required.is_none() && unpaid.has_deviation("mcp.result.unpaid"));
+        let other_error = parse(
+            json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32602, "message": "bad arguments"}}),
+        );
+        assert!(other_error.required.is_none() && other_error.has_deviation("mcp.error"));
+    }
+
+    #[test]
+    fn destructive_tools_are_never_chosen_and_arguments_come_from_examples_or_schemas() {
+        let page = read_tool_page(
+            &json!({"tools": [
+                {"name": "deleteFile", "description": "x402 paid"},
+                {"name": "send_email", "annotations": {"readOnlyHint": true}},
+                {"name": "wipe", "annotations": {"readOnlyHint": true, "destructiveHint": true}},
+                {"name": "free_lookup"},
+                {"name": "quote", "_meta": {"x402/price": "0.01"}, "inputSchema": {"type": "object",
+                    "required": ["city", "n", "nested", "kind"],
+                    "properties": {"city": {"type": "string"}, "n": {"type": "integer", "minimum": 3},
+                        "nested": {"type": "object", "required": ["flag"], "properties": {"flag": {"type": "boolean"}}},
+                        "kind": {"enum": ["a", "b"]}}}},
+                {"name": "example", "description": "$0.01 per call", "_meta": {"examples": [{"q": "x"}]}},
+                "not a tool",
+            ], "nextCursor": "p2"}),
+            MAX_MCP_TOOLS,
+        )
+        .unwrap();
+        assert_eq!(page.sent, 7);
+        assert_eq!(page.next_cursor.as_deref(), Some("p2"));
+        assert_eq!(page.notes.len(), 1);
+        let chosen: Vec<&str> = tools_to_call(&page.tools, 3)
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        // Paid-looking first, then the others; never deleteFile or wipe; send_email is read-only.
+        assert_eq!(chosen, ["quote", "example", "send_email"]);
+        let quote = page.tools.iter().find(|t| t.name == "quote").unwrap();
+        assert_eq!(
+            arguments_for(quote),
+            json!({"city": "example", "n": 3, "nested": {"flag": false}, "kind": "a"})
+        );
+        let example = page.tools.iter().find(|t| t.name == "example").unwrap();
+        assert_eq!(arguments_for(example), json!({"q": "x"}));
+        // A schema deeper than the argument bound ends in `{}`.
+        let mut deep = json!({"type": "string"});
+        for _ in 0..50 {
+            deep = json!({"type": "object", "required": ["x"], "properties": {"x": deep}});
+        }
+        let tool = Tool {
+            name: "deep".into(),
+            description: None,
+            input_schema: deep,
+            paid_sign: None,
+            destructive: None,
+            example_arguments: None,
+        };
+        let mut value = arguments_for(&tool);
+        let mut levels = 0;
+        while let Some(inner) = value.get("x") {
+            value = inner.clone();
+            levels += 1;
+        }
+        assert_eq!(levels, MAX_MCP_ARGUMENT_DEPTH);
+        assert_eq!(value, json!({}));
+    }
+
+    #[test]
+    fn requests_carry_the_stateless_meta_only_in_that_form() {
+        let body = request_body(
+            Some(3),
+            Method::ToolsCall,
+            json!({"name": "t"}),
+            TransportForm::Stateless,
+        );
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["id"], 3);
+        assert_eq!(
+            v["params"]["_meta"][META_PROTOCOL_VERSION],
+            STATELESS_PROTOCOL_VERSION
+        );
+        let body = request_body(None, Method::Initialized, json!({}), TransportForm::Session);
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert!(v.get("id").is_none() && v.get("params").is_none());
+        assert_eq!(
+            request_id(&request_body(
+                Some(9),
+                Method::ToolsList,
+                json!({}),
+                TransportForm::Session
+            )),
+            Some(9)
+        );
+    }
+}

@@ -103,7 +103,10 @@ fn check_scenario(lab: &Lab, scenario: &McpScenario, server: &x402_lab::mcp::Run
         run.stdout.len()
     );
     let report: Value = serde_json::from_slice(&run.stdout).unwrap_or_else(|e| {
-        panic!("{name}: the report is not JSON ({e}); stderr: {}", run.stderr)
+        panic!(
+            "{name}: the report is not JSON ({e}); stderr: {}",
+            run.stderr
+        )
     });
     assert_eq!(run.code, Some(scenario.exit_code), "{name}: {report:#}");
     assert_eq!(
@@ -146,7 +149,11 @@ fn check_scenario(lab: &Lab, scenario: &McpScenario, server: &x402_lab::mcp::Run
             "{name}: the failure should name {code}: {}",
             report["failure"]
         ),
-        None => assert!(report.get("failure").is_none(), "{name}: {}", report["failure"]),
+        None => assert!(
+            report.get("failure").is_none(),
+            "{name}: {}",
+            report["failure"]
+        ),
     }
     assert_eq!(
         server.destructive_calls(),
