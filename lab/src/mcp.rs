@@ -159,6 +159,8 @@ impl Request {
 /// What to write back.
 enum Reply {
     Json(u16, Value),
+    /// A JSON body written as text.
+    Raw(String),
     Stream(Value),
     Accepted,
     NotFound,
@@ -292,6 +294,9 @@ fn answer(state: &State, req: &Request) -> Reply {
                 "serverInfo": {"name": "x402-lab-mcp", "version": "1"},
             }),
         ),
+        "tools/list" if state.kind == McpKind::DeepSchema => {
+            return Reply::Raw(deep_tools_list(id));
+        }
         "tools/list" => rpc_result(id, json!({"tools": tools(state.kind)})),
         "tools/call" => {
             state.tool_calls.fetch_add(1, Ordering::SeqCst);
@@ -366,6 +371,22 @@ fn paid_answer(state: &State, id: Value) -> Value {
     }
 }
 
+/// Where `deep_tools_list` puts the deep schema.
+const DEEP_SCHEMA_MARK: &str = "@deep-schema@";
+/// Levels of the deep schema.
+const DEEP_SCHEMA_LEVELS: usize = 10_000;
+
+/// The `tools/list` answer of `DeepSchema`: the paid tool's input schema nested 10,000 deep.
+fn deep_tools_list(id: Value) -> String {
+    let text = rpc_result(id, json!({"tools": tools(McpKind::DeepSchema)})).to_string();
+    let open = r#"{"type":"object","required":["x"],"properties":{"x":"#.repeat(DEEP_SCHEMA_LEVELS);
+    let close = "}}".repeat(DEEP_SCHEMA_LEVELS);
+    text.replace(
+        &format!("\"{DEEP_SCHEMA_MARK}\""),
+        &format!(r#"{open}{{"type":"string"}}{close}"#),
+    )
+}
+
 fn tools(kind: McpKind) -> Vec<Value> {
     let mut schema = json!({
         "type": "object",
@@ -373,11 +394,9 @@ fn tools(kind: McpKind) -> Vec<Value> {
         "required": ["city"],
     });
     if kind == McpKind::DeepSchema {
-        let mut deep = json!({"type": "string"});
-        for _ in 0..10_000 {
-            deep = json!({"type": "object", "properties": {"x": deep}, "required": ["x"]});
-        }
-        schema = deep;
+        // Stands for the deep schema, written as text by `deep_tools_list` (a `Value` 10,000
+        // deep would overflow the stack of whoever serialises or drops it).
+        schema = json!(DEEP_SCHEMA_MARK);
     }
     let mut tools = vec![
         json!({
@@ -432,6 +451,11 @@ async fn write_reply(
             tcp.write_all(head(status, "application/json", Some(body.len())).as_bytes())
                 .await?;
             tcp.write_all(&body).await
+        }
+        Reply::Raw(text) => {
+            tcp.write_all(head("200 OK", "application/json", Some(text.len())).as_bytes())
+                .await?;
+            tcp.write_all(text.as_bytes()).await
         }
         Reply::Stream(value) => {
             let body = format!(
