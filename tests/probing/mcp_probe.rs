@@ -220,3 +220,82 @@ async fn a_named_tool_is_its_own_subject_and_a_destructive_one_is_never_called()
         assert_eq!(server.tool_calls(), 1);
     });
 }
+
+/// The SDK server's child process, killed when dropped.
+struct SdkServer(std::process::Child);
+
+impl Drop for SdkServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Our client against the reference implementation: a paid tool served by the official MCP SDK
+/// from npm (`lab/scripts/mcp-sdk-server.mjs`; its paywall is ours, the transport is the SDK's).
+/// The SDK refuses the stateless form (400 without a session), so the probe must fall back to the
+/// handshake, keep the SDK's `Mcp-Session-Id` and read its event-stream answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paid_tool_on_the_official_mcp_sdk_is_read_as_the_reference_serves_it() {
+    use std::io::BufRead;
+    let options = LabOptions {
+        scenarios: Some(vec!["honest-v2".into()]),
+        ..Default::default()
+    };
+    let lab = Lab::start_with(options).await.unwrap();
+    let quote = lab
+        .mcp_quote("mcp+http://127.0.0.1/mcp#get_weather")
+        .unwrap();
+    let quote_file = lab.dir().join("mcp-sdk-quote.json");
+    std::fs::write(&quote_file, serde_json::to_vec(&quote).unwrap()).unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut child = Command::new("node")
+        .arg(root.join("lab/scripts/mcp-sdk-server.mjs"))
+        .arg(&quote_file)
+        .current_dir(root)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("node runs (npm ci installs the SDK)");
+    let stdout = child.stdout.take().unwrap();
+    let server = SdkServer(child);
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line
+        .trim()
+        .strip_prefix("listening ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("the SDK server said {line:?}"));
+    let subject = format!("mcp+http://127.0.0.1:{port}/mcp");
+    let lab_ref = &lab;
+    tokio::task::block_in_place(|| {
+        let run = probe(lab_ref, &subject, &[]);
+        let report: Value =
+            serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stderr));
+        assert_eq!(report["form"], "session", "{report:#}");
+        let tools = report["tools"].as_array().unwrap();
+        assert_eq!(tools.len(), 1, "{report:#}");
+        assert_eq!(
+            tools[0]["subject"],
+            format!("{subject}#get_weather").as_str()
+        );
+        for (id, want) in [
+            ("R1", "pass"),
+            ("R2", "pass"),
+            ("C1", "pass"),
+            ("C2", "pass"),
+            ("C3", "pass"),
+            ("C4", "pass"),
+        ] {
+            assert_eq!(
+                outcome(&tools[0], id),
+                want,
+                "{id}: {:#}",
+                tools[0]["checks"]
+            );
+        }
+        assert_eq!(report["not_called"][0]["tool"], "delete_records");
+    });
+    drop(server);
+}
