@@ -955,7 +955,7 @@ mod tests {
             format!("data: {other}\r\n\r\ndata: {answer}\r\n\r\nnot even finished"),
             format!("data: {other}\r\rdata:{answer}\r\r"),
             // One message split over two data lines (joined with a newline, still JSON).
-            format!("data: {{\"jsonrpc\": \"2.0\",\ndata: \"id\": 7, \"result\": {{}}}}\n\n"),
+            "data: {\"jsonrpc\": \"2.0\",\ndata: \"id\": 7, \"result\": {}}\n\n".to_string(),
         ] {
             let read = read_answer(&response("text/event-stream; charset=utf-8", &stream), 7)
                 .expect("our answer is found");
