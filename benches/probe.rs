@@ -112,6 +112,7 @@ fn main() {
                     allow_private: true,
                     cut_short: None,
                     listing_sha256: None,
+                    mcp: None,
                 };
                 std::hint::black_box(evaluate_free(&obs, &rubric));
             }

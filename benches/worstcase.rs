@@ -362,6 +362,7 @@ fn observation(response: Response) -> FreeObservation {
         allow_private: false,
         cut_short: None,
         listing_sha256: None,
+        mcp: None,
     }
 }
 

@@ -257,5 +257,43 @@ def http_response():
     seeds.add("by_target_chunked_over_cap", bytes([chunked_mode & ~3 | tiny_cap | one_byte_reads]) + b"0123456789\xffabcdefghij")
 
 
-for make in (payment_required, settlement_response, operator_file, screen, decode_body, url, rpc_response, http_response):
+def mcp_answer():
+    """MCP answers (x402::mcp): tool lists and unpaid tools/call answers, as JSON or event streams."""
+    seeds = Seeds("mcp_answer")
+    pr = {"x402Version": 2, "resource": {"url": "mcp+https://tools.example/mcp#get_weather"},
+          "accepts": [{"scheme": "exact", "network": "eip155:8453", "amount": "10000",
+                       "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                       "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C", "maxTimeoutSeconds": 60,
+                       "extra": {"name": "USD Coin", "version": "2"}}]}
+    def rpc(body, content_type="application/json", status=200, headers=()):
+        return response(status, [("content-type", content_type), *headers], compact(body))
+    def result(value):
+        return {"jsonrpc": "2.0", "id": 1, "result": value}
+    paid = {"isError": True, "structuredContent": pr, "content": [{"type": "text", "text": compact(pr)}]}
+    seeds.add("paid_json", rpc(result(paid)))
+    sse = "event: message\ndata: " + compact({"jsonrpc": "2.0", "method": "notifications/progress"}) + "\n\n: ping\r\n\r\ndata: " + compact(result(paid)) + "\n\n"
+    seeds.add("paid_event_stream", response(200, [("content-type", "text/event-stream")], sse))
+    seeds.add("draft_error", rpc({"jsonrpc": "2.0", "id": 1, "error": {"code": -32402, "message": "Payment Required",
+                                  "data": {"payment": [{"protocol": "x402", "paymentRequired": pr}]}}}))
+    seeds.add("text_only", rpc(result({"isError": True, "content": [{"type": "text", "text": compact(pr)}]})))
+    seeds.add("unpaid", rpc(result({"content": [{"type": "text", "text": "sunny"}]})))
+    tools = {"tools": [
+        {"name": "get_weather", "description": "$0.01 per call (x402)", "annotations": {"readOnlyHint": True},
+         "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer", "minimum": 2}},
+                         "required": ["city", "n"]}},
+        {"name": "deleteRecords", "inputSchema": {"type": "object"}},
+        {"name": "nested", "payment": [], "inputSchema": {"type": "object", "required": ["a"],
+         "properties": {"a": {"type": "object", "required": ["b"], "properties": {"b": {"enum": ["x"]}}}}}},
+        {"name": "example", "_meta": {"examples": [{"q": 1}]}}], "nextCursor": "2"}
+    seeds.add("tools_list", rpc(result(tools)))
+    # 5,000 tools through the fuzz input's expansion marker (src/lib.rs: \x01M\x01N is M, N times).
+    many = b'{"jsonrpc":"2.0","id":1,"result":{"tools":[\x01{"name":"t"},\x015000{"name":"last"}]}}'
+    seeds.add("tools_list_many", response(200, [("content-type", "application/json")], many))
+    seeds.add("endless", response(200, [("content-type", "text/event-stream"), ("x-truncated", "1")], ": keep-alive\n\n" * 20))
+    seeds.add("cut_json", rpc(result(paid), headers=[("x-truncated", "1")])[:-20])
+    seeds.add("refused", rpc({"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}}, status=400))
+    seeds.add("wrong_type", response(200, [("content-type", "text/html")], "<html></html>"))
+
+
+for make in (payment_required, settlement_response, operator_file, screen, decode_body, url, rpc_response, http_response, mcp_answer):
     make()

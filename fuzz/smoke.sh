@@ -21,6 +21,7 @@ declare -A RUNS=(
     [http_response]=3000
     [url]=100000
     [rpc_response]=200000
+    [mcp_answer]=20000
 )
 
 # FUZZ_SKIP_BUILD=1: the targets are built already.

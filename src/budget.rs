@@ -85,3 +85,28 @@ pub const MAX_RECEIPT_ITEMS: usize = 100;
 pub const MAX_RECEIPT_BYTES: usize = 64 * 1024;
 /// Places the report lists as cut (`cuts`); past it, one last line counts the rest.
 pub const MAX_REPORT_CUTS: usize = 50;
+
+// ---- MCP servers (`x402::mcp`, `probe::mcp`) ----
+
+/// Nesting depth of one JSON-RPC message from an MCP server (the message is depth 1). Deeper is
+/// `mcp.answer.too_deep` and nothing of it is read. A tools/list page with real input schemas
+/// nests about 12 deep.
+pub const MAX_MCP_JSON_DEPTH: usize = 64;
+/// JSON values in one JSON-RPC message from an MCP server. More is `mcp.answer.too_complex` and
+/// nothing of it is read. The prober's 1 MiB body cap comes first; this bounds what is built.
+pub const MAX_MCP_JSON_VALUES: usize = 200_000;
+/// Server-sent events read from one answer while looking for ours; more is
+/// `mcp.answer.too_many_events`.
+pub const MAX_MCP_SSE_EVENTS: usize = 1_000;
+/// Tools read from `tools/list`, all pages together; the rest are counted, not read
+/// (`mcp.tools.too_many`, a note).
+pub const MAX_MCP_TOOLS: usize = 1_000;
+/// `tools/list` pages read (`nextCursor` followed) at most.
+pub const MAX_MCP_LIST_PAGES: usize = 4;
+/// Tools called unpaid in one run at most (the paid-looking, non-destructive ones first).
+pub const MAX_MCP_TOOLS_CALLED: usize = 3;
+/// Characters of a tool name; a longer name is not called (a note).
+pub const MAX_MCP_TOOL_NAME_CHARS: usize = 128;
+/// Levels of a tool's input schema followed when making its arguments; deeper properties get an
+/// empty object.
+pub const MAX_MCP_ARGUMENT_DEPTH: usize = 8;

@@ -382,6 +382,25 @@ impl<'de> Deserialize<'de> for SubjectUrl {
     }
 }
 
+/// What `probe` is given: an HTTP endpoint, or an MCP server or one of its tools
+/// (`mcp+https://host/path[#tool]`, `http_url::McpSubject`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeTarget {
+    Http(SubjectUrl),
+    Mcp(crate::http_url::McpSubject),
+}
+
+impl FromStr for ProbeTarget {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ProbeTarget, String> {
+        match crate::http_url::McpSubject::parse(text) {
+            Some(mcp) => mcp.map(ProbeTarget::Mcp),
+            None => text.parse().map(ProbeTarget::Http),
+        }
+    }
+}
+
 /// Where the probe runs from, recorded in every receipt: 1-64 letters, digits, `.`, `_`, `-`, `:`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Vantage(String);

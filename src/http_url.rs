@@ -195,6 +195,105 @@ pub fn canonical_subject_url(url: &str) -> Result<String, String> {
     ))
 }
 
+/// The prefix that makes a subject an MCP server's tool rather than an HTTP endpoint.
+pub const MCP_SUBJECT_PREFIX: &str = "mcp+";
+
+/// A subject that is an MCP server (Streamable HTTP), or one tool of it: written
+/// `mcp+https://host/path#tool`. The server part is the canonical form of its `http(s)` URL
+/// ([`canonical_subject_url`]); the tool is the fragment, percent-decoded, and written back with
+/// every byte but letters, digits and `-._~/` percent-encoded. Each paid tool is its own subject
+/// under this one key, everywhere a subject has a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpSubject {
+    /// The canonical `http(s)` URL the JSON-RPC requests are posted to.
+    pub server: String,
+    /// The tool, when one is named (`None`: every paid tool of the server).
+    pub tool: Option<String>,
+}
+
+impl McpSubject {
+    /// Read `mcp+http(s)://...[#tool]`; `None` when `url` does not start with `mcp+`.
+    pub fn parse(url: &str) -> Option<Result<McpSubject, String>> {
+        let prefix = url.get(..MCP_SUBJECT_PREFIX.len())?;
+        if !prefix.eq_ignore_ascii_case(MCP_SUBJECT_PREFIX) {
+            return None;
+        }
+        let rest = &url[MCP_SUBJECT_PREFIX.len()..];
+        Some(Self::read(rest))
+    }
+
+    fn read(rest: &str) -> Result<McpSubject, String> {
+        let (server, tool) = match rest.split_once('#') {
+            Some((server, tool)) => (server, Some(tool)),
+            None => (rest, None),
+        };
+        let server = canonical_subject_url(server)?;
+        let tool = match tool {
+            None => None,
+            Some(encoded) => {
+                let bytes = percent_decode(encoded);
+                let name = String::from_utf8(bytes)
+                    .map_err(|_| format!("the tool name {encoded:?} is not UTF-8"))?;
+                if name.is_empty() {
+                    return Err("an empty tool name after '#'".to_string());
+                }
+                if name.chars().any(char::is_control) {
+                    return Err(format!("the tool name {name:?} has a control character"));
+                }
+                Some(name)
+            }
+        };
+        Ok(McpSubject { server, tool })
+    }
+
+    /// The same server with one tool named: that tool's subject.
+    pub fn with_tool(&self, tool: &str) -> McpSubject {
+        McpSubject {
+            server: self.server.clone(),
+            tool: Some(tool.to_string()),
+        }
+    }
+
+    /// The canonical key: `mcp+` + the server's canonical URL + `#` + the encoded tool.
+    pub fn key(&self) -> String {
+        let mut key = format!("{MCP_SUBJECT_PREFIX}{}", self.server);
+        if let Some(tool) = &self.tool {
+            key.push('#');
+            for b in tool.bytes() {
+                if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+                    key.push(b as char);
+                } else {
+                    key.push_str(&format!("%{b:02X}"));
+                }
+            }
+        }
+        key
+    }
+}
+
+/// `%XX` escapes decoded; a `%` not followed by two hex digits is kept as it is.
+fn percent_decode(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && let (Some(hi), Some(lo)) = (
+                bytes.get(i + 1).copied().and_then(hex),
+                bytes.get(i + 2).copied().and_then(hex),
+            )
+        {
+            out.push((hi * 16 + lo) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    out
+}
+
 /// RFC 3986 6.2.2.2: `%41` is `A` (an unreserved character needs no encoding), `%2f` is `%2F`.
 /// Characters beyond ASCII are written as the percent-encoded bytes of their UTF-8.
 /// A `%` not followed by two hex digits is a literal `%` and written `%25`: kept bare, it could
@@ -565,5 +664,39 @@ mod tests {
         assert!(!base.same_origin(&t("http://127.0.0.1:8001/a")));
         assert!(!base.same_origin(&t("https://127.0.0.1:8000/a")));
         assert!(t("https://a.example/").same_origin(&t("https://A.example:443/x")));
+    }
+
+    #[test]
+    fn an_mcp_tool_subject_has_one_canonical_key() {
+        let read = |u: &str| McpSubject::parse(u).expect("mcp+").expect("valid");
+        let canonical = "mcp+https://tools.example/mcp#get_weather";
+        for spelling in [
+            canonical,
+            "MCP+HTTPS://Tools.Example:443/mcp#get_weather",
+            "mcp+https://tools.example/./mcp#get%5Fweather",
+        ] {
+            assert_eq!(read(spelling).key(), canonical, "{spelling}");
+        }
+        let odd = read("mcp+https://tools.example/mcp#a%20b%23c/d");
+        assert_eq!(odd.tool.as_deref(), Some("a b#c/d"));
+        assert_eq!(odd.key(), "mcp+https://tools.example/mcp#a%20b%23c/d");
+        assert_eq!(read(&odd.key()), odd);
+        let server = read("mcp+http://127.0.0.1:8080/mcp");
+        assert_eq!(server.tool, None);
+        assert_eq!(server.key(), "mcp+http://127.0.0.1:8080/mcp");
+        assert_eq!(
+            server.with_tool("x y").key(),
+            "mcp+http://127.0.0.1:8080/mcp#x%20y"
+        );
+        assert!(McpSubject::parse("https://tools.example/mcp").is_none());
+        for bad in [
+            "mcp+ftp://tools.example/mcp",
+            "mcp+https://tools.example/mcp#",
+            "mcp+https://tools.example/mcp#%0a",
+            "mcp+https://tools.example/mcp#%ff",
+            "mcp+https://user@tools.example/mcp#t",
+        ] {
+            assert!(McpSubject::parse(bad).expect("mcp+").is_err(), "{bad}");
+        }
     }
 }

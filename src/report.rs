@@ -11,6 +11,7 @@ use crate::budget::{
 };
 use crate::evidence::{CheckResult, Outcome, Receipt, sha256_hex};
 use crate::rubric::Rubric;
+use crate::x402::types::printable_prefix;
 
 /// The JSON report's schema id. Bump the suffix on any incompatible change (README documents it).
 pub const PROBE_REPORT_SCHEMA: &str = "x402-probe.probe-report/1";
@@ -370,6 +371,149 @@ impl ProbeReport {
             doc.insert("cuts".into(), json!(cuts.lines()));
         }
         Ok(Value::Object(doc))
+    }
+}
+
+/// The schema of `probe mcp+URL --json`.
+pub const MCP_REPORT_SCHEMA: &str = "x402-probe.mcp-report/1";
+/// Tools listed by name in the report's `free_tools` and `not_called` at most; the rest counted.
+const MAX_REPORTED_TOOL_NOTES: usize = 100;
+
+/// A tool named in the MCP report with why it is there (server text, made printable and bounded).
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolNote {
+    pub tool: String,
+    pub why: String,
+}
+
+impl ToolNote {
+    fn of(tool: &str, why: &str) -> ToolNote {
+        ToolNote {
+            tool: printable_prefix(tool, 200),
+            why: printable_prefix(why, MAX_EVIDENCE_CHARS),
+        }
+    }
+}
+
+/// `probe mcp+URL`: the server as the client saw it, then one [`ProbeReport`] per paid tool.
+#[derive(Debug, Clone, Serialize)]
+pub struct McpReport {
+    pub schema: String,
+    /// The server's key (`mcp+https://host/path`, with `#tool` when one was named).
+    pub server: String,
+    /// `stateless` or `session`; absent when the server answered neither form.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub form: Option<crate::evidence::mcp::TransportForm>,
+    /// Tools read from `tools/list`, and how many the server sent.
+    pub tools_listed: usize,
+    pub tools_sent: usize,
+    /// One report per tool that asked for payment (or the tool named), its subject its own key.
+    pub tools: Vec<ProbeReport>,
+    /// Tools called unpaid that did not ask for payment.
+    pub free_tools: Vec<ToolNote>,
+    /// Tools not called (destructive-looking, past the budget), at most 100; the rest counted.
+    pub not_called: Vec<ToolNote>,
+    pub not_called_omitted: usize,
+    /// Why no tool could be probed, when none could.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    pub notes: Vec<String>,
+    pub exit_code: i32,
+}
+
+impl McpReport {
+    /// The report of one MCP run: `tools` are the paid tools' reports, already made. The exit
+    /// code is the worst of theirs; without any: 3 when the server never answered, else 1 (a
+    /// server probed for paid tools that shows none fails that probe).
+    pub fn new(run: &crate::probe::mcp::McpRun, tools: Vec<ProbeReport>) -> McpReport {
+        let exit_code = if tools.is_empty() {
+            if run.answered {
+                exit::CHECK_FAILED
+            } else {
+                exit::NOT_PROBED
+            }
+        } else {
+            tools.iter().map(|t| t.exit_code).max().unwrap_or(exit::OK)
+        };
+        let notes = |list: &[(String, String)]| -> Vec<ToolNote> {
+            list.iter()
+                .take(MAX_REPORTED_TOOL_NOTES)
+                .map(|(t, why)| ToolNote::of(t, why))
+                .collect()
+        };
+        McpReport {
+            schema: MCP_REPORT_SCHEMA.into(),
+            server: printable_prefix(&run.subject.key(), MAX_RECEIPT_STRING_CHARS),
+            form: run.form,
+            tools_listed: run.tools.len(),
+            tools_sent: run.tools_sent,
+            tools,
+            free_tools: notes(&run.free_tools),
+            not_called: notes(&run.not_called),
+            not_called_omitted: run.not_called.len().saturating_sub(MAX_REPORTED_TOOL_NOTES),
+            failure: run
+                .failure
+                .as_deref()
+                .map(|f| printable_prefix(f, MAX_EVIDENCE_CHARS)),
+            notes: run
+                .notes
+                .iter()
+                .take(MAX_REPORTED_TOOL_NOTES)
+                .map(|n| printable_prefix(n, MAX_EVIDENCE_CHARS))
+                .collect(),
+            exit_code,
+        }
+    }
+
+    /// The readable report: the server in a few lines, then each paid tool's report.
+    pub fn render_text(&self, remediation: &dyn Fn(&str) -> Option<String>, color: bool) -> String {
+        let mut out = String::new();
+        let form = match self.form {
+            Some(crate::evidence::mcp::TransportForm::Stateless) => "stateless form",
+            Some(crate::evidence::mcp::TransportForm::Session) => {
+                "initialize handshake and session"
+            }
+            None => "no form answered",
+        };
+        let _ = writeln!(out, "MCP server {} ({form})", self.server);
+        let _ = writeln!(
+            out,
+            "  tools listed: {} of {} sent; paid tools probed: {}",
+            self.tools_listed,
+            self.tools_sent,
+            self.tools.len()
+        );
+        if let Some(failure) = &self.failure {
+            let _ = writeln!(out, "  not probed: {}", one_line(failure, 400));
+        }
+        for t in &self.free_tools {
+            let _ = writeln!(
+                out,
+                "  free tool {}: {}",
+                one_line(&t.tool, 130),
+                one_line(&t.why, 200)
+            );
+        }
+        for t in &self.not_called {
+            let _ = writeln!(
+                out,
+                "  not called {}: {}",
+                one_line(&t.tool, 130),
+                one_line(&t.why, 200)
+            );
+        }
+        if self.not_called_omitted > 0 {
+            let _ = writeln!(out, "  ... and {} more not called", self.not_called_omitted);
+        }
+        for n in &self.notes {
+            let _ = writeln!(out, "  note: {}", one_line(n, 300));
+        }
+        for tool in &self.tools {
+            out.push('\n');
+            out.push_str(&tool.render_text(remediation, color));
+        }
+        let _ = writeln!(out, "\nMCP exit code {}", self.exit_code);
+        out
     }
 }
 

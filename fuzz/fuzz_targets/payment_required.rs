@@ -48,6 +48,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(parsed.body_object.is_some() && parsed.version == Some(2));
         }
         Source::BodyV1 => assert!(parsed.body_object.is_some() && parsed.required.is_some()),
+        Source::McpResult | Source::McpError => panic!("an HTTP response read as an MCP answer"),
     }
     if let Some(required) = &parsed.required {
         assert_eq!(parsed.version, Some(required.x402_version));

@@ -401,6 +401,27 @@ impl Lab {
         }
     }
 
+    /// Start an MCP server of `kind` whose paid tool quotes as the `honest-v2` endpoint does (the
+    /// lab's token, payTo and chain), its resource the tool's subject URL.
+    pub async fn start_mcp(&self, kind: crate::mcp::McpKind) -> Result<crate::mcp::RunningMcp> {
+        let quote = self.mcp_quote("")?;
+        crate::mcp::start(kind, move |resource| {
+            let mut quote = quote;
+            quote["resource"]["url"] = serde_json::json!(resource);
+            quote
+        })
+        .await
+    }
+
+    /// The PaymentRequired a lab MCP tool at `resource` quotes: the `honest-v2` endpoint's terms
+    /// (the lab's token, payTo and chain).
+    pub fn mcp_quote(&self, resource: &str) -> Result<serde_json::Value> {
+        let scenario = scenarios::by_name("honest-v2").context("the honest-v2 scenario")?;
+        let mut ctx = self.parts.ctx.clone();
+        ctx.resource = resource.to_string();
+        Ok(crate::quote::payment_required(&scenario, &ctx, 0))
+    }
+
     /// Stop the chain only (the servers keep running): for tests of what happens when the RPC dies.
     pub fn stop_chain(&mut self) {
         self.anvil.stop();

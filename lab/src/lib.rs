@@ -3,7 +3,7 @@
 //! `Lab::start` brings up, in about a second: an anvil chain (`chain`, `rpc`), the EIP-3009 token and a
 //! fake twin (`token`), a facilitator with honest and dishonest kinds (`facilitator`), one resource
 //! server per named scenario (`scenarios`, `quote`, `server`, `tls`) and a discovery catalogue
-//! (`catalogue`). `population` draws simulated endpoints with hidden truths that lab endpoints
+//! (`catalogue`), and MCP servers with paid tools on demand (`mcp`). `population` draws simulated endpoints with hidden truths that lab endpoints
 //! follow over time (`dynamic`). Dropping the `Lab` stops all of it, anvil included.
 
 pub mod catalogue;
@@ -11,6 +11,7 @@ pub mod chain;
 pub mod daemon_config;
 pub mod dynamic;
 pub mod facilitator;
+pub mod mcp;
 pub mod population;
 pub mod quote;
 pub mod rpc;

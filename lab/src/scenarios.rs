@@ -989,3 +989,158 @@ mod tests {
         }
     }
 }
+
+/// What a free probe of a lab MCP server should report (`probe mcp+URL --json`), written by
+/// hand from each server's intent (`crate::mcp::McpKind`).
+#[derive(Debug, Clone)]
+pub struct McpScenario {
+    pub name: &'static str,
+    pub kind: crate::mcp::McpKind,
+    pub summary: &'static str,
+    /// The form the server answers `tools/list` in (`stateless`, `session`), `None` when none.
+    pub form: Option<&'static str>,
+    /// The paid tools' subjects' tool names, in report order.
+    pub paid_tools: &'static [&'static str],
+    /// The first paid tool's checks (id -> outcome); the rest are no promise.
+    pub expect: BTreeMap<&'static str, &'static str>,
+    /// When no tool can be probed: the deviation code the failure names.
+    pub failure_code: Option<&'static str>,
+    /// The probe's exit code.
+    pub exit_code: i32,
+}
+
+/// Every lab MCP server's scenario. Over MCP on the lab's plain HTTP, S1 fails ("plain HTTP");
+/// the paid tool quotes as `honest-v2` does, so the quote's own checks pass where the
+/// transport is honest.
+pub fn mcp_scenarios() -> Vec<McpScenario> {
+    use crate::mcp::McpKind as K;
+    let honest = [
+        ("R1", "pass"),
+        ("R2", "pass"),
+        ("C1", "pass"),
+        ("C2", "pass"),
+        ("C3", "pass"),
+        ("C4", "pass"),
+        ("H4", "na"),
+        ("S1", "fail"),
+        ("S2", "pass"),
+        ("S4", "pass"),
+    ];
+    let with = |over: &[(&'static str, &'static str)]| -> BTreeMap<&'static str, &'static str> {
+        let mut map: BTreeMap<_, _> = honest.iter().copied().collect();
+        map.extend(over.iter().copied());
+        map
+    };
+    let paid = |name, kind, summary, form, expect| McpScenario {
+        name,
+        kind,
+        summary,
+        form: Some(form),
+        paid_tools: &["get_weather"],
+        expect,
+        failure_code: None,
+        exit_code: 1,
+    };
+    let failing = |name, kind, summary, form, code| McpScenario {
+        name,
+        kind,
+        summary,
+        form,
+        paid_tools: &[],
+        expect: BTreeMap::new(),
+        failure_code: code,
+        exit_code: 1,
+    };
+    vec![
+        paid(
+            "mcp-honest",
+            K::Honest,
+            "stateless form, JSON answers, PaymentRequired in structuredContent and content[0].text",
+            "stateless",
+            with(&[]),
+        ),
+        paid(
+            "mcp-honest-session",
+            K::HonestSession,
+            "initialize handshake and Mcp-Session-Id only, event-stream answers",
+            "session",
+            with(&[]),
+        ),
+        paid(
+            "mcp-draft-error",
+            K::DraftError,
+            "the draft form: JSON-RPC error -32402 with data.payment[]",
+            "stateless",
+            with(&[("C4", "na")]),
+        ),
+        paid(
+            "mcp-text-differs",
+            K::TextDiffers,
+            "content[0].text quotes another amount than structuredContent",
+            "stateless",
+            with(&[("C4", "fail")]),
+        ),
+        paid(
+            "mcp-no-structured-content",
+            K::NoStructuredContent,
+            "the PaymentRequired only as text",
+            "stateless",
+            with(&[("C1", "fail"), ("C4", "na")]),
+        ),
+        paid(
+            "mcp-not-marked-error",
+            K::NotMarkedError,
+            "the PaymentRequired in a result without isError: true",
+            "stateless",
+            with(&[("C1", "fail")]),
+        ),
+        failing(
+            "mcp-unpaid",
+            K::Unpaid,
+            "the paid-looking tool answers without asking for payment",
+            Some("stateless"),
+            None,
+        ),
+        paid(
+            "mcp-session-churn",
+            K::SessionChurn,
+            "a new Mcp-Session-Id on every answer (noted; the first is kept)",
+            "session",
+            with(&[]),
+        ),
+        McpScenario {
+            name: "mcp-huge-tool-list",
+            kind: K::HugeToolList,
+            summary: "5,003 tools: the first 1,000 read, 3 called",
+            form: Some("stateless"),
+            paid_tools: &["get_weather", "lookup_0", "lookup_1"],
+            expect: with(&[]),
+            failure_code: None,
+            exit_code: 1,
+        },
+        failing(
+            "mcp-endless-stream",
+            K::EndlessStream,
+            "every answer an event stream that never ends and never answers",
+            None,
+            Some("mcp.answer.too_large"),
+        ),
+        failing(
+            "mcp-deep-schema",
+            K::DeepSchema,
+            "an input schema nested 10,000 deep",
+            None,
+            Some("mcp.answer.too_deep"),
+        ),
+        McpScenario {
+            name: "mcp-huge-result",
+            kind: K::HugeResult,
+            summary: "tools/call answers a 100 MB result",
+            form: Some("stateless"),
+            paid_tools: &[],
+            expect: BTreeMap::new(),
+            failure_code: None,
+            exit_code: 1,
+        },
+    ]
+}

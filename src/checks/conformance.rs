@@ -78,7 +78,9 @@ const C2_FIELDS: &[&str] = &[
 ];
 
 fn is_c1_deviation(deviation: &Deviation, version: u8) -> bool {
-    if C1_CODES.contains(&deviation.code.as_str()) {
+    if C1_CODES.contains(&deviation.code.as_str())
+        || crate::x402::mcp::C1_CODES.contains(&deviation.code.as_str())
+    {
         return true;
     }
     match deviation.entry_field() {
@@ -137,6 +139,8 @@ pub fn c1(parsed: &Parsed402, response_arrived: bool) -> Conclusion {
     if counted.is_empty() {
         let carrier = match parsed.source {
             Source::Header => "the PAYMENT-REQUIRED header",
+            Source::McpResult => "the MCP tool result",
+            Source::McpError => "the draft MCP -32402 error",
             _ => "the v1 body",
         };
         Conclusion::pass(format!(
@@ -331,8 +335,22 @@ pub fn c3_compare(
 /// C4, header and body agree: `na` unless there is both a decoded header object and a body that
 /// is itself a PaymentRequired (has `x402Version` and `accepts`); then they must be equal.
 pub fn c4(parsed: &Parsed402) -> Conclusion {
+    // Over MCP the two carriers are the tool result's `structuredContent` and `content[0].text`.
+    // (The HTTP texts are those stored results were derived with: they stay byte for byte.)
+    let (absent, same, differ) = match parsed.source {
+        Source::McpResult | Source::McpError => (
+            "structuredContent and a PaymentRequired in content[0].text are not both present",
+            "structuredContent and content[0].text decode to the same object",
+            "structuredContent and content[0].text differ",
+        ),
+        _ => (
+            "the header and a PaymentRequired body are not both present",
+            "the PAYMENT-REQUIRED header and the body decode to the same object",
+            "the PAYMENT-REQUIRED header and the body differ",
+        ),
+    };
     let (Some(header), Some(body)) = (&parsed.header_object, &parsed.body_object) else {
-        return Conclusion::na("the header and a PaymentRequired body are not both present");
+        return Conclusion::na(absent);
     };
     if body.get("x402Version").is_none() || body.get("accepts").is_none() {
         return Conclusion::na("the body is not itself a PaymentRequired");
@@ -351,21 +369,13 @@ pub fn c4(parsed: &Parsed402) -> Conclusion {
             ))
             .with_detail(json!({ "deviations": [], "entries_not_compared": header_unread }));
         }
-        return Conclusion::pass(
-            "the PAYMENT-REQUIRED header and the body decode to the same object",
-        )
-        .with_detail(json!({ "deviations": [] }));
+        return Conclusion::pass(same).with_detail(json!({ "deviations": [] }));
     }
     let problems = vec![Deviation::new(
         "header_body.differ",
         format!("differ at {}", differences.join(", ")),
     )];
-    failed(
-        "the PAYMENT-REQUIRED header and the body differ",
-        &problems,
-        &[],
-    )
-    .with_detail(json!({
+    failed(differ, &problems, &[]).with_detail(json!({
         "deviations": deviation_list(&problems),
         "paths": differences,
     }))

@@ -19,9 +19,10 @@ use crate::probe::http::decode_body_bounded;
 use crate::probe::http::{Exchange, FetchError, FetchErrorKind, HttpResponse, Phase};
 use crate::rubric::{Kind, Rubric};
 use crate::score::curve::interpolate;
+use crate::x402::mcp;
 use crate::x402::network::{AddressKind, address_kind};
 use crate::x402::parse::parse_payment_required;
-use crate::x402::types::{Parsed402, PaymentRequired, Requirement, printable_prefix};
+use crate::x402::types::{Parsed402, PaymentRequired, Requirement, Source, printable_prefix};
 
 /// R1's bound: a response head within 10 s.
 pub const REACHABLE_WITHIN_MS: f64 = 10_000.0;
@@ -94,6 +95,8 @@ pub fn evaluate_free(obs: &FreeObservation, rubric: &Rubric) -> Vec<CheckResult>
 /// One sample as the checks see it.
 struct Seen<'a> {
     exchange: &'a Exchange,
+    /// The request's body (an MCP sample's JSON-RPC request, whose id its answer carries).
+    request_body: &'a [u8],
     /// A response head arrived over a connection a verifying client would accept.
     usable: Option<&'a HttpResponse>,
     /// Our own failure (the address guard refused to connect, or our resolver failed): says
@@ -107,6 +110,7 @@ impl<'a> Seen<'a> {
         let tls_ok = ex.tls.as_ref().is_none_or(|t| t.verified);
         Seen {
             exchange: ex,
+            request_body: &sample.request.body,
             usable: ex.response.as_ref().filter(|_| tls_ok),
             ours: ex.error.as_ref().and_then(our_failure),
         }
@@ -138,8 +142,9 @@ struct Run<'a> {
 impl<'a> Run<'a> {
     fn new(obs: &'a FreeObservation) -> Run<'a> {
         let seen: Vec<Seen> = obs.samples.iter().map(Seen::new).collect();
-        let primary = seen.iter().find_map(|s| s.usable);
-        let parsed = primary.map(|r| parse_payment_required(r.status, &r.headers, &r.body));
+        let primary_seen = seen.iter().find(|s| s.usable.is_some());
+        let primary = primary_seen.and_then(|s| s.usable);
+        let parsed = primary_seen.and_then(|s| Some(parse_answer(obs, s.request_body, s.usable?)));
         Run {
             obs,
             seen,
@@ -246,6 +251,15 @@ impl<'a> Run<'a> {
     }
 }
 
+/// The PaymentRequired a sample's response carries: a 402's (`x402::parse`), or for a paid MCP
+/// tool its unpaid `tools/call` answer's (`x402::mcp`).
+fn parse_answer(obs: &FreeObservation, request_body: &[u8], resp: &HttpResponse) -> Parsed402 {
+    match obs.mcp {
+        Some(_) => mcp::parse_tool_response(request_body, resp),
+        None => parse_payment_required(resp.status, &resp.headers, &resp.body),
+    }
+}
+
 /// Aggregate per-sample outcomes: `unmeasured` when none was measured, `fail` when any failed.
 fn per_sample(run: &Run, what: &str, judge: impl Fn(&Seen) -> (Outcome, String)) -> Conclusion {
     let judged: Vec<(Outcome, String)> = run.seen.iter().map(&judge).collect();
@@ -336,8 +350,34 @@ fn r1(run: &Run) -> Conclusion {
     })
 }
 
-/// R2: the unpaid request answers 402.
+/// R2: the unpaid request answers 402 (for an MCP tool: its unpaid call answers a
+/// PaymentRequired, in either MCP form).
 fn r2(run: &Run) -> Conclusion {
+    if run.obs.mcp.is_some() {
+        return per_sample(run, "asked for payment", |s| {
+            if s.ours.is_some() {
+                return guard_refusal(s);
+            }
+            let Some(resp) = s.usable else {
+                return (Outcome::Fail, s.failure());
+            };
+            let parsed = mcp::parse_tool_response(s.request_body, resp);
+            match (&parsed.required, parsed.source) {
+                (Some(_), Source::McpError) => (
+                    Outcome::Pass,
+                    "JSON-RPC error -32402 with a PaymentRequired".into(),
+                ),
+                (Some(_), _) => (Outcome::Pass, "a tool result with a PaymentRequired".into()),
+                (None, _) => (
+                    Outcome::Fail,
+                    parsed
+                        .deviations
+                        .first()
+                        .map_or("no PaymentRequired".into(), |d| d.message.clone()),
+                ),
+            }
+        });
+    }
     per_sample(run, "answered 402", |s| {
         if s.ours.is_some() {
             return guard_refusal(s);

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use crate::config::{
     ConfigError, Confirmations, DnsTimeoutMs, FreeDeadlineMs, HttpUrl, ListingConfig,
     ListingDeadlineMs, ListingMaxBytes, ListingMaxPages, PaidDeadlineMs, PayConfig, ProbeConfig,
-    Provenance, RunConfig, Samples, SpacingMs, SubjectUrl, Vantage, WalletSource,
+    ProbeTarget, Provenance, RunConfig, Samples, SpacingMs, Vantage, WalletSource,
 };
 use crate::evidence::rfc3339;
 use crate::probe::paid::{PaidContext, PaidOptions};
@@ -31,7 +31,9 @@ use crate::wallet::Wallet;
 pub struct Args {
     /// The endpoint to probe (http:// or https://; no user info, a valid host). It is probed,
     /// paid and reported under its canonical form (README, "Subjects: one endpoint, one URL").
-    pub url: SubjectUrl,
+    /// An MCP server is given as `mcp+https://host/path` (every paid tool it has, a report each)
+    /// or `mcp+https://host/path#tool` (that tool); free checks only for now.
+    pub url: ProbeTarget,
     /// Unpaid requests to make (R1, R2 and R3 are measured on each), 1-100.
     #[arg(long, default_value_t = Samples::default())]
     pub samples: Samples,
@@ -212,7 +214,18 @@ pub fn run(args: Args) -> Result<i32> {
     // Everything the configuration names is read and checked before any traffic.
     let prepared = config.probe.prepare()?;
     let (cfg, rubric) = (prepared.free, prepared.rubric);
-    let url = args.url.as_str();
+    let url = match &args.url {
+        ProbeTarget::Http(url) => url.as_str(),
+        ProbeTarget::Mcp(subject) => {
+            if config.pay.is_some() {
+                anyhow::bail!(
+                    "--pay: paid calls over MCP are not supported yet (the free checks of {} run without it)",
+                    subject.key()
+                );
+            }
+            return run_mcp(&args, &config, &cfg, &rubric, subject);
+        }
+    };
     let provenance = config.probe.provenance.as_str();
     let vantage = config.probe.vantage.as_str();
     let pay = match &config.pay {
@@ -257,6 +270,58 @@ pub fn run(args: Args) -> Result<i32> {
     report.score = Some(score);
     report.paid = paid;
     report.provenance = provenance.to_string();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let color = !args.no_color
+            && std::env::var_os("NO_COLOR").is_none()
+            && std::io::stdout().is_terminal();
+        print!("{}", report.render_text(&remediation, color));
+    }
+    Ok(report.exit_code)
+}
+
+/// `probe mcp+URL`: every paid tool of the server (or the one named), a report each, scored as
+/// a single run like an HTTP endpoint.
+fn run_mcp(
+    args: &Args,
+    config: &RunConfig,
+    cfg: &crate::probe::free::FreeProbeConfig,
+    rubric: &crate::rubric::Rubric,
+    subject: &crate::http_url::McpSubject,
+) -> Result<i32> {
+    crate::install_crypto_provider();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let now = unix_now();
+    let run = runtime.block_on(crate::probe::mcp::probe_mcp(cfg, subject, now));
+    let vantage = config.probe.vantage.as_str();
+    let reports = run
+        .paid
+        .iter()
+        .map(|free| {
+            let results = crate::checks::free::evaluate_free(free, rubric);
+            let out = runner::RunOutput {
+                free: free.clone(),
+                paid: None,
+                results,
+            };
+            let inputs = runner::single_run_inputs(
+                rubric,
+                &out,
+                "uncategorised",
+                config.probe.provenance.into(),
+            );
+            let mut report =
+                ProbeReport::new(&free.subject, vantage, &rfc3339(now), rubric, out.results);
+            report.score = Some(runner::score_inputs(rubric, &inputs));
+            report.provenance = config.probe.provenance.as_str().to_string();
+            report
+        })
+        .collect();
+    let report = crate::report::McpReport::new(&run, reports);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -47,6 +47,10 @@ pub struct FreeObservation {
     /// back from the ledger's blobs. Every run between two reads of a catalogue names one blob.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listing_sha256: Option<String>,
+    /// Set when the subject is a paid MCP tool (`mcp+https://host/path#tool`): the samples are
+    /// its unpaid `tools/call` requests, and this is the rest of what the run saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<super::mcp::McpToolSeen>,
 }
 
 /// What the free run's deadline left unmeasured.
@@ -72,8 +76,10 @@ impl FreeObservation {
     /// Every exchange this run made (samples, then the operator file), for storage that keeps
     /// bodies apart.
     pub fn exchanges_mut(&mut self) -> impl Iterator<Item = &mut Exchange> {
+        let setup = self.mcp.iter_mut().flat_map(|m| m.setup.iter_mut());
         self.samples
             .iter_mut()
+            .chain(setup)
             .map(|s| &mut s.exchange)
             .chain(self.operator_file.iter_mut())
     }

@@ -10,6 +10,7 @@ pub mod check_id;
 pub mod decode;
 pub mod free;
 pub mod http;
+pub mod mcp;
 pub mod paid;
 pub mod run;
 pub mod usd;

@@ -143,6 +143,7 @@ pub async fn probe_free(cfg: &FreeProbeConfig, url: &str, now: i64) -> FreeObser
         allow_private: cfg.fetch.allow_private,
         cut_short,
         listing_sha256: None,
+        mcp: None,
     }
 }
 
@@ -232,7 +233,7 @@ async fn probe_subject(cfg: &FreeProbeConfig, url: &str, deadline: Instant) -> S
 }
 
 /// The chain reads the deadline left undone (ours: C3 is `unmeasured`).
-fn chain_not_read(cfg: &FreeProbeConfig) -> ChainSeen {
+pub(crate) fn chain_not_read(cfg: &FreeProbeConfig) -> ChainSeen {
     match &cfg.rpc {
         None => ChainSeen::NoRpc,
         Some(rpc) => ChainSeen::RpcDown {
@@ -468,7 +469,7 @@ async fn read_listing(
     fail(error, pages)
 }
 
-async fn read_chain(rpc: &Rpc, quote: Option<&PaymentRequired>) -> ChainSeen {
+pub(crate) async fn read_chain(rpc: &Rpc, quote: Option<&PaymentRequired>) -> ChainSeen {
     let chain_id = match rpc.chain_id().await {
         Ok(id) => id,
         Err(e) => {

@@ -2,6 +2,7 @@
 
 pub mod free;
 pub mod http;
+pub mod mcp;
 pub mod netguard;
 pub mod paid;
 pub mod reconcile;

@@ -65,6 +65,29 @@ pub(crate) fn decode_object(bytes: &[u8]) -> Result<Decoded, DecodeError> {
     }
 }
 
+/// Read `bytes` as one JSON value of any type, nested at most `max_depth` deep (the top level
+/// is 1) and with at most `max_values` values: the same one pass as [`decode_object`], for
+/// messages that are not a PaymentRequired (an MCP server's JSON-RPC answers).
+pub(crate) fn decode_value_within(
+    bytes: &[u8],
+    max_depth: usize,
+    max_values: usize,
+) -> Result<Value, DecodeError> {
+    let budget = Budget::within(max_depth, max_values);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let read = Bounded {
+        budget: &budget,
+        depth: 1,
+    }
+    .deserialize(&mut de)
+    .and_then(|value| de.end().map(|()| value));
+    read.map_err(|e| match budget.exceeded.get() {
+        Some(Exceeded::Depth) => DecodeError::TooDeep,
+        Some(Exceeded::Values) => DecodeError::TooComplex,
+        None => DecodeError::Syntax(e.to_string()),
+    })
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Exceeded {
     Depth,
@@ -72,16 +95,33 @@ enum Exceeded {
 }
 
 /// Values built so far, and which bound stopped the read (the parser's error only says "custom").
-#[derive(Default)]
 struct Budget {
     values: Cell<usize>,
     exceeded: Cell<Option<Exceeded>>,
+    max_values: usize,
+    max_depth: usize,
+}
+
+impl Default for Budget {
+    /// A PaymentRequired's bounds.
+    fn default() -> Self {
+        Budget::within(MAX_JSON_DEPTH, MAX_JSON_VALUES)
+    }
 }
 
 impl Budget {
+    fn within(max_depth: usize, max_values: usize) -> Budget {
+        Budget {
+            values: Cell::new(0),
+            exceeded: Cell::new(None),
+            max_values,
+            max_depth,
+        }
+    }
+
     fn take<E: de::Error>(&self) -> Result<(), E> {
         let next = self.values.get() + 1;
-        if next > MAX_JSON_VALUES {
+        if next > self.max_values {
             self.exceeded.set(Some(Exceeded::Values));
             return Err(E::custom("more JSON values than the budget"));
         }
@@ -92,7 +132,7 @@ impl Budget {
     /// A container at `depth` (the top-level object is 1).
     fn enter<E: de::Error>(&self, depth: usize) -> Result<(), E> {
         self.take()?;
-        if depth > MAX_JSON_DEPTH {
+        if depth > self.max_depth {
             self.exceeded.set(Some(Exceeded::Depth));
             return Err(E::custom("nested deeper than the budget"));
         }

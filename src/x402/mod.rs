@@ -9,6 +9,8 @@
 //! - [`eip712`]: EIP-3009 `TransferWithAuthorization` typed data, digests, signer recovery.
 //! - [`payload`]: the authorization to sign and the `PAYMENT-SIGNATURE` / `X-PAYMENT` header.
 //! - [`catalogue`]: one page of a discovery catalogue (its items and announced total).
+//! - [`mcp`]: x402 over MCP: JSON-RPC requests, answers as JSON or event streams, tool lists,
+//!   which tools an unpaid probe calls, the PaymentRequired of a paid tool's answer.
 //!
 //! # Deviation codes
 //!
@@ -48,6 +50,7 @@
 mod bounded;
 pub mod catalogue;
 pub mod eip712;
+pub mod mcp;
 pub mod network;
 pub mod operator;
 pub mod parse;

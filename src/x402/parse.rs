@@ -129,14 +129,14 @@ pub fn parse_payment_required(status: u16, headers: &[(String, String)], body: &
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Carrier {
+pub(crate) enum Carrier {
     Header,
     Body,
 }
 
 /// A body object is taken for a PaymentRequired when it has either of the two keys only a
 /// PaymentRequired has; `{}` or `{"error": ...}` is not one.
-fn looks_like_payment_required(object: &Map<String, Value>) -> bool {
+pub(crate) fn looks_like_payment_required(object: &Map<String, Value>) -> bool {
     object.contains_key("x402Version") || object.contains_key("accepts")
 }
 
@@ -403,7 +403,7 @@ fn read_body_object(
 }
 
 /// Interpret one decoded object as a PaymentRequired.
-fn interpret(carrier: Carrier, decoded: Decoded) -> PaymentRequired {
+pub(crate) fn interpret(carrier: Carrier, decoded: Decoded) -> PaymentRequired {
     let Decoded {
         object,
         accepts_raw,

@@ -18,6 +18,10 @@ pub enum Source {
     BodyV2,
     /// A v1 PaymentRequired in the body.
     BodyV1,
+    /// An MCP tool's result (`structuredContent`, else `content[0].text`: the x402 MCP transport).
+    McpResult,
+    /// An MCP JSON-RPC error `-32402` (the draft MCP payment form, `error.data.payment[]`).
+    McpError,
     /// Nothing that looks like a PaymentRequired.
     None,
 }
