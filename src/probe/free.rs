@@ -247,7 +247,7 @@ pub(crate) fn chain_not_read(cfg: &FreeProbeConfig) -> ChainSeen {
 }
 
 /// The Solana reads the deadline left undone (ours: C3 is `unmeasured`).
-fn solana_not_read(cfg: &FreeProbeConfig) -> SolanaSeen {
+pub(crate) fn solana_not_read(cfg: &FreeProbeConfig) -> SolanaSeen {
     match &cfg.solana_rpc {
         None => SolanaSeen::NoRpc,
         Some(rpc) => SolanaSeen::RpcDown {
@@ -517,7 +517,7 @@ pub(crate) async fn read_chain(rpc: &Rpc, quote: Option<&PaymentRequired>) -> Ch
 /// The cluster the Solana RPC serves, then for each Solana entry on that cluster its mint and,
 /// once the mint's owner program is known, the payTo's associated token account under it. Each
 /// account is read once; past [`MAX_SOLANA_ACCOUNTS`] the rest are left unread (C3 says which).
-async fn read_solana(rpc: &SolanaRpc, quote: Option<&PaymentRequired>) -> SolanaSeen {
+pub(crate) async fn read_solana(rpc: &SolanaRpc, quote: Option<&PaymentRequired>) -> SolanaSeen {
     let genesis_hash = match rpc.genesis_hash().await {
         Ok(hash) => hash,
         Err(e) => {

@@ -15,7 +15,9 @@
 use serde_json::{Value, json};
 use tokio::time::{Instant, sleep_until, timeout_at};
 
-use super::free::{FreeProbeConfig, chain_not_read, origin_of, read_chain};
+use super::free::{
+    FreeProbeConfig, chain_not_read, origin_of, read_chain, read_solana, solana_not_read,
+};
 use super::http::{Exchange, FetchRequest, fetch};
 use crate::budget::{MAX_MCP_LIST_PAGES, MAX_MCP_TOOLS, MAX_MCP_TOOLS_CALLED};
 use crate::evidence::free::{ChainSeen, CutShort, FreeObservation, ListingSeen, Sample};
@@ -439,6 +441,14 @@ async fn call_tool(
             Err(_) => chain_not_read(cfg),
         },
     };
+    // A tool that quotes a Solana entry is read on its cluster, as a 402 is.
+    let solana = match &cfg.solana_rpc {
+        None => crate::evidence::free::SolanaSeen::NoRpc,
+        Some(rpc) => match timeout_at(talk.deadline, read_solana(rpc, quote.as_ref())).await {
+            Ok(solana) => solana,
+            Err(_) => solana_not_read(cfg),
+        },
+    };
     let operator_file_not_read = operator_file.is_none() && origin_of(talk.server).is_some();
     let cut_short = (samples.len() < planned || operator_file_not_read).then(|| CutShort {
         deadline_ms: u64::try_from(cfg.deadline.as_millis()).unwrap_or(u64::MAX),
@@ -457,6 +467,7 @@ async fn call_tool(
         operator_file,
         listing: ListingSeen::NotAsked,
         chain,
+        solana,
         declared_assets: cfg.declared_assets.clone(),
         allow_private: cfg.fetch.allow_private,
         cut_short,
