@@ -273,10 +273,7 @@ pub fn run(args: Args) -> Result<i32> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        let color = !args.no_color
-            && std::env::var_os("NO_COLOR").is_none()
-            && std::io::stdout().is_terminal();
-        print!("{}", report.render_text(&remediation, color));
+        print!("{}", report.render_text(&remediation, color(&args)));
     }
     Ok(report.exit_code)
 }
@@ -325,10 +322,7 @@ fn run_mcp(
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        let color = !args.no_color
-            && std::env::var_os("NO_COLOR").is_none()
-            && std::io::stdout().is_terminal();
-        print!("{}", report.render_text(&remediation, color));
+        print!("{}", report.render_text(&remediation, color(args)));
     }
     Ok(report.exit_code)
 }
@@ -406,4 +400,10 @@ impl PayArgs {
             .map_err(|e| anyhow::anyhow!("pay policy: {e}"))?;
         Ok(policy)
     }
+}
+
+/// Whether the text report is coloured: stdout is a terminal, and neither `--no-color` nor
+/// `NO_COLOR` says otherwise.
+fn color(args: &Args) -> bool {
+    !args.no_color && std::env::var_os("NO_COLOR").is_none() && std::io::stdout().is_terminal()
 }

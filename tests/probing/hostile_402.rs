@@ -7,7 +7,6 @@
 //! JSON report of at most 1 MiB, and a process that stays far from gigabytes. The numbers are
 //! written here by hand from the README, not taken from the code under test.
 
-use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -89,18 +88,7 @@ fn probe(lab: &Lab, scenario: &str, extra: &[&str]) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stdout.read_to_end(&mut bytes);
-        bytes
-    });
-    let err = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
+    let (out, err) = crate::drain_outputs(&mut child);
     let pid = child.id() as libc::pid_t;
     let started = Instant::now();
     let (status, usage) = loop {

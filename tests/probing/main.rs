@@ -17,3 +17,27 @@ mod mcp_probe;
 mod rpc_client;
 mod service_build;
 mod solana_lab;
+
+/// Reads a child's stdout and stderr to their ends on threads of their own, so that a child
+/// writing more than a pipe holds never blocks on us while we wait for it.
+fn drain_outputs(
+    child: &mut std::process::Child,
+) -> (
+    std::thread::JoinHandle<Vec<u8>>,
+    std::thread::JoinHandle<String>,
+) {
+    use std::io::Read;
+    let mut stdout = child.stdout.take().expect("stdout piped");
+    let mut stderr = child.stderr.take().expect("stderr piped");
+    let out = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stdout.read_to_end(&mut bytes);
+        bytes
+    });
+    let err = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    (out, err)
+}

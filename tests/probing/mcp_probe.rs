@@ -5,7 +5,6 @@
 //! report within a bounded time; what it concludes is compared with the hand-written
 //! expectations of `x402_lab::scenarios::mcp_scenarios`; no run ever calls the destructive tool.
 
-use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -48,18 +47,7 @@ fn probe(lab: &Lab, subject: &str, extra: &[&str]) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stdout.read_to_end(&mut bytes);
-        bytes
-    });
-    let err = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
+    let (out, err) = crate::drain_outputs(&mut child);
     let started = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
