@@ -271,20 +271,25 @@ impl McpSubject {
     }
 }
 
+/// The byte a `%XX` escape at `i` stands for (`None`: no `%` there, or not two hex digits after
+/// it).
+fn escape_at(bytes: &[u8], i: usize) -> Option<u8> {
+    let hex = |b: u8| (b as char).to_digit(16);
+    if bytes.get(i) != Some(&b'%') {
+        return None;
+    }
+    let (hi, lo) = (hex(*bytes.get(i + 1)?)?, hex(*bytes.get(i + 2)?)?);
+    Some((hi * 16 + lo) as u8)
+}
+
 /// `%XX` escapes decoded; a `%` not followed by two hex digits is kept as it is.
 fn percent_decode(text: &str) -> Vec<u8> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%'
-            && let (Some(hi), Some(lo)) = (
-                bytes.get(i + 1).copied().and_then(hex),
-                bytes.get(i + 2).copied().and_then(hex),
-            )
-        {
-            out.push((hi * 16 + lo) as u8);
+        if let Some(value) = escape_at(bytes, i) {
+            out.push(value);
             i += 3;
             continue;
         }
@@ -304,14 +309,7 @@ fn normalise_percent_encoding(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
     let mut i = 0;
     while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%'
-            && let (Some(hi), Some(lo)) = (
-                bytes.get(i + 1).copied().and_then(hex),
-                bytes.get(i + 2).copied().and_then(hex),
-            )
-        {
-            let value = (hi * 16 + lo) as u8;
+        if let Some(value) = escape_at(bytes, i) {
             if value.is_ascii_alphanumeric() || b"-._~".contains(&value) {
                 out.push(value as char);
             } else {

@@ -682,7 +682,7 @@ pub fn parse_tool_payment(answer: &Result<Answer, Deviation>) -> Parsed402 {
         Ok(answer) => &answer.message,
         Err(problem) => {
             deviations.push(problem.clone());
-            return nothing(deviations);
+            return Parsed402::nothing(deviations);
         }
     };
     match message {
@@ -702,7 +702,7 @@ pub fn parse_tool_payment(answer: &Result<Answer, Deviation>) -> Parsed402 {
                         printable_prefix(message, MAX_MESSAGE_CHARS)
                     ),
                 ));
-                return nothing(deviations);
+                return Parsed402::nothing(deviations);
             };
             deviations.push(Deviation::new(
                 "mcp.draft_payment_error",
@@ -712,7 +712,7 @@ pub fn parse_tool_payment(answer: &Result<Answer, Deviation>) -> Parsed402 {
                 Ok(decoded) => finish(Source::McpError, decoded, None, deviations),
                 Err(d) => {
                     deviations.push(d);
-                    nothing(deviations)
+                    Parsed402::nothing(deviations)
                 }
             }
         }
@@ -722,7 +722,7 @@ pub fn parse_tool_payment(answer: &Result<Answer, Deviation>) -> Parsed402 {
                     "mcp.result.not_object",
                     "the tools/call result is not an object",
                 ));
-                return nothing(deviations);
+                return Parsed402::nothing(deviations);
             };
             let structured = match result.get("structuredContent") {
                 None | Some(Value::Null) => None,
@@ -770,7 +770,7 @@ pub fn parse_tool_payment(answer: &Result<Answer, Deviation>) -> Parsed402 {
                     "the tool answered a result without asking for payment"
                 };
                 deviations.push(Deviation::new(code, why));
-                return nothing(deviations);
+                return Parsed402::nothing(deviations);
             }
             if !is_error {
                 deviations.push(Deviation::new(
@@ -878,19 +878,6 @@ fn finish(
         header_accepts_unread,
         body_accepts_unread: 0,
         required: Some(required),
-        deviations,
-    }
-}
-
-fn nothing(deviations: Vec<Deviation>) -> Parsed402 {
-    Parsed402 {
-        source: Source::None,
-        version: None,
-        header_object: None,
-        body_object: None,
-        header_accepts_unread: 0,
-        body_accepts_unread: 0,
-        required: None,
         deviations,
     }
 }

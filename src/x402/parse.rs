@@ -54,16 +54,7 @@ pub fn parse_payment_required(status: u16, headers: &[(String, String)], body: &
         // Two quotes at once: which one a client pays depends on the client. Neither is read, and
         // the body is not offered in their place.
         HeaderRead::Disagree => {
-            return Parsed402 {
-                source: Source::None,
-                version: None,
-                header_object: None,
-                body_object: None,
-                header_accepts_unread: 0,
-                body_accepts_unread: 0,
-                required: None,
-                deviations,
-            };
+            return Parsed402::nothing(deviations);
         }
     };
     let body = read_body_object(body, header.is_none(), &mut deviations);

@@ -115,6 +115,20 @@ pub struct Parsed402 {
 }
 
 impl Parsed402 {
+    /// Nothing read as a quote, with the deviations that say why.
+    pub(crate) fn nothing(deviations: Vec<Deviation>) -> Parsed402 {
+        Parsed402 {
+            source: Source::None,
+            version: None,
+            header_object: None,
+            body_object: None,
+            header_accepts_unread: 0,
+            body_accepts_unread: 0,
+            required: None,
+            deviations,
+        }
+    }
+
     /// Whether a deviation with exactly this code was recorded.
     pub fn has_deviation(&self, code: &str) -> bool {
         self.deviations.iter().any(|d| d.code == code)
