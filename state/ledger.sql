@@ -22,6 +22,10 @@ CREATE TABLE IF NOT EXISTS entry (
 ) STRICT;
 CREATE INDEX IF NOT EXISTS entry_subject ON entry (subject, seq);
 CREATE INDEX IF NOT EXISTS entry_kind ON entry (kind, seq);
+-- A subject's entries other than its runs and scores (its revisions, notes, refunds, ...): a few
+-- per subject, so that reading them (a run reads the subject's notes) never walks the thousands of
+-- runs and scores a subject has after a year.
+CREATE INDEX IF NOT EXISTS entry_subject_rare ON entry (subject, seq) WHERE kind NOT IN ('run', 'score');
 
 -- Byte strings kept apart from the entries that name them, addressed by the SHA-256 of their
 -- bytes: each run's observation, and what repeats from entry to entry (bodies, header sets,

@@ -7,13 +7,19 @@ use super::rng::Xoshiro256StarStar;
 /// DLMF 8.17.22 evaluated with the modified Lentz method; the symmetry
 /// `I_x(a, b) = 1 - I_{1-x}(b, a)` keeps the fraction in its fast-converging region.
 pub fn regularized_incomplete_beta(x: f64, a: f64, b: f64) -> f64 {
+    incomplete_beta_given(x, a, b, ln_beta(a, b))
+}
+
+/// [`regularized_incomplete_beta`] with `ln_beta(a, b)` already computed (the same value, so the
+/// same result to the bit): a table of one distribution reads it once, not at every point.
+pub fn incomplete_beta_given(x: f64, a: f64, b: f64, ln_beta_ab: f64) -> f64 {
     if x <= 0.0 {
         return 0.0;
     }
     if x >= 1.0 {
         return 1.0;
     }
-    let ln_front = a * libm::log(x) + b * libm::log1p(-x) - ln_beta(a, b);
+    let ln_front = a * libm::log(x) + b * libm::log1p(-x) - ln_beta_ab;
     let front = libm::exp(ln_front);
     let upper = x > (a + 1.0) / (a + b + 2.0);
     // A front that underflows to zero makes the fraction's value immaterial (zero times a

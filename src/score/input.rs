@@ -161,7 +161,8 @@ pub struct Subject {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
     pub seq: u64,
-    pub check: String,
+    /// Shared: a `/3` score reads thousands of cells of a few dozen checks.
+    pub check: std::sync::Arc<str>,
     pub outcome: Outcome,
     pub at: Instant,
     /// The kind of probe run that produced it (a paid run's entry proves a paid call happened).
@@ -173,7 +174,7 @@ pub struct Entry {
     pub receipt: String,
     /// Under method `/3`, what the entry stands for: a run of consecutive outcomes of one day
     /// (`super::summary`). `None` for one outcome (method `/2`).
-    pub cell: Option<Box<CellFacts>>,
+    pub cell: Option<CellFacts>,
 }
 
 /// What a `/3` cell adds to its entry (`rubrics/README.md`, "Method /3"): `at` is its latest
@@ -528,7 +529,7 @@ fn build(mut doc: InputsDocument, embed: Embed) -> Result<Inputs, InputError> {
         .zip(sorted_read)
         .map(|(e, (ns, revision))| Entry {
             seq: e.seq,
-            check: e.check,
+            check: e.check.into(),
             outcome: e.outcome,
             at: Instant { text: e.at, ns },
             kind: e.kind,

@@ -209,7 +209,7 @@ pub fn score(
     let mut ignored_checks: Vec<String> = weights
         .unknown
         .iter()
-        .map(|i| inputs.history[*i].check.clone())
+        .map(|i| inputs.history[*i].check.to_string())
         .collect();
     ignored_checks.sort();
     ignored_checks.dedup();

@@ -12,7 +12,7 @@
 //! and reads one uniform per check per draw from it. Both use one generator seeded by the
 //! input digest, consumed check by check in rubric order (all draws of a check, then the next).
 
-use super::beta::{TABLE_CELLS, beta_by_gammas, quantile_table, regularized_incomplete_beta};
+use super::beta::{TABLE_CELLS, beta_by_gammas, incomplete_beta_given, ln_beta, quantile_table};
 use super::curve::WeightedSample;
 use super::exact::Level;
 use super::rng::Xoshiro256StarStar;
@@ -170,17 +170,32 @@ fn build_tables(terms: &[Term]) -> Vec<Table> {
                 // P(index <= i) = P(U <= cumulative[i] / total), one CDF value per measurement
                 // (U is continuous: the fraction's last-place rounding moves a probability by
                 // about 1e-16). The last is 1 by construction.
-                let mut cumulative: Vec<f64> = sample
-                    .fractions
-                    .iter()
-                    .map(|f| regularized_incomplete_beta(*f, *a, *b))
-                    .collect();
+                //
+                // Only the last of each run of equal values is kept: a draw reads the first
+                // index whose cumulative probability exceeds its uniform, and within a run every
+                // index holds the same value, so the run's last index (whose probability is the
+                // run's highest) draws exactly what any of them would. A year of fast answers
+                // is thousands of measurements that all read as the curve's first point: one
+                // distribution function evaluated instead of thousands, the same draws.
+                let ln_beta_ab = ln_beta(*a, *b);
+                let mut kept_values = Vec::new();
+                let mut cumulative = Vec::new();
+                for (i, (value, f)) in values.iter().zip(&sample.fractions).enumerate() {
+                    if values
+                        .get(i + 1)
+                        .is_some_and(|next| next.to_bits() == value.to_bits())
+                    {
+                        continue;
+                    }
+                    kept_values.push(*value);
+                    cumulative.push(incomplete_beta_given(*f, *a, *b, ln_beta_ab));
+                }
                 if let Some(last) = cumulative.last_mut() {
                     *last = 1.0;
                 }
                 Table::Discrete {
                     cumulative,
-                    values: values.clone(),
+                    values: kept_values,
                 }
             }
         };
@@ -221,6 +236,7 @@ pub fn band(mut totals: Vec<f64>, low_pct: f64, high_pct: f64) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::score::beta::regularized_incomplete_beta;
 
     #[test]
     fn nearest_rank_percentiles() {
@@ -295,5 +311,86 @@ mod tests {
         );
         assert!((fast.0 - slow.0).abs() < 0.5, "{fast:?} vs {slow:?}");
         assert!((fast.1 - slow.1).abs() < 0.5, "{fast:?} vs {slow:?}");
+    }
+
+    /// A curve table keeps only the last index of each run of equal values: every draw must be
+    /// the draw of the full table (one probability per measurement), to the bit. Samples with
+    /// long runs of equal values (fast answers all reading as the curve's first point), ties in
+    /// the measurements, fails at +inf and unequal weights.
+    #[test]
+    fn a_curve_table_of_runs_draws_what_the_full_table_draws() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for case in 0..40 {
+            let n = 5 + case * 97;
+            let pairs: Vec<(f64, f64)> = (0..n)
+                .map(|_| {
+                    let r = next();
+                    let value = if r < 0.02 {
+                        f64::INFINITY
+                    } else if r < 0.7 {
+                        2.0 // below the curve's first point
+                    } else {
+                        (next() * 40.0).floor() * 100.0
+                    };
+                    (value, 0.1 + next())
+                })
+                .collect();
+            let sample = WeightedSample::new(pairs).unwrap();
+            let values: Vec<f64> = sample
+                .values
+                .iter()
+                .map(|v| {
+                    if *v < 300.0 {
+                        1.0
+                    } else {
+                        1.0 - v.min(4000.0) / 4000.0
+                    }
+                })
+                .collect();
+            let n = sample.effective_n;
+            let (a, b) = (0.95 * (n + 1.0), 0.05 * (n + 1.0));
+            let mut full: Vec<f64> = sample
+                .fractions
+                .iter()
+                .map(|f| regularized_incomplete_beta(*f, a, b))
+                .collect();
+            *full.last_mut().unwrap() = 1.0;
+            let full = Table::Discrete {
+                cumulative: full,
+                values: values.clone(),
+            };
+            let terms = [Term {
+                points: 30.0,
+                posterior: Posterior::CurveQuantile {
+                    a,
+                    b,
+                    sample,
+                    values,
+                },
+            }];
+            let kept = build_tables(&terms).remove(0);
+            if let Table::Discrete { values, .. } = &kept {
+                // At most 38 values of the curve, 1.0 and the fail's 0.0: each run kept once.
+                assert!(values.len() <= 40, "{} kept", values.len());
+            }
+            let seed = [case as u8; 32];
+            let draws = |table: &Table| {
+                let mut rng = Xoshiro256StarStar::from_digest(&seed);
+                let mut totals = vec![0.0; 4000];
+                table.add_draws(30.0, &mut rng, &mut totals);
+                totals
+            };
+            let (a, b) = (draws(&full), draws(&kept));
+            assert!(
+                a.iter().zip(&b).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "case {case}"
+            );
+        }
     }
 }

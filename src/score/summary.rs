@@ -184,6 +184,8 @@ pub fn inputs(meta: InputsDocument, days: &[Day<'_>]) -> Result<Inputs, InputErr
     inputs.method = super::Method::V3;
     let revisions = &inputs.subject.revisions;
     let mut history = Vec::with_capacity(days.iter().map(|d| d.cells.len()).sum());
+    // Each check's name once: every cell of it shares it.
+    let mut names: Vec<std::sync::Arc<str>> = Vec::new();
     for d in days {
         let day_ns = i128::from(d.day * DAY_MS) * 1_000_000;
         for c in d.cells {
@@ -201,9 +203,16 @@ pub fn inputs(meta: InputsDocument, days: &[Day<'_>]) -> Result<Inputs, InputErr
                     .iter()
                     .position(|r| &r.id == id && r.at.ns <= first_ns)
             });
+            let check = match names.iter().find(|n| &***n == c.check.as_str()) {
+                Some(name) => name.clone(),
+                None => {
+                    names.push(c.check.as_str().into());
+                    names[names.len() - 1].clone()
+                }
+            };
             history.push(Entry {
                 seq: c.first_seq,
-                check: c.check.clone(),
+                check,
                 outcome: c.outcome,
                 at: Instant {
                     text: String::new(),
@@ -213,7 +222,7 @@ pub fn inputs(meta: InputsDocument, days: &[Day<'_>]) -> Result<Inputs, InputErr
                 revision,
                 value: None,
                 receipt: String::new(),
-                cell: Some(Box::new(CellFacts {
+                cell: Some(CellFacts {
                     count: c.count,
                     first_ns,
                     day_ns,
@@ -224,7 +233,7 @@ pub fn inputs(meta: InputsDocument, days: &[Day<'_>]) -> Result<Inputs, InputErr
                         .map(|(v, s)| (v.unwrap_or(f64::INFINITY), *s))
                         .collect(),
                     value_sum: c.value_sum,
-                })),
+                }),
             });
         }
     }

@@ -119,7 +119,7 @@ impl EntryWeights {
             .map(|e| days_between(e.decay_ns(), inputs.as_of.ns))
             .collect();
         for (i, e) in inputs.history.iter().enumerate() {
-            match index.get(e.check.as_str()) {
+            match index.get(&*e.check) {
                 Some(&c) => {
                     by_check[c].push(i);
                     base[i] = base_weight(rubric, &rubric.checks[c], inputs, e);

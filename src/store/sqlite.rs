@@ -807,11 +807,26 @@ impl Store for SqliteStore {
         // The subject's own entries (its index), not every entry of the kinds: SQLite would
         // otherwise walk the kind index over all subjects (every revision, every run) and look
         // each row up to compare its subject.
-        let sql = format!(
-            "SELECT seq, at_ms, body FROM entry INDEXED BY entry_subject
-             WHERE subject = ?1 AND seq > ?2{} ORDER BY seq",
-            kinds_clause(kinds)
-        );
+        // Kinds that are neither runs nor scores: by the index of those alone (its condition
+        // repeated, which is how SQLite knows the index holds every row asked for).
+        let rare = !kinds.is_empty()
+            && !kinds
+                .iter()
+                .any(|k| matches!(k, RecordKind::Run | RecordKind::Score));
+        let sql = if rare {
+            format!(
+                "SELECT seq, at_ms, body FROM entry INDEXED BY entry_subject_rare
+                 WHERE subject = ?1 AND seq > ?2 AND kind NOT IN ('run', 'score'){}
+                 ORDER BY seq",
+                kinds_clause(kinds)
+            )
+        } else {
+            format!(
+                "SELECT seq, at_ms, body FROM entry INDEXED BY entry_subject
+                 WHERE subject = ?1 AND seq > ?2{} ORDER BY seq",
+                kinds_clause(kinds)
+            )
+        };
         self.read_entries(&sql, params![subject, after as i64])
     }
 
@@ -1291,7 +1306,10 @@ impl Store for SqliteStore {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(
-                "SELECT body FROM declared WHERE subject = ?1 AND at_ms >= ?2 ORDER BY seq",
+                // By the time index: ordered by seq, the planner would walk the primary key
+                // through every declaration the subject ever made (a cost growing with age).
+                "SELECT body FROM declared INDEXED BY declared_time
+                 WHERE subject = ?1 AND at_ms >= ?2 ORDER BY seq",
             )
             .map_err(self.sql("reading declarations"))?;
         let rows = stmt
