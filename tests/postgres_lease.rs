@@ -85,7 +85,10 @@ async fn two_leasers_never_share_work_and_a_silent_one_loses_its_leases_within_t
     assert!(!a.holds(&held[0]).await.unwrap());
     assert!(b.holds(&moved[0]).await.unwrap());
     let rows = b.rows().await.unwrap();
-    assert!(rows.iter().all(|r| r.holder.as_deref() == Some("b") && r.live));
+    assert!(
+        rows.iter()
+            .all(|r| r.holder.as_deref() == Some("b") && r.live)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -113,9 +116,17 @@ async fn a_skewed_clock_can_neither_steal_a_lease_nor_keep_one() {
     assert_eq!(short.len(), 1);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let a_clock = ManualClock::at_ms(SystemClock.now_ms() - hour);
-    assert!(short[0].expires_at_ms > a_clock.now_ms(), "live by A's clock");
+    assert!(
+        short[0].expires_at_ms > a_clock.now_ms(),
+        "live by A's clock"
+    );
     // Its heartbeat is refused by the database's time, and B may take the work.
-    assert!(a.heartbeat(&short, Duration::from_secs(60)).await.unwrap().is_empty());
+    assert!(
+        a.heartbeat(&short, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(!a.holds(&short[0]).await.unwrap());
     let stolen = b.take(1, Duration::from_secs(60)).await.unwrap();
     assert_eq!(keys(&stolen), keys(&short));

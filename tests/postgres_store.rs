@@ -179,8 +179,18 @@ fn sqlite_and_postgres_seal_the_same_entries_alike() {
     let p = postgres.verify(Some(&trusted(&k)), true).unwrap();
     assert_eq!(s.entries, 63);
     assert_eq!(
-        (&s.head_hash, &s.tree_root, s.signed_through, s.tree_signed_through),
-        (&p.head_hash, &p.tree_root, p.signed_through, p.tree_signed_through)
+        (
+            &s.head_hash,
+            &s.tree_root,
+            s.signed_through,
+            s.tree_signed_through
+        ),
+        (
+            &p.head_hash,
+            &p.tree_root,
+            p.signed_through,
+            p.tree_signed_through
+        )
     );
     assert_eq!(
         LedgerLog::tree_notes(&sqlite).unwrap(),
@@ -269,7 +279,28 @@ fn an_unreachable_database_is_a_clear_error_at_once() {
     .unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(10));
     let text = err.to_string();
-    assert!(matches!(err, StoreError::PostgresUnreachable { .. }), "{text}");
+    assert!(
+        matches!(err, StoreError::PostgresUnreachable { .. }),
+        "{text}"
+    );
     assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
     assert!(!text.contains("secret-password"), "{text}");
+}
+
+/// A throwaway cluster answers on loopback and is gone when dropped: its server stopped and
+/// reaped, its directory removed. (Nothing to check with `X402_PROBE_TEST_POSTGRES`: that server
+/// is not ours to stop.)
+#[test]
+fn a_throwaway_cluster_is_stopped_and_removed_when_dropped() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let (Some(pid), Some(dir)) = (pg.pid(), pg.dir().map(Path::to_path_buf)) else {
+        return;
+    };
+    assert!(pg.admin_url().starts_with("postgres://postgres@127.0.0.1:"));
+    let url = pg.fresh_database("dropped").unwrap();
+    PgLedger::open(&url, "v", [3; 32]).unwrap();
+    assert!(Path::new(&format!("/proc/{pid}")).exists() && dir.exists());
+    drop(pg);
+    assert!(!Path::new(&format!("/proc/{pid}")).exists(), "the server is gone");
+    assert!(!dir.exists(), "its directory is removed");
 }

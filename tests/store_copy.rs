@@ -98,7 +98,11 @@ fn a_daemon_ledger_copied_into_postgres_verifies_and_reads_back_alike() {
     // Again into the same vantage: refused, nothing written.
     let out = store_copy(&state, &url);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("already has"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("already has"),
+        "{}",
+        text(&out.stderr)
+    );
     assert_eq!(copy.head().unwrap().0, ours.len() as u64 + 1);
 
     // A ledger with an edited entry: named, and nothing copied into a new database.
@@ -109,7 +113,7 @@ fn a_daemon_ledger_copied_into_postgres_verifies_and_reads_back_alike() {
         let conn = rusqlite::Connection::open(broken.join("ledger.sqlite")).unwrap();
         // One byte more in a run entry: its hash no longer holds.
         conn.execute_batch(
-            "UPDATE entry SET body = body || x'20'
+            "UPDATE entry SET body = CAST(body || x'20' AS BLOB)
              WHERE seq = (SELECT MIN(seq) FROM entry WHERE kind = 'run')",
         )
         .unwrap();
@@ -117,10 +121,18 @@ fn a_daemon_ledger_copied_into_postgres_verifies_and_reads_back_alike() {
     let fresh = pg.fresh_database("broken").unwrap();
     let out = store_copy(&broken, &fresh);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("does not verify"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("does not verify"),
+        "{}",
+        text(&out.stderr)
+    );
     // Nothing there.
-    let other =
-        PgLedger::open(&fresh, &default_vantage(&key.public_key()), key.public_key()).unwrap();
+    let other = PgLedger::open(
+        &fresh,
+        &default_vantage(&key.public_key()),
+        key.public_key(),
+    )
+    .unwrap();
     assert_eq!(other.head().unwrap().0, 0);
 
     // No ledger there: a usage error.

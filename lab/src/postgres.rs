@@ -144,6 +144,11 @@ impl Postgres {
         self.server.as_ref().map(|s| s.pid)
     }
 
+    /// The throwaway cluster's directory (removed when dropped; `None`: the environment's server).
+    pub fn dir(&self) -> Option<&Path> {
+        self.server.as_ref().map(|s| s.dir.as_path())
+    }
+
     /// From `initdb` to the server accepting connections (`None`: the environment's server).
     pub fn startup_time(&self) -> Option<Duration> {
         self.server.as_ref().map(|s| s.startup)
@@ -154,7 +159,13 @@ impl Postgres {
     pub fn fresh_database(&self, prefix: &str) -> Result<String, PostgresError> {
         let clean: String = prefix
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
             .take(24)
             .collect();
         let name = format!(
@@ -267,7 +278,16 @@ impl Server {
         initdb
             .arg("-D")
             .arg(&data)
-            .args(["-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"])
+            .args([
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+            ])
             .env("LC_ALL", "C")
             .current_dir(&dir)
             .stdin(Stdio::null());
@@ -432,14 +452,16 @@ fn launch(
             Ok(Startup::Exited) | Err(mpsc::RecvTimeoutError::Disconnected) => {
                 server.stop();
                 let log = log();
-                return Err(if log.contains("could not bind") || log.contains("in use") {
-                    Launch::PortTaken(log)
-                } else {
-                    Launch::Failed(PostgresError::NotReady {
-                        waited: started.elapsed(),
-                        log,
-                    })
-                });
+                return Err(
+                    if log.contains("could not bind") || log.contains("in use") {
+                        Launch::PortTaken(log)
+                    } else {
+                        Launch::Failed(PostgresError::NotReady {
+                            waited: started.elapsed(),
+                            log,
+                        })
+                    },
+                );
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 server.stop();
@@ -579,7 +601,9 @@ fn as_user(command: &mut Command, owner: Option<(u32, u32)>) {
 /// A loopback port free at this moment (the server binds it a moment later; a port taken
 /// meanwhile is retried).
 fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 /// The server receives SIGKILL when the keeper thread exits (Linux), as anvil does. Set after
@@ -622,6 +646,9 @@ mod tests {
             "postgresql://h:1/x2?sslmode=disable"
         );
         assert_eq!(database_url("postgres://h", "x3"), "postgres://h/x3");
-        assert_eq!(database_url("host=h user=u", "x4"), "host=h user=u dbname=x4");
+        assert_eq!(
+            database_url("host=h user=u", "x4"),
+            "host=h user=u dbname=x4"
+        );
     }
 }

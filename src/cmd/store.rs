@@ -73,11 +73,13 @@ pub fn run(args: Args) -> Result<i32> {
                     );
                     Ok(0)
                 }
-                Err(e @ (CopyError::SourceBroken { .. }
-                | CopyError::Unsigned { .. }
-                | CopyError::Target(_)
-                | CopyError::TargetBroken { .. }
-                | CopyError::Differs { .. })) => {
+                Err(
+                    e @ (CopyError::SourceBroken { .. }
+                    | CopyError::Unsigned { .. }
+                    | CopyError::Target(_)
+                    | CopyError::TargetBroken { .. }
+                    | CopyError::Differs { .. }),
+                ) => {
                     eprintln!("x402-probe: store copy: {e}");
                     Ok(1)
                 }

@@ -92,18 +92,20 @@ pub fn copy_sqlite_to_postgres(
         public_key,
         max_unsigned_ms: before.unsigned_span_ms,
     };
-    let target_summary =
-        LedgerLog::verify(&target, Some(&trusted), true).map_err(|source| {
-            CopyError::TargetBroken {
-                url: target.url().to_string(),
-                source,
-            }
-        })?;
+    let target_summary = LedgerLog::verify(&target, Some(&trusted), true).map_err(|source| {
+        CopyError::TargetBroken {
+            url: target.url().to_string(),
+            source,
+        }
+    })?;
     let source_summary = LedgerLog::verify(&source, Some(&trusted), true).map_err(broken)?;
     let differs = [
         ("entries", source_summary.entries == target_summary.entries),
         ("head", source_summary.head_hash == target_summary.head_hash),
-        ("Merkle root", source_summary.tree_root == target_summary.tree_root),
+        (
+            "Merkle root",
+            source_summary.tree_root == target_summary.tree_root,
+        ),
         (
             "checkpoints",
             (source_summary.checkpoints, source_summary.signed_through)

@@ -18,8 +18,7 @@ use tokio_postgres::{GenericClient, NoTls};
 
 use super::sqlite::{KeptBlob, build_dictionary, decode_blob};
 use super::{
-    Index, LedgerLog, Named, NewEntry, NewRecord, Prepared, ReadEntry, StoreError,
-    check_tree_notes,
+    Index, LedgerLog, Named, NewEntry, NewRecord, Prepared, ReadEntry, StoreError, check_tree_notes,
 };
 use crate::ledger::chain::{
     Broken, Checkpoint, StoredEntry, Trusted, Verifier, VerifySummary, checkpoint_message,
@@ -138,11 +137,12 @@ impl PgPool {
     /// timeout), never a wait.
     pub async fn connect(url: &str) -> Result<PgPool, StoreError> {
         let mut config: tokio_postgres::Config =
-            url.parse().map_err(|e: tokio_postgres::Error| StoreError::PostgresUnreachable {
-                url: "(the configured URL)".into(),
-                context: "reading the database URL",
-                why: pg_why(&e),
-            })?;
+            url.parse()
+                .map_err(|e: tokio_postgres::Error| StoreError::PostgresUnreachable {
+                    url: "(the configured URL)".into(),
+                    context: "reading the database URL",
+                    why: pg_why(&e),
+                })?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -383,7 +383,10 @@ impl PgLedger {
     /// Runs `f` to its end on the store's runtime, blocking the caller (on a thread of its own
     /// when the caller is itself on a runtime, where blocking in place is not allowed).
     fn run<T: Send>(&self, f: impl Future<Output = T> + Send) -> T {
-        block(self.runtime.as_ref().expect("a live store has its runtime"), f)
+        block(
+            self.runtime.as_ref().expect("a live store has its runtime"),
+            f,
+        )
     }
 
     fn corrupt(&self, why: String) -> StoreError {
@@ -477,15 +480,16 @@ impl PgLedger {
     ) -> Result<crate::ledger::record::Record, StoreError> {
         let rubrics = self.rubrics.read().unwrap_or_else(|p| p.into_inner());
         let mut failed = None;
-        let read = crate::ledger::stored::from_stored(record, &rubrics, &mut |sha| {
-            match LedgerLog::blob(self, sha) {
+        let read =
+            crate::ledger::stored::from_stored(record, &rubrics, &mut |sha| match LedgerLog::blob(
+                self, sha,
+            ) {
                 Ok(bytes) => bytes,
                 Err(e) => {
                     failed = Some(e);
                     None
                 }
-            }
-        });
+            });
         if let Some(e) = failed {
             return Err(e);
         }
@@ -622,9 +626,8 @@ impl PgLedger {
                 done.map_err(self.pool.pg("copying entries"))
             };
             super::Store::scan(source, 0, &mut |row| {
-                frontier.push_completing(row.hash, |level, idx, hash| {
-                    nodes.push((level, idx, hash))
-                });
+                frontier
+                    .push_completing(row.hash, |level, idx, hash| nodes.push((level, idx, hash)));
                 rows.push(row);
                 if rows.len() == COPY_BATCH
                     && let Err(e) = flush(&mut rows, &mut nodes)

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{
-    Index, Named, NewEntry, NewOutboxEvent, NewRecord, OutboxRow, OutboxState, OutboxUpdate, Prepared,
-    ReadEntry, ScoreRow, Store, StoreError, SubjectRow, SubjectShown, SubjectState,
+    Index, Named, NewEntry, NewOutboxEvent, NewRecord, OutboxRow, OutboxState, OutboxUpdate,
+    Prepared, ReadEntry, ScoreRow, Store, StoreError, SubjectRow, SubjectShown, SubjectState,
 };
 use crate::ledger::chain::{
     Broken, ChainLink, Checkpoint, StoredEntry, Trusted, Verifier, VerifySummary,
@@ -657,7 +657,10 @@ impl SqliteStore {
     pub(crate) fn kept_dictionaries(&self) -> Result<Vec<(u32, Vec<u8>)>, StoreError> {
         self.load_dictionaries()?;
         let known = self.dictionaries.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(known.iter().map(|(id, d)| (*id, d.as_ref().clone())).collect())
+        Ok(known
+            .iter()
+            .map(|(id, d)| (*id, d.as_ref().clone()))
+            .collect())
     }
 
     /// Every dictionary the ledger has, read into memory (a ledger without the table has none).
