@@ -26,7 +26,7 @@ fn control(vantage: &str, n: u64) -> NewEntry {
         Record::Control(ControlRecord {
             url: format!("https://control.example/{vantage}"),
             at_ms: 1_790_000_000_000 + n as i64 * 1000,
-            ok: n % 7 != 0,
+            ok: !n.is_multiple_of(7),
             detail: format!("{vantage} probe {n}"),
         }),
     )
@@ -301,6 +301,9 @@ fn a_throwaway_cluster_is_stopped_and_removed_when_dropped() {
     PgLedger::open(&url, "v", [3; 32]).unwrap();
     assert!(Path::new(&format!("/proc/{pid}")).exists() && dir.exists());
     drop(pg);
-    assert!(!Path::new(&format!("/proc/{pid}")).exists(), "the server is gone");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "the server is gone"
+    );
     assert!(!dir.exists(), "its directory is removed");
 }

@@ -26,7 +26,7 @@ pub enum CopyError {
     SourceBroken {
         path: PathBuf,
         #[source]
-        source: StoreError,
+        source: Box<StoreError>,
     },
     #[error(
         "the ledger {path} has no checkpoint, so the key its log is signed with is unknown \
@@ -36,12 +36,12 @@ pub enum CopyError {
     /// The database unreachable, the vantage refused, its log not empty, a write failed:
     /// nothing was copied.
     #[error("nothing was copied: {0}")]
-    Target(#[source] StoreError),
+    Target(#[source] Box<StoreError>),
     #[error("the copy in {url} does not verify: {source}")]
     TargetBroken {
         url: String,
         #[source]
-        source: StoreError,
+        source: Box<StoreError>,
     },
     #[error(
         "the copy differs from the ledger ({what}): was the daemon still writing to it? Stop it \
@@ -66,7 +66,7 @@ pub fn copy_sqlite_to_postgres(
 ) -> Result<Copied, CopyError> {
     let broken = |source| CopyError::SourceBroken {
         path: from.to_path_buf(),
-        source,
+        source: Box::new(source),
     };
     let source = SqliteStore::open_read_only(from).map_err(broken)?;
     let before = LedgerLog::verify(&source, None, true).map_err(broken)?;
@@ -82,10 +82,11 @@ pub fn copy_sqlite_to_postgres(
     let vantage = vantage
         .map(str::to_string)
         .unwrap_or_else(|| default_vantage(&public_key));
-    let target = PgLedger::open(url, &vantage, public_key).map_err(CopyError::Target)?;
+    let target =
+        PgLedger::open(url, &vantage, public_key).map_err(|e| CopyError::Target(Box::new(e)))?;
     target
         .import_sqlite(&source, copied)
-        .map_err(CopyError::Target)?;
+        .map_err(|e| CopyError::Target(Box::new(e)))?;
     // The copy is signed by the same key and covered as the ledger was (no longer unsigned
     // tail than it had).
     let trusted = Trusted {
@@ -95,7 +96,7 @@ pub fn copy_sqlite_to_postgres(
     let target_summary = LedgerLog::verify(&target, Some(&trusted), true).map_err(|source| {
         CopyError::TargetBroken {
             url: target.url().to_string(),
-            source,
+            source: Box::new(source),
         }
     })?;
     let source_summary = LedgerLog::verify(&source, Some(&trusted), true).map_err(broken)?;

@@ -1746,8 +1746,6 @@ impl Store for SqliteStore {
     }
 }
 
-/// What the entries name, collected during a verification's walk: the blobs, and each subject's
-/// newest score entry (what its newest score row must hold).
 /// A read transaction across several calls, ended when dropped (nothing is written in it): one
 /// read connection of the pool is pinned to this thread meanwhile, so every read the calls make
 /// sees the same moment, whatever the writer commits.
