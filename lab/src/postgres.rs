@@ -119,9 +119,20 @@ impl Postgres {
         }
     }
 
-    /// A throwaway cluster, whatever the environment says.
+    /// A throwaway cluster, whatever the environment says (no fsync: a test's data need not
+    /// outlive it).
     pub fn throwaway() -> Result<Postgres, PostgresError> {
-        let server = Server::start()?;
+        Postgres::throwaway_with(false)
+    }
+
+    /// A throwaway cluster that syncs its commits to disk as a production server does (what a
+    /// benchmark compares with SQLite's `synchronous = FULL`).
+    pub fn throwaway_durable() -> Result<Postgres, PostgresError> {
+        Postgres::throwaway_with(true)
+    }
+
+    fn throwaway_with(durable: bool) -> Result<Postgres, PostgresError> {
+        let server = Server::start(durable)?;
         Ok(Postgres {
             admin_url: format!("postgres://postgres@127.0.0.1:{}/postgres", server.port),
             server: Some(server),
@@ -251,7 +262,7 @@ pub fn database_url(url: &str, name: &str) -> String {
 }
 
 impl Server {
-    fn start() -> Result<Server, PostgresError> {
+    fn start(durable: bool) -> Result<Server, PostgresError> {
         let started = Instant::now();
         let bin = find_bin_dir()?;
         let owner = server_user()?;
@@ -306,7 +317,7 @@ impl Server {
         let mut last = None;
         for _ in 0..PORT_ATTEMPTS {
             let port = free_port().map_err(io("finding a free loopback port"))?;
-            match launch(&bin, &data, &dir, port, owner, started) {
+            match launch(&bin, &data, &dir, port, owner, durable, started) {
                 Ok(mut server) => {
                     server.dir = guard.0.take().expect("the directory is kept");
                     return Ok(server);
@@ -391,6 +402,7 @@ fn launch(
     dir: &Path,
     port: u16,
     owner: Option<(u32, u32)>,
+    durable: bool,
     started: Instant,
 ) -> Result<Server, Launch> {
     let mut command = Command::new(bin.join("postgres"));
@@ -399,11 +411,16 @@ fn launch(
         .arg(data)
         .arg("-p")
         .arg(port.to_string())
-        // Loopback only, no Unix socket; a test database needs no durability.
+        // Loopback only, no Unix socket.
         .args(["-c", "listen_addresses=127.0.0.1"])
         .args(["-c", "unix_socket_directories="])
-        .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
-        .args(["-c", "full_page_writes=off", "-c", "max_connections=200"])
+        .args(["-c", "max_connections=200"]);
+    if !durable {
+        // A test database needs no durability.
+        command.args(["-c", "fsync=off", "-c", "synchronous_commit=off"]);
+        command.args(["-c", "full_page_writes=off"]);
+    }
+    command
         .env("LC_ALL", "C")
         .current_dir(dir)
         .stdin(Stdio::null())
