@@ -127,7 +127,7 @@ fn main() {
             .offer(&work)
             .await
             .unwrap();
-        println!("lease round trips (take 16 or heartbeat), {window:?} each");
+        println!("lease round trips (take 16, heartbeat or release), {window:?} each");
         for leasers in [1usize, 3] {
             let tasks: Vec<_> = (0..leasers)
                 .map(|i| {
