@@ -13,6 +13,7 @@ pub mod dynamic;
 pub mod facilitator;
 pub mod mcp;
 pub mod population;
+pub mod postgres;
 pub mod quote;
 pub mod rpc;
 pub mod scenarios;

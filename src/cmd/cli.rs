@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand};
 
 use super::{
     daemon, demo, explain, ledger, outage, preflight, probe, recalibrate, recompute, score,
-    simulate, status, verify_score, verify_snapshot,
+    simulate, status, store, verify_score, verify_snapshot,
 };
 
 /// The commands that run the embedded lab, supplied by the lab's binary.
@@ -50,6 +50,8 @@ enum Command {
     Daemon(daemon::Args),
     /// Verify or export the ledger, or make a reporter key.
     Ledger(ledger::Args),
+    /// Move a ledger between stores (`store copy`: SQLite into PostgreSQL).
+    Store(store::Args),
     /// Declare a window in which our own vantage was out.
     Outage(outage::Args),
     /// Check a signed score document (from the API) offline against the reporter's public key.
@@ -87,6 +89,7 @@ pub fn main(lab: Option<&dyn LabCommands>) -> ! {
             None => with_lab(lab, "daemon --lab").and_then(|lab| lab.daemon(a.days, a.state_dir)),
         },
         Command::Ledger(a) => ledger::run(a),
+        Command::Store(a) => store::run(a),
         Command::Outage(a) => outage::run(a),
         Command::VerifyScore(a) => verify_score::run(a),
         Command::VerifySnapshot(a) => verify_snapshot::run(a),

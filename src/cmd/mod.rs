@@ -16,5 +16,6 @@ pub mod score;
 pub mod service;
 pub mod simulate;
 pub mod status;
+pub mod store;
 pub mod verify_score;
 pub mod verify_snapshot;

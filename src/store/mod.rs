@@ -4,6 +4,10 @@
 //! its place when several vantages share a store, and every SQL detail stays inside the
 //! implementation. Money lives in its own store (`spend::SpendStore`), which the daemon opens
 //! beside this one.
+//!
+//! [`LedgerLog`] is the narrower interface a vantage's log needs first (append, read back, sign,
+//! verify), kept by both SQLite (the one log of the embedded store) and PostgreSQL
+//! ([`postgres::PgLedger`]: one log per vantage in a shared database, `postgres.rs`).
 
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +17,9 @@ use crate::ledger::key::ReporterKey;
 use crate::ledger::record::{Record, RecordKind, ScoreRecord};
 use crate::score::headline::ScoreHeadline;
 
+pub mod copy;
+pub mod lease;
+pub mod postgres;
 pub mod sqlite;
 #[cfg(test)]
 mod typed_rows;
@@ -63,6 +70,37 @@ pub enum StoreError {
     /// The daemon's writer thread is gone (the daemon is stopping).
     #[error("the ledger's writer has stopped")]
     WriterStopped,
+    /// A PostgreSQL statement failed (`url` shown without its password; `why` the server's
+    /// message, or the client's error with its causes).
+    #[error("PostgreSQL {url}: {context}: {why}")]
+    Postgres {
+        url: String,
+        context: &'static str,
+        why: String,
+    },
+    /// No connection could be had from the pool (the database unreachable, or every connection
+    /// busy past the wait).
+    #[error("PostgreSQL {url}: {context}: {why}")]
+    PostgresUnreachable {
+        url: String,
+        context: &'static str,
+        why: String,
+    },
+    /// A vantage that another already is: its name under another key, or its key under another
+    /// name (each vantage's log is signed by its own key).
+    #[error("PostgreSQL {url}: vantage {name:?} refused: {why}")]
+    Vantage {
+        url: String,
+        name: String,
+        why: String,
+    },
+    /// What this store does not keep yet (the PostgreSQL log keeps entries, blobs and
+    /// checkpoints; the daemon's index rows come with the daemon on PostgreSQL).
+    #[error("{store} does not keep {what} yet")]
+    NotKept {
+        store: &'static str,
+        what: &'static str,
+    },
 }
 
 /// Builds an entry's index rows once its sequence number is known.
@@ -652,6 +690,137 @@ pub struct ReadEntry {
     pub seq: u64,
     pub at_ms: i64,
     pub record: Record,
+}
+
+/// A vantage's log, as every store keeps it: entries appended in order and chained, their blobs,
+/// signed checkpoints (chain and Merkle tree), read back and verified. Synchronous like
+/// [`Store`]; call it from a thread that is not an async runtime's worker (the writer thread, a
+/// blocking task, a command).
+pub trait LedgerLog: Send + Sync {
+    /// Appends entries in one transaction, after the log's head; their sequence numbers.
+    fn append(&self, entries: Vec<NewEntry>) -> Result<Vec<u64>, StoreError>;
+    /// The last entry's sequence number and hash (0 and zeros when empty).
+    fn head(&self) -> Result<(u64, [u8; 32]), StoreError>;
+    /// At most `limit` entries with `seq > after`, in order, read back (blobs put back, a run's
+    /// results derived and checked).
+    fn entries_page(&self, after: u64, limit: usize) -> Result<Vec<ReadEntry>, StoreError>;
+    /// Every stored row with `seq > after`, in order, to `f`.
+    fn scan(
+        &self,
+        after: u64,
+        f: &mut dyn FnMut(StoredEntry) -> Result<(), Broken>,
+    ) -> Result<(), StoreError>;
+    /// A blob by its SHA-256, uncompressed.
+    fn blob(&self, sha256: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Signs a checkpoint (and its tree checkpoint) over the head, when it is not signed yet.
+    fn checkpoint(&self, key: &ReporterKey, at_ms: i64) -> Result<Option<Checkpoint>, StoreError>;
+    fn checkpoints(&self) -> Result<Vec<Checkpoint>, StoreError>;
+    fn tree_notes(&self) -> Result<Vec<crate::ledger::tlog::TreeNote>, StoreError>;
+    /// Every entry, checkpoint and tree checkpoint checked (and when `deep`, each entry's bytes
+    /// against its columns, the blobs it names, its read back).
+    fn verify(&self, trusted: Option<&Trusted>, deep: bool) -> Result<VerifySummary, StoreError>;
+}
+
+impl LedgerLog for SqliteStore {
+    fn append(&self, entries: Vec<NewEntry>) -> Result<Vec<u64>, StoreError> {
+        Store::append(self, entries)
+    }
+    fn head(&self) -> Result<(u64, [u8; 32]), StoreError> {
+        Store::head(self)
+    }
+    fn entries_page(&self, after: u64, limit: usize) -> Result<Vec<ReadEntry>, StoreError> {
+        Store::entries_page(self, after, limit)
+    }
+    fn scan(
+        &self,
+        after: u64,
+        f: &mut dyn FnMut(StoredEntry) -> Result<(), Broken>,
+    ) -> Result<(), StoreError> {
+        Store::scan(self, after, f)
+    }
+    fn blob(&self, sha256: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError> {
+        Store::blob(self, sha256)
+    }
+    fn checkpoint(&self, key: &ReporterKey, at_ms: i64) -> Result<Option<Checkpoint>, StoreError> {
+        Store::checkpoint(self, key, at_ms)
+    }
+    fn checkpoints(&self) -> Result<Vec<Checkpoint>, StoreError> {
+        Store::checkpoints(self)
+    }
+    fn tree_notes(&self) -> Result<Vec<crate::ledger::tlog::TreeNote>, StoreError> {
+        Store::tree_notes(self)
+    }
+    fn verify(&self, trusted: Option<&Trusted>, deep: bool) -> Result<VerifySummary, StoreError> {
+        Store::verify(self, trusted, deep)
+    }
+}
+
+/// What a verification's walk noted of the entries it read (deep): the blobs they name, each
+/// subject's newest score entry, the entries read back through blobs and derived results.
+#[derive(Debug, Default)]
+pub(crate) struct Named {
+    /// Each blob, with the first entry naming it.
+    pub(crate) blobs: std::collections::BTreeMap<[u8; 32], u64>,
+    pub(crate) newest_score: std::collections::BTreeMap<String, u64>,
+    /// The entries read back through their blobs and derived results (runs, refund watches).
+    pub(crate) derived: Vec<u64>,
+}
+
+impl Named {
+    pub(crate) fn note(
+        &mut self,
+        seq: u64,
+        record: crate::ledger::record::StoredRecord,
+    ) -> Result<(), Broken> {
+        if matches!(record, Record::Run(_) | Record::Refund(_)) {
+            self.derived.push(seq);
+        }
+        for sha in crate::ledger::stored::blob_references(&record) {
+            let key: [u8; 32] = hex::decode(&sha)
+                .ok()
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| Broken {
+                    seq,
+                    why: format!("it names blob {sha:?}, which is not a SHA-256"),
+                })?;
+            self.blobs.entry(key).or_insert(seq);
+        }
+        if let Record::Score(score) = record {
+            self.newest_score.insert(score.subject, seq);
+        }
+        Ok(())
+    }
+}
+
+/// The tree checkpoints checked against the entries' Merkle root the walk recomputed (signed by
+/// the trusted key, or by the key of the chain's checkpoints), into `summary`.
+pub(crate) fn check_tree_notes(
+    walk: crate::ledger::tlog::TreeWalk,
+    notes: &[crate::ledger::tlog::TreeNote],
+    trusted: Option<&Trusted>,
+    summary: &mut VerifySummary,
+) -> Result<(), Broken> {
+    summary.tree_root = hex::encode(walk.root());
+    if notes.is_empty() {
+        return Ok(());
+    }
+    // The trusted key, or the one the chain's checkpoints name; with neither (every chain
+    // checkpoint gone), what the notes claim is still compared with the entries.
+    let key = match (trusted, &summary.signed_by) {
+        (Some(t), _) => Some(t.public_key),
+        (None, Some(signer)) => {
+            let mut key = [0u8; 32];
+            hex::decode_to_slice(signer, &mut key).map_err(|_| Broken {
+                seq: 0,
+                why: format!("checkpoint key {signer} is not hex"),
+            })?;
+            Some(key)
+        }
+        (None, None) => None,
+    };
+    summary.tree_signed_through = walk.finish(notes, key.as_ref())?;
+    summary.tree_checkpoints = notes.len() as u64;
+    Ok(())
 }
 
 /// The narrow interface. Everything is synchronous and short; callers in async code keep calls

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{
-    Index, NewEntry, NewOutboxEvent, NewRecord, OutboxRow, OutboxState, OutboxUpdate, Prepared,
-    ReadEntry, ScoreRow, Store, StoreError, SubjectRow, SubjectShown, SubjectState,
+    Index, Named, NewEntry, NewOutboxEvent, NewRecord, OutboxRow, OutboxState, OutboxUpdate,
+    Prepared, ReadEntry, ScoreRow, Store, StoreError, SubjectRow, SubjectShown, SubjectState,
 };
 use crate::ledger::chain::{
     Broken, ChainLink, Checkpoint, StoredEntry, Trusted, Verifier, VerifySummary,
@@ -536,6 +536,27 @@ pub struct KeptBlob {
 }
 
 impl KeptBlob {
+    /// A blob as read from a store (copied as kept, its codec and bytes unchanged).
+    pub(crate) fn kept(sha256: [u8; 32], codec: i64, bytes: Vec<u8>) -> KeptBlob {
+        KeptBlob {
+            sha256,
+            codec,
+            bytes,
+        }
+    }
+
+    pub(crate) fn sha256(&self) -> &[u8; 32] {
+        &self.sha256
+    }
+
+    pub(crate) fn codec(&self) -> i64 {
+        self.codec
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
     pub fn new(blob: NewBlob) -> KeptBlob {
         let NewBlob {
             sha256,
@@ -571,25 +592,75 @@ impl KeptBlob {
     }
 }
 
+/// A blob's bytes as any store keeps them (codec and kept bytes), uncompressed; `dictionary`
+/// gives a zstd dictionary by its id (`None`: an unknown codec, zstd that does not decompress,
+/// or a dictionary the store does not have).
+pub(crate) fn decode_blob(
+    codec: i64,
+    kept: Vec<u8>,
+    dictionary: &dyn Fn(u32) -> Option<Arc<Vec<u8>>>,
+) -> Option<Vec<u8>> {
+    match codec {
+        CODEC_RAW => Some(kept),
+        CODEC_ZSTD => zstd::stream::decode_all(kept.as_slice()).ok(),
+        CODEC_ZSTD_DICTIONARY => {
+            let id = zstd::zstd_safe::get_dict_id_from_frame(&kept)?;
+            let dictionary = dictionary(id.get())?;
+            let mut out = Vec::new();
+            let mut decoder =
+                zstd::stream::read::Decoder::with_dictionary(kept.as_slice(), &dictionary).ok()?;
+            std::io::Read::read_to_end(&mut decoder, &mut out).ok()?;
+            Some(out)
+        }
+        _ => None,
+    }
+}
+
+/// The observation dictionary this build compresses with, as a store keeps it (its zstd id and
+/// bytes): written into every store opened for writing.
+pub(crate) fn build_dictionary() -> Option<(u32, &'static [u8])> {
+    observation_dictionary().map(|(_, id)| (*id, OBSERVATION_DICTIONARY))
+}
+
 impl SqliteStore {
     /// A blob's bytes as kept, uncompressed (`None`: an unknown codec, zstd that does not
     /// decompress, or a dictionary the ledger does not have).
     fn blob_bytes(&self, codec: i64, kept: Vec<u8>) -> Option<Vec<u8>> {
-        match codec {
-            CODEC_RAW => Some(kept),
-            CODEC_ZSTD => zstd::stream::decode_all(kept.as_slice()).ok(),
-            CODEC_ZSTD_DICTIONARY => {
-                let id = zstd::zstd_safe::get_dict_id_from_frame(&kept)?;
-                let dictionary = self.dictionary(id.get())?;
-                let mut out = Vec::new();
-                let mut decoder =
-                    zstd::stream::read::Decoder::with_dictionary(kept.as_slice(), &dictionary)
-                        .ok()?;
-                std::io::Read::read_to_end(&mut decoder, &mut out).ok()?;
-                Some(out)
-            }
-            _ => None,
+        decode_blob(codec, kept, &|id| self.dictionary(id))
+    }
+
+    /// Every blob as kept (compressed as it is), in the order kept, to `each` (`store copy`).
+    pub(crate) fn each_kept_blob(
+        &self,
+        each: &mut dyn FnMut(KeptBlob) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare("SELECT sha256, codec, bytes FROM blob ORDER BY id")
+            .map_err(self.sql("reading blobs"))?;
+        let mut rows = stmt.query([]).map_err(self.sql("reading blobs"))?;
+        while let Some(r) = rows.next().map_err(self.sql("reading blobs"))? {
+            let key: Vec<u8> = r.get(0).map_err(self.sql("reading blobs"))?;
+            let sha256 = key
+                .try_into()
+                .map_err(|_| self.corrupt("a blob's address is not 32 bytes".into()))?;
+            each(KeptBlob::kept(
+                sha256,
+                r.get(1).map_err(self.sql("reading blobs"))?,
+                r.get(2).map_err(self.sql("reading blobs"))?,
+            ))?;
         }
+        Ok(())
+    }
+
+    /// Every zstd dictionary the ledger keeps (id, bytes).
+    pub(crate) fn kept_dictionaries(&self) -> Result<Vec<(u32, Vec<u8>)>, StoreError> {
+        self.load_dictionaries()?;
+        let known = self.dictionaries.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(known
+            .iter()
+            .map(|(id, d)| (*id, d.as_ref().clone()))
+            .collect())
     }
 
     /// Every dictionary the ledger has, read into memory (a ledger without the table has none).
@@ -1693,39 +1764,6 @@ impl Store for SqliteStore {
     }
 }
 
-/// What the entries name, collected during a verification's walk: the blobs, and each subject's
-/// newest score entry (what its newest score row must hold).
-#[derive(Debug, Default)]
-struct Named {
-    /// Each blob, with the first entry naming it.
-    blobs: std::collections::BTreeMap<[u8; 32], u64>,
-    newest_score: std::collections::BTreeMap<String, u64>,
-    /// The entries read back through their blobs and derived results (runs, refund watches).
-    derived: Vec<u64>,
-}
-
-impl Named {
-    fn note(&mut self, seq: u64, record: StoredRecord) -> Result<(), Broken> {
-        if matches!(record, Record::Run(_) | Record::Refund(_)) {
-            self.derived.push(seq);
-        }
-        for sha in stored::blob_references(&record) {
-            let key: [u8; 32] = hex::decode(&sha)
-                .ok()
-                .and_then(|b| b.try_into().ok())
-                .ok_or_else(|| Broken {
-                    seq,
-                    why: format!("it names blob {sha:?}, which is not a SHA-256"),
-                })?;
-            self.blobs.entry(key).or_insert(seq);
-        }
-        if let Record::Score(score) = record {
-            self.newest_score.insert(score.subject, seq);
-        }
-        Ok(())
-    }
-}
-
 /// A read transaction across several calls, ended when dropped (nothing is written in it): one
 /// read connection of the pool is pinned to this thread meanwhile, so every read the calls make
 /// sees the same moment, whatever the writer commits.
@@ -2153,25 +2191,7 @@ impl SqliteStore {
         trusted: Option<&Trusted>,
         summary: &mut VerifySummary,
     ) -> Result<(), StoreError> {
-        summary.tree_root = hex::encode(walk.root());
-        if notes.is_empty() {
-            return Ok(());
-        }
-        // The trusted key, or the one the chain's checkpoints name; with neither (every chain
-        // checkpoint gone), what the notes claim is still compared with the entries.
-        let key = match (trusted, &summary.signed_by) {
-            (Some(t), _) => Some(t.public_key),
-            (None, Some(signer)) => {
-                let mut key = [0u8; 32];
-                hex::decode_to_slice(signer, &mut key)
-                    .map_err(|_| self.corrupt(format!("checkpoint key {signer} is not hex")))?;
-                Some(key)
-            }
-            (None, None) => None,
-        };
-        summary.tree_signed_through = walk.finish(notes, key.as_ref())?;
-        summary.tree_checkpoints = notes.len() as u64;
-        Ok(())
+        Ok(super::check_tree_notes(walk, notes, trusted, summary)?)
     }
 
     /// Whether the file has the tree's tables: a ledger written before them, opened read-only,

@@ -53,33 +53,32 @@ fn ledger() -> (tempfile::TempDir, SqliteStore, rusqlite::Connection) {
 #[test]
 fn an_entry_whose_kind_column_names_no_record_kind_is_named() {
     let (_dir, store, raw) = ledger();
-    store.append((1..=3).map(control).collect()).unwrap();
+    Store::append(&store, (1..=3).map(control).collect()).unwrap();
     let mut kinds = Vec::new();
-    store
-        .scan(0, &mut |e| {
-            kinds.push(e.kind);
-            Ok(())
-        })
-        .unwrap();
+    Store::scan(&store, 0, &mut |e| {
+        kinds.push(e.kind);
+        Ok(())
+    })
+    .unwrap();
     assert_eq!(kinds, vec![RecordKind::Control; 3]);
 
     raw.execute("UPDATE entry SET kind = 'contrl' WHERE seq = 2", [])
         .unwrap();
-    let err = store.scan(0, &mut |_| Ok(())).unwrap_err();
+    let err = Store::scan(&store, 0, &mut |_| Ok(())).unwrap_err();
     assert!(matches!(&err, StoreError::Broken(b) if b.seq == 2), "{err}");
     assert!(
         err.to_string()
             .contains("ledger entry 2: its kind column \"contrl\" names no record kind"),
         "{err}"
     );
-    let err = store.verify(None, true).unwrap_err();
+    let err = Store::verify(&store, None, true).unwrap_err();
     assert!(err.to_string().contains("ledger entry 2"), "{err}");
 }
 
 #[test]
 fn a_score_entry_naming_an_unknown_verdict_does_not_read() {
     let (_dir, store, raw) = ledger();
-    store.append(vec![score(1, Verdict::Caution)]).unwrap();
+    Store::append(&store, vec![score(1, Verdict::Caution)]).unwrap();
     let read = store.entries_of_kind(&[RecordKind::Score], 0).unwrap();
     assert!(matches!(&read[0].record, Record::Score(s) if s.verdict == Verdict::Caution));
 
