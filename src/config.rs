@@ -720,7 +720,10 @@ impl PayConfig {
             }
         }
         for (option, wallet) in [
-            (source.pick("--wallet-credential", "[pay] wallet"), Some(&self.wallet)),
+            (
+                source.pick("--wallet-credential", "[pay] wallet"),
+                Some(&self.wallet),
+            ),
             ("[pay] solana_wallet", self.solana_wallet.as_ref()),
         ] {
             let Some(WalletSource::Credential(name)) = wallet else {

@@ -148,7 +148,9 @@ fn read_key(source: &KeySource) -> Result<SigningKey, SolanaWalletError> {
             .map_err(|_| bad("a keypair file is a JSON array of 64 numbers from 0 to 255"))?,
     );
     if numbers.len() != 64 {
-        return Err(bad("a keypair file is a JSON array of 64 numbers from 0 to 255"));
+        return Err(bad(
+            "a keypair file is a JSON array of 64 numbers from 0 to 255",
+        ));
     }
     let mut seed = Zeroizing::new([0u8; 32]);
     seed.copy_from_slice(&numbers[..32]);

@@ -252,7 +252,10 @@ async fn settlements_are_read_from_the_chain_and_judged() {
             svm_chain::h6(&seen),
             svm_chain::h7(&seen),
         ];
-        for (name, (c, want)) in ["C6", "H5", "H6", "H7"].iter().zip(got.iter().zip(outcomes)) {
+        for (name, (c, want)) in ["C6", "H5", "H6", "H7"]
+            .iter()
+            .zip(got.iter().zip(outcomes))
+        {
             assert_eq!(
                 c.outcome,
                 want,

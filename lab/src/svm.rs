@@ -199,9 +199,27 @@ impl Svm {
             .map_err(|e| anyhow::anyhow!("funding the fee payer: {:?}", e.err))?;
         let attacker = Keypair::new().pubkey();
         put_token_account(&mut svm, attacker, usdc, AccountState::Initialized, 0)?;
-        put_token_account(&mut svm, pay_to, usdc, AccountState::Initialized, PAYEE_START)?;
-        put_token_account(&mut svm, pay_to, lookalike, AccountState::Initialized, PAYEE_START)?;
-        put_token_account(&mut svm, pay_to_frozen, usdc, AccountState::Frozen, PAYEE_START)?;
+        put_token_account(
+            &mut svm,
+            pay_to,
+            usdc,
+            AccountState::Initialized,
+            PAYEE_START,
+        )?;
+        put_token_account(
+            &mut svm,
+            pay_to,
+            lookalike,
+            AccountState::Initialized,
+            PAYEE_START,
+        )?;
+        put_token_account(
+            &mut svm,
+            pay_to_frozen,
+            usdc,
+            AccountState::Frozen,
+            PAYEE_START,
+        )?;
         debug_assert!(
             svm.get_account(&get_associated_token_address_with_program_id(
                 &pay_to_without_account,
@@ -398,10 +416,7 @@ fn put_token_account(
 }
 
 /// One JSON-RPC request (no batches: the prober sends none).
-async fn answer(
-    State(chain): State<Arc<Mutex<Chain>>>,
-    Json(request): Json<Value>,
-) -> Json<Value> {
+async fn answer(State(chain): State<Arc<Mutex<Chain>>>, Json(request): Json<Value>) -> Json<Value> {
     let id = request.get("id").cloned().unwrap_or(Value::Null);
     let method = request.get("method").and_then(Value::as_str).unwrap_or("");
     let params = request.get("params").cloned().unwrap_or(json!([]));
@@ -429,18 +444,21 @@ fn call(chain: &mut Chain, method: &str, params: &Value) -> RpcOutcome {
         "getBlockHeight" | "getSlot" => Ok(json!(chain.block_height)),
         "simulateTransaction" => {
             let tx = crate::svm_facilitator::decode_param(params)?;
-            Ok(json!({"context": context, "value": match chain.svm.simulate_transaction(tx) {
-                Ok(info) => json!({"err": null, "logs": info.meta.logs,
-                    "unitsConsumed": info.meta.compute_units_consumed, "accounts": null}),
-                Err(failed) => json!({"err": format!("{:?}", failed.err),
-                    "logs": failed.meta.logs, "accounts": null}),
-            }}))
+            Ok(
+                json!({"context": context, "value": match chain.svm.simulate_transaction(tx) {
+                    Ok(info) => json!({"err": null, "logs": info.meta.logs,
+                        "unitsConsumed": info.meta.compute_units_consumed, "accounts": null}),
+                    Err(failed) => json!({"err": format!("{:?}", failed.err),
+                        "logs": failed.meta.logs, "accounts": null}),
+                }}),
+            )
         }
         "sendTransaction" => {
             let tx = crate::svm_facilitator::decode_param(params)?;
-            chain.send(tx).map(|id| json!(id)).map_err(|e| {
-                (-32002, format!("Transaction simulation failed: {e}"))
-            })
+            chain
+                .send(tx)
+                .map(|id| json!(id))
+                .map_err(|e| (-32002, format!("Transaction simulation failed: {e}")))
         }
         "getSignatureStatuses" => {
             let list = params
@@ -455,8 +473,10 @@ fn call(chain: &mut Chain, method: &str, params: &Value) -> RpcOutcome {
                         .history
                         .iter()
                         .find(|l| l.signatures.first().map(String::as_str) == Some(s))
-                        .map(|l| json!({"slot": l.slot, "confirmations": null,
-                            "err": l.err, "confirmationStatus": "finalized"}))
+                        .map(|l| {
+                            json!({"slot": l.slot, "confirmations": null,
+                            "err": l.err, "confirmationStatus": "finalized"})
+                        })
                         .unwrap_or(Value::Null)
                 })
                 .collect();
@@ -482,17 +502,21 @@ fn call(chain: &mut Chain, method: &str, params: &Value) -> RpcOutcome {
                 .get(1)
                 .and_then(|c| c.get("until"))
                 .and_then(Value::as_str);
-            Ok(json!(chain
-                .history
-                .iter()
-                .rev()
-                .take_while(|l| l.signatures.first().map(String::as_str) != until)
-                .filter(|l| l.account_keys.iter().any(|(k, _, _)| k == address))
-                .take(limit)
-                .map(|l| json!({"signature": l.signatures.first(), "slot": l.slot,
+            Ok(json!(
+                chain
+                    .history
+                    .iter()
+                    .rev()
+                    .take_while(|l| l.signatures.first().map(String::as_str) != until)
+                    .filter(|l| l.account_keys.iter().any(|(k, _, _)| k == address))
+                    .take(limit)
+                    .map(
+                        |l| json!({"signature": l.signatures.first(), "slot": l.slot,
                     "err": l.err, "memo": null, "blockTime": null,
-                    "confirmationStatus": "finalized"}))
-                .collect::<Vec<_>>()))
+                    "confirmationStatus": "finalized"})
+                    )
+                    .collect::<Vec<_>>()
+            ))
         }
         other => read_only(&chain.svm, other, params, context),
     }
@@ -503,9 +527,11 @@ fn call(chain: &mut Chain, method: &str, params: &Value) -> RpcOutcome {
 fn transaction_json(l: &Landed) -> Value {
     let balances = |list: &[(usize, String, String, u64)]| {
         list.iter()
-            .map(|(i, mint, owner, amount)| json!({"accountIndex": i, "mint": mint,
+            .map(|(i, mint, owner, amount)| {
+                json!({"accountIndex": i, "mint": mint,
                 "owner": owner, "programId": spl_token_interface::id().to_string(),
-                "uiTokenAmount": {"amount": amount.to_string(), "decimals": 6}}))
+                "uiTokenAmount": {"amount": amount.to_string(), "decimals": 6}})
+            })
             .collect::<Vec<_>>()
     };
     json!({

@@ -43,7 +43,10 @@ pub(crate) fn decode_param(params: &Value) -> Result<VersionedTransaction, (i64,
         .and_then(Value::as_str)
         .unwrap_or("base58");
     if encoding != "base64" {
-        return Err((-32602, format!("this lab node reads base64 only, not {encoding}")));
+        return Err((
+            -32602,
+            format!("this lab node reads base64 only, not {encoding}"),
+        ));
     }
     params
         .get(0)
@@ -118,8 +121,10 @@ fn check(chain: &Chain, body: &Value) -> Result<Checked, Value> {
         return Err(invalid("recipient_mismatch"));
     }
     if let Err(failed) = chain.svm.simulate_transaction(tx.clone()) {
-        return Err(json!({"isValid": false, "invalidReason": "transaction_simulation_failed",
-            "invalidMessage": format!("{:?}", failed.err), "payer": authority}));
+        return Err(
+            json!({"isValid": false, "invalidReason": "transaction_simulation_failed",
+            "invalidMessage": format!("{:?}", failed.err), "payer": authority}),
+        );
     }
     Ok(Checked {
         tx,
@@ -210,13 +215,11 @@ fn land(
     mut tx: VersionedTransaction,
     alter: impl FnOnce(&mut solana_message::v0::Message, Address),
 ) -> Result<String, String> {
-    let attacker_ata: Address = Svm::reference_ata(
-        &chain.attacker.to_string(),
-        crate::svm::DEVNET_USDC,
-    )
-    .map_err(|e| e.to_string())?
-    .parse()
-    .map_err(|_| "the attacker's account".to_string())?;
+    let attacker_ata: Address =
+        Svm::reference_ata(&chain.attacker.to_string(), crate::svm::DEVNET_USDC)
+            .map_err(|e| e.to_string())?
+            .parse()
+            .map_err(|_| "the attacker's account".to_string())?;
     if let VersionedMessage::V0(m) = &mut tx.message {
         alter(m, attacker_ata);
     }

@@ -39,7 +39,7 @@ fn debit_of(seen: &SvmPaidChainSeen, tx: &SvmTransactionSeen) -> Option<SvmDebit
     let change = tx.change(&seen.source, &seen.mint);
     (change < 0).then(|| SvmDebit {
         id: tx.id().to_string(),
-        ours: tx.signatures.iter().any(|s| *s == seen.our_signature),
+        ours: tx.signatures.contains(&seen.our_signature),
         amount: u64::try_from(-change).unwrap_or(u64::MAX),
         credits: tx.credits(&seen.mint),
     })
@@ -61,11 +61,7 @@ pub fn debits(seen: &SvmPaidChainSeen) -> Result<Vec<SvmDebit>, String> {
 /// transfer from us that nobody named), else none.
 pub fn charge(seen: &SvmPaidChainSeen) -> Result<Option<SvmDebit>, String> {
     let all = debits(seen)?;
-    Ok(all
-        .iter()
-        .find(|d| d.ours)
-        .or(all.first())
-        .cloned())
+    Ok(all.iter().find(|d| d.ours).or(all.first()).cloned())
 }
 
 fn charge_or(seen: &SvmPaidChainSeen) -> Result<SvmDebit, Conclusion> {
@@ -86,9 +82,9 @@ fn charge_or(seen: &SvmPaidChainSeen) -> Result<SvmDebit, Conclusion> {
 pub fn c6(seen: &SvmPaidChainSeen, success: Option<bool>, transaction: Option<&str>) -> Conclusion {
     if success != Some(true) {
         return match charge(seen) {
-            Ok(None) => {
-                Conclusion::pass("the settlement reports failure and the chain agrees nothing was taken")
-            }
+            Ok(None) => Conclusion::pass(
+                "the settlement reports failure and the chain agrees nothing was taken",
+            ),
             Ok(Some(d)) => Conclusion::fail(format!(
                 "the settlement reports failure but transaction {} took {} from us",
                 d.id, d.amount
@@ -124,7 +120,10 @@ pub fn c6(seen: &SvmPaidChainSeen, success: Option<bool>, transaction: Option<&s
         }
     };
     if let Some(err) = &tx.err {
-        return Conclusion::fail(format!("transaction {named} (slot {}) failed: {err}", tx.slot));
+        return Conclusion::fail(format!(
+            "transaction {named} (slot {}) failed: {err}",
+            tx.slot
+        ));
     }
     match debit_of(seen, tx) {
         None => Conclusion::fail(format!(
@@ -293,7 +292,10 @@ mod tests {
         let sig = bs58::encode([1u8; 64]).into_string();
         let honest = seen(vec![tx("A", true, &[(US, -10), (PAYEE, 10)])]);
         assert_eq!(c6(&honest, Some(true), Some(&sig)).outcome, Outcome::Pass);
-        assert_eq!(c6(&honest, Some(true), Some("0xabc")).outcome, Outcome::Fail);
+        assert_eq!(
+            c6(&honest, Some(true), Some("0xabc")).outcome,
+            Outcome::Fail
+        );
         let mut unknown = honest.clone();
         unknown.claimed = ChainRead::Read { value: None };
         assert_eq!(c6(&unknown, Some(true), Some(&sig)).outcome, Outcome::Fail);

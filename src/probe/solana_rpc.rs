@@ -142,7 +142,10 @@ pub fn parse_latest_blockhash(v: &Value) -> Option<([u8; 32], u64)> {
         return None;
     }
     let hash = bs58::decode(text).into_vec().ok()?;
-    Some((hash.try_into().ok()?, value.get("lastValidBlockHeight")?.as_u64()?))
+    Some((
+        hash.try_into().ok()?,
+        value.get("lastValidBlockHeight")?.as_u64()?,
+    ))
 }
 
 /// `getTransaction`'s answer in `jsonParsed`: `null`, or the signatures, the slot, `meta.err`

@@ -19,8 +19,8 @@ mod svm;
 pub use crate::evidence::paid::{ReconcileReport, Refusal, RefusalCode};
 pub use crate::evidence::usd::{USD_DECIMALS, Usd, UsdParseError};
 pub use policy::{
-    AllowedAsset, AllowedSvmAsset, DEFAULT_MAX_TIMEOUT_SECONDS, PayPolicy, Priced, PricedSvm, assess,
-    assess_svm,
+    AllowedAsset, AllowedSvmAsset, DEFAULT_MAX_TIMEOUT_SECONDS, PayPolicy, Priced, PricedSvm,
+    assess, assess_svm,
 };
 pub use store::{
     CallLock, DAY_SECONDS, LOCK_FILE, ReconcileStep, RefusalRecord, Reservation, ReservationRecord,

@@ -386,9 +386,11 @@ pub fn assess_svm(policy: &PayPolicy, requirement: &Requirement) -> Result<Price
         Refusal::new(code, e.to_string())
     })?;
     let mint = quote.mint.to_string();
-    let Some(allowed) = policy.svm_allowlist.iter().find(|a| {
-        SolanaNetwork::from_network(&a.network) == Some(quote.network) && a.mint == mint
-    }) else {
+    let Some(allowed) = policy
+        .svm_allowlist
+        .iter()
+        .find(|a| SolanaNetwork::from_network(&a.network) == Some(quote.network) && a.mint == mint)
+    else {
         return Err(Refusal::new(
             RefusalCode::AssetNotAllowed,
             format!(

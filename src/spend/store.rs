@@ -322,7 +322,10 @@ impl SpendStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub(super) fn sql_err(&self, context: &'static str) -> impl Fn(rusqlite::Error) -> SpendError + '_ {
+    pub(super) fn sql_err(
+        &self,
+        context: &'static str,
+    ) -> impl Fn(rusqlite::Error) -> SpendError + '_ {
         move |source| SpendError::Sqlite {
             path: self.path.display().to_string(),
             context,
@@ -730,7 +733,11 @@ pub(super) fn insert_refusal(
 }
 
 /// Open reservations (any age) plus settled ones reserved in the last 24 hours.
-pub(super) fn totals_in(conn: &Connection, subject: &str, now_unix: i64) -> rusqlite::Result<Totals> {
+pub(super) fn totals_in(
+    conn: &Connection,
+    subject: &str,
+    now_unix: i64,
+) -> rusqlite::Result<Totals> {
     let mut stmt = conn.prepare(
         "SELECT subject, cost_usd, state FROM reservation
          WHERE state = ?2 OR (state = ?3 AND created_at > ?1)",

@@ -16,8 +16,8 @@ use serde::Serialize;
 
 use super::policy::{PayPolicy, assess_svm};
 use super::store::{
-    ReservationState, ReserveError, SpendError, SpendStore, cap_check, insert_refusal,
-    subject_key, totals_in,
+    ReservationState, ReserveError, SpendError, SpendStore, cap_check, insert_refusal, subject_key,
+    totals_in,
 };
 use crate::evidence::paid::{Refusal, RefusalCode};
 use crate::evidence::usd::Usd;

@@ -228,8 +228,8 @@ impl SvmTransfer {
     pub fn message(&self) -> Vec<u8> {
         let compute_budget = SolanaAddress::parse(COMPUTE_BUDGET_PROGRAM)
             .expect("a constant of this file is a Solana address");
-        let memo_program =
-            SolanaAddress::parse(MEMO_PROGRAM).expect("a constant of this file is a Solana address");
+        let memo_program = SolanaAddress::parse(MEMO_PROGRAM)
+            .expect("a constant of this file is a Solana address");
         // Writable signer, read-only signer, writable non-signers, read-only non-signers.
         let keys = [
             self.fee_payer,
@@ -320,11 +320,8 @@ mod tests {
     fn requirement(entry: serde_json::Value) -> Requirement {
         let body = json!({"x402Version": 2, "accepts": [entry],
             "resource": {"url": "https://a.example/x"}});
-        let parsed = crate::x402::parse::parse_payment_required(
-            402,
-            &[],
-            body.to_string().as_bytes(),
-        );
+        let parsed =
+            crate::x402::parse::parse_payment_required(402, &[], body.to_string().as_bytes());
         parsed.required.expect("a PaymentRequired").accepts[0].clone()
     }
 
@@ -470,6 +467,9 @@ mod tests {
         assert_eq!(new(&q), Err(UnsafeTransfer::PayToIsUs(us)));
         let mut q = quote.clone();
         q.fee_payer = q.mint;
-        assert!(matches!(new(&q), Err(UnsafeTransfer::FeePayerInTransfer(_))));
+        assert!(matches!(
+            new(&q),
+            Err(UnsafeTransfer::FeePayerInTransfer(_))
+        ));
     }
 }
