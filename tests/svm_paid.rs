@@ -12,15 +12,17 @@ use std::process::{Command, Stdio};
 use base64::Engine as _;
 use serde_json::{Value, json};
 use x402_lab::scenarios::FacilitatorKind;
-use x402_lab::svm::{DEVNET_CAIP2, DEVNET_USDC, Svm};
+use x402_lab::svm::{BLOCKHASH_VALID_BLOCKS, DEVNET_CAIP2, DEVNET_USDC, Svm};
 use x402_probe::evidence::Outcome;
 use x402_probe::evidence::chain::ChainRead;
 use x402_probe::evidence::svm::SvmPaidChainSeen;
 use x402_probe::paid::svm_chain;
+use x402_probe::probe::reconcile::reconcile_svm;
 use x402_probe::probe::solana_rpc::SolanaRpc;
 use x402_probe::solana_wallet::SolanaWallet;
 use x402_probe::spend::{
-    AllowedSvmAsset, PayPolicy, RefusalCode, ReserveError, SpendStore, SvmReserveRequest, Usd,
+    AllowedSvmAsset, PayPolicy, RefusalCode, ReservationState, ReserveError, SpendStore,
+    SvmReservation, SvmReserveRequest, Usd,
 };
 use x402_probe::x402::parse::parse_payment_required;
 use x402_probe::x402::payload::{build_svm_payment_header, decode_payment_header};
@@ -81,6 +83,29 @@ async fn pay(
     policy: &PayPolicy,
     wallet: &SolanaWallet,
 ) -> Result<Signed, ReserveError> {
+    let (required, reservation) = reserve(svm, rpc, store, policy, wallet).await?;
+    let requirement = &required.accepts[0];
+    let signed = wallet.sign(&reservation).unwrap();
+    store
+        .record_svm_signature(reservation.id(), &signed.signature)
+        .unwrap();
+    let header = build_svm_payment_header(&required, requirement, &signed.transaction).unwrap();
+    Ok(Signed {
+        payload: decode_payment_header(&header.value).unwrap(),
+        signature: bs58::encode(signed.signature).into_string(),
+        transaction: signed.transaction,
+        transfer: reservation.transfer().clone(),
+    })
+}
+
+/// The reservation alone (what a paid call has committed when it is killed before signing).
+async fn reserve(
+    svm: &Svm,
+    rpc: &SolanaRpc,
+    store: &SpendStore,
+    policy: &PayPolicy,
+    wallet: &SolanaWallet,
+) -> Result<(PaymentRequired, SvmReservation), ReserveError> {
     let required = quote(svm);
     let requirement = &required.accepts[0];
     let mint = rpc.account(DEVNET_USDC).await.unwrap().expect("the mint");
@@ -100,17 +125,7 @@ async fn pay(
         block_height: rpc.block_height().await.unwrap(),
     };
     let reservation = store.reserve_svm(policy, &request, now())?;
-    let signed = wallet.sign(&reservation).unwrap();
-    store
-        .record_svm_signature(reservation.id(), &signed.signature)
-        .unwrap();
-    let header = build_svm_payment_header(&required, requirement, &signed.transaction).unwrap();
-    Ok(Signed {
-        payload: decode_payment_header(&header.value).unwrap(),
-        signature: bs58::encode(signed.signature).into_string(),
-        transaction: signed.transaction,
-        transfer: reservation.transfer().clone(),
-    })
+    Ok((required, reservation))
 }
 
 fn now() -> i64 {
@@ -269,6 +284,24 @@ async fn settlements_are_read_from_the_chain_and_judged() {
     let rows = store.svm_reservations().unwrap();
     assert_eq!(rows.len(), 5);
     assert!(rows.iter().all(|r| r.signature.is_some()));
+
+    // Reconciliation, as after a crash: one more reservation, killed before it was signed.
+    let (_, unsigned) = reserve(&svm, &rpc, &store, &policy, &wallet).await.unwrap();
+    let report = reconcile_svm(&store, &rpc, now()).await.unwrap();
+    // The four that landed are settled by the transaction carrying our signature; the unsigned
+    // one was never sent; the fake signature's payment is not on chain while its blockhash lives.
+    assert_eq!(report.settled, [1, 2, 3, 4], "{report:?}");
+    assert_eq!(report.released, [unsigned.id()], "{report:?}");
+    assert_eq!(report.still_open.len(), 1, "{report:?}");
+    svm.advance_blocks(2 * BLOCKHASH_VALID_BLOCKS).unwrap();
+    let report = reconcile_svm(&store, &rpc, now()).await.unwrap();
+    assert_eq!(report.released, [5], "{report:?}");
+    let rows = store.svm_reservations().unwrap();
+    for row in &rows[..4] {
+        assert_eq!(row.state, ReservationState::Settled);
+        assert!(row.transaction_id.is_some());
+    }
+    assert_eq!(store.totals(SUBJECT, now()).unwrap().open, 0);
 }
 
 /// The caps count Solana reservations: the per-call cap refuses before anything is reserved,

@@ -210,6 +210,51 @@ pub fn h7(seen: &SvmPaidChainSeen) -> Conclusion {
     }
 }
 
+/// What the chain says of an open Solana reservation, for reconciliation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SvmReconciled {
+    /// The transaction carrying our signature landed and succeeded: money moved.
+    Settled { transaction_id: String, why: String },
+    /// It provably never can move money.
+    Released(String),
+    /// Not known yet.
+    Open(String),
+}
+
+/// The fate of an open Solana reservation. `signature`: ours, when it was committed (it is
+/// committed before anything is sent, so without it nothing was sent); `landed`: the transaction
+/// carrying it among those that touched our token account, when one did; `block_height`: the
+/// chain's now, against the blockhash's `last_valid_block_height`. Pure.
+pub fn reconcile_verdict(
+    signature: Option<&str>,
+    landed: Option<&SvmTransactionSeen>,
+    block_height: u64,
+    last_valid_block_height: u64,
+) -> SvmReconciled {
+    if signature.is_none() {
+        return SvmReconciled::Released(
+            "never sent: no signature was committed, so none left this process".into(),
+        );
+    }
+    match landed {
+        Some(tx) if tx.err.is_none() => SvmReconciled::Settled {
+            transaction_id: tx.id().to_string(),
+            why: format!("our signed transfer landed in transaction {}", tx.id()),
+        },
+        Some(tx) => SvmReconciled::Released(format!(
+            "our transfer landed in transaction {} and failed: nothing moved",
+            tx.id()
+        )),
+        None if block_height > last_valid_block_height => SvmReconciled::Released(format!(
+            "not on chain at block height {block_height}, past its blockhash's last valid height \
+             {last_valid_block_height}: it can never land"
+        )),
+        None => SvmReconciled::Open(format!(
+            "not on chain yet; its blockhash is valid until height {last_valid_block_height}"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
