@@ -564,6 +564,10 @@ pub struct PayConfig {
     #[serde(default, deserialize_with = "max_usd_per_day")]
     pub max_usd_per_day: Option<Usd>,
     pub wallet: WalletSource,
+    /// The Solana key that pays Solana entries (ed25519: 64 hex digits of seed, or the Solana
+    /// CLI's keypair file), under the same caps; none: Solana entries are not paid.
+    #[serde(default)]
+    pub solana_wallet: Option<WalletSource>,
     /// Where the spend store lives (default: see [`default_state_dir`]).
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
@@ -715,17 +719,23 @@ impl PayConfig {
                 _ => {}
             }
         }
-        if let WalletSource::Credential(name) = &self.wallet {
+        for (option, wallet) in [
+            (
+                source.pick("--wallet-credential", "[pay] wallet"),
+                Some(&self.wallet),
+            ),
+            ("[pay] solana_wallet", self.solana_wallet.as_ref()),
+        ] {
+            let Some(WalletSource::Credential(name)) = wallet else {
+                continue;
+            };
             let plain = !name.is_empty()
                 && name != "."
                 && name != ".."
                 && !name.contains('/')
                 && !name.chars().any(char::is_control);
             if !plain {
-                return Err(invalid(
-                    source.pick("--wallet-credential", "[pay] wallet"),
-                    "a credential name is a plain file name",
-                ));
+                return Err(invalid(option, "a credential name is a plain file name"));
             }
         }
         Ok(())
@@ -1521,6 +1531,7 @@ mod tests {
             max_usd_per_subject_per_day: None,
             max_usd_per_day: None,
             wallet: WalletSource::Credential("wallet-key".into()),
+            solana_wallet: None,
             state_dir: None,
             confirmations: Confirmations::default(),
             paid_deadline_ms: PaidDeadlineMs::default(),

@@ -33,6 +33,7 @@ pub mod runner;
 pub mod score;
 pub mod secret;
 pub mod snapshot;
+pub mod solana_wallet;
 pub mod spend;
 pub mod state_dir;
 pub mod store;

@@ -7,9 +7,9 @@ CREATE TABLE IF NOT EXISTS meta (
     value TEXT NOT NULL
 ) STRICT;
 
--- A new store starts at /2; a /1 store keeps its id here and is migrated by the code at open
--- (its subjects rewritten as canonical URLs; see spend.md, "Versions").
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', 'x402-probe.spend/2');
+-- A new store starts at /3; a /1 or /2 store keeps its id here and is migrated by the code at
+-- open (see spend.md, "Versions").
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', 'x402-probe.spend/3');
 
 -- One row per authorization we reserved (and then possibly signed). Written and committed
 -- before the signature exists; never deleted. `state` moves open -> settled or open -> released,
@@ -33,7 +33,27 @@ CREATE TABLE IF NOT EXISTS reservation (
                           CHECK (state IN ('open', 'settled', 'released')),
     tx            TEXT,                           -- the settling transaction, when located
     resolved_at   INTEGER,                        -- unix seconds, when settled or released
-    resolution    TEXT                            -- why it was settled or released
+    resolution    TEXT,                           -- why it was settled or released
+    kind          TEXT    NOT NULL DEFAULT 'evm'      -- the network's kind (added in /3)
+                          CHECK (kind IN ('evm', 'svm'))
+) STRICT;
+
+-- What a Solana reservation (kind 'svm') transfers, beside its reservation row: written in the
+-- reservation's transaction, before any signature exists. Its reservation row holds the mint as
+-- `asset`, our wallet as `payer`, the quoted payee as `pay_to` (base58), `chain_id` 0, and the
+-- wall-clock bound of the blockhash's life as `valid_before`.
+CREATE TABLE IF NOT EXISTS svm_payment (
+    reservation_id          INTEGER PRIMARY KEY REFERENCES reservation (id),
+    fee_payer               TEXT    NOT NULL,     -- the quote's extra.feePayer, base58
+    source                  TEXT    NOT NULL,     -- our token account (ATA), base58
+    destination             TEXT    NOT NULL,     -- payTo's token account (ATA), base58
+    token_program           TEXT    NOT NULL,
+    decimals                INTEGER NOT NULL,
+    memo                    TEXT    NOT NULL,     -- hex of the memo's bytes
+    blockhash               TEXT    NOT NULL,     -- base58, from our RPC
+    last_valid_block_height INTEGER NOT NULL,     -- past it the transaction can never land
+    signature               TEXT    UNIQUE,       -- ours, base58: written before sending
+    transaction_id          TEXT                  -- the landed transaction's id (its first signature)
 ) STRICT;
 
 CREATE INDEX IF NOT EXISTS reservation_state ON reservation (state, created_at);

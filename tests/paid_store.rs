@@ -285,7 +285,7 @@ fn a_first_schema_store_is_migrated_and_its_spellings_count_as_one_subject() {
     let path = dir.path().join("spend.sqlite");
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
-        let v1 = x402_probe::spend::SCHEMA_SQL.replace("x402-probe.spend/2", "x402-probe.spend/1");
+        let v1 = SPEND_V2_SQL.replace("x402-probe.spend/2", "x402-probe.spend/1");
         conn.execute_batch(&v1).unwrap();
         for (i, (subject, state)) in [
             ("https://127.1:8443/weather", "open"),
@@ -361,10 +361,74 @@ fn a_first_schema_store_is_migrated_and_its_spellings_count_as_one_subject() {
         })
         .unwrap();
     assert_eq!(schema, x402_probe::spend::SCHEMA_ID);
-    assert_eq!(schema, "x402-probe.spend/2");
+    assert_eq!(schema, "x402-probe.spend/3");
     // Opening again changes nothing.
     let again = SpendStore::open_file(&path).unwrap();
     assert_eq!(again.reservations().unwrap(), rows);
+}
+
+/// The schema the builds before Solana payments wrote (`x402-probe.spend/2`), as they wrote it.
+const SPEND_V2_SQL: &str = include_str!("data/spend/spend-v2.sql");
+
+/// A `/2` store (EVM reservations only, no network kind) opens as `/3`: its rows read back as
+/// EVM reservations, unchanged, still counted against the caps, and a new reservation is added
+/// beside them.
+#[test]
+fn a_second_schema_store_gains_the_network_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spend.sqlite");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(SPEND_V2_SQL).unwrap();
+        conn.execute(
+            "INSERT INTO reservation (subject, created_at, network, chain_id, asset, payer,
+                 pay_to, amount, cost_usd, valid_after, valid_before, nonce, from_block, state)
+             VALUES ('https://a.example/x', ?1, 'eip155:84532', 84532, ?2, ?3, ?2, '10000',
+                 '0.01', ?4, ?5, ?6, 7, 'open')",
+            rusqlite::params![
+                NOW,
+                ASSET.to_checksum(None),
+                Address::repeat_byte(9).to_checksum(None),
+                NOW - 600,
+                NOW + 60,
+                format!("0x{:064x}", 1)
+            ],
+        )
+        .unwrap();
+    }
+    let store = SpendStore::open_file(&path).unwrap();
+    let rows = store.reservations().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].state, ReservationState::Open);
+    assert_eq!(rows[0].pay_to, ASSET);
+    assert!(store.svm_reservations().unwrap().is_empty());
+    assert_eq!(
+        store
+            .totals("https://a.example/x", NOW)
+            .unwrap()
+            .subject_day,
+        usd("0.01")
+    );
+    let policy = policy("0.05", "1", "1");
+    let payer = Address::repeat_byte(9);
+    reserve(&store, &policy, "https://a.example/x", "100", payer, NOW).unwrap();
+    assert_eq!(store.reservations().unwrap().len(), 2);
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let kinds: Vec<String> = conn
+        .prepare("SELECT kind FROM reservation ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(kinds, ["evm", "evm"]);
+    let schema: String = conn
+        .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(schema, "x402-probe.spend/3");
 }
 
 #[test]

@@ -14,6 +14,7 @@ use x402_probe::probe::rpc::{
     RpcError, decode_string, parse_log, parse_quantity, parse_receipt, read_result,
     unexpected_answer,
 };
+use x402_probe::probe::solana_rpc::{parse_latest_blockhash, parse_transaction};
 use x402_probe_fuzz::response;
 
 /// Longest message of an error about a result of the wrong shape.
@@ -41,6 +42,12 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn read_shapes(v: &Value) {
+    // Solana: a paid call's settlement is read from these.
+    if let Some(Some(tx)) = parse_transaction(v) {
+        assert!(!tx.signatures.is_empty());
+        assert!(tx.id() == tx.signatures[0]);
+    }
+    let _ = parse_latest_blockhash(v);
     if let Some(q) = parse_quantity(v) {
         let text = v.as_str().expect("a quantity is a string");
         assert_eq!(u64::from_str_radix(&text[2..], 16), Ok(q));

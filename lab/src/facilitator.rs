@@ -348,6 +348,9 @@ async fn settle_as(f: &Facilitator, kind: FacilitatorKind, c: &Checked) -> Resul
 pub struct FacilitatorClient {
     http: reqwest::Client,
     base_urls: BTreeMap<FacilitatorKind, String>,
+    /// The Solana facilitators (`svm_facilitator.rs`), when the lab runs its SVM: a requirement
+    /// on a `solana` network goes there.
+    solana_base_urls: BTreeMap<FacilitatorKind, String>,
 }
 
 impl FacilitatorClient {
@@ -358,7 +361,17 @@ impl FacilitatorClient {
             .no_proxy()
             .build()
             .context("building the facilitator client")?;
-        Ok(FacilitatorClient { http, base_urls })
+        Ok(FacilitatorClient {
+            http,
+            base_urls,
+            solana_base_urls: BTreeMap::new(),
+        })
+    }
+
+    /// The same client, sending Solana requirements to these facilitators.
+    pub fn with_solana(mut self, urls: BTreeMap<FacilitatorKind, String>) -> FacilitatorClient {
+        self.solana_base_urls = urls;
+        self
     }
 
     async fn post(
@@ -369,8 +382,16 @@ impl FacilitatorClient {
         payload: &Value,
         req: &Value,
     ) -> Result<Value> {
-        let base = self
-            .base_urls
+        let on_solana = req
+            .get("network")
+            .and_then(Value::as_str)
+            .is_some_and(|n| n.starts_with("solana"));
+        let urls = if on_solana {
+            &self.solana_base_urls
+        } else {
+            &self.base_urls
+        };
+        let base = urls
             .get(&kind)
             .ok_or_else(|| anyhow!("no {} facilitator", kind.name()))?;
         let body =

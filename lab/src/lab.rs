@@ -180,11 +180,6 @@ impl Lab {
 
         let facilitator =
             facilitator::start(token.clone(), chain_id, facilitator_accounts.clone()).await?;
-        let shared = Arc::new(Shared {
-            facilitators: FacilitatorClient::new(facilitator.base_urls.clone())?,
-            token: token.clone(),
-        });
-
         let selected = selected_scenarios(&options)?;
         let svm = if selected
             .iter()
@@ -194,6 +189,14 @@ impl Lab {
         } else {
             None
         };
+        let mut facilitators = FacilitatorClient::new(facilitator.base_urls.clone())?;
+        if let Some(svm) = &svm {
+            facilitators = facilitators.with_solana(svm.facilitator_urls.clone());
+        }
+        let shared = Arc::new(Shared {
+            facilitators,
+            token: token.clone(),
+        });
         let solana = svm.as_ref().map(|s| s.accounts.clone());
         let mut endpoints = Vec::new();
         for mut scenario in selected {

@@ -19,6 +19,7 @@ pub mod rpc;
 pub mod scenarios;
 pub mod server;
 pub mod svm;
+pub mod svm_facilitator;
 pub mod tls;
 pub mod token;
 

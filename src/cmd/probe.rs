@@ -188,6 +188,7 @@ impl Args {
                 max_usd_per_subject_per_day: self.max_usd_per_subject_per_day,
                 max_usd_per_day: self.max_usd_per_day,
                 wallet,
+                solana_wallet: None,
                 state_dir: self.state_dir.clone(),
                 confirmations: self.confirmations.unwrap_or_default(),
                 paid_deadline_ms: self.paid_deadline_ms.unwrap_or_default(),

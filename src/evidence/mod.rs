@@ -13,6 +13,7 @@ pub mod http;
 pub mod mcp;
 pub mod paid;
 pub mod run;
+pub mod svm;
 pub mod usd;
 
 /// What one check concluded from one probe run.

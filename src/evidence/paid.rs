@@ -69,6 +69,10 @@ pub enum RefusalCode {
     InsufficientFunds,
     /// The paid part's deadline passed before the payment could be made.
     DeadlinePassed,
+    /// A Solana entry's transfer cannot be signed as quoted: `extra.feePayer` missing, not an
+    /// address, or an account of the transfer itself; a memo past its bound; the mint's decimals
+    /// on chain not the allowlist's.
+    SvmTransferInvalid,
 }
 
 impl RefusalCode {
@@ -91,6 +95,7 @@ impl RefusalCode {
             RefusalCode::WrongChain => "wrong_chain",
             RefusalCode::InsufficientFunds => "insufficient_funds",
             RefusalCode::DeadlinePassed => "deadline_passed",
+            RefusalCode::SvmTransferInvalid => "svm_transfer_invalid",
         }
     }
 }

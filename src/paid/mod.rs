@@ -9,3 +9,4 @@
 pub mod chain;
 pub mod refund;
 pub mod steps;
+pub mod svm_chain;

@@ -115,3 +115,67 @@ pub async fn find_authorization_use(
         .await?;
     Ok(logs.iter().find_map(|l| l.transaction_hash))
 }
+
+/// The transactions read per open Solana reservation when looking for ours.
+const SVM_LOOKUP_LIMIT: usize = 100;
+
+/// Resolves every open Solana reservation through the fixed Solana RPC: the transaction carrying
+/// our signature found among those that touched our token account -> settled (or released when
+/// it failed); none committed a signature -> released (nothing was sent); not on chain once the
+/// chain is past its blockhash's last valid height -> released (it can never land); anything
+/// else, or the RPC unreadable, stays open and keeps counting. Only while no paid call is in
+/// flight (under the spend store's call lock), as [`Due::All`].
+pub async fn reconcile_svm(
+    store: &SpendStore,
+    rpc: &crate::probe::solana_rpc::SolanaRpc,
+    wall_now: i64,
+) -> Result<ReconcileReport, SpendError> {
+    use crate::paid::svm_chain::{SvmReconciled, reconcile_verdict};
+    let mut report = ReconcileReport::default();
+    for row in store.svm_open_reservations()? {
+        let read = async {
+            let height = rpc.block_height().await?;
+            let landed = match &row.signature {
+                None => None,
+                Some(ours) => rpc
+                    .transactions_of(&row.source, None, SVM_LOOKUP_LIMIT)
+                    .await?
+                    .into_iter()
+                    .find(|tx| tx.signatures.contains(ours)),
+            };
+            Ok::<_, RpcError>((height, landed))
+        };
+        let (height, landed) = match (&row.signature, read.await) {
+            (_, Ok(found)) => found,
+            (None, Err(_)) => (0, None),
+            (Some(_), Err(e)) => {
+                report
+                    .still_open
+                    .push((row.id, format!("Solana RPC unavailable: {e}")));
+                continue;
+            }
+        };
+        match reconcile_verdict(
+            row.signature.as_deref(),
+            landed.as_ref(),
+            height,
+            row.last_valid_block_height,
+        ) {
+            SvmReconciled::Settled {
+                transaction_id,
+                why,
+            } => {
+                if store.mark_svm_settled(row.id, Some(&transaction_id), &why, wall_now)? {
+                    report.settled.push(row.id);
+                }
+            }
+            SvmReconciled::Released(why) => {
+                if store.mark_released(row.id, &why, wall_now)? {
+                    report.released.push(row.id);
+                }
+            }
+            SvmReconciled::Open(why) => report.still_open.push((row.id, why)),
+        }
+    }
+    Ok(report)
+}

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::budget::MAX_SOLANA_ACCOUNT_BYTES;
 use crate::evidence::free::SolanaAccount;
+use crate::evidence::svm::{SvmTokenBalance, SvmTransactionSeen};
 use crate::probe::rpc::{Rpc, RpcError, unexpected_answer};
 
 /// The commitment every read asks for: what a facilitator's simulation sees.
@@ -48,6 +49,160 @@ impl SolanaRpc {
             .await?;
         parse_account_info(&v).ok_or_else(|| unexpected_answer("getAccountInfo", &v))
     }
+}
+
+impl SolanaRpc {
+    /// `getLatestBlockhash`: the blockhash a payment is built on, and the block height past
+    /// which a transaction on it can never land.
+    pub async fn latest_blockhash(&self) -> Result<([u8; 32], u64), RpcError> {
+        let v = self
+            .rpc
+            .call("getLatestBlockhash", json!([{"commitment": COMMITMENT}]))
+            .await?;
+        parse_latest_blockhash(&v).ok_or_else(|| unexpected_answer("getLatestBlockhash", &v))
+    }
+
+    /// `getBlockHeight`.
+    pub async fn block_height(&self) -> Result<u64, RpcError> {
+        let v = self
+            .rpc
+            .call("getBlockHeight", json!([{"commitment": COMMITMENT}]))
+            .await?;
+        v.as_u64()
+            .ok_or_else(|| unexpected_answer("getBlockHeight", &v))
+    }
+
+    /// `getTransaction` in `jsonParsed`: the transaction, or `None` when the node does not know
+    /// the signature.
+    pub async fn transaction(
+        &self,
+        signature: &str,
+    ) -> Result<Option<SvmTransactionSeen>, RpcError> {
+        let v = self
+            .rpc
+            .call(
+                "getTransaction",
+                json!([signature, {"encoding": "jsonParsed", "commitment": COMMITMENT,
+                    "maxSupportedTransactionVersion": 0}]),
+            )
+            .await?;
+        parse_transaction(&v).ok_or_else(|| unexpected_answer("getTransaction", &v))
+    }
+
+    /// The transactions that touched `address` after the one named `until` (all of them when
+    /// `None`), newest first, at most `limit`, each read with `getTransaction`; one the node lists
+    /// but cannot give is an error, never skipped.
+    pub async fn transactions_of(
+        &self,
+        address: &str,
+        until: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SvmTransactionSeen>, RpcError> {
+        let mut config = json!({"limit": limit, "commitment": COMMITMENT});
+        if let Some(until) = until {
+            config["until"] = json!(until);
+        }
+        let v = self
+            .rpc
+            .call("getSignaturesForAddress", json!([address, config]))
+            .await?;
+        let signatures = v
+            .as_array()
+            .filter(|list| list.len() <= limit)
+            .and_then(|list| {
+                list.iter()
+                    .map(|s| s.get("signature").and_then(Value::as_str))
+                    .collect::<Option<Vec<&str>>>()
+            })
+            .ok_or_else(|| unexpected_answer("getSignaturesForAddress", &v))?;
+        let mut out = Vec::with_capacity(signatures.len());
+        for signature in signatures {
+            match self.transaction(signature).await? {
+                Some(tx) => out.push(tx),
+                None => {
+                    return Err(unexpected_answer(
+                        "getTransaction",
+                        &json!({"listed but unknown": signature}),
+                    ));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// `{"context": .., "value": {"blockhash", "lastValidBlockHeight"}}`. Public for the fuzz
+/// targets only.
+#[doc(hidden)]
+pub fn parse_latest_blockhash(v: &Value) -> Option<([u8; 32], u64)> {
+    let value = v.get("value")?;
+    let text = value.get("blockhash")?.as_str()?;
+    // A hash is 32 bytes: at most 44 base58 characters.
+    if text.len() > 44 {
+        return None;
+    }
+    let hash = bs58::decode(text).into_vec().ok()?;
+    Some((
+        hash.try_into().ok()?,
+        value.get("lastValidBlockHeight")?.as_u64()?,
+    ))
+}
+
+/// `getTransaction`'s answer in `jsonParsed`: `null`, or the signatures, the slot, `meta.err`
+/// and the token balances (their account resolved from `transaction.message.accountKeys`).
+/// `None` for an answer of another shape. Public for the fuzz targets only.
+#[doc(hidden)]
+pub fn parse_transaction(v: &Value) -> Option<Option<SvmTransactionSeen>> {
+    if v.is_null() {
+        return Some(None);
+    }
+    let signatures = v
+        .pointer("/transaction/signatures")?
+        .as_array()?
+        .iter()
+        .map(|s| s.as_str().map(str::to_string))
+        .collect::<Option<Vec<_>>>()?;
+    if signatures.is_empty() {
+        return None;
+    }
+    let keys = v
+        .pointer("/transaction/message/accountKeys")?
+        .as_array()?
+        .iter()
+        .map(|k| {
+            k.get("pubkey")
+                .and_then(Value::as_str)
+                .or(k.as_str())
+                .map(str::to_string)
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let meta = v.get("meta")?;
+    let err = match meta.get("err")? {
+        Value::Null => None,
+        other => Some(other.to_string()),
+    };
+    let balances = |key: &str| -> Option<Vec<SvmTokenBalance>> {
+        meta.get(key)?
+            .as_array()?
+            .iter()
+            .map(|b| {
+                let index = usize::try_from(b.get("accountIndex")?.as_u64()?).ok()?;
+                Some(SvmTokenBalance {
+                    account: keys.get(index)?.clone(),
+                    mint: b.get("mint")?.as_str()?.to_string(),
+                    owner: b.get("owner").and_then(Value::as_str).map(str::to_string),
+                    amount: b.pointer("/uiTokenAmount/amount")?.as_str()?.parse().ok()?,
+                })
+            })
+            .collect()
+    };
+    Some(Some(SvmTransactionSeen {
+        signatures,
+        slot: v.get("slot")?.as_u64()?,
+        err,
+        pre: balances("preTokenBalances")?,
+        post: balances("postTokenBalances")?,
+    }))
 }
 
 /// Public for the fuzz targets only.

@@ -8,15 +8,23 @@
 //!   ([`SpendStore::reserve`]): open reservations plus settled ones of the last 24 hours, plus this
 //!   one, within the per-subject and the daily cap;
 //! - then the reservation is on disk, and only then can the wallet sign it.
+//!
+//! Solana entries meet the same caps through `assess_svm` and `SpendStore::reserve_svm` (the
+//! reservation names our signature, committed before anything is sent).
 
 mod policy;
 mod store;
+mod svm;
 
 pub use crate::evidence::paid::{ReconcileReport, Refusal, RefusalCode};
 pub use crate::evidence::usd::{USD_DECIMALS, Usd, UsdParseError};
-pub use policy::{AllowedAsset, DEFAULT_MAX_TIMEOUT_SECONDS, PayPolicy, Priced, assess};
+pub use policy::{
+    AllowedAsset, AllowedSvmAsset, DEFAULT_MAX_TIMEOUT_SECONDS, PayPolicy, Priced, PricedSvm,
+    assess, assess_svm,
+};
 pub use store::{
     CallLock, DAY_SECONDS, LOCK_FILE, ReconcileStep, RefusalRecord, Reservation, ReservationRecord,
     ReservationState, ReserveError, ReserveRequest, SCHEMA_ID, SCHEMA_SQL, STORE_FILE, SpendError,
     SpendStore, Totals,
 };
+pub use svm::{SVM_WINDOW_SECONDS, SvmReservation, SvmReservationRecord, SvmReserveRequest};

@@ -9,6 +9,8 @@ use crate::evidence::paid::{Refusal, RefusalCode};
 use crate::evidence::usd::Usd;
 use crate::x402::Requirement;
 use crate::x402::network::{chain_id_of, is_caip2, usdc_deployments};
+use crate::x402::solana::{SolanaAddress, SolanaNetwork};
+use crate::x402::solana_payment::{SvmPaymentError, SvmQuote};
 use crate::x402::types::{is_decimal_integer, parse_address_any_case};
 
 /// Longest authorization window signed by default (`maxTimeoutSeconds`), in seconds. A longer one
@@ -30,6 +32,39 @@ pub struct PayPolicy {
     /// Longest `maxTimeoutSeconds` we sign for.
     #[serde(default = "default_max_timeout")]
     pub max_timeout_seconds: u64,
+    /// The only (Solana cluster, mint) pairs we pay in; the same caps count both lists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub svm_allowlist: Vec<AllowedSvmAsset>,
+}
+
+/// One SPL token we pay in on Solana, and what it is worth.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllowedSvmAsset {
+    /// The cluster: `solana:<genesis hash prefix>` (or a v1 name of the same cluster).
+    pub network: String,
+    /// The mint, base58.
+    pub mint: String,
+    pub decimals: u8,
+    pub usd_per_unit: Usd,
+}
+
+impl AllowedSvmAsset {
+    /// Circle's USDC on the three clusters, 6 decimals, one dollar each.
+    pub fn canonical_usdc() -> Vec<AllowedSvmAsset> {
+        [
+            SolanaNetwork::Mainnet,
+            SolanaNetwork::Devnet,
+            SolanaNetwork::Testnet,
+        ]
+        .into_iter()
+        .map(|n| AllowedSvmAsset {
+            network: n.to_string(),
+            mint: n.usdc_mint().to_string(),
+            decimals: 6,
+            usd_per_unit: Usd::from_atto(1_000_000_000_000_000_000),
+        })
+        .collect()
+    }
 }
 
 fn default_max_timeout() -> u64 {
@@ -79,6 +114,7 @@ impl PayPolicy {
             max_per_day_usd,
             allowlist,
             max_timeout_seconds: DEFAULT_MAX_TIMEOUT_SECONDS,
+            svm_allowlist: Vec::new(),
         }
     }
 
@@ -103,6 +139,32 @@ impl PayPolicy {
                 return Err(format!(
                     "allowlist lists {} on {} twice",
                     a.asset, a.network
+                ));
+            }
+        }
+        for (i, a) in self.svm_allowlist.iter().enumerate() {
+            if SolanaNetwork::from_network(&a.network).is_none() {
+                return Err(format!(
+                    "Solana allowlist network {:?} is not Solana mainnet, devnet or testnet",
+                    a.network
+                ));
+            }
+            if let Err(e) = SolanaAddress::parse(&a.mint) {
+                return Err(format!("Solana allowlist mint {:?} {e}", a.mint));
+            }
+            if a.decimals > 19 {
+                return Err(format!(
+                    "Solana allowlist decimals {} is absurd for a 64-bit amount",
+                    a.decimals
+                ));
+            }
+            if self.svm_allowlist[..i].iter().any(|b| {
+                SolanaNetwork::from_network(&b.network) == SolanaNetwork::from_network(&a.network)
+                    && b.mint == a.mint
+            }) {
+                return Err(format!(
+                    "Solana allowlist lists {} on {} twice",
+                    a.mint, a.network
                 ));
             }
         }
@@ -285,5 +347,80 @@ pub fn assess(policy: &PayPolicy, requirement: &Requirement) -> Result<Priced, R
         amount,
         cost,
         max_timeout_seconds,
+    })
+}
+
+/// A Solana `accepts` entry that passed every per-entry rule: the quote in checked form and what
+/// it costs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PricedSvm {
+    pub quote: SvmQuote,
+    /// The allowlist entry's decimals: the mint must have exactly these on chain.
+    pub decimals: u8,
+    pub cost: Usd,
+}
+
+/// Checks one Solana `accepts` entry against the policy's per-entry rules (scheme, the entry
+/// read strictly, the Solana allowlist, the per-call cap). Pure. The running totals are the
+/// store's, counted over EVM and Solana reservations alike.
+pub fn assess_svm(policy: &PayPolicy, requirement: &Requirement) -> Result<PricedSvm, Refusal> {
+    if requirement.scheme.as_deref() != Some("exact") {
+        return Err(Refusal::new(
+            RefusalCode::SchemeNotExact,
+            "only the \"exact\" scheme is paid",
+        ));
+    }
+    let quote = SvmQuote::read(requirement).map_err(|e| {
+        let field = match &e {
+            SvmPaymentError::Missing { field, .. } | SvmPaymentError::Invalid { field, .. } => {
+                *field
+            }
+        };
+        let code = match field {
+            "network" => RefusalCode::NetworkNotAllowed,
+            "asset" => RefusalCode::AssetNotAllowed,
+            "amount" => RefusalCode::AmountInvalid,
+            "payTo" => RefusalCode::PayToInvalid,
+            _ => RefusalCode::SvmTransferInvalid,
+        };
+        Refusal::new(code, e.to_string())
+    })?;
+    let mint = quote.mint.to_string();
+    let Some(allowed) = policy
+        .svm_allowlist
+        .iter()
+        .find(|a| SolanaNetwork::from_network(&a.network) == Some(quote.network) && a.mint == mint)
+    else {
+        return Err(Refusal::new(
+            RefusalCode::AssetNotAllowed,
+            format!(
+                "mint {mint} on {} is not on the Solana allowlist",
+                quote.network
+            ),
+        ));
+    };
+    let Some(cost) = Usd::of_token_amount(
+        U256::from(quote.amount),
+        allowed.decimals,
+        allowed.usd_per_unit,
+    ) else {
+        return Err(Refusal::new(
+            RefusalCode::OverPerCallCap,
+            format!("amount {} is too large to price", quote.amount),
+        ));
+    };
+    if cost > policy.max_per_call_usd {
+        return Err(Refusal::new(
+            RefusalCode::OverPerCallCap,
+            format!(
+                "the quote costs {cost} USD, above the per-call cap of {} USD",
+                policy.max_per_call_usd
+            ),
+        ));
+    }
+    Ok(PricedSvm {
+        quote,
+        decimals: allowed.decimals,
+        cost,
     })
 }

@@ -38,9 +38,12 @@ use crate::x402::payload::{authorization_for, token_domain_for};
 
 /// The schema, applied on every open (idempotent).
 pub const SCHEMA_SQL: &str = include_str!("../../state/spend.sql");
-/// The schema identifier stored in `meta`. `/2`: every `subject` is a canonical URL
-/// ([`subject_key`]); a `/1` store is migrated when opened ([`migrate_v1`]).
-pub const SCHEMA_ID: &str = "x402-probe.spend/2";
+/// The schema identifier stored in `meta`. `/3`: a reservation has a network kind (EVM or
+/// Solana), a Solana one its transfer in `svm_payment`; a `/2` store is migrated when opened
+/// ([`migrate_v2`]), a `/1` store first to `/2` ([`migrate_v1`]).
+pub const SCHEMA_ID: &str = "x402-probe.spend/3";
+/// The second schema: every `subject` a canonical URL ([`subject_key`]), EVM reservations only.
+const SCHEMA_V2: &str = "x402-probe.spend/2";
 /// The first schema: the same tables, subjects as their callers spelled them.
 const SCHEMA_V1: &str = "x402-probe.spend/1";
 /// The store's file name inside the state directory.
@@ -249,6 +252,10 @@ impl SpendStore {
             .map_err(sql("reading the schema id"))?;
         if found == SCHEMA_V1 {
             migrate_v1(&mut conn).map_err(sql("migrating the store to canonical subjects"))?;
+            found = SCHEMA_V2.to_string();
+        }
+        if found == SCHEMA_V2 {
+            migrate_v2(&mut conn).map_err(sql("migrating the store to network kinds"))?;
             found = SCHEMA_ID.to_string();
         }
         if found != SCHEMA_ID {
@@ -307,7 +314,7 @@ impl SpendStore {
         })
     }
 
-    fn conn(&self) -> MutexGuard<'_, Connection> {
+    pub(super) fn conn(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock cannot leave SQLite inconsistent (transactions roll back),
         // so a poisoned lock is still usable.
         self.conn
@@ -315,7 +322,10 @@ impl SpendStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn sql_err(&self, context: &'static str) -> impl Fn(rusqlite::Error) -> SpendError + '_ {
+    pub(super) fn sql_err(
+        &self,
+        context: &'static str,
+    ) -> impl Fn(rusqlite::Error) -> SpendError + '_ {
         move |source| SpendError::Sqlite {
             path: self.path.display().to_string(),
             context,
@@ -409,7 +419,7 @@ impl SpendStore {
         })
     }
 
-    fn with_path(&self, e: rusqlite::Error, context: &'static str) -> SpendError {
+    pub(super) fn with_path(&self, e: rusqlite::Error, context: &'static str) -> SpendError {
         SpendError::Sqlite {
             path: self.path.display().to_string(),
             context,
@@ -473,7 +483,7 @@ impl SpendStore {
         self.resolve(id, ReservationState::Released, None, why, now_unix)
     }
 
-    fn resolve(
+    pub(super) fn resolve(
         &self,
         id: i64,
         state: ReservationState,
@@ -519,30 +529,37 @@ impl SpendStore {
             .map_err(self.sql_err("reading the running totals"))
     }
 
-    /// Every reservation, oldest first.
+    /// Every EVM reservation, oldest first (Solana ones: [`SpendStore::svm_reservations`]).
     pub fn reservations(&self) -> Result<Vec<ReservationRecord>, SpendError> {
-        self.select_reservations("SELECT * FROM reservation ORDER BY id", [])
+        self.select_reservations(
+            "SELECT * FROM reservation WHERE kind = 'evm' ORDER BY id",
+            [],
+        )
     }
 
-    /// One reservation by id.
+    /// One EVM reservation by id.
     pub fn reservation(&self, id: i64) -> Result<Option<ReservationRecord>, SpendError> {
         Ok(self
-            .select_reservations("SELECT * FROM reservation WHERE id = ?1", [id])?
+            .select_reservations(
+                "SELECT * FROM reservation WHERE id = ?1 AND kind = 'evm'",
+                [id],
+            )?
             .pop())
     }
 
-    /// Open reservations whose authorization window has closed by `now_unix`.
+    /// Open EVM reservations whose authorization window has closed by `now_unix`.
     pub fn expired_open(&self, now_unix: i64) -> Result<Vec<ReservationRecord>, SpendError> {
         self.select_reservations(
-            "SELECT * FROM reservation WHERE state = ?1 AND valid_before <= ?2 ORDER BY id",
+            "SELECT * FROM reservation WHERE state = ?1 AND valid_before <= ?2 AND kind = 'evm'
+             ORDER BY id",
             params![ReservationState::Open.as_str(), now_unix],
         )
     }
 
-    /// Every open reservation, oldest first.
+    /// Every open EVM reservation, oldest first.
     pub fn open_reservations(&self) -> Result<Vec<ReservationRecord>, SpendError> {
         self.select_reservations(
-            "SELECT * FROM reservation WHERE state = ?1 ORDER BY id",
+            "SELECT * FROM reservation WHERE state = ?1 AND kind = 'evm' ORDER BY id",
             [ReservationState::Open.as_str()],
         )
     }
@@ -645,13 +662,34 @@ fn migrate_v1(conn: &mut Connection) -> rusqlite::Result<()> {
         }
         tx.execute(
             "UPDATE meta SET value = ?1 WHERE key = 'schema'",
+            [SCHEMA_V2],
+        )?;
+    }
+    tx.commit()
+}
+
+/// `/2` -> `/3`, in one transaction at open: every reservation so far is an EVM one (the
+/// column's default); `svm_payment` was created by the schema itself. Read again inside the
+/// write transaction, as [`migrate_v1`] does.
+fn migrate_v2(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let schema: String = tx.query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
+        r.get(0)
+    })?;
+    if schema == SCHEMA_V2 {
+        tx.execute_batch(
+            "ALTER TABLE reservation ADD COLUMN kind TEXT NOT NULL DEFAULT 'evm'
+                 CHECK (kind IN ('evm', 'svm'))",
+        )?;
+        tx.execute(
+            "UPDATE meta SET value = ?1 WHERE key = 'schema'",
             [SCHEMA_ID],
         )?;
     }
     tx.commit()
 }
 
-fn cap_check(policy: &PayPolicy, totals: &Totals, cost: Usd) -> Option<Refusal> {
+pub(super) fn cap_check(policy: &PayPolicy, totals: &Totals, cost: Usd) -> Option<Refusal> {
     let over = |total: Usd, cap: Usd| total.checked_add(cost).is_none_or(|sum| sum > cap);
     if over(totals.subject_day, policy.max_per_subject_per_day_usd) {
         return Some(Refusal::new(
@@ -674,7 +712,7 @@ fn cap_check(policy: &PayPolicy, totals: &Totals, cost: Usd) -> Option<Refusal> 
     None
 }
 
-fn insert_refusal(
+pub(super) fn insert_refusal(
     conn: &Connection,
     subject: &str,
     refusal: &Refusal,
@@ -695,7 +733,11 @@ fn insert_refusal(
 }
 
 /// Open reservations (any age) plus settled ones reserved in the last 24 hours.
-fn totals_in(conn: &Connection, subject: &str, now_unix: i64) -> rusqlite::Result<Totals> {
+pub(super) fn totals_in(
+    conn: &Connection,
+    subject: &str,
+    now_unix: i64,
+) -> rusqlite::Result<Totals> {
     let mut stmt = conn.prepare(
         "SELECT subject, cost_usd, state FROM reservation
          WHERE state = ?2 OR (state = ?3 AND created_at > ?1)",

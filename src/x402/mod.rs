@@ -56,6 +56,7 @@ pub mod operator;
 pub mod parse;
 pub mod payload;
 pub mod solana;
+pub mod solana_payment;
 pub mod types;
 
 pub use eip712::{

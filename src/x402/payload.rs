@@ -144,6 +144,30 @@ pub fn build_payment_header(
             nonce: format!("{:#x}", authorization.nonce),
         },
     };
+    envelope(required, requirement, payload)
+}
+
+/// The payment header for a Solana entry: the `exact` SVM payload, `{"transaction": <base64 of
+/// the partially signed transaction>}`, in the version's envelope. The transaction is ours
+/// (`x402::solana_payment`), built from this very entry.
+pub fn build_svm_payment_header(
+    required: &PaymentRequired,
+    requirement: &Requirement,
+    transaction: &[u8],
+) -> Result<PaymentHeader, PayloadError> {
+    let payload = ExactSvmPayload {
+        transaction: STANDARD.encode(transaction),
+    };
+    envelope(required, requirement, payload)
+}
+
+/// The version's envelope around a scheme's payload: v2 echoes the chosen entry as received,
+/// the resource and the extensions; v1 names the scheme and the network.
+fn envelope<P: Serialize>(
+    required: &PaymentRequired,
+    requirement: &Requirement,
+    payload: P,
+) -> Result<PaymentHeader, PayloadError> {
     let (name, json) = match required.x402_version {
         2 => {
             let accepted = compact_raw(&requirement.raw)?;
@@ -201,23 +225,28 @@ pub fn decode_payment_header(value: &str) -> Result<Value, Deviation> {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct PayloadV2<'a> {
+struct PayloadV2<'a, P> {
     x402_version: u8,
     #[serde(skip_serializing_if = "Option::is_none")]
     resource: Option<&'a Value>,
     accepted: &'a RawValue,
-    payload: ExactEvmPayload,
+    payload: P,
     #[serde(skip_serializing_if = "Option::is_none")]
     extensions: Option<&'a Map<String, Value>>,
 }
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct PayloadV1<'a> {
+struct PayloadV1<'a, P> {
     x402_version: u8,
     scheme: &'a str,
     network: &'a str,
-    payload: ExactEvmPayload,
+    payload: P,
+}
+
+#[derive(Serialize)]
+struct ExactSvmPayload {
+    transaction: String,
 }
 
 #[derive(Serialize)]

@@ -1,0 +1,344 @@
+//! Solana reservations: the same store, caps and order of events as EVM ones (see `store.rs`),
+//! with what a Solana payment needs beside its reservation row (`svm_payment`).
+//!
+//! The order, and why each step is durable before the next:
+//! 1. [`SpendStore::reserve_svm`] checks the entry (`assess_svm`) and the running totals (EVM and
+//!    Solana reservations counted together) and writes the reservation with the exact transfer
+//!    (mint, both token accounts, amount, fee payer, memo, blockhash): nothing is signed yet.
+//! 2. The Solana wallet signs exactly that transfer ([`SvmReservation`], which only this module
+//!    makes).
+//! 3. [`SpendStore::record_svm_signature`] commits our signature before anything is sent: a
+//!    reservation without one was provably never sent (reconciliation releases it at once); one
+//!    with it is looked for on chain by that signature until its blockhash has expired.
+
+use rusqlite::{TransactionBehavior, params};
+use serde::Serialize;
+
+use super::policy::{PayPolicy, assess_svm};
+use super::store::{
+    ReservationState, ReserveError, SpendError, SpendStore, cap_check, insert_refusal, subject_key,
+    totals_in,
+};
+use crate::evidence::paid::{Refusal, RefusalCode};
+use crate::evidence::usd::Usd;
+use crate::x402::Requirement;
+use crate::x402::solana::SolanaAddress;
+use crate::x402::solana_payment::SvmTransfer;
+
+/// How long a Solana reservation's window lasts on the wall clock: a blockhash lives 150 blocks
+/// (about a minute); past twice that, reconciliation may ask the chain whether it landed.
+pub const SVM_WINDOW_SECONDS: i64 = 120;
+
+/// What a Solana reservation is about to be made for: the entry, and what our RPC read.
+#[derive(Debug, Clone, Copy)]
+pub struct SvmReserveRequest<'a> {
+    /// The endpoint URL (the per-subject cap's key).
+    pub subject: &'a str,
+    pub requirement: &'a Requirement,
+    /// Our wallet: the token authority.
+    pub payer: SolanaAddress,
+    /// The program that owns the mint, and the mint's decimals, as our RPC read them.
+    pub token_program: SolanaAddress,
+    pub mint_decimals: u8,
+    /// From our RPC's `getLatestBlockhash`.
+    pub recent_blockhash: [u8; 32],
+    pub last_valid_block_height: u64,
+    /// The block height read before sending: where reconciliation starts looking.
+    pub block_height: u64,
+}
+
+/// A Solana reservation written durably: the only thing the Solana wallet signs. It cannot be
+/// built outside this module, and holds exactly the transfer that was reserved.
+#[derive(Debug)]
+pub struct SvmReservation {
+    id: i64,
+    subject: String,
+    transfer: SvmTransfer,
+    cost: Usd,
+}
+
+impl SvmReservation {
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+    pub fn subject(&self) -> &str {
+        &self.subject
+    }
+    /// Exactly what will be signed.
+    pub fn transfer(&self) -> &SvmTransfer {
+        &self.transfer
+    }
+    pub fn cost(&self) -> Usd {
+        self.cost
+    }
+}
+
+/// One Solana reservation, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SvmReservationRecord {
+    pub id: i64,
+    pub subject: String,
+    pub created_at: i64,
+    pub network: String,
+    pub mint: String,
+    pub payer: String,
+    pub pay_to: String,
+    pub amount: String,
+    pub cost: Usd,
+    /// The wall-clock end of the window (`created_at` + [`SVM_WINDOW_SECONDS`]).
+    pub valid_before: i64,
+    pub block_height: Option<i64>,
+    pub state: ReservationState,
+    pub resolution: Option<String>,
+    pub fee_payer: String,
+    pub source: String,
+    pub destination: String,
+    pub blockhash: String,
+    pub last_valid_block_height: u64,
+    /// Ours, base58: present once it was committed, which is before anything was sent.
+    pub signature: Option<String>,
+    /// The landed transaction's id, once found.
+    pub transaction_id: Option<String>,
+}
+
+impl SpendStore {
+    /// Checks the Solana entry against the policy and the running totals and, when everything
+    /// allows it, durably reserves the exact transfer before any signature exists. A refusal is
+    /// recorded and returned as [`ReserveError::Refused`].
+    pub fn reserve_svm(
+        &self,
+        policy: &PayPolicy,
+        request: &SvmReserveRequest<'_>,
+        now_unix: i64,
+    ) -> Result<SvmReservation, ReserveError> {
+        super::store::off_workers(|| self.reserve_svm_now(policy, request, now_unix))
+    }
+
+    fn reserve_svm_now(
+        &self,
+        policy: &PayPolicy,
+        request: &SvmReserveRequest<'_>,
+        now_unix: i64,
+    ) -> Result<SvmReservation, ReserveError> {
+        policy.validate().map_err(SpendError::Policy)?;
+        let subject = subject_key(request.subject);
+        let requirement_json = request.requirement.entry.to_string();
+        let refuse = |refusal: Refusal| -> ReserveError {
+            match self.record_refusal(&subject, &refusal, Some(&requirement_json), now_unix) {
+                Ok(()) => ReserveError::Refused(refusal),
+                Err(e) => ReserveError::Store(e),
+            }
+        };
+        let priced = assess_svm(policy, request.requirement).map_err(refuse)?;
+        if request.mint_decimals != priced.decimals {
+            return Err(refuse(Refusal::new(
+                RefusalCode::SvmTransferInvalid,
+                format!(
+                    "the mint has {} decimals on chain; the allowlist prices it at {}",
+                    request.mint_decimals, priced.decimals
+                ),
+            )));
+        }
+        let nonce: [u8; 16] = rand::random();
+        let transfer = SvmTransfer::new(
+            &priced.quote,
+            request.payer,
+            request.token_program,
+            request.mint_decimals,
+            request.recent_blockhash,
+            nonce,
+        )
+        .map_err(|e| refuse(Refusal::new(RefusalCode::SvmTransferInvalid, e.to_string())))?;
+
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(self.sql_err("starting the reservation transaction"))?;
+        let totals = totals_in(&tx, &subject, now_unix)
+            .map_err(|e| self.with_path(e, "reading the running totals"))?;
+        if let Some(refusal) = cap_check(policy, &totals, priced.cost) {
+            insert_refusal(&tx, &subject, &refusal, Some(&requirement_json), now_unix)
+                .map_err(self.sql_err("recording a refusal"))?;
+            tx.commit().map_err(self.sql_err("committing a refusal"))?;
+            return Err(ReserveError::Refused(refusal));
+        }
+        let height = |h: u64| i64::try_from(h).unwrap_or(i64::MAX);
+        tx.execute(
+            "INSERT INTO reservation (subject, created_at, network, chain_id, asset, payer, pay_to,
+                 amount, cost_usd, valid_after, valid_before, nonce, from_block, state, kind)
+             VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?2, ?9, ?10, ?11, ?12, 'svm')",
+            params![
+                subject,
+                now_unix,
+                transfer.network.to_string(),
+                transfer.mint.to_string(),
+                transfer.payer.to_string(),
+                transfer.pay_to.to_string(),
+                transfer.amount.to_string(),
+                priced.cost.to_string(),
+                now_unix.saturating_add(SVM_WINDOW_SECONDS),
+                format!("svm:{}", hex::encode(nonce)),
+                height(request.block_height),
+                ReservationState::Open.as_str(),
+            ],
+        )
+        .map_err(self.sql_err("writing the reservation"))?;
+        let id = tx.last_insert_rowid();
+        tx.execute(
+            "INSERT INTO svm_payment (reservation_id, fee_payer, source, destination,
+                 token_program, decimals, memo, blockhash, last_valid_block_height)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![
+                id,
+                transfer.fee_payer.to_string(),
+                transfer.source.to_string(),
+                transfer.destination.to_string(),
+                transfer.token_program.to_string(),
+                transfer.decimals,
+                hex::encode(&transfer.memo),
+                bs58::encode(transfer.recent_blockhash).into_string(),
+                height(request.last_valid_block_height),
+            ],
+        )
+        .map_err(self.sql_err("writing the Solana transfer"))?;
+        tx.commit()
+            .map_err(self.sql_err("committing the reservation"))?;
+        Ok(SvmReservation {
+            id,
+            subject,
+            transfer,
+            cost: priced.cost,
+        })
+    }
+
+    /// Commits our signature of reservation `id`, before the transaction is sent: from here on
+    /// the payment may exist on chain, and is looked for by this signature.
+    pub fn record_svm_signature(&self, id: i64, signature: &[u8; 64]) -> Result<(), SpendError> {
+        let text = bs58::encode(signature).into_string();
+        super::store::off_workers(|| {
+            let conn = self.conn();
+            let changed = conn
+                .execute(
+                    "UPDATE svm_payment SET signature = ?1
+                     WHERE reservation_id = ?2 AND signature IS NULL",
+                    params![text, id],
+                )
+                .map_err(self.sql_err("recording our signature"))?;
+            if changed == 1 {
+                Ok(())
+            } else {
+                Err(SpendError::Corrupt {
+                    path: self.path().display().to_string(),
+                    id,
+                    why: "no unsigned Solana reservation with this id".into(),
+                })
+            }
+        })
+    }
+
+    /// Marks an open Solana reservation settled: the transaction carrying our signature landed
+    /// and succeeded (`transaction_id` its id, when read). Returns whether the row changed.
+    pub fn mark_svm_settled(
+        &self,
+        id: i64,
+        transaction_id: Option<&str>,
+        why: &str,
+        now_unix: i64,
+    ) -> Result<bool, SpendError> {
+        if let Some(transaction_id) = transaction_id {
+            super::store::off_workers(|| {
+                self.conn()
+                    .execute(
+                        "UPDATE svm_payment SET transaction_id = ?1 WHERE reservation_id = ?2",
+                        params![transaction_id, id],
+                    )
+                    .map_err(self.sql_err("recording the landed transaction"))
+            })?;
+        }
+        self.resolve(id, ReservationState::Settled, None, why, now_unix)
+    }
+
+    /// Every Solana reservation, oldest first.
+    pub fn svm_reservations(&self) -> Result<Vec<SvmReservationRecord>, SpendError> {
+        self.select_svm("", [])
+    }
+
+    /// One Solana reservation by id.
+    pub fn svm_reservation(&self, id: i64) -> Result<Option<SvmReservationRecord>, SpendError> {
+        Ok(self.select_svm("AND r.id = ?1", [id])?.pop())
+    }
+
+    /// Every open Solana reservation, oldest first.
+    pub fn svm_open_reservations(&self) -> Result<Vec<SvmReservationRecord>, SpendError> {
+        self.select_svm("AND r.state = ?1", [ReservationState::Open.as_str()])
+    }
+
+    fn select_svm<P: rusqlite::Params>(
+        &self,
+        filter: &str,
+        params: P,
+    ) -> Result<Vec<SvmReservationRecord>, SpendError> {
+        let conn = self.conn();
+        let sql = format!(
+            "SELECT r.id, r.subject, r.created_at, r.network, r.asset, r.payer, r.pay_to,
+                 r.amount, r.cost_usd, r.valid_before, r.from_block, r.state, r.resolution,
+                 s.fee_payer, s.source, s.destination, s.blockhash, s.last_valid_block_height,
+                 s.signature, s.transaction_id
+             FROM reservation r JOIN svm_payment s ON s.reservation_id = r.id
+             WHERE r.kind = 'svm' {filter} ORDER BY r.id"
+        );
+        let mut stmt = conn
+            .prepare(&sql)
+            .map_err(self.sql_err("reading Solana reservations"))?;
+        let rows = stmt
+            .query_map(params, |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(8)?,
+                    r.get::<_, String>(11)?,
+                    r.get::<_, i64>(17)?,
+                    SvmReservationRecord {
+                        id: r.get(0)?,
+                        subject: r.get(1)?,
+                        created_at: r.get(2)?,
+                        network: r.get(3)?,
+                        mint: r.get(4)?,
+                        payer: r.get(5)?,
+                        pay_to: r.get(6)?,
+                        amount: r.get(7)?,
+                        cost: Usd::ZERO,
+                        valid_before: r.get(9)?,
+                        block_height: r.get(10)?,
+                        state: ReservationState::Open,
+                        resolution: r.get(12)?,
+                        fee_payer: r.get(13)?,
+                        source: r.get(14)?,
+                        destination: r.get(15)?,
+                        blockhash: r.get(16)?,
+                        last_valid_block_height: 0,
+                        signature: r.get(18)?,
+                        transaction_id: r.get(19)?,
+                    },
+                ))
+            })
+            .map_err(self.sql_err("reading Solana reservations"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.sql_err("reading Solana reservations"))?;
+        rows.into_iter()
+            .map(|(id, cost, state, last_valid, mut record)| {
+                let corrupt = |why: String| SpendError::Corrupt {
+                    path: self.path().display().to_string(),
+                    id,
+                    why,
+                };
+                record.cost = cost
+                    .parse()
+                    .map_err(|e| corrupt(format!("cost_usd: {e}")))?;
+                record.state = state.parse().map_err(corrupt)?;
+                record.last_valid_block_height = u64::try_from(last_valid)
+                    .map_err(|_| corrupt(format!("last_valid_block_height {last_valid}")))?;
+                Ok(record)
+            })
+            .collect()
+    }
+}
