@@ -1304,15 +1304,19 @@ fn default_feedback_gas() -> u64 {
 
 impl FeedbackConfig {
     /// The registry's address, the RPC's form, the caps' ranges; and never the payment wallet.
-    pub fn validate(&self, pay: Option<&PayConfig>) -> Result<alloy::primitives::Address, ConfigError> {
-        let registry = crate::x402::types::parse_address_any_case(&self.registry).ok_or_else(|| {
-            invalid("[feedback] registry", "not a 0x-prefixed 20-byte address")
-        })?;
+    pub fn validate(
+        &self,
+        pay: Option<&PayConfig>,
+    ) -> Result<alloy::primitives::Address, ConfigError> {
+        let registry = crate::x402::types::parse_address_any_case(&self.registry)
+            .ok_or_else(|| invalid("[feedback] registry", "not a 0x-prefixed 20-byte address"))?;
         if !(self.rpc.starts_with("http://") || self.rpc.starts_with("https://")) {
             return Err(invalid("[feedback] rpc", "an http or https URL"));
         }
         if let Some(base) = &self.uri_base
-            && !(base.starts_with("https://") || base.starts_with("http://") || base.starts_with("ipfs://"))
+            && !(base.starts_with("https://")
+                || base.starts_with("http://")
+                || base.starts_with("ipfs://"))
         {
             return Err(invalid("[feedback] uri_base", "an https, http or ipfs URI"));
         }

@@ -87,13 +87,19 @@ async fn feedback_round_trips_through_the_lab_registry() {
         .set_balance(client, U256::from(10u128.pow(18)))
         .await
         .unwrap();
-    let config = write_config(dir.path(), &(text.clone() + &feedback_table(&lab, &key_file)));
+    let config = write_config(
+        dir.path(),
+        &(text.clone() + &feedback_table(&lab, &key_file)),
+    );
     let out = dir.path().join("feedback");
 
     // Written, not sent: one feedback per measure, each file hashing to its feedbackHash.
     let (code, written, stderr) = feedback(&config, &out, false);
     assert_eq!(code, 0, "{stderr}");
-    let tags: Vec<&str> = written.iter().map(|l| l["tag1"].as_str().unwrap()).collect();
+    let tags: Vec<&str> = written
+        .iter()
+        .map(|l| l["tag1"].as_str().unwrap())
+        .collect();
     for tag in ["reachable", "uptime", "successRate", "responseTime"] {
         assert!(tags.contains(&tag), "{tag} in {written:?}");
     }
@@ -117,7 +123,10 @@ async fn feedback_round_trips_through_the_lab_registry() {
         assert_eq!(file["x402-probe"]["evidence"].as_array().unwrap().len(), 2);
     }
     let reachable = written.iter().find(|l| l["tag1"] == "reachable").unwrap();
-    assert_eq!((&reachable["value"], &reachable["value_decimals"]), (&Value::from(1), &Value::from(0)));
+    assert_eq!(
+        (&reachable["value"], &reachable["value_decimals"]),
+        (&Value::from(1), &Value::from(0))
+    );
     assert!(
         lab.agent_registry
             .feedback(lab.agent.agent_id, client)
@@ -132,7 +141,10 @@ async fn feedback_round_trips_through_the_lab_registry() {
     assert_eq!(code, 0, "{stderr}");
     let given: Vec<&Value> = lines.iter().filter(|l| l.get("given").is_some()).collect();
     assert_eq!(given.len(), written.len(), "{lines:?}");
-    assert!(given.iter().all(|g| g["given"]["state"] == "mined"), "{given:?}");
+    assert!(
+        given.iter().all(|g| g["given"]["state"] == "mined"),
+        "{given:?}"
+    );
     let read = lab
         .agent_registry
         .feedback(lab.agent.agent_id, client)
@@ -146,8 +158,15 @@ async fn feedback_round_trips_through_the_lab_registry() {
         assert_eq!(on_chain.tag2, "x402-probe");
         assert!(!on_chain.revoked);
         assert_eq!(on_chain.endpoint, url);
-        assert_eq!(on_chain.feedback_uri, line["feedback_uri"].as_str().unwrap());
-        assert!(on_chain.feedback_uri.ends_with(line["file_name"].as_str().unwrap()));
+        assert_eq!(
+            on_chain.feedback_uri,
+            line["feedback_uri"].as_str().unwrap()
+        );
+        assert!(
+            on_chain
+                .feedback_uri
+                .ends_with(line["file_name"].as_str().unwrap())
+        );
         assert_eq!(on_chain.feedback_hash.to_string(), line["feedback_hash"]);
     }
 

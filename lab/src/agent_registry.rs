@@ -74,7 +74,11 @@ pub struct AgentIdentity {
 impl AgentIdentity {
     /// `eip155:{chainId}:{registry}`, as a registration file's `agentRegistry` writes it.
     pub fn caip10(&self) -> String {
-        format!("eip155:{}:{}", self.chain_id, self.registry.to_checksum(None))
+        format!(
+            "eip155:{}:{}",
+            self.chain_id,
+            self.registry.to_checksum(None)
+        )
     }
 }
 
@@ -138,7 +142,9 @@ impl AgentRegistry {
         if !self.rpc.wait_receipt(tx).await?.succeeded {
             bail!("registering an agent reverted ({tx})");
         }
-        let owned = self.view(LabAgentRegistry::ownerOfCall { agentId: id }).await?;
+        let owned = self
+            .view(LabAgentRegistry::ownerOfCall { agentId: id })
+            .await?;
         if owned != owner {
             bail!("agent {id} is owned by {owned}, not {owner}");
         }
@@ -183,7 +189,11 @@ impl AgentRegistry {
             let event = logs
                 .iter()
                 .filter_map(|log| {
-                    LabAgentRegistry::NewFeedback::decode_raw_log(log.topics.iter().copied(), &log.data).ok()
+                    LabAgentRegistry::NewFeedback::decode_raw_log(
+                        log.topics.iter().copied(),
+                        &log.data,
+                    )
+                    .ok()
                 })
                 .find(|e| e.feedbackIndex == index)
                 .with_context(|| format!("no NewFeedback event for feedback {index}"))?;

@@ -374,7 +374,8 @@ mod tests {
         assert_eq!(n, head.len() + 2);
         assert_eq!(conn.inner.0, [&head[..], b"{}"].concat());
         conn.inner.0.clear();
-        let rejection = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\r\n";
+        let rejection =
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\r\n";
         let n = conn
             .write_vectored(&[io::IoSlice::new(rejection), io::IoSlice::new(b"")])
             .await
@@ -382,7 +383,10 @@ mod tests {
         assert_eq!(n, rejection.len(), "it stands for hyper's bytes");
         let wire = String::from_utf8(conn.inner.0.clone()).unwrap();
         assert!(wire.starts_with("HTTP/1.1 431 "), "{wire}");
-        assert!(wire.contains("\"request_header_fields_too_large\"") || wire.contains("\"code\""), "{wire}");
+        assert!(
+            wire.contains("\"request_header_fields_too_large\"") || wire.contains("\"code\""),
+            "{wire}"
+        );
     }
 
     #[test]

@@ -482,7 +482,11 @@ impl View {
         outages: &[OutageWindow],
         make: impl FnOnce() -> Option<Bytes>,
     ) -> Option<Bytes> {
-        let lock = || self.cache_of(made).lock().unwrap_or_else(|p| p.into_inner());
+        let lock = || {
+            self.cache_of(made)
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+        };
         if let Some(body) = lock().get(entry, made, outages) {
             return Some(body);
         }

@@ -81,7 +81,8 @@ pub(crate) fn run(config_path: &Path, out: &Path, submit: bool) -> Result<i32> {
 
     let mut all = Vec::new();
     for subject in store.subjects()? {
-        for item in subject_feedback(&store, &subject.url, &reporter, client, &settings, registry)? {
+        for item in subject_feedback(&store, &subject.url, &reporter, client, &settings, registry)?
+        {
             all.push(item);
         }
     }
@@ -140,7 +141,8 @@ fn subject_feedback(
     };
     let document = ScoreDocument::from_slice(&row.document)
         .with_context(|| format!("the latest score of {url} does not read back"))?;
-    let Some(mut run) = store.latest_subject_entry_before(url, RecordKind::Run, row.as_of_ms + 1)?
+    let Some(mut run) =
+        store.latest_subject_entry_before(url, RecordKind::Run, row.as_of_ms + 1)?
     else {
         return Ok(Vec::new());
     };

@@ -126,7 +126,9 @@ pub fn feedback(rated: &Rated) -> Vec<Feedback> {
         (
             Tag::Starred,
             // Never a number for a subject we have not verified: that is a lack of evidence.
-            doc.grade.as_ref().map(|_| (i128::from(doc.capped_score.0), 4)),
+            doc.grade
+                .as_ref()
+                .map(|_| (i128::from(doc.capped_score.0), 4)),
         ),
         (
             Tag::Reachable,

@@ -115,8 +115,15 @@ impl Submitter {
         let mut spent: u128 = 0;
         let mut given = Vec::new();
         for feedback in feedbacks {
-            if let Some(line) = sent.iter().find(|l| l.feedback_hash == feedback.feedback_hash) {
-                let mined = self.rpc.receipt(line.tx).await?.is_some_and(|r| r.status_ok);
+            if let Some(line) = sent
+                .iter()
+                .find(|l| l.feedback_hash == feedback.feedback_hash)
+            {
+                let mined = self
+                    .rpc
+                    .receipt(line.tx)
+                    .await?
+                    .is_some_and(|r| r.status_ok);
                 given.push(Given::Earlier { tx: line.tx, mined });
                 continue;
             }
@@ -239,7 +246,9 @@ impl Submitter {
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
-        bail!("transaction {tx} was not mined within a minute (it is recorded: a later run will not send it again)")
+        bail!(
+            "transaction {tx} was not mined within a minute (it is recorded: a later run will not send it again)"
+        )
     }
 }
 
@@ -253,8 +262,9 @@ fn read_sent(path: &Path) -> Result<Vec<SentLine>> {
         .filter(|l| !l.trim().is_empty())
         .enumerate()
         .map(|(i, l)| {
-            serde_json::from_str(l)
-                .with_context(|| format!("{} line {} is not a sent feedback", path.display(), i + 1))
+            serde_json::from_str(l).with_context(|| {
+                format!("{} line {} is not a sent feedback", path.display(), i + 1)
+            })
         })
         .collect()
 }

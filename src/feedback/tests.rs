@@ -59,7 +59,10 @@ fn a_score_gives_one_feedback_per_measure_and_its_file_hashes_to_feedback_hash()
     );
     for f in &given {
         assert_eq!(f.feedback_hash, keccak256(&f.file));
-        assert_eq!(f.file_name, format!("{}.json", hex::encode(f.feedback_hash)));
+        assert_eq!(
+            f.file_name,
+            format!("{}.json", hex::encode(f.feedback_hash))
+        );
         let file: serde_json::Value = serde_json::from_slice(&f.file).unwrap();
         assert_eq!(file["agentId"], "22");
         assert_eq!(

@@ -103,7 +103,11 @@ pub struct AgentRegistration {
 impl AgentRegistration {
     /// `eip155:{chainId}:{registry}`, as ERC-8004 writes an `agentRegistry`.
     pub fn agent_registry(&self) -> String {
-        format!("eip155:{}:{}", self.chain_id, self.registry.to_checksum(None))
+        format!(
+            "eip155:{}:{}",
+            self.chain_id,
+            self.registry.to_checksum(None)
+        )
     }
 }
 
@@ -292,7 +296,11 @@ mod tests {
             "eip155:8453:0x8004A169FB4a3325136EB29fA0ceB6D2e539a432"
         );
         assert_eq!(read[1].agent_id, alloy::primitives::U256::from(7));
-        assert!(parse_agent_registrations(br#"{"wallets": []}"#).unwrap().is_empty());
+        assert!(
+            parse_agent_registrations(br#"{"wallets": []}"#)
+                .unwrap()
+                .is_empty()
+        );
         for bad in [
             r#"{"registrations": {}}"#,
             r#"{"registrations": [{"agentId": -1, "agentRegistry": "eip155:1:0x8004A169FB4a3325136EB29fA0ceB6D2e539a432"}]}"#,
