@@ -81,10 +81,14 @@ pub(crate) fn run(config_path: &Path, out: &Path, submit: bool) -> Result<i32> {
 
     let mut all = Vec::new();
     for subject in store.subjects()? {
-        for item in subject_feedback(&store, &subject.url, &reporter, client, &settings, registry)?
-        {
-            all.push(item);
-        }
+        all.extend(subject_feedback(
+            &store,
+            &subject.url,
+            &reporter,
+            client,
+            &settings,
+            registry,
+        )?);
     }
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     for item in &all {

@@ -9,7 +9,7 @@
 //! transaction was mined.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use alloy::consensus::transaction::RlpEcdsaEncodableTx;
 use alloy::consensus::{SignableTransaction, TxEip1559};
@@ -269,7 +269,7 @@ fn read_sent(path: &Path) -> Result<Vec<SentLine>> {
         .collect()
 }
 
-fn append_sent(path: &PathBuf, line: &SentLine) -> Result<()> {
+fn append_sent(path: &Path, line: &SentLine) -> Result<()> {
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
