@@ -23,6 +23,7 @@ pub const REGISTRY_SOURCE: &str = include_str!("../contracts/LabAgentRegistry.so
 sol! {
     /// The part of the registry the lab calls: ERC-8004's reputation interface and the least of
     /// its identity side.
+    #[allow(clippy::too_many_arguments)]
     interface LabAgentRegistry {
         event NewFeedback(
             uint256 indexed agentId,
