@@ -177,6 +177,7 @@ impl Answers {
             other_wallet: Address::repeat_byte(0x44),
             resource,
             solana: None,
+            agent: None,
         };
         let pr = quote::payment_required(&scenario, &ctx, 0);
         Answers {

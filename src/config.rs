@@ -1275,6 +1275,80 @@ pub struct DaemonConfig {
     pub webhooks: Vec<WebhookConfig>,
     #[serde(default)]
     pub api: ApiConfig,
+    /// Feedback to an ERC-8004 reputation registry (`ledger feedback`); the daemon itself never
+    /// reads it.
+    #[serde(default)]
+    pub feedback: Option<FeedbackConfig>,
+}
+
+/// `[feedback]`: the ERC-8004 reputation registry `ledger feedback --submit` writes to, with a
+/// wallet and gas caps of its own (never the payment wallet: `validate` refuses the same key).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeedbackConfig {
+    /// The reputation registry's address.
+    pub registry: String,
+    /// The chain it is on (the RPC must answer this chain id).
+    pub chain_id: u64,
+    /// The JSON-RPC node the transactions go to (http or https).
+    pub rpc: String,
+    /// The key that signs the feedback transactions and pays their gas.
+    pub wallet: WalletSource,
+    /// Where the feedback files are published: each file's URI is this followed by its name
+    /// (`<keccak256>.json`). Without it the feedback carries no URI (the hash still binds it).
+    #[serde(default)]
+    pub uri_base: Option<String>,
+    /// The most gas one feedback transaction may use.
+    #[serde(default = "default_feedback_gas")]
+    pub max_gas_per_feedback: u64,
+    /// The most wei per gas a feedback transaction may offer.
+    pub max_fee_per_gas_wei: u64,
+    /// The most wei one `ledger feedback --submit` may spend on gas, counting each transaction at
+    /// its limit times its fee cap.
+    pub max_wei_per_run: u64,
+}
+
+fn default_feedback_gas() -> u64 {
+    500_000
+}
+
+impl FeedbackConfig {
+    /// The registry's address, the RPC's form, the caps' ranges; and never the payment wallet.
+    pub fn validate(
+        &self,
+        pay: Option<&PayConfig>,
+    ) -> Result<alloy::primitives::Address, ConfigError> {
+        let registry = crate::x402::types::parse_address_any_case(&self.registry)
+            .ok_or_else(|| invalid("[feedback] registry", "not a 0x-prefixed 20-byte address"))?;
+        if !(self.rpc.starts_with("http://") || self.rpc.starts_with("https://")) {
+            return Err(invalid("[feedback] rpc", "an http or https URL"));
+        }
+        if let Some(base) = &self.uri_base
+            && !(base.starts_with("https://")
+                || base.starts_with("http://")
+                || base.starts_with("ipfs://"))
+        {
+            return Err(invalid("[feedback] uri_base", "an https, http or ipfs URI"));
+        }
+        for (option, value) in [
+            ("[feedback] chain_id", self.chain_id),
+            ("[feedback] max_gas_per_feedback", self.max_gas_per_feedback),
+            ("[feedback] max_fee_per_gas_wei", self.max_fee_per_gas_wei),
+            ("[feedback] max_wei_per_run", self.max_wei_per_run),
+        ] {
+            if value == 0 {
+                return Err(invalid(option, "must be at least 1"));
+            }
+        }
+        if pay.is_some_and(|pay| pay.wallet == self.wallet) {
+            return Err(invalid(
+                "[feedback] wallet",
+                "is the [pay] wallet: feedback has a wallet of its own, so its gas never spends \
+                 what paid calls may",
+            ));
+        }
+        Ok(registry)
+    }
 }
 
 /// The most bytes a daemon configuration file may have.
@@ -1692,6 +1766,10 @@ mod tests {
         let mut without_webhooks = explicit;
         without_webhooks.webhooks.clear();
         without_webhooks.subjects_files.clear();
+        assert!(
+            without_webhooks.feedback.take().is_some(),
+            "the enabled feedback table"
+        );
         assert_eq!(without_webhooks, config);
     }
 

@@ -15,6 +15,7 @@ pub mod control;
 pub mod daemon;
 pub mod definitions;
 pub mod evidence;
+pub mod feedback;
 pub mod files;
 pub mod history;
 pub(crate) mod html;

@@ -136,7 +136,7 @@ impl Wallet {
 }
 
 /// Reads the key, runs `f` with a signer built from it, and drops (zeroes) both.
-fn with_signer<T>(
+pub(crate) fn with_signer<T>(
     source: &KeySource,
     f: impl FnOnce(&PrivateKeySigner) -> Result<T, WalletError>,
 ) -> Result<T, WalletError> {

@@ -255,6 +255,34 @@ async fn preflight_answers_go_caution_avoid_and_unrated_and_matches_the_rated_te
         .await;
     assert_eq!(p["answer"], "avoid", "{p}");
     assert!(codes(&p).contains(&"amount_raised".to_string()), "{p}");
+    // Each answer is kept for the text sent: the honest 402 again is the same go, the swapped
+    // one again the same avoid (never the other's answer).
+    let again = |text: &str| {
+        let body = json!({"url": honest, "payment_required_header": text});
+        let c = &c;
+        let d = &d;
+        async move { c.post(d, &body).await.1 }
+    };
+    let (_, first) = c
+        .post(
+            &d,
+            &json!({"url": honest, "payment_required_header": header}),
+        )
+        .await;
+    // (The whole answer may differ only if the daemon scored the subject in between.)
+    let judged = |p: &Value| {
+        ["answer", "safe_accept", "accepts", "rated", "subject_id"].map(|k| p[k].clone())
+    };
+    for _ in 0..2 {
+        assert_eq!(judged(&again(&header).await), judged(&first));
+        let p = again(&swapped).await;
+        assert_eq!(
+            (&p["answer"], &p["safe_accept"]),
+            (&json!("avoid"), &json!(null)),
+            "{p}"
+        );
+        assert_eq!(again(&raised).await["answer"], "avoid");
+    }
 
     // Hostile bodies: 400 (or the API's 413) with stable codes.
     let error = |v: &Value| v["error"]["code"].as_str().unwrap().to_string();

@@ -1,10 +1,11 @@
-// Compiles the lab token with the npm `solc` (solcjs, pinned in the root package.json) and writes the
-// fixture the Rust lab deploys: lab/fixtures/LabUSDC.json (ABI, bytecode, compiler version and the
-// sha256 of the source it was built from, so a test can tell when the fixture is stale).
+// Compiles a lab contract with the npm `solc` (solcjs, pinned in the root package.json) and writes the
+// fixture the Rust lab deploys: lab/fixtures/NAME.json (ABI, bytecode, compiler version and the
+// sha256 of the source it was built from, so a test can tell when the fixture is stale). NAME is the
+// token, LabUSDC, unless `--contract NAME` names another (LabAgentRegistry, the ERC-8004 registry).
 //
 // Usage, from anywhere in the repository after `npm ci` at its root:
-//   node lab/scripts/build-token.mjs          # rebuild the fixture
-//   node lab/scripts/build-token.mjs --check  # exit 1 if the committed fixture is not what we build
+//   node lab/scripts/build-token.mjs [--contract NAME]          # rebuild the fixture
+//   node lab/scripts/build-token.mjs [--contract NAME] --check  # exit 1 if the committed fixture is not what we build
 
 import { createHash } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -12,7 +13,8 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import solc from "solc";
 
-const CONTRACT = "LabUSDC";
+const named = process.argv.indexOf("--contract");
+const CONTRACT = named >= 0 ? process.argv[named + 1] : "LabUSDC";
 const labDir = join(dirname(fileURLToPath(import.meta.url)), "..");
 const sourcePath = join(labDir, "contracts", `${CONTRACT}.sol`);
 const fixturePath = join(labDir, "fixtures", `${CONTRACT}.json`);

@@ -1,5 +1,6 @@
 //! Bringing the whole lab up, describing it (the manifest), and taking it down.
 
+use crate::agent_registry::{AgentIdentity, AgentRegistry};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -95,6 +96,10 @@ pub struct Lab {
     pub pay_to: Address,
     pub attacker: Address,
     pub other_wallet: Address,
+    /// The ERC-8004 identity and reputation registry (`agent_registry.rs`).
+    pub agent_registry: AgentRegistry,
+    /// The agent registered for the endpoints' operator (owned by `pay_to`).
+    pub agent: AgentIdentity,
     pub payer_key_file: PathBuf,
     pub ca_file: PathBuf,
     pub ca_pem: String,
@@ -144,6 +149,20 @@ impl Lab {
         let fake_token = Token::deploy(&rpc, deployer, "USDC Lookalike", quote::TOKEN_VERSION)
             .await
             .context("deploying the fake token")?;
+        // The ERC-8004 registry, with an agent of nobody in particular first (so the operator's
+        // is not agent 0) and then the operator's own (owned by payTo), which a scenario that
+        // `declares_agent` names in its operator file.
+        let agent_registry = AgentRegistry::deploy(&rpc, deployer)
+            .await
+            .context("deploying the agent registry")?;
+        agent_registry
+            .register(other_wallet, "https://elsewhere.lab.test/agent.json")
+            .await
+            .context("registering an agent")?;
+        let agent = agent_registry
+            .register(pay_to, "https://weather.lab.test/agent.json")
+            .await
+            .context("registering the operator's agent")?;
 
         // The payer is a fresh key (not a public dev key), funded with tokens and a little gas money
         // for the one approval the dishonest facilitator needs.
@@ -217,6 +236,7 @@ impl Lab {
                 other_wallet,
                 resource: String::new(),
                 solana: solana.clone(),
+                agent: Some(agent.clone()),
             };
             let running = server::start(scenario.clone(), tls, ctx, shared.clone()).await?;
             endpoints.push(LabEndpoint {
@@ -250,6 +270,7 @@ impl Lab {
             other_wallet,
             resource: String::new(),
             solana,
+            agent: Some(agent.clone()),
         };
         Ok(Lab {
             rpc,
@@ -260,6 +281,8 @@ impl Lab {
             pay_to,
             attacker: facilitator_accounts.attacker,
             other_wallet,
+            agent_registry,
+            agent,
             payer_key_file,
             ca_file,
             ca_pem: ca.pem().to_string(),
@@ -473,6 +496,7 @@ fn catalogue_item(
         other_wallet,
         resource: e.url.clone(),
         solana,
+        agent: None,
     };
     let mut requirement = quote::requirement(s, &ctx, 0);
     if s.listing == Listing::DifferentPrice {

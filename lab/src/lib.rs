@@ -6,6 +6,7 @@
 //! (`catalogue`), and MCP servers with paid tools on demand (`mcp`). `population` draws simulated endpoints with hidden truths that lab endpoints
 //! follow over time (`dynamic`). Dropping the `Lab` stops all of it, anvil included.
 
+pub mod agent_registry;
 pub mod catalogue;
 pub mod chain;
 pub mod daemon_config;

@@ -32,6 +32,9 @@ pub struct QuoteContext {
     pub resource: String,
     /// The lab SVM's accounts, when it runs (the Solana scenarios quote them).
     pub solana: Option<SolanaAccounts>,
+    /// The ERC-8004 agent the lab registered for the endpoint's operator: what an operator file
+    /// of a scenario that `declares_agent` names (`registrations`).
+    pub agent: Option<crate::agent_registry::AgentIdentity>,
 }
 
 /// The honest output of the weather resource.
@@ -333,6 +336,15 @@ pub fn operator_file(scenario: &Scenario, ctx: &QuoteContext) -> Option<String> 
         "operator": "Lab Weather Ltd",
         "wallets": [{"network": network, "address": wallet.to_checksum(None)}],
     });
+    if scenario.declares_agent
+        && let Some(agent) = &ctx.agent
+    {
+        // The ERC-8004 registration file's own form (`registrations`).
+        file["registrations"] = json!([{
+            "agentId": agent.agent_id,
+            "agentRegistry": agent.caip10(),
+        }]);
+    }
     if matches!(
         scenario.paid,
         crate::scenarios::Paid::RefundKept | crate::scenarios::Paid::RefundBroken

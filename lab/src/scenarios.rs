@@ -252,6 +252,9 @@ pub struct Scenario {
     pub hostile: Option<Hostile>,
     pub listing: Listing,
     pub operator: Operator,
+    /// Its operator file declares an ERC-8004 agent identity (`registrations`: the agent the lab
+    /// registers for it in its agent registry), which `ledger feedback` rates.
+    pub declares_agent: bool,
     /// The outcome each check should reach: `pass`, `fail` or `na`.
     pub expect: BTreeMap<&'static str, &'static str>,
 }
@@ -369,6 +372,7 @@ impl Builder {
             hostile: None,
             listing: Listing::AsQuoted,
             operator: Operator::ListsPayTo,
+            declares_agent: false,
             expect,
         })
     }
@@ -410,6 +414,10 @@ impl Builder {
     }
     fn operator(mut self, o: Operator) -> Self {
         self.0.operator = o;
+        self
+    }
+    fn declares_agent(mut self) -> Self {
+        self.0.declares_agent = true;
         self
     }
     /// Override some expectations.
@@ -466,6 +474,7 @@ pub fn all() -> Vec<Scenario> {
             "honest-v2",
             "x402 v2, valid bazaar extension, honest facilitator",
         )
+        .declares_agent()
         .build(),
         B::new("honest-v1", "x402 v1 body, X-PAYMENT, honest facilitator")
             .v1()

@@ -269,10 +269,31 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Conn<S> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 
-    // Not vectored: hyper then writes each answer's head as one buffer, which is what
-    // `rejection_as_json` recognises.
+    // Vectored when the socket is: hyper then hands an answer's head and its body as separate
+    // buffers instead of copying the body behind the head (a 33 KB signed score per request).
+    // hyper's own rejections are a head alone, one buffer: those take `poll_write`'s way, where
+    // `rejection_as_json` recognises them.
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let mut filled = bufs.iter().filter(|b| !b.is_empty());
+        let first = filled.next();
+        if self.rewriting.is_some() || filled.next().is_none() {
+            let alone = first.map_or(&[][..], |b| &b[..]);
+            return self.poll_write(cx, alone);
+        }
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            this.activity.touch();
+        }
+        polled
+    }
+
     fn is_write_vectored(&self) -> bool {
-        false
+        self.inner.is_write_vectored()
     }
 }
 
@@ -300,6 +321,72 @@ mod tests {
         ] {
             assert!(rejection_as_json(untouched).is_none());
         }
+    }
+
+    /// A writer that keeps what it is given and writes vectors, as a socket does.
+    #[derive(Default)]
+    struct Wire(Vec<u8>);
+
+    impl AsyncWrite for Wire {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.0.extend_from_slice(buf);
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_write_vectored(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            bufs: &[io::IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            let mut n = 0;
+            for b in bufs {
+                self.0.extend_from_slice(b);
+                n += b.len();
+            }
+            Poll::Ready(Ok(n))
+        }
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// Over a socket that writes vectors, an answer's head and body go out as given, in one
+    /// call, and hyper's own rejection (a head alone) is still rewritten as JSON.
+    #[tokio::test]
+    async fn vectored_answers_pass_and_a_rejection_alone_is_still_rewritten() {
+        use tokio::io::AsyncWriteExt;
+        let mut conn = Conn::new(Wire::default(), Activity::new());
+        assert!(conn.is_write_vectored());
+        let head = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n";
+        let n = conn
+            .write_vectored(&[io::IoSlice::new(head), io::IoSlice::new(b"{}")])
+            .await
+            .unwrap();
+        assert_eq!(n, head.len() + 2);
+        assert_eq!(conn.inner.0, [&head[..], b"{}"].concat());
+        conn.inner.0.clear();
+        let rejection =
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\r\n";
+        let n = conn
+            .write_vectored(&[io::IoSlice::new(rejection), io::IoSlice::new(b"")])
+            .await
+            .unwrap();
+        assert_eq!(n, rejection.len(), "it stands for hyper's bytes");
+        let wire = String::from_utf8(conn.inner.0.clone()).unwrap();
+        assert!(wire.starts_with("HTTP/1.1 431 "), "{wire}");
+        assert!(
+            wire.contains("\"request_header_fields_too_large\"") || wire.contains("\"code\""),
+            "{wire}"
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ use bytes::Bytes;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use sha2::Digest;
 
 use super::signed::SignedScore;
 use super::types::{ScoreSummaryView, Verdict};
@@ -247,8 +248,64 @@ pub(crate) async fn get(
 pub(crate) async fn post(State(state): State<ApiState>, body: Bytes) -> Result<Response, ApiError> {
     let request: PreflightRequest =
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
+    let Some(sent) = SentKey::of(&request) else {
+        return answer(&state, &request.url, None).await;
+    };
+    // An agent sends the same 402 again and again: its answer, made once for this entry and
+    // this very text, is served without reading the PaymentRequired again (only a text that
+    // read was ever answered and kept).
+    if let Some(body) = kept_answer(&state, &request.url, sent) {
+        return Ok(JsonBytes(body).into_response());
+    }
     let required = read_payment_required(&request)?;
-    answer(&state, &request.url, required.as_ref()).await
+    answer(&state, &request.url, required.as_ref().map(|r| (r, sent))).await
+}
+
+/// What keys an answer to a PaymentRequired: the SHA-256 of the texts sent (the header's value
+/// and the body's, each as received), so that only the very same text gets the same answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SentKey([u8; 32]);
+
+impl SentKey {
+    /// `None` when the request carries no PaymentRequired.
+    pub(crate) fn of(request: &PreflightRequest) -> Option<SentKey> {
+        let body = request.payment_required.as_deref().map(RawValue::get);
+        if request.payment_required_header.is_none() && body.is_none() {
+            return None;
+        }
+        let mut hash = sha2::Sha256::new();
+        // Each part with its presence and length, so that no two requests hash alike by
+        // moving bytes from one part to the other.
+        for part in [request.payment_required_header.as_deref(), body] {
+            match part {
+                None => hash.update([0]),
+                Some(text) => {
+                    hash.update([1]);
+                    hash.update((text.len() as u64).to_be_bytes());
+                    hash.update(text.as_bytes());
+                }
+            }
+        }
+        Some(SentKey(hash.finalize().into()))
+    }
+}
+
+/// The subject's entry for `url` (its canonical form), when it is one of ours.
+fn entry_of(state: &ApiState, canonical: &str) -> Option<Arc<SubjectEntry>> {
+    state
+        .view
+        .current()
+        .get(&super::view::SubjectKey::of(canonical).hex())
+        .filter(|e| *e.url == *canonical)
+        .cloned()
+}
+
+/// The answer kept for `url` and the PaymentRequired `sent`, made from the subject's entry as it
+/// is now.
+fn kept_answer(state: &ApiState, url: &str, sent: SentKey) -> Option<Bytes> {
+    let canonical = crate::http_url::canonical_subject_url(url).ok()?;
+    let entry = entry_of(state, &canonical)?;
+    state.view.kept(&entry, Made::PreflightWith(sent.0))
 }
 
 /// The PaymentRequired the request carries, read as the probe reads a 402 (`None`: none sent).
@@ -308,25 +365,25 @@ fn unreadable(deviations: &[crate::x402::Deviation]) -> ApiError {
     )
 }
 
-/// The answer for `url` (and the PaymentRequired, if any), as JSON with the signed score inline.
+/// The answer for `url` (and the PaymentRequired, if any, with the key of the text it was read
+/// from), as JSON with the signed score inline.
 async fn answer(
     state: &ApiState,
     url: &str,
-    required: Option<&PaymentRequired>,
+    required: Option<(&PaymentRequired, SentKey)>,
 ) -> Result<Response, ApiError> {
     let canonical = crate::http_url::canonical_subject_url(url)
         .map_err(|e| ApiError::bad_request(format!("url: {e}")))?;
-    let view = state.view.current();
-    let entry = view
-        .get(&super::view::SubjectKey::of(&canonical).hex())
-        .filter(|e| *e.url == *canonical)
-        .cloned();
-    // Without a PaymentRequired the answer depends on the entry alone: made once per entry.
-    let cacheable = entry
-        .as_ref()
-        .filter(|e| required.is_none() && e.latest().is_some());
+    let entry = entry_of(state, &canonical);
+    // The answer depends on the entry and the text sent alone: made once for each.
+    let made = match required {
+        None => Made::Preflight,
+        Some((_, sent)) => Made::PreflightWith(sent.0),
+    };
+    let required = required.map(|(r, _)| r);
+    let cacheable = entry.as_ref().filter(|e| e.latest().is_some());
     if let Some(entry) = cacheable
-        && let Some(body) = state.view.kept(entry, Made::Preflight)
+        && let Some(body) = state.view.kept(entry, made)
     {
         return Ok(JsonBytes(body).into_response());
     }
@@ -356,7 +413,7 @@ async fn answer(
         && state.view.kept(entry, Made::Rated).is_some()
         && state.view.kept(entry, Made::Envelope).is_some()
     {
-        state.view.keep(entry, Made::Preflight, body.clone());
+        state.view.keep(entry, made, body.clone());
     }
     Ok(JsonBytes(body).into_response())
 }
@@ -694,6 +751,35 @@ mod tests {
     use crate::api::types::{BandView, OutlookView, Trend, ValueView, WatchView};
 
     const PAY_TO: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
+
+    /// The key of a kept answer is the text sent, as sent: another text (or the same text as the
+    /// other part, or bytes moved between the parts) is another key.
+    #[test]
+    fn a_kept_answer_is_keyed_by_the_very_text_sent() {
+        let request = |header: Option<&str>, body: Option<&str>| PreflightRequest {
+            url: "https://a.test/".into(),
+            payment_required: body.map(|b| RawValue::from_string(b.to_string()).unwrap()),
+            payment_required_header: header.map(str::to_string),
+        };
+        assert_eq!(SentKey::of(&request(None, None)), None);
+        let keys = [
+            SentKey::of(&request(Some("\"e30=\""), None)),
+            SentKey::of(&request(Some("\"e30=\"x"), None)),
+            SentKey::of(&request(None, Some("\"e30=\""))),
+            SentKey::of(&request(Some("\"e30=\""), Some("{}"))),
+            // The same bytes in all, moved from one part to the other.
+            SentKey::of(&request(Some("x1"), Some("2"))),
+            SentKey::of(&request(Some("x"), Some("12"))),
+        ];
+        for (i, a) in keys.iter().enumerate() {
+            assert!(a.is_some());
+            for b in &keys[i + 1..] {
+                assert_ne!(a, b, "{i}");
+            }
+        }
+        assert_eq!(keys[0], SentKey::of(&request(Some("\"e30=\""), None)));
+    }
+
     const OTHER: &str = "0x1111111111111111111111111111111111111111";
     const USDC: &str = "0x036CbD53842c5426634e7929541eC2318f3dCF7e";
 

@@ -43,6 +43,10 @@ const ROWS_EVERY: Duration = Duration::from_secs(5);
 /// The most bytes of rendered subject pages and signed envelopes kept (the least recently served
 /// go first).
 pub(crate) const CACHE_BYTES: usize = 32 * 1024 * 1024;
+/// The most bytes of preflight's answers to a PaymentRequired kept, apart from the pages and
+/// envelopes: an agent sends the same 402 again and again, but any client can send new ones, and
+/// those must not push the pages out.
+pub(crate) const ANSWER_CACHE_BYTES: usize = 8 * 1024 * 1024;
 
 /// A subject's id: the first 16 bytes of the SHA-256 of its URL, written as 32 lowercase hex
 /// digits (`signed::subject_id`). Kept as bytes; its order is the hex form's order.
@@ -168,18 +172,28 @@ pub(crate) enum Made {
     Rated,
     /// Preflight's answer for its URL alone (without a PaymentRequired).
     Preflight,
+    /// Preflight's answer for its URL and one PaymentRequired, by the SHA-256 of the text sent
+    /// (`preflight::SentKey`): kept apart, in the view's cache of answers.
+    PreflightWith([u8; 32]),
     /// Its agent readiness as JSON.
     Readiness,
 }
 
-/// Pages and envelopes made on request, least recently served first out, within [`CACHE_BYTES`].
-#[derive(Default)]
+/// Pages and envelopes made on request, least recently served first out, within `limit` bytes
+/// ([`CACHE_BYTES`] unless made for something else).
 struct Cache {
     made: HashMap<(SubjectKey, Made), Kept>,
     /// Last use -> what.
     used: BTreeMap<u64, (SubjectKey, Made)>,
     tick: u64,
     bytes: usize,
+    limit: usize,
+}
+
+impl Default for Cache {
+    fn default() -> Cache {
+        Cache::within(CACHE_BYTES)
+    }
 }
 
 struct Kept {
@@ -190,6 +204,16 @@ struct Kept {
 }
 
 impl Cache {
+    fn within(limit: usize) -> Cache {
+        Cache {
+            made: HashMap::new(),
+            used: BTreeMap::new(),
+            tick: 0,
+            bytes: 0,
+            limit,
+        }
+    }
+
     fn get(&mut self, entry: &SubjectEntry, made: Made, outages: &[OutageWindow]) -> Option<Bytes> {
         let kept = self.made.get_mut(&(entry.key, made))?;
         if kept.generation != entry.generation || kept.outages != outages {
@@ -205,10 +229,10 @@ impl Cache {
     fn put(&mut self, entry: &SubjectEntry, made: Made, outages: &[OutageWindow], body: Bytes) {
         let id = (entry.key, made);
         self.remove(&id);
-        if body.len() > CACHE_BYTES {
+        if body.len() > self.limit {
             return;
         }
-        while self.bytes + body.len() > CACHE_BYTES {
+        while self.bytes + body.len() > self.limit {
             let Some((_, oldest)) = self.used.pop_first() else {
                 break;
             };
@@ -239,6 +263,9 @@ impl Cache {
 pub(crate) struct View {
     current: RwLock<Arc<ViewData>>,
     cache: Mutex<Cache>,
+    /// Preflight's answers to a PaymentRequired ([`Made::PreflightWith`]), within
+    /// [`ANSWER_CACHE_BYTES`].
+    answers: Mutex<Cache>,
     /// Signs envelopes on request.
     key: ReporterKey,
     /// The ledger's read-only handle: what a subject's own routes show is read from it.
@@ -252,6 +279,7 @@ impl View {
         let view = Arc::new(View {
             current: RwLock::new(Arc::new(ViewData::default())),
             cache: Mutex::new(Cache::default()),
+            answers: Mutex::new(Cache::within(ANSWER_CACHE_BYTES)),
             key,
             store: shared.store.clone(),
         });
@@ -414,7 +442,7 @@ impl View {
     /// What the cache keeps of `entry` (made from this very entry), without making it: for a
     /// route that answers on the runtime and goes off it only on a miss.
     pub(crate) fn kept(&self, entry: &SubjectEntry, made: Made) -> Option<Bytes> {
-        self.cache
+        self.cache_of(made)
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(entry, made, &[])
@@ -422,10 +450,18 @@ impl View {
 
     /// Keeps `body` as what `made` is for `entry`.
     pub(crate) fn keep(&self, entry: &SubjectEntry, made: Made, body: Bytes) {
-        self.cache
+        self.cache_of(made)
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .put(entry, made, &[], body);
+    }
+
+    /// The cache that keeps `made`: answers to a PaymentRequired apart from the rest.
+    fn cache_of(&self, made: Made) -> &Mutex<Cache> {
+        match made {
+            Made::PreflightWith(_) => &self.answers,
+            _ => &self.cache,
+        }
     }
 
     /// What the cache keeps of `entry`, else `make` from the store now (blocking: call it off
@@ -446,7 +482,11 @@ impl View {
         outages: &[OutageWindow],
         make: impl FnOnce() -> Option<Bytes>,
     ) -> Option<Bytes> {
-        let lock = || self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let lock = || {
+            self.cache_of(made)
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+        };
         if let Some(body) = lock().get(entry, made, outages) {
             return Some(body);
         }
@@ -837,6 +877,7 @@ mod tests {
         let view = View {
             current: RwLock::default(),
             cache: Mutex::default(),
+            answers: Mutex::default(),
             key: ReporterKey::generate(&dir.path().join("reporter.key")).unwrap(),
             store: Arc::new(store.reader()),
         };

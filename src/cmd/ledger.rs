@@ -103,6 +103,25 @@ pub enum Command {
         #[arg(long)]
         quiet: bool,
     },
+    /// Write ERC-8004 feedback for each subject whose operator file declares an agent identity
+    /// in the configured registry (`[feedback]` of the daemon's file): one `giveFeedback` per
+    /// measure the latest score has (`starred`, `reachable`, `uptime`, `successRate`,
+    /// `responseTime`), its feedback file (the ledger entries it rests on and the signed score)
+    /// written to `--out`, and a JSON line per feedback on stdout. With `--submit`, send them to
+    /// the registry from `[feedback]`'s own wallet within its gas caps. Exit 0 when done, 1 when
+    /// sending stopped (a cap, the RPC, a revert), 2 for a configuration that cannot be used.
+    Feedback {
+        /// The daemon's configuration file (its state directory, reporter key, `[pay]` wallet
+        /// and `[feedback]`).
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Where the feedback files go (and `submitted.jsonl`, the record of what was sent).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Send the feedback to the registry.
+        #[arg(long)]
+        submit: bool,
+    },
     /// Make a new reporter key file (0600, never overwriting) and print its public key.
     Keygen {
         #[arg(value_name = "FILE")]
@@ -278,6 +297,11 @@ pub fn run(args: Args) -> Result<i32> {
                 }
             }
         }
+        Command::Feedback {
+            config,
+            out,
+            submit,
+        } => super::feedback::run(&config, &out, submit),
         Command::Keygen { path } => {
             let key = ReporterKey::generate(&path)?;
             println!("{}", hex::encode(key.public_key()));

@@ -6,6 +6,7 @@ pub mod cli;
 pub mod daemon;
 pub mod demo;
 pub mod explain;
+pub(crate) mod feedback;
 pub mod ledger;
 pub mod outage;
 pub mod preflight;

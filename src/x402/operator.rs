@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::evidence::paid::{
     NoteKind, OperatorFile, OperatorWallet, RefundRule, RevisionNote, address_any_case,
 };
-use crate::x402::types::printable_prefix;
+use crate::x402::types::{is_decimal_integer, printable_prefix};
 
 /// Where the operator file lives at a subject's origin.
 pub const OPERATOR_FILE_PATH: &str = "/.well-known/x402-operator.json";
@@ -89,6 +89,88 @@ pub fn parse_operator_file(bytes: &[u8]) -> Result<OperatorFile, String> {
         notes,
         operator_keys,
     })
+}
+
+/// An ERC-8004 agent identity a subject's operator file declares: the registry (CAIP-10, on an
+/// EVM chain) and the agent's id there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentRegistration {
+    pub chain_id: u64,
+    pub registry: alloy::primitives::Address,
+    pub agent_id: alloy::primitives::U256,
+}
+
+impl AgentRegistration {
+    /// `eip155:{chainId}:{registry}`, as ERC-8004 writes an `agentRegistry`.
+    pub fn agent_registry(&self) -> String {
+        format!(
+            "eip155:{}:{}",
+            self.chain_id,
+            self.registry.to_checksum(None)
+        )
+    }
+}
+
+/// The most registrations read from one operator file.
+const MAX_REGISTRATIONS: usize = 8;
+
+/// The ERC-8004 agent identities an operator file declares, in its `registrations` list (the
+/// form of ERC-8004's registration file: `{"agentId": 22, "agentRegistry":
+/// "eip155:1:0x..."}`). A file without the list declares none. Read apart from
+/// [`parse_operator_file`]: what H4 and H9 judge does not depend on it.
+pub fn parse_agent_registrations(bytes: &[u8]) -> Result<Vec<AgentRegistration>, String> {
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("the operator file is not JSON: {e}"))?;
+    let items = match value.get("registrations") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err("registrations is not a list".to_string()),
+    };
+    if items.len() > MAX_REGISTRATIONS {
+        return Err(format!(
+            "registrations lists {} agents, more than {MAX_REGISTRATIONS}",
+            items.len()
+        ));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let agent_id = match item.get("agentId") {
+                Some(Value::Number(n)) => n.as_u64().map(alloy::primitives::U256::from),
+                Some(Value::String(s)) if is_decimal_integer(s) => s.parse().ok(),
+                _ => None,
+            }
+            .ok_or_else(|| format!("registrations[{i}].agentId is not a whole number"))?;
+            let registry = item
+                .get("agentRegistry")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("registrations[{i}].agentRegistry is missing"))?;
+            let bad = || {
+                format!(
+                    "registrations[{i}].agentRegistry is {}, not eip155:<chain id>:<address>",
+                    quoted(registry)
+                )
+            };
+            let mut parts = registry.splitn(3, ':');
+            let (Some("eip155"), Some(chain), Some(address)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
+                return Err(bad());
+            };
+            let chain_id = chain
+                .parse::<u64>()
+                .ok()
+                .filter(|c| *c > 0 && is_decimal_integer(chain))
+                .ok_or_else(bad)?;
+            let registry = address_any_case(address).ok_or_else(bad)?;
+            Ok(AgentRegistration {
+                chain_id,
+                registry,
+                agent_id,
+            })
+        })
+        .collect()
 }
 
 /// Most characters of a value from the file quoted in an error: the error goes into H4's receipt,
@@ -197,6 +279,39 @@ pub fn parse_note(n: &Value) -> Result<RevisionNote, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agent_registrations_are_read_in_the_erc_8004_form() {
+        let file = br#"{"schema": "x402-probe.operator/1", "wallets": [],
+            "registrations": [{"agentId": 22, "agentRegistry": "eip155:8453:0x8004a169fb4a3325136eb29fa0ceb6d2e539a432"},
+                              {"agentId": "7", "agentRegistry": "eip155:1:0x8004A169FB4a3325136EB29fA0ceB6D2e539a432"}]}"#;
+        let read = parse_agent_registrations(file).unwrap();
+        assert_eq!(read.len(), 2);
+        assert_eq!(
+            (read[0].chain_id, read[0].agent_id),
+            (8453, alloy::primitives::U256::from(22))
+        );
+        assert_eq!(
+            read[0].agent_registry(),
+            "eip155:8453:0x8004A169FB4a3325136EB29fA0ceB6D2e539a432"
+        );
+        assert_eq!(read[1].agent_id, alloy::primitives::U256::from(7));
+        assert!(
+            parse_agent_registrations(br#"{"wallets": []}"#)
+                .unwrap()
+                .is_empty()
+        );
+        for bad in [
+            r#"{"registrations": {}}"#,
+            r#"{"registrations": [{"agentId": -1, "agentRegistry": "eip155:1:0x8004A169FB4a3325136EB29fA0ceB6D2e539a432"}]}"#,
+            r#"{"registrations": [{"agentId": 1, "agentRegistry": "solana:1:abc"}]}"#,
+            r#"{"registrations": [{"agentId": 1, "agentRegistry": "eip155:0:0x8004A169FB4a3325136EB29fA0ceB6D2e539a432"}]}"#,
+            r#"{"registrations": [{"agentId": 1, "agentRegistry": "eip155:1:0x1234"}]}"#,
+            r#"{"registrations": [{"agentId": 1}]}"#,
+        ] {
+            assert!(parse_agent_registrations(bad.as_bytes()).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn operator_keys_are_read_with_bounds() {
