@@ -373,18 +373,14 @@ impl SpendStore {
             .map_err(|e| refuse(Refusal::new(RefusalCode::AmountInvalid, e.to_string())))?;
 
         let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(self.sql_err("starting the reservation transaction"))?;
-        let totals = totals_in(&tx, &subject, now_unix)
-            .map_err(|e| self.with_path(e, "reading the running totals"))?;
-        let cap_refusal = cap_check(policy, &totals, priced.cost);
-        if let Some(refusal) = cap_refusal {
-            insert_refusal(&tx, &subject, &refusal, Some(&requirement_json), now_unix)
-                .map_err(self.sql_err("recording a refusal"))?;
-            tx.commit().map_err(self.sql_err("committing a refusal"))?;
-            return Err(ReserveError::Refused(refusal));
-        }
+        let tx = self.begin_within_caps(
+            &mut conn,
+            policy,
+            &subject,
+            priced.cost,
+            &requirement_json,
+            now_unix,
+        )?;
         tx.execute(
             "INSERT INTO reservation (subject, created_at, network, chain_id, asset, payer, pay_to,
                  amount, cost_usd, valid_after, valid_before, nonce, from_block, state)
@@ -417,6 +413,33 @@ impl SpendStore {
             authorization,
             cost: priced.cost,
         })
+    }
+
+    /// Opens a reservation's transaction when `cost` fits under every cap, whatever the
+    /// network: immediate, so that no other writer comes between the running totals it reads and
+    /// the reservation the caller then inserts in it. Over a cap, the refusal is recorded and
+    /// committed instead, and returned.
+    pub(super) fn begin_within_caps<'c>(
+        &self,
+        conn: &'c mut Connection,
+        policy: &PayPolicy,
+        subject: &str,
+        cost: Usd,
+        requirement_json: &str,
+        now_unix: i64,
+    ) -> Result<rusqlite::Transaction<'c>, ReserveError> {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(self.sql_err("starting the reservation transaction"))?;
+        let totals = totals_in(&tx, subject, now_unix)
+            .map_err(|e| self.with_path(e, "reading the running totals"))?;
+        if let Some(refusal) = cap_check(policy, &totals, cost) {
+            insert_refusal(&tx, subject, &refusal, Some(requirement_json), now_unix)
+                .map_err(self.sql_err("recording a refusal"))?;
+            tx.commit().map_err(self.sql_err("committing a refusal"))?;
+            return Err(ReserveError::Refused(refusal));
+        }
+        Ok(tx)
     }
 
     pub(super) fn with_path(&self, e: rusqlite::Error, context: &'static str) -> SpendError {

@@ -11,14 +11,11 @@
 //!    reservation without one was provably never sent (reconciliation releases it at once); one
 //!    with it is looked for on chain by that signature until its blockhash has expired.
 
-use rusqlite::{TransactionBehavior, params};
+use rusqlite::params;
 use serde::Serialize;
 
 use super::policy::{PayPolicy, assess_svm};
-use super::store::{
-    ReservationState, ReserveError, SpendError, SpendStore, cap_check, insert_refusal, subject_key,
-    totals_in,
-};
+use super::store::{ReservationState, ReserveError, SpendError, SpendStore, subject_key};
 use crate::evidence::paid::{Refusal, RefusalCode};
 use crate::evidence::usd::Usd;
 use crate::x402::Requirement;
@@ -151,17 +148,14 @@ impl SpendStore {
         .map_err(|e| refuse(Refusal::new(RefusalCode::SvmTransferInvalid, e.to_string())))?;
 
         let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(self.sql_err("starting the reservation transaction"))?;
-        let totals = totals_in(&tx, &subject, now_unix)
-            .map_err(|e| self.with_path(e, "reading the running totals"))?;
-        if let Some(refusal) = cap_check(policy, &totals, priced.cost) {
-            insert_refusal(&tx, &subject, &refusal, Some(&requirement_json), now_unix)
-                .map_err(self.sql_err("recording a refusal"))?;
-            tx.commit().map_err(self.sql_err("committing a refusal"))?;
-            return Err(ReserveError::Refused(refusal));
-        }
+        let tx = self.begin_within_caps(
+            &mut conn,
+            policy,
+            &subject,
+            priced.cost,
+            &requirement_json,
+            now_unix,
+        )?;
         let height = |h: u64| i64::try_from(h).unwrap_or(i64::MAX);
         tx.execute(
             "INSERT INTO reservation (subject, created_at, network, chain_id, asset, payer, pay_to,
