@@ -358,12 +358,7 @@ impl SpendStore {
         // The per-subject cap is the endpoint's, however the caller spelled it.
         let subject = subject_key(request.subject);
         let requirement_json = request.requirement.entry.to_string();
-        let refuse = |refusal: Refusal| -> ReserveError {
-            match self.record_refusal(&subject, &refusal, Some(&requirement_json), now_unix) {
-                Ok(()) => ReserveError::Refused(refusal),
-                Err(e) => ReserveError::Store(e),
-            }
-        };
+        let refuse = self.refuser(&subject, &requirement_json, now_unix);
         let priced = assess(policy, request.requirement).map_err(refuse)?;
         let domain = token_domain_for(request.requirement)
             .map_err(|e| refuse(Refusal::new(RefusalCode::DomainMissing, e.to_string())))?;
@@ -413,6 +408,25 @@ impl SpendStore {
             authorization,
             cost: priced.cost,
         })
+    }
+
+    /// What a reservation's refusal becomes: recorded (with the requirement refused) and
+    /// returned, or the store's error when it cannot be recorded.
+    pub(super) fn refuser<'a>(
+        &'a self,
+        subject: &'a str,
+        requirement_json: &'a str,
+        now_unix: i64,
+    ) -> impl Fn(Refusal) -> ReserveError + Copy + 'a {
+        move |refusal: Refusal| match self.record_refusal(
+            subject,
+            &refusal,
+            Some(requirement_json),
+            now_unix,
+        ) {
+            Ok(()) => ReserveError::Refused(refusal),
+            Err(e) => ReserveError::Store(e),
+        }
     }
 
     /// Opens a reservation's transaction when `cost` fits under every cap, whatever the

@@ -120,12 +120,7 @@ impl SpendStore {
         policy.validate().map_err(SpendError::Policy)?;
         let subject = subject_key(request.subject);
         let requirement_json = request.requirement.entry.to_string();
-        let refuse = |refusal: Refusal| -> ReserveError {
-            match self.record_refusal(&subject, &refusal, Some(&requirement_json), now_unix) {
-                Ok(()) => ReserveError::Refused(refusal),
-                Err(e) => ReserveError::Store(e),
-            }
-        };
+        let refuse = self.refuser(&subject, &requirement_json, now_unix);
         let priced = assess_svm(policy, request.requirement).map_err(refuse)?;
         if request.mint_decimals != priced.decimals {
             return Err(refuse(Refusal::new(
