@@ -809,18 +809,50 @@ pub const GZIP_BOMB_INFLATED: usize = 1 << 30;
 pub async fn gzip_bomb() -> Bytes {
     static BOMB: tokio::sync::OnceCell<Bytes> = tokio::sync::OnceCell::const_new();
     BOMB.get_or_init(|| async {
-        tokio::task::spawn_blocking(|| {
-            use std::io::Write;
-            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-            let zeros = vec![0u8; 1 << 20];
-            for _ in 0..(GZIP_BOMB_INFLATED >> 20) {
-                let _ = enc.write_all(&zeros);
-            }
-            Bytes::from(enc.finish().unwrap_or_default())
-        })
-        .await
-        .unwrap_or_default()
+        tokio::task::spawn_blocking(|| Bytes::from(zeros_gzip(GZIP_BOMB_INFLATED >> 20)))
+            .await
+            .unwrap_or_default()
     })
     .await
     .clone()
+}
+
+/// A gzip stream of `mib` MiB of zeros, made without deflating them all: one MiB is deflated and
+/// ended with a full flush (which byte-aligns the output and forgets the window), so the same
+/// compressed bytes stand for every further MiB. Deflating the whole GiB took seconds of CPU on
+/// the first request, past the prober's 10 s deadline for a response head on a loaded machine.
+fn zeros_gzip(mib: usize) -> Vec<u8> {
+    use flate2::{Compress, Compression, Crc, FlushCompress};
+    let zeros = vec![0u8; 1 << 20];
+    let mut deflate = Compress::new(Compression::best(), false);
+    // Room for all of it in one call each (a MiB of zeros deflates to about a kilobyte).
+    let mut segment = Vec::with_capacity(zeros.len());
+    let mut tail = Vec::with_capacity(1 << 10);
+    let done = deflate
+        .compress_vec(&zeros, &mut segment, FlushCompress::Full)
+        .is_ok()
+        && deflate.total_in() == zeros.len() as u64
+        && deflate
+            .compress_vec(&[], &mut tail, FlushCompress::Finish)
+            .is_ok();
+    if !done {
+        return Vec::new();
+    }
+    let mut one = Crc::new();
+    one.update(&zeros);
+    let mut crc = Crc::new();
+    for _ in 0..mib {
+        crc.combine(&one);
+    }
+    // RFC 1952: the header (no name, no time, unknown OS), the deflate data, CRC-32 and the
+    // length modulo 2^32, both little-endian.
+    let mut out = Vec::with_capacity(18 + segment.len() * mib + tail.len());
+    out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]);
+    for _ in 0..mib {
+        out.extend_from_slice(&segment);
+    }
+    out.extend_from_slice(&tail);
+    out.extend_from_slice(&crc.sum().to_le_bytes());
+    out.extend_from_slice(&(((mib as u64) << 20) as u32).to_le_bytes());
+    out
 }
