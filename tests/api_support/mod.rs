@@ -10,8 +10,7 @@
 //! ```
 #![allow(dead_code)]
 
-#[path = "../daemon_support/mod.rs"]
-pub mod daemon_support;
+pub(crate) use crate::daemon_support;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -3,7 +3,7 @@
 //! sees is validated against the OpenAPI document the daemon serves, and checked for raw ledger
 //! entries (seed 004: the public gets signed aggregates only).
 
-mod api_support;
+use crate::api_support;
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -499,7 +499,7 @@ async fn every_public_route_of_a_daemon_with_history_answers_as_documented() {
         assert_eq!(status, 400, "{bad}");
     }
 
-    // The daily snapshots (tests/snapshots.rs checks them in depth): the newest, the same by its
+    // The daily snapshots (tests/service/snapshots.rs checks them in depth): the newest, the same by its
     // day, and a day not over yet.
     let (status, latest) = c
         .get("/v1/snapshots/latest", d.url("/v1/snapshots/latest"))
@@ -569,7 +569,7 @@ async fn every_public_route_of_a_daemon_with_history_answers_as_documented() {
         (404, &Value::from("not_found"))
     );
 
-    // Preflight by URL (tests/preflight.rs covers its answers; here it is validated and checked
+    // Preflight by URL (tests/service/preflight.rs covers its answers; here it is validated and checked
     // for leaks with every other route).
     let encoded = d.urls["honest-v2"].replace(':', "%3A").replace('/', "%2F");
     let (status, answer) = c
@@ -685,7 +685,7 @@ async fn every_public_route_of_a_daemon_with_history_answers_as_documented() {
         *templates.entry(seen.template).or_insert(0) += 1;
     }
     // Every GET route (the POST routes, the operator's and the admin's, are called and validated
-    // by tests/operator_api.rs).
+    // by tests/service/operator_api.rs).
     for (path, item) in doc["paths"].as_object().unwrap() {
         if item["get"].is_object() {
             assert!(

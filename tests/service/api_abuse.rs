@@ -4,7 +4,7 @@
 //! answered with the documented JSON error like every other error. Other clients are told apart
 //! by their source address (127.0.0.2 and up are loopback too).
 
-mod api_support;
+use crate::api_support;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};

@@ -5,8 +5,8 @@
 //! about the timelines reaches it except what the endpoints serve. Assertions read what it
 //! published: its score records and documents.
 
-mod daemon_support;
-mod rpc_support;
+use crate::daemon_support;
+use crate::rpc_support;
 
 use std::sync::Arc;
 

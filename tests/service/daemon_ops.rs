@@ -4,8 +4,8 @@
 //! (a small tmpfs mounted for the test) pauses new runs while the API keeps serving, and runs
 //! resume when room returns, across a restart on the full disk too, with the ledger intact.
 
-mod daemon_support;
-mod process_support;
+use crate::daemon_support;
+use crate::process_support;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

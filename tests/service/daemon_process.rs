@@ -4,8 +4,8 @@
 //! the caps be passed, and the schedule resumes; the next start settles every payment a kill cut
 //! short. One endpoint however spelled is one subject under one cap.
 
-mod daemon_support;
-mod process_support;
+use crate::daemon_support;
+use crate::process_support;
 
 use std::collections::BTreeSet;
 use std::path::Path;

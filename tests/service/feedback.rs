@@ -6,7 +6,7 @@
 //! what was written (`readFeedback`, the `NewFeedback` events); a second `--submit` sends
 //! nothing again; the payment wallet as the feedback wallet is refused.
 
-mod daemon_support;
+use crate::daemon_support;
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;

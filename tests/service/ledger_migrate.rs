@@ -6,8 +6,8 @@
 //! process at any moment leaves the old ledger or the new one, each verifiable. A blob changed or
 //! removed, and a run whose results no longer derive to its stored hash, are named by `verify`.
 
-mod ledger_support;
-mod process_support;
+use crate::ledger_support;
+use crate::process_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

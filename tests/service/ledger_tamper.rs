@@ -5,9 +5,9 @@
 //! and a truncated file are each caught; a daemon restarted on an edited score row does not serve
 //! or sign it.
 
-mod daemon_support;
-mod ledger_support;
-mod process_support;
+use crate::daemon_support;
+use crate::ledger_support;
+use crate::process_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,9 +5,9 @@
 //! every payload matches what the ledger shows. The metrics exposition passes `promtool check
 //! metrics` without a warning, and its values are the ledger's and the spend store's.
 
-mod daemon_support;
-mod metrics_support;
-mod webhook_support;
+use crate::daemon_support;
+use crate::metrics_support;
+use crate::webhook_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;

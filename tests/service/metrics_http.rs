@@ -3,8 +3,8 @@
 //! when the scraper asks for it, no rate limit in the way of a scraper, and gauges that are right
 //! from the first scrape after a restart.
 
-mod api_support;
-mod metrics_support;
+use crate::api_support;
+use crate::metrics_support;
 
 use std::collections::BTreeMap;
 

@@ -4,7 +4,7 @@
 //! challenges, the raw entries nobody else gets, and a revision note posted through the API that
 //! turns an H2 failure into a pass.
 
-mod api_support;
+use crate::api_support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
@@ -730,7 +730,7 @@ async fn admin_actions_and_the_operators_own_evidence_against_a_running_daemon()
     let (outcome, evidence) = outcome_of(&announced, "H2");
     assert_eq!(outcome, "pass", "{evidence}");
     assert!(evidence.contains("as the operator noted"), "{evidence}");
-    // Preflight's POST, validated like the others (tests/preflight.rs covers its answers).
+    // Preflight's POST, validated like the others (tests/service/preflight.rs covers its answers).
     let (status, body) = api
         .post("/v1/preflight", None, json!({"url": honest}))
         .await;

@@ -10,7 +10,7 @@
 //! Screenshots go to `target/tmp/pages-screenshots/`, or to `docs/screenshots/` when
 //! `X402_PROBE_WRITE_SCREENSHOTS=1` is set (how the committed ones were made).
 
-mod api_support;
+use crate::api_support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

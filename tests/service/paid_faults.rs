@@ -17,9 +17,9 @@
 //! kill lands anywhere between sending and the response. No cargo feature is needed: the hook is a
 //! plain argument, and production passes none.
 
-mod daemon_support;
-mod paid_support;
-mod process_support;
+use crate::daemon_support;
+use crate::paid_support;
+use crate::process_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -39,7 +39,8 @@ use x402_probe::wallet::Wallet;
 
 use paid_support::*;
 
-const CHILD_TEST: &str = "child_paid_call";
+/// The child test's name as the harness knows it: its path in the test binary, module included.
+const CHILD_TEST: &str = "paid_faults::child_paid_call";
 /// Caps: a call costs one cent; eight per subject, fourteen in all. The first twelve calls (each
 /// step killed twice, alternating subjects) always fit; the random rest runs into both caps.
 const SUBJECT_CAP: &str = "0.08";

@@ -3,7 +3,7 @@
 //! `expect` map; check that balances on chain moved exactly as the scenario implies; check that
 //! every refusal case is refused for the right reason and moves nothing.
 
-mod paid_support;
+use crate::paid_support;
 
 use std::collections::BTreeMap;
 

@@ -2,7 +2,7 @@
 //! refusals that move nothing, a world-readable key file refused, and an RPC that dies mid-run
 //! (every chain check `unmeasured`, none `fail`).
 
-mod paid_support;
+use crate::paid_support;
 
 use std::os::unix::fs::PermissionsExt;
 

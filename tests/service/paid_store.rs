@@ -368,7 +368,7 @@ fn a_first_schema_store_is_migrated_and_its_spellings_count_as_one_subject() {
 }
 
 /// The schema the builds before Solana payments wrote (`x402-probe.spend/2`), as they wrote it.
-const SPEND_V2_SQL: &str = include_str!("data/spend/spend-v2.sql");
+const SPEND_V2_SQL: &str = include_str!("../data/spend/spend-v2.sql");
 
 /// A `/2` store (EVM reservations only, no network kind) opens as `/3`: its rows read back as
 /// EVM reservations, unchanged, still counted against the caps, and a new reservation is added

@@ -5,7 +5,7 @@
 //! response is validated against the OpenAPI document the daemon serves; the signed score inside
 //! an answer verifies with the reporter key; the CLI's exit codes follow the answers.
 
-mod api_support;
+use crate::api_support;
 
 use std::process::Command;
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-mod recalibrate_support;
+use crate::recalibrate_support;
 
 use recalibrate_support::*;
 use x402_probe::calibrate::labels::{FORMAT, LabelSource, LabelsDocument, SubjectLabels};

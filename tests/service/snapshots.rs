@@ -5,7 +5,7 @@
 //! A day not over, or before the ledger began, is a 404. Every answer is validated against the
 //! served OpenAPI document.
 
-mod api_support;
+use crate::api_support;
 
 use std::io::Read;
 use std::process::Command;

@@ -4,7 +4,7 @@
 //! copy reads back entry for entry as the ledger does (runs' results derived again from their
 //! blobs), a second copy into the same vantage is refused, and a broken ledger copies nothing.
 
-mod daemon_support;
+use crate::daemon_support;
 
 use std::path::Path;
 use std::process::{Command, Output};

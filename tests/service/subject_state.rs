@@ -3,7 +3,7 @@
 //! rebuilt from the ledger (never trusted), a subject that never answered is scored, and
 //! `recompute --ledger` still re-derives every published score.
 
-mod daemon_support;
+use crate::daemon_support;
 
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 //! sysusers file; and the daemon speaks systemd's notify protocol (this test plays systemd's side
 //! of the socket: READY=1, STATUS=, watchdog pings within half of the watchdog time, STOPPING=1).
 
-mod daemon_support;
+use crate::daemon_support;
 
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};

@@ -4,9 +4,9 @@
 //! receiver comes up, the daemon restarts: every event is delivered, none is invented, and a
 //! duplicate only ever repeats an id with the same payload.
 
-mod daemon_support;
-mod process_support;
-mod webhook_support;
+use crate::daemon_support;
+use crate::process_support;
+use crate::webhook_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;

@@ -4,8 +4,7 @@
 //! daemon state that holds nothing of the hidden truth.
 
 use std::path::Path;
-#[path = "../../tests/process_support/mod.rs"]
-mod process_support;
+use crate::process_support;
 
 use process_support::run;
 

@@ -2,8 +2,7 @@
 //! brings the lab up, runs the daemon on simulated days, prints each subject's daily scores, and
 //! leaves a ledger that verifies and recomputes.
 
-#[path = "../../tests/process_support/mod.rs"]
-mod process_support;
+use crate::process_support;
 
 use std::os::unix::fs::PermissionsExt;
 
