@@ -25,7 +25,9 @@
 //!   the subjects' states and day summaries, checkpoints).
 //!
 //! Run with `cargo bench --bench ledger` (add `-- --quick` for fewer entries and rounds, `--keep`
-//! to keep the daemon's ledger for a look).
+//! to keep the daemon's ledger for a look, `--only verify,proofs` for some of the measurements:
+//! appends, verify, proofs, bytes; `--kinds run,score`, `--rounds N` (N times the verification's
+//! rounds and the proofs' calls) and `--no-deep` to narrow them, e.g. for a profile).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -60,6 +62,17 @@ const GOAL_PROOFS: f64 = 50_000.0;
 
 struct Sizes {
     quick: bool,
+    /// `--no-deep`: the chain-only verification alone (the deep one takes most of the time).
+    no_deep: bool,
+    /// `--kinds run,score`: the kinds of entries verified (all when not given).
+    kinds: Option<Vec<String>>,
+    /// `--rounds N`: rounds of the verification's measurements (to profile one).
+    rounds: Option<usize>,
+}
+
+/// The value after `--flag`.
+fn flag_value(flag: &str) -> Option<String> {
+    std::env::args().skip_while(|a| a != flag).nth(1)
 }
 
 impl Sizes {
@@ -73,7 +86,7 @@ impl Sizes {
         if batch == 1 { one } else { many.max(batch) }
     }
     fn rounds(&self) -> usize {
-        if self.quick { 1 } else { 3 }
+        self.rounds.unwrap_or(if self.quick { 1 } else { 3 })
     }
     fn verify_runs(&self) -> usize {
         if self.quick { 10_000 } else { 50_000 }
@@ -89,7 +102,13 @@ impl Sizes {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
-    let sizes = Sizes { quick };
+    let no_deep = std::env::args().any(|a| a == "--no-deep");
+    let sizes = Sizes {
+        quick,
+        no_deep,
+        kinds: flag_value("--kinds").map(|l| l.split(',').map(str::to_string).collect()),
+        rounds: flag_value("--rounds").and_then(|n| n.parse().ok()),
+    };
     x402_probe::install_crypto_provider();
     let root = tempfile::tempdir().expect("a temporary directory");
     let captured = capture(root.path());
@@ -118,14 +137,26 @@ fn main() {
         "  its observation blob: {} bytes of JSON naming {} blobs of its own (bodies, header sets, certificate chains); kept as {} bytes (codec {}; zstd without a dictionary {}); with a dictionary trained on the daemon's other {} observations {} bytes",
         o.raw, o.refs, o.kept, o.codec, o.zstd, o.trained_on, o.zstd_dict
     );
-    println!();
-    appends(&sizes, root.path(), &captured, &rubric);
-    println!();
-    verification(&sizes, root.path(), &captured, &rubric);
-    println!();
-    proofs(&sizes, root.path(), &captured);
-    println!();
-    bytes(root.path(), &captured, &rubric);
+    // `--only verify,proofs`: some of the measurements (appends, verify, proofs, bytes).
+    let only: Option<Vec<String>> =
+        flag_value("--only").map(|list| list.split(',').map(str::to_string).collect());
+    let wanted = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|n| n == name));
+    if wanted("appends") {
+        println!();
+        appends(&sizes, root.path(), &captured, &rubric);
+    }
+    if wanted("verify") {
+        println!();
+        verification(&sizes, root.path(), &captured, &rubric);
+    }
+    if wanted("proofs") {
+        println!();
+        proofs(&sizes, root.path(), &captured);
+    }
+    if wanted("bytes") {
+        println!();
+        bytes(root.path(), &captured, &rubric);
+    }
     if std::env::args().any(|a| a == "--keep") {
         // For a look at the daemon's own ledger (`daemon/ledger.sqlite`) after the run.
         println!("kept: {}", root.keep().display());
@@ -1052,7 +1083,13 @@ fn verification(sizes: &Sizes, root: &Path, captured: &Captured, rubric: &Rubric
         "ratio"
     );
     let mut chain_rates = Vec::new();
-    for kind in Kind::all() {
+    let kinds = Kind::all().into_iter().filter(|k| {
+        sizes
+            .kinds
+            .as_ref()
+            .is_none_or(|wanted| wanted.iter().any(|w| w == k.name()))
+    });
+    for kind in kinds {
         let (dir, store) = fresh_store(root, &format!("verify-{}", kind.name()));
         let n = if kind == Kind::Run {
             sizes.verify_runs()
@@ -1110,11 +1147,19 @@ fn verification(sizes: &Sizes, root: &Path, captured: &Captured, rubric: &Rubric
             let summary = store.verify(None, false).expect("the chain verifies");
             chain.push(n as f64 / t.elapsed().as_secs_f64());
             assert_eq!(summary.entries as usize, n);
-            let t = Instant::now();
-            store.verify(None, true).expect("the chain verifies deep");
-            deep.push(n as f64 / t.elapsed().as_secs_f64());
+            if !sizes.no_deep {
+                let t = Instant::now();
+                store.verify(None, true).expect("the chain verifies deep");
+                deep.push(n as f64 / t.elapsed().as_secs_f64());
+            }
         }
-        let (s, sc, c, d) = (median(sha), median(scan), median(chain), median(deep));
+        // (NaN: not measured, `--no-deep`.)
+        let d = if deep.is_empty() {
+            f64::NAN
+        } else {
+            median(deep)
+        };
+        let (s, sc, c) = (median(sha), median(scan), median(chain));
         chain_rates.push((kind.name(), c, total / n));
         println!(
             "  {:<14} {n:>8} {:>10}  {s:>14.0} {sc:>14.0} {c:>14.0} {d:>14.0}  {:>6.2}",
@@ -1186,7 +1231,8 @@ fn proofs(sizes: &Sizes, root: &Path, captured: &Captured) {
     println!(
         "inclusion proofs: Store::inclusion_bundle over {n} entries of {subjects} subjects, against the latest tree checkpoint"
     );
-    let calls = if sizes.quick { 2_000 } else { 20_000 };
+    // (`--rounds N`: N times as many calls, to profile them.)
+    let calls = if sizes.quick { 2_000 } else { 20_000 } * sizes.rounds.unwrap_or(1);
     // One entry per call: what a single proof costs through the store.
     let picks: Vec<(String, u64)> = (0..calls)
         .map(|_| {

@@ -173,7 +173,20 @@ fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     conn.pragma_update(None, "query_only", "ON")?;
+    stable_plans(&conn)?;
     Ok(conn)
+}
+
+/// Plans that do not depend on the values bound to a statement: without this SQLite marks a
+/// cached statement whose plan read a bound value (a `LIMIT ?`, a range on `seq`) to be prepared
+/// again at every new binding, which cost a read of one subject's entries more than the read.
+/// The store's statements name their indexes where it matters (and a test asserts the plans).
+fn stable_plans(conn: &Connection) -> rusqlite::Result<()> {
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )?;
+    Ok(())
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -210,6 +223,7 @@ impl SqliteStore {
         let conn = Connection::open(path).map_err(sql("opening"))?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(sql("setting the busy timeout"))?;
+        stable_plans(&conn).map_err(sql("setting the query planner"))?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(sql("enabling WAL"))?;
         conn.pragma_update(None, "synchronous", "FULL")
@@ -366,6 +380,7 @@ impl SqliteStore {
         .map_err(sql("opening read-only"))?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(sql("setting the busy timeout"))?;
+        stable_plans(&conn).map_err(sql("setting the query planner"))?;
         let found: Option<String> = conn
             .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
                 r.get(0)
@@ -719,6 +734,44 @@ fn kinds_clause(kinds: &[RecordKind]) -> String {
     format!(" AND kind IN ({})", list.join(","))
 }
 
+/// [`Store::subject_entries`]'s statement for `kinds` (subject `?1`, after seq `?2`). Kinds that
+/// are neither runs nor scores are read by the index of those alone (its condition repeated,
+/// which is how SQLite knows the index holds every row asked for).
+fn subject_entries_sql(kinds: &[RecordKind]) -> String {
+    let rare = !kinds.is_empty()
+        && !kinds
+            .iter()
+            .any(|k| matches!(k, RecordKind::Run | RecordKind::Score));
+    if rare {
+        format!(
+            "SELECT seq, at_ms, body FROM entry INDEXED BY entry_subject_rare
+             WHERE subject = ?1 AND seq > ?2 AND kind NOT IN ('run', 'score'){}
+             ORDER BY seq",
+            kinds_clause(kinds)
+        )
+    } else {
+        format!(
+            "SELECT seq, at_ms, body FROM entry INDEXED BY entry_subject
+             WHERE subject = ?1 AND seq > ?2{} ORDER BY seq",
+            kinds_clause(kinds)
+        )
+    }
+}
+
+/// [`Store::declared`]'s statement (subject `?1`, since `?2`): by the time index, since ordered
+/// by seq the planner would walk the primary key through every declaration the subject ever made
+/// (a cost growing with age).
+const DECLARED_SINCE_SQL: &str = "SELECT body FROM declared INDEXED BY declared_time
+     WHERE subject = ?1 AND at_ms >= ?2 ORDER BY seq";
+
+/// [`Store::latest_declared`]'s statement (subject `?1`).
+const LATEST_DECLARED_SQL: &str =
+    "SELECT body FROM declared WHERE subject = ?1 ORDER BY seq DESC LIMIT 1";
+
+/// [`Store::subject_state`]'s statement (subject `?1`).
+const SUBJECT_STATE_SQL: &str =
+    "SELECT through_seq, sha256, body FROM subject_state WHERE subject = ?1";
+
 /// An entry's `kind` column read back: text that names no record kind is a broken entry.
 fn kind_column(text: &str, seq: i64) -> Result<RecordKind, StoreError> {
     RecordKind::parse(text).ok_or_else(|| {
@@ -880,25 +933,7 @@ impl Store for SqliteStore {
         // each row up to compare its subject.
         // Kinds that are neither runs nor scores: by the index of those alone (its condition
         // repeated, which is how SQLite knows the index holds every row asked for).
-        let rare = !kinds.is_empty()
-            && !kinds
-                .iter()
-                .any(|k| matches!(k, RecordKind::Run | RecordKind::Score));
-        let sql = if rare {
-            format!(
-                "SELECT seq, at_ms, body FROM entry INDEXED BY entry_subject_rare
-                 WHERE subject = ?1 AND seq > ?2 AND kind NOT IN ('run', 'score'){}
-                 ORDER BY seq",
-                kinds_clause(kinds)
-            )
-        } else {
-            format!(
-                "SELECT seq, at_ms, body FROM entry INDEXED BY entry_subject
-                 WHERE subject = ?1 AND seq > ?2{} ORDER BY seq",
-                kinds_clause(kinds)
-            )
-        };
-        self.read_entries(&sql, params![subject, after as i64])
+        self.read_entries(&subject_entries_sql(kinds), params![subject, after as i64])
     }
 
     fn subject_stored_entries(
@@ -1257,10 +1292,7 @@ impl Store for SqliteStore {
     ) -> Result<Option<InclusionBundle>, StoreError> {
         // One read transaction: the checkpoint, the entries and the tree as of one moment.
         let _snapshot = ReadSnapshot::begin(self)?;
-        let Some(latest) = self.latest_tree_note()? else {
-            return Ok(None);
-        };
-        let Some(signer) = self.last_checkpoint()? else {
+        let Some(head) = self.proof_head()? else {
             return Ok(None);
         };
         let conn = self.conn();
@@ -1272,7 +1304,7 @@ impl Store for SqliteStore {
             .map_err(self.sql("reading a subject's entries"))?;
         let entries = stmt
             .query_map(
-                params![subject, after as i64, latest.size as i64, limit as i64],
+                params![subject, after as i64, head.tree_size as i64, limit as i64],
                 |r| Ok((r.get::<_, i64>(0)? as u64 - 1, r.get::<_, Vec<u8>>(1)?)),
             )
             .map_err(self.sql("reading a subject's entries"))?
@@ -1281,12 +1313,11 @@ impl Store for SqliteStore {
         // Every node the proofs read, fetched together (a proof asks for one at a time).
         let wanted: std::collections::BTreeSet<(u32, u64)> = entries
             .iter()
-            .flat_map(|(index, _)| merkle::inclusion_nodes(*index, latest.size))
+            .flat_map(|(index, _)| merkle::inclusion_nodes(*index, head.tree_size))
             .collect();
-        let nodes = FetchedNodes::read(&conn, latest.size, wanted, &self.tree)
+        let nodes = FetchedNodes::read(&conn, head.tree_size, wanted, &self.tree)
             .map_err(self.sql("reading the Merkle tree"))?;
-        let key = tlog::note_key(&signer.public_key);
-        proof::build(&nodes, latest.note, &key, latest.size, entries)
+        proof::build(&nodes, head.note, &head.key, head.tree_size, entries)
             .map(Some)
             .map_err(|e| self.corrupt(format!("an inclusion proof: {e}")))
     }
@@ -1314,9 +1345,7 @@ impl Store for SqliteStore {
     ) -> Result<Option<crate::daemon::subject_state::StateRow>, StoreError> {
         let row: Option<(i64, Vec<u8>, Vec<u8>)> = self
             .conn()
-            .prepare_cached(
-                "SELECT through_seq, sha256, body FROM subject_state WHERE subject = ?1",
-            )
+            .prepare_cached(SUBJECT_STATE_SQL)
             .map_err(self.sql("reading a subject state"))?
             .query_row([subject], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .optional()
@@ -1376,12 +1405,7 @@ impl Store for SqliteStore {
     ) -> Result<Vec<crate::checks::history::Declared>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn
-            .prepare_cached(
-                // By the time index: ordered by seq, the planner would walk the primary key
-                // through every declaration the subject ever made (a cost growing with age).
-                "SELECT body FROM declared INDEXED BY declared_time
-                 WHERE subject = ?1 AND at_ms >= ?2 ORDER BY seq",
-            )
+            .prepare_cached(DECLARED_SINCE_SQL)
             .map_err(self.sql("reading declarations"))?;
         let rows = stmt
             .query_map(params![subject, since_ms], |r| r.get(0))
@@ -1399,9 +1423,7 @@ impl Store for SqliteStore {
     ) -> Result<Option<crate::checks::history::Declared>, StoreError> {
         let row: Option<Vec<u8>> = self
             .conn()
-            .prepare_cached(
-                "SELECT body FROM declared WHERE subject = ?1 ORDER BY seq DESC LIMIT 1",
-            )
+            .prepare_cached(LATEST_DECLARED_SQL)
             .map_err(self.sql("reading declarations"))?
             .query_row([subject], |r| r.get(0))
             .optional()
@@ -1629,12 +1651,15 @@ impl Store for SqliteStore {
     fn last_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
         let row: Option<CheckpointRow> = self
             .conn()
-            .query_row(
+            .prepare_cached(
                 "SELECT seq, hash, at_ms, public_key, signature FROM checkpoint
                  ORDER BY seq DESC LIMIT 1",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
             )
+            .and_then(|mut stmt| {
+                stmt.query_row([], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })
+            })
             .optional()
             .map_err(self.sql("reading the last checkpoint"))?;
         let Some((seq, hash, at_ms, public_key, signature)) = row else {
@@ -1770,36 +1795,18 @@ impl Store for SqliteStore {
 struct ReadSnapshot<'a> {
     store: &'a SqliteStore,
     pinned: usize,
-    mapped: bool,
 }
 
-/// How much of the file a whole-ledger read maps into memory (pages read in place rather than
-/// copied in by a system call each); set for the read only, so the daemon's readers map nothing.
-const WALK_MMAP_BYTES: i64 = 1 << 30;
-
 impl<'a> ReadSnapshot<'a> {
+    /// A whole-ledger read (a verification) reads the file through SQLite's page reads, not a
+    /// mapping of it: measured (`cargo bench --bench ledger`), mapping the file for the walk and
+    /// unmapping it after cost more than the copies it saved (a fault per page, the unmap).
     fn begin(store: &'a SqliteStore) -> Result<ReadSnapshot<'a>, StoreError> {
-        Self::begin_with(store, false)
-    }
-
-    /// A snapshot for a read of the whole ledger (a verification), the file mapped meanwhile.
-    fn begin_mapped(store: &'a SqliteStore) -> Result<ReadSnapshot<'a>, StoreError> {
-        Self::begin_with(store, true)
-    }
-
-    fn begin_with(store: &'a SqliteStore, mapped: bool) -> Result<ReadSnapshot<'a>, StoreError> {
         let pinned = store.readers.pin();
-        let snapshot = ReadSnapshot {
-            store,
-            pinned,
-            mapped,
-        };
+        let snapshot = ReadSnapshot { store, pinned };
         let conn = store.conn();
-        if mapped {
-            conn.pragma_update(None, "mmap_size", WALK_MMAP_BYTES)
-                .map_err(store.sql("mapping the ledger"))?;
-        }
-        conn.execute_batch("BEGIN DEFERRED")
+        conn.prepare_cached("BEGIN DEFERRED")
+            .and_then(|mut begin| begin.execute([]))
             .map_err(store.sql("starting a read"))?;
         drop(conn);
         Ok(snapshot)
@@ -1810,10 +1817,9 @@ impl Drop for ReadSnapshot<'_> {
     fn drop(&mut self) {
         let conn = self.store.conn();
         if !conn.is_autocommit() {
-            let _ = conn.execute_batch("ROLLBACK");
-        }
-        if self.mapped {
-            let _ = conn.pragma_update(None, "mmap_size", 0);
+            let _ = conn
+                .prepare_cached("ROLLBACK")
+                .and_then(|mut rollback| rollback.execute([]));
         }
         drop(conn);
         self.store.readers.unpin(self.pinned);
@@ -1833,8 +1839,9 @@ struct WalkBatch {
     nodes: StoredLevels,
 }
 
-/// Stored interior nodes by level: each one's index and hash, in index order.
-type StoredLevels = Vec<Vec<(u64, Vec<u8>)>>;
+/// Stored interior nodes by level: each one's index and hash, in index order (`None`: a stored
+/// value that is not 32 bytes, which no computed node matches).
+type StoredLevels = Vec<Vec<(u64, Option<Hash>)>>;
 
 /// The rows of a batch: the chain's columns with the bytes one after another (chain only), or
 /// whole rows (deep: the bytes are parsed and compared with the columns).
@@ -1893,7 +1900,11 @@ impl StoredNodes {
         self.failed = match stored {
             Some((i, h)) if *i == idx => {
                 self.next[l] += 1;
-                (h.as_slice() != hash).then_some((level, idx, "is not the hash its entries give"))
+                (h.as_ref() != Some(hash)).then_some((
+                    level,
+                    idx,
+                    "is not the hash its entries give",
+                ))
             }
             _ => Some((level, idx, "is missing")),
         };
@@ -1930,7 +1941,7 @@ impl SqliteStore {
     ) -> Result<VerifySummary, StoreError> {
         // One read transaction: entries, checkpoints, blobs and score rows as of one moment, even
         // while the daemon appends.
-        let _snapshot = ReadSnapshot::begin_mapped(self)?;
+        let _snapshot = ReadSnapshot::begin(self)?;
         let checkpoints = self.checkpoints()?;
         let notes = self.tree_notes()?;
         let stored_tree = self.has_stored_tree(&notes)?;
@@ -2061,9 +2072,13 @@ impl SqliteStore {
                         .query(params![i64::from(level), lo as i64, hi as i64])
                         .map_err(self.sql(context))?;
                     while let Some(r) = rows.next().map_err(self.sql(context))? {
+                        let hash = r
+                            .get_ref(1)
+                            .and_then(|v| v.as_blob().map_err(Into::into))
+                            .map_err(self.sql(context))?;
                         found.push((
                             r.get::<_, i64>(0).map_err(self.sql(context))? as u64,
-                            r.get::<_, Vec<u8>>(1).map_err(self.sql(context))?,
+                            Hash::try_from(hash).ok(),
                         ));
                     }
                 }
@@ -2195,9 +2210,14 @@ impl SqliteStore {
     }
 
     /// Whether the file has the tree's tables: a ledger written before them, opened read-only,
-    /// has not (a writer adds and fills them when it opens the file).
+    /// has not (a writer adds and fills them when it opens the file). Once seen, known: they are
+    /// never dropped.
     fn has_tree(&self) -> Result<bool, StoreError> {
-        self.conn()
+        if self.tree_cache().has_tables {
+            return Ok(true);
+        }
+        let has = self
+            .conn()
             .query_row(
                 "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'
                  AND name IN ('tree', 'tree_checkpoint')",
@@ -2205,7 +2225,49 @@ impl SqliteStore {
                 |r| r.get::<_, i64>(0),
             )
             .map(|n| n == 2)
-            .map_err(self.sql("reading the schema"))
+            .map_err(self.sql("reading the schema"))?;
+        self.tree_cache().has_tables |= has;
+        Ok(has)
+    }
+
+    /// What an inclusion proof is made against, in the caller's read transaction: the latest
+    /// tree checkpoint and the key of the latest chain checkpoint (`None`: not signed yet). A
+    /// checkpoint never changes once written, so the last one read is kept while it is still
+    /// the latest (two maxima read per call instead of the note, the checkpoint and the key).
+    fn proof_head(&self) -> Result<Option<ProofHead>, StoreError> {
+        if !self.has_tree()? {
+            return Ok(None);
+        }
+        let latest: (Option<i64>, Option<i64>) = self
+            .conn()
+            .prepare_cached(
+                "SELECT (SELECT MAX(size) FROM tree_checkpoint), (SELECT MAX(seq) FROM checkpoint)",
+            )
+            .and_then(|mut stmt| stmt.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
+            .map_err(self.sql("reading the latest checkpoints"))?;
+        let (Some(size), Some(seq)) = latest else {
+            return Ok(None);
+        };
+        if let Some(head) = &self.tree_cache().head
+            && head.tree_size == size as u64
+            && head.chain_seq == seq as u64
+        {
+            return Ok(Some(head.clone()));
+        }
+        let Some(note) = self.latest_tree_note()? else {
+            return Ok(None);
+        };
+        let Some(signer) = self.last_checkpoint()? else {
+            return Ok(None);
+        };
+        let head = ProofHead {
+            tree_size: note.size,
+            chain_seq: signer.seq,
+            note: note.note,
+            key: tlog::note_key(&signer.public_key),
+        };
+        self.tree_cache().head = Some(head.clone());
+        Ok(Some(head))
     }
 
     /// Whether a verification compares a stored tree: the file has its tables, and it is built
@@ -3177,6 +3239,10 @@ struct TreeCache {
     levels: Vec<Vec<Hash>>,
     /// The lowest level kept.
     from_level: u32,
+    /// The file has the tree's tables (seen once; never dropped).
+    has_tables: bool,
+    /// The checkpoints the last proof was made against.
+    head: Option<ProofHead>,
 }
 
 impl Default for TreeCache {
@@ -3185,8 +3251,20 @@ impl Default for TreeCache {
             frontier: None,
             levels: Vec::new(),
             from_level: 1,
+            has_tables: false,
+            head: None,
         }
     }
+}
+
+/// The latest tree checkpoint (its size and signed note) and the key of the latest chain
+/// checkpoint (at `chain_seq`), as read: what [`SqliteStore::proof_head`] keeps.
+#[derive(Debug, Clone)]
+struct ProofHead {
+    tree_size: u64,
+    chain_seq: u64,
+    note: String,
+    key: crate::ledger::note::NoteKey,
 }
 
 impl TreeCache {
@@ -3362,6 +3440,26 @@ struct FetchedNodes {
 /// Nodes fetched per statement (unused places repeat the first).
 const FETCH_NODES: usize = 32;
 
+/// [`FETCH_NODES`] entries' hashes by seq.
+static FETCH_LEAVES_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let seqs: Vec<String> = (1..=FETCH_NODES).map(|i| format!("?{i}")).collect();
+    format!(
+        "SELECT seq, hash FROM entry WHERE seq IN ({})",
+        seqs.join(", ")
+    )
+});
+
+/// [`FETCH_NODES`] interior nodes by level and index.
+static FETCH_NODES_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let places: Vec<String> = (0..FETCH_NODES)
+        .map(|i| format!("(?{}, ?{})", 2 * i + 1, 2 * i + 2))
+        .collect();
+    format!(
+        "SELECT level, idx, hash FROM tree WHERE (level, idx) IN (VALUES {})",
+        places.join(", ")
+    )
+});
+
 impl FetchedNodes {
     fn read(
         conn: &Connection,
@@ -3385,11 +3483,7 @@ impl FetchedNodes {
                 }
             }
         }
-        let seqs: Vec<String> = (1..=FETCH_NODES).map(|i| format!("?{i}")).collect();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT seq, hash FROM entry WHERE seq IN ({})",
-            seqs.join(", ")
-        ))?;
+        let mut stmt = conn.prepare_cached(&FETCH_LEAVES_SQL)?;
         for chunk in leaves.chunks(FETCH_NODES) {
             let params = (0..FETCH_NODES).map(|i| *chunk.get(i).unwrap_or(&chunk[0]) as i64);
             let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
@@ -3400,13 +3494,7 @@ impl FetchedNodes {
                 }
             }
         }
-        let places: Vec<String> = (0..FETCH_NODES)
-            .map(|i| format!("(?{}, ?{})", 2 * i + 1, 2 * i + 2))
-            .collect();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT level, idx, hash FROM tree WHERE (level, idx) IN (VALUES {})",
-            places.join(", ")
-        ))?;
+        let mut stmt = conn.prepare_cached(&FETCH_NODES_SQL)?;
         for chunk in lower.chunks(FETCH_NODES) {
             let mut params: Vec<i64> = Vec::with_capacity(2 * FETCH_NODES);
             for i in 0..FETCH_NODES {
@@ -3495,6 +3583,68 @@ mod tests {
                 detail: format!("probe at {at_ms}"),
             }),
         )
+    }
+
+    /// The plan SQLite makes for a statement, as `EXPLAIN QUERY PLAN` details joined by `; `.
+    fn plan(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> String {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let details: Vec<String> = stmt
+            .query_map(params, |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        details.join("; ")
+    }
+
+    /// The reads every run makes search their indexes (a change of the schema or of a statement
+    /// that left them walking a table, or every entry of a subject, fails here): a subject's
+    /// entries other than runs and scores by the partial index of those, a subject's runs by the
+    /// subject index, the declarations of the scoring window by the time index, the latest
+    /// declaration and the subject's state by their primary keys. On the store's own
+    /// connection, with entries of several subjects and kinds in it.
+    #[test]
+    fn the_reads_of_a_run_search_their_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("state")).unwrap();
+        store
+            .append((0..50).map(|i| control(i * 1_000)).collect())
+            .unwrap();
+        let conn = store.conn();
+        let rare = plan(
+            &conn,
+            &subject_entries_sql(&[RecordKind::Revision, RecordKind::Note]),
+            params!["https://a.example/", 0],
+        );
+        assert_eq!(
+            rare,
+            "SEARCH entry USING INDEX entry_subject_rare (subject=? AND seq>?)",
+        );
+        for kinds in [&[RecordKind::Run][..], &[]] {
+            let runs = plan(
+                &conn,
+                &subject_entries_sql(kinds),
+                params!["https://a.example/", 0],
+            );
+            assert_eq!(
+                runs, "SEARCH entry USING INDEX entry_subject (subject=? AND seq>?)",
+                "{kinds:?}"
+            );
+        }
+        let declared = plan(&conn, DECLARED_SINCE_SQL, params!["https://a.example/", 0]);
+        assert!(
+            declared
+                .starts_with("SEARCH declared USING INDEX declared_time (subject=? AND at_ms>?)"),
+            "{declared}"
+        );
+        let latest = plan(&conn, LATEST_DECLARED_SQL, params!["https://a.example/"]);
+        assert_eq!(latest, "SEARCH declared USING PRIMARY KEY (subject=?)");
+        let state = plan(&conn, SUBJECT_STATE_SQL, params!["https://a.example/"]);
+        assert!(
+            state.starts_with(
+                "SEARCH subject_state USING INDEX sqlite_autoindex_subject_state_1 (subject=?)"
+            ),
+            "{state}"
+        );
     }
 
     /// The tree is written with the entries, proofs from it verify against the root the entries
