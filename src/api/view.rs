@@ -99,6 +99,9 @@ pub(crate) struct SubjectEntry {
     /// The rebuild that made this entry (a cached page is valid for this entry only: an entry is
     /// rebuilt, never changed, when the subject's evidence changes).
     generation: u64,
+    /// `url` is its own canonical form (`http_url::canonical_subject_url`): a request naming
+    /// this very text names this subject without reading the URL again (preflight).
+    pub(crate) url_is_canonical: bool,
 }
 
 impl SubjectEntry {
@@ -151,7 +154,11 @@ pub(crate) struct ViewData {
 impl ViewData {
     /// The subject with this id (as written), if any.
     pub(crate) fn get(&self, id: &str) -> Option<&Arc<SubjectEntry>> {
-        let key = SubjectKey::parse(id)?;
+        self.get_key(SubjectKey::parse(id)?)
+    }
+
+    /// The subject with this key, if any.
+    pub(crate) fn get_key(&self, key: SubjectKey) -> Option<&Arc<SubjectEntry>> {
         self.ordered
             .binary_search_by(|e| e.key.cmp(&key))
             .ok()
@@ -701,8 +708,13 @@ impl Builder {
             }
         };
         self.generation += 1;
+        let url_is_canonical = old.map_or_else(
+            || crate::http_url::canonical_subject_url(&url).is_ok_and(|c| *c == *url),
+            |e| e.url_is_canonical,
+        );
         let entry = SubjectEntry {
             key,
+            url_is_canonical,
             url: url.clone(),
             category,
             withheld,
@@ -812,6 +824,7 @@ mod tests {
             revision: None,
             scored: None,
             generation,
+            url_is_canonical: true,
         }
     }
 
