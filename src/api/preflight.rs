@@ -20,7 +20,7 @@ use alloy::primitives::U256;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::{Method, Request, header};
+use axum::http::{Method, Request};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -342,11 +342,9 @@ pub(crate) async fn from_memory(
     if request.uri().path() != "/v1/preflight" {
         return Err(onward(request.map(Body::new)));
     }
-    let length = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    if post && length.is_none_or(|n| n > state.config.max_body_bytes.count()) {
+    // The body's length as hyper frames it (`None`: chunked).
+    let length = hyper::body::Body::size_hint(request.body()).exact();
+    if post && length.is_none_or(|n| n > state.config.max_body_bytes.count() as u64) {
         return Err(onward(request.map(Body::new)));
     }
     if let Err(secs) = state.limiter.take(client.ip(), std::time::Instant::now()) {
