@@ -40,11 +40,25 @@ struct LoadReport {
     p50_us: u64,
     p99_us: u64,
     max_us: u64,
+    /// Requests answered from the first to the last (warm-up included), over `wall_seconds`.
+    all_requests: u64,
+    wall_seconds: f64,
+    /// CPU the client process used meanwhile (all of it: warm-up, connections, its runtime).
+    client_cpu_seconds: f64,
+    /// CPU the server's process used meanwhile (measured by that process).
+    #[serde(default)]
+    server_cpu_seconds: f64,
 }
 
 impl LoadReport {
     fn rps(&self) -> f64 {
         self.requests as f64 / self.seconds
+    }
+
+    /// Microseconds of CPU per request answered: the client's and the server's.
+    fn cpu_us(&self) -> (f64, f64) {
+        let per = |s: f64| s * 1e6 / self.all_requests.max(1) as f64;
+        (per(self.client_cpu_seconds), per(self.server_cpu_seconds))
     }
 }
 
@@ -76,57 +90,44 @@ fn main() {
 }
 
 /// Loads `url` from `connections` keep-alive connections for `seconds` (after a second of
-/// warm-up), in this process (the second one): GETs, or POSTs of `post` as JSON.
+/// warm-up), in this process (the second one): GETs, or POSTs of `post` as JSON. Lean, so that
+/// the client does not hide the server's cost on the cores they share: one thread, each
+/// request's bytes built once and written raw, each answer read by its `content-length` alone
+/// (one request at a time per connection: no pipelining).
 fn load_client(url: &str, connections: usize, seconds: f64, post: Option<Bytes>) -> LoadReport {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(async {
+    let cpu0 = cpu_seconds();
+    let began = Instant::now();
+    let mut report = runtime.block_on(async {
         let uri: http::Uri = url.parse().unwrap();
         let addr: SocketAddr = uri.authority().unwrap().as_str().parse().unwrap();
+        let request = std::sync::Arc::new(request_bytes(&uri, post.as_deref()));
         let warm_until = Instant::now() + Duration::from_secs(1);
         let end = warm_until + Duration::from_secs_f64(seconds);
         let mut tasks = Vec::new();
         for _ in 0..connections {
-            let uri = uri.clone();
-            let post = post.clone();
+            let request = request.clone();
             tasks.push(tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
                 let mut hist =
                     hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
-                let (mut requests, mut errors, mut non_200) = (0u64, 0u64, 0u64);
-                let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+                let (mut requests, mut errors, mut non_200, mut all) = (0u64, 0u64, 0u64, 0u64);
+                let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
                 stream.set_nodelay(true).unwrap();
-                let (mut sender, conn) =
-                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                        .await
-                        .unwrap();
-                tokio::spawn(conn);
+                let mut buf = vec![0u8; 64 * 1024];
                 loop {
-                    let now = Instant::now();
-                    if now >= end {
+                    let began = Instant::now();
+                    if began >= end {
                         break;
                     }
-                    let target = uri.path_and_query().unwrap().as_str();
-                    let request = match &post {
-                        None => http::Request::get(target),
-                        Some(_) => http::Request::post(target)
-                            .header(http::header::CONTENT_TYPE, "application/json"),
-                    }
-                    .header(http::header::HOST, uri.authority().unwrap().as_str())
-                    .body(Full::new(post.clone().unwrap_or_default()))
-                    .unwrap();
-                    let began = Instant::now();
-                    let ok = match sender.send_request(request).await {
-                        Ok(response) => {
-                            let status = response.status();
-                            match response.into_body().collect().await {
-                                Ok(_) => Some(status == 200),
-                                Err(_) => None,
-                            }
-                        }
+                    let ok = match stream.write_all(&request).await {
+                        Ok(()) => read_answer(&mut stream, &mut buf).await.map(|s| s == 200),
                         Err(_) => None,
                     };
+                    all += 1;
                     if began < warm_until {
                         if ok.is_none() {
                             break;
@@ -146,17 +147,18 @@ fn load_client(url: &str, connections: usize, seconds: f64, post: Option<Bytes>)
                         }
                     }
                 }
-                (hist, requests, errors, non_200)
+                (hist, requests, errors, non_200, all)
             }));
         }
         let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
-        let (mut requests, mut errors, mut non_200) = (0, 0, 0);
+        let (mut requests, mut errors, mut non_200, mut all) = (0, 0, 0, 0);
         for t in tasks {
-            let (h, r, e, n) = t.await.unwrap();
+            let (h, r, e, n, a) = t.await.unwrap();
             hist.add(h).unwrap();
             requests += r;
             errors += e;
             non_200 += n;
+            all += a;
         }
         LoadReport {
             requests,
@@ -166,8 +168,82 @@ fn load_client(url: &str, connections: usize, seconds: f64, post: Option<Bytes>)
             p50_us: hist.value_at_quantile(0.50),
             p99_us: hist.value_at_quantile(0.99),
             max_us: hist.max(),
+            all_requests: all,
+            wall_seconds: 0.0,
+            client_cpu_seconds: 0.0,
+            server_cpu_seconds: 0.0,
         }
-    })
+    });
+    report.wall_seconds = began.elapsed().as_secs_f64();
+    report.client_cpu_seconds = cpu_seconds() - cpu0;
+    report
+}
+
+/// CPU seconds this process has used so far (user and system, all threads).
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes the struct it is given and nothing else.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+/// One request's bytes as the client writes them (built once per load).
+fn request_bytes(uri: &http::Uri, post: Option<&[u8]>) -> Vec<u8> {
+    let target = uri.path_and_query().unwrap().as_str();
+    let host = uri.authority().unwrap().as_str();
+    let mut out = match post {
+        None => format!("GET {target} HTTP/1.1\r\nhost: {host}\r\n\r\n"),
+        Some(body) => format!(
+            "POST {target} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        ),
+    }
+    .into_bytes();
+    out.extend_from_slice(post.unwrap_or_default());
+    out
+}
+
+/// Reads one answer off `stream` (a head with `content-length`, then that many bytes) into
+/// `buf`, and returns its status; `None` when the connection fails or the answer does not read.
+async fn read_answer(stream: &mut tokio::net::TcpStream, buf: &mut [u8]) -> Option<u16> {
+    use tokio::io::AsyncReadExt;
+    let mut filled = 0;
+    let head_end = loop {
+        let n = stream.read(&mut buf[filled..]).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        let from = filled.saturating_sub(3);
+        filled += n;
+        if let Some(at) = buf[from..filled].windows(4).position(|w| w == b"\r\n\r\n") {
+            break from + at + 4;
+        }
+        if filled == buf.len() {
+            return None;
+        }
+    };
+    let head = &buf[..head_end];
+    let status: u16 = std::str::from_utf8(head.get(9..12)?).ok()?.parse().ok()?;
+    let length: usize = head.split(|&b| b == b'\n').find_map(|line| {
+        let (name, value) = line.split_at(line.iter().position(|&b| b == b':')?);
+        name.eq_ignore_ascii_case(b"content-length")
+            .then(|| std::str::from_utf8(&value[1..]).ok()?.trim().parse().ok())?
+    })?;
+    // No pipelining: nothing follows the answer's body.
+    let mut left = (head_end + length).checked_sub(filled)?;
+    while left > 0 {
+        let room = left.min(buf.len());
+        let n = stream.read(&mut buf[..room]).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        left -= n;
+    }
+    Some(status)
 }
 
 /// Runs the load client as a second process against `url` (POSTing the file `post`, if any).
@@ -189,14 +265,19 @@ fn load_from_second_process(
     if let Some(post) = post {
         command.arg("--post-file").arg(post);
     }
+    let cpu0 = cpu_seconds();
     let out = command.output().expect("the load client runs");
+    let server_cpu_seconds = cpu_seconds() - cpu0;
     assert!(
         out.status.success(),
         "load client: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let line = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("load client said {line:?}: {e}"))
+    let mut report: LoadReport = serde_json::from_str(line.trim())
+        .unwrap_or_else(|e| panic!("load client said {line:?}: {e}"));
+    report.server_cpu_seconds = server_cpu_seconds;
+    report
 }
 
 /// A bare hyper server answering every request with `body` (the baseline).
@@ -264,6 +345,13 @@ async fn request(url: &str, post: Option<Bytes>) -> (u16, Bytes) {
         status,
         response.into_body().collect().await.unwrap().to_bytes(),
     )
+}
+
+/// The machine's load average as /proc/loadavg says it (1, 5 and 15 minutes).
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 fn ms(us: u64) -> f64 {
@@ -412,6 +500,7 @@ rate_burst = 1000000
             Some(post_file.as_path()),
         ),
     ];
+    let load_before = load_average();
     let mut measured = Vec::new();
     let seq0 = head(get(&format!("http://{api}/v1/ledger/head")).await.1);
     for (name, url, body, post) in &routes {
@@ -438,14 +527,19 @@ rate_burst = 1000000
         urls.len(),
         seq1 - seq0
     );
+    println!(
+        "  load average (1, 5, 15 min) before the loads: {load_before}; after: {}",
+        load_average()
+    );
     for (name, bytes, baseline, ours) in &measured {
         println!("  {name}, {bytes} bytes");
         for (who, r) in [
             ("baseline (bare hyper, same size)", baseline),
             ("x402-probe", ours),
         ] {
+            let (client_us, server_us) = r.cpu_us();
             println!(
-                "    {who:<34} {:>9.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms  max {:>7.2} ms  ({} errors, {} non-200)",
+                "    {who:<34} {:>9.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms  max {:>7.2} ms  ({} errors, {} non-200)  CPU per request: server {server_us:.1} us, client {client_us:.1} us",
                 r.rps(),
                 ms(r.p50_us),
                 ms(r.p99_us),
@@ -455,9 +549,10 @@ rate_burst = 1000000
             );
         }
         println!(
-            "    ratio to its baseline: {:.2} of the requests/s, p99 x{:.2}",
+            "    ratio to its baseline: {:.2} of the requests/s, p99 x{:.2}, server CPU per request x{:.2}",
             ours.rps() / baseline.rps(),
-            ours.p99_us as f64 / baseline.p99_us.max(1) as f64
+            ours.p99_us as f64 / baseline.p99_us.max(1) as f64,
+            ours.cpu_us().1 / baseline.cpu_us().1.max(f64::MIN_POSITIVE)
         );
     }
     for (name, _, _, ours) in &measured {

@@ -438,8 +438,8 @@ pub(crate) fn spawn(bound: Bound, mut state: ApiState) -> Running {
     let (stop, stopped) = watch::channel(false);
     let addr = bound.addr;
     let config = state.config.clone();
-    let app = router(state);
-    let task = tokio::spawn(serve(bound.listener, app, config, stopped));
+    let app = router(state.clone());
+    let task = tokio::spawn(serve(bound.listener, app, Arc::new(state), config, stopped));
     tracing::info!(%addr, "API listening");
     Running { stop, task, addr }
 }
@@ -447,6 +447,7 @@ pub(crate) fn spawn(bound: Bound, mut state: ApiState) -> Running {
 async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
+    state: Arc<ApiState>,
     config: Arc<ApiConfig>,
     mut stopped: watch::Receiver<bool>,
 ) {
@@ -480,6 +481,7 @@ async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let app = app.clone();
+        let state = state.clone();
         let mut stop = stopped.clone();
         let header_timeout = config.header_timeout_ms.millis();
         let idle_timeout = config.idle_timeout_ms.millis();
@@ -489,12 +491,15 @@ async fn serve(
             let answering = activity.clone();
             let service =
                 hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-                    let mut request = request.map(Body::new);
-                    request.extensions_mut().insert(ClientAddr(peer));
                     let busy = answering.answering();
-                    let answer = tower::ServiceExt::oneshot(app.clone(), request);
+                    let (app, state) = (app.clone(), state.clone());
                     async move {
-                        let answer = answer.await;
+                        // Preflight's answers kept in memory go out before the router (which
+                        // gets the request with its client's address put on).
+                        let answer = match preflight::from_memory(&state, request, peer).await {
+                            Ok(answer) => Ok(answer),
+                            Err(request) => tower::ServiceExt::oneshot(app, request).await,
+                        };
                         drop(busy);
                         answer
                     }

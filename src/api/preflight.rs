@@ -17,10 +17,14 @@
 use std::sync::Arc;
 
 use alloy::primitives::U256;
+use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
+use axum::http::{Method, Request};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -29,8 +33,8 @@ use sha2::Digest;
 use super::signed::SignedScore;
 use super::types::{ScoreSummaryView, Verdict};
 use super::v1::JsonBytes;
-use super::view::{Made, SubjectEntry, off_runtime};
-use super::{ApiError, ApiState, ErrorCode};
+use super::view::{Made, SubjectEntry, SubjectKey, off_runtime};
+use super::{ApiError, ApiState, ClientAddr, ErrorCode};
 use crate::checks::history::Declared;
 use crate::daemon::scoring::rfc3339_ms;
 use crate::store::SubjectState;
@@ -254,7 +258,7 @@ pub(crate) async fn post(State(state): State<ApiState>, body: Bytes) -> Result<R
     // An agent sends the same 402 again and again: its answer, made once for this entry and
     // this very text, is served without reading the PaymentRequired again (only a text that
     // read was ever answered and kept).
-    if let Some(body) = kept_answer(&state, &request.url, sent) {
+    if let Some(body) = kept_answer(&state, &request.url, Some(sent)) {
         return Ok(JsonBytes(body).into_response());
     }
     let required = read_payment_required(&request)?;
@@ -295,17 +299,85 @@ fn entry_of(state: &ApiState, canonical: &str) -> Option<Arc<SubjectEntry>> {
     state
         .view
         .current()
-        .get(&super::view::SubjectKey::of(canonical).hex())
+        .get_key(SubjectKey::of(canonical))
         .filter(|e| *e.url == *canonical)
         .cloned()
 }
 
-/// The answer kept for `url` and the PaymentRequired `sent`, made from the subject's entry as it
-/// is now.
-fn kept_answer(state: &ApiState, url: &str, sent: SentKey) -> Option<Bytes> {
-    let canonical = crate::http_url::canonical_subject_url(url).ok()?;
-    let entry = entry_of(state, &canonical)?;
-    state.view.kept(&entry, Made::PreflightWith(sent.0))
+/// The answer kept for `url` (and the PaymentRequired `sent`, if any), made from the subject's
+/// entry as it is now.
+fn kept_answer(state: &ApiState, url: &str, sent: Option<SentKey>) -> Option<Bytes> {
+    // A URL sent as a subject's canonical URL is that subject (canonical forms are their own):
+    // read again only when it is not.
+    let entry = match entry_of(state, url).filter(|e| e.url_is_canonical) {
+        Some(entry) => entry,
+        None => entry_of(state, &crate::http_url::canonical_subject_url(url).ok()?)?,
+    };
+    let made = sent.map_or(Made::Preflight, |sent| Made::PreflightWith(sent.0));
+    state.view.kept(&entry, made)
+}
+
+/// Preflight's answers kept in memory, served before the router: an agent asks the same
+/// question again and again, and its answer is bytes the view keeps (per entry, and per
+/// PaymentRequired text). Only a request the router would answer with those very bytes is
+/// answered here (the same route, method, query or body, and rate limit: its client's token is
+/// taken first, and a client over its limit gets the router's 429); anything else (another
+/// route, an answer not kept yet, a bad query or body, a body without a length or over
+/// `[api] max_body_bytes`) goes on to the router as it came, with the token marked as taken.
+/// A POST's body is read here within `[api] request_timeout_ms`, as the router would.
+pub(crate) async fn from_memory(
+    state: &ApiState,
+    request: Request<Incoming>,
+    client: std::net::SocketAddr,
+) -> Result<Response, Request<Body>> {
+    let onward = |mut request: Request<Body>| {
+        request.extensions_mut().insert(ClientAddr(client));
+        request
+    };
+    let post = match *request.method() {
+        Method::GET => false,
+        Method::POST => true,
+        _ => return Err(onward(request.map(Body::new))),
+    };
+    if request.uri().path() != "/v1/preflight" {
+        return Err(onward(request.map(Body::new)));
+    }
+    // The body's length as hyper frames it (`None`: chunked).
+    let length = hyper::body::Body::size_hint(request.body()).exact();
+    if post && length.is_none_or(|n| n > state.config.max_body_bytes.count() as u64) {
+        return Err(onward(request.map(Body::new)));
+    }
+    if let Err(secs) = state.limiter.take(client.ip(), std::time::Instant::now()) {
+        return Ok(super::ratelimit::over_limit(state, secs));
+    }
+    let (mut parts, body) = request.into_parts();
+    parts.extensions.insert(ClientAddr(client));
+    parts.extensions.insert(super::ratelimit::TokenTaken);
+    if !post {
+        let kept = Query::<PreflightQuery>::try_from_uri(&parts.uri)
+            .ok()
+            .and_then(|Query(q)| kept_answer(state, &q.url, None));
+        return match kept {
+            Some(body) => Ok(JsonBytes(body).into_response()),
+            None => Err(Request::from_parts(parts, Body::new(body))),
+        };
+    }
+    let timeout = state.config.request_timeout_ms.millis();
+    let bytes = match tokio::time::timeout(timeout, body.collect()).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        // As the router's body reader and its timeout answer these.
+        Ok(Err(e)) => return Ok(ApiError::bad_request(format!("body: {e}")).into_response()),
+        Err(_) => {
+            return Ok(ApiError::new(ErrorCode::Timeout, "Service Unavailable").into_response());
+        }
+    };
+    let kept = serde_json::from_slice::<PreflightRequest>(&bytes)
+        .ok()
+        .and_then(|request| kept_answer(state, &request.url, SentKey::of(&request)));
+    match kept {
+        Some(body) => Ok(JsonBytes(body).into_response()),
+        None => Err(Request::from_parts(parts, Body::from(bytes))),
+    }
 }
 
 /// The PaymentRequired the request carries, read as the probe reads a 402 (`None`: none sent).

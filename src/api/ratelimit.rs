@@ -72,6 +72,11 @@ impl RateLimiter {
     }
 }
 
+/// Put on a request whose token was taken before the router (preflight's answers kept in
+/// memory, `preflight::from_memory`), so that the router's limit does not take a second one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TokenTaken;
+
 /// Takes a token for the request's client: `Ok`, or the seconds until one is back.
 fn take(state: &ApiState, request: &Request<Body>) -> Result<(), u64> {
     let ip = request
@@ -102,18 +107,26 @@ pub(crate) async fn limit_public(
     request: Request<Body>,
     next: Next,
 ) -> Response {
+    if request.extensions().get::<TokenTaken>().is_some() {
+        return next.run(request).await;
+    }
     match take(&state, &request) {
         Ok(()) => next.run(request).await,
-        Err(secs) => ApiError {
-            code: ErrorCode::RateLimited,
-            message: format!(
-                "over {} requests per second from this address; retry in {secs} s",
-                state.config.rate_per_second
-            ),
-            retry_after: Some(secs),
-        }
-        .into_response(),
+        Err(secs) => over_limit(&state, secs),
     }
+}
+
+/// The answer of a public JSON route to a client over its limit.
+pub(crate) fn over_limit(state: &ApiState, secs: u64) -> Response {
+    ApiError {
+        code: ErrorCode::RateLimited,
+        message: format!(
+            "over {} requests per second from this address; retry in {secs} s",
+            state.config.rate_per_second
+        ),
+        retry_after: Some(secs),
+    }
+    .into_response()
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
 use super::pages::facts::{DayPoint, Latest, SubjectFacts};
-use super::pages::view::IndexOrder;
+use super::pages::view::{IndexOrder, IndexQuery};
 use super::signed::{SignedScore, envelope_parts};
 use super::types::{
     BandView, DailyScore, OutlookView, ScoreHistory, ScoreSummaryView, SubjectReadiness,
@@ -99,6 +99,9 @@ pub(crate) struct SubjectEntry {
     /// The rebuild that made this entry (a cached page is valid for this entry only: an entry is
     /// rebuilt, never changed, when the subject's evidence changes).
     generation: u64,
+    /// `url` is its own canonical form (`http_url::canonical_subject_url`): a request naming
+    /// this very text names this subject without reading the URL again (preflight).
+    pub(crate) url_is_canonical: bool,
 }
 
 impl SubjectEntry {
@@ -146,17 +149,34 @@ pub(crate) struct Details {
 pub(crate) struct ViewData {
     /// Every subject, by id.
     pub(crate) ordered: Vec<Arc<SubjectEntry>>,
+    /// The rebuilds made when it was published: a later view has a greater version.
+    version: u64,
 }
 
 impl ViewData {
     /// The subject with this id (as written), if any.
     pub(crate) fn get(&self, id: &str) -> Option<&Arc<SubjectEntry>> {
-        let key = SubjectKey::parse(id)?;
+        self.get_key(SubjectKey::parse(id)?)
+    }
+
+    /// The subject with this key, if any.
+    pub(crate) fn get_key(&self, key: SubjectKey) -> Option<&Arc<SubjectEntry>> {
         self.ordered
             .binary_search_by(|e| e.key.cmp(&key))
             .ok()
             .map(|i| &self.ordered[i])
     }
+}
+
+/// The most index pages kept for one version of the view (one per sort, direction and page
+/// asked for; a crawl of more pages renders the others per request).
+const INDEX_PAGES_KEPT: usize = 64;
+
+/// The index pages rendered from the view of `version`, by what was asked.
+#[derive(Default)]
+struct IndexPages {
+    version: u64,
+    pages: HashMap<IndexQuery, Bytes>,
 }
 
 /// What the cache keeps of a subject.
@@ -266,6 +286,8 @@ pub(crate) struct View {
     /// Preflight's answers to a PaymentRequired ([`Made::PreflightWith`]), within
     /// [`ANSWER_CACHE_BYTES`].
     answers: Mutex<Cache>,
+    /// The index pages rendered from the view of one version, by query.
+    index_pages: Mutex<IndexPages>,
     /// Signs envelopes on request.
     key: ReporterKey,
     /// The ledger's read-only handle: what a subject's own routes show is read from it.
@@ -280,6 +302,7 @@ impl View {
             current: RwLock::new(Arc::new(ViewData::default())),
             cache: Mutex::new(Cache::default()),
             answers: Mutex::new(Cache::within(ANSWER_CACHE_BYTES)),
+            index_pages: Mutex::default(),
             key,
             store: shared.store.clone(),
         });
@@ -322,6 +345,32 @@ impl View {
             Some(Bytes::from(render(self.details(entry))))
         })
         .unwrap_or_default()
+    }
+
+    /// The index page for `query` as rendered from `view` (of this view's version), when one is
+    /// kept.
+    pub(crate) fn index_page(&self, view: &ViewData, query: IndexQuery) -> Option<Bytes> {
+        let kept = self.index_pages.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.version != view.version {
+            return None;
+        }
+        kept.pages.get(&query).cloned()
+    }
+
+    /// Keeps `page` as the index page for `query` rendered from `view` (a view older than the
+    /// pages kept is not kept; a newer one replaces them).
+    pub(crate) fn keep_index_page(&self, view: &ViewData, query: IndexQuery, page: Bytes) {
+        let mut kept = self.index_pages.lock().unwrap_or_else(|p| p.into_inner());
+        if view.version < kept.version {
+            return;
+        }
+        if view.version > kept.version {
+            kept.version = view.version;
+            kept.pages.clear();
+        }
+        if kept.pages.len() < INDEX_PAGES_KEPT {
+            kept.pages.insert(query, page);
+        }
     }
 
     /// The signed envelope of the subject's latest score (`None` without a score, or, logged,
@@ -521,7 +570,10 @@ impl View {
     fn publish(&self, builder: &Builder) {
         let mut ordered: Vec<Arc<SubjectEntry>> = builder.entries.values().cloned().collect();
         ordered.sort_unstable_by_key(|e| e.key);
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(ViewData { ordered });
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(ViewData {
+            ordered,
+            version: builder.generation,
+        });
     }
 }
 
@@ -701,8 +753,13 @@ impl Builder {
             }
         };
         self.generation += 1;
+        let url_is_canonical = old.map_or_else(
+            || crate::http_url::canonical_subject_url(&url).is_ok_and(|c| *c == *url),
+            |e| e.url_is_canonical,
+        );
         let entry = SubjectEntry {
             key,
+            url_is_canonical,
             url: url.clone(),
             category,
             withheld,
@@ -812,6 +869,7 @@ mod tests {
             revision: None,
             scored: None,
             generation,
+            url_is_canonical: true,
         }
     }
 
@@ -878,6 +936,7 @@ mod tests {
             current: RwLock::default(),
             cache: Mutex::default(),
             answers: Mutex::default(),
+            index_pages: Mutex::default(),
             key: ReporterKey::generate(&dir.path().join("reporter.key")).unwrap(),
             store: Arc::new(store.reader()),
         };

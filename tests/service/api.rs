@@ -773,6 +773,14 @@ async fn a_client_over_the_rate_limit_gets_429_with_retry_after_and_others_do_no
     assert_eq!(status, 429);
     assert_eq!(err["error"]["code"], "rate_limited");
     validate(&doc, c.seen.last().unwrap()).unwrap();
+    // Preflight, answered before the router when its answer is kept, is under the same limit.
+    let preflight = d.url("/v1/preflight?url=http%3A%2F%2Funrated.test%2F");
+    let (status, err) = c.get("/v1/preflight", preflight.clone()).await;
+    assert_eq!(
+        (status, &err["error"]["code"]),
+        (429, &json!("rate_limited"))
+    );
+    validate(&doc, c.seen.last().unwrap()).unwrap();
     // A page over the limit is a page, not JSON: HTML under the pages' headers, with Retry-After.
     let r = c.http.get(d.url("/")).send().await.unwrap();
     assert_eq!(r.status(), 429);
@@ -800,6 +808,14 @@ async fn a_client_over_the_rate_limit_gets_429_with_retry_after_and_others_do_no
     tokio::time::sleep(std::time::Duration::from_secs(retry)).await;
     let (status, _) = c.get("/v1/key", d.url("/v1/key")).await;
     assert_eq!(status, 200);
+    // A preflight that goes on to the router (an unrated URL: no answer kept) takes one token,
+    // not one before the router and one in it: the whole burst, then 429.
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    for _ in 0..3 {
+        let (status, p) = c.get("/v1/preflight", preflight.clone()).await;
+        assert_eq!((status, &p["answer"]), (200, &json!("unrated")), "{p}");
+    }
+    assert_eq!(c.get("/v1/preflight", preflight).await.0, 429);
     d.stop().await.unwrap();
 }
 

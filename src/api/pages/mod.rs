@@ -24,8 +24,11 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
+use bytes::Bytes;
+
 use super::ApiState;
 use crate::api::view::off_runtime;
+use facts::Latest;
 
 /// Sent with every page and the stylesheet: nothing but our own stylesheet and inline images
 /// (`data:`, the favicon) may load; no script at all, no framing, no form posts.
@@ -107,12 +110,28 @@ async fn index_page(
         Ok(q) => q,
         Err(why) => return page(StatusCode::BAD_REQUEST, render::bad_request(&why)),
     };
+    // The page is a function of the view and the query alone: rendered once for each view
+    // published (its rows' documents read from the store), then served from memory.
+    let now = state.view.current();
+    if let Some(body) = state.view.index_page(&now, query) {
+        return page(StatusCode::OK, body);
+    }
     let shown = state.view.clone();
-    let v = off_runtime(move || {
-        view::index_view(&shown.current(), query, |e| shown.latest_document(e))
+    let body = off_runtime(move || {
+        let v = view::index_view(&now, query, |e| shown.latest_document(e));
+        let body = Bytes::from(render::index(&v));
+        // A row whose document could not be read now is not kept.
+        if !v
+            .rows
+            .iter()
+            .any(|r| matches!(r.latest, Latest::Unreadable(_)))
+        {
+            shown.keep_index_page(&now, query, body.clone());
+        }
+        body
     })
     .await;
-    page(StatusCode::OK, render::index(&v))
+    page(StatusCode::OK, body)
 }
 
 async fn subject_page(State(state): State<ApiState>, Path(id): Path<String>) -> Response {

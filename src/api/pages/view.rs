@@ -20,7 +20,7 @@ pub(crate) const INDEX_PAGE_ROWS: usize = 100;
 // ---------------------------------------------------------------- the index
 
 /// The index's sort columns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum SortKey {
     Subject,
     Score,
@@ -67,7 +67,7 @@ impl SortKey {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Direction {
     Asc,
     Desc,
@@ -98,7 +98,7 @@ impl Direction {
 }
 
 /// What the index was asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct IndexQuery {
     pub sort: SortKey,
     pub direction: Direction,
