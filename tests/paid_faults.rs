@@ -149,6 +149,7 @@ async fn child_paid_call() {
     };
     let ctx = PaidContext {
         wallet: &wallet,
+        svm: None,
         store: &store,
         policy: &policy,
         rpc: &rpc,

@@ -62,6 +62,7 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
     let fetch_cfg = lab_fetch(&lab);
     let ctx = PaidContext {
         wallet: &wallet,
+        svm: None,
         store: &store,
         policy: &policy,
         rpc: &rpc,

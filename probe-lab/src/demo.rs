@@ -124,6 +124,7 @@ async fn demo(args: Args) -> Result<i32> {
         );
         let ctx = PaidContext {
             wallet: &wallet,
+            svm: None,
             store: &store,
             policy: &policy,
             rpc: &rpc,

@@ -245,6 +245,7 @@ pub fn run(args: Args) -> Result<i32> {
                 let policy = pay.policy(rpc, &cfg.declared_assets).await?;
                 let ctx = PaidContext {
                     wallet: &pay.wallet,
+                    svm: None,
                     store: &pay.store,
                     policy: &policy,
                     rpc,

@@ -371,6 +371,7 @@ pub(crate) async fn run_subject(
     if pay && let Some(parts) = shared.pay.as_ref() {
         let ctx = PaidContext {
             wallet: &parts.wallet,
+            svm: None,
             store: &parts.spend,
             policy: &*parts.policy,
             rpc: &parts.rpc,
@@ -384,7 +385,7 @@ pub(crate) async fn run_subject(
     }
 
     let ended_ms = shared.clock.now_ms().max(started_ms);
-    let paid_sent = out.paid.as_ref().is_some_and(|p| p.payment.is_some());
+    let paid_sent = out.paid.as_ref().is_some_and(|p| p.payment_sent());
     let record = RunRecord {
         id: run_id(&shared.vantage, &url, started_ms),
         subject: url.clone(),

@@ -40,6 +40,8 @@ use crate::paid::steps::{
 };
 use crate::probe::http::{FetchConfig, FetchRequest, fetch};
 use crate::probe::rpc::{LogEntry, Rpc, RpcError, TxReceipt};
+use crate::probe::solana_rpc::SolanaRpc;
+use crate::solana_wallet::SolanaWallet;
 use crate::spend::PayPolicy;
 use crate::spend::{ReconcileStep, Refusal, ReserveError, ReserveRequest, SpendStore};
 use crate::wallet::Wallet;
@@ -126,9 +128,19 @@ pub enum PaidStep {
     Verified { id: i64 },
 }
 
+/// What paying Solana entries needs: the Solana wallet and the fixed Solana RPC every Solana
+/// chain fact is read through.
+#[derive(Clone, Copy)]
+pub struct SvmPay<'a> {
+    pub wallet: &'a SolanaWallet,
+    pub rpc: &'a SolanaRpc,
+}
+
 /// What a paid call needs. The caller owns everything; nothing here outlives the call.
 pub struct PaidContext<'a> {
     pub wallet: &'a Wallet,
+    /// Solana entries are paid only with this (`None`: they are refused).
+    pub svm: Option<SvmPay<'a>>,
     pub store: &'a SpendStore,
     /// A fixed policy, or one that may change while the call runs (the daemon's, whose caps a
     /// reload may lower): the reservation reads it last, so a cap lowered meanwhile holds.
@@ -165,7 +177,7 @@ impl PolicySource for std::sync::RwLock<PayPolicy> {
 }
 
 impl PaidContext<'_> {
-    fn step(&self, step: PaidStep) {
+    pub(super) fn step(&self, step: PaidStep) {
         if let Some(hook) = self.on_step {
             hook(step);
         }
@@ -174,25 +186,25 @@ impl PaidContext<'_> {
 
 /// The paid part's deadline, on the monotonic clock (it bounds real waiting).
 #[derive(Debug, Clone, Copy)]
-struct Deadline(tokio::time::Instant);
+pub(super) struct Deadline(tokio::time::Instant);
 
 impl Deadline {
     fn after_ms(ms: u64) -> Deadline {
         Deadline(tokio::time::Instant::now() + Duration::from_millis(ms))
     }
 
-    fn passed(self) -> bool {
+    pub(super) fn passed(self) -> bool {
         tokio::time::Instant::now() >= self.0
     }
 
     /// The earlier of this deadline and `ms` from now.
-    fn or_within_ms(self, ms: u64) -> tokio::time::Instant {
+    pub(super) fn or_within_ms(self, ms: u64) -> tokio::time::Instant {
         self.0
             .min(tokio::time::Instant::now() + Duration::from_millis(ms))
     }
 }
 
-const DEADLINE_PASSED: &str = "the paid part's deadline passed before this read";
+pub(super) const DEADLINE_PASSED: &str = "the paid part's deadline passed before this read";
 
 /// Pays `url` once (as quoted in `quote`, the 402 the caller saw for `request`), then verifies on
 /// chain where the money went. Never panics; every failure and refusal is in the observation.
@@ -284,20 +296,44 @@ async fn pay_until(
             .notes
             .push(format!("reconciling earlier reservations: {e}")),
     }
+    // Open Solana reservations too (a paid call holds the call lock: none is in flight).
+    if let Some(svm) = &ctx.svm {
+        match super::reconcile::reconcile_svm(ctx.store, svm.rpc, ctx.wall.now()).await {
+            Ok(report) => {
+                for id in report.settled.iter().chain(&report.released) {
+                    ctx.step(PaidStep::Reconciled { id: *id });
+                }
+                let all = obs.reconciled.get_or_insert_with(Default::default);
+                all.settled.extend(report.settled);
+                all.released.extend(report.released);
+                all.still_open.extend(report.still_open);
+            }
+            Err(e) => obs
+                .notes
+                .push(format!("reconciling earlier Solana reservations: {e}")),
+        }
+    }
 
     // 2. Choose an entry the policy allows.
     let policy = ctx.policy.current();
-    let (required, requirement) = match steps::choose(&policy, quote) {
+    let (required, requirement, svm) = match steps::choose(&policy, quote, ctx.svm.is_some()) {
         Choice::Pay {
             required,
             requirement,
-        } => (required, requirement),
+            svm,
+        } => (required, requirement, svm),
         Choice::Refuse { quote, declined } => {
             obs.quote = quote.map(|q| *q);
             return refuse(ctx, obs, declined);
         }
     };
     obs.quote = Some(quote_seen(required, requirement));
+    if svm {
+        return match &ctx.svm {
+            Some(pay) => super::paid_svm::pay(ctx, pay, obs, request, requirement, deadline).await,
+            None => refuse(ctx, obs, Vec::new()),
+        };
+    }
 
     // 3. The 402 again: the price must not have moved.
     if deadline.passed() {
@@ -446,6 +482,9 @@ async fn pay_until(
 }
 
 async fn verify_until(ctx: &PaidContext<'_>, obs: &mut PaidObservation, deadline: Deadline) {
+    if let (Some(_), Some(pay)) = (&obs.svm, &ctx.svm) {
+        return super::paid_svm::verify(ctx, pay, obs, deadline).await;
+    }
     let Some(payment) = obs.payment.clone() else {
         return;
     };
@@ -457,7 +496,7 @@ async fn verify_until(ctx: &PaidContext<'_>, obs: &mut PaidObservation, deadline
     });
 }
 
-fn refuse(
+pub(super) fn refuse(
     ctx: &PaidContext<'_>,
     mut obs: PaidObservation,
     declined: Vec<Declined>,
@@ -477,7 +516,7 @@ fn refuse(
     obs
 }
 
-fn deadline_refusal(
+pub(super) fn deadline_refusal(
     ctx: &PaidContext<'_>,
     obs: PaidObservation,
     entry: &crate::x402::types::Requirement,
@@ -505,14 +544,14 @@ fn release_unsent(
 /// The fetch settings for the quote we pay from: the endpoint's own, except that an unverified TLS
 /// chain always stops the exchange (a caller observing invalid TLS for S1 must not pay through it:
 /// whoever sits in the middle could take the signed authorization and never deliver).
-fn verified_fetch_config(ctx: &PaidContext<'_>) -> FetchConfig {
+pub(super) fn verified_fetch_config(ctx: &PaidContext<'_>) -> FetchConfig {
     let mut cfg = ctx.fetch.clone();
     cfg.observe_invalid_tls = false;
     cfg
 }
 
 /// The fetch settings for the paid request: as for the quote, with room for settlement.
-fn paid_fetch_config(ctx: &PaidContext<'_>) -> FetchConfig {
+pub(super) fn paid_fetch_config(ctx: &PaidContext<'_>) -> FetchConfig {
     let mut cfg = verified_fetch_config(ctx);
     cfg.timeouts.first_byte_ms = ctx.options.paid_timeout_ms;
     cfg.timeouts.overall_ms = ctx

@@ -1,0 +1,171 @@
+//! The paid call's decisions on Solana, pure, where they differ from EVM's (`steps.rs`): what our
+//! Solana RPC must show before we pay (the quote's cluster, the mint as the allowlist prices it,
+//! our token account holding the amount), and the record of what was sent. The rules shared with
+//! EVM (choose, re-quote, never-sent, the settlement header) are `steps.rs`'s.
+
+use base64::Engine as _;
+
+use crate::evidence::chain::ChainRead;
+use crate::evidence::free::SolanaAccount;
+use crate::evidence::paid::{Refusal, RefusalCode};
+use crate::evidence::svm::{SvmPaidChainSeen, SvmPaymentSent};
+use crate::spend::{PricedSvm, SvmReservation};
+use crate::x402::solana::{MintState, SolanaAddress, TokenAccount, TokenAccountState};
+
+/// What the chain showed before paying, as the reservation needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SvmMint {
+    /// The program that owns the mint (SPL Token or Token-2022).
+    pub token_program: SolanaAddress,
+    pub decimals: u8,
+}
+
+fn unavailable<E: std::fmt::Display>(what: &str, e: E) -> Refusal {
+    Refusal::new(
+        RefusalCode::RpcUnavailable,
+        format!("{what}: {e}; a settlement could not be verified, so nothing is paid"),
+    )
+}
+
+/// Step 4a: our Solana RPC serves the quote's cluster, and the mint is an initialised SPL mint
+/// owned by the Token or Token-2022 program. A malformed answer is the RPC failing: no payment.
+pub fn judge_svm_mint<E: std::fmt::Display>(
+    priced: &PricedSvm,
+    genesis: Result<String, E>,
+    mint: Result<Option<SolanaAccount>, E>,
+) -> Result<SvmMint, Refusal> {
+    let genesis = genesis.map_err(|e| unavailable("reading the Solana RPC's genesis hash", e))?;
+    let network = priced.quote.network;
+    if !network.is_served_by(&genesis) {
+        return Err(Refusal::new(
+            RefusalCode::WrongChain,
+            format!(
+                "the Solana RPC serves the cluster of genesis {}, the quote is on {network}",
+                genesis.chars().take(44).collect::<String>()
+            ),
+        ));
+    }
+    let invalid = |why: String| Refusal::new(RefusalCode::SvmTransferInvalid, why);
+    let mint_text = priced.quote.mint.to_string();
+    let account = mint
+        .map_err(|e| unavailable("reading the mint", e))?
+        .ok_or_else(|| invalid(format!("the mint {mint_text} does not exist on {network}")))?;
+    let token_program = SolanaAddress::parse(&account.owner)
+        .ok()
+        .filter(|p| {
+            *p == SolanaAddress::token_program() || *p == SolanaAddress::token_2022_program()
+        })
+        .ok_or_else(|| {
+            invalid(format!(
+                "the mint {mint_text} is owned by {}, not a token program",
+                account.owner.chars().take(44).collect::<String>()
+            ))
+        })?;
+    let state = base64::engine::general_purpose::STANDARD
+        .decode(&account.data)
+        .ok()
+        .and_then(|data| MintState::read(&data))
+        .filter(|m| m.is_initialized)
+        .ok_or_else(|| {
+            invalid(format!(
+                "the account {mint_text} is not an initialised mint"
+            ))
+        })?;
+    Ok(SvmMint {
+        token_program,
+        decimals: state.decimals,
+    })
+}
+
+/// Step 4b: our token account for the mint exists, holds that mint for us, is not frozen and
+/// holds at least the quoted amount.
+pub fn judge_svm_funds<E: std::fmt::Display>(
+    priced: &PricedSvm,
+    payer: SolanaAddress,
+    source: Result<Option<SolanaAccount>, E>,
+) -> Result<(), Refusal> {
+    let poor = |why: String| Refusal::new(RefusalCode::InsufficientFunds, why);
+    let account = source
+        .map_err(|e| unavailable("reading our token account", e))?
+        .ok_or_else(|| {
+            poor(format!(
+                "our wallet {payer} has no token account for the mint"
+            ))
+        })?;
+    let read = base64::engine::general_purpose::STANDARD
+        .decode(&account.data)
+        .ok()
+        .and_then(|data| TokenAccount::read(&data))
+        .filter(|t| t.mint == priced.quote.mint && t.owner == payer);
+    let Some(token) = read else {
+        return Err(unavailable(
+            "reading our token account",
+            "the answer is not our token account of the mint",
+        ));
+    };
+    if token.state != TokenAccountState::Initialized {
+        return Err(poor(format!(
+            "our token account is {:?}, not open",
+            token.state
+        )));
+    }
+    if token.amount < priced.quote.amount {
+        return Err(poor(format!(
+            "our token account holds {} atomic units, the quote asks {}",
+            token.amount, priced.quote.amount
+        )));
+    }
+    Ok(())
+}
+
+/// Step 5: the record of what is about to be sent on Solana (public once sent).
+pub fn svm_payment_sent(
+    reservation: &SvmReservation,
+    signature: &[u8; 64],
+    header_name: &str,
+    header_value: &str,
+    last_valid_block_height: u64,
+    sent_at: i64,
+) -> SvmPaymentSent {
+    let t = reservation.transfer();
+    SvmPaymentSent {
+        reservation_id: reservation.id(),
+        cost_usd: reservation.cost(),
+        network: t.network.to_string(),
+        payer: t.payer.to_string(),
+        fee_payer: t.fee_payer.to_string(),
+        mint: t.mint.to_string(),
+        source: t.source.to_string(),
+        destination: t.destination.to_string(),
+        pay_to: t.pay_to.to_string(),
+        amount: t.amount,
+        memo: String::from_utf8_lossy(&t.memo).into_owned(),
+        blockhash: bs58::encode(t.recent_blockhash).into_string(),
+        last_valid_block_height,
+        signature: bs58::encode(signature).into_string(),
+        header_name: header_name.to_string(),
+        header_value: header_value.to_string(),
+        sent_at,
+    }
+}
+
+/// The chain reads of a Solana payment before they are made.
+pub fn svm_chain_before(rpc_url: &str, payment: &SvmPaymentSent) -> SvmPaidChainSeen {
+    const UNREAD: &str = "not read yet";
+    SvmPaidChainSeen {
+        rpc_url: rpc_url.to_string(),
+        our_signature: payment.signature.clone(),
+        source: payment.source.clone(),
+        destination: payment.destination.clone(),
+        mint: payment.mint.clone(),
+        amount: payment.amount,
+        claimed: ChainRead::skipped(UNREAD),
+        window: ChainRead::skipped(UNREAD),
+    }
+}
+
+/// The signature a settlement names, when it is one (base58 of 64 bytes).
+pub fn named_signature(transaction: Option<&str>) -> Option<&str> {
+    let text = transaction?;
+    (text.len() <= 88 && bs58::decode(text).into_vec().is_ok_and(|b| b.len() == 64)).then_some(text)
+}
