@@ -38,6 +38,11 @@ pub const SEQ_STRIDE: u64 = 1024;
 /// What paying needs (absent: the daemon never pays).
 pub struct PayParts {
     pub wallet: Wallet,
+    /// The Solana wallet and the fixed Solana RPC, when Solana entries are paid.
+    pub svm: Option<(
+        crate::solana_wallet::SolanaWallet,
+        crate::probe::solana_rpc::SolanaRpc,
+    )>,
     pub spend: Arc<SpendStore>,
     /// The caps and allowlist; a reload may lower or raise the caps (`PayParts::caps`), and a
     /// paid call reads them again when it reserves. Shared with the API's [`SpendView`].
@@ -371,7 +376,10 @@ pub(crate) async fn run_subject(
     if pay && let Some(parts) = shared.pay.as_ref() {
         let ctx = PaidContext {
             wallet: &parts.wallet,
-            svm: None,
+            svm: parts
+                .svm
+                .as_ref()
+                .map(|(wallet, rpc)| crate::probe::paid::SvmPay { wallet, rpc }),
             store: &parts.spend,
             policy: &*parts.policy,
             rpc: &parts.rpc,

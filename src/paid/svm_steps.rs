@@ -118,6 +118,37 @@ pub fn judge_svm_funds<E: std::fmt::Display>(
     Ok(())
 }
 
+/// Step 4c: payTo's token account for the mint exists, holds that mint for payTo and is open:
+/// facilitators refuse a payment that would create it, and a frozen one cannot receive, so a
+/// payment to it could only fail or be altered.
+pub fn judge_svm_destination<E: std::fmt::Display>(
+    priced: &PricedSvm,
+    destination: Result<Option<SolanaAccount>, E>,
+) -> Result<(), Refusal> {
+    let pay_to = priced.quote.pay_to;
+    let invalid = |why: String| Refusal::new(RefusalCode::SvmTransferInvalid, why);
+    let account = destination
+        .map_err(|e| unavailable("reading payTo's token account", e))?
+        .ok_or_else(|| {
+            invalid(format!(
+                "payTo {pay_to} has no token account for the mint: no facilitator settles a payment that creates it"
+            ))
+        })?;
+    let token = base64::engine::general_purpose::STANDARD
+        .decode(&account.data)
+        .ok()
+        .and_then(|data| TokenAccount::read(&data))
+        .filter(|t| t.mint == priced.quote.mint && t.owner == pay_to)
+        .ok_or_else(|| invalid(format!("payTo {pay_to}'s token account is not of the mint")))?;
+    if token.state != TokenAccountState::Initialized {
+        return Err(invalid(format!(
+            "payTo {pay_to}'s token account is {:?}: it cannot receive",
+            token.state
+        )));
+    }
+    Ok(())
+}
+
 /// Step 5: the record of what is about to be sent on Solana (public once sent).
 pub fn svm_payment_sent(
     reservation: &SvmReservation,

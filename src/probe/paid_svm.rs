@@ -25,7 +25,8 @@ use crate::evidence::svm::SvmPaidSeen;
 use crate::paid::steps::{self, Declined, never_sent, quote_seen, settlement_of};
 use crate::paid::svm_chain::{SvmReconciled, reconcile_verdict};
 use crate::paid::svm_steps::{
-    judge_svm_funds, judge_svm_mint, named_signature, svm_chain_before, svm_payment_sent,
+    judge_svm_destination, judge_svm_funds, judge_svm_mint, named_signature, svm_chain_before,
+    svm_payment_sent,
 };
 use crate::probe::http::{FetchRequest, fetch};
 use crate::spend::{ReserveError, SvmReservation, SvmReserveRequest};
@@ -85,14 +86,29 @@ pub(super) async fn pay(
         );
         return refuse(ctx, obs, vec![Declined::new(refusal, Some(fresh_entry))]);
     };
+    let Some(destination) = SolanaAddress::associated_token_account(
+        &priced.quote.pay_to,
+        &priced.quote.mint,
+        &mint.token_program,
+    ) else {
+        let refusal = crate::evidence::paid::Refusal::new(
+            crate::evidence::paid::RefusalCode::SvmTransferInvalid,
+            "no associated token account can be derived for payTo",
+        );
+        return refuse(ctx, obs, vec![Declined::new(refusal, Some(fresh_entry))]);
+    };
     let source_text = source.to_string();
-    let (funds, blockhash, height, newest) = tokio::join!(
+    let destination_text = destination.to_string();
+    let (funds, payee, blockhash, height, newest) = tokio::join!(
         svm.rpc.account(&source_text),
+        svm.rpc.account(&destination_text),
         svm.rpc.latest_blockhash(),
         svm.rpc.block_height(),
         svm.rpc.newest_signature(&source_text),
     );
-    if let Err(refusal) = judge_svm_funds(&priced, payer, funds) {
+    if let Err(refusal) =
+        judge_svm_funds(&priced, payer, funds).and_then(|()| judge_svm_destination(&priced, payee))
+    {
         return refuse(ctx, obs, vec![Declined::new(refusal, Some(fresh_entry))]);
     }
     let read = (|| Ok::<_, crate::probe::rpc::RpcError>((blockhash?, height?, newest?)))();
