@@ -651,6 +651,78 @@ mod tests {
         assert_eq!(declined[0].refusal.code, RefusalCode::NoRequirements);
     }
 
+    fn solana_first(amount: &str, pay_to: &str) -> Parsed402 {
+        let body = serde_json::json!({"x402Version": 2, "resource": {"url": "https://api.example/x"},
+            "accepts": [
+                {"scheme": "exact", "network": "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1",
+                 "amount": amount, "asset": "4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU",
+                 "payTo": pay_to, "maxTimeoutSeconds": 60,
+                 "extra": {"feePayer": "2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg4"}},
+                {"scheme": "exact", "network": "eip155:84532", "amount": "10000", "asset": ASSET,
+                 "payTo": PAY_TO, "maxTimeoutSeconds": 60, "extra": {"name": "USDC", "version": "2"}}
+            ]});
+        parse_payment_required(402, &[], body.to_string().as_bytes())
+    }
+
+    const SVM_PAY_TO: &str = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin";
+
+    #[test]
+    fn a_solana_entry_is_paid_only_with_a_solana_wallet_and_by_its_own_rules() {
+        let mut p = policy();
+        p.svm_allowlist = crate::spend::AllowedSvmAsset::canonical_usdc();
+        let q = solana_first("10000", SVM_PAY_TO);
+        // Without a Solana wallet the EVM entry is chosen, the Solana one declined.
+        let Choice::Pay {
+            requirement, svm, ..
+        } = choose(&p, &q, false)
+        else {
+            panic!("the EVM entry is payable");
+        };
+        assert_eq!((requirement.index, svm), (1, false));
+        let Choice::Pay {
+            requirement, svm, ..
+        } = choose(&p, &q, true)
+        else {
+            panic!("the Solana entry is payable");
+        };
+        assert_eq!((requirement.index, svm), (0, true));
+        // Over the per-call cap: declined by the Solana rules, the EVM entry paid instead.
+        let dear = solana_first("60000", SVM_PAY_TO);
+        let Choice::Pay { requirement, .. } = choose(&p, &dear, true) else {
+            panic!("the EVM entry is payable");
+        };
+        assert_eq!(requirement.index, 1);
+        // Off the Solana allowlist: nothing on Solana is paid.
+        p.svm_allowlist.clear();
+        let Choice::Pay { svm, .. } = choose(&p, &q, true) else {
+            panic!("the EVM entry is payable");
+        };
+        assert!(!svm);
+    }
+
+    #[test]
+    fn a_solana_requote_that_moved_price_or_payee_is_refused() {
+        let mut p = policy();
+        p.svm_allowlist = crate::spend::AllowedSvmAsset::canonical_usdc();
+        let quoted = solana_first("10000", SVM_PAY_TO);
+        let quoted_entry = &quoted.required.as_ref().unwrap().accepts[0];
+        for (amount, pay_to, should_pay) in [
+            ("10000", SVM_PAY_TO, true),
+            ("10001", SVM_PAY_TO, false),
+            ("10000", "2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg5", false),
+            ("10000", "not base58 0OIl", false),
+        ] {
+            let fresh = solana_first(amount, pay_to);
+            let (seen, judged) =
+                judge_requote_svm(&p, quoted_entry, &exchange_of(&fresh), Some(&fresh));
+            assert_eq!(judged.is_ok(), should_pay, "{amount} {pay_to}");
+            assert_eq!(seen.changes.is_empty(), should_pay, "{:?}", seen.changes);
+            if let Err(d) = judged {
+                assert_eq!(d.refusal.code, RefusalCode::QuoteChanged);
+            }
+        }
+    }
+
     #[test]
     fn a_requote_that_moved_price_or_payee_is_refused() {
         let p = policy();

@@ -200,3 +200,122 @@ pub fn named_signature(transaction: Option<&str>) -> Option<&str> {
     let text = transaction?;
     (text.len() <= 88 && bs58::decode(text).into_vec().is_ok_and(|b| b.len() == 64)).then_some(text)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spend::{AllowedSvmAsset, PayPolicy, assess_svm};
+    use crate::x402::parse::parse_payment_required;
+    use crate::x402::solana::SolanaNetwork;
+
+    const PAY_TO: &str = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin";
+    const FEE_PAYER: &str = "2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg4";
+
+    fn priced(amount: u64) -> PricedSvm {
+        let mut policy = PayPolicy::new(
+            "1".parse().unwrap(),
+            "1".parse().unwrap(),
+            "1".parse().unwrap(),
+            Vec::new(),
+        );
+        policy.svm_allowlist = AllowedSvmAsset::canonical_usdc();
+        let body = serde_json::json!({"x402Version": 2, "resource": {"url": "https://a.example/x"},
+            "accepts": [{"scheme": "exact", "network": SolanaNetwork::Devnet.to_string(),
+                "amount": amount.to_string(), "asset": SolanaNetwork::Devnet.usdc_mint(),
+                "payTo": PAY_TO, "maxTimeoutSeconds": 60, "extra": {"feePayer": FEE_PAYER}}]});
+        let parsed = parse_payment_required(402, &[], body.to_string().as_bytes());
+        assess_svm(&policy, &parsed.required.unwrap().accepts[0]).unwrap()
+    }
+
+    fn account(owner: &str, data: Vec<u8>) -> Option<SolanaAccount> {
+        Some(SolanaAccount {
+            owner: owner.into(),
+            lamports: 1,
+            data_len: data.len(),
+            data: base64::engine::general_purpose::STANDARD.encode(data),
+        })
+    }
+
+    fn mint(decimals: u8, initialised: bool) -> Vec<u8> {
+        let mut data = vec![0u8; 82];
+        data[44] = decimals;
+        data[45] = u8::from(initialised);
+        data
+    }
+
+    fn token(mint: SolanaAddress, owner: SolanaAddress, amount: u64, state: u8) -> Vec<u8> {
+        let mut data = vec![0u8; 165];
+        data[..32].copy_from_slice(&mint.0);
+        data[32..64].copy_from_slice(&owner.0);
+        data[64..72].copy_from_slice(&amount.to_le_bytes());
+        data[108] = state;
+        data
+    }
+
+    type Read = Result<Option<SolanaAccount>, String>;
+
+    #[test]
+    fn the_rpc_must_serve_the_cluster_and_the_mint_must_be_a_token_mint() {
+        let p = priced(10_000);
+        let devnet = || Ok::<_, String>("EtWTRABZaYq6iMfeYKouRu166VU2xqa1wcaWoxPkrZBG".to_string());
+        let token_mint: Read = Ok(account(crate::x402::solana::TOKEN_PROGRAM, mint(6, true)));
+        let got = judge_svm_mint(&p, devnet(), token_mint.clone()).unwrap();
+        assert_eq!(got.decimals, 6);
+        assert_eq!(got.token_program, SolanaAddress::token_program());
+        let code = |r: Result<SvmMint, Refusal>| r.unwrap_err().code;
+        let mainnet = Ok::<_, String>("5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d".to_string());
+        assert_eq!(code(judge_svm_mint(&p, mainnet, token_mint.clone())), RefusalCode::WrongChain);
+        assert_eq!(
+            code(judge_svm_mint(&p, Err("down".into()), token_mint)),
+            RefusalCode::RpcUnavailable
+        );
+        for bad in [
+            Ok(None),
+            Ok(account(FEE_PAYER, mint(6, true))),
+            Ok(account(crate::x402::solana::TOKEN_PROGRAM, mint(6, false))),
+            Ok(account(crate::x402::solana::TOKEN_PROGRAM, vec![1, 2, 3])),
+        ] {
+            assert_eq!(code(judge_svm_mint(&p, devnet(), bad)), RefusalCode::SvmTransferInvalid);
+        }
+        assert_eq!(
+            code(judge_svm_mint(&p, devnet(), Err("timeout".into()))),
+            RefusalCode::RpcUnavailable
+        );
+    }
+
+    #[test]
+    fn we_pay_only_from_an_open_account_holding_the_amount_to_an_open_account() {
+        let p = priced(10_000);
+        let us = SolanaAddress([7; 32]);
+        let usdc = p.quote.mint;
+        let ours = |amount, state| -> Read { Ok(account("x", token(usdc, us, amount, state))) };
+        assert_eq!(judge_svm_funds(&p, us, ours(10_000, 1)), Ok(()));
+        let code = |r: Result<(), Refusal>| r.unwrap_err().code;
+        assert_eq!(code(judge_svm_funds(&p, us, ours(9_999, 1))), RefusalCode::InsufficientFunds);
+        assert_eq!(code(judge_svm_funds(&p, us, ours(10_000, 2))), RefusalCode::InsufficientFunds);
+        assert_eq!(code(judge_svm_funds(&p, us, Ok(None))), RefusalCode::InsufficientFunds);
+        let someone_elses: Read = Ok(account("x", token(usdc, SolanaAddress([8; 32]), 1 << 40, 1)));
+        assert_eq!(code(judge_svm_funds(&p, us, someone_elses)), RefusalCode::RpcUnavailable);
+        assert_eq!(
+            code(judge_svm_funds(&p, us, Err("down".to_string()))),
+            RefusalCode::RpcUnavailable
+        );
+
+        let payee = p.quote.pay_to;
+        let theirs = |state| -> Read { Ok(account("x", token(usdc, payee, 0, state))) };
+        assert_eq!(judge_svm_destination(&p, theirs(1)), Ok(()));
+        assert_eq!(code(judge_svm_destination(&p, theirs(2))), RefusalCode::SvmTransferInvalid);
+        assert_eq!(code(judge_svm_destination(&p, Ok(None))), RefusalCode::SvmTransferInvalid);
+        let other_mint: Read = Ok(account("x", token(us, payee, 0, 1)));
+        assert_eq!(code(judge_svm_destination(&p, other_mint)), RefusalCode::SvmTransferInvalid);
+    }
+
+    #[test]
+    fn only_a_base58_signature_of_64_bytes_is_named() {
+        let signature = bs58::encode([3u8; 64]).into_string();
+        assert_eq!(named_signature(Some(&signature)), Some(signature.as_str()));
+        assert_eq!(named_signature(Some("0xabc")), None);
+        assert_eq!(named_signature(Some(&bs58::encode([3u8; 32]).into_string())), None);
+        assert_eq!(named_signature(None), None);
+    }
+}
