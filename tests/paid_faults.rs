@@ -93,10 +93,9 @@ async fn child_paid_call() {
     if mode == "svm-reconcile" {
         let solana_rpc = solana_rpc.expect("PAID_CHILD_SOLANA_RPC");
         let _lock = store.lock_for_call().await.unwrap();
-        let report =
-            x402_probe::probe::reconcile::reconcile_svm(&store, &solana_rpc, now_unix())
-                .await
-                .unwrap();
+        let report = x402_probe::probe::reconcile::reconcile_svm(&store, &solana_rpc, now_unix())
+            .await
+            .unwrap();
         announce(&format!(
             "RECONCILED settled={} released={} open={}",
             report.settled.len(),
@@ -767,7 +766,10 @@ async fn crash_at_every_step_on_solana_never_overspends_or_loses_a_reservation()
         "still open: {rows:?}"
     );
     let rpc = x402_probe::probe::solana_rpc::SolanaRpc::new(lab.solana_rpc_url().unwrap());
-    let landed = rpc.transactions_of(&rows[0].source, None, 200).await.unwrap();
+    let landed = rpc
+        .transactions_of(&rows[0].source, None, 200)
+        .await
+        .unwrap();
     let ours_landed = |signature: &str| {
         landed
             .iter()
@@ -789,7 +791,10 @@ async fn crash_at_every_step_on_solana_never_overspends_or_loses_a_reservation()
         }
     }
     let spent = initial - svm_balance(&lab, &payer);
-    assert_eq!(settled_sum, spent, "settled amounts and the payer's loss differ");
+    assert_eq!(
+        settled_sum, spent,
+        "settled amounts and the payer's loss differ"
+    );
     assert!(settled_sum > 0, "some payments must have gone through");
     eprintln!(
         "{} Solana reservations: {} units settled",

@@ -255,4 +255,43 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
     let refusals = store.refusals().unwrap();
     assert!(refusals.len() >= refused_scenarios);
     assert!(refusals.iter().all(|r| !r.reason.is_empty()));
+
+    // A Solana RPC that is down, or that answers something else than Solana (the EVM node): we
+    // do not pay what we cannot verify. Nothing is reserved, nothing signed, nothing moves.
+    let honest = lab.endpoint("solana-honest-v2").unwrap().url.clone();
+    let (request, quote) = quote_of(&fetch_cfg, &honest).await;
+    let reserved = store.svm_reservations().unwrap().len();
+    let before = svm_balance(&lab, &solana_payer);
+    for broken in [
+        x402_probe::probe::solana_rpc::SolanaRpc::new("http://127.0.0.1:9/"),
+        x402_probe::probe::solana_rpc::SolanaRpc::new(lab.rpc_url()),
+    ] {
+        let ctx = PaidContext {
+            svm: Some(x402_probe::probe::paid::SvmPay {
+                wallet: &svm_wallet,
+                rpc: &broken,
+            }),
+            options: PaidOptions::lab(),
+            ..ctx
+        };
+        let obs = paid_call(&ctx, &honest, &request, &quote).await;
+        let Decision::Refused { refusals } = &obs.decision else {
+            panic!(
+                "{}: expected a refusal, got {:?}",
+                broken.url(),
+                obs.decision
+            );
+        };
+        assert_eq!(
+            refusals[0].code,
+            RefusalCode::RpcUnavailable,
+            "{refusals:?}"
+        );
+        assert!(!obs.payment_sent());
+        for r in evaluate(&obs, now_unix(), "test") {
+            assert_eq!(r.outcome, Outcome::Unmeasured, "{} {}", r.id, r.evidence);
+        }
+    }
+    assert_eq!(store.svm_reservations().unwrap().len(), reserved);
+    assert_eq!(svm_balance(&lab, &solana_payer), before);
 }

@@ -160,7 +160,11 @@ confirmations = 0
             );
             // Solana entries are paid from the lab's Solana payer when the SVM runs.
             if let Some(key) = &lab.solana_payer_key_file {
-                let _ = writeln!(text, "solana_wallet = {{ key_file = \"{}\" }}", key.display());
+                let _ = writeln!(
+                    text,
+                    "solana_wallet = {{ key_file = \"{}\" }}",
+                    key.display()
+                );
             }
         }
         if let Some((url, every)) = &self.control {

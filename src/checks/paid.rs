@@ -1366,6 +1366,7 @@ mod tests {
             reservation: None,
             reconciled: None,
             notes: Vec::new(),
+            svm: None,
         }
     }
 
@@ -1382,6 +1383,134 @@ mod tests {
             vec![("content-type".into(), "application/json".into())],
             br#"{"city":"Oslo","temp_c":3}"#.to_vec(),
         )
+    }
+
+    /// The paid call of `observation` made on Solana: our token account debited `debit` (and
+    /// payTo's credited as much) by a transaction carrying our signature, when `debit` > 0.
+    fn on_solana(mut obs: PaidObservation, debit: u64, network: &str) -> PaidObservation {
+        use crate::evidence::svm::{
+            SvmPaidChainSeen, SvmPaymentSent, SvmTokenBalance, SvmTransactionSeen,
+        };
+        let signature = bs58::encode([9u8; 64]).into_string();
+        let balance = |account: &str, amount: u64| SvmTokenBalance {
+            account: account.into(),
+            mint: "Mint".into(),
+            owner: None,
+            amount,
+        };
+        let landed = SvmTransactionSeen {
+            signatures: vec![signature.clone()],
+            slot: 5,
+            err: None,
+            pre: vec![balance("Ours", 50_000), balance("Theirs", 0)],
+            post: vec![balance("Ours", 50_000 - debit), balance("Theirs", debit)],
+        };
+        let window = if debit > 0 {
+            vec![landed.clone()]
+        } else {
+            Vec::new()
+        };
+        let payment = SvmPaymentSent {
+            reservation_id: 1,
+            cost_usd: Usd::from_atto(10_000_000_000_000_000),
+            network: network.into(),
+            payer: "Us".into(),
+            fee_payer: "Fees".into(),
+            mint: "Mint".into(),
+            source: "Ours".into(),
+            destination: "Theirs".into(),
+            pay_to: "Them".into(),
+            amount: 10_000,
+            memo: "m".into(),
+            blockhash: "Hash".into(),
+            last_valid_block_height: 150,
+            signature: signature.clone(),
+            header_name: "PAYMENT-SIGNATURE".into(),
+            header_value: "e30=".into(),
+            sent_at: 1_800_000_000,
+        };
+        obs.svm = Some(SvmPaidSeen {
+            chain: SvmPaidChainSeen {
+                rpc_url: "http://solana".into(),
+                our_signature: signature,
+                source: "Ours".into(),
+                destination: "Theirs".into(),
+                mint: "Mint".into(),
+                amount: 10_000,
+                claimed: ChainRead::Read {
+                    value: (debit > 0).then_some(landed),
+                },
+                window: ChainRead::Read { value: window },
+            },
+            payment,
+            block_height_before: 1,
+            window_after: None,
+        });
+        obs.payment = None;
+        obs.chain = None;
+        obs
+    }
+
+    fn solana_receipt(network: &str) -> (String, String) {
+        use base64::Engine as _;
+        let receipt = json!({"success": true, "transaction": bs58::encode([9u8; 64]).into_string(),
+            "network": network, "payer": "Us"});
+        (
+            "payment-response".to_string(),
+            base64::engine::general_purpose::STANDARD.encode(receipt.to_string()),
+        )
+    }
+
+    #[test]
+    fn a_solana_payment_is_judged_from_its_token_balances() {
+        let devnet = "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1";
+        let (mut headers, body) = json_ok();
+        headers.push(solana_receipt("solana-devnet"));
+        let honest = on_solana(
+            observation(200, headers.clone(), body.clone(), vec![], false),
+            10_000,
+            devnet,
+        );
+        for id in ["R4", "C6", "H5", "H6", "H7", "H8"] {
+            assert_eq!(outcome_of(&honest, id), Outcome::Pass, "{id}");
+        }
+        assert_eq!(outcome_of(&honest, "H9"), Outcome::Na);
+        let results = evaluate(&honest, 1_800_000_100, "unit");
+        assert!(
+            results
+                .iter()
+                .all(|r| r.receipt.sha256.contains_key("paid.payment_header"))
+        );
+        // The receipt names another cluster: C6 fails.
+        let mainnet = on_solana(
+            observation(200, headers, body.clone(), vec![], false),
+            10_000,
+            "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp",
+        );
+        assert_eq!(outcome_of(&mainnet, "C6"), Outcome::Fail);
+        // Charged, then a 500: H8 fails; H9 cannot be watched on Solana yet.
+        let broken = on_solana(
+            observation(500, vec![], b"upstream failed".to_vec(), vec![], false),
+            10_000,
+            devnet,
+        );
+        assert_eq!(outcome_of(&broken, "H8"), Outcome::Fail);
+        assert_eq!(outcome_of(&broken, "H9"), Outcome::Unmeasured);
+        assert_eq!(outcome_of(&broken, "C6"), Outcome::Fail);
+        assert!(refund_plan(&broken).is_err());
+        // Not charged and not delivered: H8 passes, C6 is na (nothing to report).
+        let untaken = on_solana(
+            observation(500, vec![], Vec::new(), vec![], false),
+            0,
+            devnet,
+        );
+        assert_eq!(outcome_of(&untaken, "H8"), Outcome::Pass);
+        assert_eq!(outcome_of(&untaken, "C6"), Outcome::Na);
+        assert_eq!(outcome_of(&untaken, "H5"), Outcome::Na);
+        // The observation survives storage.
+        let back: PaidObservation =
+            serde_json::from_str(&serde_json::to_string(&broken).unwrap()).unwrap();
+        assert_eq!(back, broken);
     }
 
     #[test]

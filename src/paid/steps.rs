@@ -653,14 +653,14 @@ mod tests {
 
     fn solana_first(amount: &str, pay_to: &str) -> Parsed402 {
         let body = serde_json::json!({"x402Version": 2, "resource": {"url": "https://api.example/x"},
-            "accepts": [
-                {"scheme": "exact", "network": "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1",
-                 "amount": amount, "asset": "4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU",
-                 "payTo": pay_to, "maxTimeoutSeconds": 60,
-                 "extra": {"feePayer": "2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg4"}},
-                {"scheme": "exact", "network": "eip155:84532", "amount": "10000", "asset": ASSET,
-                 "payTo": PAY_TO, "maxTimeoutSeconds": 60, "extra": {"name": "USDC", "version": "2"}}
-            ]});
+        "accepts": [
+            {"scheme": "exact", "network": "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1",
+             "amount": amount, "asset": "4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU",
+             "payTo": pay_to, "maxTimeoutSeconds": 60,
+             "extra": {"feePayer": "2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg4"}},
+            {"scheme": "exact", "network": "eip155:84532", "amount": "10000", "asset": ASSET,
+             "payTo": PAY_TO, "maxTimeoutSeconds": 60, "extra": {"name": "USDC", "version": "2"}}
+        ]});
         parse_payment_required(402, &[], body.to_string().as_bytes())
     }
 
@@ -709,7 +709,11 @@ mod tests {
         for (amount, pay_to, should_pay) in [
             ("10000", SVM_PAY_TO, true),
             ("10001", SVM_PAY_TO, false),
-            ("10000", "2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg5", false),
+            (
+                "10000",
+                "2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg5",
+                false,
+            ),
             ("10000", "not base58 0OIl", false),
         ] {
             let fresh = solana_first(amount, pay_to);

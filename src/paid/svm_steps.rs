@@ -264,7 +264,10 @@ mod tests {
         assert_eq!(got.token_program, SolanaAddress::token_program());
         let code = |r: Result<SvmMint, Refusal>| r.unwrap_err().code;
         let mainnet = Ok::<_, String>("5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d".to_string());
-        assert_eq!(code(judge_svm_mint(&p, mainnet, token_mint.clone())), RefusalCode::WrongChain);
+        assert_eq!(
+            code(judge_svm_mint(&p, mainnet, token_mint.clone())),
+            RefusalCode::WrongChain
+        );
         assert_eq!(
             code(judge_svm_mint(&p, Err("down".into()), token_mint)),
             RefusalCode::RpcUnavailable
@@ -275,7 +278,10 @@ mod tests {
             Ok(account(crate::x402::solana::TOKEN_PROGRAM, mint(6, false))),
             Ok(account(crate::x402::solana::TOKEN_PROGRAM, vec![1, 2, 3])),
         ] {
-            assert_eq!(code(judge_svm_mint(&p, devnet(), bad)), RefusalCode::SvmTransferInvalid);
+            assert_eq!(
+                code(judge_svm_mint(&p, devnet(), bad)),
+                RefusalCode::SvmTransferInvalid
+            );
         }
         assert_eq!(
             code(judge_svm_mint(&p, devnet(), Err("timeout".into()))),
@@ -291,11 +297,26 @@ mod tests {
         let ours = |amount, state| -> Read { Ok(account("x", token(usdc, us, amount, state))) };
         assert_eq!(judge_svm_funds(&p, us, ours(10_000, 1)), Ok(()));
         let code = |r: Result<(), Refusal>| r.unwrap_err().code;
-        assert_eq!(code(judge_svm_funds(&p, us, ours(9_999, 1))), RefusalCode::InsufficientFunds);
-        assert_eq!(code(judge_svm_funds(&p, us, ours(10_000, 2))), RefusalCode::InsufficientFunds);
-        assert_eq!(code(judge_svm_funds(&p, us, Ok(None))), RefusalCode::InsufficientFunds);
-        let someone_elses: Read = Ok(account("x", token(usdc, SolanaAddress([8; 32]), 1 << 40, 1)));
-        assert_eq!(code(judge_svm_funds(&p, us, someone_elses)), RefusalCode::RpcUnavailable);
+        assert_eq!(
+            code(judge_svm_funds(&p, us, ours(9_999, 1))),
+            RefusalCode::InsufficientFunds
+        );
+        assert_eq!(
+            code(judge_svm_funds(&p, us, ours(10_000, 2))),
+            RefusalCode::InsufficientFunds
+        );
+        assert_eq!(
+            code(judge_svm_funds(&p, us, Ok(None))),
+            RefusalCode::InsufficientFunds
+        );
+        let someone_elses: Read = Ok(account(
+            "x",
+            token(usdc, SolanaAddress([8; 32]), 1 << 40, 1),
+        ));
+        assert_eq!(
+            code(judge_svm_funds(&p, us, someone_elses)),
+            RefusalCode::RpcUnavailable
+        );
         assert_eq!(
             code(judge_svm_funds(&p, us, Err("down".to_string()))),
             RefusalCode::RpcUnavailable
@@ -304,10 +325,19 @@ mod tests {
         let payee = p.quote.pay_to;
         let theirs = |state| -> Read { Ok(account("x", token(usdc, payee, 0, state))) };
         assert_eq!(judge_svm_destination(&p, theirs(1)), Ok(()));
-        assert_eq!(code(judge_svm_destination(&p, theirs(2))), RefusalCode::SvmTransferInvalid);
-        assert_eq!(code(judge_svm_destination(&p, Ok(None))), RefusalCode::SvmTransferInvalid);
+        assert_eq!(
+            code(judge_svm_destination(&p, theirs(2))),
+            RefusalCode::SvmTransferInvalid
+        );
+        assert_eq!(
+            code(judge_svm_destination(&p, Ok(None))),
+            RefusalCode::SvmTransferInvalid
+        );
         let other_mint: Read = Ok(account("x", token(us, payee, 0, 1)));
-        assert_eq!(code(judge_svm_destination(&p, other_mint)), RefusalCode::SvmTransferInvalid);
+        assert_eq!(
+            code(judge_svm_destination(&p, other_mint)),
+            RefusalCode::SvmTransferInvalid
+        );
     }
 
     #[test]
@@ -315,7 +345,10 @@ mod tests {
         let signature = bs58::encode([3u8; 64]).into_string();
         assert_eq!(named_signature(Some(&signature)), Some(signature.as_str()));
         assert_eq!(named_signature(Some("0xabc")), None);
-        assert_eq!(named_signature(Some(&bs58::encode([3u8; 32]).into_string())), None);
+        assert_eq!(
+            named_signature(Some(&bs58::encode([3u8; 32]).into_string())),
+            None
+        );
         assert_eq!(named_signature(None), None);
     }
 }

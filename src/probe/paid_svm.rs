@@ -282,7 +282,14 @@ pub(super) async fn verify(
                 .store
                 .mark_svm_settled(id, Some(&transaction_id), &why, now)
                 .map(|_| ()),
-            SvmReconciled::Released(why) if seen.chain.window.value().is_some() => {
+            // Only a window read whole can show that our transaction is not on chain.
+            SvmReconciled::Released(why)
+                if seen
+                    .chain
+                    .window
+                    .value()
+                    .is_some_and(|w| w.len() < WINDOW_LIMIT) =>
+            {
                 ctx.store.mark_released(id, &why, now).map(|_| ())
             }
             _ => Ok(()),
