@@ -64,6 +64,15 @@ fn announce(line: &str) {
     let _ = out.flush();
 }
 
+fn announce_reconciled(report: &x402_probe::spend::ReconcileReport) {
+    announce(&format!(
+        "RECONCILED settled={} released={} open={}",
+        report.settled.len(),
+        report.released.len(),
+        report.still_open.len()
+    ));
+}
+
 fn child_policy() -> PayPolicy {
     PayPolicy::new(
         usd("0.05"),
@@ -96,12 +105,7 @@ async fn child_paid_call() {
         let report = x402_probe::probe::reconcile::reconcile_svm(&store, &solana_rpc, now_unix())
             .await
             .unwrap();
-        announce(&format!(
-            "RECONCILED settled={} released={} open={}",
-            report.settled.len(),
-            report.released.len(),
-            report.still_open.len()
-        ));
+        announce_reconciled(&report);
         return;
     }
     if mode == "reconcile" {
@@ -121,12 +125,7 @@ async fn child_paid_call() {
         )
         .await
         .unwrap();
-        announce(&format!(
-            "RECONCILED settled={} released={} open={}",
-            report.settled.len(),
-            report.released.len(),
-            report.still_open.len()
-        ));
+        announce_reconciled(&report);
         return;
     }
     let wallet = Wallet::from_key_file(&PathBuf::from(env("PAID_CHILD_KEY"))).unwrap();
@@ -345,6 +344,64 @@ where
     (announced, tally)
 }
 
+/// What is committed (open reservations, and those settled in the last 24 hours) stays within
+/// the daily cap, and each subject's within the subject cap. `rows`: (subject, created at,
+/// state, cost) of every reservation.
+fn assert_within_caps<'r>(
+    rows: impl Iterator<Item = (&'r str, i64, ReservationState, Usd)>,
+    context: &str,
+) {
+    let now = now_unix();
+    let mut day = Usd::ZERO;
+    let mut by_subject: BTreeMap<&str, Usd> = BTreeMap::new();
+    for (subject, created_at, state, cost) in rows {
+        let counted = state == ReservationState::Open
+            || (state == ReservationState::Settled && created_at > now - 86_400);
+        if counted {
+            day = day.checked_add(cost).unwrap();
+            let sum = by_subject.entry(subject).or_insert(Usd::ZERO);
+            *sum = sum.checked_add(cost).unwrap();
+        }
+    }
+    assert!(
+        day <= usd(DAY_CAP),
+        "{context}: {day} committed, over the daily cap"
+    );
+    for (subject, sum) in &by_subject {
+        assert!(
+            *sum <= usd(SUBJECT_CAP),
+            "{context}: {sum} committed to {subject}, over the subject cap"
+        );
+    }
+}
+
+/// A seeded random source (the seed printed, `PAID_FAULTS_SEED` to rerun it), a lab of the two
+/// scenarios, and a directory for the state.
+async fn fault_lab(scenarios: [&str; 2]) -> (StdRng, Lab, tempfile::TempDir) {
+    x402_probe::install_crypto_provider();
+    let seed: u64 = std::env::var("PAID_FAULTS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    eprintln!("fault injection seed {seed} (rerun with PAID_FAULTS_SEED={seed})");
+    let lab = Lab::start_with(LabOptions {
+        scenarios: Some(scenarios.iter().map(|s| s.to_string()).collect()),
+        ..LabOptions::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    (StdRng::seed_from_u64(seed), lab, dir)
+}
+
+/// What left the wallet is covered by reservations not released.
+fn assert_covered<T: PartialOrd + std::fmt::Display>(spent: T, covered: T, context: &str) {
+    assert!(
+        spent <= covered,
+        "{context}: {spent} left the wallet, only {covered} is reserved"
+    );
+}
+
 /// The invariants that must hold after every step.
 async fn check_invariants(
     lab: &Lab,
@@ -359,58 +416,23 @@ async fn check_invariants(
     let nonces: BTreeSet<B256> = rows.iter().map(|r| r.nonce).collect();
     assert_eq!(nonces.len(), rows.len(), "{context}: a nonce reused");
 
-    let now = now_unix();
-    let counted = |r: &&x402_probe::spend::ReservationRecord| {
-        r.state == ReservationState::Open
-            || (r.state == ReservationState::Settled && r.created_at > now - 86_400)
-    };
-    let day: Usd = rows
-        .iter()
-        .filter(counted)
-        .fold(Usd::ZERO, |sum, r| sum.checked_add(r.cost).unwrap());
-    assert!(
-        day <= usd(DAY_CAP),
-        "{context}: {day} committed, over the daily cap"
+    assert_within_caps(
+        rows.iter()
+            .map(|r| (r.subject.as_str(), r.created_at, r.state, r.cost)),
+        context,
     );
-    let mut by_subject: BTreeMap<&str, Usd> = BTreeMap::new();
-    for r in rows.iter().filter(counted) {
-        let sum = by_subject.entry(&r.subject).or_insert(Usd::ZERO);
-        *sum = sum.checked_add(r.cost).unwrap();
-    }
-    for (subject, sum) in &by_subject {
-        assert!(
-            *sum <= usd(SUBJECT_CAP),
-            "{context}: {sum} committed to {subject}, over the subject cap"
-        );
-    }
 
     let spent = initial_balance - balance(lab, lab.payer).await;
     let covered = rows
         .iter()
         .filter(|r| r.state != ReservationState::Released)
         .fold(U256::ZERO, |sum, r| sum + r.amount);
-    assert!(
-        spent <= covered,
-        "{context}: {spent} left the wallet, only {covered} is reserved"
-    );
+    assert_covered(spent, covered, context);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_at_every_step_never_overspends_or_loses_a_reservation() {
-    x402_probe::install_crypto_provider();
-    let seed: u64 = std::env::var("PAID_FAULTS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    eprintln!("fault injection seed {seed} (rerun with PAID_FAULTS_SEED={seed})");
-    let mut rng = StdRng::seed_from_u64(seed);
-    let lab = Lab::start_with(LabOptions {
-        scenarios: Some(vec!["honest-v2".into(), "honest-v1".into()]),
-        ..LabOptions::default()
-    })
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let (mut rng, lab, dir) = fault_lab(["honest-v2", "honest-v1"]).await;
     let state = dir.path().join("state");
     let store = SpendStore::open(&state).unwrap();
     let initial = balance(&lab, lab.payer).await;
@@ -680,25 +702,11 @@ fn check_svm_invariants(
     let rows = store.svm_reservations().unwrap();
     let ids: BTreeSet<i64> = rows.iter().map(|r| r.id).collect();
     assert_eq!(&ids, announced, "{context}: reservations lost or invented");
-    let now = now_unix();
-    let counted: Vec<_> = rows
-        .iter()
-        .filter(|r| {
-            r.state == ReservationState::Open
-                || (r.state == ReservationState::Settled && r.created_at > now - 86_400)
-        })
-        .collect();
-    let day = counted
-        .iter()
-        .fold(Usd::ZERO, |sum, r| sum.checked_add(r.cost).unwrap());
-    assert!(day <= usd(DAY_CAP), "{context}: {day} committed");
-    for subject in counted.iter().map(|r| &r.subject).collect::<BTreeSet<_>>() {
-        let sum = counted
-            .iter()
-            .filter(|r| &r.subject == subject)
-            .fold(Usd::ZERO, |sum, r| sum.checked_add(r.cost).unwrap());
-        assert!(sum <= usd(SUBJECT_CAP), "{context}: {sum} to {subject}");
-    }
+    assert_within_caps(
+        rows.iter()
+            .map(|r| (r.subject.as_str(), r.created_at, r.state, r.cost)),
+        context,
+    );
     let payer = lab.solana_payer.as_deref().unwrap();
     let spent = initial - svm_balance(lab, payer);
     let covered: i128 = rows
@@ -706,10 +714,7 @@ fn check_svm_invariants(
         .filter(|r| r.state != ReservationState::Released)
         .map(|r| r.amount.parse::<i128>().unwrap())
         .sum();
-    assert!(
-        spent <= covered,
-        "{context}: {spent} left the Solana payer, only {covered} is reserved"
-    );
+    assert_covered(spent, covered, context);
 }
 
 /// The same faults on Solana: a paid call to a Solana endpoint killed at every step (after
@@ -719,20 +724,7 @@ fn check_svm_invariants(
 /// reservations are exactly those whose signed transaction landed, and add up to what left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_at_every_step_on_solana_never_overspends_or_loses_a_reservation() {
-    x402_probe::install_crypto_provider();
-    let seed: u64 = std::env::var("PAID_FAULTS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    eprintln!("fault injection seed {seed} (rerun with PAID_FAULTS_SEED={seed})");
-    let mut rng = StdRng::seed_from_u64(seed);
-    let lab = Lab::start_with(LabOptions {
-        scenarios: Some(vec!["solana-honest-v2".into(), "solana-honest-v1".into()]),
-        ..LabOptions::default()
-    })
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let (mut rng, lab, dir) = fault_lab(["solana-honest-v2", "solana-honest-v1"]).await;
     let state = dir.path().join("state");
     let store = SpendStore::open(&state).unwrap();
     let payer = lab.solana_payer.clone().unwrap();

@@ -77,6 +77,19 @@ pub fn judge_svm_mint<E: std::fmt::Display>(
     })
 }
 
+/// The account read as a token account of the quoted mint belonging to `owner`, when it is one.
+fn token_account_of(
+    account: &SolanaAccount,
+    priced: &PricedSvm,
+    owner: SolanaAddress,
+) -> Option<TokenAccount> {
+    base64::engine::general_purpose::STANDARD
+        .decode(&account.data)
+        .ok()
+        .and_then(|data| TokenAccount::read(&data))
+        .filter(|t| t.mint == priced.quote.mint && t.owner == owner)
+}
+
 /// Step 4b: our token account for the mint exists, holds that mint for us, is not frozen and
 /// holds at least the quoted amount.
 pub fn judge_svm_funds<E: std::fmt::Display>(
@@ -92,12 +105,7 @@ pub fn judge_svm_funds<E: std::fmt::Display>(
                 "our wallet {payer} has no token account for the mint"
             ))
         })?;
-    let read = base64::engine::general_purpose::STANDARD
-        .decode(&account.data)
-        .ok()
-        .and_then(|data| TokenAccount::read(&data))
-        .filter(|t| t.mint == priced.quote.mint && t.owner == payer);
-    let Some(token) = read else {
+    let Some(token) = token_account_of(&account, priced, payer) else {
         return Err(unavailable(
             "reading our token account",
             "the answer is not our token account of the mint",
@@ -134,11 +142,7 @@ pub fn judge_svm_destination<E: std::fmt::Display>(
                 "payTo {pay_to} has no token account for the mint: no facilitator settles a payment that creates it"
             ))
         })?;
-    let token = base64::engine::general_purpose::STANDARD
-        .decode(&account.data)
-        .ok()
-        .and_then(|data| TokenAccount::read(&data))
-        .filter(|t| t.mint == priced.quote.mint && t.owner == pay_to)
+    let token = token_account_of(&account, priced, pay_to)
         .ok_or_else(|| invalid(format!("payTo {pay_to}'s token account is not of the mint")))?;
     if token.state != TokenAccountState::Initialized {
         return Err(invalid(format!(

@@ -385,20 +385,7 @@ async fn pay_until(
             .reserve(&ctx.policy.current(), &reserve_request, ctx.wall.now())
         {
             Ok(reservation) => reservation,
-            Err(ReserveError::Refused(refusal)) => {
-                // The store recorded it, inside the transaction that read the totals.
-                obs.decision = Decision::Refused {
-                    refusals: vec![refusal],
-                };
-                return obs;
-            }
-            Err(ReserveError::Store(e)) => {
-                obs.decision = Decision::Failed {
-                    stage: "reserve".into(),
-                    error: e.to_string(),
-                };
-                return obs;
-            }
+            Err(e) => return not_reserved(obs, e),
         };
     let id = reservation.id();
     ctx.step(PaidStep::Reserved { id });
@@ -464,21 +451,37 @@ async fn pay_until(
         ctx.options.confirmations,
     ));
 
-    let paid_request = request.clone().with_header(header.name, header.value);
+    if let Some(why) = send(ctx, &mut obs, request, header.name, header.value, id).await {
+        release_unsent(ctx, &mut obs, reservation, &why);
+    }
+    obs
+}
+
+/// Step 5's last act, on either network: the paid request with the payment header, its answer
+/// and settlement header recorded. `Some(why)` when the payment certainly never left this
+/// process (then the caller releases the reservation).
+pub(super) async fn send(
+    ctx: &PaidContext<'_>,
+    obs: &mut PaidObservation,
+    request: &FetchRequest,
+    header_name: &'static str,
+    header_value: String,
+    id: i64,
+) -> Option<String> {
+    let paid_request = request.clone().with_header(header_name, header_value);
     ctx.step(PaidStep::Sending { id });
     let exchange = fetch(&paid_fetch_config(ctx), &paid_request).await;
     ctx.step(PaidStep::Responded { id });
-    if never_sent(&exchange) {
-        let why = exchange
+    let unsent = never_sent(&exchange).then(|| {
+        exchange
             .error
             .as_ref()
             .map(|e| e.to_string())
-            .unwrap_or_default();
-        release_unsent(ctx, &mut obs, reservation, &why);
-    }
+            .unwrap_or_default()
+    });
     obs.settlement = settlement_of(&exchange);
     obs.paid = Some(exchange);
-    obs
+    unsent
 }
 
 async fn verify_until(ctx: &PaidContext<'_>, obs: &mut PaidObservation, deadline: Deadline) {
@@ -494,6 +497,21 @@ async fn verify_until(ctx: &PaidContext<'_>, obs: &mut PaidObservation, deadline
     ctx.step(PaidStep::Verified {
         id: payment.reservation_id,
     });
+}
+
+/// The decision when the store did not reserve, on either network: refused by a cap (the store
+/// recorded it, inside the transaction that read the totals), or failed.
+pub(super) fn not_reserved(mut obs: PaidObservation, e: ReserveError) -> PaidObservation {
+    obs.decision = match e {
+        ReserveError::Refused(refusal) => Decision::Refused {
+            refusals: vec![refusal],
+        },
+        ReserveError::Store(e) => Decision::Failed {
+            stage: "reserve".into(),
+            error: e.to_string(),
+        },
+    };
+    obs
 }
 
 pub(super) fn refuse(
@@ -551,7 +569,7 @@ pub(super) fn verified_fetch_config(ctx: &PaidContext<'_>) -> FetchConfig {
 }
 
 /// The fetch settings for the paid request: as for the quote, with room for settlement.
-pub(super) fn paid_fetch_config(ctx: &PaidContext<'_>) -> FetchConfig {
+fn paid_fetch_config(ctx: &PaidContext<'_>) -> FetchConfig {
     let mut cfg = verified_fetch_config(ctx);
     cfg.timeouts.first_byte_ms = ctx.options.paid_timeout_ms;
     cfg.timeouts.overall_ms = ctx
@@ -787,15 +805,30 @@ async fn update_reservation(
         },
         Fate::KeepOpen => Ok(()),
     };
-    if let Err(e) = result {
+    let row = ctx
+        .store
+        .reservation(id)
+        .map(|row| row.map(|r| (r.state, r.resolution)));
+    record_reservation(obs, id, result, row);
+}
+
+/// Step 7's record, on either network: an update that failed is noted, and the reservation as
+/// the store now holds it (`row`: its state and resolution) is kept in the observation.
+pub(super) fn record_reservation(
+    obs: &mut PaidObservation,
+    id: i64,
+    updated: Result<(), crate::spend::SpendError>,
+    row: Result<Option<(crate::spend::ReservationState, Option<String>)>, crate::spend::SpendError>,
+) {
+    if let Err(e) = updated {
         obs.notes.push(format!("updating reservation {id}: {e}"));
     }
-    match ctx.store.reservation(id) {
-        Ok(Some(row)) => {
+    match row {
+        Ok(Some((state, resolution))) => {
             obs.reservation = Some(ReservationSeen {
                 id,
-                state: row.state,
-                resolution: row.resolution,
+                state,
+                resolution,
             });
         }
         Ok(None) => obs

@@ -16,20 +16,19 @@
 use std::time::Duration;
 
 use super::paid::{
-    DEADLINE_PASSED, Deadline, PaidContext, PaidStep, SvmPay, paid_fetch_config, refuse,
-    verified_fetch_config,
+    DEADLINE_PASSED, Deadline, PaidContext, PaidStep, SvmPay, refuse, verified_fetch_config,
 };
 use crate::evidence::chain::ChainRead;
-use crate::evidence::paid::{Decision, PaidObservation, ReservationSeen};
+use crate::evidence::paid::{Decision, PaidObservation};
 use crate::evidence::svm::SvmPaidSeen;
-use crate::paid::steps::{self, Declined, never_sent, quote_seen, settlement_of};
+use crate::paid::steps::{self, Declined, quote_seen};
 use crate::paid::svm_chain::{SvmReconciled, reconcile_verdict};
 use crate::paid::svm_steps::{
     judge_svm_destination, judge_svm_funds, judge_svm_mint, named_signature, svm_chain_before,
     svm_payment_sent,
 };
 use crate::probe::http::{FetchRequest, fetch};
-use crate::spend::{ReserveError, SvmReservation, SvmReserveRequest};
+use crate::spend::{SvmReservation, SvmReserveRequest};
 use crate::x402::parse::parse_payment_required;
 use crate::x402::payload::build_svm_payment_header;
 use crate::x402::solana::SolanaAddress;
@@ -140,13 +139,7 @@ pub(super) async fn pay(
             .reserve_svm(&ctx.policy.current(), &reserve_request, ctx.wall.now())
         {
             Ok(reservation) => reservation,
-            Err(ReserveError::Refused(refusal)) => {
-                obs.decision = Decision::Refused {
-                    refusals: vec![refusal],
-                };
-                return obs;
-            }
-            Err(ReserveError::Store(e)) => return failed(obs, "reserve", e.to_string()),
+            Err(e) => return super::paid::not_reserved(obs, e),
         };
     let id = reservation.id();
     ctx.step(PaidStep::Reserved { id });
@@ -205,20 +198,11 @@ pub(super) async fn pay(
     });
     obs.decision = Decision::Paid { reservation_id: id };
 
-    let paid_request = request.clone().with_header(header.name, header.value);
-    ctx.step(PaidStep::Sending { id });
-    let exchange = fetch(&paid_fetch_config(ctx), &paid_request).await;
-    ctx.step(PaidStep::Responded { id });
-    if never_sent(&exchange) {
-        let why = exchange
-            .error
-            .as_ref()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+    if let Some(why) =
+        super::paid::send(ctx, &mut obs, request, header.name, header.value, id).await
+    {
         release_unsent(ctx, &mut obs, reservation, &why);
     }
-    obs.settlement = settlement_of(&exchange);
-    obs.paid = Some(exchange);
     obs
 }
 
@@ -301,22 +285,11 @@ pub(super) async fn verify(
             Ok(())
         }
     };
-    if let Err(e) = result {
-        obs.notes.push(format!("updating reservation {id}: {e}"));
-    }
-    match ctx.store.svm_reservation(id) {
-        Ok(Some(row)) => {
-            obs.reservation = Some(ReservationSeen {
-                id,
-                state: row.state,
-                resolution: row.resolution,
-            });
-        }
-        Ok(None) => obs
-            .notes
-            .push(format!("reservation {id} is missing from the store")),
-        Err(e) => obs.notes.push(format!("reading reservation {id}: {e}")),
-    }
+    let row = ctx
+        .store
+        .svm_reservation(id)
+        .map(|row| row.map(|r| (r.state, r.resolution)));
+    super::paid::record_reservation(obs, id, result, row);
     obs.svm = Some(seen);
     ctx.step(PaidStep::Verified { id });
 }

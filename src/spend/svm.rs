@@ -233,13 +233,7 @@ impl SpendStore {
         why: &str,
         now_unix: i64,
     ) -> Result<bool, SpendError> {
-        self.resolve(
-            reservation.id,
-            ReservationState::Released,
-            None,
-            &format!("never sent: {why}"),
-            now_unix,
-        )
+        self.release_never_sent(reservation.id, why, now_unix)
     }
 
     /// Marks an open Solana reservation settled: the transaction carrying our signature landed
