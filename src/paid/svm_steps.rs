@@ -310,7 +310,7 @@ mod tests {
             RefusalCode::InsufficientFunds
         );
         assert_eq!(
-            code(judge_svm_funds(&p, us, Ok(None))),
+            code(judge_svm_funds(&p, us, Ok::<_, String>(None))),
             RefusalCode::InsufficientFunds
         );
         let someone_elses: Read = Ok(account(
@@ -334,7 +334,7 @@ mod tests {
             RefusalCode::SvmTransferInvalid
         );
         assert_eq!(
-            code(judge_svm_destination(&p, Ok(None))),
+            code(judge_svm_destination(&p, Ok::<_, String>(None))),
             RefusalCode::SvmTransferInvalid
         );
         let other_mint: Read = Ok(account("x", token(us, payee, 0, 1)));
