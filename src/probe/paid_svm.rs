@@ -110,7 +110,7 @@ pub(super) async fn pay(
     {
         return refuse(ctx, obs, vec![Declined::new(refusal, Some(fresh_entry))]);
     }
-    let read = (|| Ok::<_, crate::probe::rpc::RpcError>((blockhash?, height?, newest?)))();
+    let read = blockhash.and_then(|b| Ok((b, height?, newest?)));
     let ((recent_blockhash, last_valid), block_height, window_after) = match read {
         Ok(read) => read,
         Err(e) => {
