@@ -599,6 +599,12 @@ impl RunConfig {
                     "paying needs --rpc (every payment is verified on chain through it)",
                 ));
             }
+            if pay.solana_wallet.is_some() && self.probe.solana_rpc.is_none() {
+                return Err(invalid(
+                    "--solana-wallet",
+                    "paying Solana entries needs --solana-rpc (every Solana payment is verified on chain through it)",
+                ));
+            }
         }
         Ok(())
     }
@@ -1394,6 +1400,12 @@ impl DaemonConfig {
             }
             if self.probe.rpc.is_none() {
                 return Err(invalid("[pay]", "paying needs [probe] rpc (the fixed RPC)"));
+            }
+            if pay.solana_wallet.is_some() && self.probe.solana_rpc.is_none() {
+                return Err(invalid(
+                    "[pay] solana_wallet",
+                    "paying Solana entries needs [probe] solana_rpc (the fixed Solana RPC)",
+                ));
             }
         }
         if let KeySourceConfig::Credential(name) = &self.daemon.reporter_key

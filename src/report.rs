@@ -65,6 +65,9 @@ pub struct PaidSummary {
     pub asset: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chain_id: Option<u64>,
+    /// A Solana payment's cluster (CAIP-2); `chain_id` is for EVM ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pay_to: Option<String>,
     /// The transaction the endpoint's settlement response names (checked on chain by C6, H5, H6).
@@ -87,6 +90,7 @@ impl PaidSummary {
             Decision::Failed { stage, error } => ("failed", vec![format!("{stage}: {error}")]),
         };
         let sent = obs.payment.as_ref();
+        let svm = obs.svm.as_ref().map(|s| &s.payment);
         PaidSummary {
             decision: decision.into(),
             reasons,
@@ -94,16 +98,26 @@ impl PaidSummary {
                 .reservation
                 .as_ref()
                 .map(|r| r.id)
-                .or(sent.map(|p| p.reservation_id)),
+                .or(sent.map(|p| p.reservation_id))
+                .or(svm.map(|p| p.reservation_id)),
             reservation_state: obs
                 .reservation
                 .as_ref()
                 .map(|r| r.state.as_str().to_string()),
-            amount_atomic: sent.map(|p| p.authorization.value.clone()),
-            cost_usd: sent.map(|p| p.cost_usd.to_string()),
-            asset: sent.map(|p| p.asset.to_checksum(None)),
+            amount_atomic: sent
+                .map(|p| p.authorization.value.clone())
+                .or(svm.map(|p| p.amount.to_string())),
+            cost_usd: sent
+                .map(|p| p.cost_usd.to_string())
+                .or(svm.map(|p| p.cost_usd.to_string())),
+            asset: sent
+                .map(|p| p.asset.to_checksum(None))
+                .or(svm.map(|p| p.mint.clone())),
             chain_id: sent.map(|p| p.chain_id),
-            pay_to: sent.map(|p| p.authorization.to.to_checksum(None)),
+            network: svm.map(|p| p.network.clone()),
+            pay_to: sent
+                .map(|p| p.authorization.to.to_checksum(None))
+                .or(svm.map(|p| p.pay_to.clone())),
             claimed_tx: obs.settlement.as_ref().and_then(|s| s.transaction.clone()),
         }
     }
@@ -111,11 +125,15 @@ impl PaidSummary {
     pub fn line(&self) -> String {
         match self.decision.as_str() {
             "paid" => format!(
-                "paid {} atomic units ({} USD against the caps) of {} on chain {} to {}; reservation {} {}; the endpoint names transaction {}",
+                "paid {} atomic units ({} USD against the caps) of {} on {} to {}; reservation {} {}; the endpoint names transaction {}",
                 self.amount_atomic.as_deref().unwrap_or("?"),
                 self.cost_usd.as_deref().unwrap_or("?"),
                 self.asset.as_deref().unwrap_or("?"),
-                self.chain_id.map_or("?".into(), |c| c.to_string()),
+                match (self.chain_id, &self.network) {
+                    (Some(c), _) => format!("chain {c}"),
+                    (None, Some(n)) => n.clone(),
+                    (None, None) => "chain ?".into(),
+                },
                 self.pay_to.as_deref().unwrap_or("?"),
                 self.reservation_id.map_or("?".into(), |r| r.to_string()),
                 self.reservation_state.as_deref().unwrap_or("?"),

@@ -31,7 +31,7 @@ impl RunOutput {
     /// Whether a payment was actually sent (a refusal sends nothing and leaves the paid checks
     /// `unmeasured`); only then do the paid entries count as a paid call for the verdict.
     pub fn payment_sent(&self) -> bool {
-        self.paid.as_ref().is_some_and(|p| p.payment.is_some())
+        self.paid.as_ref().is_some_and(|p| p.payment_sent())
     }
 }
 

@@ -158,6 +158,14 @@ confirmations = 0
                 caps.per_day,
                 lab.payer_key_file.display()
             );
+            // Solana entries are paid from the lab's Solana payer when the SVM runs.
+            if let Some(key) = &lab.solana_payer_key_file {
+                let _ = writeln!(
+                    text,
+                    "solana_wallet = {{ key_file = \"{}\" }}",
+                    key.display()
+                );
+            }
         }
         if let Some((url, every)) = &self.control {
             let _ = write!(

@@ -72,6 +72,12 @@ pub struct Manifest {
     pub fake_token: String,
     pub payer: String,
     pub payer_key_file: PathBuf,
+    /// The Solana payer (its USDC account funded on the lab's SVM) and its key file (the Solana
+    /// CLI's keypair form), when a Solana scenario runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solana_payer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solana_payer_key_file: Option<PathBuf>,
     pub ca_file: PathBuf,
     pub catalogue: String,
     pub facilitators: BTreeMap<String, String>,
@@ -101,6 +107,9 @@ pub struct Lab {
     /// The agent registered for the endpoints' operator (owned by `pay_to`).
     pub agent: AgentIdentity,
     pub payer_key_file: PathBuf,
+    /// The Solana payer, base58, and its key file, when the SVM runs.
+    pub solana_payer: Option<String>,
+    pub solana_payer_key_file: Option<PathBuf>,
     pub ca_file: PathBuf,
     pub ca_pem: String,
     pub facilitator_urls: BTreeMap<String, String>,
@@ -208,6 +217,13 @@ impl Lab {
         } else {
             None
         };
+        let (solana_payer, solana_payer_key_file) = match &svm {
+            Some(svm) => {
+                let (payer, file) = solana_payer(svm, dir.path(), options.payer_funds)?;
+                (Some(payer), Some(file))
+            }
+            None => (None, None),
+        };
         let mut facilitators = FacilitatorClient::new(facilitator.base_urls.clone())?;
         if let Some(svm) = &svm {
             facilitators = facilitators.with_solana(svm.facilitator_urls.clone());
@@ -284,6 +300,8 @@ impl Lab {
             agent_registry,
             agent,
             payer_key_file,
+            solana_payer,
+            solana_payer_key_file,
             ca_file,
             ca_pem: ca.pem().to_string(),
             facilitator_urls: facilitator
@@ -406,6 +424,8 @@ impl Lab {
             fake_token: self.fake_token.address().to_checksum(None),
             payer: self.payer.to_checksum(None),
             payer_key_file: self.payer_key_file.clone(),
+            solana_payer: self.solana_payer.clone(),
+            solana_payer_key_file: self.solana_payer_key_file.clone(),
             ca_file: self.ca_file.clone(),
             catalogue: format!("{}/discovery/resources", self.catalogue_url),
             facilitators: self.facilitator_urls.clone(),
@@ -455,6 +475,19 @@ impl Lab {
 
     /// Stop everything now (dropping the lab does the same).
     pub fn stop(self) {}
+}
+
+/// A fresh Solana payer: its key written as the Solana CLI writes one (a JSON array of the
+/// seed and the public key, 0600), its USDC account on the lab's SVM holding `funds`.
+fn solana_payer(svm: &Svm, dir: &Path, funds: u64) -> Result<(String, PathBuf)> {
+    use solana_signer::Signer as _;
+    let keypair = solana_keypair::Keypair::new();
+    let file = dir.join("solana-payer.json");
+    write_private_file(&file, &serde_json::to_string(&keypair.to_bytes().to_vec())?)?;
+    let payer = keypair.pubkey().to_string();
+    svm.fund_usdc(&payer, funds)
+        .context("funding the Solana payer")?;
+    Ok((payer, file))
 }
 
 fn selected_scenarios(options: &LabOptions) -> Result<Vec<Scenario>> {

@@ -451,13 +451,20 @@ impl Builder {
         self.0.expect.extend(pairs.iter().copied());
         self
     }
-    /// A Solana endpoint: its quote, no operator file, free expectations of an honest one (no
-    /// payment on Solana yet: the paid checks are not promised).
+    /// A Solana endpoint: its quote, no operator file, free expectations of an honest one (the
+    /// paid checks are not promised: the probe refuses or cannot pay a faulty quote).
     fn solana(mut self, q: SolanaQuote) -> Self {
         self.0.quote = QuoteFault::Solana(q);
         self.0.operator = Operator::Absent;
         self.0.expect = HONEST_SOLANA_FREE.into_iter().collect();
         self
+    }
+    /// A Solana endpoint quoting honestly, paid through the lab's Solana facilitator `f` (the
+    /// honest one unless overridden): the paid expectations of an honest endpoint, until changed.
+    fn solana_paid(self, f: FacilitatorKind) -> Self {
+        let mut b = self.solana(SolanaQuote::Honest).facilitator(f);
+        b.0.expect.extend(HONEST_PAID);
+        b
     }
     fn build(self) -> Scenario {
         self.0
@@ -584,14 +591,51 @@ pub fn all() -> Vec<Scenario> {
             "solana-honest-v2",
             "x402 v2 on Solana: devnet USDC, an open payout account, the fee payer",
         )
-        .solana(SolanaQuote::Honest)
+        .solana_paid(FacilitatorKind::Honest)
         .build(),
         B::new(
             "solana-honest-v1",
             "x402 v1 body on Solana, network solana-devnet",
         )
         .v1()
-        .solana(SolanaQuote::Honest)
+        .solana_paid(FacilitatorKind::Honest)
+        .build(),
+        // Paid on Solana: what the facilitator lands is read from the chain's token balances.
+        B::new(
+            "solana-overcharge",
+            "the Solana facilitator lands three times the signed amount",
+        )
+        .solana_paid(FacilitatorKind::Overcharge)
+        .expect(&[("H5", "fail")])
+        .build(),
+        B::new(
+            "solana-wrong-payee",
+            "the Solana facilitator lands the transfer to another token account",
+        )
+        .solana_paid(FacilitatorKind::WrongPayee)
+        .expect(&[("H6", "fail")])
+        .build(),
+        B::new(
+            "solana-double-pull",
+            "the Solana facilitator lands the transfer a second time",
+        )
+        .solana_paid(FacilitatorKind::DoublePull)
+        .expect(&[("H7", "fail")])
+        .build(),
+        B::new(
+            "solana-fake-signature",
+            "the Solana facilitator claims success with a signature that never landed",
+        )
+        .solana_paid(FacilitatorKind::FakeHash)
+        .expect(&[("C6", "fail"), ("H5", "na"), ("H6", "na"), ("H7", "na")])
+        .build(),
+        B::new(
+            "solana-charge-without-delivery",
+            "settles on Solana, then answers 500",
+        )
+        .solana_paid(FacilitatorKind::Honest)
+        .paid(Paid::SettleThen500)
+        .paid_expect(&CHARGED_WITHOUT_DELIVERY)
         .build(),
         B::new(
             "solana-wrong-mint",

@@ -29,7 +29,7 @@ const HOUR: i64 = 3_600_000;
 const DAY: i64 = 24 * HOUR;
 
 /// The lab's own scenarios the daemon probes as they are.
-const STEADY: [&str; 3] = ["honest-v2", "overcharge", "wrong-payee"];
+const STEADY: [&str; 4] = ["honest-v2", "overcharge", "wrong-payee", "solana-honest-v2"];
 
 pub fn run(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32> {
     x402_probe::install_crypto_provider();

@@ -116,14 +116,28 @@ async fn demo(args: Args) -> Result<i32> {
             decimals: 6,
             usd_per_unit: usd("1")?,
         });
-        let policy = PayPolicy::new(
+        let mut policy = PayPolicy::new(
             usd(MAX_PER_CALL)?,
             usd(MAX_PER_SUBJECT_PER_DAY)?,
             usd(MAX_PER_DAY)?,
             allowlist,
         );
+        // Solana entries are paid from the lab's Solana payer, in devnet USDC, when the SVM runs.
+        let solana = match (&lab.solana_payer_key_file, lab.solana_rpc_url()) {
+            (Some(key), Some(url)) => Some((
+                x402_probe::solana_wallet::SolanaWallet::from_key_file(key)?,
+                x402_probe::probe::solana_rpc::SolanaRpc::new(url),
+            )),
+            _ => None,
+        };
+        if solana.is_some() {
+            policy.svm_allowlist = x402_probe::spend::AllowedSvmAsset::canonical_usdc();
+        }
         let ctx = PaidContext {
             wallet: &wallet,
+            svm: solana
+                .as_ref()
+                .map(|(wallet, rpc)| x402_probe::probe::paid::SvmPay { wallet, rpc }),
             store: &store,
             policy: &policy,
             rpc: &rpc,
@@ -183,6 +197,9 @@ async fn demo(args: Args) -> Result<i32> {
         }
         if let Some(p) = out.paid.as_ref().and_then(|p| p.payment.as_ref()) {
             spent_atomic += p.authorization.value.parse::<u128>().unwrap_or(0);
+        }
+        if let Some(s) = out.paid.as_ref().and_then(|p| p.svm.as_ref()) {
+            spent_atomic += u128::from(s.payment.amount);
         }
         let failing: Vec<&str> = out
             .results

@@ -16,12 +16,15 @@ use crate::evidence::chain::ChainRead;
 use crate::evidence::decode::decode_body_bounded;
 use crate::evidence::http::HttpResponse;
 use crate::evidence::paid::{Decision, OperatorFileSeen, PaidObservation, QuoteSeen, RefundPlan};
+use crate::evidence::svm::SvmPaidSeen;
 use crate::evidence::{CheckId, CheckResult, Conclusion, Outcome, Receipt, rfc3339, sha256_hex};
 use crate::paid::chain::{ChainFacts, Charge, TransferLog, chain_facts, decode_transfer, sum_in};
 use crate::paid::refund::refunds;
+use crate::paid::svm_chain;
 use crate::rubric::Rubric;
 use crate::score::curve::interpolate;
 use crate::x402::network::chain_id_of;
+use crate::x402::solana::SolanaNetwork;
 
 /// The paid checks, in the order [`evaluate`] returns them.
 pub const PAID_CHECKS: [CheckId; 11] = [
@@ -59,17 +62,36 @@ pub fn evaluate_with_rubric(
     vantage: &str,
 ) -> Vec<CheckResult> {
     let facts = chain_facts(obs);
+    let money = match &obs.svm {
+        Some(svm) => [
+            c6_svm(obs, svm),
+            not_paid(obs).unwrap_or_else(|| svm_chain::h5(&svm.chain)),
+            not_paid(obs).unwrap_or_else(|| svm_chain::h6(&svm.chain)),
+            not_paid(obs).unwrap_or_else(|| svm_chain::h7(&svm.chain)),
+            h8_with(obs, || svm_charged(svm)),
+            h9_svm(obs, svm),
+        ],
+        None => [
+            c6(obs, &facts),
+            h5(obs, &facts),
+            h6(obs, &facts),
+            h7(obs, &facts),
+            h8(obs, &facts),
+            h9(obs, &facts),
+        ],
+    };
+    let [c6_, h5_, h6_, h7_, h8_, h9_] = money;
     let conclusions = [
         (CheckId::R4, r4(obs)),
         (CheckId::R5, r5(obs)),
         (CheckId::R6, r6(obs)),
         (CheckId::R7, r7(obs, rubric)),
-        (CheckId::C6, c6(obs, &facts)),
-        (CheckId::H5, h5(obs, &facts)),
-        (CheckId::H6, h6(obs, &facts)),
-        (CheckId::H7, h7(obs, &facts)),
-        (CheckId::H8, h8(obs, &facts)),
-        (CheckId::H9, h9(obs, &facts)),
+        (CheckId::C6, c6_),
+        (CheckId::H5, h5_),
+        (CheckId::H6, h6_),
+        (CheckId::H7, h7_),
+        (CheckId::H8, h8_),
+        (CheckId::H9, h9_),
         (CheckId::S3, s3(obs)),
     ];
     conclusions
@@ -520,53 +542,15 @@ fn c6(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
     else {
         return Conclusion::unmeasured("the paid request was not sent");
     };
-    let Some(response) = exchange.response.as_ref() else {
-        return Conclusion::unmeasured("no response to the paid request: nothing to read");
+    let charged = facts
+        .charge
+        .as_ref()
+        .map(|c| c.as_ref().map(|c| show_tx(c.tx)))
+        .map_err(Clone::clone);
+    let (settlement, header) = match settlement_read(exchange, obs, charged) {
+        Ok(read) => read,
+        Err(c) => return c,
     };
-    let status = response.status;
-    let Some(settlement) = obs.settlement.as_ref() else {
-        if (200..300).contains(&status) {
-            return Conclusion::fail(format!(
-                "HTTP {status} to a paid request without PAYMENT-RESPONSE or X-PAYMENT-RESPONSE"
-            ));
-        }
-        return match &facts.charge {
-            Ok(Some(charge)) => Conclusion::fail(format!(
-                "charged on chain ({}) but HTTP {status} carries no settlement response",
-                show_tx(charge.tx)
-            )),
-            Ok(None) => Conclusion::na(format!(
-                "the payment was not taken (HTTP {status}) and nothing was charged: no settlement to report"
-            )),
-            Err(why) => Conclusion::unmeasured(format!(
-                "HTTP {status} without a settlement response; whether we were charged is unknown: {why}"
-            )),
-        };
-    };
-    let header = settlement.header_name.clone().unwrap_or_default();
-    if let Some(problem) = &settlement.problem {
-        return Conclusion::fail(format!("{header} does not decode: {problem}"));
-    }
-    if settlement.success != Some(true) {
-        let reason = settlement.error_reason.clone().unwrap_or_default();
-        if (200..300).contains(&status) {
-            return Conclusion::fail(format!(
-                "HTTP {status} to a paid request, but {header} reports the settlement failed ({reason})"
-            ));
-        }
-        return match &facts.charge {
-            Ok(None) => Conclusion::pass(format!(
-                "{header} reports failure ({reason}) and the chain agrees nothing was charged"
-            )),
-            Ok(Some(charge)) => Conclusion::fail(format!(
-                "{header} reports failure ({reason}) but we were charged ({})",
-                show_tx(charge.tx)
-            )),
-            Err(why) => Conclusion::unmeasured(format!(
-                "{header} reports failure; the chain could not confirm it: {why}"
-            )),
-        };
-    }
     let Some(tx) = settlement.transaction_hash() else {
         return Conclusion::fail(format!(
             "{header} reports success without a transaction hash ({:?})",
@@ -627,6 +611,131 @@ fn c6(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
     ))
     .with_detail(json!({"transfers": ours.iter().map(TransferLog::detail).collect::<Vec<_>>()}))
 }
+
+/// What C6 concludes before the named transaction is looked at, on either network: no
+/// response, no settlement header, one that does not decode, or one that reports failure
+/// (believed only when the chain agrees nothing was taken). `charged`: the transaction that
+/// took from us, when one did. `Ok`: a settlement that reports success, and its header's name.
+fn settlement_read<'o>(
+    exchange: &crate::evidence::http::Exchange,
+    obs: &'o PaidObservation,
+    charged: Result<Option<String>, String>,
+) -> Result<(&'o crate::evidence::paid::SettlementSeen, String), Conclusion> {
+    let Some(response) = exchange.response.as_ref() else {
+        return Err(Conclusion::unmeasured(
+            "no response to the paid request: nothing to read",
+        ));
+    };
+    let status = response.status;
+    let Some(settlement) = obs.settlement.as_ref() else {
+        if (200..300).contains(&status) {
+            return Err(Conclusion::fail(format!(
+                "HTTP {status} to a paid request without PAYMENT-RESPONSE or X-PAYMENT-RESPONSE"
+            )));
+        }
+        return Err(match charged {
+            Ok(Some(tx)) => Conclusion::fail(format!(
+                "charged on chain ({tx}) but HTTP {status} carries no settlement response"
+            )),
+            Ok(None) => Conclusion::na(format!(
+                "the payment was not taken (HTTP {status}) and nothing was charged: no settlement to report"
+            )),
+            Err(why) => Conclusion::unmeasured(format!(
+                "HTTP {status} without a settlement response; whether we were charged is unknown: {why}"
+            )),
+        });
+    };
+    let header = settlement.header_name.clone().unwrap_or_default();
+    if let Some(problem) = &settlement.problem {
+        return Err(Conclusion::fail(format!(
+            "{header} does not decode: {problem}"
+        )));
+    }
+    if settlement.success != Some(true) {
+        let reason = settlement.error_reason.clone().unwrap_or_default();
+        if (200..300).contains(&status) {
+            return Err(Conclusion::fail(format!(
+                "HTTP {status} to a paid request, but {header} reports the settlement failed ({reason})"
+            )));
+        }
+        return Err(match charged {
+            Ok(None) => Conclusion::pass(format!(
+                "{header} reports failure ({reason}) and the chain agrees nothing was charged"
+            )),
+            Ok(Some(tx)) => Conclusion::fail(format!(
+                "{header} reports failure ({reason}) but we were charged ({tx})"
+            )),
+            Err(why) => Conclusion::unmeasured(format!(
+                "{header} reports failure; the chain could not confirm it: {why}"
+            )),
+        });
+    }
+    Ok((settlement, header))
+}
+
+/// The Solana charge as C6, H8 and H9 read it: the transaction that took from our token account,
+/// its amount and detail.
+fn svm_charged(svm: &SvmPaidSeen) -> Result<Option<(String, String, Value)>, String> {
+    svm_chain::charge(&svm.chain).map(|c| {
+        c.map(|d| {
+            (
+                d.amount.to_string(),
+                d.id.clone(),
+                json!({"transaction": d.id, "amount": d.amount.to_string()}),
+            )
+        })
+    })
+}
+
+/// C6 on Solana: the settlement header read as on EVM, then the named transaction judged from
+/// the chain (`paid::svm_chain::c6`): a base58 signature of a transaction that landed, succeeded
+/// and took from our token account, on the quoted cluster.
+fn c6_svm(obs: &PaidObservation, svm: &SvmPaidSeen) -> Conclusion {
+    if let Some(c) = not_paid(obs) {
+        return c;
+    }
+    let Some(exchange) = obs.paid.as_ref() else {
+        return Conclusion::unmeasured("the paid request was not sent");
+    };
+    let charged = svm_charged(svm).map(|c| c.map(|(_, tx, _)| tx));
+    let (settlement, header) = match settlement_read(exchange, obs, charged) {
+        Ok(read) => read,
+        Err(c) => return c,
+    };
+    if let Some(network) = settlement.network.as_deref().filter(|n| !n.is_empty())
+        && SolanaNetwork::from_network(network) != SolanaNetwork::from_network(&svm.payment.network)
+    {
+        return Conclusion::fail(format!(
+            "{header} names network {network:?}; we paid on {}",
+            svm.payment.network
+        ));
+    }
+    svm_chain::c6(&svm.chain, Some(true), settlement.transaction.as_deref())
+}
+
+/// H9 on Solana: nothing to refund when delivered or not charged; a charge without delivery is
+/// not watched for a refund on Solana yet, so it stays `unmeasured`.
+fn h9_svm(obs: &PaidObservation, svm: &SvmPaidSeen) -> Conclusion {
+    if let Some(c) = not_paid(obs) {
+        return c;
+    }
+    match (svm_charged(svm), delivery(obs)) {
+        (_, Delivery::Delivered(_)) => {
+            Conclusion::na("the output was delivered: nothing to refund")
+        }
+        (Err(why), _) => {
+            Conclusion::unmeasured(format!("whether we were charged is unknown: {why}"))
+        }
+        (Ok(None), _) => Conclusion::na("we were not charged: nothing to refund"),
+        (Ok(Some(_)), Delivery::Unknown(why)) => {
+            Conclusion::unmeasured(format!("charged; delivery unknown: {why}"))
+        }
+        (Ok(Some(_)), Delivery::NotDelivered(_)) => Conclusion::unmeasured(SVM_REFUND_NOT_WATCHED),
+    }
+}
+
+/// Why a Solana charge without delivery has no refund watch.
+const SVM_REFUND_NOT_WATCHED: &str = "charged without delivery on Solana: the refund watch reads EVM chains only, so a Solana refund is not watched yet";
 
 fn show_tx(tx: Option<B256>) -> String {
     tx.map(|t| format!("{t:#x}"))
@@ -804,23 +913,31 @@ fn h7(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
 
 /// H8: charged, yet no 2xx with a valid output.
 fn h8(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
+    h8_with(obs, || match (&facts.not_final, &facts.charge) {
+        (Some(why), _) => Err(why.clone()),
+        (None, Ok(charge)) => Ok(charge
+            .as_ref()
+            .map(|c| (c.amount.to_string(), show_tx(c.tx), charge_detail(c)))),
+        (None, Err(why)) => Err(why.clone()),
+    })
+}
+
+/// H8 on either network: `charged` gives the charge (amount, transaction, detail), when there
+/// was one.
+fn h8_with(
+    obs: &PaidObservation,
+    charged: impl Fn() -> Result<Option<(String, String, Value)>, String>,
+) -> Conclusion {
     if let Some(c) = not_paid(obs) {
         return c;
     }
-    let charged = || match (&facts.not_final, &facts.charge) {
-        (Some(why), _) => Err(why.clone()),
-        (None, Ok(charge)) => Ok(charge.clone()),
-        (None, Err(why)) => Err(why.clone()),
-    };
     match delivery(obs) {
         Delivery::Delivered(how) => Conclusion::pass(format!("delivered: {how}")),
         Delivery::NotDelivered(why) => match charged() {
-            Ok(Some(charge)) => Conclusion::fail(format!(
-                "charged {} ({}) without delivery: {why}",
-                charge.amount,
-                show_tx(charge.tx)
-            ))
-            .with_detail(charge_detail(&charge)),
+            Ok(Some((amount, tx, detail))) => {
+                Conclusion::fail(format!("charged {amount} ({tx}) without delivery: {why}"))
+                    .with_detail(detail)
+            }
             Ok(None) => Conclusion::pass(format!("not delivered ({why}), and not charged")),
             Err(e) => Conclusion::unmeasured(format!(
                 "not delivered ({why}); whether we were charged is unknown: {e}"
@@ -839,6 +956,9 @@ fn h8(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
 pub fn refund_plan(obs: &PaidObservation) -> Result<RefundPlan, String> {
     if let Some(c) = not_paid(obs) {
         return Err(c.evidence);
+    }
+    if obs.svm.is_some() {
+        return Err(SVM_REFUND_NOT_WATCHED.into());
     }
     let facts = chain_facts(obs);
     let charge = match (&facts.charge, delivery(obs)) {
@@ -1034,10 +1154,10 @@ fn receipt(
     {
         sha256.insert("requote.body".to_string(), r.body_sha256.clone());
     }
-    if let Some(p) = &obs.payment {
+    if let Some(header) = obs.payment_header() {
         sha256.insert(
             "paid.payment_header".to_string(),
-            sha256_hex(p.header_value.as_bytes()),
+            sha256_hex(header.as_bytes()),
         );
     }
     if let Some(r) = obs.paid.as_ref().and_then(|e| e.response.as_ref()) {
@@ -1058,7 +1178,11 @@ fn receipt(
     }
     let charge_tx = facts.charge.as_ref().ok().and_then(|c| c.as_ref()?.tx);
     let claimed_tx = obs.settlement.as_ref().and_then(|s| s.transaction_hash());
-    let tx = charge_tx.or(claimed_tx).map(|t| format!("{t:#x}"));
+    let mut tx = charge_tx.or(claimed_tx).map(|t| format!("{t:#x}"));
+    if let Some(svm) = &obs.svm {
+        let charge = svm_chain::charge(&svm.chain).ok().flatten().map(|d| d.id);
+        tx = charge.or_else(|| obs.settlement.as_ref().and_then(|s| s.transaction.clone()));
+    }
     let blocks = obs.chain.as_ref().map(|c| {
         json!({
             "before": c.block_before.value(),
@@ -1242,6 +1366,7 @@ mod tests {
             reservation: None,
             reconciled: None,
             notes: Vec::new(),
+            svm: None,
         }
     }
 
@@ -1258,6 +1383,134 @@ mod tests {
             vec![("content-type".into(), "application/json".into())],
             br#"{"city":"Oslo","temp_c":3}"#.to_vec(),
         )
+    }
+
+    /// The paid call of `observation` made on Solana: our token account debited `debit` (and
+    /// payTo's credited as much) by a transaction carrying our signature, when `debit` > 0.
+    fn on_solana(mut obs: PaidObservation, debit: u64, network: &str) -> PaidObservation {
+        use crate::evidence::svm::{
+            SvmPaidChainSeen, SvmPaymentSent, SvmTokenBalance, SvmTransactionSeen,
+        };
+        let signature = bs58::encode([9u8; 64]).into_string();
+        let balance = |account: &str, amount: u64| SvmTokenBalance {
+            account: account.into(),
+            mint: "Mint".into(),
+            owner: None,
+            amount,
+        };
+        let landed = SvmTransactionSeen {
+            signatures: vec![signature.clone()],
+            slot: 5,
+            err: None,
+            pre: vec![balance("Ours", 50_000), balance("Theirs", 0)],
+            post: vec![balance("Ours", 50_000 - debit), balance("Theirs", debit)],
+        };
+        let window = if debit > 0 {
+            vec![landed.clone()]
+        } else {
+            Vec::new()
+        };
+        let payment = SvmPaymentSent {
+            reservation_id: 1,
+            cost_usd: Usd::from_atto(10_000_000_000_000_000),
+            network: network.into(),
+            payer: "Us".into(),
+            fee_payer: "Fees".into(),
+            mint: "Mint".into(),
+            source: "Ours".into(),
+            destination: "Theirs".into(),
+            pay_to: "Them".into(),
+            amount: 10_000,
+            memo: "m".into(),
+            blockhash: "Hash".into(),
+            last_valid_block_height: 150,
+            signature: signature.clone(),
+            header_name: "PAYMENT-SIGNATURE".into(),
+            header_value: "e30=".into(),
+            sent_at: 1_800_000_000,
+        };
+        obs.svm = Some(SvmPaidSeen {
+            chain: SvmPaidChainSeen {
+                rpc_url: "http://solana".into(),
+                our_signature: signature,
+                source: "Ours".into(),
+                destination: "Theirs".into(),
+                mint: "Mint".into(),
+                amount: 10_000,
+                claimed: ChainRead::Read {
+                    value: (debit > 0).then_some(landed),
+                },
+                window: ChainRead::Read { value: window },
+            },
+            payment,
+            block_height_before: 1,
+            window_after: None,
+        });
+        obs.payment = None;
+        obs.chain = None;
+        obs
+    }
+
+    fn solana_receipt(network: &str) -> (String, String) {
+        use base64::Engine as _;
+        let receipt = json!({"success": true, "transaction": bs58::encode([9u8; 64]).into_string(),
+            "network": network, "payer": "Us"});
+        (
+            "payment-response".to_string(),
+            base64::engine::general_purpose::STANDARD.encode(receipt.to_string()),
+        )
+    }
+
+    #[test]
+    fn a_solana_payment_is_judged_from_its_token_balances() {
+        let devnet = "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1";
+        let (mut headers, body) = json_ok();
+        headers.push(solana_receipt("solana-devnet"));
+        let honest = on_solana(
+            observation(200, headers.clone(), body.clone(), vec![], false),
+            10_000,
+            devnet,
+        );
+        for id in ["R4", "C6", "H5", "H6", "H7", "H8"] {
+            assert_eq!(outcome_of(&honest, id), Outcome::Pass, "{id}");
+        }
+        assert_eq!(outcome_of(&honest, "H9"), Outcome::Na);
+        let results = evaluate(&honest, 1_800_000_100, "unit");
+        assert!(
+            results
+                .iter()
+                .all(|r| r.receipt.sha256.contains_key("paid.payment_header"))
+        );
+        // The receipt names another cluster: C6 fails.
+        let mainnet = on_solana(
+            observation(200, headers, body.clone(), vec![], false),
+            10_000,
+            "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp",
+        );
+        assert_eq!(outcome_of(&mainnet, "C6"), Outcome::Fail);
+        // Charged, then a 500: H8 fails; H9 cannot be watched on Solana yet.
+        let broken = on_solana(
+            observation(500, vec![], b"upstream failed".to_vec(), vec![], false),
+            10_000,
+            devnet,
+        );
+        assert_eq!(outcome_of(&broken, "H8"), Outcome::Fail);
+        assert_eq!(outcome_of(&broken, "H9"), Outcome::Unmeasured);
+        assert_eq!(outcome_of(&broken, "C6"), Outcome::Fail);
+        assert!(refund_plan(&broken).is_err());
+        // Not charged and not delivered: H8 passes, C6 is na (nothing to report).
+        let untaken = on_solana(
+            observation(500, vec![], Vec::new(), vec![], false),
+            0,
+            devnet,
+        );
+        assert_eq!(outcome_of(&untaken, "H8"), Outcome::Pass);
+        assert_eq!(outcome_of(&untaken, "C6"), Outcome::Na);
+        assert_eq!(outcome_of(&untaken, "H5"), Outcome::Na);
+        // The observation survives storage.
+        let back: PaidObservation =
+            serde_json::from_str(&serde_json::to_string(&broken).unwrap()).unwrap();
+        assert_eq!(back, broken);
     }
 
     #[test]

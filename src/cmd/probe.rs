@@ -14,10 +14,11 @@ use crate::config::{
     ProbeTarget, Provenance, RunConfig, Samples, SpacingMs, Vantage, WalletSource,
 };
 use crate::evidence::rfc3339;
-use crate::probe::paid::{PaidContext, PaidOptions};
+use crate::probe::paid::{PaidContext, PaidOptions, SvmPay};
 use crate::report::ProbeReport;
 use crate::runner;
-use crate::spend::{AllowedAsset, PayPolicy, SpendStore, Usd};
+use crate::solana_wallet::SolanaWallet;
+use crate::spend::{AllowedAsset, AllowedSvmAsset, PayPolicy, SpendStore, Usd};
 use crate::wallet::Wallet;
 
 /// Options of `x402-probe probe`. Each maps onto `crate::config` (the daemon's file uses the same
@@ -116,6 +117,14 @@ pub struct Args {
     /// The wallet's private key as a systemd credential ($CREDENTIALS_DIRECTORY/NAME).
     #[arg(long, value_name = "NAME")]
     pub wallet_credential: Option<String>,
+    /// The Solana key that pays Solana entries (64 hex digits of ed25519 seed, or the Solana
+    /// CLI's keypair file), a file readable by its owner only; needs --solana-rpc. Without it,
+    /// Solana entries are not paid.
+    #[arg(long, value_name = "FILE", conflicts_with = "solana_wallet_credential")]
+    pub solana_wallet: Option<PathBuf>,
+    /// The Solana key as a systemd credential ($CREDENTIALS_DIRECTORY/NAME).
+    #[arg(long, value_name = "NAME")]
+    pub solana_wallet_credential: Option<String>,
     /// Where the spend store (reservations, refusals) lives. Default: $STATE_DIRECTORY, else
     /// $XDG_STATE_HOME/x402-probe, else ~/.local/state/x402-probe.
     #[arg(long, value_name = "DIR")]
@@ -165,6 +174,11 @@ impl Args {
             ("--max-usd-per-day", self.max_usd_per_day.is_some()),
             ("--wallet-key-file", self.wallet_key_file.is_some()),
             ("--wallet-credential", self.wallet_credential.is_some()),
+            ("--solana-wallet", self.solana_wallet.is_some()),
+            (
+                "--solana-wallet-credential",
+                self.solana_wallet_credential.is_some(),
+            ),
             ("--state-dir", self.state_dir.is_some()),
             ("--confirmations", self.confirmations.is_some()),
             ("--paid-deadline-ms", self.paid_deadline_ms.is_some()),
@@ -188,7 +202,11 @@ impl Args {
                 max_usd_per_subject_per_day: self.max_usd_per_subject_per_day,
                 max_usd_per_day: self.max_usd_per_day,
                 wallet,
-                solana_wallet: None,
+                solana_wallet: match (&self.solana_wallet, &self.solana_wallet_credential) {
+                    (Some(path), _) => Some(WalletSource::KeyFile(path.clone())),
+                    (None, Some(name)) => Some(WalletSource::Credential(name.clone())),
+                    (None, None) => None,
+                },
                 state_dir: self.state_dir.clone(),
                 confirmations: self.confirmations.unwrap_or_default(),
                 paid_deadline_ms: self.paid_deadline_ms.unwrap_or_default(),
@@ -243,8 +261,14 @@ pub fn run(args: Args) -> Result<i32> {
         match (&pay, &cfg.rpc) {
             (Some(pay), Some(rpc)) => {
                 let policy = pay.policy(rpc, &cfg.declared_assets).await?;
+                let solana_rpc = cfg.solana_rpc.as_ref();
                 let ctx = PaidContext {
                     wallet: &pay.wallet,
+                    svm: pay
+                        .solana_wallet
+                        .as_ref()
+                        .zip(solana_rpc)
+                        .map(|(wallet, rpc)| SvmPay { wallet, rpc }),
                     store: &pay.store,
                     policy: &policy,
                     rpc,
@@ -344,6 +368,7 @@ fn unix_now() -> i64 {
 /// What `--pay` needs, checked before any traffic.
 struct PayArgs {
     wallet: Wallet,
+    solana_wallet: Option<SolanaWallet>,
     store: SpendStore,
     per_call: Usd,
     per_subject: Usd,
@@ -358,6 +383,11 @@ impl PayArgs {
             WalletSource::KeyFile(path) => Wallet::from_key_file(path)?,
             WalletSource::Credential(name) => Wallet::from_credential(name)?,
         };
+        let solana_wallet = match &pay.solana_wallet {
+            None => None,
+            Some(WalletSource::KeyFile(path)) => Some(SolanaWallet::from_key_file(path)?),
+            Some(WalletSource::Credential(name)) => Some(SolanaWallet::from_credential(name)?),
+        };
         let state_dir = match &pay.state_dir {
             Some(d) => d.clone(),
             None => crate::config::default_state_dir()?,
@@ -365,6 +395,7 @@ impl PayArgs {
         let store = SpendStore::open(&state_dir)?;
         Ok(PayArgs {
             wallet,
+            solana_wallet,
             store,
             per_call,
             per_subject,
@@ -395,7 +426,11 @@ impl PayArgs {
                 });
             }
         }
-        let policy = PayPolicy::new(self.per_call, self.per_subject, self.per_day, allowlist);
+        let mut policy = PayPolicy::new(self.per_call, self.per_subject, self.per_day, allowlist);
+        if self.solana_wallet.is_some() {
+            // Circle's USDC of the three clusters, under the same caps.
+            policy.svm_allowlist = AllowedSvmAsset::canonical_usdc();
+        }
         policy
             .validate()
             .map_err(|e| anyhow::anyhow!("pay policy: {e}"))?;

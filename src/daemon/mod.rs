@@ -44,6 +44,8 @@ use crate::ledger::record::{
 use crate::metrics::ReloadOutcome;
 use crate::probe::paid::PolicySource;
 use crate::probe::rpc::Rpc;
+use crate::probe::solana_rpc::SolanaRpc;
+use crate::solana_wallet::SolanaWallet;
 use crate::spend::{AllowedAsset, PayPolicy, SpendStore};
 use crate::store::{SqliteStore, Store, SubjectRow, SubjectState};
 use crate::wallet::Wallet;
@@ -296,12 +298,32 @@ impl Daemon {
                         });
                     }
                 }
-                let policy = PayPolicy::new(per_call, per_subject, per_day, allowlist);
+                let mut policy = PayPolicy::new(per_call, per_subject, per_day, allowlist);
                 policy
                     .validate()
                     .map_err(|e| anyhow::anyhow!("[pay]: {e}"))?;
+                let svm = match &pay.solana_wallet {
+                    None => None,
+                    Some(source) => {
+                        let wallet = match source {
+                            WalletSource::KeyFile(path) => SolanaWallet::from_key_file(path)?,
+                            WalletSource::Credential(name) => SolanaWallet::from_credential(name)?,
+                        };
+                        let url = config
+                            .probe
+                            .solana_rpc
+                            .as_ref()
+                            .context("paying Solana entries needs [probe] solana_rpc")?;
+                        Some((wallet, SolanaRpc::new(url.as_str())))
+                    }
+                };
+                if svm.is_some() {
+                    // Circle's USDC of the three clusters, under the same caps.
+                    policy.svm_allowlist = crate::spend::AllowedSvmAsset::canonical_usdc();
+                }
                 Some(PayParts {
                     wallet,
+                    svm,
                     spend,
                     policy: Arc::new(RwLock::new(policy)),
                     rpc,
@@ -1728,14 +1750,22 @@ async fn reconcile_spend(
         return Ok(Default::default());
     };
     let _one_at_a_time = parts.spend.lock_for_call().await?;
-    crate::probe::reconcile::reconcile(
+    let mut report = crate::probe::reconcile::reconcile(
         &parts.spend,
         &parts.rpc,
         shared.wall.now(),
         crate::probe::reconcile::Due::All,
         None,
     )
-    .await
+    .await?;
+    if let Some((_, rpc)) = &parts.svm {
+        let svm =
+            crate::probe::reconcile::reconcile_svm(&parts.spend, rpc, shared.wall.now()).await?;
+        report.settled.extend(svm.settled);
+        report.released.extend(svm.released);
+        report.still_open.extend(svm.still_open);
+    }
+    Ok(report)
 }
 
 /// The host (and port) a URL is politeness-limited by.

@@ -38,6 +38,11 @@ pub const SEQ_STRIDE: u64 = 1024;
 /// What paying needs (absent: the daemon never pays).
 pub struct PayParts {
     pub wallet: Wallet,
+    /// The Solana wallet and the fixed Solana RPC, when Solana entries are paid.
+    pub svm: Option<(
+        crate::solana_wallet::SolanaWallet,
+        crate::probe::solana_rpc::SolanaRpc,
+    )>,
     pub spend: Arc<SpendStore>,
     /// The caps and allowlist; a reload may lower or raise the caps (`PayParts::caps`), and a
     /// paid call reads them again when it reserves. Shared with the API's [`SpendView`].
@@ -371,6 +376,10 @@ pub(crate) async fn run_subject(
     if pay && let Some(parts) = shared.pay.as_ref() {
         let ctx = PaidContext {
             wallet: &parts.wallet,
+            svm: parts
+                .svm
+                .as_ref()
+                .map(|(wallet, rpc)| crate::probe::paid::SvmPay { wallet, rpc }),
             store: &parts.spend,
             policy: &*parts.policy,
             rpc: &parts.rpc,
@@ -384,7 +393,7 @@ pub(crate) async fn run_subject(
     }
 
     let ended_ms = shared.clock.now_ms().max(started_ms);
-    let paid_sent = out.paid.as_ref().is_some_and(|p| p.payment.is_some());
+    let paid_sent = out.paid.as_ref().is_some_and(|p| p.payment_sent());
     let record = RunRecord {
         id: run_id(&shared.vantage, &url, started_ms),
         subject: url.clone(),

@@ -497,6 +497,10 @@ pub struct PaidObservation {
     pub reconciled: Option<ReconcileReport>,
     /// Problems on our side worth keeping (a store write that failed after sending...).
     pub notes: Vec<String>,
+    /// A payment on Solana (then `payment` and `chain` stay empty): what was sent and what the
+    /// chain showed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub svm: Option<super::svm::SvmPaidSeen>,
 }
 
 impl PaidObservation {
@@ -544,6 +548,21 @@ impl PaidObservation {
             reservation: None,
             reconciled: None,
             notes: Vec::new(),
+            svm: None,
+        }
+    }
+
+    /// Whether a payment was sent (signed and handed to the endpoint), on either network.
+    pub fn payment_sent(&self) -> bool {
+        self.payment.is_some() || self.svm.is_some()
+    }
+
+    /// The header value sent with the payment, on either network.
+    pub fn payment_header(&self) -> Option<&str> {
+        match (&self.payment, &self.svm) {
+            (Some(p), _) => Some(&p.header_value),
+            (None, Some(s)) => Some(&s.payment.header_value),
+            (None, None) => None,
         }
     }
 }

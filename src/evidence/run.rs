@@ -68,7 +68,7 @@ impl RunRecord {
     /// Whether a payment was actually sent (a refusal sends nothing): only then do the paid
     /// results count as a paid call for the verdict.
     pub fn payment_sent(&self) -> bool {
-        self.paid.as_ref().is_some_and(|p| p.payment.is_some())
+        self.paid.as_ref().is_some_and(|p| p.payment_sent())
     }
 }
 

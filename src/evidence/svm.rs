@@ -89,3 +89,47 @@ pub struct SvmPaidChainSeen {
     /// from `getSignaturesForAddress`), each read with `getTransaction`.
     pub window: ChainRead<Vec<SvmTransactionSeen>>,
 }
+
+/// What was signed and sent on Solana (public once sent).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SvmPaymentSent {
+    pub reservation_id: i64,
+    pub cost_usd: super::usd::Usd,
+    /// The cluster, CAIP-2.
+    pub network: String,
+    /// Our wallet (the token authority), base58.
+    pub payer: String,
+    /// The facilitator's account that pays the fees (the quote's `extra.feePayer`).
+    pub fee_payer: String,
+    pub mint: String,
+    /// Our token account.
+    pub source: String,
+    /// payTo's token account.
+    pub destination: String,
+    pub pay_to: String,
+    /// Atomic units.
+    pub amount: u64,
+    pub memo: String,
+    /// The blockhash the transaction was built on, and the block height past which it can never
+    /// land.
+    pub blockhash: String,
+    pub last_valid_block_height: u64,
+    /// Ours, base58.
+    pub signature: String,
+    pub header_name: String,
+    pub header_value: String,
+    /// Our clock when the request was sent, unix seconds.
+    pub sent_at: i64,
+}
+
+/// A paid call on Solana: what was sent, and what our Solana RPC showed of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SvmPaidSeen {
+    pub payment: SvmPaymentSent,
+    pub chain: SvmPaidChainSeen,
+    /// The block height read before sending.
+    pub block_height_before: u64,
+    /// The newest transaction of our token account before the call (the window's reads start
+    /// after it); `None` when it had none.
+    pub window_after: Option<String>,
+}

@@ -10,3 +10,4 @@ pub mod chain;
 pub mod refund;
 pub mod steps;
 pub mod svm_chain;
+pub mod svm_steps;

@@ -13,8 +13,9 @@ use crate::evidence::paid::{
     RefusalCode, RequoteSeen, SettlementSeen,
 };
 use crate::evidence::usd::Usd;
-use crate::spend::{PayPolicy, Priced, assess};
+use crate::spend::{PayPolicy, Priced, PricedSvm, assess, assess_svm};
 use crate::x402::parse::parse_settlement_response;
+use crate::x402::solana::{SolanaAddress, SolanaNetwork};
 use crate::x402::types::{Parsed402, PaymentRequired, Requirement};
 
 /// One `accepts` entry as quoted, with the parts of its PaymentRequired the checks need.
@@ -53,10 +54,11 @@ impl Declined {
 /// Step 2: which `accepts` entry to pay.
 #[derive(Debug)]
 pub enum Choice<'q> {
-    /// The first entry the policy allows.
+    /// The first entry the policy allows; `svm`: a Solana entry (paid by the Solana wallet).
     Pay {
         required: &'q PaymentRequired,
         requirement: &'q Requirement,
+        svm: bool,
     },
     /// Nothing to pay: every entry declined (each with its own refusal), or no entries at all.
     /// `quote` is the first entry, shown in the observation.
@@ -66,7 +68,17 @@ pub enum Choice<'q> {
     },
 }
 
-pub fn choose<'q>(policy: &PayPolicy, quote: &'q Parsed402) -> Choice<'q> {
+/// Whether an entry names a Solana cluster (so the exact SVM scheme's rules and wallet apply).
+pub fn is_svm_entry(requirement: &Requirement) -> bool {
+    requirement
+        .network
+        .as_deref()
+        .is_some_and(|n| n.starts_with("solana"))
+}
+
+/// The first entry the policy allows. A Solana entry is judged by the Solana rules
+/// (`assess_svm`), and only when a Solana wallet can pay it (`svm_wallet`).
+pub fn choose<'q>(policy: &PayPolicy, quote: &'q Parsed402, svm_wallet: bool) -> Choice<'q> {
     let Some(required) = quote.required.as_ref().filter(|r| !r.accepts.is_empty()) else {
         let refusal = Refusal::new(
             RefusalCode::NoRequirements,
@@ -79,11 +91,24 @@ pub fn choose<'q>(policy: &PayPolicy, quote: &'q Parsed402) -> Choice<'q> {
     };
     let mut declined = Vec::new();
     for requirement in &required.accepts {
-        match assess(policy, requirement) {
-            Ok(_) => {
+        let svm = is_svm_entry(requirement);
+        let judged = match (svm, svm_wallet) {
+            (false, _) => assess(policy, requirement).map(|_| ()),
+            (true, true) => assess_svm(policy, requirement).map(|_| ()),
+            (true, false) => Err(Refusal::new(
+                RefusalCode::NetworkNotAllowed,
+                format!(
+                    "network {} is Solana and no Solana wallet is configured ([pay] solana_wallet)",
+                    requirement.network.as_deref().unwrap_or_default()
+                ),
+            )),
+        };
+        match judged {
+            Ok(()) => {
                 return Choice::Pay {
                     required,
                     requirement,
+                    svm,
                 };
             }
             Err(refusal) => declined.push(Declined::new(refusal, Some(requirement))),
@@ -104,10 +129,36 @@ pub fn matching_entry<'a>(
     fresh.accepts.iter().find(|e| {
         e.scheme == quoted.scheme
             && e.network == quoted.network
-            && e.asset_address().is_some()
-            && e.asset_address() == quoted.asset_address()
+            && same_address(e, quoted, e.asset_address(), quoted.asset_address(), |r| {
+                r.asset.as_deref()
+            })
             && e.asset_transfer_method == quoted.asset_transfer_method
     })
+}
+
+/// Whether two entries name the same address: both EVM addresses and equal (any case), or, on a
+/// Solana cluster, both base58 addresses of 32 bytes and the same text.
+fn same_address(
+    a: &Requirement,
+    b: &Requirement,
+    a_evm: Option<alloy::primitives::Address>,
+    b_evm: Option<alloy::primitives::Address>,
+    field: for<'r> fn(&'r Requirement) -> Option<&'r str>,
+) -> bool {
+    if a_evm.is_some() {
+        return a_evm == b_evm;
+    }
+    fn solana<'r>(
+        r: &'r Requirement,
+        field: fn(&'r Requirement) -> Option<&'r str>,
+    ) -> Option<&'r str> {
+        r.network
+            .as_deref()
+            .and_then(SolanaNetwork::from_network)
+            .and(field(r))
+            .filter(|text| SolanaAddress::parse(text).is_ok())
+    }
+    matches!((solana(a, field), solana(b, field)), (Some(x), Some(y)) if x == y)
 }
 
 /// What changed between the quote and the fresh entry, among what a payment depends on.
@@ -121,7 +172,13 @@ pub fn quote_changes(quoted: &Requirement, fresh: &Requirement) -> Vec<String> {
             show(&fresh.amount)
         ));
     }
-    if quoted.pay_to_address() != fresh.pay_to_address() || quoted.pay_to_address().is_none() {
+    if !same_address(
+        quoted,
+        fresh,
+        quoted.pay_to_address(),
+        fresh.pay_to_address(),
+        |r| r.pay_to.as_deref(),
+    ) {
         changes.push(format!(
             "payTo {} -> {}",
             show(&quoted.pay_to),
@@ -147,6 +204,39 @@ pub fn judge_requote<'f>(
     exchange: &Exchange,
     fresh: Option<&'f Parsed402>,
 ) -> (RequoteSeen, Result<Fresh<'f>, Declined>) {
+    let (seen, judged) = judge_requote_with(quoted, exchange, fresh, |r| assess(policy, r));
+    let judged = judged.map(|(required, requirement, priced)| Fresh {
+        required,
+        requirement,
+        priced,
+    });
+    (seen, judged)
+}
+
+/// Step 3 for a Solana entry: the same rule, the entry priced by the Solana rules.
+#[allow(clippy::type_complexity)]
+pub fn judge_requote_svm<'f>(
+    policy: &PayPolicy,
+    quoted: &Requirement,
+    exchange: &Exchange,
+    fresh: Option<&'f Parsed402>,
+) -> (
+    RequoteSeen,
+    Result<(&'f PaymentRequired, &'f Requirement, PricedSvm), Declined>,
+) {
+    judge_requote_with(quoted, exchange, fresh, |r| assess_svm(policy, r))
+}
+
+#[allow(clippy::type_complexity)]
+fn judge_requote_with<'f, P>(
+    quoted: &Requirement,
+    exchange: &Exchange,
+    fresh: Option<&'f Parsed402>,
+    assess: impl FnOnce(&Requirement) -> Result<P, Refusal>,
+) -> (
+    RequoteSeen,
+    Result<(&'f PaymentRequired, &'f Requirement, P), Declined>,
+) {
     let fresh_required = fresh.and_then(|p| p.required.as_ref());
     let fresh_entry = fresh_required.and_then(|r| matching_entry(r, quoted));
     let changes = match fresh_entry {
@@ -180,15 +270,8 @@ pub fn judge_requote<'f>(
         );
         return (seen, Err(Declined::new(refusal, Some(requirement))));
     }
-    match assess(policy, requirement) {
-        Ok(priced) => (
-            seen,
-            Ok(Fresh {
-                required,
-                requirement,
-                priced,
-            }),
-        ),
+    match assess(requirement) {
+        Ok(priced) => (seen, Ok((required, requirement, priced))),
         Err(refusal) => (seen, Err(Declined::new(refusal, Some(requirement)))),
     }
 }
@@ -538,12 +621,12 @@ mod tests {
     fn choose_pays_the_first_allowed_entry_and_explains_each_refusal() {
         let p = policy();
         let ok = quote("10000", PAY_TO, "exact");
-        assert!(matches!(choose(&p, &ok), Choice::Pay { .. }));
+        assert!(matches!(choose(&p, &ok, false), Choice::Pay { .. }));
         let too_dear = quote("60000", PAY_TO, "exact");
         let Choice::Refuse {
             quote: shown,
             declined,
-        } = choose(&p, &too_dear)
+        } = choose(&p, &too_dear, false)
         else {
             panic!("a quote over the per-call cap must be refused");
         };
@@ -552,7 +635,7 @@ mod tests {
         assert_eq!(declined[0].refusal.code, RefusalCode::OverPerCallCap);
         assert!(declined[0].entry_json.as_deref().unwrap().contains("60000"));
         let upto = quote("10000", PAY_TO, "upto");
-        let Choice::Refuse { declined, .. } = choose(&p, &upto) else {
+        let Choice::Refuse { declined, .. } = choose(&p, &upto, false) else {
             panic!("only exact is paid");
         };
         assert_eq!(declined[0].refusal.code, RefusalCode::SchemeNotExact);
@@ -560,12 +643,88 @@ mod tests {
         let Choice::Refuse {
             quote: shown,
             declined,
-        } = choose(&p, &nothing)
+        } = choose(&p, &nothing, false)
         else {
             panic!("nothing to pay");
         };
         assert!(shown.is_none());
         assert_eq!(declined[0].refusal.code, RefusalCode::NoRequirements);
+    }
+
+    fn solana_first(amount: &str, pay_to: &str) -> Parsed402 {
+        let body = serde_json::json!({"x402Version": 2, "resource": {"url": "https://api.example/x"},
+        "accepts": [
+            {"scheme": "exact", "network": "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1",
+             "amount": amount, "asset": "4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU",
+             "payTo": pay_to, "maxTimeoutSeconds": 60,
+             "extra": {"feePayer": "2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg4"}},
+            {"scheme": "exact", "network": "eip155:84532", "amount": "10000", "asset": ASSET,
+             "payTo": PAY_TO, "maxTimeoutSeconds": 60, "extra": {"name": "USDC", "version": "2"}}
+        ]});
+        parse_payment_required(402, &[], body.to_string().as_bytes())
+    }
+
+    const SVM_PAY_TO: &str = "9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin";
+
+    #[test]
+    fn a_solana_entry_is_paid_only_with_a_solana_wallet_and_by_its_own_rules() {
+        let mut p = policy();
+        p.svm_allowlist = crate::spend::AllowedSvmAsset::canonical_usdc();
+        let q = solana_first("10000", SVM_PAY_TO);
+        // Without a Solana wallet the EVM entry is chosen, the Solana one declined.
+        let Choice::Pay {
+            requirement, svm, ..
+        } = choose(&p, &q, false)
+        else {
+            panic!("the EVM entry is payable");
+        };
+        assert_eq!((requirement.index, svm), (1, false));
+        let Choice::Pay {
+            requirement, svm, ..
+        } = choose(&p, &q, true)
+        else {
+            panic!("the Solana entry is payable");
+        };
+        assert_eq!((requirement.index, svm), (0, true));
+        // Over the per-call cap: declined by the Solana rules, the EVM entry paid instead.
+        let dear = solana_first("60000", SVM_PAY_TO);
+        let Choice::Pay { requirement, .. } = choose(&p, &dear, true) else {
+            panic!("the EVM entry is payable");
+        };
+        assert_eq!(requirement.index, 1);
+        // Off the Solana allowlist: nothing on Solana is paid.
+        p.svm_allowlist.clear();
+        let Choice::Pay { svm, .. } = choose(&p, &q, true) else {
+            panic!("the EVM entry is payable");
+        };
+        assert!(!svm);
+    }
+
+    #[test]
+    fn a_solana_requote_that_moved_price_or_payee_is_refused() {
+        let mut p = policy();
+        p.svm_allowlist = crate::spend::AllowedSvmAsset::canonical_usdc();
+        let quoted = solana_first("10000", SVM_PAY_TO);
+        let quoted_entry = &quoted.required.as_ref().unwrap().accepts[0];
+        for (amount, pay_to, should_pay) in [
+            ("10000", SVM_PAY_TO, true),
+            ("10001", SVM_PAY_TO, false),
+            (
+                "10000",
+                "2wKupLR9q6wXYppw8Gr2NvWxKBUqm4PPJKkQfoxHDBg5",
+                false,
+            ),
+            ("10000", "not base58 0OIl", false),
+        ] {
+            let fresh = solana_first(amount, pay_to);
+            let (seen, judged) =
+                judge_requote_svm(&p, quoted_entry, &exchange_of(&fresh), Some(&fresh));
+            assert_eq!(judged.is_ok(), should_pay, "{amount} {pay_to}");
+            assert_eq!(seen.changes.is_empty(), should_pay, "{:?}", seen.changes);
+            if let Err(d) = judged {
+                assert_eq!(d.refusal.code, RefusalCode::QuoteChanged);
+            }
+        }
     }
 
     #[test]

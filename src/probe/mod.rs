@@ -5,6 +5,7 @@ pub mod http;
 pub mod mcp;
 pub mod netguard;
 pub mod paid;
+mod paid_svm;
 pub mod reconcile;
 pub mod refund;
 pub mod rpc;

@@ -40,6 +40,8 @@ use crate::paid::steps::{
 };
 use crate::probe::http::{FetchConfig, FetchRequest, fetch};
 use crate::probe::rpc::{LogEntry, Rpc, RpcError, TxReceipt};
+use crate::probe::solana_rpc::SolanaRpc;
+use crate::solana_wallet::SolanaWallet;
 use crate::spend::PayPolicy;
 use crate::spend::{ReconcileStep, Refusal, ReserveError, ReserveRequest, SpendStore};
 use crate::wallet::Wallet;
@@ -126,9 +128,19 @@ pub enum PaidStep {
     Verified { id: i64 },
 }
 
+/// What paying Solana entries needs: the Solana wallet and the fixed Solana RPC every Solana
+/// chain fact is read through.
+#[derive(Clone, Copy)]
+pub struct SvmPay<'a> {
+    pub wallet: &'a SolanaWallet,
+    pub rpc: &'a SolanaRpc,
+}
+
 /// What a paid call needs. The caller owns everything; nothing here outlives the call.
 pub struct PaidContext<'a> {
     pub wallet: &'a Wallet,
+    /// Solana entries are paid only with this (`None`: they are refused).
+    pub svm: Option<SvmPay<'a>>,
     pub store: &'a SpendStore,
     /// A fixed policy, or one that may change while the call runs (the daemon's, whose caps a
     /// reload may lower): the reservation reads it last, so a cap lowered meanwhile holds.
@@ -165,7 +177,7 @@ impl PolicySource for std::sync::RwLock<PayPolicy> {
 }
 
 impl PaidContext<'_> {
-    fn step(&self, step: PaidStep) {
+    pub(super) fn step(&self, step: PaidStep) {
         if let Some(hook) = self.on_step {
             hook(step);
         }
@@ -174,25 +186,25 @@ impl PaidContext<'_> {
 
 /// The paid part's deadline, on the monotonic clock (it bounds real waiting).
 #[derive(Debug, Clone, Copy)]
-struct Deadline(tokio::time::Instant);
+pub(super) struct Deadline(tokio::time::Instant);
 
 impl Deadline {
     fn after_ms(ms: u64) -> Deadline {
         Deadline(tokio::time::Instant::now() + Duration::from_millis(ms))
     }
 
-    fn passed(self) -> bool {
+    pub(super) fn passed(self) -> bool {
         tokio::time::Instant::now() >= self.0
     }
 
     /// The earlier of this deadline and `ms` from now.
-    fn or_within_ms(self, ms: u64) -> tokio::time::Instant {
+    pub(super) fn or_within_ms(self, ms: u64) -> tokio::time::Instant {
         self.0
             .min(tokio::time::Instant::now() + Duration::from_millis(ms))
     }
 }
 
-const DEADLINE_PASSED: &str = "the paid part's deadline passed before this read";
+pub(super) const DEADLINE_PASSED: &str = "the paid part's deadline passed before this read";
 
 /// Pays `url` once (as quoted in `quote`, the 402 the caller saw for `request`), then verifies on
 /// chain where the money went. Never panics; every failure and refusal is in the observation.
@@ -284,20 +296,44 @@ async fn pay_until(
             .notes
             .push(format!("reconciling earlier reservations: {e}")),
     }
+    // Open Solana reservations too (a paid call holds the call lock: none is in flight).
+    if let Some(svm) = &ctx.svm {
+        match super::reconcile::reconcile_svm(ctx.store, svm.rpc, ctx.wall.now()).await {
+            Ok(report) => {
+                for id in report.settled.iter().chain(&report.released) {
+                    ctx.step(PaidStep::Reconciled { id: *id });
+                }
+                let all = obs.reconciled.get_or_insert_with(Default::default);
+                all.settled.extend(report.settled);
+                all.released.extend(report.released);
+                all.still_open.extend(report.still_open);
+            }
+            Err(e) => obs
+                .notes
+                .push(format!("reconciling earlier Solana reservations: {e}")),
+        }
+    }
 
     // 2. Choose an entry the policy allows.
     let policy = ctx.policy.current();
-    let (required, requirement) = match steps::choose(&policy, quote) {
+    let (required, requirement, svm) = match steps::choose(&policy, quote, ctx.svm.is_some()) {
         Choice::Pay {
             required,
             requirement,
-        } => (required, requirement),
+            svm,
+        } => (required, requirement, svm),
         Choice::Refuse { quote, declined } => {
             obs.quote = quote.map(|q| *q);
             return refuse(ctx, obs, declined);
         }
     };
     obs.quote = Some(quote_seen(required, requirement));
+    if svm {
+        return match &ctx.svm {
+            Some(pay) => super::paid_svm::pay(ctx, pay, obs, request, requirement, deadline).await,
+            None => refuse(ctx, obs, Vec::new()),
+        };
+    }
 
     // 3. The 402 again: the price must not have moved.
     if deadline.passed() {
@@ -349,20 +385,7 @@ async fn pay_until(
             .reserve(&ctx.policy.current(), &reserve_request, ctx.wall.now())
         {
             Ok(reservation) => reservation,
-            Err(ReserveError::Refused(refusal)) => {
-                // The store recorded it, inside the transaction that read the totals.
-                obs.decision = Decision::Refused {
-                    refusals: vec![refusal],
-                };
-                return obs;
-            }
-            Err(ReserveError::Store(e)) => {
-                obs.decision = Decision::Failed {
-                    stage: "reserve".into(),
-                    error: e.to_string(),
-                };
-                return obs;
-            }
+            Err(e) => return not_reserved(obs, e),
         };
     let id = reservation.id();
     ctx.step(PaidStep::Reserved { id });
@@ -428,24 +451,43 @@ async fn pay_until(
         ctx.options.confirmations,
     ));
 
-    let paid_request = request.clone().with_header(header.name, header.value);
-    ctx.step(PaidStep::Sending { id });
-    let exchange = fetch(&paid_fetch_config(ctx), &paid_request).await;
-    ctx.step(PaidStep::Responded { id });
-    if never_sent(&exchange) {
-        let why = exchange
-            .error
-            .as_ref()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+    if let Some(why) = send(ctx, &mut obs, request, header.name, header.value, id).await {
         release_unsent(ctx, &mut obs, reservation, &why);
     }
-    obs.settlement = settlement_of(&exchange);
-    obs.paid = Some(exchange);
     obs
 }
 
+/// Step 5's last act, on either network: the paid request with the payment header, its answer
+/// and settlement header recorded. `Some(why)` when the payment certainly never left this
+/// process (then the caller releases the reservation).
+pub(super) async fn send(
+    ctx: &PaidContext<'_>,
+    obs: &mut PaidObservation,
+    request: &FetchRequest,
+    header_name: &'static str,
+    header_value: String,
+    id: i64,
+) -> Option<String> {
+    let paid_request = request.clone().with_header(header_name, header_value);
+    ctx.step(PaidStep::Sending { id });
+    let exchange = fetch(&paid_fetch_config(ctx), &paid_request).await;
+    ctx.step(PaidStep::Responded { id });
+    let unsent = never_sent(&exchange).then(|| {
+        exchange
+            .error
+            .as_ref()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    });
+    obs.settlement = settlement_of(&exchange);
+    obs.paid = Some(exchange);
+    unsent
+}
+
 async fn verify_until(ctx: &PaidContext<'_>, obs: &mut PaidObservation, deadline: Deadline) {
+    if let (Some(_), Some(pay)) = (&obs.svm, &ctx.svm) {
+        return super::paid_svm::verify(ctx, pay, obs, deadline).await;
+    }
     let Some(payment) = obs.payment.clone() else {
         return;
     };
@@ -457,7 +499,22 @@ async fn verify_until(ctx: &PaidContext<'_>, obs: &mut PaidObservation, deadline
     });
 }
 
-fn refuse(
+/// The decision when the store did not reserve, on either network: refused by a cap (the store
+/// recorded it, inside the transaction that read the totals), or failed.
+pub(super) fn not_reserved(mut obs: PaidObservation, e: ReserveError) -> PaidObservation {
+    obs.decision = match e {
+        ReserveError::Refused(refusal) => Decision::Refused {
+            refusals: vec![refusal],
+        },
+        ReserveError::Store(e) => Decision::Failed {
+            stage: "reserve".into(),
+            error: e.to_string(),
+        },
+    };
+    obs
+}
+
+pub(super) fn refuse(
     ctx: &PaidContext<'_>,
     mut obs: PaidObservation,
     declined: Vec<Declined>,
@@ -477,7 +534,7 @@ fn refuse(
     obs
 }
 
-fn deadline_refusal(
+pub(super) fn deadline_refusal(
     ctx: &PaidContext<'_>,
     obs: PaidObservation,
     entry: &crate::x402::types::Requirement,
@@ -505,7 +562,7 @@ fn release_unsent(
 /// The fetch settings for the quote we pay from: the endpoint's own, except that an unverified TLS
 /// chain always stops the exchange (a caller observing invalid TLS for S1 must not pay through it:
 /// whoever sits in the middle could take the signed authorization and never deliver).
-fn verified_fetch_config(ctx: &PaidContext<'_>) -> FetchConfig {
+pub(super) fn verified_fetch_config(ctx: &PaidContext<'_>) -> FetchConfig {
     let mut cfg = ctx.fetch.clone();
     cfg.observe_invalid_tls = false;
     cfg
@@ -748,15 +805,30 @@ async fn update_reservation(
         },
         Fate::KeepOpen => Ok(()),
     };
-    if let Err(e) = result {
+    let row = ctx
+        .store
+        .reservation(id)
+        .map(|row| row.map(|r| (r.state, r.resolution)));
+    record_reservation(obs, id, result, row);
+}
+
+/// Step 7's record, on either network: an update that failed is noted, and the reservation as
+/// the store now holds it (`row`: its state and resolution) is kept in the observation.
+pub(super) fn record_reservation(
+    obs: &mut PaidObservation,
+    id: i64,
+    updated: Result<(), crate::spend::SpendError>,
+    row: Result<Option<(crate::spend::ReservationState, Option<String>)>, crate::spend::SpendError>,
+) {
+    if let Err(e) = updated {
         obs.notes.push(format!("updating reservation {id}: {e}"));
     }
-    match ctx.store.reservation(id) {
-        Ok(Some(row)) => {
+    match row {
+        Ok(Some((state, resolution))) => {
             obs.reservation = Some(ReservationSeen {
                 id,
-                state: row.state,
-                resolution: row.resolution,
+                state,
+                resolution,
             });
         }
         Ok(None) => obs

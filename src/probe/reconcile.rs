@@ -135,18 +135,33 @@ pub async fn reconcile_svm(
     for row in store.svm_open_reservations()? {
         let read = async {
             let height = rpc.block_height().await?;
-            let landed = match &row.signature {
-                None => None,
-                Some(ours) => rpc
-                    .transactions_of(&row.source, None, SVM_LOOKUP_LIMIT)
-                    .await?
-                    .into_iter()
-                    .find(|tx| tx.signatures.contains(ours)),
+            let (landed, whole) = match &row.signature {
+                None => (None, true),
+                Some(ours) => {
+                    let window = rpc
+                        .transactions_of(&row.source, None, SVM_LOOKUP_LIMIT)
+                        .await?;
+                    let whole = window.len() < SVM_LOOKUP_LIMIT;
+                    (
+                        window.into_iter().find(|tx| tx.signatures.contains(ours)),
+                        whole,
+                    )
+                }
             };
-            Ok::<_, RpcError>((height, landed))
+            Ok::<_, RpcError>((height, landed, whole))
         };
         let (height, landed) = match (&row.signature, read.await) {
-            (_, Ok(found)) => found,
+            // Not among the newest transactions read, and there may be older ones: unknown.
+            (_, Ok((_, None, false))) => {
+                report.still_open.push((
+                    row.id,
+                    format!(
+                        "not among the newest {SVM_LOOKUP_LIMIT} transactions of our token account"
+                    ),
+                ));
+                continue;
+            }
+            (_, Ok((height, landed, _))) => (height, landed),
             (None, Err(_)) => (0, None),
             (Some(_), Err(e)) => {
                 report

@@ -89,6 +89,28 @@ impl SolanaRpc {
         parse_transaction(&v).ok_or_else(|| unexpected_answer("getTransaction", &v))
     }
 
+    /// `getSignaturesForAddress` with a limit of 1: the newest transaction that touched
+    /// `address`, or `None` when none ever did.
+    pub async fn newest_signature(&self, address: &str) -> Result<Option<String>, RpcError> {
+        let v = self
+            .rpc
+            .call(
+                "getSignaturesForAddress",
+                json!([address, {"limit": 1, "commitment": COMMITMENT}]),
+            )
+            .await?;
+        let newest = match v.as_array().map(Vec::as_slice) {
+            Some([]) => Some(None),
+            Some([one]) => one
+                .get("signature")
+                .and_then(Value::as_str)
+                .filter(|s| s.len() <= 88)
+                .map(|s| Some(s.to_string())),
+            _ => None,
+        };
+        newest.ok_or_else(|| unexpected_answer("getSignaturesForAddress", &v))
+    }
+
     /// The transactions that touched `address` after the one named `until` (all of them when
     /// `None`), newest first, at most `limit`, each read with `getTransaction`; one the node lists
     /// but cannot give is an error, never skipped.

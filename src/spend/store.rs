@@ -493,8 +493,18 @@ impl SpendStore {
         why: &str,
         now_unix: i64,
     ) -> Result<bool, SpendError> {
+        self.release_never_sent(reservation.id, why, now_unix)
+    }
+
+    /// Releases reservation `id` as never sent (the callers hold its consumed reservation).
+    pub(super) fn release_never_sent(
+        &self,
+        id: i64,
+        why: &str,
+        now_unix: i64,
+    ) -> Result<bool, SpendError> {
         self.resolve(
-            reservation.id,
+            id,
             ReservationState::Released,
             None,
             &format!("never sent: {why}"),

@@ -225,6 +225,17 @@ impl SpendStore {
         })
     }
 
+    /// Releases a Solana reservation that was never sent (so its transaction can never land).
+    /// Consumes the reservation: it cannot be signed afterwards.
+    pub fn release_unsent_svm(
+        &self,
+        reservation: SvmReservation,
+        why: &str,
+        now_unix: i64,
+    ) -> Result<bool, SpendError> {
+        self.release_never_sent(reservation.id, why, now_unix)
+    }
+
     /// Marks an open Solana reservation settled: the transaction carrying our signature landed
     /// and succeeded (`transaction_id` its id, when read). Returns whether the row changed.
     pub fn mark_svm_settled(

@@ -99,3 +99,32 @@ pub fn delta(before: U256, after: U256) -> i128 {
     );
     a as i128 - b as i128
 }
+
+/// The lab's Solana payer (funded on its SVM) and the SVM's JSON-RPC, when the SVM runs.
+pub fn lab_svm(
+    lab: &Lab,
+) -> Option<(
+    x402_probe::solana_wallet::SolanaWallet,
+    x402_probe::probe::solana_rpc::SolanaRpc,
+)> {
+    let key = lab.solana_payer_key_file.as_ref()?;
+    let wallet = x402_probe::solana_wallet::SolanaWallet::from_key_file(key)
+        .expect("the lab's Solana key file opens");
+    assert_eq!(
+        Some(wallet.address().to_string()),
+        lab.solana_payer,
+        "the Solana key file is the lab's Solana payer's"
+    );
+    let rpc = x402_probe::probe::solana_rpc::SolanaRpc::new(lab.solana_rpc_url()?);
+    Some((wallet, rpc))
+}
+
+/// A USDC balance on the lab's SVM (0 for an owner without an account).
+pub fn svm_balance(lab: &Lab, owner: &str) -> i128 {
+    let svm = lab.svm.as_ref().expect("the lab's SVM runs");
+    i128::from(
+        svm.token_balance(owner, x402_lab::svm::DEVNET_USDC)
+            .expect("the SVM answers")
+            .unwrap_or(0),
+    )
+}

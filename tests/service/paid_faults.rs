@@ -65,6 +65,15 @@ fn announce(line: &str) {
     let _ = out.flush();
 }
 
+fn announce_reconciled(report: &x402_probe::spend::ReconcileReport) {
+    announce(&format!(
+        "RECONCILED settled={} released={} open={}",
+        report.settled.len(),
+        report.released.len(),
+        report.still_open.len()
+    ));
+}
+
 fn child_policy() -> PayPolicy {
     PayPolicy::new(
         usd("0.05"),
@@ -87,7 +96,20 @@ async fn child_paid_call() {
     let kill_at = env("PAID_CHILD_KILL_AT");
     let store = SpendStore::open(&PathBuf::from(env("PAID_CHILD_STATE"))).unwrap();
     let rpc = Rpc::new(env("PAID_CHILD_RPC"));
-    if env("PAID_CHILD_MODE") == "reconcile" {
+    let mode = env("PAID_CHILD_MODE");
+    let solana_rpc = std::env::var("PAID_CHILD_SOLANA_RPC")
+        .ok()
+        .map(x402_probe::probe::solana_rpc::SolanaRpc::new);
+    if mode == "svm-reconcile" {
+        let solana_rpc = solana_rpc.expect("PAID_CHILD_SOLANA_RPC");
+        let _lock = store.lock_for_call().await.unwrap();
+        let report = x402_probe::probe::reconcile::reconcile_svm(&store, &solana_rpc, now_unix())
+            .await
+            .unwrap();
+        announce_reconciled(&report);
+        return;
+    }
+    if mode == "reconcile" {
         let hook = |step: ReconcileStep| {
             let ReconcileStep::Resolved { id } = step;
             announce(&format!("RESOLVED {id}"));
@@ -104,16 +126,17 @@ async fn child_paid_call() {
         )
         .await
         .unwrap();
-        announce(&format!(
-            "RECONCILED settled={} released={} open={}",
-            report.settled.len(),
-            report.released.len(),
-            report.still_open.len()
-        ));
+        announce_reconciled(&report);
         return;
     }
     let wallet = Wallet::from_key_file(&PathBuf::from(env("PAID_CHILD_KEY"))).unwrap();
-    let policy = child_policy();
+    let solana_wallet = std::env::var("PAID_CHILD_SOLANA_KEY").ok().map(|key| {
+        x402_probe::solana_wallet::SolanaWallet::from_key_file(&PathBuf::from(key)).unwrap()
+    });
+    let mut policy = child_policy();
+    if solana_wallet.is_some() {
+        policy.svm_allowlist = x402_probe::spend::AllowedSvmAsset::canonical_usdc();
+    }
     let ca = std::fs::read(env("PAID_CHILD_CA")).unwrap();
     let ca = rustls_pki_types::pem::PemObject::from_pem_slice(&ca).unwrap();
     let fetch_cfg = x402_probe::probe::http::FetchConfig {
@@ -150,6 +173,10 @@ async fn child_paid_call() {
     };
     let ctx = PaidContext {
         wallet: &wallet,
+        svm: solana_wallet
+            .as_ref()
+            .zip(solana_rpc.as_ref())
+            .map(|(wallet, rpc)| x402_probe::probe::paid::SvmPay { wallet, rpc }),
         store: &store,
         policy: &policy,
         rpc: &rpc,
@@ -201,6 +228,11 @@ async fn run_child(
         .env("PAID_CHILD_CHAIN", lab.chain_id.to_string())
         .env("PAID_CHILD_KILL_AT", kill_at)
         .kill_on_drop(true);
+    if let (Some(key), Some(url)) = (&lab.solana_payer_key_file, lab.solana_rpc_url()) {
+        command
+            .env("PAID_CHILD_SOLANA_KEY", key)
+            .env("PAID_CHILD_SOLANA_RPC", url);
+    }
     let output = tokio::time::timeout(Duration::from_secs(120), command.output())
         .await
         .expect("the child finished within 2 minutes")
@@ -226,81 +258,9 @@ async fn run_child(
     Child { lines, killed }
 }
 
-/// The invariants that must hold after every step.
-async fn check_invariants(
-    lab: &Lab,
-    store: &SpendStore,
-    announced: &BTreeSet<i64>,
-    initial_balance: U256,
-    context: &str,
-) {
-    let rows = store.reservations().unwrap();
-    let ids: BTreeSet<i64> = rows.iter().map(|r| r.id).collect();
-    assert_eq!(&ids, announced, "{context}: reservations lost or invented");
-    let nonces: BTreeSet<B256> = rows.iter().map(|r| r.nonce).collect();
-    assert_eq!(nonces.len(), rows.len(), "{context}: a nonce reused");
-
-    let now = now_unix();
-    let counted = |r: &&x402_probe::spend::ReservationRecord| {
-        r.state == ReservationState::Open
-            || (r.state == ReservationState::Settled && r.created_at > now - 86_400)
-    };
-    let day: Usd = rows
-        .iter()
-        .filter(counted)
-        .fold(Usd::ZERO, |sum, r| sum.checked_add(r.cost).unwrap());
-    assert!(
-        day <= usd(DAY_CAP),
-        "{context}: {day} committed, over the daily cap"
-    );
-    let mut by_subject: BTreeMap<&str, Usd> = BTreeMap::new();
-    for r in rows.iter().filter(counted) {
-        let sum = by_subject.entry(&r.subject).or_insert(Usd::ZERO);
-        *sum = sum.checked_add(r.cost).unwrap();
-    }
-    for (subject, sum) in &by_subject {
-        assert!(
-            *sum <= usd(SUBJECT_CAP),
-            "{context}: {sum} committed to {subject}, over the subject cap"
-        );
-    }
-
-    let spent = initial_balance - balance(lab, lab.payer).await;
-    let covered = rows
-        .iter()
-        .filter(|r| r.state != ReservationState::Released)
-        .fold(U256::ZERO, |sum, r| sum + r.amount);
-    assert!(
-        spent <= covered,
-        "{context}: {spent} left the wallet, only {covered} is reserved"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_at_every_step_never_overspends_or_loses_a_reservation() {
-    x402_probe::install_crypto_provider();
-    let seed: u64 = std::env::var("PAID_FAULTS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    eprintln!("fault injection seed {seed} (rerun with PAID_FAULTS_SEED={seed})");
-    let mut rng = StdRng::seed_from_u64(seed);
-    let lab = Lab::start_with(LabOptions {
-        scenarios: Some(vec!["honest-v2".into(), "honest-v1".into()]),
-        ..LabOptions::default()
-    })
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let store = SpendStore::open(&state).unwrap();
-    let initial = balance(&lab, lab.payer).await;
-    let urls = [
-        lab.endpoint("honest-v2").unwrap().url.clone(),
-        lab.endpoint("honest-v1").unwrap().url.clone(),
-    ];
-
-    // First every step twice, in random order, within the caps; then a random tail past them.
+/// A random order of every paid step twice, then a random tail up to `len` calls: the first
+/// part always fits the caps, the tail runs into them.
+fn fault_plan(rng: &mut StdRng, len: usize) -> (Vec<&'static str>, usize) {
     let steps = [
         "",
         "reserved",
@@ -314,46 +274,15 @@ async fn crash_at_every_step_never_overspends_or_loses_a_reservation() {
         plan.swap(i, rng.random_range(0..=i));
     }
     let guaranteed = plan.len();
-    while plan.len() < 24 {
+    while plan.len() < len {
         plan.push(steps[rng.random_range(0..steps.len())]);
     }
+    (plan, guaranteed)
+}
 
-    let mut announced = BTreeSet::new();
-    let mut tally: BTreeMap<String, usize> = BTreeMap::new();
-    for (n, step) in plan.iter().enumerate() {
-        let url = if n < guaranteed {
-            &urls[n % urls.len()]
-        } else {
-            &urls[rng.random_range(0..urls.len())]
-        };
-        let kill_at = match *step {
-            "in_flight" => format!("in_flight:{}", rng.random_range(0..120)),
-            other => other.to_string(),
-        };
-        let child = run_child(&lab, &state, "pay", url, &kill_at).await;
-        for line in &child.lines {
-            if let Some(id) = line.strip_prefix("RESERVED ") {
-                announced.insert(id.parse::<i64>().unwrap());
-            }
-        }
-        let outcome = match (child.killed, child.lines.last()) {
-            (true, _) => format!("killed at {}", step),
-            (false, Some(last)) => last.split(' ').take(2).collect::<Vec<_>>().join(" "),
-            (false, None) => "no output".to_string(),
-        };
-        eprintln!("call {n:>2} kill_at={kill_at:<14} -> {outcome}");
-        *tally.entry(outcome).or_default() += 1;
-        check_invariants(
-            &lab,
-            &store,
-            &announced,
-            initial,
-            &format!("after call {n}"),
-        )
-        .await;
-    }
-    eprintln!("outcomes: {tally:?}");
-    // An in-flight timer may lose the race against a fast call; every other step must be hit.
+/// The killed steps every run of the plan must have hit (an in-flight timer may lose the race
+/// against a fast call), and a cap that bound.
+fn assert_every_step_hit(tally: &BTreeMap<String, usize>) {
     for step in ["reserved", "signed", "responded", "verified"] {
         assert!(
             tally
@@ -368,6 +297,158 @@ async fn crash_at_every_step_never_overspends_or_loses_a_reservation() {
         tally.keys().any(|k| k.starts_with("REFUSED over_")),
         "the caps never bound: {tally:?}"
     );
+}
+
+/// Runs the plan's paid calls in children against `urls`, checking `invariants` after each;
+/// returns the reservations announced and the outcomes' tally.
+async fn run_plan<F, Fut>(
+    lab: &Lab,
+    state: &std::path::Path,
+    urls: &[String],
+    rng: &mut StdRng,
+    len: usize,
+    invariants: F,
+) -> (BTreeSet<i64>, BTreeMap<String, usize>)
+where
+    F: Fn(BTreeSet<i64>, String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let (plan, guaranteed) = fault_plan(rng, len);
+    let mut announced = BTreeSet::new();
+    let mut tally: BTreeMap<String, usize> = BTreeMap::new();
+    for (n, step) in plan.iter().enumerate() {
+        let url = if n < guaranteed {
+            &urls[n % urls.len()]
+        } else {
+            &urls[rng.random_range(0..urls.len())]
+        };
+        let kill_at = match *step {
+            "in_flight" => format!("in_flight:{}", rng.random_range(0..120)),
+            other => other.to_string(),
+        };
+        let child = run_child(lab, state, "pay", url, &kill_at).await;
+        for line in &child.lines {
+            if let Some(id) = line.strip_prefix("RESERVED ") {
+                announced.insert(id.parse::<i64>().unwrap());
+            }
+        }
+        let outcome = match (child.killed, child.lines.last()) {
+            (true, _) => format!("killed at {}", step),
+            (false, Some(last)) => last.split(' ').take(2).collect::<Vec<_>>().join(" "),
+            (false, None) => "no output".to_string(),
+        };
+        eprintln!("call {n:>2} kill_at={kill_at:<14} -> {outcome}");
+        *tally.entry(outcome).or_default() += 1;
+        invariants(announced.clone(), format!("after call {n}")).await;
+    }
+    eprintln!("outcomes: {tally:?}");
+    (announced, tally)
+}
+
+/// What is committed (open reservations, and those settled in the last 24 hours) stays within
+/// the daily cap, and each subject's within the subject cap. `rows`: (subject, created at,
+/// state, cost) of every reservation.
+fn assert_within_caps<'r>(
+    rows: impl Iterator<Item = (&'r str, i64, ReservationState, Usd)>,
+    context: &str,
+) {
+    let now = now_unix();
+    let mut day = Usd::ZERO;
+    let mut by_subject: BTreeMap<&str, Usd> = BTreeMap::new();
+    for (subject, created_at, state, cost) in rows {
+        let counted = state == ReservationState::Open
+            || (state == ReservationState::Settled && created_at > now - 86_400);
+        if counted {
+            day = day.checked_add(cost).unwrap();
+            let sum = by_subject.entry(subject).or_insert(Usd::ZERO);
+            *sum = sum.checked_add(cost).unwrap();
+        }
+    }
+    assert!(
+        day <= usd(DAY_CAP),
+        "{context}: {day} committed, over the daily cap"
+    );
+    for (subject, sum) in &by_subject {
+        assert!(
+            *sum <= usd(SUBJECT_CAP),
+            "{context}: {sum} committed to {subject}, over the subject cap"
+        );
+    }
+}
+
+/// A seeded random source (the seed printed, `PAID_FAULTS_SEED` to rerun it), a lab of the two
+/// scenarios, and a directory for the state.
+async fn fault_lab(scenarios: [&str; 2]) -> (StdRng, Lab, tempfile::TempDir) {
+    x402_probe::install_crypto_provider();
+    let seed: u64 = std::env::var("PAID_FAULTS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    eprintln!("fault injection seed {seed} (rerun with PAID_FAULTS_SEED={seed})");
+    let lab = Lab::start_with(LabOptions {
+        scenarios: Some(scenarios.iter().map(|s| s.to_string()).collect()),
+        ..LabOptions::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    (StdRng::seed_from_u64(seed), lab, dir)
+}
+
+/// What left the wallet is covered by reservations not released.
+fn assert_covered<T: PartialOrd + std::fmt::Display>(spent: T, covered: T, context: &str) {
+    assert!(
+        spent <= covered,
+        "{context}: {spent} left the wallet, only {covered} is reserved"
+    );
+}
+
+/// The invariants that must hold after every step.
+async fn check_invariants(
+    lab: &Lab,
+    store: &SpendStore,
+    announced: &BTreeSet<i64>,
+    initial_balance: U256,
+    context: &str,
+) {
+    let rows = store.reservations().unwrap();
+    let ids: BTreeSet<i64> = rows.iter().map(|r| r.id).collect();
+    assert_eq!(&ids, announced, "{context}: reservations lost or invented");
+    let nonces: BTreeSet<B256> = rows.iter().map(|r| r.nonce).collect();
+    assert_eq!(nonces.len(), rows.len(), "{context}: a nonce reused");
+
+    assert_within_caps(
+        rows.iter()
+            .map(|r| (r.subject.as_str(), r.created_at, r.state, r.cost)),
+        context,
+    );
+
+    let spent = initial_balance - balance(lab, lab.payer).await;
+    let covered = rows
+        .iter()
+        .filter(|r| r.state != ReservationState::Released)
+        .fold(U256::ZERO, |sum, r| sum + r.amount);
+    assert_covered(spent, covered, context);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_at_every_step_never_overspends_or_loses_a_reservation() {
+    let (mut rng, lab, dir) = fault_lab(["honest-v2", "honest-v1"]).await;
+    let state = dir.path().join("state");
+    let store = SpendStore::open(&state).unwrap();
+    let initial = balance(&lab, lab.payer).await;
+    let urls = [
+        lab.endpoint("honest-v2").unwrap().url.clone(),
+        lab.endpoint("honest-v1").unwrap().url.clone(),
+    ];
+
+    // First every step twice, in random order, within the caps; then a random tail past them.
+    let (announced, tally) = run_plan(&lab, &state, &urls, &mut rng, 24, |announced, context| {
+        let (lab, store) = (&lab, &store);
+        async move { check_invariants(lab, store, &announced, initial, &context).await }
+    })
+    .await;
+    assert_every_step_hit(&tally);
     assert!(tally.keys().any(|k| k.starts_with("killed")));
 
     // Let every authorization window close, then let the chain's clock pass too (anvil mines only
@@ -607,4 +688,110 @@ async fn the_daemons_start_reconciles_paid_calls_cut_short() {
     );
     let logs = std::fs::read_to_string(&log).unwrap();
     assert!(logs.contains("reservations reconciled"), "{logs}");
+}
+
+/// What must hold of the Solana reservations after every step: every announced one exists and
+/// no other; open ones plus those settled in 24 hours stay within the caps; every USDC unit that
+/// left the Solana payer is covered by a reservation not released.
+fn check_svm_invariants(
+    lab: &Lab,
+    store: &SpendStore,
+    announced: &BTreeSet<i64>,
+    initial: i128,
+    context: &str,
+) {
+    let rows = store.svm_reservations().unwrap();
+    let ids: BTreeSet<i64> = rows.iter().map(|r| r.id).collect();
+    assert_eq!(&ids, announced, "{context}: reservations lost or invented");
+    assert_within_caps(
+        rows.iter()
+            .map(|r| (r.subject.as_str(), r.created_at, r.state, r.cost)),
+        context,
+    );
+    let payer = lab.solana_payer.as_deref().unwrap();
+    let spent = initial - svm_balance(lab, payer);
+    let covered: i128 = rows
+        .iter()
+        .filter(|r| r.state != ReservationState::Released)
+        .map(|r| r.amount.parse::<i128>().unwrap())
+        .sum();
+    assert_covered(spent, covered, context);
+}
+
+/// The same faults on Solana: a paid call to a Solana endpoint killed at every step (after
+/// reserving, after signing and committing our signature, in flight, after the response, after
+/// verifying), then the Solana reconciliation once every blockhash has expired. Nothing is ever
+/// committed past a cap, nothing leaves the payer uncovered, and at the end the settled
+/// reservations are exactly those whose signed transaction landed, and add up to what left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_at_every_step_on_solana_never_overspends_or_loses_a_reservation() {
+    let (mut rng, lab, dir) = fault_lab(["solana-honest-v2", "solana-honest-v1"]).await;
+    let state = dir.path().join("state");
+    let store = SpendStore::open(&state).unwrap();
+    let payer = lab.solana_payer.clone().unwrap();
+    let initial = svm_balance(&lab, &payer);
+    let urls = [
+        lab.endpoint("solana-honest-v2").unwrap().url.clone(),
+        lab.endpoint("solana-honest-v1").unwrap().url.clone(),
+    ];
+    let (announced, tally) = run_plan(&lab, &state, &urls, &mut rng, 20, |announced, context| {
+        let (lab, store) = (&lab, &store);
+        async move { check_svm_invariants(lab, store, &announced, initial, &context) }
+    })
+    .await;
+    assert_every_step_hit(&tally);
+    assert!(
+        store.reservations().unwrap().is_empty(),
+        "nothing was reserved on EVM"
+    );
+
+    // Every blockhash expires (a live cluster makes blocks by itself), then one reconciliation.
+    let svm = lab.svm.as_ref().unwrap();
+    svm.advance_blocks(2 * x402_lab::svm::BLOCKHASH_VALID_BLOCKS)
+        .unwrap();
+    let child = run_child(&lab, &state, "svm-reconcile", "", "").await;
+    assert!(!child.killed, "{:?}", child.lines);
+    check_svm_invariants(&lab, &store, &announced, initial, "after reconciliation");
+
+    let rows = store.svm_reservations().unwrap();
+    assert!(
+        rows.iter().all(|r| r.state != ReservationState::Open),
+        "still open: {rows:?}"
+    );
+    let rpc = x402_probe::probe::solana_rpc::SolanaRpc::new(lab.solana_rpc_url().unwrap());
+    let landed = rpc
+        .transactions_of(&rows[0].source, None, 200)
+        .await
+        .unwrap();
+    let ours_landed = |signature: &str| {
+        landed
+            .iter()
+            .any(|tx| tx.err.is_none() && tx.signatures.iter().any(|s| s == signature))
+    };
+    let mut settled_sum = 0i128;
+    for row in &rows {
+        let did_land = row.signature.as_deref().is_some_and(ours_landed);
+        assert_eq!(
+            row.state == ReservationState::Settled,
+            did_land,
+            "reservation {} is {:?}, its transaction landed: {did_land}",
+            row.id,
+            row.state
+        );
+        if row.state == ReservationState::Settled {
+            settled_sum += row.amount.parse::<i128>().unwrap();
+            assert!(row.transaction_id.is_some(), "{row:?}");
+        }
+    }
+    let spent = initial - svm_balance(&lab, &payer);
+    assert_eq!(
+        settled_sum, spent,
+        "settled amounts and the payer's loss differ"
+    );
+    assert!(settled_sum > 0, "some payments must have gone through");
+    eprintln!(
+        "{} Solana reservations: {} units settled",
+        rows.len(),
+        settled_sum
+    );
 }

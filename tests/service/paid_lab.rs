@@ -28,6 +28,11 @@ fn expected_refusal(scenario: &str) -> Option<RefusalCode> {
         "unknown-scheme" => RefusalCode::SchemeNotExact,
         "amount-not-integer" => RefusalCode::AmountInvalid,
         "bad-base64" | "bad-json" | "missing-accepts" => RefusalCode::NoRequirements,
+        // Solana: the same guards, by the exact SVM scheme's rules.
+        "solana-wrong-mint" => RefusalCode::AssetNotAllowed,
+        "solana-bad-base58" => RefusalCode::PayToInvalid,
+        "solana-fee-payer-missing" | "solana-memo-too-long" => RefusalCode::SvmTransferInvalid,
+        "solana-missing-ata" | "solana-frozen-ata" => RefusalCode::SvmTransferInvalid,
         _ => return None,
     })
 }
@@ -57,11 +62,19 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
     let lab = Lab::start_with(LabOptions::default()).await.unwrap();
     let (_dir, store) = temp_store();
     let wallet = lab_wallet(&lab);
-    let policy = lab_policy(&lab, "1", "10");
+    let mut policy = lab_policy(&lab, "1", "10");
+    policy.svm_allowlist = x402_probe::spend::AllowedSvmAsset::canonical_usdc();
     let rpc = lab_rpc(&lab);
     let fetch_cfg = lab_fetch(&lab);
+    let (svm_wallet, svm_rpc) = lab_svm(&lab).expect("the lab runs its SVM");
+    let solana_payer = svm_wallet.address().to_string();
+    let solana_pay_to = lab.svm.as_ref().unwrap().accounts.pay_to.clone();
     let ctx = PaidContext {
         wallet: &wallet,
+        svm: Some(x402_probe::probe::paid::SvmPay {
+            wallet: &svm_wallet,
+            rpc: &svm_rpc,
+        }),
         store: &store,
         policy: &policy,
         rpc: &rpc,
@@ -93,6 +106,10 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
         let payer_before = balance(&lab, lab.payer).await;
         let pay_to_before = balance(&lab, lab.pay_to).await;
         let attacker_before = balance(&lab, lab.attacker).await;
+        let svm_before = (
+            svm_balance(&lab, &solana_payer),
+            svm_balance(&lab, &solana_pay_to),
+        );
 
         let mut obs = paid_call(&ctx, &endpoint.url, &request, &quote).await;
         // The refund watch is its own job after the paid call, as the runner and daemon run it.
@@ -124,6 +141,10 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
             delta(pay_to_before, balance(&lab, lab.pay_to).await),
             delta(attacker_before, balance(&lab, lab.attacker).await),
         );
+        let svm_moved = (
+            svm_balance(&lab, &solana_payer) - svm_before.0,
+            svm_balance(&lab, &solana_pay_to) - svm_before.1,
+        );
         match refusal {
             Some(code) => {
                 refused_scenarios += 1;
@@ -135,8 +156,9 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
                     ),
                     other => panic!("{}: expected a refusal ({code:?}), got {other:?}", s.name),
                 }
-                assert!(obs.payment.is_none(), "{}: nothing may be signed", s.name);
+                assert!(!obs.payment_sent(), "{}: nothing may be signed", s.name);
                 assert_eq!(moved, (0, 0, 0), "{}: a refusal moved money", s.name);
+                assert_eq!(svm_moved, (0, 0), "{}: a refusal moved money", s.name);
                 for r in &results {
                     assert_eq!(
                         r.outcome,
@@ -157,17 +179,29 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
                     obs.decision
                 );
                 let (payer, pay_to, attacker) = expected_movement(s);
+                let (evm, svm) = match &obs.svm {
+                    // The attacker's Solana account is the lab's own: payer and payTo tell.
+                    Some(_) => ((0, 0, 0), (payer * price, pay_to * price)),
+                    None => ((payer * price, pay_to * price, attacker * price), (0, 0)),
+                };
                 assert_eq!(
-                    moved,
-                    (payer * price, pay_to * price, attacker * price),
-                    "{}: balances (payer, payTo, attacker) moved unexpectedly",
+                    (moved, svm_moved),
+                    (evm, svm),
+                    "{}: balances ((payer, payTo, attacker), Solana (payer, payTo)) moved unexpectedly",
                     s.name
                 );
-                // The reservation follows the chain: settled exactly when our authorization was used.
-                let used = obs
-                    .chain
-                    .as_ref()
-                    .and_then(|c| c.authorization_state.value().copied());
+                // The reservation follows the chain: settled exactly when our authorization was
+                // used (on Solana: when the transaction carrying our signature landed).
+                let used = match &obs.svm {
+                    Some(svm) => svm.chain.window.value().map(|w| {
+                        w.iter()
+                            .any(|tx| tx.signatures.contains(&svm.payment.signature))
+                    }),
+                    None => obs
+                        .chain
+                        .as_ref()
+                        .and_then(|c| c.authorization_state.value().copied()),
+                };
                 let state = obs.reservation.as_ref().map(|r| r.state.as_str());
                 let want_state = if used == Some(true) {
                     "settled"
@@ -221,4 +255,43 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
     let refusals = store.refusals().unwrap();
     assert!(refusals.len() >= refused_scenarios);
     assert!(refusals.iter().all(|r| !r.reason.is_empty()));
+
+    // A Solana RPC that is down, or that answers something else than Solana (the EVM node): we
+    // do not pay what we cannot verify. Nothing is reserved, nothing signed, nothing moves.
+    let honest = lab.endpoint("solana-honest-v2").unwrap().url.clone();
+    let (request, quote) = quote_of(&fetch_cfg, &honest).await;
+    let reserved = store.svm_reservations().unwrap().len();
+    let before = svm_balance(&lab, &solana_payer);
+    for broken in [
+        x402_probe::probe::solana_rpc::SolanaRpc::new("http://127.0.0.1:9/"),
+        x402_probe::probe::solana_rpc::SolanaRpc::new(lab.rpc_url()),
+    ] {
+        let ctx = PaidContext {
+            svm: Some(x402_probe::probe::paid::SvmPay {
+                wallet: &svm_wallet,
+                rpc: &broken,
+            }),
+            options: PaidOptions::lab(),
+            ..ctx
+        };
+        let obs = paid_call(&ctx, &honest, &request, &quote).await;
+        let Decision::Refused { refusals } = &obs.decision else {
+            panic!(
+                "{}: expected a refusal, got {:?}",
+                broken.url(),
+                obs.decision
+            );
+        };
+        assert_eq!(
+            refusals[0].code,
+            RefusalCode::RpcUnavailable,
+            "{refusals:?}"
+        );
+        assert!(!obs.payment_sent());
+        for r in evaluate(&obs, now_unix(), "test") {
+            assert_eq!(r.outcome, Outcome::Unmeasured, "{} {}", r.id, r.evidence);
+        }
+    }
+    assert_eq!(store.svm_reservations().unwrap().len(), reserved);
+    assert_eq!(svm_balance(&lab, &solana_payer), before);
 }

@@ -47,6 +47,7 @@ async fn caps_bind_across_calls_and_open_reservations_count() {
     let (rpc, fetch_cfg) = (lab_rpc(&lab), lab_fetch(&lab));
     let ctx = PaidContext {
         wallet: &wallet,
+        svm: None,
         store: &store,
         policy: &policy,
         rpc: &rpc,
@@ -147,6 +148,7 @@ async fn overpayment_attempts_are_refused_and_move_nothing() {
     let (rpc, fetch_cfg) = (lab_rpc(&lab), lab_fetch(&lab));
     let ctx = PaidContext {
         wallet: &wallet,
+        svm: None,
         store: &store,
         policy: &policy,
         rpc: &rpc,
@@ -267,6 +269,7 @@ async fn with_the_rpc_down_before_paying_nothing_is_paid() {
     lab.stop_chain();
     let ctx = PaidContext {
         wallet: &wallet,
+        svm: None,
         store: &store,
         policy: &policy,
         rpc: &rpc,
@@ -301,6 +304,7 @@ async fn with_the_rpc_stopped_mid_run_chain_checks_are_unmeasured() {
     let (rpc, fetch_cfg) = (lab_rpc(&lab), lab_fetch(&lab));
     let ctx = PaidContext {
         wallet: &wallet,
+        svm: None,
         store: &store,
         policy: &policy,
         rpc: &rpc,
@@ -382,6 +386,7 @@ async fn nothing_is_paid_through_an_unverified_tls_chain() {
     );
     let ctx = PaidContext {
         wallet: &wallet,
+        svm: None,
         store: &store,
         policy: &policy,
         rpc: &rpc,

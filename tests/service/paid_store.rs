@@ -592,6 +592,7 @@ async fn every_declined_entry_is_recorded_with_its_reason() {
     let fetch_cfg = FetchConfig::default();
     let ctx = PaidContext {
         wallet: &wallet,
+        svm: None,
         store: &store,
         policy: &policy,
         rpc: &rpc,

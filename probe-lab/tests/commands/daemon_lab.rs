@@ -23,6 +23,7 @@ fn daemon_lab_days_prints_daily_scores_and_keeps_a_ledger_that_verifies() {
         "honest-v2",
         "overcharge",
         "wrong-payee",
+        "solana-honest-v2",
         "price-rise",
         "price-rise-noted",
         "outage-30h",
@@ -40,7 +41,7 @@ fn daemon_lab_days_prints_daily_scores_and_keeps_a_ledger_that_verifies() {
         .lines()
         .filter(|l| l.starts_with("  20") && l.contains('['))
         .collect();
-    assert!(rows.len() >= 14, "{text}");
+    assert!(rows.len() >= 16, "{text}");
     assert!(rows.iter().all(|r| r.contains("unverified")), "{text}");
     // The outage on day 1 shows as R1 failures on the outage endpoint by the second day.
     let outage = text.split("outage-30h (").nth(1).unwrap();

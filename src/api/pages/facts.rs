@@ -241,9 +241,14 @@ fn last_receipt(result: &crate::evidence::CheckResult) -> LastReceipt {
 }
 
 fn paid_call(run_started_ms: i64, revision: &str, paid: &PaidObservation) -> PaidCall {
-    let outcome = match (&paid.decision, &paid.payment) {
-        (_, Some(sent)) => PaidOutcome::Sent {
-            cost_usd: sent.cost_usd.to_string(),
+    let cost = paid
+        .payment
+        .as_ref()
+        .map(|p| p.cost_usd)
+        .or(paid.svm.as_ref().map(|s| s.payment.cost_usd));
+    let outcome = match (&paid.decision, cost) {
+        (_, Some(cost)) => PaidOutcome::Sent {
+            cost_usd: cost.to_string(),
         },
         (Decision::Refused { refusals }, None) => PaidOutcome::Refused {
             rules: refusals
@@ -267,7 +272,9 @@ fn paid_call(run_started_ms: i64, revision: &str, paid: &PaidObservation) -> Pai
         at_ms: paid
             .payment
             .as_ref()
-            .map_or(run_started_ms, |p| p.sent_at.saturating_mul(1000)),
+            .map(|p| p.sent_at)
+            .or(paid.svm.as_ref().map(|s| s.payment.sent_at))
+            .map_or(run_started_ms, |at| at.saturating_mul(1000)),
         revision: revision.to_string(),
         outcome,
         settlement_tx: paid.settlement.as_ref().and_then(|s| s.transaction.clone()),
