@@ -1037,6 +1037,11 @@ async fn solana_scenarios_quote_devnet_and_their_accounts_are_as_they_say() {
         "solana-bad-base58",
         "solana-fee-payer-missing",
         "solana-memo-too-long",
+        "solana-overcharge",
+        "solana-wrong-payee",
+        "solana-double-pull",
+        "solana-fake-signature",
+        "solana-charge-without-delivery",
     ];
     let lab = lab(&names).await;
     assert_eq!(
@@ -1054,6 +1059,24 @@ async fn solana_scenarios_quote_devnet_and_their_accounts_are_as_they_say() {
     assert_eq!(honest["asset"], DEVNET_USDC);
     assert_eq!(honest["payTo"], accounts.pay_to.as_str());
     assert_eq!(honest["extra"]["feePayer"], accounts.fee_payer.as_str());
+    // The paid faults are the facilitator's or the server's after payment, not the quote's: each
+    // quotes the honest terms (what each then lands is paid and read back from the chain in
+    // tests/service/paid_lab.rs).
+    for name in [
+        "solana-overcharge",
+        "solana-wrong-payee",
+        "solana-double-pull",
+        "solana-fake-signature",
+        "solana-charge-without-delivery",
+    ] {
+        for field in ["network", "asset", "payTo", "amount"] {
+            assert_eq!(entries[name][field], honest[field], "{name}: {field}");
+        }
+        assert_eq!(
+            entries[name]["extra"]["feePayer"], honest["extra"]["feePayer"],
+            "{name}: feePayer"
+        );
+    }
     assert_eq!(entries["solana-honest-v1"]["network"], DEVNET_V1);
     assert_eq!(entries["solana-honest-v1"]["maxAmountRequired"], "10000");
 
