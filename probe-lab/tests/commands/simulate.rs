@@ -3,8 +3,8 @@
 //! follow the truth's window rule, score documents and runs all marked `synthetic_fixture`, and a
 //! daemon state that holds nothing of the hidden truth.
 
-use std::path::Path;
 use crate::process_support;
+use std::path::Path;
 
 use process_support::run;
 
