@@ -592,7 +592,7 @@ enabled = false
     let servers_cpu = servers.cpu_seconds() - servers_cpu1;
     let hwm = proc_status_kb(daemon.pid(), "VmHWM").unwrap_or(0);
     let done = seen.len();
-    let checked = check_runs(&conn, 200);
+    let checked = check_runs(&conn, &ledger, 200);
     drop(conn);
     let (stop, clean) = daemon.stop(Duration::from_secs(600));
     drop(servers);
@@ -678,30 +678,37 @@ enabled = false
 }
 
 /// Whether sampled runs got a 402 on every sample: (good, sampled).
-fn check_runs(conn: &rusqlite::Connection, n: usize) -> (usize, usize) {
+/// `n` run entries picked at random, read back as the daemon's readers read them (format 2 keeps
+/// a run's observation in a blob: its samples exist only once the entry is read through the store):
+/// how many have five samples that all answered 402, of how many read.
+fn check_runs(conn: &rusqlite::Connection, ledger: &Path, n: usize) -> (usize, usize) {
     let mut stmt = conn
-        .prepare("SELECT body FROM entry WHERE kind = 'run' ORDER BY random() LIMIT ?1")
+        .prepare("SELECT seq FROM entry WHERE kind = 'run' ORDER BY random() LIMIT ?1")
         .unwrap();
-    let bodies: Vec<Vec<u8>> = stmt
-        .query_map([n as i64], |r| r.get(0))
+    let mut seqs: Vec<u64> = stmt
+        .query_map([n as i64], |r| r.get::<_, i64>(0))
         .unwrap()
-        .map(Result::unwrap)
+        .map(|seq| seq.unwrap() as u64)
         .collect();
-    let good = bodies
+    seqs.sort_unstable();
+    let store =
+        x402_probe::store::SqliteStore::open_read_only(ledger).expect("the daemon's ledger");
+    let entries = x402_probe::store::Store::entries_at(&store, &seqs).expect("its run entries");
+    let good = entries
         .iter()
-        .filter(|b| {
-            let v: serde_json::Value = serde_json::from_slice(b).unwrap();
-            let samples = v["record"]["free"]["samples"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            samples.len() == 5
-                && samples
-                    .iter()
-                    .all(|s| s["exchange"]["response"]["status"] == 402)
+        .filter(|e| match &e.record {
+            x402_probe::ledger::record::Record::Run(run) => {
+                run.free.samples.len() == 5
+                    && run
+                        .free
+                        .samples
+                        .iter()
+                        .all(|s| s.exchange.response.as_ref().map(|r| r.status) == Some(402))
+            }
+            _ => false,
         })
         .count();
-    (good, bodies.len())
+    (good, seqs.len())
 }
 
 struct Baseline {
