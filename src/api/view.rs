@@ -179,6 +179,31 @@ struct IndexPages {
     pages: HashMap<IndexQuery, Bytes>,
 }
 
+impl IndexPages {
+    /// The page kept for `query` when it was rendered from the view of `version`.
+    fn get(&self, version: u64, query: IndexQuery) -> Option<Bytes> {
+        if self.version != version {
+            return None;
+        }
+        self.pages.get(&query).cloned()
+    }
+
+    /// Keeps `page` rendered from the view of `version`: a page of an older view than those kept
+    /// is dropped; one of a newer view replaces them all.
+    fn keep(&mut self, version: u64, query: IndexQuery, page: Bytes) {
+        if version < self.version {
+            return;
+        }
+        if version > self.version {
+            self.version = version;
+            self.pages.clear();
+        }
+        if self.pages.len() < INDEX_PAGES_KEPT {
+            self.pages.insert(query, page);
+        }
+    }
+}
+
 /// What the cache keeps of a subject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Made {
@@ -351,26 +376,14 @@ impl View {
     /// kept.
     pub(crate) fn index_page(&self, view: &ViewData, query: IndexQuery) -> Option<Bytes> {
         let kept = self.index_pages.lock().unwrap_or_else(|p| p.into_inner());
-        if kept.version != view.version {
-            return None;
-        }
-        kept.pages.get(&query).cloned()
+        kept.get(view.version, query)
     }
 
     /// Keeps `page` as the index page for `query` rendered from `view` (a view older than the
     /// pages kept is not kept; a newer one replaces them).
     pub(crate) fn keep_index_page(&self, view: &ViewData, query: IndexQuery, page: Bytes) {
         let mut kept = self.index_pages.lock().unwrap_or_else(|p| p.into_inner());
-        if view.version < kept.version {
-            return;
-        }
-        if view.version > kept.version {
-            kept.version = view.version;
-            kept.pages.clear();
-        }
-        if kept.pages.len() < INDEX_PAGES_KEPT {
-            kept.pages.insert(query, page);
-        }
+        kept.keep(view.version, query, page);
     }
 
     /// The signed envelope of the subject's latest score (`None` without a score, or, logged,
@@ -857,6 +870,32 @@ mod tests {
         urls.sort_by_key(|u| SubjectKey::of(u));
         let ids: Vec<String> = urls.iter().map(|u| SubjectKey::of(u).hex()).collect();
         assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    /// An index page is served only to the view it was rendered from: a newer view (a score
+    /// published since) misses and drops it, a page rendered from an older view than the kept
+    /// ones is not kept, and no more than the budget's pages are kept for one view.
+    #[test]
+    fn index_pages_are_kept_for_the_view_they_were_rendered_from() {
+        let q = |page| IndexQuery {
+            page,
+            ..IndexQuery::default()
+        };
+        let mut kept = IndexPages::default();
+        kept.keep(3, q(1), Bytes::from_static(b"v3"));
+        assert_eq!(kept.get(3, q(1)).as_deref(), Some(&b"v3"[..]));
+        assert_eq!(kept.get(3, q(2)), None, "another query");
+        assert_eq!(kept.get(4, q(1)), None, "a newer view");
+        // A request that read the older view and rendered late does not replace the newer page.
+        kept.keep(4, q(1), Bytes::from_static(b"v4"));
+        kept.keep(3, q(1), Bytes::from_static(b"late"));
+        assert_eq!(kept.get(4, q(1)).as_deref(), Some(&b"v4"[..]));
+        assert_eq!(kept.get(3, q(1)), None);
+        for page in 2..=(INDEX_PAGES_KEPT + 10) {
+            kept.keep(4, q(page), Bytes::from_static(b"p"));
+        }
+        assert_eq!(kept.pages.len(), INDEX_PAGES_KEPT);
+        assert!(kept.get(4, q(1)).is_some(), "the first pages stay");
     }
 
     fn entry(url: &str, generation: u64) -> SubjectEntry {
