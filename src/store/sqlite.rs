@@ -177,11 +177,17 @@ fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
+/// Statements cached per connection.
+const STATEMENTS_CACHED: usize = 128;
+
 /// Plans that do not depend on the values bound to a statement: without this SQLite marks a
 /// cached statement whose plan read a bound value (a `LIMIT ?`, a range on `seq`) to be prepared
 /// again at every new binding, which cost a read of one subject's entries more than the read.
 /// The store's statements name their indexes where it matters (and a test asserts the plans).
 fn stable_plans(conn: &Connection) -> rusqlite::Result<()> {
+    // Room for every statement the store caches on one connection (rusqlite keeps 16 by
+    // default; past that the least recently used one is prepared again at its next use).
+    conn.set_prepared_statement_cache_capacity(STATEMENTS_CACHED);
     conn.set_db_config(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
         true,
@@ -3437,28 +3443,59 @@ struct FetchedNodes {
     hashes: std::collections::HashMap<(u32, u64), Hash>,
 }
 
-/// Nodes fetched per statement (unused places repeat the first).
+/// Nodes fetched per statement at most (unused places repeat the first).
 const FETCH_NODES: usize = 32;
 
-/// [`FETCH_NODES`] entries' hashes by seq.
-static FETCH_LEAVES_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    let seqs: Vec<String> = (1..=FETCH_NODES).map(|i| format!("?{i}")).collect();
-    format!(
-        "SELECT seq, hash FROM entry WHERE seq IN ({})",
-        seqs.join(", ")
-    )
+/// The statements' sizes: a fetch binds the smallest that holds its nodes, since SQLite builds
+/// an `IN` list's values into a table at each step (a proof of one entry wants one leaf: binding
+/// 32 places for it cost more than reading the leaf).
+const FETCH_SIZES: [usize; 6] = [1, 2, 4, 8, 16, FETCH_NODES];
+
+/// The smallest of [`FETCH_SIZES`] that holds `n` nodes (`n` at most [`FETCH_NODES`]).
+fn fetch_size(n: usize) -> usize {
+    FETCH_SIZES
+        .iter()
+        .copied()
+        .find(|&size| size >= n)
+        .unwrap_or(FETCH_NODES)
+}
+
+/// Entries' hashes by seq, one statement per size of [`FETCH_SIZES`].
+static FETCH_LEAVES_SQL: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+    FETCH_SIZES
+        .iter()
+        .map(|&n| {
+            let seqs: Vec<String> = (1..=n).map(|i| format!("?{i}")).collect();
+            format!(
+                "SELECT seq, hash FROM entry WHERE seq IN ({})",
+                seqs.join(", ")
+            )
+        })
+        .collect()
 });
 
-/// [`FETCH_NODES`] interior nodes by level and index.
-static FETCH_NODES_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    let places: Vec<String> = (0..FETCH_NODES)
-        .map(|i| format!("(?{}, ?{})", 2 * i + 1, 2 * i + 2))
-        .collect();
-    format!(
-        "SELECT level, idx, hash FROM tree WHERE (level, idx) IN (VALUES {})",
-        places.join(", ")
-    )
+/// Interior nodes by level and index, one statement per size of [`FETCH_SIZES`].
+static FETCH_NODES_SQL: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+    FETCH_SIZES
+        .iter()
+        .map(|&n| {
+            let places: Vec<String> = (0..n)
+                .map(|i| format!("(?{}, ?{})", 2 * i + 1, 2 * i + 2))
+                .collect();
+            format!(
+                "SELECT level, idx, hash FROM tree WHERE (level, idx) IN (VALUES {})",
+                places.join(", ")
+            )
+        })
+        .collect()
 });
+
+/// The statement of `sqls` (one per size of [`FETCH_SIZES`]) that holds `n` nodes, and its size.
+fn fetch_sql(sqls: &[String], n: usize) -> (&str, usize) {
+    let size = fetch_size(n);
+    let i = FETCH_SIZES.iter().position(|&s| s == size).unwrap_or(0);
+    (&sqls[i], size)
+}
 
 impl FetchedNodes {
     fn read(
@@ -3483,9 +3520,10 @@ impl FetchedNodes {
                 }
             }
         }
-        let mut stmt = conn.prepare_cached(&FETCH_LEAVES_SQL)?;
         for chunk in leaves.chunks(FETCH_NODES) {
-            let params = (0..FETCH_NODES).map(|i| *chunk.get(i).unwrap_or(&chunk[0]) as i64);
+            let (sql, places) = fetch_sql(&FETCH_LEAVES_SQL, chunk.len());
+            let mut stmt = conn.prepare_cached(sql)?;
+            let params = (0..places).map(|i| *chunk.get(i).unwrap_or(&chunk[0]) as i64);
             let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
             while let Some(r) = rows.next()? {
                 let seq: i64 = r.get(0)?;
@@ -3494,10 +3532,11 @@ impl FetchedNodes {
                 }
             }
         }
-        let mut stmt = conn.prepare_cached(&FETCH_NODES_SQL)?;
         for chunk in lower.chunks(FETCH_NODES) {
-            let mut params: Vec<i64> = Vec::with_capacity(2 * FETCH_NODES);
-            for i in 0..FETCH_NODES {
+            let (sql, places) = fetch_sql(&FETCH_NODES_SQL, chunk.len());
+            let mut stmt = conn.prepare_cached(sql)?;
+            let mut params: Vec<i64> = Vec::with_capacity(2 * places);
+            for i in 0..places {
                 let (level, idx) = chunk.get(i).unwrap_or(&chunk[0]);
                 params.push(i64::from(*level));
                 params.push(*idx as i64);
@@ -3722,6 +3761,49 @@ mod tests {
         );
         reopened.append(vec![control(9_999)]).unwrap();
         assert_eq!(reopened.verify(None, true).unwrap().entries, 71);
+    }
+
+    /// Nodes fetched from the file (the levels a process does not keep: a log past
+    /// [`TREE_CACHE_NODES`] entries) are the stored nodes, whatever the number fetched at once:
+    /// every statement size and a chunk past the largest, leaves and interior nodes, against
+    /// the nodes read one at a time. A fetch of nodes the file does not have returns none.
+    #[test]
+    fn nodes_fetched_together_are_the_stored_nodes_at_every_statement_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("state")).unwrap();
+        store.append((0..150).map(control).collect()).unwrap();
+        let size = 150;
+        let conn = store.conn();
+        let one_by_one = SqliteNodes::new(&conn, size);
+        // A cache that keeps no level: every node wanted is fetched.
+        let keeps_nothing = Mutex::new(TreeCache {
+            from_level: 64,
+            ..TreeCache::default()
+        });
+        let all: Vec<(u32, u64)> = (0..8u32)
+            .flat_map(|level| (0..(size >> level)).map(move |index| (level, index)))
+            .collect();
+        for n in [1, 2, 3, 4, 7, 8, 16, 17, 32, 33, 70, all.len()] {
+            let wanted: std::collections::BTreeSet<(u32, u64)> =
+                all.iter().copied().step_by(all.len() / n).take(n).collect();
+            let fetched = FetchedNodes::read(&conn, size, wanted.clone(), &keeps_nothing).unwrap();
+            assert_eq!(fetched.hashes.len(), wanted.len(), "{n} wanted");
+            for (level, index) in wanted {
+                assert_eq!(
+                    fetched.perfect(level, index),
+                    one_by_one.perfect(level, index),
+                    "node ({level}, {index}) of {n} fetched together"
+                );
+                assert!(fetched.perfect(level, index).is_some());
+            }
+        }
+        let missing: std::collections::BTreeSet<(u32, u64)> =
+            [(0, 500), (3, 900), (1, 75)].into_iter().collect();
+        let fetched = FetchedNodes::read(&conn, size, missing, &keeps_nothing).unwrap();
+        assert!(fetched.hashes.is_empty());
+        assert_eq!(fetch_size(1), 1);
+        assert_eq!(fetch_size(3), 4);
+        assert_eq!(fetch_size(32), 32);
     }
 
     /// The leaves are the entries' own hashes (no leaf row is stored), every interior node is
