@@ -23,6 +23,7 @@ pub mod svm;
 pub mod svm_facilitator;
 pub mod tls;
 pub mod token;
+pub mod vantage_net;
 
 mod lab;
 

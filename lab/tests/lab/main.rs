@@ -10,3 +10,4 @@ mod chain_token;
 mod chain_vector;
 mod lifecycle;
 mod scenarios;
+mod vantage_net;

@@ -1,0 +1,110 @@
+//! Vantages in network namespaces: each reaches the lab's service address from an address of its
+//! own (what a lab server sees), a cut link cuts off that vantage alone until it is restored, a
+//! process started in a vantage is in its namespace, and the namespaces are gone once dropped.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+use x402_lab::vantage_net::VantageNet;
+
+/// A server on the service address that writes back the peer address it sees, until `stop`.
+fn echo_peer(net: &VantageNet) -> SocketAddr {
+    let listener = TcpListener::bind((net.service_address(), 0)).expect("bind the service address");
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let peer = stream
+                .peer_addr()
+                .map(|p| p.ip().to_string())
+                .unwrap_or_default();
+            let _ = stream.write_all(peer.as_bytes());
+        }
+    });
+    addr
+}
+
+/// What vantage `i` reads from the server: the address it was seen from, or the error.
+fn seen_from(net: &VantageNet, i: usize, server: SocketAddr) -> Result<String, String> {
+    net.run_in(i, move || {
+        let mut stream = TcpStream::connect_timeout(&server, Duration::from_millis(700))
+            .map_err(|e| e.to_string())?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .map_err(|e| e.to_string())?;
+        let mut seen = String::new();
+        stream
+            .read_to_string(&mut seen)
+            .map_err(|e| e.to_string())?;
+        Ok(seen)
+    })
+    .expect("enter the vantage's namespace")
+}
+
+#[test]
+fn vantages_are_seen_from_their_own_addresses_and_a_cut_link_cuts_off_one() {
+    let net = VantageNet::create(3).expect("three vantages (needs root and iproute2)");
+    let server = echo_peer(&net);
+    let addresses: Vec<String> = net
+        .vantages()
+        .iter()
+        .map(|v| v.address.to_string())
+        .collect();
+    for (i, address) in addresses.iter().enumerate() {
+        assert_eq!(
+            seen_from(&net, i, server).as_ref(),
+            Ok(address),
+            "vantage {i}"
+        );
+    }
+    assert_eq!(
+        addresses
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        3,
+        "three distinct addresses"
+    );
+    // The loopback of a vantage is its own: nothing of this namespace listens there.
+    let loopback = SocketAddr::from(([127, 0, 0, 1], server.port()));
+    assert!(seen_from(&net, 0, loopback).is_err());
+
+    net.cut(1).unwrap();
+    assert!(seen_from(&net, 1, server).is_err(), "vantage 1 is cut off");
+    assert_eq!(seen_from(&net, 0, server).as_ref(), Ok(&addresses[0]));
+    assert_eq!(seen_from(&net, 2, server).as_ref(), Ok(&addresses[2]));
+    net.restore(1).unwrap();
+    let mut back = seen_from(&net, 1, server);
+    for _ in 0..20 {
+        if back.is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        back = seen_from(&net, 1, server);
+    }
+    assert_eq!(back.as_ref(), Ok(&addresses[1]), "vantage 1 is back");
+
+    // A child process runs in the vantage's namespace: it sees the vantage's address as its own.
+    let out = net
+        .command(2, "ip")
+        .unwrap()
+        .args(["-o", "-4", "addr", "show"])
+        .output()
+        .expect("run ip in vantage 2");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains(&format!("{}/30", addresses[2])), "{shown}");
+    assert!(
+        !shown.contains(&format!("{}/32", net.service_address())),
+        "{shown}"
+    );
+
+    let namespaces: Vec<String> = net.vantages().iter().map(|v| v.namespace.clone()).collect();
+    drop(net);
+    for name in namespaces {
+        assert!(
+            !std::path::Path::new(&format!("/run/netns/{name}")).exists(),
+            "{name} deleted"
+        );
+    }
+}
