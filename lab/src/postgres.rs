@@ -131,8 +131,21 @@ impl Postgres {
         Postgres::throwaway_with(true)
     }
 
+    /// A throwaway cluster that also listens on `reach.addresses` and lets clients of
+    /// `reach.clients` in (vantages in network namespaces reach it at the lab's service address,
+    /// each from its own address: `vantage_net.rs`). Its admin URL stays on loopback;
+    /// [`url_at`] names another of its addresses.
+    pub fn throwaway_reachable(reach: &Reach) -> Result<Postgres, PostgresError> {
+        let server = Server::start(false, reach)?;
+        Ok(Postgres {
+            admin_url: format!("postgres://postgres@127.0.0.1:{}/postgres", server.port),
+            server: Some(server),
+            made: Mutex::new(Vec::new()),
+        })
+    }
+
     fn throwaway_with(durable: bool) -> Result<Postgres, PostgresError> {
-        let server = Server::start(durable)?;
+        let server = Server::start(durable, &Reach::default())?;
         Ok(Postgres {
             admin_url: format!("postgres://postgres@127.0.0.1:{}/postgres", server.port),
             server: Some(server),
@@ -261,8 +274,37 @@ pub fn database_url(url: &str, name: &str) -> String {
     out
 }
 
+/// Where a throwaway cluster listens besides loopback, and whom it lets in from there.
+#[derive(Debug, Clone, Default)]
+pub struct Reach {
+    /// Addresses of this namespace to listen on too.
+    pub addresses: Vec<std::net::Ipv4Addr>,
+    /// Client networks let in without a password, as `pg_hba.conf` writes them (`10.100.0.0/16`).
+    pub clients: Vec<(std::net::Ipv4Addr, u8)>,
+}
+
+/// `url` with its host replaced by `host` (a database's URL as another address of the server
+/// names it).
+pub fn url_at(url: &str, host: std::net::Ipv4Addr) -> String {
+    let scheme_end = url.find("://").map_or(0, |i| i + 3);
+    let authority_end = url[scheme_end..]
+        .find(['/', '?'])
+        .map_or(url.len(), |i| scheme_end + i);
+    let authority = &url[scheme_end..authority_end];
+    let user_end = authority.rfind('@').map_or(0, |i| i + 1);
+    let port = authority[user_end..]
+        .rfind(':')
+        .map_or("", |i| &authority[user_end + i..]);
+    format!(
+        "{}{}{host}{port}{}",
+        &url[..scheme_end],
+        &authority[..user_end],
+        &url[authority_end..]
+    )
+}
+
 impl Server {
-    fn start(durable: bool) -> Result<Server, PostgresError> {
+    fn start(durable: bool, reach: &Reach) -> Result<Server, PostgresError> {
         let started = Instant::now();
         let bin = find_bin_dir()?;
         let owner = server_user()?;
@@ -314,10 +356,20 @@ impl Server {
                     .into_owned(),
             });
         }
+        if !reach.clients.is_empty() {
+            // initdb's own lines let loopback in; the networks asked for come after them.
+            let hba = data.join("pg_hba.conf");
+            let mut lines =
+                std::fs::read_to_string(&hba).map_err(io(format!("reading {}", hba.display())))?;
+            for (network, bits) in &reach.clients {
+                lines.push_str(&format!("host all all {network}/{bits} trust\n"));
+            }
+            std::fs::write(&hba, lines).map_err(io(format!("writing {}", hba.display())))?;
+        }
         let mut last = None;
         for _ in 0..PORT_ATTEMPTS {
             let port = free_port().map_err(io("finding a free loopback port"))?;
-            match launch(&bin, &data, &dir, port, owner, durable, started) {
+            match launch(&bin, &data, &dir, port, owner, (durable, reach), started) {
                 Ok(mut server) => {
                     server.dir = guard.0.take().expect("the directory is kept");
                     return Ok(server);
@@ -402,17 +454,21 @@ fn launch(
     dir: &Path,
     port: u16,
     owner: Option<(u32, u32)>,
-    durable: bool,
+    (durable, reach): (bool, &Reach),
     started: Instant,
 ) -> Result<Server, Launch> {
+    let listen: Vec<String> = std::iter::once("127.0.0.1".to_string())
+        .chain(reach.addresses.iter().map(|a| a.to_string()))
+        .collect();
     let mut command = Command::new(bin.join("postgres"));
     command
         .arg("-D")
         .arg(data)
         .arg("-p")
         .arg(port.to_string())
-        // Loopback only, no Unix socket.
-        .args(["-c", "listen_addresses=127.0.0.1"])
+        // Loopback (and the addresses asked for), no Unix socket.
+        .arg("-c")
+        .arg(format!("listen_addresses={}", listen.join(",")))
         .args(["-c", "unix_socket_directories="])
         .args(["-c", "max_connections=200"]);
     if !durable {
@@ -667,5 +723,19 @@ mod tests {
             database_url("host=h user=u", "x4"),
             "host=h user=u dbname=x4"
         );
+    }
+
+    #[test]
+    fn a_url_at_another_address_keeps_the_rest() {
+        let at = std::net::Ipv4Addr::new(10, 100, 0, 1);
+        assert_eq!(
+            url_at("postgres://postgres@127.0.0.1:5432/x1", at),
+            "postgres://postgres@10.100.0.1:5432/x1"
+        );
+        assert_eq!(
+            url_at("postgres://u:p@h:1/db?sslmode=disable", at),
+            "postgres://u:p@10.100.0.1:1/db?sslmode=disable"
+        );
+        assert_eq!(url_at("postgres://h/db", at), "postgres://10.100.0.1/db");
     }
 }

@@ -108,3 +108,52 @@ fn vantages_are_seen_from_their_own_addresses_and_a_cut_link_cuts_off_one() {
         );
     }
 }
+
+/// A throwaway PostgreSQL reachable from the vantages: each connects at the service address and
+/// the server sees it at its own address; a cut vantage cannot connect, the others still do.
+#[test]
+fn postgres_is_reached_by_each_vantage_from_its_own_address() {
+    use x402_lab::postgres::{Postgres, Reach, url_at};
+    let net = VantageNet::create(2).expect("two vantages (needs root and iproute2)");
+    let service = net.service_address();
+    let [a, b, ..] = service.octets();
+    let pg = Postgres::throwaway_reachable(&Reach {
+        addresses: vec![service],
+        clients: vec![(std::net::Ipv4Addr::new(a, b, 0, 0), 16)],
+    })
+    .expect("a throwaway PostgreSQL (needs the postgresql package)");
+    let url = url_at(&pg.fresh_database("vantage_net").unwrap(), service);
+    let client_address = |i: usize| -> Result<String, String> {
+        let url = url.clone();
+        net.run_in(i, move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            runtime.block_on(async move {
+                let connect = tokio_postgres::connect(&url, tokio_postgres::NoTls);
+                let (client, connection) = tokio::time::timeout(Duration::from_secs(2), connect)
+                    .await
+                    .map_err(|_| "timed out".to_string())?
+                    .map_err(|e| e.to_string())?;
+                tokio::spawn(connection);
+                let row = client
+                    .query_one("SELECT host(inet_client_addr())", &[])
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(row.get::<_, String>(0))
+            })
+        })
+        .expect("enter the vantage's namespace")
+    };
+    for (i, vantage) in net.vantages().iter().enumerate() {
+        assert_eq!(
+            client_address(i),
+            Ok(vantage.address.to_string()),
+            "vantage {i}"
+        );
+    }
+    net.cut(0).unwrap();
+    assert!(client_address(0).is_err(), "vantage 0 is cut off");
+    assert_eq!(client_address(1), Ok(net.vantages()[1].address.to_string()));
+}
