@@ -50,4 +50,5 @@ mod subject_state;
 mod subjects_file;
 mod svm_paid;
 mod systemd;
+mod vantage_leases;
 mod webhook_kill;
