@@ -269,20 +269,10 @@ pub fn score_inputs(
 /// The score document as the ledger keeps it: RFC 8785 bytes without `inputs` (the ledger holds
 /// every input; `inputs_sha256` names them).
 pub fn stored_form(document: &ScoreDocument) -> Result<Vec<u8>, crate::canonical::CanonicalError> {
-    // The inputs are left out before the document becomes a JSON value: they are the whole
+    // The inputs are left out as the document is written (never serialised): they are the whole
     // history inside the horizon, and copying them only to drop them made every rescore's cost
     // grow with the subject's age.
-    let mut value = if document.inputs.is_null() {
-        serde_json::to_value(document)?
-    } else {
-        let mut without = document.clone();
-        without.inputs = std::sync::Arc::new(Value::Null);
-        serde_json::to_value(&without)?
-    };
-    if let Value::Object(map) = &mut value {
-        map.remove("inputs");
-    }
-    Ok(crate::canonical::to_canonical_bytes(&value))
+    crate::canonical::canonical_bytes_without(document, &["inputs"])
 }
 
 /// What the scheduler keeps of a score, read from its headline (the score just made, or the
