@@ -485,49 +485,27 @@ mod direct {
         }
     }
 
-    impl ser::SerializeSeq for Seq<'_> {
-        type Ok = ();
-        type Error = Error;
-        fn serialize_element<T: ?Sized + Serialize>(&mut self, v: &T) -> Result<()> {
-            self.element(v)
-        }
-        fn end(self) -> Result<()> {
-            self.close()
-        }
+    /// The four sequence shapes serde has, each written as an array by [`Seq`].
+    macro_rules! seq_shape {
+        ($($shape:ident :: $method:ident),*) => {$(
+            impl ser::$shape for Seq<'_> {
+                type Ok = ();
+                type Error = Error;
+                fn $method<T: ?Sized + Serialize>(&mut self, v: &T) -> Result<()> {
+                    self.element(v)
+                }
+                fn end(self) -> Result<()> {
+                    self.close()
+                }
+            }
+        )*};
     }
-
-    impl ser::SerializeTuple for Seq<'_> {
-        type Ok = ();
-        type Error = Error;
-        fn serialize_element<T: ?Sized + Serialize>(&mut self, v: &T) -> Result<()> {
-            self.element(v)
-        }
-        fn end(self) -> Result<()> {
-            self.close()
-        }
-    }
-
-    impl ser::SerializeTupleStruct for Seq<'_> {
-        type Ok = ();
-        type Error = Error;
-        fn serialize_field<T: ?Sized + Serialize>(&mut self, v: &T) -> Result<()> {
-            self.element(v)
-        }
-        fn end(self) -> Result<()> {
-            self.close()
-        }
-    }
-
-    impl ser::SerializeTupleVariant for Seq<'_> {
-        type Ok = ();
-        type Error = Error;
-        fn serialize_field<T: ?Sized + Serialize>(&mut self, v: &T) -> Result<()> {
-            self.element(v)
-        }
-        fn end(self) -> Result<()> {
-            self.close()
-        }
-    }
+    seq_shape!(
+        SerializeSeq::serialize_element,
+        SerializeTuple::serialize_element,
+        SerializeTupleStruct::serialize_field,
+        SerializeTupleVariant::serialize_field
+    );
 
     /// An object being written: its members' values one after another in `values`, each
     /// member's key and part of it in `members`, sorted and written out at the end.
@@ -627,35 +605,26 @@ mod direct {
         }
     }
 
-    impl ser::SerializeStruct for Object<'_> {
-        type Ok = ();
-        type Error = Error;
-        fn serialize_field<T: ?Sized + Serialize>(
-            &mut self,
-            key: &'static str,
-            v: &T,
-        ) -> Result<()> {
-            self.member(Cow::Borrowed(key), v)
-        }
-        fn end(self) -> Result<()> {
-            self.close()
-        }
+    /// A struct and a struct variant's fields: members of an [`Object`].
+    macro_rules! struct_shape {
+        ($($shape:ident),*) => {$(
+            impl ser::$shape for Object<'_> {
+                type Ok = ();
+                type Error = Error;
+                fn serialize_field<T: ?Sized + Serialize>(
+                    &mut self,
+                    key: &'static str,
+                    v: &T,
+                ) -> Result<()> {
+                    self.member(Cow::Borrowed(key), v)
+                }
+                fn end(self) -> Result<()> {
+                    self.close()
+                }
+            }
+        )*};
     }
-
-    impl ser::SerializeStructVariant for Object<'_> {
-        type Ok = ();
-        type Error = Error;
-        fn serialize_field<T: ?Sized + Serialize>(
-            &mut self,
-            key: &'static str,
-            v: &T,
-        ) -> Result<()> {
-            self.member(Cow::Borrowed(key), v)
-        }
-        fn end(self) -> Result<()> {
-            self.close()
-        }
-    }
+    struct_shape!(SerializeStruct, SerializeStructVariant);
 
     /// A map key as serde_json's value serializer makes it: a string, or a number or boolean
     /// printed; anything else is an error.
@@ -663,6 +632,15 @@ mod direct {
 
     fn not_a_key() -> Error {
         Error::custom("key must be a string")
+    }
+
+    /// Integer and char keys: printed.
+    macro_rules! key_printed {
+        ($($method:ident: $t:ty),*) => {$(
+            fn $method(self, v: $t) -> Result<String> {
+                Ok(v.to_string())
+            }
+        )*};
     }
 
     impl ser::Serializer for Key {
@@ -679,36 +657,19 @@ mod direct {
         fn serialize_bool(self, v: bool) -> Result<String> {
             Ok(if v { "true" } else { "false" }.to_string())
         }
-        fn serialize_i8(self, v: i8) -> Result<String> {
-            Ok(v.to_string())
-        }
-        fn serialize_i16(self, v: i16) -> Result<String> {
-            Ok(v.to_string())
-        }
-        fn serialize_i32(self, v: i32) -> Result<String> {
-            Ok(v.to_string())
-        }
-        fn serialize_i64(self, v: i64) -> Result<String> {
-            Ok(v.to_string())
-        }
-        fn serialize_i128(self, v: i128) -> Result<String> {
-            Ok(v.to_string())
-        }
-        fn serialize_u8(self, v: u8) -> Result<String> {
-            Ok(v.to_string())
-        }
-        fn serialize_u16(self, v: u16) -> Result<String> {
-            Ok(v.to_string())
-        }
-        fn serialize_u32(self, v: u32) -> Result<String> {
-            Ok(v.to_string())
-        }
-        fn serialize_u64(self, v: u64) -> Result<String> {
-            Ok(v.to_string())
-        }
-        fn serialize_u128(self, v: u128) -> Result<String> {
-            Ok(v.to_string())
-        }
+        key_printed!(
+            serialize_i8: i8,
+            serialize_i16: i16,
+            serialize_i32: i32,
+            serialize_i64: i64,
+            serialize_i128: i128,
+            serialize_u8: u8,
+            serialize_u16: u16,
+            serialize_u32: u32,
+            serialize_u64: u64,
+            serialize_u128: u128,
+            serialize_char: char
+        );
         fn serialize_f32(self, v: f32) -> Result<String> {
             self.serialize_f64(f64::from(v))
         }
@@ -719,9 +680,6 @@ mod direct {
             } else {
                 Err(Error::custom("float key must be finite"))
             }
-        }
-        fn serialize_char(self, v: char) -> Result<String> {
-            Ok(v.to_string())
         }
         fn serialize_str(self, v: &str) -> Result<String> {
             Ok(v.to_string())

@@ -3,8 +3,6 @@
 //! caller reads from the store and passes in; `recompute --ledger` uses the same functions on
 //! the ledger alone.
 
-use serde_json::Value;
-
 use super::schedule::ScoreSummary;
 use crate::checks::history::{OutageOf, OutageWindow, excused};
 use crate::evidence::Outcome;
@@ -317,10 +315,15 @@ mod tests {
         let document = ScoreDocument::from_slice(golden.as_bytes()).unwrap();
         let stored = stored_form(&document).unwrap();
         assert!(!String::from_utf8_lossy(&stored).contains("\"inputs\""));
+        // The bytes of the document's JSON value with its inputs removed (how it was made before
+        // it was written straight from the document).
+        let mut value = serde_json::to_value(&document).unwrap();
+        value.as_object_mut().unwrap().remove("inputs");
+        assert_eq!(stored, crate::canonical::to_canonical_bytes(&value));
         let read = ScoreDocument::from_slice(&stored).unwrap();
         assert!(read.inputs.is_null());
         let mut expected = document;
-        expected.inputs = std::sync::Arc::new(Value::Null);
+        expected.inputs = std::sync::Arc::new(serde_json::Value::Null);
         assert_eq!(read, expected);
         assert_eq!(stored_form(&read).unwrap(), stored, "byte for byte");
     }

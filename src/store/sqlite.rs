@@ -3116,7 +3116,12 @@ fn put_state_in(
 /// A score document as its row keeps it: compressed with zstd (a document of the day is
 /// rewritten with every score; its JSON repeats its keys and names).
 fn score_document_kept(document: &[u8]) -> Vec<u8> {
-    match zstd::bulk::compress(document, BLOB_ZSTD_LEVEL) {
+    let compressed = with_compressor(
+        &PLAIN_COMPRESSOR,
+        || zstd::bulk::Compressor::new(BLOB_ZSTD_LEVEL),
+        document,
+    );
+    match compressed {
         Ok(c) if c.len() < document.len() => c,
         _ => document.to_vec(),
     }
