@@ -22,10 +22,30 @@ pub fn to_canonical_bytes(value: &serde_json::Value) -> Vec<u8> {
     out.into_bytes()
 }
 
-/// The RFC 8785 canonical bytes of anything serde can turn into JSON.
-pub fn canonical_bytes_of<T: Serialize>(value: &T) -> Result<Vec<u8>, CanonicalError> {
-    let json = serde_json::to_value(value)?;
-    Ok(to_canonical_bytes(&json))
+/// The RFC 8785 canonical bytes of anything serde can turn into JSON: the bytes of
+/// `to_canonical_bytes(&serde_json::to_value(value)?)`, written straight from the value
+/// (`direct`) without building the JSON value first.
+pub fn canonical_bytes_of<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CanonicalError> {
+    canonical_bytes_without(value, &[])
+}
+
+/// [`canonical_bytes_of`] with the outermost object's members named in `left_out` left out (as
+/// if removed from the JSON value before it was made canonical).
+pub fn canonical_bytes_without<T: Serialize + ?Sized>(
+    value: &T,
+    left_out: &'static [&'static str],
+) -> Result<Vec<u8>, CanonicalError> {
+    let mut out = String::new();
+    value.serialize(direct::Writer {
+        out: &mut out,
+        left_out,
+    })?;
+    Ok(out.into_bytes())
+}
+
+/// Lowercase hex SHA-256 of [`canonical_bytes_of`] (the canonical bytes of the value's JSON).
+pub fn canonical_sha256_of<T: Serialize + ?Sized>(value: &T) -> Result<String, CanonicalError> {
+    Ok(hex::encode(Sha256::digest(canonical_bytes_of(value)?)))
 }
 
 /// Lowercase hex SHA-256 of the canonical bytes of a JSON value.
@@ -39,18 +59,7 @@ fn write_value(out: &mut String, value: &serde_json::Value) {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
         Value::Bool(false) => out.push_str("false"),
-        Value::Number(n) => match n.as_i64() {
-            // An integer of at most 2^53 is an exact double: its digits are its text.
-            Some(i) if i.unsigned_abs() <= EXACT_INTEGER => write_integer(out, i),
-            // JCS numbers are doubles: an integer beyond 2^53 is printed as the double it becomes.
-            _ => {
-                let as_double = n.as_f64().unwrap_or(0.0);
-                match exact_integer(as_double) {
-                    Some(i) => write_integer(out, i),
-                    None => out.push_str(&format_number(as_double)),
-                }
-            }
-        },
+        Value::Number(n) => write_number(out, n),
         Value::String(s) => write_string(out, s),
         Value::Array(items) => {
             out.push('[');
@@ -75,6 +84,22 @@ fn write_value(out: &mut String, value: &serde_json::Value) {
                 write_value(out, item);
             }
             out.push('}');
+        }
+    }
+}
+
+/// A JSON number as a double, the way RFC 8785 prints it.
+fn write_number(out: &mut String, n: &serde_json::Number) {
+    match n.as_i64() {
+        // An integer of at most 2^53 is an exact double: its digits are its text.
+        Some(i) if i.unsigned_abs() <= EXACT_INTEGER => write_integer(out, i),
+        // JCS numbers are doubles: an integer beyond 2^53 is printed as the double it becomes.
+        _ => {
+            let as_double = n.as_f64().unwrap_or(0.0);
+            match exact_integer(as_double) {
+                Some(i) => write_integer(out, i),
+                None => out.push_str(&format_number(as_double)),
+            }
         }
     }
 }
@@ -221,6 +246,521 @@ fn tie_to_even(x: f64, shortest: (String, i32)) -> (String, i32) {
         }
     }
     (digits, exponent)
+}
+
+/// RFC 8785 bytes written straight from a `Serialize` value, without the `serde_json::Value` in
+/// between: the bytes `write_value(&serde_json::to_value(v)?)` gives, by serde_json's value
+/// rules (a float that is not finite is `null`, bytes are an array of numbers, enums are tagged
+/// externally, map keys are strings or printed integers and booleans, a later duplicate key
+/// replaces an earlier one). An object's members are written to a buffer of its own and sorted
+/// when it ends.
+mod direct {
+    use std::borrow::Cow;
+    use std::ops::Range;
+
+    use serde::Serialize;
+    use serde::ser::{self, Error as _, Impossible};
+    use serde_json::{Error, Number};
+
+    use super::{key_order, write_number, write_string, write_value};
+
+    type Result<T> = std::result::Result<T, Error>;
+
+    /// How serde_json's `RawValue` names itself to a serializer (its text is parsed, as
+    /// `serde_json::to_value` does).
+    const RAW_VALUE: &str = "$serde_json::private::RawValue";
+
+    pub(super) struct Writer<'a> {
+        pub out: &'a mut String,
+        /// Members left out of this object (the outermost one only).
+        pub left_out: &'static [&'static str],
+    }
+
+    fn inner(out: &mut String) -> Writer<'_> {
+        Writer { out, left_out: &[] }
+    }
+
+    impl Writer<'_> {
+        fn number(self, n: Number) -> Result<()> {
+            write_number(self.out, &n);
+            Ok(())
+        }
+    }
+
+    impl<'a> ser::Serializer for Writer<'a> {
+        type Ok = ();
+        type Error = Error;
+        type SerializeSeq = Seq<'a>;
+        type SerializeTuple = Seq<'a>;
+        type SerializeTupleStruct = Seq<'a>;
+        type SerializeTupleVariant = Seq<'a>;
+        type SerializeMap = Object<'a>;
+        type SerializeStruct = Object<'a>;
+        type SerializeStructVariant = Object<'a>;
+
+        fn serialize_bool(self, v: bool) -> Result<()> {
+            self.out.push_str(if v { "true" } else { "false" });
+            Ok(())
+        }
+        fn serialize_i8(self, v: i8) -> Result<()> {
+            self.serialize_i64(v.into())
+        }
+        fn serialize_i16(self, v: i16) -> Result<()> {
+            self.serialize_i64(v.into())
+        }
+        fn serialize_i32(self, v: i32) -> Result<()> {
+            self.serialize_i64(v.into())
+        }
+        fn serialize_i64(self, v: i64) -> Result<()> {
+            self.number(v.into())
+        }
+        fn serialize_i128(self, v: i128) -> Result<()> {
+            if let Ok(v) = u64::try_from(v) {
+                self.number(v.into())
+            } else if let Ok(v) = i64::try_from(v) {
+                self.number(v.into())
+            } else {
+                Err(Error::custom("number out of range"))
+            }
+        }
+        fn serialize_u8(self, v: u8) -> Result<()> {
+            self.serialize_u64(v.into())
+        }
+        fn serialize_u16(self, v: u16) -> Result<()> {
+            self.serialize_u64(v.into())
+        }
+        fn serialize_u32(self, v: u32) -> Result<()> {
+            self.serialize_u64(v.into())
+        }
+        fn serialize_u64(self, v: u64) -> Result<()> {
+            self.number(v.into())
+        }
+        fn serialize_u128(self, v: u128) -> Result<()> {
+            match u64::try_from(v) {
+                Ok(v) => self.number(v.into()),
+                Err(_) => Err(Error::custom("number out of range")),
+            }
+        }
+        fn serialize_f32(self, v: f32) -> Result<()> {
+            self.serialize_f64(f64::from(v))
+        }
+        fn serialize_f64(self, v: f64) -> Result<()> {
+            match Number::from_f64(v) {
+                Some(n) => self.number(n),
+                None => {
+                    self.out.push_str("null");
+                    Ok(())
+                }
+            }
+        }
+        fn serialize_char(self, v: char) -> Result<()> {
+            write_string(self.out, v.encode_utf8(&mut [0; 4]));
+            Ok(())
+        }
+        fn serialize_str(self, v: &str) -> Result<()> {
+            write_string(self.out, v);
+            Ok(())
+        }
+        fn serialize_bytes(self, v: &[u8]) -> Result<()> {
+            self.out.push('[');
+            for (i, b) in v.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(',');
+                }
+                super::write_integer(self.out, i64::from(*b));
+            }
+            self.out.push(']');
+            Ok(())
+        }
+        fn serialize_none(self) -> Result<()> {
+            self.serialize_unit()
+        }
+        fn serialize_some<T: ?Sized + Serialize>(self, v: &T) -> Result<()> {
+            v.serialize(self)
+        }
+        fn serialize_unit(self) -> Result<()> {
+            self.out.push_str("null");
+            Ok(())
+        }
+        fn serialize_unit_struct(self, _: &'static str) -> Result<()> {
+            self.serialize_unit()
+        }
+        fn serialize_unit_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            variant: &'static str,
+        ) -> Result<()> {
+            self.serialize_str(variant)
+        }
+        fn serialize_newtype_struct<T: ?Sized + Serialize>(
+            self,
+            _: &'static str,
+            v: &T,
+        ) -> Result<()> {
+            v.serialize(self)
+        }
+        fn serialize_newtype_variant<T: ?Sized + Serialize>(
+            self,
+            _: &'static str,
+            _: u32,
+            variant: &'static str,
+            v: &T,
+        ) -> Result<()> {
+            let mut object = Object::new(self.out, self.left_out, false);
+            ser::SerializeStruct::serialize_field(&mut object, variant, v)?;
+            ser::SerializeStruct::end(object)
+        }
+        fn serialize_seq(self, _: Option<usize>) -> Result<Seq<'a>> {
+            self.out.push('[');
+            Ok(Seq {
+                out: self.out,
+                first: true,
+                close: "]",
+            })
+        }
+        fn serialize_tuple(self, len: usize) -> Result<Seq<'a>> {
+            self.serialize_seq(Some(len))
+        }
+        fn serialize_tuple_struct(self, _: &'static str, len: usize) -> Result<Seq<'a>> {
+            self.serialize_seq(Some(len))
+        }
+        fn serialize_tuple_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            variant: &'static str,
+            _: usize,
+        ) -> Result<Seq<'a>> {
+            // `{"variant":[...]}`: one member, nothing to sort.
+            self.out.push('{');
+            write_string(self.out, variant);
+            self.out.push_str(":[");
+            Ok(Seq {
+                out: self.out,
+                first: true,
+                close: "]}",
+            })
+        }
+        fn serialize_map(self, _: Option<usize>) -> Result<Object<'a>> {
+            Ok(Object::new(self.out, self.left_out, false))
+        }
+        fn serialize_struct(self, name: &'static str, _: usize) -> Result<Object<'a>> {
+            let mut object = Object::new(self.out, self.left_out, false);
+            object.raw = name == RAW_VALUE;
+            Ok(object)
+        }
+        fn serialize_struct_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            variant: &'static str,
+            _: usize,
+        ) -> Result<Object<'a>> {
+            // `{"variant":{...}}`: the inner object's members sorted, the outer has one.
+            self.out.push('{');
+            write_string(self.out, variant);
+            self.out.push(':');
+            Ok(Object::new(self.out, &[], true))
+        }
+    }
+
+    pub(super) struct Seq<'a> {
+        out: &'a mut String,
+        first: bool,
+        close: &'static str,
+    }
+
+    impl Seq<'_> {
+        fn element<T: ?Sized + Serialize>(&mut self, v: &T) -> Result<()> {
+            if !self.first {
+                self.out.push(',');
+            }
+            self.first = false;
+            v.serialize(inner(self.out))
+        }
+        fn close(self) -> Result<()> {
+            self.out.push_str(self.close);
+            Ok(())
+        }
+    }
+
+    /// The four sequence shapes serde has, each written as an array by [`Seq`].
+    macro_rules! seq_shape {
+        ($($shape:ident :: $method:ident),*) => {$(
+            impl ser::$shape for Seq<'_> {
+                type Ok = ();
+                type Error = Error;
+                fn $method<T: ?Sized + Serialize>(&mut self, v: &T) -> Result<()> {
+                    self.element(v)
+                }
+                fn end(self) -> Result<()> {
+                    self.close()
+                }
+            }
+        )*};
+    }
+    seq_shape!(
+        SerializeSeq::serialize_element,
+        SerializeTuple::serialize_element,
+        SerializeTupleStruct::serialize_field,
+        SerializeTupleVariant::serialize_field
+    );
+
+    /// An object being written: its members' values one after another in `values`, each
+    /// member's key and part of it in `members`, sorted and written out at the end.
+    pub(super) struct Object<'a> {
+        out: &'a mut String,
+        left_out: &'static [&'static str],
+        values: String,
+        members: Vec<(Cow<'static, str>, Range<usize>)>,
+        key: Option<String>,
+        /// Closes a struct variant's outer object too.
+        variant: bool,
+        /// serde_json's `RawValue`: its one field is JSON text, parsed and written canonical.
+        raw: bool,
+    }
+
+    impl<'a> Object<'a> {
+        fn new(out: &'a mut String, left_out: &'static [&'static str], variant: bool) -> Self {
+            Object {
+                out,
+                left_out,
+                values: String::new(),
+                members: Vec::new(),
+                key: None,
+                variant,
+                raw: false,
+            }
+        }
+
+        fn member<T: ?Sized + Serialize>(&mut self, key: Cow<'static, str>, v: &T) -> Result<()> {
+            if self.raw {
+                let text = serde_json::to_value(v)?;
+                let value: serde_json::Value =
+                    serde_json::from_str(text.as_str().unwrap_or_default())?;
+                write_value(self.out, &value);
+                return Ok(());
+            }
+            if self.left_out.contains(&key.as_ref()) {
+                return Ok(());
+            }
+            let start = self.values.len();
+            v.serialize(inner(&mut self.values))?;
+            self.members.push((key, start..self.values.len()));
+            Ok(())
+        }
+
+        fn close(self) -> Result<()> {
+            if self.raw {
+                return Ok(());
+            }
+            let Object {
+                out,
+                values,
+                mut members,
+                variant,
+                ..
+            } = self;
+            // Stable: of members with one key, the last written is the one kept.
+            members.sort_by(|a, b| key_order(&a.0, &b.0));
+            out.push('{');
+            let mut first = true;
+            for (i, (key, range)) in members.iter().enumerate() {
+                if members.get(i + 1).is_some_and(|next| next.0 == *key) {
+                    continue;
+                }
+                if !first {
+                    out.push(',');
+                }
+                first = false;
+                write_string(out, key);
+                out.push(':');
+                out.push_str(&values[range.clone()]);
+            }
+            out.push('}');
+            if variant {
+                out.push('}');
+            }
+            Ok(())
+        }
+    }
+
+    impl ser::SerializeMap for Object<'_> {
+        type Ok = ();
+        type Error = Error;
+        fn serialize_key<T: ?Sized + Serialize>(&mut self, key: &T) -> Result<()> {
+            self.key = Some(key.serialize(Key)?);
+            Ok(())
+        }
+        fn serialize_value<T: ?Sized + Serialize>(&mut self, v: &T) -> Result<()> {
+            let key = self
+                .key
+                .take()
+                .ok_or_else(|| Error::custom("a map value without its key"))?;
+            self.member(Cow::Owned(key), v)
+        }
+        fn end(self) -> Result<()> {
+            self.close()
+        }
+    }
+
+    /// A struct and a struct variant's fields: members of an [`Object`].
+    macro_rules! struct_shape {
+        ($($shape:ident),*) => {$(
+            impl ser::$shape for Object<'_> {
+                type Ok = ();
+                type Error = Error;
+                fn serialize_field<T: ?Sized + Serialize>(
+                    &mut self,
+                    key: &'static str,
+                    v: &T,
+                ) -> Result<()> {
+                    self.member(Cow::Borrowed(key), v)
+                }
+                fn end(self) -> Result<()> {
+                    self.close()
+                }
+            }
+        )*};
+    }
+    struct_shape!(SerializeStruct, SerializeStructVariant);
+
+    /// A map key as serde_json's value serializer makes it: a string, or a number or boolean
+    /// printed; anything else is an error.
+    struct Key;
+
+    fn not_a_key() -> Error {
+        Error::custom("key must be a string")
+    }
+
+    /// Integer and char keys: printed.
+    macro_rules! key_printed {
+        ($($method:ident: $t:ty),*) => {$(
+            fn $method(self, v: $t) -> Result<String> {
+                Ok(v.to_string())
+            }
+        )*};
+    }
+
+    impl ser::Serializer for Key {
+        type Ok = String;
+        type Error = Error;
+        type SerializeSeq = Impossible<String, Error>;
+        type SerializeTuple = Impossible<String, Error>;
+        type SerializeTupleStruct = Impossible<String, Error>;
+        type SerializeTupleVariant = Impossible<String, Error>;
+        type SerializeMap = Impossible<String, Error>;
+        type SerializeStruct = Impossible<String, Error>;
+        type SerializeStructVariant = Impossible<String, Error>;
+
+        fn serialize_bool(self, v: bool) -> Result<String> {
+            Ok(if v { "true" } else { "false" }.to_string())
+        }
+        key_printed!(
+            serialize_i8: i8,
+            serialize_i16: i16,
+            serialize_i32: i32,
+            serialize_i64: i64,
+            serialize_i128: i128,
+            serialize_u8: u8,
+            serialize_u16: u16,
+            serialize_u32: u32,
+            serialize_u64: u64,
+            serialize_u128: u128,
+            serialize_char: char
+        );
+        fn serialize_f32(self, v: f32) -> Result<String> {
+            self.serialize_f64(f64::from(v))
+        }
+        fn serialize_f64(self, v: f64) -> Result<String> {
+            // serde_json prints a finite float key as it prints the float itself.
+            if v.is_finite() {
+                serde_json::to_string(&v)
+            } else {
+                Err(Error::custom("float key must be finite"))
+            }
+        }
+        fn serialize_str(self, v: &str) -> Result<String> {
+            Ok(v.to_string())
+        }
+        fn serialize_bytes(self, _: &[u8]) -> Result<String> {
+            Err(not_a_key())
+        }
+        fn serialize_none(self) -> Result<String> {
+            Err(not_a_key())
+        }
+        fn serialize_some<T: ?Sized + Serialize>(self, _: &T) -> Result<String> {
+            Err(not_a_key())
+        }
+        fn serialize_unit(self) -> Result<String> {
+            Err(not_a_key())
+        }
+        fn serialize_unit_struct(self, _: &'static str) -> Result<String> {
+            Err(not_a_key())
+        }
+        fn serialize_unit_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            variant: &'static str,
+        ) -> Result<String> {
+            Ok(variant.to_string())
+        }
+        fn serialize_newtype_struct<T: ?Sized + Serialize>(
+            self,
+            _: &'static str,
+            v: &T,
+        ) -> Result<String> {
+            v.serialize(self)
+        }
+        fn serialize_newtype_variant<T: ?Sized + Serialize>(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: &T,
+        ) -> Result<String> {
+            Err(not_a_key())
+        }
+        fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq> {
+            Err(not_a_key())
+        }
+        fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple> {
+            Err(not_a_key())
+        }
+        fn serialize_tuple_struct(
+            self,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeTupleStruct> {
+            Err(not_a_key())
+        }
+        fn serialize_tuple_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeTupleVariant> {
+            Err(not_a_key())
+        }
+        fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap> {
+            Err(not_a_key())
+        }
+        fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeStruct> {
+            Err(not_a_key())
+        }
+        fn serialize_struct_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeStructVariant> {
+            Err(not_a_key())
+        }
+    }
 }
 
 #[cfg(test)]
@@ -407,6 +947,143 @@ mod tests {
         assert_eq!(format_number(9_007_199_254_740_992.0), "9007199254740992");
         assert_eq!(format_number(1e21), "1e+21");
         assert_eq!(format_number(0.5), "0.5");
+    }
+
+    /// Written straight from a value, the bytes are those of its `serde_json::Value`: every
+    /// shape serde has (enums of each kind, options, bytes, chars, non-finite floats, integer
+    /// and boolean map keys, duplicate keys through `flatten`, a `RawValue`), and JSON values.
+    #[test]
+    fn direct_bytes_are_the_json_values_bytes() {
+        use std::collections::BTreeMap;
+
+        #[derive(Serialize)]
+        enum Shape {
+            Unit,
+            New(f64),
+            Tuple(u8, String),
+            Fields { z: Option<i32>, a: Vec<Shape> },
+        }
+        #[derive(Serialize)]
+        struct Unit;
+        #[derive(Serialize)]
+        struct Pair(i64, f32);
+        #[derive(Serialize)]
+        struct Extra {
+            b: &'static str,
+            zz: u128,
+        }
+        #[derive(Serialize)]
+        struct All {
+            zeta: Vec<Shape>,
+            alpha: Option<Box<All>>,
+            #[serde(with = "serde_bytes_as_bytes")]
+            bytes: Vec<u8>,
+            ch: char,
+            floats: Vec<f64>,
+            single: f32,
+            ints: (i8, i16, i32, i64, u8, u16, u32, u64, i128),
+            by_int: BTreeMap<i32, bool>,
+            by_bool: BTreeMap<bool, Unit>,
+            pair: Pair,
+            value: serde_json::Value,
+            raw: Box<serde_json::value::RawValue>,
+            #[serde(flatten)]
+            extra: Extra,
+            b: &'static str,
+            #[serde(rename = "€ü\u{1f600}\u{fb33}")]
+            wide: (),
+        }
+        mod serde_bytes_as_bytes {
+            pub fn serialize<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_bytes(v)
+            }
+        }
+        let leaf = |n: f64| All {
+            zeta: vec![
+                Shape::Unit,
+                Shape::New(n),
+                Shape::Tuple(7, "t\"\n".into()),
+                Shape::Fields {
+                    z: None,
+                    a: vec![
+                        Shape::New(f64::NAN),
+                        Shape::Fields {
+                            z: Some(-1),
+                            a: vec![],
+                        },
+                    ],
+                },
+            ],
+            alpha: None,
+            bytes: vec![0, 1, 255],
+            ch: '\u{1f600}',
+            floats: vec![
+                0.1,
+                -0.0,
+                1e21,
+                1e-7,
+                f64::from_bits(0x41b3_de43_5555_5553),
+                f64::INFINITY,
+                9007199254740993.0,
+                5e-324,
+            ],
+            single: 0.1,
+            ints: (
+                i8::MIN,
+                i16::MAX,
+                -7,
+                i64::MIN,
+                255,
+                65535,
+                u32::MAX,
+                u64::MAX,
+                -5,
+            ),
+            by_int: [(-3, true), (10, false), (2, true)].into_iter().collect(),
+            by_bool: [(true, Unit), (false, Unit)].into_iter().collect(),
+            pair: Pair(1 << 60, 1.5),
+            value: serde_json::json!({"b": [1, 2.5, {"\r": null}], "a": "x", "": 18446744073709551615_u64}),
+            raw: serde_json::value::RawValue::from_string(
+                r#"{ "y": [ 1.0, 2E2 ], "x": "\u0041" }"#.into(),
+            )
+            .unwrap(),
+            extra: Extra {
+                b: "flattened",
+                zz: 12,
+            },
+            b: "after the flattened one",
+            wide: (),
+        };
+        let mut outer = leaf(2.0);
+        outer.alpha = Some(Box::new(leaf(-1e-9)));
+        let by_value = to_canonical_bytes(&serde_json::to_value(&outer).unwrap());
+        assert_eq!(
+            String::from_utf8(canonical_bytes_of(&outer).unwrap()).unwrap(),
+            String::from_utf8(by_value).unwrap()
+        );
+        // A member left out of the outermost object only.
+        let mut value = serde_json::to_value(&outer).unwrap();
+        value.as_object_mut().unwrap().remove("zeta");
+        assert_eq!(
+            canonical_bytes_without(&outer, &["zeta"]).unwrap(),
+            to_canonical_bytes(&value)
+        );
+        // JSON values, the RFC's examples among them.
+        for text in [
+            r#"{"numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001], "literals": [null, true, false]}"#,
+            r#"{"\u20ac": 1, "\r": 2, "\ufb33": 3, "1": 4, "\ud83d\ude00": 5, "\u0080": 6, "\u00f6": 7}"#,
+            r#"[[], {}, "", -0, 1e300, 123456789012345678901234567890]"#,
+        ] {
+            let value: serde_json::Value = serde_json::from_str(text).unwrap();
+            assert_eq!(
+                canonical_bytes_of(&value).unwrap(),
+                to_canonical_bytes(&value),
+                "{text}"
+            );
+        }
+        // Out of range as serde_json says: an error either way.
+        assert!(serde_json::to_value(u128::MAX).is_err());
+        assert!(canonical_bytes_of(&u128::MAX).is_err());
     }
 
     #[test]

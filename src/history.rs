@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use crate::canonical::canonical_sha256;
+use crate::canonical::{canonical_sha256, canonical_sha256_of};
 use crate::evidence::usd::Usd;
 use crate::evidence::{CheckId, CheckResult, Outcome};
 use crate::rubric::{Kind, Rubric};
@@ -20,7 +20,7 @@ use crate::score::input::{
 /// SHA-256 (hex) of a receipt's RFC 8785 form: how the history, and everything citing a receipt,
 /// names it.
 pub fn receipt_digest(receipt: &crate::evidence::Receipt) -> String {
-    canonical_sha256(&serde_json::to_value(receipt).unwrap_or(Value::Null))
+    canonical_sha256_of(receipt).unwrap_or_else(|_| canonical_sha256(&Value::Null))
 }
 
 /// The history entries of one run, numbered `first_seq`, `first_seq + 1`, ... in the order the

@@ -22,7 +22,7 @@
 //!   exactly as sent; a v2 header beside a different v1 body fails.
 //! - C5 v1 reads the first entry that carries an `outputSchema`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use alloy::primitives::{Address, B256};
 use serde_json::{Map, Value, json};
@@ -514,20 +514,7 @@ fn bazaar_problems(required: &PaymentRequired) -> Vec<Deviation> {
         ));
         return problems;
     }
-    // Offline: a `$ref` to anything outside the schema itself is an error, never a fetch.
-    // Patterns run on a linear-time engine unless they need look-around or back-references,
-    // which get a bounded number of backtracking steps. Formats are annotations here (as in
-    // draft 2020-12): checking them is not what C5 asks.
-    let patterns = jsonschema::PatternOptions::fancy_regex()
-        .backtrack_limit(MAX_REGEX_BACKTRACK)
-        .size_limit(MAX_REGEX_BYTES)
-        .dfa_size_limit(MAX_REGEX_BYTES);
-    let validator = match jsonschema::options()
-        .offline()
-        .should_validate_formats(false)
-        .with_pattern_options(patterns)
-        .build(schema)
-    {
+    let validator = match compiled(schema) {
         Ok(validator) => validator,
         Err(e) => {
             problems.push(Deviation::new(
@@ -562,6 +549,52 @@ fn bazaar_problems(required: &PaymentRequired) -> Vec<Deviation> {
         }
     }
     problems
+}
+
+/// A schema compiled, or why it does not compile.
+type Compiled = Result<std::sync::Arc<jsonschema::Validator>, String>;
+
+/// Schemas compiled lately, by their exact JSON text: an endpoint sends the same schema with
+/// every 402, and compiling it was most of C5's work in a run. The same text compiles to the
+/// same validator, so what C5 concludes does not depend on what is kept here.
+static COMPILED: std::sync::Mutex<Option<HashMap<Vec<u8>, Compiled>>> = std::sync::Mutex::new(None);
+
+/// Schemas kept at most (then forgotten all at once).
+const COMPILED_KEPT: usize = 256;
+
+/// `schema` compiled offline as C5 compiles it (kept in [`COMPILED`]).
+fn compiled(schema: &Value) -> Compiled {
+    let text = serde_json::to_vec(schema).unwrap_or_default();
+    if let Some(found) = COMPILED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .and_then(|kept| kept.get(&text))
+    {
+        return found.clone();
+    }
+    // Offline: a `$ref` to anything outside the schema itself is an error, never a fetch.
+    // Patterns run on a linear-time engine unless they need look-around or back-references,
+    // which get a bounded number of backtracking steps. Formats are annotations here (as in
+    // draft 2020-12): checking them is not what C5 asks.
+    let patterns = jsonschema::PatternOptions::fancy_regex()
+        .backtrack_limit(MAX_REGEX_BACKTRACK)
+        .size_limit(MAX_REGEX_BYTES)
+        .dfa_size_limit(MAX_REGEX_BYTES);
+    let made: Compiled = jsonschema::options()
+        .offline()
+        .should_validate_formats(false)
+        .with_pattern_options(patterns)
+        .build(schema)
+        .map(std::sync::Arc::new)
+        .map_err(|e| e.to_string());
+    let mut kept = COMPILED.lock().unwrap_or_else(|p| p.into_inner());
+    let kept = kept.get_or_insert_with(HashMap::new);
+    if kept.len() >= COMPILED_KEPT {
+        kept.clear();
+    }
+    kept.insert(text, made.clone());
+    made
 }
 
 /// What C5 needs to know about a schema before compiling it.

@@ -3,8 +3,6 @@
 //! caller reads from the store and passes in; `recompute --ledger` uses the same functions on
 //! the ledger alone.
 
-use serde_json::Value;
-
 use super::schedule::ScoreSummary;
 use crate::checks::history::{OutageOf, OutageWindow, excused};
 use crate::evidence::Outcome;
@@ -269,20 +267,10 @@ pub fn score_inputs(
 /// The score document as the ledger keeps it: RFC 8785 bytes without `inputs` (the ledger holds
 /// every input; `inputs_sha256` names them).
 pub fn stored_form(document: &ScoreDocument) -> Result<Vec<u8>, crate::canonical::CanonicalError> {
-    // The inputs are left out before the document becomes a JSON value: they are the whole
+    // The inputs are left out as the document is written (never serialised): they are the whole
     // history inside the horizon, and copying them only to drop them made every rescore's cost
     // grow with the subject's age.
-    let mut value = if document.inputs.is_null() {
-        serde_json::to_value(document)?
-    } else {
-        let mut without = document.clone();
-        without.inputs = std::sync::Arc::new(Value::Null);
-        serde_json::to_value(&without)?
-    };
-    if let Value::Object(map) = &mut value {
-        map.remove("inputs");
-    }
-    Ok(crate::canonical::to_canonical_bytes(&value))
+    crate::canonical::canonical_bytes_without(document, &["inputs"])
 }
 
 /// What the scheduler keeps of a score, read from its headline (the score just made, or the
@@ -327,10 +315,15 @@ mod tests {
         let document = ScoreDocument::from_slice(golden.as_bytes()).unwrap();
         let stored = stored_form(&document).unwrap();
         assert!(!String::from_utf8_lossy(&stored).contains("\"inputs\""));
+        // The bytes of the document's JSON value with its inputs removed (how it was made before
+        // it was written straight from the document).
+        let mut value = serde_json::to_value(&document).unwrap();
+        value.as_object_mut().unwrap().remove("inputs");
+        assert_eq!(stored, crate::canonical::to_canonical_bytes(&value));
         let read = ScoreDocument::from_slice(&stored).unwrap();
         assert!(read.inputs.is_null());
         let mut expected = document;
-        expected.inputs = std::sync::Arc::new(Value::Null);
+        expected.inputs = std::sync::Arc::new(serde_json::Value::Null);
         assert_eq!(read, expected);
         assert_eq!(stored_form(&read).unwrap(), stored, "byte for byte");
     }

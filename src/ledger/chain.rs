@@ -96,7 +96,9 @@ pub fn seal(
 /// A record's RFC 8785 bytes, as its envelope holds them: made before the writer's transaction
 /// ([`seal_canonical`] only places them).
 pub fn record_canonical_bytes(record: &StoredRecord) -> Result<Vec<u8>, serde_json::Error> {
-    Ok(to_canonical_bytes(&serde_json::to_value(record)?))
+    crate::canonical::canonical_bytes_of(record).map_err(|e| match e {
+        crate::canonical::CanonicalError::Serialize(e) => e,
+    })
 }
 
 /// [`seal`] of a record whose canonical bytes are made already: the envelope's canonical JSON

@@ -18,7 +18,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::canonical::canonical_sha256;
+use crate::canonical::{canonical_sha256, canonical_sha256_of};
 use crate::evidence::free::{FreeObservation, ListingSeen};
 use crate::evidence::http::Exchange;
 use crate::evidence::paid::PaidObservation;
@@ -130,7 +130,7 @@ pub fn checks_version(rubric: &Rubric) -> String {
 
 /// SHA-256 (hex) of a run's results: their RFC 8785 JSON.
 pub fn results_sha256(results: &[CheckResult]) -> String {
-    canonical_sha256(&serde_json::to_value(results).unwrap_or(serde_json::Value::Null))
+    canonical_sha256_of(results).unwrap_or_else(|_| canonical_sha256(&serde_json::Value::Null))
 }
 
 fn outcome_letter(o: Outcome) -> char {

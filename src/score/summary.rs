@@ -131,8 +131,9 @@ pub fn add_outcome(rubric: &Rubric, cells: &mut Vec<Cell>, o: Outcome1<'_>) {
 
 /// A day's digest: SHA-256 of the RFC 8785 bytes of its cells.
 pub fn day_digest(cells: &[Cell]) -> [u8; 32] {
-    let value = serde_json::to_value(cells).unwrap_or(serde_json::Value::Null);
-    Sha256::digest(crate::canonical::to_canonical_bytes(&value)).into()
+    let bytes = crate::canonical::canonical_bytes_of(cells)
+        .unwrap_or_else(|_| crate::canonical::to_canonical_bytes(&serde_json::Value::Null));
+    Sha256::digest(bytes).into()
 }
 
 /// `YYYY-MM-DD` of a day since the epoch.

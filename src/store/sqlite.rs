@@ -547,6 +547,31 @@ fn format_error(path: &Path, found: String) -> StoreError {
 
 const INSERT_BLOB: &str = "INSERT OR IGNORE INTO blob (sha256, codec, bytes) VALUES (?1, ?2, ?3)";
 
+/// What [`KeptBlob::new`] compresses with: a zstd context kept per thread (making one for every
+/// blob was most of a small blob's compression), for the observation dictionary or for none.
+type KeptCompressor = std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>>;
+
+thread_local! {
+    static OBSERVATION_COMPRESSOR: KeptCompressor = const { std::cell::RefCell::new(None) };
+    static PLAIN_COMPRESSOR: KeptCompressor = const { std::cell::RefCell::new(None) };
+}
+
+/// `bytes` compressed by this thread's context in `kept` (made by `make` on first use).
+fn with_compressor(
+    kept: &'static std::thread::LocalKey<KeptCompressor>,
+    make: impl FnOnce() -> std::io::Result<zstd::bulk::Compressor<'static>>,
+    bytes: &[u8],
+) -> std::io::Result<Vec<u8>> {
+    kept.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let compressor = match cell.as_mut() {
+            Some(c) => c,
+            None => cell.insert(make()?),
+        };
+        compressor.compress(bytes)
+    })
+}
+
 /// A blob as the store keeps it: its address, its codec and the kept bytes (compressed when
 /// that is smaller). Made before the writer's transaction when the entry is prepared.
 #[derive(Debug, Clone)]
@@ -585,12 +610,19 @@ impl KeptBlob {
             kind,
         } = blob;
         let compressed = match (kind, observation_dictionary()) {
-            (BlobKind::Observation, Some((dictionary, _))) => {
-                zstd::bulk::Compressor::with_prepared_dictionary(dictionary)
-                    .and_then(|mut c| c.compress(&bytes))
-                    .map(|c| (CODEC_ZSTD_DICTIONARY, c))
-            }
-            _ => zstd::bulk::compress(&bytes, BLOB_ZSTD_LEVEL).map(|c| (CODEC_ZSTD, c)),
+            (BlobKind::Observation, Some((dictionary, _))) => with_compressor(
+                &OBSERVATION_COMPRESSOR,
+                || zstd::bulk::Compressor::with_prepared_dictionary(dictionary),
+                &bytes,
+            )
+            .map(|c| (CODEC_ZSTD_DICTIONARY, c)),
+            // What `zstd::bulk::compress` does, with the context kept.
+            _ => with_compressor(
+                &PLAIN_COMPRESSOR,
+                || zstd::bulk::Compressor::new(BLOB_ZSTD_LEVEL),
+                &bytes,
+            )
+            .map(|c| (CODEC_ZSTD, c)),
         };
         match compressed {
             Ok((codec, c)) if c.len() < bytes.len() => KeptBlob {
@@ -3090,7 +3122,12 @@ fn put_state_in(
 /// A score document as its row keeps it: compressed with zstd (a document of the day is
 /// rewritten with every score; its JSON repeats its keys and names).
 fn score_document_kept(document: &[u8]) -> Vec<u8> {
-    match zstd::bulk::compress(document, BLOB_ZSTD_LEVEL) {
+    let compressed = with_compressor(
+        &PLAIN_COMPRESSOR,
+        || zstd::bulk::Compressor::new(BLOB_ZSTD_LEVEL),
+        document,
+    );
+    match compressed {
         Ok(c) if c.len() < document.len() => c,
         _ => document.to_vec(),
     }
