@@ -501,6 +501,39 @@ pub struct PaidObservation {
     /// chain showed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub svm: Option<super::svm::SvmPaidSeen>,
+    /// How the payment travels and the answer is read: an HTTP header (the default, not written,
+    /// so an HTTP observation stores the bytes it always did) or an MCP tool call.
+    #[serde(default, skip_serializing_if = "PaymentCarrier::is_http")]
+    pub carrier: PaymentCarrier,
+}
+
+/// How a paid call carries the payment and its settlement response.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PaymentCarrier {
+    /// `PAYMENT-SIGNATURE`/`X-PAYMENT` on the request, `PAYMENT-RESPONSE`/`X-PAYMENT-RESPONSE`
+    /// on the response; the status says whether it delivered.
+    #[default]
+    Http,
+    /// x402 over MCP: the request is a `tools/call` whose `params._meta["x402/payment"]` carries
+    /// the PaymentPayload, the answer a JSON-RPC result whose `_meta["x402/payment-response"]`
+    /// carries the settlement response; a result not marked `isError` is the delivery.
+    McpTool,
+}
+
+impl PaymentCarrier {
+    pub fn is_http(&self) -> bool {
+        *self == PaymentCarrier::Http
+    }
+
+    /// The carrier of a subject's paid calls: an MCP tool's key (`mcp+...#tool`), else HTTP.
+    pub fn of_subject(subject: &str) -> PaymentCarrier {
+        if subject.starts_with("mcp+") {
+            PaymentCarrier::McpTool
+        } else {
+            PaymentCarrier::Http
+        }
+    }
 }
 
 impl PaidObservation {
@@ -549,6 +582,7 @@ impl PaidObservation {
             reconciled: None,
             notes: Vec::new(),
             svm: None,
+            carrier: PaymentCarrier::of_subject(subject),
         }
     }
 

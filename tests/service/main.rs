@@ -33,6 +33,7 @@ mod feedback;
 mod ledger_migrate;
 mod ledger_tamper;
 mod metrics_and_webhooks_days;
+mod mcp_paid;
 mod metrics_http;
 mod operator_api;
 mod pages_chromium;
