@@ -317,8 +317,7 @@ type Shape = (&'static str, fn(usize) -> Option<Response>);
 // ---------- MCP shapes: one answer of a hostile MCP server ----------
 
 /// Our request: `tools/call` of the paid tool, id 1 (every answer below answers it, or not).
-const MCP_REQUEST: &str =
-    r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_weather","arguments":{"city":"Lisbon"}}}"#;
+const MCP_REQUEST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_weather","arguments":{"city":"Lisbon"}}}"#;
 
 fn mcp_answer(content_type: &str, body: String) -> Option<Response> {
     Some(Response {
@@ -380,14 +379,21 @@ fn mcp_huge_tool_list(size: usize) -> Option<Response> {
     .to_string();
     let head = r#"{"jsonrpc":"2.0","id":1,"result":{"tools":["#;
     let count = (size.saturating_sub(head.len() + 3) / (tool.len() + 1)).max(1);
-    mcp_answer("application/json", format!("{head}{}]}}}}", vec![tool.as_str(); count].join(",")))
+    mcp_answer(
+        "application/json",
+        format!("{head}{}]}}}}", vec![tool.as_str(); count].join(",")),
+    )
 }
 
 /// A tool list whose one input schema nests as deep as the size allows.
 fn mcp_deep_schema(size: usize) -> Option<Response> {
     let open = r#"{"type":"object","properties":{"x":"#;
     let levels = size.saturating_sub(200) / (open.len() + 2);
-    let schema = format!("{}{{\"type\":\"string\"}}{}", open.repeat(levels), "}}".repeat(levels));
+    let schema = format!(
+        "{}{{\"type\":\"string\"}}{}",
+        open.repeat(levels),
+        "}}".repeat(levels)
+    );
     mcp_answer(
         "application/json",
         format!(
@@ -467,7 +473,6 @@ fn mcp_parse(response: &HttpResponse) -> usize {
     let (paid, settlement) = mcp::read_paid_answer(MCP_REQUEST.as_bytes(), response);
     seen + paid.describe().len() + usize::from(settlement.is_some())
 }
-
 
 const SHAPES: &[Shape] = &[
     ("accepts flood, body", accepts_flood_body),
@@ -608,7 +613,13 @@ fn measure(
         }
         let response = make(size)?;
         let (seconds, peak) = if response.mcp {
-            let http = HttpResponse::new(200, response.headers.clone(), response.body.clone(), false, 0);
+            let http = HttpResponse::new(
+                200,
+                response.headers.clone(),
+                response.body.clone(),
+                false,
+                0,
+            );
             let (seen, seconds, peak) = cost_of(|| mcp_parse(&http));
             std::hint::black_box(seen);
             (seconds, peak)

@@ -6,18 +6,18 @@ use serde_json::Value;
 
 use crate::checks::free::evaluate_free;
 use crate::evidence::CheckResult;
+use crate::evidence::paid::PaymentCarrier;
 use crate::evidence::paid::{RefundPlan, RefundSeen};
 use crate::history::{SubjectFacts, inputs_document, quoted_price_usd, run_entries};
 use crate::observation::FreeObservation;
+use crate::paid::steps::requote_parsed;
 use crate::probe::free::{FreeProbeConfig, probe_free};
+use crate::probe::mcp::{McpRun, probe_mcp};
 use crate::probe::paid::{PaidContext, PaidObservation, paid_call};
 use crate::probe::refund::watch_refund;
 use crate::probe::rpc::Rpc;
 use crate::rubric::Rubric;
 use crate::score::input::{InputsDocument, Provenance};
-use crate::evidence::paid::PaymentCarrier;
-use crate::paid::steps::requote_parsed;
-use crate::probe::mcp::{McpRun, probe_mcp};
 
 /// Everything one run saw and concluded.
 #[derive(Debug, Clone)]

@@ -18,7 +18,6 @@ use crate::evidence::http::HttpResponse;
 use crate::evidence::paid::{
     Decision, OperatorFileSeen, PaidObservation, PaymentCarrier, QuoteSeen, RefundPlan,
 };
-use crate::x402::mcp::PaidAnswer;
 use crate::evidence::svm::SvmPaidSeen;
 use crate::evidence::{CheckId, CheckResult, Conclusion, Outcome, Receipt, rfc3339, sha256_hex};
 use crate::paid::chain::{ChainFacts, Charge, TransferLog, chain_facts, decode_transfer, sum_in};
@@ -26,6 +25,7 @@ use crate::paid::refund::refunds;
 use crate::paid::svm_chain;
 use crate::rubric::Rubric;
 use crate::score::curve::interpolate;
+use crate::x402::mcp::PaidAnswer;
 use crate::x402::network::chain_id_of;
 use crate::x402::solana::SolanaNetwork;
 
@@ -333,7 +333,9 @@ fn output_bytes(obs: &PaidObservation) -> Result<(bool, Vec<u8>), OutputVerdict>
     let no_output = || {
         OutputVerdict::Unmeasured(match obs.carrier {
             PaymentCarrier::Http => "no 2xx output to examine (R4 carries that)".into(),
-            PaymentCarrier::McpTool => "no delivered tool output to examine (R4 carries that)".into(),
+            PaymentCarrier::McpTool => {
+                "no delivered tool output to examine (R4 carries that)".into()
+            }
         })
     };
     let (answer, response) = paid_answer(obs).ok_or_else(no_output)?;
@@ -711,6 +713,26 @@ fn settlement_read<'o>(
         return Err(Conclusion::fail(format!(
             "{header} does not decode: {problem}"
         )));
+    }
+    if settlement.pending() {
+        // Not terminal: still pending after our re-checks. The chain decides (a receipt that
+        // says pending is not a lie), or nothing is decided yet.
+        let named = settlement.transaction.clone().unwrap_or_default();
+        let rechecks = obs.pending.len();
+        return Err(match charged {
+            Ok(Some(tx)) if tx.eq_ignore_ascii_case(&named) => Conclusion::pass(format!(
+                "{header} still reports settlement_pending after {rechecks} re-check(s) of the same payment; the transaction it names ({named}) is final on chain and took the payment"
+            )),
+            Ok(Some(tx)) => Conclusion::fail(format!(
+                "{header} reports settlement_pending with {named:?}, but the payment was taken by {tx}"
+            )),
+            Ok(None) => Conclusion::unmeasured(format!(
+                "{header} still reports settlement_pending ({named:?}) after {rechecks} re-check(s) of the same payment, and nothing was taken on chain by our deadline: not final"
+            )),
+            Err(why) => Conclusion::unmeasured(format!(
+                "{header} reports settlement_pending; the chain could not confirm it: {why}"
+            )),
+        });
     }
     if settlement.success != Some(true) {
         let reason = settlement.error_reason.clone().unwrap_or_default();
@@ -1384,6 +1406,7 @@ mod tests {
         let settlement = settlement_of(&exchange);
         PaidObservation {
             carrier: Default::default(),
+            pending: Vec::new(),
             subject: "https://api.example/weather".into(),
             request: crate::probe::http::FetchRequest::get("https://api.example/weather"),
             wallet: WALLET,

@@ -313,8 +313,13 @@ fn report_mcp(
                 config.probe.provenance.into(),
             );
             let paid = out.paid.as_ref().map(crate::report::PaidSummary::of);
-            let mut report =
-                ProbeReport::new(&out.free.subject, vantage, &rfc3339(now), rubric, out.results);
+            let mut report = ProbeReport::new(
+                &out.free.subject,
+                vantage,
+                &rfc3339(now),
+                rubric,
+                out.results,
+            );
             report.score = Some(runner::score_inputs(rubric, &inputs));
             report.paid = paid;
             report.provenance = config.probe.provenance.as_str().to_string();

@@ -7,15 +7,15 @@ use alloy::primitives::{B256, U256};
 use serde_json::Value;
 
 use crate::evidence::chain::{ChainRead, TxReceipt};
+use crate::evidence::http::FetchRequest;
 use crate::evidence::http::{Exchange, FetchErrorKind, Phase};
 use crate::evidence::paid::{
     AuthorizationSeen, PaidChainSeen, PaidObservation, PaymentCarrier, PaymentSent, QuoteSeen,
     Refusal, RefusalCode, RequoteSeen, SettlementSeen,
 };
-use crate::evidence::http::FetchRequest;
-use crate::x402::parse::parse_payment_required;
 use crate::evidence::usd::Usd;
 use crate::spend::{PayPolicy, Priced, PricedSvm, assess, assess_svm};
+use crate::x402::parse::parse_payment_required;
 use crate::x402::parse::parse_settlement_response;
 use crate::x402::solana::{SolanaAddress, SolanaNetwork};
 use crate::x402::types::{Parsed402, PaymentRequired, Requirement};
@@ -445,26 +445,41 @@ pub fn settlement_by(
             let response = exchange.response.as_ref()?;
             let (_, settlement) = crate::x402::mcp::read_paid_answer(&request.body, response);
             Some(match settlement? {
-                Ok(s) => SettlementSeen {
-                    header_name: Some(s.header_name.clone()),
-                    object: Some(s.object.clone()),
-                    success: Some(s.success),
-                    transaction: s.transaction.clone(),
-                    network: s.network.clone(),
-                    error_reason: s.error_reason.clone(),
-                    problem: None,
-                },
-                Err(d) => SettlementSeen {
-                    header_name: Some(crate::x402::mcp::PAYMENT_RESPONSE_CARRIER.into()),
-                    object: None,
-                    success: None,
-                    transaction: None,
-                    network: None,
-                    error_reason: None,
-                    problem: Some(d.to_string()),
-                },
+                Ok(s) => settlement_seen(&s),
+                Err(d) => {
+                    settlement_problem(Some(crate::x402::mcp::PAYMENT_RESPONSE_CARRIER.into()), &d)
+                }
             })
         }
+    }
+}
+
+/// A settlement response as read.
+fn settlement_seen(s: &crate::x402::types::SettlementResponse) -> SettlementSeen {
+    SettlementSeen {
+        header_name: Some(s.header_name.clone()),
+        object: Some(s.object.clone()),
+        success: Some(s.success),
+        transaction: s.transaction.clone(),
+        network: s.network.clone(),
+        error_reason: s.error_reason.clone(),
+        problem: None,
+    }
+}
+
+/// A settlement response that could not be read (`carrier`: where it was).
+fn settlement_problem(
+    carrier: Option<String>,
+    d: &crate::x402::types::Deviation,
+) -> SettlementSeen {
+    SettlementSeen {
+        header_name: carrier,
+        object: None,
+        success: None,
+        transaction: None,
+        network: None,
+        error_reason: None,
+        problem: Some(d.to_string()),
     }
 }
 
@@ -472,30 +487,14 @@ pub fn settlement_by(
 pub fn settlement_of(exchange: &Exchange) -> Option<SettlementSeen> {
     let response = exchange.response.as_ref()?;
     match parse_settlement_response(&response.headers) {
-        Ok(s) => Some(SettlementSeen {
-            header_name: Some(s.header_name.clone()),
-            object: Some(s.object.clone()),
-            success: Some(s.success),
-            transaction: s.transaction.clone(),
-            network: s.network.clone(),
-            error_reason: s.error_reason.clone(),
-            problem: None,
-        }),
+        Ok(s) => Some(settlement_seen(&s)),
         Err(d) if d.code == "payment_response.missing" => None,
         Err(d) => {
             let header_name = ["payment-response", "x-payment-response"]
                 .into_iter()
                 .find(|n| response.header(n).is_some())
                 .map(str::to_string);
-            Some(SettlementSeen {
-                header_name,
-                object: None,
-                success: None,
-                transaction: None,
-                network: None,
-                error_reason: None,
-                problem: Some(d.to_string()),
-            })
+            Some(settlement_problem(header_name, &d))
         }
     }
 }

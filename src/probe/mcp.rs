@@ -395,7 +395,11 @@ pub async fn probe_subject(cfg: &FreeProbeConfig, url: &str, now: i64) -> FreeOb
     let why = run
         .failure
         .clone()
-        .or_else(|| run.not_called.first().map(|(tool, why)| format!("{tool} not called: {why}")))
+        .or_else(|| {
+            run.not_called
+                .first()
+                .map(|(tool, why)| format!("{tool} not called: {why}"))
+        })
         .unwrap_or_else(|| "the tool was not called".into());
     let mut notes = run.notes;
     notes.push(why);

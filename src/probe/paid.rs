@@ -483,8 +483,45 @@ pub(super) async fn send(
     });
     obs.settlement = settlement_by(obs.carrier, &paid_request, &exchange);
     obs.paid = Some(exchange);
+    if unsent.is_none() {
+        recheck_pending(ctx, obs, &paid_request).await;
+    }
     unsent
 }
+
+/// While the paid answer's settlement says `settlement_pending` (not terminal), send the very
+/// same paid request again (the same payment: nothing new is reserved or signed) every poll
+/// interval until the outcome is final or the receipt wait ends (bounded by the paid part's
+/// deadline, counted from the first answer); each pending answer is kept, the last one is the
+/// call's answer.
+async fn recheck_pending(ctx: &PaidContext<'_>, obs: &mut PaidObservation, request: &FetchRequest) {
+    let until = tokio::time::Instant::now()
+        + Duration::from_millis(ctx.options.receipt_wait_ms.min(ctx.options.deadline_ms));
+    while obs.settlement.as_ref().is_some_and(SettlementSeen::pending)
+        && obs.pending.len() < MAX_PENDING_RECHECKS
+    {
+        let wake =
+            tokio::time::Instant::now() + Duration::from_millis(ctx.options.poll_interval_ms);
+        if wake >= until {
+            break;
+        }
+        tokio::time::sleep_until(wake).await;
+        let exchange = fetch(&paid_fetch_config(ctx), request).await;
+        let settlement = settlement_by(obs.carrier, request, &exchange);
+        if let (Some(previous), previous_settlement) =
+            (obs.paid.replace(exchange), obs.settlement.take())
+        {
+            obs.pending.push(crate::evidence::paid::PendingSeen {
+                exchange: previous,
+                settlement: previous_settlement,
+            });
+        }
+        obs.settlement = settlement;
+    }
+}
+
+/// Re-checks of a pending settlement at most (each one answer kept in the observation).
+const MAX_PENDING_RECHECKS: usize = 30;
 
 async fn verify_until(ctx: &PaidContext<'_>, obs: &mut PaidObservation, deadline: Deadline) {
     if let (Some(_), Some(pay)) = (&obs.svm, &ctx.svm) {

@@ -908,7 +908,10 @@ pub fn parse_tool_response(request_body: &[u8], resp: &HttpResponse) -> Parsed40
 /// one of our JSON-RPC requests.
 pub fn with_payment(body: &[u8], payment: &Value) -> Option<Vec<u8>> {
     let mut message: Value = serde_json::from_slice(body).ok()?;
-    let params = message.as_object_mut()?.get_mut("params")?.as_object_mut()?;
+    let params = message
+        .as_object_mut()?
+        .get_mut("params")?
+        .as_object_mut()?;
     let meta = params
         .entry("_meta")
         .or_insert_with(|| Value::Object(Map::new()));
@@ -968,7 +971,10 @@ pub const PAYMENT_RESPONSE_CARRIER: &str = "_meta[\"x402/payment-response\"]";
 pub fn read_paid_answer(
     request_body: &[u8],
     resp: &HttpResponse,
-) -> (PaidAnswer, Option<Result<crate::x402::types::SettlementResponse, Deviation>>) {
+) -> (
+    PaidAnswer,
+    Option<Result<crate::x402::types::SettlementResponse, Deviation>>,
+) {
     let answer = match request_id(request_body) {
         Some(id) => read_answer(resp, id),
         None => Err(Deviation::new(
@@ -982,7 +988,11 @@ pub fn read_paid_answer(
     };
     let result = match message {
         RpcMessage::Result(result) => result,
-        RpcMessage::Error { code, message, data } => {
+        RpcMessage::Error {
+            code,
+            message,
+            data,
+        } => {
             let settlement = data
                 .as_ref()
                 .and_then(|d| d.get(META_PAYMENT_RESPONSE))
@@ -995,7 +1005,10 @@ pub fn read_paid_answer(
         .and_then(|m| m.get(META_PAYMENT_RESPONSE))
         .map(|v| super::parse::parse_settlement_object(PAYMENT_RESPONSE_CARRIER, v));
     let Some(object) = result.as_object() else {
-        let d = Deviation::new("mcp.result.not_object", "the tools/call result is not an object");
+        let d = Deviation::new(
+            "mcp.result.not_object",
+            "the tools/call result is not an object",
+        );
         return (PaidAnswer::Unreadable(d), settlement);
     };
     let text = object

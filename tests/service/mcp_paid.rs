@@ -74,6 +74,17 @@ async fn pay_tool(
     outputs.remove(0)
 }
 
+/// The lab with one endpoint (its quote's terms are the MCP tools'); MCP servers on demand.
+async fn lab() -> Lab {
+    x402_probe::install_crypto_provider();
+    Lab::start_with(LabOptions {
+        scenarios: Some(vec!["honest-v2".into()]),
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+}
+
 fn outcome(out: &RunOutput, id: &str) -> (Outcome, String) {
     let id: CheckId = id.parse().unwrap();
     let r = out.results.iter().find(|r| r.id == id).unwrap();
@@ -82,21 +93,17 @@ fn outcome(out: &RunOutput, id: &str) -> (Outcome, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_paid_mcp_scenario_is_judged_as_written_and_money_moves_as_expected() {
-    x402_probe::install_crypto_provider();
-    let lab = Lab::start_with(LabOptions {
-        scenarios: Some(vec!["honest-v2".into()]),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let lab = lab().await;
     let (_dir, store) = temp_store();
     let policy = lab_policy(&lab, "1", "10");
     let price = x402_lab::quote::PRICE as i128;
     for scenario in mcp_paid_scenarios() {
         let name = scenario.name;
         let server = lab.start_mcp(scenario.kind).await.unwrap();
-        let (payer_before, pay_to_before) =
-            (balance(&lab, lab.payer).await, balance(&lab, lab.pay_to).await);
+        let (payer_before, pay_to_before) = (
+            balance(&lab, lab.payer).await,
+            balance(&lab, lab.pay_to).await,
+        );
         let out = pay_tool(&lab, &store, &policy, &server).await;
         let obs = out.paid.as_ref().expect("a paid call was made");
         assert_eq!(obs.carrier, PaymentCarrier::McpTool, "{name}");
@@ -148,13 +155,7 @@ async fn every_paid_mcp_scenario_is_judged_as_written_and_money_moves_as_expecte
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caps_and_the_allowlist_bind_a_paid_tool_as_they_bind_an_endpoint() {
-    x402_probe::install_crypto_provider();
-    let lab = Lab::start_with(LabOptions {
-        scenarios: Some(vec!["honest-v2".into()]),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let lab = lab().await;
     let (_dir, store) = temp_store();
     let server = lab.start_mcp(McpKind::Honest).await.unwrap();
     let payer_before = balance(&lab, lab.payer).await;
@@ -205,4 +206,69 @@ async fn caps_and_the_allowlist_bind_a_paid_tool_as_they_bind_an_endpoint() {
     for id in ["R4", "C6", "H8"] {
         assert_eq!(outcome(&out, id).0, Outcome::Unmeasured, "{id}");
     }
+}
+
+/// The daemon rates an MCP tool over days like an endpoint: free runs of the tool, a paid call
+/// (its observation an MCP one, settled on chain), scores each day; the ledger verifies and every
+/// score recomputes from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_rates_a_paid_mcp_tool_over_days() {
+    use crate::daemon_support::{DAY, Settings, config_text, latest_document, run_simulated};
+    use std::sync::Arc;
+    use x402_probe::clock::{Clock, ManualClock, SystemClock};
+    use x402_probe::ledger::record::{Record, RecordKind};
+    use x402_probe::store::{SqliteStore, Store};
+
+    let lab = lab().await;
+    let server = lab.start_mcp(McpKind::Honest).await.unwrap();
+    let tool = tool_of(&server).key();
+    let now = SystemClock.now_ms();
+    let start = now - now.rem_euclid(DAY);
+    let clock = Arc::new(ManualClock::at_ms(start));
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = Settings::new(dir.path());
+    settings.subjects = vec![tool.clone()];
+    settings.pay_from_first_run = true;
+    let text = config_text(&lab, &settings);
+    run_simulated(&text, clock.clone(), start + 2 * DAY).await;
+
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let runs: Vec<_> = store
+        .subject_entries(&tool, &[RecordKind::Run], 0)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.record {
+            Record::Run(run) => Some(run),
+            _ => None,
+        })
+        .collect();
+    assert!(runs.len() >= 8, "{} runs of the tool", runs.len());
+    assert!(
+        runs.iter().all(|r| r.free.mcp.is_some()),
+        "every run spoke MCP"
+    );
+    let paid: Vec<_> = runs.iter().filter_map(|r| r.paid.as_ref()).collect();
+    assert!(!paid.is_empty(), "the daemon paid the tool");
+    for obs in &paid {
+        assert_eq!(obs.carrier, PaymentCarrier::McpTool);
+        assert!(
+            matches!(obs.decision, Decision::Paid { .. }),
+            "{:?}",
+            obs.decision
+        );
+    }
+    assert!(server.paid_calls() >= 1);
+    let doc = latest_document(&store, &tool);
+    for id in ["R2", "R4", "C6", "H5"] {
+        let check = crate::daemon_support::check(&doc, id);
+        assert!(check["passes"].as_u64().unwrap_or(0) >= 1, "{id}: {check}");
+        assert_eq!(check["fails"], 0, "{id}: {check}");
+    }
+    store.verify(None, true).expect("the ledger verifies");
+    let rubric = Rubric::embedded_default();
+    let recomputed =
+        x402_probe::daemon::recompute::recompute_ledger(&store, std::slice::from_ref(&rubric))
+            .unwrap();
+    assert_eq!(recomputed.mismatches, vec![]);
+    assert!(recomputed.scores >= 8, "{} scores", recomputed.scores);
 }
