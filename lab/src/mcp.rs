@@ -689,16 +689,7 @@ pub fn mcp_paid_scenarios() -> Vec<McpPaidScenario> {
             name: "mcp-paid-charge-without-delivery",
             kind: McpKind::PaidChargeWithoutDelivery,
             summary: "settles, then answers a tool error without output or settlement response",
-            expect: &[
-                ("R4", "fail"),
-                ("R6", "na"),
-                ("R7", "pass"),
-                ("C6", "fail"),
-                ("H5", "pass"),
-                ("H6", "pass"),
-                ("H7", "pass"),
-                ("H8", "fail"),
-            ],
+            expect: &crate::scenarios::CHARGED_WITHOUT_DELIVERY,
             movement: (-1, 1),
         },
         McpPaidScenario {
