@@ -366,10 +366,25 @@ impl fmt::Display for SubjectUrl {
 impl FromStr for SubjectUrl {
     type Err = String;
 
+    /// An `http(s)` endpoint, or one tool of an MCP server (`mcp+https://host/path#tool`: a
+    /// subject is one tool, so the tool must be named).
     fn from_str(text: &str) -> Result<SubjectUrl, String> {
+        let canonical = match crate::http_url::McpSubject::parse(text) {
+            Some(mcp) => {
+                let mcp = mcp?;
+                if mcp.tool.is_none() {
+                    return Err(format!(
+                        "{text:?} names an MCP server but no tool: a subject is one tool \
+                         (mcp+https://host/path#tool)"
+                    ));
+                }
+                mcp.key()
+            }
+            None => canonical_subject_url(text)?,
+        };
         Ok(SubjectUrl {
             given: text.to_string(),
-            canonical: canonical_subject_url(text)?,
+            canonical,
         })
     }
 }

@@ -6,16 +6,18 @@ use serde_json::Value;
 
 use crate::checks::free::evaluate_free;
 use crate::evidence::CheckResult;
+use crate::evidence::paid::PaymentCarrier;
 use crate::evidence::paid::{RefundPlan, RefundSeen};
 use crate::history::{SubjectFacts, inputs_document, quoted_price_usd, run_entries};
 use crate::observation::FreeObservation;
+use crate::paid::steps::requote_parsed;
 use crate::probe::free::{FreeProbeConfig, probe_free};
+use crate::probe::mcp::{McpRun, probe_mcp};
 use crate::probe::paid::{PaidContext, PaidObservation, paid_call};
 use crate::probe::refund::watch_refund;
 use crate::probe::rpc::Rpc;
 use crate::rubric::Rubric;
 use crate::score::input::{InputsDocument, Provenance};
-use crate::x402::parse::parse_payment_required;
 
 /// Everything one run saw and concluded.
 #[derive(Debug, Clone)]
@@ -55,6 +57,36 @@ pub async fn run(
     out
 }
 
+/// Probe an MCP server for free (`probe::mcp`), then, through `pay` when given, pay each paid
+/// tool it observed once, as `run` pays an endpoint: the same money path, one call at a time.
+/// Returns the server's run and one output per paid tool.
+pub async fn run_mcp(
+    cfg: &FreeProbeConfig,
+    pay: Option<&PaidContext<'_>>,
+    rubric: &Rubric,
+    subject: &crate::http_url::McpSubject,
+    now: i64,
+) -> (McpRun, Vec<RunOutput>) {
+    let run = probe_mcp(cfg, subject, now).await;
+    let mut outputs = Vec::with_capacity(run.paid.len());
+    for free in &run.paid {
+        let results = evaluate_free(free, rubric);
+        let mut out = RunOutput {
+            free: free.clone(),
+            paid: None,
+            results,
+        };
+        if let Some(ctx) = pay
+            && let Some(plan) = pay_and_merge(ctx, rubric, &mut out).await
+        {
+            let refund = watch_refund(ctx.fetch, ctx.rpc, &ctx.options, ctx.wall, &plan).await;
+            merge_refund(rubric, &mut out, refund);
+        }
+        outputs.push(out);
+    }
+    (run, outputs)
+}
+
 /// Puts a refund watch's result into the run and judges the paid checks again with it (H9).
 pub fn merge_refund(rubric: &Rubric, out: &mut RunOutput, refund: RefundSeen) {
     let Some(obs) = out.paid.as_mut() else {
@@ -90,16 +122,18 @@ pub async fn pay_and_merge(
     rubric: &Rubric,
     out: &mut RunOutput,
 ) -> Option<RefundPlan> {
+    // Over MCP the quote is the tool's PaymentRequired, read against the call that got it.
+    let carrier = PaymentCarrier::of_subject(&out.free.subject);
     let usable = out
         .free
         .samples
         .iter()
         .filter(|s| s.exchange.tls.as_ref().is_none_or(|t| t.verified))
-        .find_map(|s| s.exchange.response.as_ref());
-    let (Some(resp), Some(last)) = (usable, out.free.samples.last()) else {
+        .find(|s| s.exchange.response.is_some());
+    let (Some(sample), Some(last)) = (usable, out.free.samples.last()) else {
         return None;
     };
-    let quote = parse_payment_required(resp.status, &resp.headers, &resp.body);
+    let quote = requote_parsed(carrier, &sample.request, &sample.exchange)?;
     let mut obs = paid_call(ctx, &out.free.subject, &last.request, &quote).await;
     // The refund watch is a job of its own, after the paid lane is free again.
     let plan = match crate::checks::paid::refund_plan(&obs) {

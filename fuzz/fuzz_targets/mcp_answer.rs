@@ -2,7 +2,8 @@
 //! an event stream, bounded by `crate::budget`'s MCP bounds) read as the answer to request 1,
 //! then read as a `tools/list` page (which tools a probe calls, with what arguments) and as an
 //! unpaid `tools/call` answer (the PaymentRequired of the transport or of the draft -32402
-//! form), and the conformance checks the free run applies to it.
+//! form), and the conformance checks the free run applies to it; then as a paid `tools/call`'s
+//! answer (delivered or not, its output, its `_meta["x402/payment-response"]`).
 //!
 //! The body and header values go through `expand` (see `src/lib.rs`), so a short input can stand
 //! for a megabyte of tools or events. The fuzzer's first body byte is as sent: seeds have
@@ -16,7 +17,8 @@ use x402_probe::checks::conformance::{c1, c2, c4, c5};
 use x402_probe::evidence::http::HttpResponse;
 use x402_probe::x402::Source;
 use x402_probe::x402::mcp::{
-    RpcMessage, arguments_for, parse_tool_payment, read_answer, read_tool_page, tools_to_call,
+    PaidAnswer, RpcMessage, arguments_for, parse_tool_payment, read_answer, read_paid_answer,
+    read_tool_page, tools_to_call,
 };
 use x402_probe_fuzz::{assert_conclusion, assert_deviation, response_expanded};
 
@@ -89,4 +91,20 @@ fuzz_target!(|data: &[u8]| {
         assert_conclusion("C4", &c4(&parsed), MAX_RECEIPT_BYTES);
         assert_conclusion("C5", &c5(required), MAX_RECEIPT_BYTES);
     }
+    // The same answer read as a paid call's: an unreadable answer is a deviation and carries no
+    // settlement response; a readable one is read whatever it holds.
+    let request = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#;
+    let (paid, settlement) = read_paid_answer(request, &resp);
+    if let PaidAnswer::Unreadable(d) = &paid {
+        assert_deviation(d);
+        if answer.is_err() {
+            assert!(settlement.is_none());
+        }
+    } else {
+        assert!(answer.is_ok(), "a paid answer read where the answer was not");
+    }
+    if let Some(Err(d)) = &settlement {
+        assert_deviation(d);
+    }
+    assert!(paid.describe().len() <= 4096);
 });

@@ -5,8 +5,15 @@
 // the same JSON in content[0].text. The tests run it to check our MCP client against the
 // reference, not only against the lab's own servers.
 //
-// Usage: node lab/scripts/mcp-sdk-server.mjs PAYMENT_REQUIRED.json
+// Usage: node lab/scripts/mcp-sdk-server.mjs PAYMENT_REQUIRED.json [FACILITATOR_URL OUTPUT.json]
 // Listens on 127.0.0.1, a port the kernel chooses, and prints `listening PORT` on stdout.
+//
+// With a facilitator (the lab's honest one), a call carrying `_meta["x402/payment"]` is paid as
+// the transport says: the payment's `accepted` must be one of the quote's entries, the
+// facilitator verifies and settles it (`POST /verify`, `/settle` with x402Version,
+// paymentPayload, paymentRequirements), and the result is the tool's output (OUTPUT.json) with
+// the SettleResponse in `_meta["x402/payment-response"]`; a payment not taken answers isError
+// with a fresh PaymentRequired (and the failed SettleResponse in `_meta` when settling failed).
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -17,6 +24,55 @@ import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 
 const paymentRequired = JSON.parse(readFileSync(process.argv[2], 'utf8'));
+const facilitator = process.argv[3];
+const output = process.argv[4] ? JSON.parse(readFileSync(process.argv[4], 'utf8')) : undefined;
+
+/// JSON values equal whatever their keys' order.
+function same(a, b) {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  return ka.length === kb.length && ka.every((k) => same(a[k], b[k]));
+}
+
+function unpaid(error, settlement) {
+  const quote = error ? { ...paymentRequired, error } : paymentRequired;
+  const result = {
+    isError: true,
+    structuredContent: quote,
+    content: [{ type: 'text', text: JSON.stringify(quote) }],
+  };
+  if (settlement) result._meta = { 'x402/payment-response': settlement };
+  return result;
+}
+
+async function pay(payment) {
+  const requirement = paymentRequired.accepts.find((a) => same(a, payment.accepted));
+  if (!requirement) return unpaid('No matching payment requirements');
+  const call = async (op) => {
+    const resp = await fetch(`${facilitator}/${op}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        x402Version: 2,
+        paymentPayload: payment,
+        paymentRequirements: requirement,
+      }),
+    });
+    return resp.json();
+  };
+  const verified = await call('verify');
+  if (verified.isValid !== true) return unpaid(verified.invalidReason ?? 'invalid_payment');
+  const settled = await call('settle');
+  if (settled.success !== true) return unpaid('settlement failed', settled);
+  return {
+    structuredContent: output,
+    content: [{ type: 'text', text: JSON.stringify(output) }],
+    _meta: { 'x402/payment-response': settled },
+  };
+}
 
 function newServer() {
   const server = new McpServer({ name: 'x402-lab-sdk', version: '1.0.0' });
@@ -28,15 +84,14 @@ function newServer() {
       annotations: { readOnlyHint: true },
     },
     async (_args, extra) => {
-      if (!extra?._meta?.['x402/payment']) {
-        return {
-          isError: true,
-          structuredContent: paymentRequired,
-          content: [{ type: 'text', text: JSON.stringify(paymentRequired) }],
-        };
+      const payment = extra?._meta?.['x402/payment'];
+      if (!payment) {
+        return unpaid();
       }
-      // Paid calls are not part of the lab's reference check: refuse them plainly.
-      return { isError: true, content: [{ type: 'text', text: 'payments are not settled here' }] };
+      if (!facilitator) {
+        return { isError: true, content: [{ type: 'text', text: 'payments are not settled here' }] };
+      }
+      return pay(payment);
     },
   );
   server.registerTool(

@@ -448,14 +448,19 @@ impl Lab {
     }
 
     /// Start an MCP server of `kind` whose paid tool quotes as the `honest-v2` endpoint does (the
-    /// lab's token, payTo and chain), its resource the tool's subject URL.
+    /// lab's token, payTo and chain), its resource the tool's subject URL; a paid call is
+    /// verified and settled through the lab's honest facilitator.
     pub async fn start_mcp(&self, kind: crate::mcp::McpKind) -> Result<crate::mcp::RunningMcp> {
         let quote = self.mcp_quote("")?;
-        crate::mcp::start(kind, move |resource| {
-            let mut quote = quote;
-            quote["resource"]["url"] = serde_json::json!(resource);
-            quote
-        })
+        crate::mcp::start_paid(
+            kind,
+            move |resource| {
+                let mut quote = quote;
+                quote["resource"]["url"] = serde_json::json!(resource);
+                quote
+            },
+            Some(self.parts.shared.facilitators.clone()),
+        )
         .await
     }
 

@@ -132,6 +132,16 @@ pub enum Paid {
     RefundKept,
     /// Settles, answers 500, declares a refund rule and never refunds.
     RefundBroken,
+    /// Settles, but first answers 402 with a `settlement_pending` receipt naming the transaction
+    /// (x402's non-terminal settle outcome); the same payment sent again gets the output and the
+    /// final receipt.
+    SettlementPending,
+    /// Settles, and answers every sending of the payment with a `settlement_pending` 402: charged,
+    /// never delivered.
+    PendingForever,
+    /// Settles, answers `settlement_pending`, then answers the same payment sent again with a
+    /// fresh 402 asking to pay again (the trap that makes naive clients pay twice).
+    PendingThen402,
 }
 
 /// Which facilitator the endpoint settles through.
@@ -278,7 +288,7 @@ const HONEST_FREE: [(&str, &str); 14] = [
 ];
 
 /// Paid checks of an honest endpoint.
-const HONEST_PAID: [(&str, &str); 11] = [
+pub(crate) const HONEST_PAID: [(&str, &str); 11] = [
     ("R4", "pass"),
     ("R5", "pass"),
     ("R6", "na"),
@@ -341,7 +351,7 @@ const HONEST_SOLANA_FREE: [(&str, &str); 14] = [
 ];
 
 /// Paid checks of an endpoint that charges, then answers 500 without a receipt.
-const CHARGED_WITHOUT_DELIVERY: [(&str, &str); 8] = [
+pub(crate) const CHARGED_WITHOUT_DELIVERY: [(&str, &str); 8] = [
     ("R4", "fail"),
     ("R7", "pass"),
     ("C6", "fail"),
@@ -972,6 +982,30 @@ pub fn all() -> Vec<Scenario> {
             ("C5", "fail"),
             ("S1", "pass"),
         ])
+        .build(),
+        // x402's `settlement_pending` (a non-terminal settle outcome): the probe sends the same
+        // payment again until the outcome is final or its wait ends, never a new one.
+        B::new(
+            "settlement-pending",
+            "answers settlement_pending first; the same payment sent again gets the output",
+        )
+        .paid(Paid::SettlementPending)
+        .build(),
+        B::new(
+            "pending-forever",
+            "settles, then answers settlement_pending to every sending of the payment",
+        )
+        .paid(Paid::PendingForever)
+        .paid_expect(&CHARGED_WITHOUT_DELIVERY)
+        // The receipt says pending and names the transaction that took the payment: true.
+        .expect(&[("C6", "pass")])
+        .build(),
+        B::new(
+            "pending-then-402",
+            "settles, answers settlement_pending, then a fresh 402 asking to pay again",
+        )
+        .paid(Paid::PendingThen402)
+        .paid_expect(&CHARGED_WITHOUT_DELIVERY)
         .build(),
     ]
 }

@@ -51,6 +51,8 @@ struct Endpoint {
     quotes: AtomicU64,
     /// How this endpoint changes over time, when it does (`dynamic.rs`).
     dynamic: Option<Arc<Dynamic>>,
+    /// `settlement_pending` kinds: the final receipt of each payment settled, by its header value.
+    settled: std::sync::Mutex<std::collections::HashMap<String, Value>>,
 }
 
 /// A running endpoint: its subject URL and the task that serves it (aborted on drop).
@@ -141,6 +143,7 @@ pub async fn start_with(
         requests: AtomicU64::new(0),
         quotes: AtomicU64::new(0),
         dynamic,
+        settled: Default::default(),
     });
     let acceptor = match endpoint.scenario.transport {
         Transport::Https(_) => Some(TlsAcceptor::from(
@@ -467,6 +470,30 @@ fn receipt_header(protocol: Protocol) -> &'static str {
 async fn paid(endpoint: &Arc<Endpoint>, header_value: &str) -> Resp {
     let scenario_now = endpoint.scenario_now();
     let scenario = &*scenario_now;
+    // A payment already settled, sent again (the `settlement_pending` kinds): answered by the
+    // kind, never verified or settled a second time.
+    let known = endpoint
+        .settled
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(header_value)
+        .cloned();
+    if let Some(receipt) = known {
+        let header = receipt_header(scenario.protocol);
+        return match scenario.paid {
+            Paid::PendingForever => with_header(
+                payment_required(endpoint, Some("settlement pending")),
+                header,
+                &STANDARD.encode(pending_receipt(&receipt).to_string()),
+            ),
+            Paid::PendingThen402 => payment_required(endpoint, Some("payment required")),
+            _ => with_header(
+                json_response(StatusCode::OK, &resource_output(scenario)),
+                header,
+                &STANDARD.encode(receipt.to_string()),
+            ),
+        };
+    }
     let Some(payload) = decode_payment(header_value) else {
         return json_response(
             StatusCode::BAD_REQUEST,
@@ -523,6 +550,21 @@ async fn paid(endpoint: &Arc<Endpoint>, header_value: &str) -> Resp {
         return with_header(resp, receipt_header(scenario.protocol), &header);
     }
     let mut receipt = settled.clone();
+    if matches!(
+        scenario.paid,
+        Paid::SettlementPending | Paid::PendingForever | Paid::PendingThen402
+    ) {
+        endpoint
+            .settled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(header_value.to_string(), receipt.clone());
+        return with_header(
+            payment_required(endpoint, Some("settlement pending")),
+            receipt_header(scenario.protocol),
+            &STANDARD.encode(pending_receipt(&receipt).to_string()),
+        );
+    }
     match scenario.paid {
         Paid::SettleThen500 | Paid::RefundBroken => {
             return respond(
@@ -554,6 +596,15 @@ async fn paid(endpoint: &Arc<Endpoint>, header_value: &str) -> Resp {
         _ => json_response(StatusCode::OK, &output),
     };
     with_header(resp, receipt_header(scenario.protocol), &header)
+}
+
+/// The non-terminal settle outcome x402 defines for a broadcast transaction not yet confirmed:
+/// `success: false`, `errorReason: "settlement_pending"`, the transaction's hash kept.
+fn pending_receipt(receipt: &Value) -> Value {
+    let mut pending = receipt.clone();
+    pending["success"] = json!(false);
+    pending["errorReason"] = json!("settlement_pending");
+    pending
 }
 
 /// Refund the payer from the payee's wallet a moment after the failure (the payee is an unlocked dev

@@ -1,7 +1,7 @@
 //! `x402-probe-lab daemon --lab [--days N]`: the daemon against the embedded lab, to watch evidence
 //! accumulate. The lab serves honest and dishonest endpoints, endpoints that change over time (a
-//! price rise without a note, a price rise with one, an outage, a 30% failure share) and a control
-//! endpoint; the daemon gets a configuration written for them, in a state directory that is kept so
+//! price rise without a note, a price rise with one, an outage, a 30% failure share), a paid MCP
+//! tool (`mcp+http://.../mcp#get_weather`, rated like an endpoint) and a control endpoint; the daemon gets a configuration written for them, in a state directory that is kept so
 //! `ledger verify` and `recompute --ledger` can be run on it afterwards.
 //!
 //! With `--days N` the daemon runs on a simulated clock (N days in seconds of real time; the lab's
@@ -100,6 +100,15 @@ async fn run_async(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32>
             .with_context(|| format!("serving the {name} endpoint"))?;
         subjects.push((name.to_string(), url));
     }
+    // One paid MCP tool, rated like an endpoint (`mcp+http://.../mcp#get_weather`).
+    let mcp = lab
+        .start_mcp(x402_lab::mcp::McpKind::Honest)
+        .await
+        .context("serving the MCP server")?;
+    subjects.push((
+        "mcp-honest".to_string(),
+        format!("{}#{}", mcp.subject(), x402_lab::mcp::PAID_TOOL),
+    ));
     let control = lab
         .endpoint("control")
         .context("the lab has no control scenario")?
@@ -149,6 +158,7 @@ async fn run_async(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32>
             daemon.run(rx).await?;
         }
     }
+    drop(mcp);
     println!(
         "\nthe ledger is kept: x402-probe ledger verify --state-dir {0}\n\
          \x20                   x402-probe recompute --ledger {0}",

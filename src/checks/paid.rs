@@ -15,7 +15,9 @@ use crate::checks::screen::{SourcedText, screen_output};
 use crate::evidence::chain::ChainRead;
 use crate::evidence::decode::decode_body_bounded;
 use crate::evidence::http::HttpResponse;
-use crate::evidence::paid::{Decision, OperatorFileSeen, PaidObservation, QuoteSeen, RefundPlan};
+use crate::evidence::paid::{
+    Decision, OperatorFileSeen, PaidObservation, PaymentCarrier, QuoteSeen, RefundPlan,
+};
 use crate::evidence::svm::SvmPaidSeen;
 use crate::evidence::{CheckId, CheckResult, Conclusion, Outcome, Receipt, rfc3339, sha256_hex};
 use crate::paid::chain::{ChainFacts, Charge, TransferLog, chain_facts, decode_transfer, sum_in};
@@ -23,6 +25,7 @@ use crate::paid::refund::refunds;
 use crate::paid::svm_chain;
 use crate::rubric::Rubric;
 use crate::score::curve::interpolate;
+use crate::x402::mcp::PaidAnswer;
 use crate::x402::network::chain_id_of;
 use crate::x402::solana::SolanaNetwork;
 
@@ -117,6 +120,48 @@ pub enum Delivery {
     Unknown(String),
 }
 
+/// What a paid request (or its replay) was answered, by the carrier's rules: over HTTP a 2xx
+/// status delivers; over MCP a JSON-RPC result not marked `isError` (its status is 200 either way).
+struct Answered {
+    delivered: bool,
+    /// The answer in a few words ("HTTP 500", "an MCP tool result with isError: true ...").
+    what: String,
+    /// Over MCP: the tool's output, and whether it is JSON (`structuredContent`).
+    mcp_output: Option<(Vec<u8>, bool)>,
+}
+
+fn answered(obs: &PaidObservation, request_body: &[u8], response: &HttpResponse) -> Answered {
+    match obs.carrier {
+        PaymentCarrier::Http => Answered {
+            delivered: (200..300).contains(&response.status),
+            what: format!("HTTP {}", response.status),
+            mcp_output: None,
+        },
+        PaymentCarrier::McpTool => {
+            let (answer, _) = crate::x402::mcp::read_paid_answer(request_body, response);
+            let what = answer.describe();
+            match answer {
+                PaidAnswer::Delivered { output, json } => Answered {
+                    delivered: true,
+                    what,
+                    mcp_output: Some((output, json)),
+                },
+                _ => Answered {
+                    delivered: false,
+                    what,
+                    mcp_output: None,
+                },
+            }
+        }
+    }
+}
+
+/// The paid request's answer (`None` when it got no response).
+fn paid_answer(obs: &PaidObservation) -> Option<(Answered, &HttpResponse)> {
+    let response = obs.paid.as_ref()?.response.as_ref()?;
+    Some((answered(obs, &obs.request.body, response), response))
+}
+
 /// Whether the paid call delivered. Pure.
 pub fn delivery(obs: &PaidObservation) -> Delivery {
     let Some(exchange) = obs.paid.as_ref() else {
@@ -130,8 +175,9 @@ pub fn delivery(obs: &PaidObservation) -> Delivery {
             .unwrap_or_else(|| "no response".into());
         return Delivery::NotDelivered(format!("no response: {why}"));
     };
-    if !(200..300).contains(&response.status) {
-        return Delivery::NotDelivered(format!("HTTP {}", response.status));
+    let answer = answered(obs, &obs.request.body, response);
+    if !answer.delivered {
+        return Delivery::NotDelivered(answer.what);
     }
     match output_verdict(obs) {
         OutputVerdict::Valid { evidence, .. } => Delivery::Delivered(evidence),
@@ -281,32 +327,43 @@ fn shape_mismatch(example: &Value, actual: &Value) -> Option<String> {
     })
 }
 
-/// The paid output's bytes with any content coding undone, when there is a 2xx output to read.
-fn output_bytes(obs: &PaidObservation) -> Result<(&HttpResponse, Vec<u8>), OutputVerdict> {
-    let response = obs
-        .paid
-        .as_ref()
-        .and_then(|e| e.response.as_ref())
-        .filter(|r| (200..300).contains(&r.status))
-        .ok_or_else(|| {
-            OutputVerdict::Unmeasured("no 2xx output to examine (R4 carries that)".into())
-        })?;
+/// The paid output's bytes with any content coding undone, when there is a delivered output to
+/// read, and whether it says it is JSON (its content type; over MCP, `structuredContent`).
+fn output_bytes(obs: &PaidObservation) -> Result<(bool, Vec<u8>), OutputVerdict> {
+    let no_output = || {
+        OutputVerdict::Unmeasured(match obs.carrier {
+            PaymentCarrier::Http => "no 2xx output to examine (R4 carries that)".into(),
+            PaymentCarrier::McpTool => {
+                "no delivered tool output to examine (R4 carries that)".into()
+            }
+        })
+    };
+    let (answer, response) = paid_answer(obs).ok_or_else(no_output)?;
+    if !answer.delivered {
+        return Err(no_output());
+    }
     if response.body_truncated {
         return Err(OutputVerdict::Unmeasured(
             "the output is larger than our read bound; its end was not seen".into(),
         ));
+    }
+    if let Some((output, json)) = answer.mcp_output {
+        return Ok((json, output));
     }
     let bytes =
         decode_body_bounded(response, MAX_OUTPUT_BYTES).map_err(|e| OutputVerdict::Invalid {
             evidence: format!("the output's content coding could not be undone: {e}"),
             detail: json!({"decode_error": e.to_string()}),
         })?;
-    Ok((response, bytes))
+    let content_type_json = response
+        .header("content-type")
+        .is_some_and(|t| t.to_ascii_lowercase().contains("json"));
+    Ok((content_type_json, bytes))
 }
 
 /// R5's rule on the paid output. Pure.
 pub fn output_verdict(obs: &PaidObservation) -> OutputVerdict {
-    let (response, bytes) = match output_bytes(obs) {
+    let (content_type_json, bytes) = match output_bytes(obs) {
         Ok(found) => found,
         Err(verdict) => return verdict,
     };
@@ -329,9 +386,6 @@ pub fn output_verdict(obs: &PaidObservation) -> OutputVerdict {
             detail,
         );
     }
-    let content_type_json = response
-        .header("content-type")
-        .is_some_and(|t| t.to_ascii_lowercase().contains("json"));
     if !(declared.json || content_type_json) {
         return OutputVerdict::Valid {
             evidence: format!(
@@ -450,11 +504,15 @@ fn r4(obs: &PaidObservation) -> Conclusion {
         return Conclusion::unmeasured("the paid request was not sent");
     };
     match (&exchange.response, &exchange.error) {
-        (Some(r), _) if (200..300).contains(&r.status) => {
-            Conclusion::pass(format!("HTTP {} to the paid request", r.status))
+        (Some(r), _) => {
+            let answer = answered(obs, &obs.request.body, r);
+            if answer.delivered {
+                Conclusion::pass(format!("{} to the paid request", answer.what))
+            } else {
+                Conclusion::fail(format!("{} to the paid request", answer.what))
+                    .with_detail(json!({"status": r.status}))
+            }
         }
-        (Some(r), _) => Conclusion::fail(format!("HTTP {} to the paid request", r.status))
-            .with_detail(json!({"status": r.status})),
         (None, Some(e)) if e.phase == crate::probe::http::Phase::Guard => {
             Conclusion::unmeasured(format!("our address guard refused the request: {e}"))
         }
@@ -626,22 +684,27 @@ fn settlement_read<'o>(
             "no response to the paid request: nothing to read",
         ));
     };
-    let status = response.status;
+    let answer = answered(obs, &obs.request.body, response);
+    let status = &answer.what;
     let Some(settlement) = obs.settlement.as_ref() else {
-        if (200..300).contains(&status) {
+        if answer.delivered {
+            let carriers = match obs.carrier {
+                PaymentCarrier::Http => "PAYMENT-RESPONSE or X-PAYMENT-RESPONSE",
+                PaymentCarrier::McpTool => crate::x402::mcp::PAYMENT_RESPONSE_CARRIER,
+            };
             return Err(Conclusion::fail(format!(
-                "HTTP {status} to a paid request without PAYMENT-RESPONSE or X-PAYMENT-RESPONSE"
+                "{status} to a paid request without {carriers}"
             )));
         }
         return Err(match charged {
             Ok(Some(tx)) => Conclusion::fail(format!(
-                "charged on chain ({tx}) but HTTP {status} carries no settlement response"
+                "charged on chain ({tx}) but {status} carries no settlement response"
             )),
             Ok(None) => Conclusion::na(format!(
-                "the payment was not taken (HTTP {status}) and nothing was charged: no settlement to report"
+                "the payment was not taken ({status}) and nothing was charged: no settlement to report"
             )),
             Err(why) => Conclusion::unmeasured(format!(
-                "HTTP {status} without a settlement response; whether we were charged is unknown: {why}"
+                "{status} without a settlement response; whether we were charged is unknown: {why}"
             )),
         });
     };
@@ -651,11 +714,31 @@ fn settlement_read<'o>(
             "{header} does not decode: {problem}"
         )));
     }
+    if settlement.pending() {
+        // Not terminal: still pending after our re-checks. The chain decides (a receipt that
+        // says pending is not a lie), or nothing is decided yet.
+        let named = settlement.transaction.clone().unwrap_or_default();
+        let rechecks = obs.pending.len();
+        return Err(match charged {
+            Ok(Some(tx)) if tx.eq_ignore_ascii_case(&named) => Conclusion::pass(format!(
+                "{header} still reports settlement_pending after {rechecks} re-check(s) of the same payment; the transaction it names ({named}) is final on chain and took the payment"
+            )),
+            Ok(Some(tx)) => Conclusion::fail(format!(
+                "{header} reports settlement_pending with {named:?}, but the payment was taken by {tx}"
+            )),
+            Ok(None) => Conclusion::unmeasured(format!(
+                "{header} still reports settlement_pending ({named:?}) after {rechecks} re-check(s) of the same payment, and nothing was taken on chain by our deadline: not final"
+            )),
+            Err(why) => Conclusion::unmeasured(format!(
+                "{header} reports settlement_pending; the chain could not confirm it: {why}"
+            )),
+        });
+    }
     if settlement.success != Some(true) {
         let reason = settlement.error_reason.clone().unwrap_or_default();
-        if (200..300).contains(&status) {
+        if answer.delivered {
             return Err(Conclusion::fail(format!(
-                "HTTP {status} to a paid request, but {header} reports the settlement failed ({reason})"
+                "{status} to a paid request, but {header} reports the settlement failed ({reason})"
             )));
         }
         return Err(match charged {
@@ -894,11 +977,18 @@ fn h7(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
                     .with_detail(detail);
                 }
                 match &exchange.response {
-                    Some(r) if (200..300).contains(&r.status) => format!(
-                        "the replay was served again (HTTP {}) without a new charge: idempotent",
-                        r.status
-                    ),
-                    Some(r) => format!("the replay was refused (HTTP {})", r.status),
+                    Some(r) => {
+                        // The replay sends the same payment on the same request as the call.
+                        let answer = answered(obs, &obs.request.body, r);
+                        if answer.delivered {
+                            format!(
+                                "the replay was served again ({}) without a new charge: idempotent",
+                                answer.what
+                            )
+                        } else {
+                            format!("the replay was refused ({})", answer.what)
+                        }
+                    }
                     None => "the replay got no response".to_string(),
                 }
             }
@@ -1315,6 +1405,8 @@ mod tests {
         });
         let settlement = settlement_of(&exchange);
         PaidObservation {
+            carrier: Default::default(),
+            pending: Vec::new(),
             subject: "https://api.example/weather".into(),
             request: crate::probe::http::FetchRequest::get("https://api.example/weather"),
             wallet: WALLET,

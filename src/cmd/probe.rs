@@ -33,7 +33,7 @@ pub struct Args {
     /// The endpoint to probe (http:// or https://; no user info, a valid host). It is probed,
     /// paid and reported under its canonical form (README, "Subjects: one endpoint, one URL").
     /// An MCP server is given as `mcp+https://host/path` (every paid tool it has, a report each)
-    /// or `mcp+https://host/path#tool` (that tool); free checks only for now.
+    /// or `mcp+https://host/path#tool` (that tool); with --pay, each paid tool is paid once.
     pub url: ProbeTarget,
     /// Unpaid requests to make (R1, R2 and R3 are measured on each), 1-100.
     #[arg(long, default_value_t = Samples::default())]
@@ -233,17 +233,9 @@ pub fn run(args: Args) -> Result<i32> {
     // Everything the configuration names is read and checked before any traffic.
     let prepared = config.probe.prepare()?;
     let (cfg, rubric) = (prepared.free, prepared.rubric);
-    let url = match &args.url {
-        ProbeTarget::Http(url) => url.as_str(),
-        ProbeTarget::Mcp(subject) => {
-            if config.pay.is_some() {
-                anyhow::bail!(
-                    "--pay: paid calls over MCP are not supported yet (the free checks of {} run without it)",
-                    subject.key()
-                );
-            }
-            return run_mcp(&args, &config, &cfg, &rubric, subject);
-        }
+    let (url, mcp) = match &args.url {
+        ProbeTarget::Http(url) => (url.as_str(), None),
+        ProbeTarget::Mcp(subject) => ("", Some(subject)),
     };
     let provenance = config.probe.provenance.as_str();
     let vantage = config.probe.vantage.as_str();
@@ -257,27 +249,24 @@ pub fn run(args: Args) -> Result<i32> {
         .enable_all()
         .build()?;
     let now = unix_now();
+    if let Some(subject) = mcp {
+        let (run, outputs) = runtime.block_on(async {
+            match (&pay, &cfg.rpc) {
+                (Some(pay), Some(rpc)) => {
+                    let policy = pay.policy(rpc, &cfg.declared_assets).await?;
+                    let ctx = pay.context(&policy, rpc, &cfg);
+                    anyhow::Ok(runner::run_mcp(&cfg, Some(&ctx), &rubric, subject, now).await)
+                }
+                _ => Ok(runner::run_mcp(&cfg, None, &rubric, subject, now).await),
+            }
+        })?;
+        return report_mcp(&args, &config, &rubric, &run, outputs, now);
+    }
     let out = runtime.block_on(async {
         match (&pay, &cfg.rpc) {
             (Some(pay), Some(rpc)) => {
                 let policy = pay.policy(rpc, &cfg.declared_assets).await?;
-                let solana_rpc = cfg.solana_rpc.as_ref();
-                let ctx = PaidContext {
-                    wallet: &pay.wallet,
-                    svm: pay
-                        .solana_wallet
-                        .as_ref()
-                        .zip(solana_rpc)
-                        .map(|(wallet, rpc)| SvmPay { wallet, rpc }),
-                    store: &pay.store,
-                    policy: &policy,
-                    rpc,
-                    fetch: &cfg.fetch,
-                    options: pay.options.clone(),
-                    clock: &crate::clock::SystemClock,
-                    wall: &crate::clock::SystemClock,
-                    on_step: None,
-                };
+                let ctx = pay.context(&policy, rpc, &cfg);
                 anyhow::Ok(runner::run(&cfg, Some(&ctx), &rubric, url, now).await)
             }
             _ => Ok(runner::run(&cfg, None, &rubric, url, now).await),
@@ -303,47 +292,41 @@ pub fn run(args: Args) -> Result<i32> {
     Ok(report.exit_code)
 }
 
-/// `probe mcp+URL`: every paid tool of the server (or the one named), a report each, scored as
-/// a single run like an HTTP endpoint.
-fn run_mcp(
+/// `probe mcp+URL`'s report: every paid tool of the server (or the one named), a report each,
+/// scored as a single run like an HTTP endpoint (with its paid call under `--pay`).
+fn report_mcp(
     args: &Args,
     config: &RunConfig,
-    cfg: &crate::probe::free::FreeProbeConfig,
     rubric: &crate::rubric::Rubric,
-    subject: &crate::http_url::McpSubject,
+    run: &crate::probe::mcp::McpRun,
+    outputs: Vec<runner::RunOutput>,
+    now: i64,
 ) -> Result<i32> {
-    crate::install_crypto_provider();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let now = unix_now();
-    let run = runtime.block_on(crate::probe::mcp::probe_mcp(cfg, subject, now));
     let vantage = config.probe.vantage.as_str();
-    let reports = run
-        .paid
-        .iter()
-        .map(|free| {
-            let results = crate::checks::free::evaluate_free(free, rubric);
-            let out = runner::RunOutput {
-                free: free.clone(),
-                paid: None,
-                results,
-            };
+    let reports = outputs
+        .into_iter()
+        .map(|out| {
             let inputs = runner::single_run_inputs(
                 rubric,
                 &out,
                 "uncategorised",
                 config.probe.provenance.into(),
             );
-            let mut report =
-                ProbeReport::new(&free.subject, vantage, &rfc3339(now), rubric, out.results);
+            let paid = out.paid.as_ref().map(crate::report::PaidSummary::of);
+            let mut report = ProbeReport::new(
+                &out.free.subject,
+                vantage,
+                &rfc3339(now),
+                rubric,
+                out.results,
+            );
             report.score = Some(runner::score_inputs(rubric, &inputs));
+            report.paid = paid;
             report.provenance = config.probe.provenance.as_str().to_string();
             report
         })
         .collect();
-    let report = crate::report::McpReport::new(&run, reports);
+    let report = crate::report::McpReport::new(run, reports);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -402,6 +385,32 @@ impl PayArgs {
             per_day,
             options: pay.paid_options(),
         })
+    }
+
+    /// The paid call's context for this run (the Solana wallet with the Solana RPC when both are
+    /// given).
+    fn context<'a>(
+        &'a self,
+        policy: &'a PayPolicy,
+        rpc: &'a crate::probe::rpc::Rpc,
+        cfg: &'a crate::probe::free::FreeProbeConfig,
+    ) -> PaidContext<'a> {
+        PaidContext {
+            wallet: &self.wallet,
+            svm: self
+                .solana_wallet
+                .as_ref()
+                .zip(cfg.solana_rpc.as_ref())
+                .map(|(wallet, rpc)| SvmPay { wallet, rpc }),
+            store: &self.store,
+            policy,
+            rpc,
+            fetch: &cfg.fetch,
+            options: self.options.clone(),
+            clock: &crate::clock::SystemClock,
+            wall: &crate::clock::SystemClock,
+            on_step: None,
+        }
     }
 
     /// The caps, and the allowlist: the canonical USDC deployments, plus each `--asset` on the fixed

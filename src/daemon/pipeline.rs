@@ -15,8 +15,9 @@ use crate::evidence::run::{Provenance, RefundRecord, RunRecord, run_id};
 use crate::evidence::{CheckId, CheckResult, Conclusion, Receipt, rfc3339};
 use crate::history::run_entries;
 use crate::ledger::record::{ControlRecord, Record, RecordKind, RevisionRecord, ScoreRecord};
-use crate::probe::free::{FreeProbeConfig, probe_free};
+use crate::probe::free::FreeProbeConfig;
 use crate::probe::http::{FetchConfig, FetchRequest, fetch};
+use crate::probe::mcp::probe_subject;
 use crate::probe::paid::{PaidContext, PaidOptions, PolicySource};
 use crate::probe::rpc::Rpc;
 use crate::rubric::Rubric;
@@ -248,7 +249,7 @@ pub(crate) async fn run_subject(
     pay: bool,
 ) -> RunDone {
     let started_ms = shared.clock.now_ms();
-    let mut free = probe_free(&shared.free, &url, started_ms.div_euclid(1000)).await;
+    let mut free = probe_subject(&shared.free, &url, started_ms.div_euclid(1000)).await;
     if let Some(listing) = shared
         .listings
         .read()

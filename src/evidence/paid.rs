@@ -259,6 +259,26 @@ pub struct PaidChainSeen {
     pub settlement_depth: Option<u64>,
 }
 
+/// An answer to the paid request whose settlement response said `settlement_pending` (a
+/// non-terminal settle outcome: the transaction is broadcast, not yet confirmed), after which the
+/// same payment was sent again (never a new one) to learn the final outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingSeen {
+    pub exchange: Exchange,
+    pub settlement: Option<SettlementSeen>,
+}
+
+/// The errorReason of a settle outcome that is not final (x402: a broadcast transaction whose
+/// confirmation was not observed; the hash is in `transaction`).
+pub const SETTLEMENT_PENDING: &str = "settlement_pending";
+
+impl SettlementSeen {
+    /// Whether this settle outcome is `settlement_pending` (not terminal).
+    pub fn pending(&self) -> bool {
+        self.success == Some(false) && self.error_reason.as_deref() == Some(SETTLEMENT_PENDING)
+    }
+}
+
 /// The same payment sent again, once our authorization was spent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplaySeen {
@@ -501,6 +521,43 @@ pub struct PaidObservation {
     /// chain showed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub svm: Option<super::svm::SvmPaidSeen>,
+    /// Earlier answers to the paid request that said `settlement_pending`, in order; `paid` and
+    /// `settlement` are the last answer (the final outcome, or still pending at the deadline).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<PendingSeen>,
+    /// How the payment travels and the answer is read: an HTTP header (the default, not written,
+    /// so an HTTP observation stores the bytes it always did) or an MCP tool call.
+    #[serde(default, skip_serializing_if = "PaymentCarrier::is_http")]
+    pub carrier: PaymentCarrier,
+}
+
+/// How a paid call carries the payment and its settlement response.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PaymentCarrier {
+    /// `PAYMENT-SIGNATURE`/`X-PAYMENT` on the request, `PAYMENT-RESPONSE`/`X-PAYMENT-RESPONSE`
+    /// on the response; the status says whether it delivered.
+    #[default]
+    Http,
+    /// x402 over MCP: the request is a `tools/call` whose `params._meta["x402/payment"]` carries
+    /// the PaymentPayload, the answer a JSON-RPC result whose `_meta["x402/payment-response"]`
+    /// carries the settlement response; a result not marked `isError` is the delivery.
+    McpTool,
+}
+
+impl PaymentCarrier {
+    pub fn is_http(&self) -> bool {
+        *self == PaymentCarrier::Http
+    }
+
+    /// The carrier of a subject's paid calls: an MCP tool's key (`mcp+...#tool`), else HTTP.
+    pub fn of_subject(subject: &str) -> PaymentCarrier {
+        if subject.starts_with("mcp+") {
+            PaymentCarrier::McpTool
+        } else {
+            PaymentCarrier::Http
+        }
+    }
 }
 
 impl PaidObservation {
@@ -508,6 +565,7 @@ impl PaidObservation {
     /// side), for storage that keeps bodies apart.
     pub fn exchanges_mut(&mut self) -> impl Iterator<Item = &mut Exchange> {
         let requote = self.requote.as_mut().map(|r| &mut r.exchange);
+        let pending = self.pending.iter_mut().map(|p| &mut p.exchange);
         let replay = self.replay.as_mut().and_then(|r| r.exchange.as_mut());
         let operator = self
             .refund
@@ -515,6 +573,7 @@ impl PaidObservation {
             .and_then(|r| r.operator_exchange.as_mut());
         requote
             .into_iter()
+            .chain(pending)
             .chain(self.paid.iter_mut())
             .chain(replay)
             .chain(operator)
@@ -549,6 +608,8 @@ impl PaidObservation {
             reconciled: None,
             notes: Vec::new(),
             svm: None,
+            pending: Vec::new(),
+            carrier: PaymentCarrier::of_subject(subject),
         }
     }
 

@@ -7,13 +7,15 @@ use alloy::primitives::{B256, U256};
 use serde_json::Value;
 
 use crate::evidence::chain::{ChainRead, TxReceipt};
+use crate::evidence::http::FetchRequest;
 use crate::evidence::http::{Exchange, FetchErrorKind, Phase};
 use crate::evidence::paid::{
-    AuthorizationSeen, PaidChainSeen, PaidObservation, PaymentSent, QuoteSeen, Refusal,
-    RefusalCode, RequoteSeen, SettlementSeen,
+    AuthorizationSeen, PaidChainSeen, PaidObservation, PaymentCarrier, PaymentSent, QuoteSeen,
+    Refusal, RefusalCode, RequoteSeen, SettlementSeen,
 };
 use crate::evidence::usd::Usd;
 use crate::spend::{PayPolicy, Priced, PricedSvm, assess, assess_svm};
+use crate::x402::parse::parse_payment_required;
 use crate::x402::parse::parse_settlement_response;
 use crate::x402::solana::{SolanaAddress, SolanaNetwork};
 use crate::x402::types::{Parsed402, PaymentRequired, Requirement};
@@ -390,34 +392,109 @@ pub fn never_sent(exchange: &Exchange) -> bool {
     early && exchange.response.is_none() && exchange.hops.iter().all(|h| h.status.is_none())
 }
 
+/// A quote fetched again (step 3) read by its carrier's rules: a 402 over HTTP, the tool's
+/// PaymentRequired over MCP (`request`: the unpaid `tools/call` sent).
+pub fn requote_parsed(
+    carrier: PaymentCarrier,
+    request: &FetchRequest,
+    exchange: &Exchange,
+) -> Option<Parsed402> {
+    let r = exchange.response.as_ref()?;
+    Some(match carrier {
+        PaymentCarrier::Http => parse_payment_required(r.status, &r.headers, &r.body),
+        PaymentCarrier::McpTool => crate::x402::mcp::parse_tool_response(&request.body, r),
+    })
+}
+
+/// The paid request: `request` with the payment (the header we built, `header_name:
+/// header_value`) where its carrier puts it: the header itself over HTTP; over MCP the header's
+/// JSON in `params._meta["x402/payment"]` of the `tools/call`. `Err` when it cannot be built
+/// (then nothing is sent).
+pub fn paid_request(
+    carrier: PaymentCarrier,
+    request: &FetchRequest,
+    header_name: &str,
+    header_value: &str,
+) -> Result<FetchRequest, String> {
+    match carrier {
+        PaymentCarrier::Http => Ok(request
+            .clone()
+            .with_header(header_name.to_string(), header_value.to_string())),
+        PaymentCarrier::McpTool => {
+            let payload = crate::x402::payload::decode_payment_header(header_value)
+                .map_err(|d| format!("our own payment did not decode: {d}"))?;
+            let body = crate::x402::mcp::with_payment(&request.body, &payload)
+                .ok_or("the tools/call request has no params to carry the payment")?;
+            let mut paid = request.clone();
+            paid.body = body;
+            Ok(paid)
+        }
+    }
+}
+
+/// The settlement response of a paid answer by its carrier's rules (`request`: the request
+/// that was answered): `None` when it carries none.
+pub fn settlement_by(
+    carrier: PaymentCarrier,
+    request: &FetchRequest,
+    exchange: &Exchange,
+) -> Option<SettlementSeen> {
+    match carrier {
+        PaymentCarrier::Http => settlement_of(exchange),
+        PaymentCarrier::McpTool => {
+            let response = exchange.response.as_ref()?;
+            let (_, settlement) = crate::x402::mcp::read_paid_answer(&request.body, response);
+            Some(match settlement? {
+                Ok(s) => settlement_seen(&s),
+                Err(d) => {
+                    settlement_problem(Some(crate::x402::mcp::PAYMENT_RESPONSE_CARRIER.into()), &d)
+                }
+            })
+        }
+    }
+}
+
+/// A settlement response as read.
+fn settlement_seen(s: &crate::x402::types::SettlementResponse) -> SettlementSeen {
+    SettlementSeen {
+        header_name: Some(s.header_name.clone()),
+        object: Some(s.object.clone()),
+        success: Some(s.success),
+        transaction: s.transaction.clone(),
+        network: s.network.clone(),
+        error_reason: s.error_reason.clone(),
+        problem: None,
+    }
+}
+
+/// A settlement response that could not be read (`carrier`: where it was).
+fn settlement_problem(
+    carrier: Option<String>,
+    d: &crate::x402::types::Deviation,
+) -> SettlementSeen {
+    SettlementSeen {
+        header_name: carrier,
+        object: None,
+        success: None,
+        transaction: None,
+        network: None,
+        error_reason: None,
+        problem: Some(d.to_string()),
+    }
+}
+
 /// The settlement receipt header of a paid response: `None` when there is no such header.
 pub fn settlement_of(exchange: &Exchange) -> Option<SettlementSeen> {
     let response = exchange.response.as_ref()?;
     match parse_settlement_response(&response.headers) {
-        Ok(s) => Some(SettlementSeen {
-            header_name: Some(s.header_name.clone()),
-            object: Some(s.object.clone()),
-            success: Some(s.success),
-            transaction: s.transaction.clone(),
-            network: s.network.clone(),
-            error_reason: s.error_reason.clone(),
-            problem: None,
-        }),
+        Ok(s) => Some(settlement_seen(&s)),
         Err(d) if d.code == "payment_response.missing" => None,
         Err(d) => {
             let header_name = ["payment-response", "x-payment-response"]
                 .into_iter()
                 .find(|n| response.header(n).is_some())
                 .map(str::to_string);
-            Some(SettlementSeen {
-                header_name,
-                object: None,
-                success: None,
-                transaction: None,
-                network: None,
-                error_reason: None,
-                problem: Some(d.to_string()),
-            })
+            Some(settlement_problem(header_name, &d))
         }
     }
 }

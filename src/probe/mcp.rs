@@ -52,6 +52,8 @@ pub struct McpRun {
     pub notes: Vec<String>,
     /// Whether any request got a response head (else the server could not be probed at all).
     pub answered: bool,
+    /// The conversation's setup requests as sent and answered (initialize, tool list pages).
+    pub setup: Vec<Sample>,
 }
 
 /// One conversation with the server: the form, the session, the ids.
@@ -263,6 +265,7 @@ pub async fn probe_mcp(cfg: &FreeProbeConfig, subject: &McpSubject, now: i64) ->
         failure: None,
         notes: Vec::new(),
         answered: false,
+        setup: Vec::new(),
     };
     let mut talk = Conversation {
         cfg,
@@ -303,6 +306,7 @@ pub async fn probe_mcp(cfg: &FreeProbeConfig, subject: &McpSubject, now: i64) ->
             run.failure = Some(format!("no tool list: {} ({})", why.message, why.code));
             run.notes = talk.notes;
             run.answered = talk.answered;
+            run.setup = talk.setup;
             return run;
         }
     };
@@ -366,12 +370,61 @@ pub async fn probe_mcp(cfg: &FreeProbeConfig, subject: &McpSubject, now: i64) ->
     }
     run.notes.extend(talk.notes.iter().cloned());
     run.answered = talk.answered;
+    run.setup = talk.setup;
     for obs in &mut run.paid {
         if let Some(seen) = obs.mcp.as_mut() {
             seen.notes.extend(talk.notes.iter().cloned());
         }
     }
     run
+}
+
+/// One free run of a subject, whichever it is: an MCP tool's key (`mcp+...#tool`) through
+/// [`probe_mcp`], every other URL through `probe::free`. An MCP tool the run could not call (no
+/// tool list, the tool not listed or destructive-looking) is observed with the conversation's
+/// requests as its samples, so its free checks say what the server answered.
+pub async fn probe_subject(cfg: &FreeProbeConfig, url: &str, now: i64) -> FreeObservation {
+    let subject = match McpSubject::parse(url) {
+        Some(Ok(subject)) if subject.tool.is_some() => subject,
+        _ => return super::free::probe_free(cfg, url, now).await,
+    };
+    let mut run = probe_mcp(cfg, &subject, now).await;
+    if !run.paid.is_empty() {
+        return run.paid.swap_remove(0);
+    }
+    let why = run
+        .failure
+        .clone()
+        .or_else(|| {
+            run.not_called
+                .first()
+                .map(|(tool, why)| format!("{tool} not called: {why}"))
+        })
+        .unwrap_or_else(|| "the tool was not called".into());
+    let mut notes = run.notes;
+    notes.push(why);
+    FreeObservation {
+        subject: subject.key(),
+        vantage: cfg.vantage.clone(),
+        at: now,
+        samples: run.setup,
+        operator_file: None,
+        listing: ListingSeen::NotAsked,
+        chain: ChainSeen::NoRpc,
+        solana: crate::evidence::free::SolanaSeen::NoRpc,
+        declared_assets: cfg.declared_assets.clone(),
+        allow_private: cfg.fetch.allow_private,
+        cut_short: None,
+        listing_sha256: None,
+        mcp: Some(McpToolSeen {
+            server: subject.server.clone(),
+            tool: subject.tool.clone().unwrap_or_default(),
+            form: run.form.unwrap_or(TransportForm::Stateless),
+            arguments: Value::Null,
+            setup: Vec::new(),
+            notes,
+        }),
+    }
 }
 
 /// `initialize`, then `notifications/initialized` (its 202 is not read as an answer).

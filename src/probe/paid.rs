@@ -35,8 +35,8 @@ use crate::clock::Clock;
 use crate::paid::chain::{AUTHORIZATION_USED_TOPIC, TRANSFER_TOPIC};
 use crate::paid::steps::{
     self, Choice, Declined, Fate, Fresh, Signed, chain_before, confirmation_target, judge_chain,
-    judge_requote, never_sent, nonce_transaction, payment_sent, quote_seen, replay_plan,
-    reservation_fate, settlement_block, settlement_of,
+    judge_requote, never_sent, nonce_transaction, paid_request, payment_sent, quote_seen,
+    replay_plan, requote_parsed, reservation_fate, settlement_block, settlement_by,
 };
 use crate::probe::http::{FetchConfig, FetchRequest, fetch};
 use crate::probe::rpc::{LogEntry, Rpc, RpcError, TxReceipt};
@@ -45,7 +45,6 @@ use crate::solana_wallet::SolanaWallet;
 use crate::spend::PayPolicy;
 use crate::spend::{ReconcileStep, Refusal, ReserveError, ReserveRequest, SpendStore};
 use crate::wallet::Wallet;
-use crate::x402::parse::parse_payment_required;
 use crate::x402::payload::build_payment_header;
 use crate::x402::types::Parsed402;
 
@@ -340,10 +339,7 @@ async fn pay_until(
         return deadline_refusal(ctx, obs, requirement);
     }
     let requote = fetch(&verified_fetch_config(ctx), request).await;
-    let fresh_parse = requote
-        .response
-        .as_ref()
-        .map(|r| parse_payment_required(r.status, &r.headers, &r.body));
+    let fresh_parse = requote_parsed(obs.carrier, request, &requote);
     let (seen, judged) = judge_requote(&policy, requirement, &requote, fresh_parse.as_ref());
     obs.requote = Some(seen);
     let Fresh {
@@ -468,7 +464,13 @@ pub(super) async fn send(
     header_value: String,
     id: i64,
 ) -> Option<String> {
-    let paid_request = request.clone().with_header(header_name, header_value);
+    let paid_request = match paid_request(obs.carrier, request, header_name, &header_value) {
+        Ok(paid_request) => paid_request,
+        Err(why) => {
+            obs.notes.push(format!("the paid request: {why}"));
+            return Some(why);
+        }
+    };
     ctx.step(PaidStep::Sending { id });
     let exchange = fetch(&paid_fetch_config(ctx), &paid_request).await;
     ctx.step(PaidStep::Responded { id });
@@ -479,10 +481,47 @@ pub(super) async fn send(
             .map(|e| e.to_string())
             .unwrap_or_default()
     });
-    obs.settlement = settlement_of(&exchange);
+    obs.settlement = settlement_by(obs.carrier, &paid_request, &exchange);
     obs.paid = Some(exchange);
+    if unsent.is_none() {
+        recheck_pending(ctx, obs, &paid_request).await;
+    }
     unsent
 }
+
+/// While the paid answer's settlement says `settlement_pending` (not terminal), send the very
+/// same paid request again (the same payment: nothing new is reserved or signed) every poll
+/// interval until the outcome is final or the receipt wait ends (bounded by the paid part's
+/// deadline, counted from the first answer); each pending answer is kept, the last one is the
+/// call's answer.
+async fn recheck_pending(ctx: &PaidContext<'_>, obs: &mut PaidObservation, request: &FetchRequest) {
+    let until = tokio::time::Instant::now()
+        + Duration::from_millis(ctx.options.receipt_wait_ms.min(ctx.options.deadline_ms));
+    while obs.settlement.as_ref().is_some_and(SettlementSeen::pending)
+        && obs.pending.len() < MAX_PENDING_RECHECKS
+    {
+        let wake =
+            tokio::time::Instant::now() + Duration::from_millis(ctx.options.poll_interval_ms);
+        if wake >= until {
+            break;
+        }
+        tokio::time::sleep_until(wake).await;
+        let exchange = fetch(&paid_fetch_config(ctx), request).await;
+        let settlement = settlement_by(obs.carrier, request, &exchange);
+        if let (Some(previous), previous_settlement) =
+            (obs.paid.replace(exchange), obs.settlement.take())
+        {
+            obs.pending.push(crate::evidence::paid::PendingSeen {
+                exchange: previous,
+                settlement: previous_settlement,
+            });
+        }
+        obs.settlement = settlement;
+    }
+}
+
+/// Re-checks of a pending settlement at most (each one answer kept in the observation).
+const MAX_PENDING_RECHECKS: usize = 30;
 
 async fn verify_until(ctx: &PaidContext<'_>, obs: &mut PaidObservation, deadline: Deadline) {
     if let (Some(_), Some(pay)) = (&obs.svm, &ctx.svm) {
@@ -733,10 +772,18 @@ async fn replay(
             return;
         }
     };
-    let request = obs
-        .request
-        .clone()
-        .with_header(payment.header_name.clone(), payment.header_value.clone());
+    let request = match paid_request(
+        obs.carrier,
+        &obs.request,
+        &payment.header_name,
+        &payment.header_value,
+    ) {
+        Ok(request) => request,
+        Err(why) => {
+            obs.replay = Some(skip(&why));
+            return;
+        }
+    };
     let exchange = fetch(&paid_fetch_config(ctx), &request).await;
     let block_after = ctx.rpc.block_number().await;
     let (transfers_after, authorizations_used_after) = match &block_after {

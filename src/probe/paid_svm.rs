@@ -29,7 +29,6 @@ use crate::paid::svm_steps::{
 };
 use crate::probe::http::{FetchRequest, fetch};
 use crate::spend::{SvmReservation, SvmReserveRequest};
-use crate::x402::parse::parse_payment_required;
 use crate::x402::payload::build_svm_payment_header;
 use crate::x402::solana::SolanaAddress;
 use crate::x402::types::Requirement;
@@ -52,10 +51,7 @@ pub(super) async fn pay(
     }
     let policy = ctx.policy.current();
     let requote = fetch(&verified_fetch_config(ctx), request).await;
-    let fresh_parse = requote
-        .response
-        .as_ref()
-        .map(|r| parse_payment_required(r.status, &r.headers, &r.body));
+    let fresh_parse = steps::requote_parsed(obs.carrier, request, &requote);
     let (seen, judged) =
         steps::judge_requote_svm(&policy, requirement, &requote, fresh_parse.as_ref());
     obs.requote = Some(seen);

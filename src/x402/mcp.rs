@@ -903,6 +903,140 @@ pub fn parse_tool_response(request_body: &[u8], resp: &HttpResponse) -> Parsed40
     parse_tool_payment(&answer)
 }
 
+/// The `tools/call` request `body` with the payment in `params._meta["x402/payment"]` (the
+/// PaymentPayload as a JSON object, the x402 MCP transport's carrier). `None` when `body` is not
+/// one of our JSON-RPC requests.
+pub fn with_payment(body: &[u8], payment: &Value) -> Option<Vec<u8>> {
+    let mut message: Value = serde_json::from_slice(body).ok()?;
+    let params = message
+        .as_object_mut()?
+        .get_mut("params")?
+        .as_object_mut()?;
+    let meta = params
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    meta.as_object_mut()?
+        .insert(META_PAYMENT.into(), payment.clone());
+    serde_json::to_vec(&message).ok()
+}
+
+/// What a paid `tools/call` was answered, read by the x402 MCP transport's rules.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PaidAnswer {
+    /// A result not marked `isError`: the tool's output, `structuredContent` as JSON when there is
+    /// one (`json`), else the text of `content[0]` (empty when neither).
+    Delivered { output: Vec<u8>, json: bool },
+    /// A result marked `isError: true` (a fresh PaymentRequired when the settlement failed, or a
+    /// tool error); `payment_required`: it carries one.
+    ToolError {
+        text: String,
+        payment_required: bool,
+    },
+    /// A JSON-RPC error (`-32402` is the draft payment form).
+    RpcError { code: i64, message: String },
+    /// The answer could not be read (status, framing, JSON, bounds).
+    Unreadable(Deviation),
+}
+
+impl PaidAnswer {
+    /// The answer in a few words, for evidence.
+    pub fn describe(&self) -> String {
+        match self {
+            PaidAnswer::Delivered { output, .. } => {
+                format!("an MCP tool result ({} bytes of output)", output.len())
+            }
+            PaidAnswer::ToolError {
+                payment_required: true,
+                ..
+            } => "an MCP tool result with isError: true and a PaymentRequired".into(),
+            PaidAnswer::ToolError { text, .. } => format!(
+                "an MCP tool result with isError: true ({})",
+                printable_prefix(text, 120)
+            ),
+            PaidAnswer::RpcError { code, message } => format!(
+                "MCP JSON-RPC error {code} ({})",
+                printable_prefix(message, 120)
+            ),
+            PaidAnswer::Unreadable(d) => format!("an MCP answer that could not be read ({d})"),
+        }
+    }
+}
+
+/// Where a paid tool's settlement response is found, as evidence names it.
+pub const PAYMENT_RESPONSE_CARRIER: &str = "_meta[\"x402/payment-response\"]";
+
+/// A paid `tools/call`'s answer (to `request_body`, our request) and its settlement response
+/// (`result._meta["x402/payment-response"]`: `None` when there is none). Bounded as every MCP
+/// answer is.
+pub fn read_paid_answer(
+    request_body: &[u8],
+    resp: &HttpResponse,
+) -> (
+    PaidAnswer,
+    Option<Result<crate::x402::types::SettlementResponse, Deviation>>,
+) {
+    let answer = match request_id(request_body) {
+        Some(id) => read_answer(resp, id),
+        None => Err(Deviation::new(
+            "mcp.answer.not_jsonrpc",
+            "the request sent has no id to match an answer to",
+        )),
+    };
+    let message = match answer {
+        Ok(answer) => answer.message,
+        Err(d) => return (PaidAnswer::Unreadable(d), None),
+    };
+    let result = match message {
+        RpcMessage::Result(result) => result,
+        RpcMessage::Error {
+            code,
+            message,
+            data,
+        } => {
+            let settlement = data
+                .as_ref()
+                .and_then(|d| d.get(META_PAYMENT_RESPONSE))
+                .map(|v| super::parse::parse_settlement_object(PAYMENT_RESPONSE_CARRIER, v));
+            return (PaidAnswer::RpcError { code, message }, settlement);
+        }
+    };
+    let settlement = result
+        .get("_meta")
+        .and_then(|m| m.get(META_PAYMENT_RESPONSE))
+        .map(|v| super::parse::parse_settlement_object(PAYMENT_RESPONSE_CARRIER, v));
+    let Some(object) = result.as_object() else {
+        let d = Deviation::new(
+            "mcp.result.not_object",
+            "the tools/call result is not an object",
+        );
+        return (PaidAnswer::Unreadable(d), settlement);
+    };
+    let text = object
+        .get("content")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+        .and_then(|c| c.get("text"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if object.get("isError") == Some(&Value::Bool(true)) {
+        let payment_required = object
+            .get("structuredContent")
+            .and_then(Value::as_object)
+            .is_some_and(looks_like_payment_required)
+            || decode_object(text.as_bytes()).is_ok_and(|d| looks_like_payment_required(&d.object));
+        let answer = PaidAnswer::ToolError {
+            text: printable_prefix(text, MAX_MESSAGE_CHARS),
+            payment_required,
+        };
+        return (answer, settlement);
+    }
+    let (output, json) = match object.get("structuredContent") {
+        Some(v) if !v.is_null() => (serde_json::to_vec(v).unwrap_or_default(), true),
+        _ => (text.as_bytes().to_vec(), false),
+    };
+    (PaidAnswer::Delivered { output, json }, settlement)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1125,5 +1259,76 @@ mod tests {
             )),
             Some(9)
         );
+    }
+
+    #[test]
+    fn a_paid_call_carries_the_payment_in_meta_and_its_answer_is_read_by_the_transport() {
+        let body = request_body(
+            Some(3),
+            Method::ToolsCall,
+            json!({"name": "get_weather", "arguments": {"city": "Lisbon"}}),
+            TransportForm::Stateless,
+        );
+        let payment = json!({"x402Version": 2, "payload": {"signature": "0x01"}});
+        let paid: Value = serde_json::from_slice(&with_payment(&body, &payment).unwrap()).unwrap();
+        assert_eq!(paid["params"]["_meta"][META_PAYMENT], payment);
+        // The rest of the request is as it was: the stateless form's own _meta keys stay.
+        assert_eq!(
+            paid["params"]["_meta"][META_PROTOCOL_VERSION],
+            STATELESS_PROTOCOL_VERSION
+        );
+        assert_eq!(paid["params"]["arguments"]["city"], "Lisbon");
+        assert_eq!(paid["id"], 3);
+        // A notification (no params) cannot carry it.
+        assert!(with_payment(br#"{"jsonrpc":"2.0","method":"x"}"#, &payment).is_none());
+
+        let settled = json!({"success": true, "transaction": format!("0x{}", "ab".repeat(32)),
+            "network": "eip155:8453"});
+        let delivered = json!({"jsonrpc": "2.0", "id": 3, "result": {
+            "structuredContent": {"temperature": 21},
+            "content": [{"type": "text", "text": "{\"temperature\": 21}"}],
+            "_meta": {"x402/payment-response": settled}}});
+        let (answer, settlement) =
+            read_paid_answer(&body, &response("application/json", &delivered.to_string()));
+        assert_eq!(
+            answer,
+            PaidAnswer::Delivered {
+                output: br#"{"temperature":21}"#.to_vec(),
+                json: true
+            }
+        );
+        let settlement = settlement.unwrap().unwrap();
+        assert!(settlement.success);
+        assert_eq!(settlement.header_name, PAYMENT_RESPONSE_CARRIER);
+        // A failed settlement: isError with a fresh PaymentRequired, the failure in _meta.
+        let failed = json!({"jsonrpc": "2.0", "id": 3, "result": {"isError": true,
+            "structuredContent": pr(), "content": [{"type": "text", "text": pr().to_string()}],
+            "_meta": {"x402/payment-response": {"success": false, "errorReason": "insufficient_funds"}}}});
+        let (answer, settlement) =
+            read_paid_answer(&body, &response("application/json", &failed.to_string()));
+        assert!(matches!(
+            answer,
+            PaidAnswer::ToolError {
+                payment_required: true,
+                ..
+            }
+        ));
+        assert!(!settlement.unwrap().unwrap().success);
+        // A settlement response that is not an object is a problem, not a success.
+        let odd = json!({"jsonrpc": "2.0", "id": 3, "result": {"content": [],
+            "_meta": {"x402/payment-response": "settled"}}});
+        let (_, settlement) =
+            read_paid_answer(&body, &response("application/json", &odd.to_string()));
+        assert_eq!(
+            settlement.unwrap().unwrap_err().code,
+            "payment_response.not_object"
+        );
+        // Another id's answer is not ours.
+        let (answer, settlement) = read_paid_answer(
+            &body,
+            &response("application/json", &paid_result().to_string()),
+        );
+        assert!(matches!(answer, PaidAnswer::Unreadable(_)));
+        assert!(settlement.is_none());
     }
 }

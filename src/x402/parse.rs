@@ -1155,7 +1155,31 @@ pub fn parse_settlement_response(
             Deviation::new("payment_response.bad_json", format!("{what} is not JSON"))
         }));
     };
-    let fields = decoded.object;
+    settlement_fields(header_name, decoded.object, deviations)
+}
+
+/// A settlement response carried as a JSON object rather than a header: MCP's
+/// `result._meta["x402/payment-response"]` (the x402 MCP transport), read by the same rules as the
+/// decoded header. `carrier` names where it was found.
+pub fn parse_settlement_object(
+    carrier: &str,
+    value: &Value,
+) -> Result<SettlementResponse, Deviation> {
+    match value {
+        Value::Object(fields) => settlement_fields(carrier, fields.clone(), Vec::new()),
+        other => Err(Deviation::new(
+            "payment_response.not_object",
+            format!("{carrier} is a JSON {}, not an object", json_type(other)),
+        )),
+    }
+}
+
+/// The fields of a decoded settlement response (`carrier`: the header or `_meta` key it came from).
+fn settlement_fields(
+    header_name: &str,
+    fields: Map<String, Value>,
+    mut deviations: Vec<Deviation>,
+) -> Result<SettlementResponse, Deviation> {
     let success = match fields.get("success") {
         Some(Value::Bool(success)) => *success,
         Some(other) => {

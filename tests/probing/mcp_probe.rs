@@ -25,7 +25,7 @@ struct Run {
     elapsed: Duration,
 }
 
-fn probe(lab: &Lab, subject: &str, extra: &[&str]) -> Run {
+fn probe(lab: &Lab, subject: &str, extra: &[String]) -> Run {
     let m = lab.manifest();
     let mut child = Command::new(env!("CARGO_BIN_EXE_x402-probe"))
         .arg("probe")
@@ -66,6 +66,24 @@ fn probe(lab: &Lab, subject: &str, extra: &[&str]) -> Run {
         stderr: err.join().unwrap(),
         elapsed: started.elapsed(),
     }
+}
+
+/// `--pay` with the lab payer's key, a per-call cap of `max_usd` and the spend store in `state`.
+fn pay_args(lab: &Lab, max_usd: &str, state: &std::path::Path) -> Vec<String> {
+    [
+        "--pay",
+        "--max-usd",
+        max_usd,
+        "--wallet-key-file",
+        lab.payer_key_file.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+        // The lab's chain mines a block per transaction and none after it.
+        "--confirmations",
+        "0",
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 fn outcome(report: &Value, id: &str) -> String {
@@ -199,13 +217,38 @@ async fn a_named_tool_is_its_own_subject_and_a_destructive_one_is_never_called()
         );
         assert_eq!(server.destructive_calls(), 0);
         assert_eq!(server.tool_calls(), 1);
-        // `--pay` is refused over MCP (not built yet), before any traffic.
-        let key_file = lab_ref.payer_key_file.to_str().unwrap();
-        let pay = ["--pay", "--max-usd", "0.05", "--wallet-key-file", key_file];
+        // `--pay`: the named tool is paid once (the payment in the tools/call's _meta), its
+        // settlement read from the result's _meta, and the paid checks reported.
+        let state = tempfile::tempdir().unwrap();
+        let pay = pay_args(lab_ref, "0.05", state.path());
         let run = probe(lab_ref, &named, &pay);
-        assert_eq!(run.code, Some(2), "{}", run.stderr);
-        assert!(run.stderr.contains("over MCP"), "{}", run.stderr);
-        assert_eq!(server.tool_calls(), 1);
+        let report: Value =
+            serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stderr));
+        let tools = report["tools"].as_array().unwrap();
+        assert_eq!(tools.len(), 1, "{report:#}");
+        for (id, want) in [
+            ("R4", "pass"),
+            ("C6", "pass"),
+            ("H5", "pass"),
+            ("H8", "pass"),
+        ] {
+            assert_eq!(outcome(&tools[0], id), want, "{id}: {:#}", tools[0]["paid"]);
+        }
+        // The unpaid call, the re-quote, the paid call and the replay of the spent payment.
+        assert_eq!(server.paid_calls(), 2);
+        assert_eq!(server.tool_calls(), 5);
+        assert_eq!(server.destructive_calls(), 0);
+        // A per-call cap below the price: refused before anything is signed or sent.
+        let low = pay_args(lab_ref, "0.005", state.path());
+        let run = probe(lab_ref, &named, &low);
+        let report: Value =
+            serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stderr));
+        assert_eq!(
+            outcome(&report["tools"][0], "R4"),
+            "unmeasured",
+            "{report:#}"
+        );
+        assert_eq!(server.paid_calls(), 2);
     });
 }
 
@@ -236,10 +279,18 @@ async fn a_paid_tool_on_the_official_mcp_sdk_is_read_as_the_reference_serves_it(
         .unwrap();
     let quote_file = lab.dir().join("mcp-sdk-quote.json");
     std::fs::write(&quote_file, serde_json::to_vec(&quote).unwrap()).unwrap();
+    let output_file = lab.dir().join("mcp-sdk-output.json");
+    std::fs::write(
+        &output_file,
+        serde_json::to_vec(&x402_lab::quote::output()).unwrap(),
+    )
+    .unwrap();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut child = Command::new("node")
         .arg(root.join("lab/scripts/mcp-sdk-server.mjs"))
         .arg(&quote_file)
+        .arg(&lab.facilitator_urls["honest"])
+        .arg(&output_file)
         .current_dir(root)
         .stdout(Stdio::piped())
         .spawn()
@@ -284,6 +335,25 @@ async fn a_paid_tool_on_the_official_mcp_sdk_is_read_as_the_reference_serves_it(
             );
         }
         assert_eq!(report["not_called"][0]["tool"], "delete_records");
+        // A paid call against the reference: the payment in the SDK's _meta, settled by the
+        // lab's facilitator, the settlement read from the SDK's result.
+        let state = tempfile::tempdir().unwrap();
+        let pay = pay_args(lab_ref, "0.05", state.path());
+        let run = probe(lab_ref, &format!("{subject}#get_weather"), &pay);
+        let report: Value =
+            serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stderr));
+        let tool = &report["tools"][0];
+        for (id, want) in [
+            ("R4", "pass"),
+            ("R5", "pass"),
+            ("C6", "pass"),
+            ("H5", "pass"),
+            ("H6", "pass"),
+            ("H7", "pass"),
+            ("H8", "pass"),
+        ] {
+            assert_eq!(outcome(tool, id), want, "{id}: {:#}", tool["checks"]);
+        }
     });
     drop(server);
 }

@@ -32,6 +32,7 @@ mod daemon_process;
 mod feedback;
 mod ledger_migrate;
 mod ledger_tamper;
+mod mcp_paid;
 mod metrics_and_webhooks_days;
 mod metrics_http;
 mod operator_api;

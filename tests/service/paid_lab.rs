@@ -112,6 +112,28 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
         );
 
         let mut obs = paid_call(&ctx, &endpoint.url, &request, &quote).await;
+        // A `settlement_pending` answer is followed by the same payment sent again (never a new
+        // one: the balances below move by one price at most), until the outcome is final.
+        let pending_kind = matches!(
+            s.paid,
+            Paid::SettlementPending | Paid::PendingForever | Paid::PendingThen402
+        );
+        assert_eq!(
+            !obs.pending.is_empty(),
+            pending_kind,
+            "{}: {} pending answer(s)",
+            s.name,
+            obs.pending.len()
+        );
+        if s.paid == Paid::SettlementPending {
+            assert!(
+                obs.settlement
+                    .as_ref()
+                    .is_some_and(|r| r.success == Some(true)),
+                "{}: the final receipt",
+                s.name
+            );
+        }
         // The refund watch is its own job after the paid call, as the runner and daemon run it.
         obs.refund = Some(match x402_probe::checks::paid::refund_plan(&obs) {
             Ok(plan) => {

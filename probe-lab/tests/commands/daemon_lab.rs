@@ -35,13 +35,31 @@ fn daemon_lab_days_prints_daily_scores_and_keeps_a_ledger_that_verifies() {
             "{subject} has a table: {text}"
         );
     }
+    // The paid MCP tool is a subject like the endpoints, scored each day: its quote reads as
+    // an honest one (no R2, C1 or C2 failure); only S1 fails (the lab's MCP server is plain HTTP).
+    let mcp = text
+        .split("mcp-honest (mcp+http://127.0.0.1:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("mcp-honest has a table: {text}"));
+    let mcp_rows: Vec<&str> = mcp
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with("  20"))
+        .collect();
+    assert!(mcp_rows.len() >= 2, "{mcp}");
+    for row in &mcp_rows {
+        assert!(
+            !row.contains("R2 ") && !row.contains("C1 ") && !row.contains("C2 "),
+            "{row}"
+        );
+    }
     // Two simulated days: a table row per day (the start day and the next), every verdict still
     // unverified (the rubric needs probes over 3 days).
     let rows: Vec<&str> = text
         .lines()
         .filter(|l| l.starts_with("  20") && l.contains('['))
         .collect();
-    assert!(rows.len() >= 16, "{text}");
+    assert!(rows.len() >= 18, "{text}");
     assert!(rows.iter().all(|r| r.contains("unverified")), "{text}");
     // The outage on day 1 shows as R1 failures on the outage endpoint by the second day.
     let outage = text.split("outage-30h (").nth(1).unwrap();
