@@ -482,12 +482,25 @@ fn r5(obs: &PaidObservation) -> Conclusion {
     }
 }
 
-/// R6: no reference source is wired for any endpoint yet.
+/// R6: the output against the reference source the subject is linked to (`probes/R6.md`,
+/// `checks::reference`); `na` for a subject linked to none.
 fn r6(obs: &PaidObservation) -> Conclusion {
     if let Some(c) = not_paid(obs) {
         return c;
     }
-    Conclusion::na("no independent reference source is known for this endpoint (probes/R6.md)")
+    let Some(seen) = &obs.reference else {
+        return Conclusion::na(
+            "no independent reference source is known for this endpoint (probes/R6.md)",
+        );
+    };
+    let output = match output_bytes(obs) {
+        Ok((_, bytes)) => Ok(bytes),
+        Err(OutputVerdict::Unmeasured(why)) => Err(why),
+        Err(OutputVerdict::Invalid { evidence, .. } | OutputVerdict::Valid { evidence, .. }) => {
+            Err(evidence)
+        }
+    };
+    crate::checks::reference::evaluate(seen, output.as_deref().map_err(Clone::clone))
 }
 
 /// R7: paid latency to the last byte, labelled by the rubric's curve.
@@ -1367,6 +1380,7 @@ mod tests {
             reconciled: None,
             notes: Vec::new(),
             svm: None,
+            reference: None,
         }
     }
 

@@ -501,6 +501,10 @@ pub struct PaidObservation {
     /// chain showed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub svm: Option<super::svm::SvmPaidSeen>,
+    /// The reference source read around the paid request (R6), when the subject is linked to
+    /// one (`probes/references.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<super::reference::ReferenceSeen>,
 }
 
 impl PaidObservation {
@@ -513,11 +517,13 @@ impl PaidObservation {
             .refund
             .as_mut()
             .and_then(|r| r.operator_exchange.as_mut());
+        let reference = self.reference.iter_mut().flat_map(|r| r.exchanges_mut());
         requote
             .into_iter()
             .chain(self.paid.iter_mut())
             .chain(replay)
             .chain(operator)
+            .chain(reference)
     }
 
     pub fn new(
@@ -549,6 +555,7 @@ impl PaidObservation {
             reconciled: None,
             notes: Vec::new(),
             svm: None,
+            reference: None,
         }
     }
 

@@ -22,6 +22,7 @@ use crate::observation::{
     SolanaSeen, TokenSeen,
 };
 use crate::probe::http::{Exchange, FetchConfig, FetchRequest, canonical_subject_url, fetch};
+use crate::http_url::percent_encode;
 use crate::probe::rpc::Rpc;
 use crate::probe::solana_rpc::SolanaRpc;
 use crate::x402::catalogue::{item_resource, read_page};
@@ -331,18 +332,6 @@ fn documented_request(url: &str, quote: &PaymentRequired) -> Option<FetchRequest
             .push(("content-type".into(), content_type.into()));
     }
     Some(req)
-}
-
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 async fn read_listing(
