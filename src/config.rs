@@ -1736,7 +1736,11 @@ mod tests {
             KeySourceConfig::Credential("reporter-key".into())
         );
         assert!(config.pay.is_some() && config.control.is_some());
-        assert_eq!(config.subjects.len(), 2);
+        assert_eq!(config.subjects.len(), 3);
+        assert_eq!(
+            config.subjects[2].reference,
+            Some(crate::evidence::reference::ReferenceId::Npm)
+        );
         assert_eq!(config.catalogues.len(), 1);
         // The webhook table is there, disabled (its secret file must exist before it is
         // enabled): removing one `#` from its lines enables it, defaults and all.

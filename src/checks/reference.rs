@@ -210,7 +210,10 @@ fn reference_field(value: &ReadValue, field: &Field) -> Option<Value> {
 
 fn semver_core(v: &str) -> &str {
     let v = v.trim();
-    let v = v.strip_prefix('v').or_else(|| v.strip_prefix('=')).unwrap_or(v);
+    let v = v
+        .strip_prefix('v')
+        .or_else(|| v.strip_prefix('='))
+        .unwrap_or(v);
     v.split('+').next().unwrap_or(v)
 }
 
@@ -229,15 +232,21 @@ fn uint_of(v: &Value) -> Option<U256> {
 fn equal(kind: FieldType, output: &Value, reference: &Value) -> Result<bool, String> {
     match kind {
         FieldType::String => {
-            let out = output
-                .as_str()
-                .ok_or_else(|| format!("a JSON {}, not a string", crate::x402::parse::json_type(output)))?;
+            let out = output.as_str().ok_or_else(|| {
+                format!(
+                    "a JSON {}, not a string",
+                    crate::x402::parse::json_type(output)
+                )
+            })?;
             Ok(reference.as_str() == Some(out))
         }
         FieldType::Semver => {
-            let out = output
-                .as_str()
-                .ok_or_else(|| format!("a JSON {}, not a version string", crate::x402::parse::json_type(output)))?;
+            let out = output.as_str().ok_or_else(|| {
+                format!(
+                    "a JSON {}, not a version string",
+                    crate::x402::parse::json_type(output)
+                )
+            })?;
             Ok(reference.as_str().map(semver_core) == Some(semver_core(out)))
         }
         FieldType::Uint256 => {
@@ -355,7 +364,9 @@ pub fn evaluate(seen: &ReferenceSeen, output: Result<&[u8], String>) -> Conclusi
             .filter_map(|r| reference_field(r, field))
             .collect();
         if refs.is_empty() {
-            compared.push(json!({"field": field.output, "output": out, "reference": null, "compared": false}));
+            compared.push(
+                json!({"field": field.output, "output": out, "reference": null, "compared": false}),
+            );
             continue;
         }
         let verdicts: Vec<Result<bool, String>> =
@@ -372,7 +383,10 @@ pub fn evaluate(seen: &ReferenceSeen, output: Result<&[u8], String>) -> Conclusi
                     "{} is {} where the reference says {}",
                     field.output,
                     out,
-                    refs.iter().map(Value::to_string).collect::<Vec<_>>().join(" / ")
+                    refs.iter()
+                        .map(Value::to_string)
+                        .collect::<Vec<_>>()
+                        .join(" / ")
                 ),
             });
         }
@@ -399,12 +413,8 @@ pub fn evaluate(seen: &ReferenceSeen, output: Result<&[u8], String>) -> Conclusi
         ))
         .with_detail(detail)
     } else {
-        Conclusion::fail(format!(
-            "{} for {key}: {}",
-            adapter.title,
-            wrong.join("; ")
-        ))
-        .with_detail(detail)
+        Conclusion::fail(format!("{} for {key}: {}", adapter.title, wrong.join("; ")))
+            .with_detail(detail)
     }
 }
 
@@ -432,7 +442,10 @@ mod tests {
         let mut post = FetchRequest::get("https://a.example/npm");
         post.body = br#"{"name": "left-pad"}"#.to_vec();
         assert_eq!(request_key(npm, &post).as_deref(), Some("left-pad"));
-        assert_eq!(request_key(npm, &FetchRequest::get("https://a.example/npm?package=")), None);
+        assert_eq!(
+            request_key(npm, &FetchRequest::get("https://a.example/npm?package=")),
+            None
+        );
     }
 
     #[test]
@@ -441,16 +454,31 @@ mod tests {
             npm_latest_url("http://127.0.0.1:9/", "@scope/pkg"),
             "http://127.0.0.1:9/@scope%2fpkg/latest"
         );
-        assert_eq!(npm_latest_url("http://r", "left-pad"), "http://r/left-pad/latest");
+        assert_eq!(
+            npm_latest_url("http://r", "left-pad"),
+            "http://r/left-pad/latest"
+        );
     }
 
     #[test]
     fn versions_compare_without_prefix_or_build() {
-        assert_eq!(equal(FieldType::Semver, &json!("v1.2.3+abc"), &json!("1.2.3")), Ok(true));
-        assert_eq!(equal(FieldType::Semver, &json!("1.2.4"), &json!("1.2.3")), Ok(false));
+        assert_eq!(
+            equal(FieldType::Semver, &json!("v1.2.3+abc"), &json!("1.2.3")),
+            Ok(true)
+        );
+        assert_eq!(
+            equal(FieldType::Semver, &json!("1.2.4"), &json!("1.2.3")),
+            Ok(false)
+        );
         assert!(equal(FieldType::Semver, &json!(1.2), &json!("1.2")).is_err());
-        assert_eq!(equal(FieldType::Uint256, &json!(42), &json!("42")), Ok(true));
-        assert_eq!(equal(FieldType::Uint256, &json!("042"), &json!("42")), Ok(true));
+        assert_eq!(
+            equal(FieldType::Uint256, &json!(42), &json!("42")),
+            Ok(true)
+        );
+        assert_eq!(
+            equal(FieldType::Uint256, &json!("042"), &json!("42")),
+            Ok(true)
+        );
         assert!(equal(FieldType::Uint256, &json!("4.2"), &json!("42")).is_err());
     }
 }

@@ -17,12 +17,12 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 
 use crate::budget::MAX_SOLANA_ACCOUNTS;
 use crate::evidence::chain::ChainRead;
+use crate::http_url::percent_encode;
 use crate::observation::{
     ChainSeen, CutShort, FreeObservation, ListingSeen, PageSeen, Sample, SolanaAccountSeen,
     SolanaSeen, TokenSeen,
 };
 use crate::probe::http::{Exchange, FetchConfig, FetchRequest, canonical_subject_url, fetch};
-use crate::http_url::percent_encode;
 use crate::probe::rpc::Rpc;
 use crate::probe::solana_rpc::SolanaRpc;
 use crate::x402::catalogue::{item_resource, read_page};
@@ -282,7 +282,7 @@ pub fn canonical_resource(url: &str) -> String {
 }
 
 /// The request the endpoint documents (v2 bazaar `info.input`): its method and example query or body.
-fn documented_request(url: &str, quote: &PaymentRequired) -> Option<FetchRequest> {
+pub fn documented_request(url: &str, quote: &PaymentRequired) -> Option<FetchRequest> {
     let input = quote
         .extensions
         .as_ref()?
