@@ -1743,7 +1743,7 @@ mod tests {
     fn npm_read(status: u16, body: &str) -> crate::evidence::reference::ReferenceRead {
         crate::evidence::reference::ReferenceRead::Http {
             at_ms: 1_800_000_000_000,
-            exchange: Exchange {
+            exchange: Box::new(Exchange {
                 url: "http://registry.test/left-pad/latest".into(),
                 response: Some(HttpResponse::new(
                     status,
@@ -1753,7 +1753,7 @@ mod tests {
                     80,
                 )),
                 ..Exchange::default()
-            },
+            }),
         }
     }
 

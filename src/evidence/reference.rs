@@ -58,7 +58,7 @@ pub enum ReferenceRead {
     Http {
         /// Our clock when the read started, unix ms.
         at_ms: i64,
-        exchange: Exchange,
+        exchange: Box<Exchange>,
     },
     /// An `eth_call` through the fixed RPC.
     Chain {
@@ -110,7 +110,7 @@ impl ReferenceSeen {
             .into_iter()
             .flatten()
             .filter_map(|r| match r {
-                ReferenceRead::Http { exchange, .. } => Some(exchange),
+                ReferenceRead::Http { exchange, .. } => Some(exchange.as_mut()),
                 ReferenceRead::Chain { .. } => None,
             })
     }

@@ -112,7 +112,10 @@ async fn read(
             cfg.max_body_bytes = cfg.max_body_bytes.min(MAX_REFERENCE_BYTES);
             let request = FetchRequest::get(url).with_header("accept", "application/json");
             let exchange = fetch(&cfg, &request).await;
-            Some(ReferenceRead::Http { at_ms, exchange })
+            Some(ReferenceRead::Http {
+                at_ms,
+                exchange: Box::new(exchange),
+            })
         }
         Source::Chain => {
             let to = key.to_string();
