@@ -536,6 +536,10 @@ pub struct ProbeConfig {
     /// The fixed Solana JSON-RPC node every Solana fact is read from.
     #[serde(default)]
     pub solana_rpc: Option<HttpUrl>,
+    /// The npm registry R6's `npm` reference reads (its base URL); none: subjects linked to
+    /// `npm` are `unmeasured` for R6.
+    #[serde(default)]
+    pub npm_registry: Option<HttpUrl>,
     /// Tokens accepted as real besides the canonical USDC deployments.
     #[serde(default)]
     pub assets: Vec<Address>,
@@ -663,6 +667,14 @@ impl ProbeConfig {
             free: self.free_probe_config(roots),
             rubric,
         })
+    }
+
+    /// Where R6's reference sources are, with no subject linked yet.
+    pub fn reference_config(&self) -> crate::probe::reference::ReferenceConfig {
+        crate::probe::reference::ReferenceConfig {
+            npm_registry: self.npm_registry.as_ref().map(|u| u.as_str().to_string()),
+            links: Default::default(),
+        }
     }
 
     /// The prober's configuration, with the CA certificates already read.
@@ -1090,6 +1102,10 @@ pub struct SubjectConfig {
     /// Its category, for value (price percentile among peers); default `uncategorised`.
     #[serde(default)]
     pub category: Option<String>,
+    /// The reference source R6 compares its paid output with (`probes/references.json`:
+    /// `npm`, `erc20_supply`); none: R6 is `na`.
+    #[serde(default)]
+    pub reference: Option<crate::evidence::reference::ReferenceId>,
 }
 
 /// `[[subjects_file]]`: a file of subjects, one URL a line, for more subjects than `[[subject]]`
@@ -1183,6 +1199,7 @@ impl SubjectsFileConfig {
             subjects.push(SubjectConfig {
                 url,
                 category: self.category.clone(),
+                reference: None,
             });
         }
         Ok(subjects)
@@ -1734,7 +1751,11 @@ mod tests {
             KeySourceConfig::Credential("reporter-key".into())
         );
         assert!(config.pay.is_some() && config.control.is_some());
-        assert_eq!(config.subjects.len(), 2);
+        assert_eq!(config.subjects.len(), 3);
+        assert_eq!(
+            config.subjects[2].reference,
+            Some(crate::evidence::reference::ReferenceId::Npm)
+        );
         assert_eq!(config.catalogues.len(), 1);
         // The webhook table is there, disabled (its secret file must exist before it is
         // enabled): removing one `#` from its lines enables it, defaults and all.

@@ -259,13 +259,7 @@ impl McpSubject {
         let mut key = format!("{MCP_SUBJECT_PREFIX}{}", self.server);
         if let Some(tool) = &self.tool {
             key.push('#');
-            for b in tool.bytes() {
-                if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
-                    key.push(b as char);
-                } else {
-                    key.push_str(&format!("%{b:02X}"));
-                }
-            }
+            key.push_str(&encode_except(tool, b"-._~/"));
         }
         key
     }
@@ -282,8 +276,26 @@ fn escape_at(bytes: &[u8], i: usize) -> Option<u8> {
     Some((hi * 16 + lo) as u8)
 }
 
+/// Every byte but ASCII letters, digits and `-._~` as `%XX` (a query value, a path segment).
+pub(crate) fn percent_encode(s: &str) -> String {
+    encode_except(s, b"-._~")
+}
+
+/// Every byte but ASCII letters, digits and those of `keep` as `%XX`.
+fn encode_except(s: &str, keep: &[u8]) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || keep.contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// `%XX` escapes decoded; a `%` not followed by two hex digits is kept as it is.
-fn percent_decode(text: &str) -> Vec<u8> {
+pub(crate) fn percent_decode(text: &str) -> Vec<u8> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -114,6 +114,8 @@ pub struct Lab {
     pub ca_pem: String,
     pub facilitator_urls: BTreeMap<String, String>,
     pub catalogue_url: String,
+    /// The lab's npm-like registry (`reference.rs`), standing in for the public one (R6).
+    pub npm_registry_url: String,
     pub endpoints: Vec<LabEndpoint>,
     pub startup_time: Duration,
     /// Endpoints started later with a timeline (`spawn_variant`).
@@ -122,6 +124,7 @@ pub struct Lab {
     parts: VariantParts,
     // Field order is drop order: servers first, then the chain, then the files.
     _catalogue: RunningCatalogue,
+    _registry: crate::reference::RunningRegistry,
     _facilitator: RunningFacilitator,
     /// The local SVM, when a Solana scenario runs.
     pub svm: Option<Svm>,
@@ -277,6 +280,7 @@ impl Lab {
             })
             .collect();
         let catalogue = catalogue::start(items).await?;
+        let registry = crate::reference::start_registry().await?;
 
         let variant_ctx = QuoteContext {
             chain_id,
@@ -310,6 +314,7 @@ impl Lab {
                 .map(|(k, v)| (k.name().to_string(), v.clone()))
                 .collect(),
             catalogue_url: catalogue.url.clone(),
+            npm_registry_url: registry.url.clone(),
             endpoints,
             startup_time: started.elapsed(),
             variants: Vec::new(),
@@ -319,6 +324,7 @@ impl Lab {
                 shared: shared.clone(),
             },
             _catalogue: catalogue,
+            _registry: registry,
             _facilitator: facilitator,
             svm,
             anvil,

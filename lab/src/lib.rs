@@ -16,6 +16,7 @@ pub mod mcp;
 pub mod population;
 pub mod postgres;
 pub mod quote;
+pub mod reference;
 pub mod rpc;
 pub mod scenarios;
 pub mod server;

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::reference::LabReference;
 use crate::tls::Lifetime;
 
 /// How the endpoint is reached.
@@ -265,6 +266,9 @@ pub struct Scenario {
     /// Its operator file declares an ERC-8004 agent identity (`registrations`: the agent the lab
     /// registers for it in its agent registry), which `ledger feedback` rates.
     pub declares_agent: bool,
+    /// A reference endpoint (R6): what it answers after payment, and the reference the probe
+    /// links it to (`reference.rs`); none: the weather.
+    pub reference: Option<crate::reference::LabReference>,
     /// The outcome each check should reach: `pass`, `fail` or `na`.
     pub expect: BTreeMap<&'static str, &'static str>,
 }
@@ -383,6 +387,7 @@ impl Builder {
             listing: Listing::AsQuoted,
             operator: Operator::ListsPayTo,
             declares_agent: false,
+            reference: None,
             expect,
         })
     }
@@ -424,6 +429,10 @@ impl Builder {
     }
     fn operator(mut self, o: Operator) -> Self {
         self.0.operator = o;
+        self
+    }
+    fn reference(mut self, r: crate::reference::LabReference) -> Self {
+        self.0.reference = Some(r);
         self
     }
     fn declares_agent(mut self) -> Self {
@@ -1006,6 +1015,35 @@ pub fn all() -> Vec<Scenario> {
         )
         .paid(Paid::PendingThen402)
         .paid_expect(&CHARGED_WITHOUT_DELIVERY)
+        .build(),
+        // R6 against a reference (`reference.rs`): honest endpoints pass, dishonest ones fail.
+        B::new(
+            "npm-honest",
+            "an npm package endpoint answering the registry's latest version document",
+        )
+        .reference(LabReference::NpmHonest)
+        .expect(&[("R6", "pass")])
+        .build(),
+        B::new(
+            "npm-stale-version",
+            "an npm package endpoint answering the version before the registry's latest",
+        )
+        .reference(LabReference::NpmStale)
+        .expect(&[("R6", "fail")])
+        .build(),
+        B::new(
+            "supply-honest",
+            "a token supply endpoint answering the lab token's totalSupply from the chain",
+        )
+        .reference(LabReference::SupplyHonest)
+        .expect(&[("R6", "pass")])
+        .build(),
+        B::new(
+            "supply-doubled",
+            "a token supply endpoint answering twice the lab token's totalSupply",
+        )
+        .reference(LabReference::SupplyDoubled)
+        .expect(&[("R6", "fail")])
         .build(),
     ]
 }

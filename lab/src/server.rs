@@ -528,7 +528,10 @@ async fn paid(endpoint: &Arc<Endpoint>, header_value: &str) -> Resp {
             );
         }
     }
-    let output = resource_output(scenario);
+    let output = match scenario.reference {
+        Some(r) => r.output(&endpoint.shared.token).await,
+        None => resource_output(scenario),
+    };
     if scenario.paid == Paid::NoSettlement {
         return json_response(StatusCode::OK, &output);
     }

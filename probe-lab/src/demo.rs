@@ -72,6 +72,7 @@ async fn demo(args: Args) -> Result<i32> {
         }),
         rpc: Some(url(lab.rpc_url())?),
         solana_rpc: lab.solana_rpc_url().map(url).transpose()?,
+        npm_registry: Some(url(&lab.npm_registry_url)?),
         assets: vec![lab.token.address()],
         allow_private: true,
         vantage: "demo".parse().map_err(|e: String| anyhow::anyhow!(e))?,
@@ -133,6 +134,13 @@ async fn demo(args: Args) -> Result<i32> {
         if solana.is_some() {
             policy.svm_allowlist = x402_probe::spend::AllowedSvmAsset::canonical_usdc();
         }
+        // R6: the reference endpoints linked to their sources, as `[[subject]] reference` does.
+        let mut references = probe.reference_config();
+        for e in &lab.endpoints {
+            if let Some(r) = e.scenario.reference {
+                references.link(&e.url, r.adapter().parse()?);
+            }
+        }
         let ctx = PaidContext {
             wallet: &wallet,
             svm: solana
@@ -146,6 +154,7 @@ async fn demo(args: Args) -> Result<i32> {
             clock: &x402_probe::clock::SystemClock,
             wall: &x402_probe::clock::SystemClock,
             on_step: None,
+            references: &references,
         };
         println!(
             "paying each endpoint once from {} (caps: {MAX_PER_CALL} USD a call, {MAX_PER_SUBJECT_PER_DAY} an endpoint, {MAX_PER_DAY} a day)...",

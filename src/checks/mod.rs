@@ -4,6 +4,7 @@ pub mod conformance;
 pub mod free;
 pub mod history;
 pub mod paid;
+pub mod reference;
 pub mod screen;
 pub mod sniff;
 pub mod solana;

@@ -540,12 +540,25 @@ fn r5(obs: &PaidObservation) -> Conclusion {
     }
 }
 
-/// R6: no reference source is wired for any endpoint yet.
+/// R6: the output against the reference source the subject is linked to (`probes/R6.md`,
+/// `checks::reference`); `na` for a subject linked to none.
 fn r6(obs: &PaidObservation) -> Conclusion {
     if let Some(c) = not_paid(obs) {
         return c;
     }
-    Conclusion::na("no independent reference source is known for this endpoint (probes/R6.md)")
+    let Some(seen) = &obs.reference else {
+        return Conclusion::na(
+            "no independent reference source is known for this endpoint (probes/R6.md)",
+        );
+    };
+    let output = match output_bytes(obs) {
+        Ok((_, bytes)) => Ok(bytes),
+        Err(OutputVerdict::Unmeasured(why)) => Err(why),
+        Err(OutputVerdict::Invalid { evidence, .. } | OutputVerdict::Valid { evidence, .. }) => {
+            Err(evidence)
+        }
+    };
+    crate::checks::reference::evaluate(seen, output.as_deref().map_err(Clone::clone))
 }
 
 /// R7: paid latency to the last byte, labelled by the rubric's curve.
@@ -1459,6 +1472,7 @@ mod tests {
             reconciled: None,
             notes: Vec::new(),
             svm: None,
+            reference: None,
         }
     }
 
@@ -1814,5 +1828,179 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    // R6 against a reference: hand-written reads and outputs.
+
+    fn npm_read(status: u16, body: &str) -> crate::evidence::reference::ReferenceRead {
+        crate::evidence::reference::ReferenceRead::Http {
+            at_ms: 1_800_000_000_000,
+            exchange: Box::new(Exchange {
+                url: "http://registry.test/left-pad/latest".into(),
+                response: Some(HttpResponse::new(
+                    status,
+                    Vec::new(),
+                    body.as_bytes().to_vec(),
+                    false,
+                    80,
+                )),
+                ..Exchange::default()
+            }),
+        }
+    }
+
+    fn supply_read(value: u64) -> crate::evidence::reference::ReferenceRead {
+        crate::evidence::reference::ReferenceRead::Chain {
+            at_ms: 1_800_000_000_000,
+            rpc_url: "http://rpc.test".into(),
+            to: ASSET.to_string(),
+            data: "0x18160ddd".into(),
+            block: ChainRead::Read { value: 10 },
+            result: ChainRead::Read {
+                value: format!("0x{}", hex::encode(U256::from(value).to_be_bytes::<32>())),
+            },
+            sha256: None,
+        }
+    }
+
+    fn with_reference(
+        output: &str,
+        adapter: crate::evidence::reference::ReferenceId,
+        before: crate::evidence::reference::ReferenceRead,
+        after: Option<crate::evidence::reference::ReferenceRead>,
+    ) -> PaidObservation {
+        let (headers, _) = json_ok();
+        let mut obs = observation(
+            200,
+            headers,
+            output.as_bytes().to_vec(),
+            vec![transfer(WALLET, PAY_TO, 10_000, 1)],
+            true,
+        );
+        obs.reference = Some(crate::evidence::reference::ReferenceSeen {
+            adapter,
+            key: Some("left-pad".into()),
+            skipped: None,
+            before: Some(before),
+            after,
+        });
+        obs
+    }
+
+    #[test]
+    fn r6_compares_typed_fields_with_either_read() {
+        use crate::evidence::reference::ReferenceId::{Erc20Supply, Npm};
+        let latest =
+            r#"{"name":"left-pad","version":"1.3.0","license":"WTFPL","description":"pad"}"#;
+        let previous =
+            r#"{"name":"left-pad","version":"1.2.0","license":"WTFPL","description":"pad"}"#;
+        let honest = r#"{"name":"left-pad","version":"v1.3.0","license":"WTFPL"}"#;
+        let stale = r#"{"name":"left-pad","version":"1.2.0"}"#;
+        let pass = |o: &PaidObservation| outcome_of(o, "R6");
+        assert_eq!(
+            pass(&with_reference(honest, Npm, npm_read(200, latest), None)),
+            Outcome::Pass
+        );
+        assert_eq!(
+            pass(&with_reference(stale, Npm, npm_read(200, latest), None)),
+            Outcome::Fail
+        );
+        // Published between the reads: the version of either read passes.
+        assert_eq!(
+            pass(&with_reference(
+                stale,
+                Npm,
+                npm_read(200, previous),
+                Some(npm_read(200, latest))
+            )),
+            Outcome::Pass
+        );
+        // A version as a number, an output with none of the fields, an output that is not JSON.
+        assert_eq!(
+            pass(&with_reference(
+                r#"{"name":"left-pad","version":1.3}"#,
+                Npm,
+                npm_read(200, latest),
+                None
+            )),
+            Outcome::Fail
+        );
+        assert_eq!(
+            pass(&with_reference(
+                r#"{"city":"Oslo"}"#,
+                Npm,
+                npm_read(200, latest),
+                None
+            )),
+            Outcome::Fail
+        );
+        assert_eq!(
+            pass(&with_reference("[1,2]", Npm, npm_read(200, latest), None)),
+            Outcome::Fail
+        );
+        // The source does not know the package, or could not be read: ours, never a fail.
+        assert_eq!(
+            pass(&with_reference(
+                stale,
+                Npm,
+                npm_read(404, "{}"),
+                Some(npm_read(404, "{}"))
+            )),
+            Outcome::Unmeasured
+        );
+        assert_eq!(
+            pass(&with_reference(stale, Npm, npm_read(503, "busy"), None)),
+            Outcome::Unmeasured
+        );
+        // A chain-backed supply, exact in atomic units.
+        let supply = |out: &str| {
+            with_reference(
+                out,
+                Erc20Supply,
+                supply_read(5_000_000),
+                Some(supply_read(5_000_001)),
+            )
+        };
+        assert_eq!(pass(&supply(r#"{"totalSupply":"5000000"}"#)), Outcome::Pass);
+        assert_eq!(pass(&supply(r#"{"totalSupply":5000001}"#)), Outcome::Pass);
+        assert_eq!(
+            pass(&supply(r#"{"totalSupply":"10000000"}"#)),
+            Outcome::Fail
+        );
+        let failed = with_reference(
+            r#"{"totalSupply":"5000000"}"#,
+            Erc20Supply,
+            crate::evidence::reference::ReferenceRead::Chain {
+                at_ms: 0,
+                rpc_url: "http://rpc.test".into(),
+                to: ASSET.to_string(),
+                data: "0x18160ddd".into(),
+                block: ChainRead::Failed {
+                    error: "connection refused".into(),
+                },
+                result: ChainRead::Failed {
+                    error: "connection refused".into(),
+                },
+                sha256: None,
+            },
+            None,
+        );
+        assert_eq!(pass(&failed), Outcome::Unmeasured);
+        // A subject linked to a reference whose request named no key.
+        let mut unnamed = with_reference(honest, Npm, npm_read(200, latest), None);
+        if let Some(r) = unnamed.reference.as_mut() {
+            r.skipped = Some("the request names no package name".into());
+        }
+        assert_eq!(pass(&unnamed), Outcome::Unmeasured);
+        // The reference survives storage, and a refused call is unmeasured as before.
+        let obs = with_reference(honest, Npm, npm_read(200, latest), None);
+        let back: PaidObservation =
+            serde_json::from_str(&serde_json::to_string(&obs).unwrap()).unwrap();
+        assert_eq!(back, obs);
+        let mut refused = obs;
+        refused.decision = Decision::Refused {
+            refusals: Vec::new(),
+        };
+        assert_eq!(pass(&refused), Outcome::Unmeasured);
     }
 }

@@ -13,6 +13,7 @@ use crate::config::{
     ListingDeadlineMs, ListingMaxBytes, ListingMaxPages, PaidDeadlineMs, PayConfig, ProbeConfig,
     ProbeTarget, Provenance, RunConfig, Samples, SpacingMs, Vantage, WalletSource,
 };
+use crate::evidence::reference::ReferenceId;
 use crate::evidence::rfc3339;
 use crate::probe::paid::{PaidContext, PaidOptions, SvmPay};
 use crate::report::ProbeReport;
@@ -71,6 +72,13 @@ pub struct Args {
     /// (C3 of Solana entries).
     #[arg(long, value_name = "URL")]
     pub solana_rpc: Option<HttpUrl>,
+    /// The npm registry (its base URL) R6's `npm` reference reads.
+    #[arg(long, value_name = "URL")]
+    pub npm_registry: Option<HttpUrl>,
+    /// Compare the paid output with this reference source for R6 (`npm`, `erc20_supply`:
+    /// `x402-probe explain R6`); without it R6 is `na`.
+    #[arg(long, value_name = "NAME")]
+    pub reference: Option<ReferenceId>,
     /// A token to accept as real besides the canonical USDC deployments (repeatable).
     #[arg(long = "asset", value_name = "ADDRESS")]
     pub assets: Vec<Address>,
@@ -158,6 +166,7 @@ impl Args {
             listing,
             rpc: self.rpc.clone(),
             solana_rpc: self.solana_rpc.clone(),
+            npm_registry: self.npm_registry.clone(),
             assets: self.assets.clone(),
             ca_files: self.ca_files.clone(),
             allow_private: self.allow_private,
@@ -182,6 +191,7 @@ impl Args {
             ("--state-dir", self.state_dir.is_some()),
             ("--confirmations", self.confirmations.is_some()),
             ("--paid-deadline-ms", self.paid_deadline_ms.is_some()),
+            ("--reference", self.reference.is_some()),
         ];
         let pay = if self.pay {
             let max_usd = self
@@ -254,7 +264,8 @@ pub fn run(args: Args) -> Result<i32> {
             match (&pay, &cfg.rpc) {
                 (Some(pay), Some(rpc)) => {
                     let policy = pay.policy(rpc, &cfg.declared_assets).await?;
-                    let ctx = pay.context(&policy, rpc, &cfg);
+                    let references = config.probe.reference_config();
+                    let ctx = pay.context(&policy, rpc, &cfg, &references);
                     anyhow::Ok(runner::run_mcp(&cfg, Some(&ctx), &rubric, subject, now).await)
                 }
                 _ => Ok(runner::run_mcp(&cfg, None, &rubric, subject, now).await),
@@ -266,7 +277,11 @@ pub fn run(args: Args) -> Result<i32> {
         match (&pay, &cfg.rpc) {
             (Some(pay), Some(rpc)) => {
                 let policy = pay.policy(rpc, &cfg.declared_assets).await?;
-                let ctx = pay.context(&policy, rpc, &cfg);
+                let mut references = config.probe.reference_config();
+                if let Some(reference) = args.reference {
+                    references.link(url, reference);
+                }
+                let ctx = pay.context(&policy, rpc, &cfg, &references);
                 anyhow::Ok(runner::run(&cfg, Some(&ctx), &rubric, url, now).await)
             }
             _ => Ok(runner::run(&cfg, None, &rubric, url, now).await),
@@ -394,6 +409,7 @@ impl PayArgs {
         policy: &'a PayPolicy,
         rpc: &'a crate::probe::rpc::Rpc,
         cfg: &'a crate::probe::free::FreeProbeConfig,
+        references: &'a crate::probe::reference::ReferenceConfig,
     ) -> PaidContext<'a> {
         PaidContext {
             wallet: &self.wallet,
@@ -410,6 +426,7 @@ impl PayArgs {
             clock: &crate::clock::SystemClock,
             wall: &crate::clock::SystemClock,
             on_step: None,
+            references,
         }
     }
 

@@ -328,6 +328,7 @@ impl Daemon {
                     policy: Arc::new(RwLock::new(policy)),
                     rpc,
                     options: pay.paid_options(),
+                    references: RwLock::new(config.probe.reference_config()),
                 })
             }
         };
@@ -697,6 +698,15 @@ impl Daemon {
     /// Adds configured subjects that are new, and marks removed the ones the configuration no
     /// longer lists (their history stays).
     fn sync_configured_subjects(&mut self, now: i64) -> Result<Vec<String>> {
+        if let Some(parts) = &self.shared.pay {
+            let mut references = self.config.probe.reference_config();
+            for s in &self.config.subjects {
+                if let Some(reference) = s.reference {
+                    references.link(s.url.as_str(), reference);
+                }
+            }
+            *parts.references.write().unwrap_or_else(|p| p.into_inner()) = references;
+        }
         let configured: BTreeMap<String, String> = self
             .config
             .subjects

@@ -50,6 +50,9 @@ pub struct PayParts {
     pub policy: Arc<RwLock<PayPolicy>>,
     pub rpc: Rpc,
     pub options: PaidOptions,
+    /// R6's reference sources and the subjects linked to them (`[[subject]] reference`), set
+    /// again when the configured subjects are (start, reload).
+    pub references: RwLock<crate::probe::reference::ReferenceConfig>,
 }
 
 /// A subject's current revision: its id and what it declared then.
@@ -375,6 +378,11 @@ pub(crate) async fn run_subject(
     // A paid call, when asked and possible.
     let mut refund = None;
     if pay && let Some(parts) = shared.pay.as_ref() {
+        let references = parts
+            .references
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         let ctx = PaidContext {
             wallet: &parts.wallet,
             svm: parts
@@ -389,6 +397,7 @@ pub(crate) async fn run_subject(
             clock: shared.clock.as_ref(),
             wall: shared.wall.as_ref(),
             on_step: None,
+            references: &references,
         };
         refund = crate::runner::pay_and_merge(&ctx, &shared.rubric, &mut out).await;
     }

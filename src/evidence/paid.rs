@@ -529,6 +529,10 @@ pub struct PaidObservation {
     /// so an HTTP observation stores the bytes it always did) or an MCP tool call.
     #[serde(default, skip_serializing_if = "PaymentCarrier::is_http")]
     pub carrier: PaymentCarrier,
+    /// The reference source read around the paid request (R6), when the subject is linked to
+    /// one (`probes/references.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<super::reference::ReferenceSeen>,
 }
 
 /// How a paid call carries the payment and its settlement response.
@@ -571,12 +575,14 @@ impl PaidObservation {
             .refund
             .as_mut()
             .and_then(|r| r.operator_exchange.as_mut());
+        let reference = self.reference.iter_mut().flat_map(|r| r.exchanges_mut());
         requote
             .into_iter()
             .chain(pending)
             .chain(self.paid.iter_mut())
             .chain(replay)
             .chain(operator)
+            .chain(reference)
     }
 
     pub fn new(
@@ -610,6 +616,7 @@ impl PaidObservation {
             svm: None,
             pending: Vec::new(),
             carrier: PaymentCarrier::of_subject(subject),
+            reference: None,
         }
     }
 

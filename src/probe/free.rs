@@ -17,6 +17,7 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 
 use crate::budget::MAX_SOLANA_ACCOUNTS;
 use crate::evidence::chain::ChainRead;
+use crate::http_url::percent_encode;
 use crate::observation::{
     ChainSeen, CutShort, FreeObservation, ListingSeen, PageSeen, Sample, SolanaAccountSeen,
     SolanaSeen, TokenSeen,
@@ -281,7 +282,7 @@ pub fn canonical_resource(url: &str) -> String {
 }
 
 /// The request the endpoint documents (v2 bazaar `info.input`): its method and example query or body.
-fn documented_request(url: &str, quote: &PaymentRequired) -> Option<FetchRequest> {
+pub fn documented_request(url: &str, quote: &PaymentRequired) -> Option<FetchRequest> {
     let input = quote
         .extensions
         .as_ref()?
@@ -331,18 +332,6 @@ fn documented_request(url: &str, quote: &PaymentRequired) -> Option<FetchRequest
             .push(("content-type".into(), content_type.into()));
     }
     Some(req)
-}
-
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 async fn read_listing(

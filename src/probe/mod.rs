@@ -7,6 +7,7 @@ pub mod netguard;
 pub mod paid;
 mod paid_svm;
 pub mod reconcile;
+pub mod reference;
 pub mod refund;
 pub mod rpc;
 pub mod solana_rpc;

@@ -155,6 +155,9 @@ pub struct PaidContext<'a> {
     /// Authorization windows, spend caps, reservation times: always real time in production.
     pub wall: &'a dyn Clock,
     pub on_step: Option<&'a (dyn Fn(PaidStep) + Send + Sync)>,
+    /// Which subjects R6 compares with which reference source, and where the sources are
+    /// (`probe::reference`); read right before and after the paid request.
+    pub references: &'a super::reference::ReferenceConfig,
 }
 
 /// Where a paid call reads the pay policy.
@@ -232,7 +235,20 @@ pub async fn paid_call(
         }
     };
     let deadline = Deadline::after_ms(ctx.options.deadline_ms);
+    let reader = super::reference::ReferenceReader {
+        config: ctx.references,
+        fetch: ctx.fetch,
+        rpc: ctx.rpc,
+        clock: ctx.clock,
+    };
+    let mut reference = super::reference::before(&reader, url, request).await;
     let mut obs = pay_until(ctx, url, request, quote, deadline).await;
+    if let Some(seen) = reference.as_mut()
+        && obs.payment_sent()
+    {
+        super::reference::after(&reader, seen).await;
+    }
+    obs.reference = reference;
     verify_until(ctx, &mut obs, deadline).await;
     obs
 }

@@ -56,6 +56,21 @@ pub fn lab_fetch(lab: &Lab) -> FetchConfig {
     }
 }
 
+/// R6's sources in the lab: its npm-like registry, and each reference endpoint linked to the
+/// adapter its scenario names (what `[[subject]] reference` says in a configuration).
+pub fn lab_references(lab: &Lab) -> x402_probe::probe::reference::ReferenceConfig {
+    let mut references = x402_probe::probe::reference::ReferenceConfig {
+        npm_registry: Some(lab.npm_registry_url.clone()),
+        links: Default::default(),
+    };
+    for e in &lab.endpoints {
+        if let Some(r) = e.scenario.reference {
+            references.link(&e.url, r.adapter().parse().expect("a known adapter"));
+        }
+    }
+    references
+}
+
 pub fn lab_wallet(lab: &Lab) -> Wallet {
     let wallet = Wallet::from_key_file(&lab.payer_key_file).expect("the lab key file opens");
     assert_eq!(
@@ -85,6 +100,17 @@ pub async fn quote_of(fetch_cfg: &FetchConfig, url: &str) -> (FetchRequest, Pars
         None => parse_payment_required(0, &[], &[]),
     };
     (request, parsed)
+}
+
+/// [`quote_of`], and the request the endpoint documents (its example query), as a free run
+/// sends its samples and a paid call after it (the reference endpoints name their key there).
+pub async fn documented_quote_of(fetch_cfg: &FetchConfig, url: &str) -> (FetchRequest, Parsed402) {
+    let (request, parsed) = quote_of(fetch_cfg, url).await;
+    let documented = parsed
+        .required
+        .as_ref()
+        .and_then(|q| x402_probe::probe::free::documented_request(url, q));
+    (documented.unwrap_or(request), parsed)
 }
 
 pub async fn balance(lab: &Lab, who: Address) -> U256 {

@@ -60,6 +60,7 @@ async fn pay_tool(
         clock: &x402_probe::clock::SystemClock,
         wall: &x402_probe::clock::SystemClock,
         on_step: None,
+        references: &Default::default(),
     };
     let rubric = Rubric::embedded_default();
     let (run, mut outputs) = run_mcp(

@@ -185,6 +185,7 @@ async fn child_paid_call() {
         clock: &x402_probe::clock::SystemClock,
         wall: &x402_probe::clock::SystemClock,
         on_step: Some(&hook),
+        references: &Default::default(),
     };
     let obs = paid_call(&ctx, &url, &request, &quote).await;
     match &obs.decision {

@@ -69,6 +69,7 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
     let (svm_wallet, svm_rpc) = lab_svm(&lab).expect("the lab runs its SVM");
     let solana_payer = svm_wallet.address().to_string();
     let solana_pay_to = lab.svm.as_ref().unwrap().accounts.pay_to.clone();
+    let references = lab_references(&lab);
     let ctx = PaidContext {
         wallet: &wallet,
         svm: Some(x402_probe::probe::paid::SvmPay {
@@ -83,6 +84,7 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
         clock: &x402_probe::clock::SystemClock,
         wall: &x402_probe::clock::SystemClock,
         on_step: None,
+        references: &references,
     };
     let price = x402_lab::quote::PRICE as i128;
 
@@ -102,7 +104,7 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
         if paid_expect.is_empty() && refusal.is_none() {
             continue; // a free-only scenario: it promises nothing about paid calls
         }
-        let (request, quote) = quote_of(&fetch_cfg, &endpoint.url).await;
+        let (request, quote) = documented_quote_of(&fetch_cfg, &endpoint.url).await;
         let payer_before = balance(&lab, lab.payer).await;
         let pay_to_before = balance(&lab, lab.pay_to).await;
         let attacker_before = balance(&lab, lab.attacker).await;

@@ -56,6 +56,7 @@ async fn caps_bind_across_calls_and_open_reservations_count() {
         clock: &x402_probe::clock::SystemClock,
         wall: &x402_probe::clock::SystemClock,
         on_step: None,
+        references: &Default::default(),
     };
     let payer_before = balance(&lab, lab.payer).await;
     let call = async |scenario: &str| {
@@ -157,6 +158,7 @@ async fn overpayment_attempts_are_refused_and_move_nothing() {
         clock: &x402_probe::clock::SystemClock,
         wall: &x402_probe::clock::SystemClock,
         on_step: None,
+        references: &Default::default(),
     };
     let payer_before = balance(&lab, lab.payer).await;
     let want = [
@@ -278,6 +280,7 @@ async fn with_the_rpc_down_before_paying_nothing_is_paid() {
         clock: &x402_probe::clock::SystemClock,
         wall: &x402_probe::clock::SystemClock,
         on_step: None,
+        references: &Default::default(),
     };
     let obs = paid_call(&ctx, &url, &request, &quote).await;
     assert_eq!(
@@ -313,6 +316,7 @@ async fn with_the_rpc_stopped_mid_run_chain_checks_are_unmeasured() {
         clock: &x402_probe::clock::SystemClock,
         wall: &x402_probe::clock::SystemClock,
         on_step: None,
+        references: &Default::default(),
     };
     let mut observations = Vec::new();
     for name in names {
@@ -395,6 +399,7 @@ async fn nothing_is_paid_through_an_unverified_tls_chain() {
         clock: &x402_probe::clock::SystemClock,
         wall: &x402_probe::clock::SystemClock,
         on_step: None,
+        references: &Default::default(),
     };
     let payer_before = balance(&lab, lab.payer).await;
     let obs = paid_call(&ctx, &url, &request, &quote).await;

@@ -601,6 +601,7 @@ async fn every_declined_entry_is_recorded_with_its_reason() {
         clock: &x402_probe::clock::SystemClock,
         wall: &x402_probe::clock::SystemClock,
         on_step: None,
+        references: &Default::default(),
     };
     let url = "https://127.0.0.1:9/weather";
     let obs = paid_call(&ctx, url, &FetchRequest::get(url), &quote).await;
