@@ -1125,3 +1125,128 @@ async fn solana_scenarios_quote_devnet_and_their_accounts_are_as_they_say() {
         300
     );
 }
+
+// ---------- settlement_pending ----------
+
+/// The `settlement_pending` kinds settle at once but first answer a 402 whose receipt says
+/// `settlement_pending` (naming the transaction that took the payment); the same payment sent
+/// again is answered by the kind (the output; pending again; a fresh 402), never charged again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settlement_pending_kinds_answer_pending_then_their_kind_and_charge_once() {
+    let lab = lab(&["settlement-pending", "pending-forever", "pending-then-402"]).await;
+    for (scenario, again_status, again_pending) in [
+        ("settlement-pending", 200, false),
+        ("pending-forever", 402, true),
+        ("pending-then-402", 402, false),
+    ] {
+        let before = balance(&lab, lab.payer).await;
+        let (resp, nonce, (name, value)) = pay(&lab, scenario).await;
+        assert_eq!(resp.status().as_u16(), 402, "{scenario}");
+        let pending = decode_b64_json(&header(&resp, "payment-response").expect(scenario));
+        assert_eq!(pending["success"], false, "{scenario}");
+        assert_eq!(pending["errorReason"], "settlement_pending", "{scenario}");
+        let tx = pending["transaction"]
+            .as_str()
+            .expect("a transaction")
+            .to_string();
+        assert_eq!(
+            transfers_in(&lab, &tx).await,
+            vec![(lab.payer, lab.pay_to, price())],
+            "{scenario}: the pending receipt names the transaction that took the payment"
+        );
+        assert!(
+            lab.token
+                .authorization_state(lab.payer, nonce)
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            balance(&lab, lab.payer).await,
+            before - price(),
+            "{scenario}"
+        );
+
+        let again = client(&lab)
+            .get(format!("{}?city=Paris", url(&lab, scenario)))
+            .header(name, &value)
+            .send()
+            .await
+            .expect("the same payment sent again");
+        assert_eq!(again.status().as_u16(), again_status, "{scenario}");
+        let receipt = header(&again, "payment-response").map(|h| decode_b64_json(&h));
+        match (again_status, again_pending) {
+            (200, _) => {
+                let receipt = receipt.expect("a receipt with the output");
+                assert_eq!(receipt["success"], true, "{scenario}");
+                assert_eq!(receipt["transaction"], tx.as_str(), "{scenario}");
+            }
+            (_, true) => {
+                let receipt = receipt.expect("pending again");
+                assert_eq!(receipt["errorReason"], "settlement_pending", "{scenario}");
+                assert_eq!(receipt["transaction"], tx.as_str(), "{scenario}");
+            }
+            _ => {
+                assert!(receipt.is_none(), "{scenario}: a fresh 402, no receipt");
+                let (pr, _) = quote(again).await;
+                assert!(pr["accepts"].as_array().is_some_and(|a| !a.is_empty()));
+            }
+        }
+        assert_eq!(
+            balance(&lab, lab.payer).await,
+            before - price(),
+            "{scenario}: charged once"
+        );
+    }
+}
+
+// ---------- R6's references ----------
+
+/// The lab's npm-like registry serves the package's latest version document; the honest npm
+/// endpoint answers it after payment and the stale one the version before. The supply endpoints
+/// answer the lab token's `totalSupply()` read from the chain, or twice it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reference_endpoints_answer_the_source_or_miss_it() {
+    use x402_lab::reference::{LATEST, PACKAGE, PREVIOUS};
+    let lab = lab(&[
+        "npm-honest",
+        "npm-stale-version",
+        "supply-honest",
+        "supply-doubled",
+    ])
+    .await;
+    let registry: Value = reqwest::get(format!("{}/{PACKAGE}/latest", lab.npm_registry_url))
+        .await
+        .expect("the lab registry answers")
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(registry["name"], PACKAGE);
+    assert_eq!(registry["version"], LATEST);
+    let missing = reqwest::get(format!("{}/no-such-package/latest", lab.npm_registry_url))
+        .await
+        .unwrap();
+    assert_eq!(missing.status().as_u16(), 404);
+
+    let paid_json = |scenario: &'static str| {
+        let lab = &lab;
+        async move {
+            let (resp, _, _) = pay(lab, scenario).await;
+            assert_eq!(resp.status().as_u16(), 200, "{scenario}");
+            resp.json::<Value>().await.expect("a JSON output")
+        }
+    };
+    let honest = paid_json("npm-honest").await;
+    assert_eq!(
+        honest, registry,
+        "the honest endpoint answers the registry's document"
+    );
+    let stale = paid_json("npm-stale-version").await;
+    assert_eq!(stale["version"], PREVIOUS);
+    assert_eq!(stale["name"], registry["name"]);
+
+    let supply = lab.token.total_supply().await.unwrap();
+    let honest = paid_json("supply-honest").await;
+    assert_eq!(honest["totalSupply"], supply.to_string());
+    let doubled = paid_json("supply-doubled").await;
+    assert_eq!(doubled["totalSupply"], (supply * U256::from(2)).to_string());
+}
