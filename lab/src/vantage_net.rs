@@ -173,6 +173,16 @@ impl VantageNet {
         &self.vantages
     }
 
+    /// What a throwaway PostgreSQL needs to serve the vantages: listen on the service address
+    /// and let in the net's block (`10.X.0.0/16`), so each vantage connects from its own address.
+    pub fn postgres_reach(&self) -> crate::postgres::Reach {
+        let [a, b, ..] = self.service.octets();
+        crate::postgres::Reach {
+            addresses: vec![self.service],
+            clients: vec![(Ipv4Addr::new(a, b, 0, 0), 16)],
+        }
+    }
+
     /// Cuts vantage `i` off: this side of its link set down.
     pub fn cut(&self, i: usize) -> Result<(), NetError> {
         ip(&["link", "set", &self.vantages[i].host_interface, "down"])

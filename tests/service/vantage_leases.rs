@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use x402_lab::postgres::{Postgres, Reach, url_at};
+use x402_lab::postgres::{Postgres, url_at};
 use x402_lab::vantage_net::VantageNet;
 use x402_probe::store::lease::{Lease, Leases, WorkKey};
 use x402_probe::store::postgres::PgPool;
@@ -117,12 +117,8 @@ async fn by_holder(
 fn three_vantages_share_leases_and_lose_them_when_cut_or_killed() {
     let net = VantageNet::create(3).expect("three vantages (needs root and iproute2)");
     let service = net.service_address();
-    let [a, b, ..] = service.octets();
-    let pg = Postgres::throwaway_reachable(&Reach {
-        addresses: vec![service],
-        clients: vec![(std::net::Ipv4Addr::new(a, b, 0, 0), 16)],
-    })
-    .expect("a throwaway PostgreSQL (needs the postgresql package)");
+    let pg = Postgres::throwaway_reachable(&net.postgres_reach())
+        .expect("a throwaway PostgreSQL (needs the postgresql package)");
     let local_url = pg.fresh_database("vantage_leases").unwrap();
     let vantage_url = |i: usize| {
         format!(

@@ -113,15 +113,11 @@ fn vantages_are_seen_from_their_own_addresses_and_a_cut_link_cuts_off_one() {
 /// the server sees it at its own address; a cut vantage cannot connect, the others still do.
 #[test]
 fn postgres_is_reached_by_each_vantage_from_its_own_address() {
-    use x402_lab::postgres::{Postgres, Reach, url_at};
+    use x402_lab::postgres::{Postgres, url_at};
     let net = VantageNet::create(2).expect("two vantages (needs root and iproute2)");
     let service = net.service_address();
-    let [a, b, ..] = service.octets();
-    let pg = Postgres::throwaway_reachable(&Reach {
-        addresses: vec![service],
-        clients: vec![(std::net::Ipv4Addr::new(a, b, 0, 0), 16)],
-    })
-    .expect("a throwaway PostgreSQL (needs the postgresql package)");
+    let pg = Postgres::throwaway_reachable(&net.postgres_reach())
+        .expect("a throwaway PostgreSQL (needs the postgresql package)");
     let url = url_at(&pg.fresh_database("vantage_net").unwrap(), service);
     let client_address = |i: usize| -> Result<String, String> {
         let url = url.clone();
