@@ -1450,6 +1450,17 @@ impl DaemonConfig {
         }
         let mut seen = BTreeMap::new();
         for s in &self.subjects {
+            // R6's references read their key from an HTTP request; an MCP tool's link would be
+            // silently ignored.
+            if s.reference.is_some() && s.url.as_str().starts_with("mcp+") {
+                return Err(invalid(
+                    "[[subject]] reference",
+                    format!(
+                        "{}: an MCP tool has no reference source yet (R6 stays na); drop the key",
+                        s.url.given()
+                    ),
+                ));
+            }
             if let Some(first) = seen.insert(s.url.as_str(), s.url.given()) {
                 let why = if first == s.url.given() {
                     format!("{first} is listed twice")
@@ -1737,6 +1748,24 @@ mod tests {
         assert!(err.contains("http://a.example/x is listed twice"), "{err}");
         // Another query is another endpoint.
         assert!(read(&["http://a.example/x?a=1", "http://a.example/x?a=2"]).is_ok());
+    }
+
+    /// An MCP tool linked to a reference source is refused: its link would be ignored.
+    #[test]
+    fn a_reference_on_an_mcp_tool_is_refused() {
+        let read = |url: &str| {
+            let text = format!(
+                "[daemon]\nreporter_key = {{ credential = \"k\" }}\n\
+                 [[subject]]\nurl = \"{url}\"\nreference = \"npm\"\n"
+            );
+            toml::from_str::<DaemonConfig>(&text)
+                .map_err(|e| e.to_string())
+                .and_then(|c| c.validate().map_err(|e| e.to_string()))
+        };
+        assert_eq!(read("https://a.example/pkg"), Ok(()));
+        let err = read("mcp+https://a.example/mcp#lookup").unwrap_err();
+        assert!(err.contains("[[subject]] reference"), "{err}");
+        assert!(err.contains("MCP tool"), "{err}");
     }
 
     /// The documented example in `deploy/` is a valid file, and every default it shows in a

@@ -76,7 +76,7 @@ pub struct Args {
     #[arg(long, value_name = "URL")]
     pub npm_registry: Option<HttpUrl>,
     /// Compare the paid output with this reference source for R6 (`npm`, `erc20_supply`:
-    /// `x402-probe explain R6`); without it R6 is `na`.
+    /// `x402-probe explain R6`); without it R6 is `na`. Refused for an MCP tool.
     #[arg(long, value_name = "NAME")]
     pub reference: Option<ReferenceId>,
     /// A token to accept as real besides the canonical USDC deployments (repeatable).
@@ -193,6 +193,16 @@ impl Args {
             ("--paid-deadline-ms", self.paid_deadline_ms.is_some()),
             ("--reference", self.reference.is_some()),
         ];
+        // R6's references read their key from an HTTP request (query, JSON body); an MCP tool's
+        // arguments are not read for one, so the link would be silently ignored.
+        if self.reference.is_some() && matches!(self.url, ProbeTarget::Mcp(_)) {
+            return Err(usage(
+                "--reference",
+                "links an HTTP endpoint to a reference source; an MCP tool has none yet (R6 stays \
+                 na): refused (drop the option)"
+                    .into(),
+            ));
+        }
         let pay = if self.pay {
             let max_usd = self
                 .max_usd

@@ -758,6 +758,29 @@ fn out_of_range_options_and_payment_options_without_pay_are_refused() {
         assert_eq!(ran.code, Some(2), "{extra:?}: {}{}", ran.stdout, ran.stderr);
         assert!(ran.stderr.contains(says), "{extra:?}: {}", ran.stderr);
     }
+    // A reference source for an MCP tool would be ignored: refused before anything is sent.
+    let mcp = format!("mcp+{}#get_weather", server.url("/mcp"));
+    let ran = run_env(
+        &[
+            "probe",
+            &mcp,
+            "--allow-private",
+            "--pay",
+            "--max-usd",
+            "1",
+            "--rpc",
+            "http://127.0.0.1:9/",
+            "--wallet-credential",
+            "k",
+            "--reference",
+            "npm",
+        ],
+        &[],
+        Duration::from_secs(20),
+    );
+    assert_eq!(ran.code, Some(2), "{}{}", ran.stdout, ran.stderr);
+    assert!(ran.stderr.contains("--reference"), "{}", ran.stderr);
+    assert!(ran.stderr.contains("MCP tool"), "{}", ran.stderr);
     assert_eq!(server.connections(), 0, "nothing was probed");
 }
 
