@@ -120,6 +120,8 @@ pub struct Lab {
     pub startup_time: Duration,
     /// Endpoints started later with a timeline (`spawn_variant`).
     pub variants: Vec<LabVariant>,
+    /// Endpoints started later at a placement of their own (`spawn_placed`).
+    pub placed: Vec<LabPlaced>,
     /// What starting another endpoint needs.
     parts: VariantParts,
     // Field order is drop order: servers first, then the chain, then the files.
@@ -318,7 +320,9 @@ impl Lab {
             endpoints,
             startup_time: started.elapsed(),
             variants: Vec::new(),
+            placed: Vec::new(),
             parts: VariantParts {
+                ca: Arc::new(ca),
                 tls_configs,
                 ctx: variant_ctx,
                 shared: shared.clone(),
@@ -334,6 +338,13 @@ impl Lab {
 }
 
 /// An endpoint started from a scenario with a timeline of its own.
+/// An endpoint started at a placement of its own (`spawn_placed`).
+pub struct LabPlaced {
+    pub name: String,
+    pub url: String,
+    _server: server::RunningEndpoint,
+}
+
 pub struct LabVariant {
     pub name: String,
     pub url: String,
@@ -343,6 +354,7 @@ pub struct LabVariant {
 }
 
 struct VariantParts {
+    ca: Arc<TestCa>,
     tls_configs: BTreeMap<String, Arc<rustls::ServerConfig>>,
     ctx: QuoteContext,
     shared: Arc<Shared>,
@@ -387,6 +399,47 @@ impl Lab {
             name: name.to_string(),
             url: url.clone(),
             dynamic,
+            _server: running,
+        });
+        Ok(url)
+    }
+
+    /// Starts one more endpoint behaving like scenario `base`, named `name`, listening at
+    /// `placement.bind` (an HTTPS one presents a certificate that also names that address) and
+    /// answering by source address as `placement` says: how the lab shows several vantages a
+    /// regional outage or cloaking. Returns its URL.
+    pub async fn spawn_placed(
+        &mut self,
+        base: &str,
+        name: &str,
+        placement: &server::Placement,
+    ) -> Result<String> {
+        let scenario = scenarios::all()
+            .into_iter()
+            .find(|s| s.name == base)
+            .with_context(|| format!("no scenario named {base:?}"))?;
+        let tls = match scenario.transport {
+            Transport::Https(lifetime) => Some(
+                self.parts
+                    .ca
+                    .leaf_also_for(lifetime, &[placement.bind])?
+                    .server_config()?,
+            ),
+            Transport::Http => None,
+        };
+        let running = server::start_placed(
+            scenario,
+            tls,
+            self.parts.ctx.clone(),
+            self.parts.shared.clone(),
+            None,
+            placement,
+        )
+        .await?;
+        let url = running.url.clone();
+        self.placed.push(LabPlaced {
+            name: name.to_string(),
+            url: url.clone(),
             _server: running,
         });
         Ok(url)

@@ -2,7 +2,7 @@
 //! with the scenario's deliberate faults. Hostile scenarios bypass HTTP framing and write raw bytes.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -112,13 +112,66 @@ pub async fn start(
 pub async fn start_with(
     scenario: Scenario,
     tls: Option<Arc<rustls::ServerConfig>>,
-    mut quote: QuoteContext,
+    quote: QuoteContext,
     shared: Arc<Shared>,
     dynamic: Option<Arc<Dynamic>>,
 ) -> Result<RunningEndpoint> {
-    let listener = TcpListener::bind("127.0.0.1:0")
+    start_placed(
+        scenario,
+        tls,
+        quote,
+        shared,
+        dynamic,
+        &Placement::loopback(),
+    )
+    .await
+}
+
+/// Where an endpoint listens and how it treats a connection by the address it comes from:
+/// vantages in network namespaces (`vantage_net.rs`) reach the lab from addresses of their own,
+/// and an endpoint can answer some of them differently from the rest.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    pub bind: IpAddr,
+    pub by_source: BySource,
+}
+
+/// What an endpoint does differently for some source addresses.
+#[derive(Debug, Clone, Default)]
+pub enum BySource {
+    /// Every source is answered alike.
+    #[default]
+    Alike,
+    /// Connections from these sources are reset before a byte is answered: a regional outage
+    /// (the endpoint is up for everyone else).
+    Unreachable(Vec<IpAddr>),
+    /// These sources are quoted `pay_to` instead of the scenario's payee (and paid there):
+    /// cloaking, an answer for some observers that differs from everyone else's at the same time.
+    Cloak { from: Vec<IpAddr>, pay_to: Address },
+}
+
+impl Placement {
+    /// The lab's default: the loopback address, every source alike.
+    pub fn loopback() -> Placement {
+        Placement {
+            bind: IpAddr::from([127, 0, 0, 1]),
+            by_source: BySource::Alike,
+        }
+    }
+}
+
+/// Start the listener of one scenario at `placement` (its address and its rule by source).
+pub async fn start_placed(
+    scenario: Scenario,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    mut quote: QuoteContext,
+    shared: Arc<Shared>,
+    dynamic: Option<Arc<Dynamic>>,
+    placement: &Placement,
+) -> Result<RunningEndpoint> {
+    let listener = TcpListener::bind(SocketAddr::new(placement.bind, 0))
         .await
-        .context("binding a scenario listener")?;
+        .with_context(|| format!("binding a scenario listener at {}", placement.bind))?;
     let addr = listener.local_addr()?;
     let scheme = match scenario.transport {
         Transport::Https(_) => "https",
@@ -136,22 +189,38 @@ pub async fn start_with(
             _tasks: tasks,
         });
     }
-    let endpoint = Arc::new(Endpoint {
-        scenario,
-        quote,
-        shared,
-        requests: AtomicU64::new(0),
-        quotes: AtomicU64::new(0),
-        dynamic,
-        settled: Default::default(),
-    });
+    let endpoint_for = |quote: QuoteContext| {
+        Arc::new(Endpoint {
+            scenario: scenario.clone(),
+            quote,
+            shared: shared.clone(),
+            requests: AtomicU64::new(0),
+            quotes: AtomicU64::new(0),
+            dynamic: dynamic.clone(),
+            settled: Default::default(),
+        })
+    };
+    // A cloaked source is served by a twin of the endpoint whose quote names the other payee, so
+    // its 402s, its paid answers and its counters are consistent with what that source was told.
+    let routes = match &placement.by_source {
+        BySource::Alike => Routes::Alike,
+        BySource::Unreachable(from) => Routes::Unreachable(from.clone()),
+        BySource::Cloak { from, pay_to } => Routes::Cloak {
+            from: from.clone(),
+            twin: endpoint_for(QuoteContext {
+                pay_to: *pay_to,
+                ..quote.clone()
+            }),
+        },
+    };
+    let endpoint = endpoint_for(quote);
     let acceptor = match endpoint.scenario.transport {
         Transport::Https(_) => Some(TlsAcceptor::from(
             tls.context("an HTTPS scenario needs a TLS config")?,
         )),
         Transport::Http => None,
     };
-    tasks.spawn(accept_loop(listener, acceptor, endpoint));
+    tasks.spawn(accept_loop(listener, acceptor, endpoint, routes));
     Ok(RunningEndpoint {
         url,
         addr,
@@ -159,19 +228,40 @@ pub async fn start_with(
     })
 }
 
+/// Which endpoint serves a connection, by its source address ([`BySource`], resolved).
+enum Routes {
+    Alike,
+    Unreachable(Vec<IpAddr>),
+    Cloak {
+        from: Vec<IpAddr>,
+        twin: Arc<Endpoint>,
+    },
+}
+
 async fn accept_loop(
     listener: TcpListener,
     acceptor: Option<TlsAcceptor>,
-    endpoint: Arc<Endpoint>,
+    main: Arc<Endpoint>,
+    routes: Routes,
 ) {
     // Connections live in this set, so aborting the loop closes them all.
     let mut connections = JoinSet::new();
     loop {
-        let (tcp, _) = match listener.accept().await {
+        let (tcp, peer) = match listener.accept().await {
             Ok(conn) => conn,
             Err(_) => continue,
         };
         while connections.try_join_next().is_some() {}
+        let endpoint = match &routes {
+            Routes::Unreachable(from) if from.contains(&peer.ip()) => {
+                // A reset, as a path that is down answers: linger 0 makes the close an RST.
+                let _ = tcp.set_zero_linger();
+                drop(tcp);
+                continue;
+            }
+            Routes::Cloak { from, twin } if from.contains(&peer.ip()) => twin,
+            _ => &main,
+        };
         if let Some(d) = endpoint.dynamic.as_ref()
             && d.timeline().down_at(d.now())
         {

@@ -78,6 +78,11 @@ impl TestCa {
 
     /// A leaf for the lab's loopback names with the given lifetime.
     pub fn leaf(&self, lifetime: Lifetime) -> Result<Leaf> {
+        self.leaf_also_for(lifetime, &[])
+    }
+
+    /// A leaf for the loopback names and `also` (an address the lab serves vantages at).
+    pub fn leaf_also_for(&self, lifetime: Lifetime, also: &[std::net::IpAddr]) -> Result<Leaf> {
         let now = OffsetDateTime::now_utc();
         let (not_before, not_after) = match lifetime {
             Lifetime::Good => (now - Duration::days(1), now + Duration::days(365)),
@@ -91,6 +96,7 @@ impl TestCa {
                 Ok(ip) => Ok(SanType::IpAddress(ip)),
                 Err(_) => Ok(SanType::DnsName((*n).try_into()?)),
             })
+            .chain(also.iter().map(|ip| Ok(SanType::IpAddress(*ip))))
             .collect::<Result<Vec<_>, rcgen::Error>>()?;
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, "localhost");

@@ -153,3 +153,105 @@ fn postgres_is_reached_by_each_vantage_from_its_own_address() {
     assert!(client_address(0).is_err(), "vantage 0 is cut off");
     assert_eq!(client_address(1), Ok(net.vantages()[1].address.to_string()));
 }
+
+/// What vantage `i` is told by `url`: the payTo of the 402's first `accepts`, or the error.
+fn pay_to_seen(net: &VantageNet, i: usize, url: &str, ca_pem: &str) -> Result<String, String> {
+    let (url, ca_pem) = (url.to_string(), ca_pem.to_string());
+    net.run_in(i, move || {
+        // A runtime of this thread's own: the client's sockets are made here, in the namespace.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        runtime.block_on(async move {
+            x402_lab::install_crypto_provider();
+            let client = reqwest::Client::builder()
+                .add_root_certificate(
+                    reqwest::Certificate::from_pem(ca_pem.as_bytes()).map_err(|e| e.to_string())?,
+                )
+                .no_proxy()
+                .timeout(Duration::from_secs(5))
+                .build()
+                .map_err(|e| e.to_string())?;
+            let resp = client
+                .get(format!("{url}?city=Paris"))
+                .send()
+                .await
+                .map_err(|e| format!("{e:?}"))?;
+            let (pr, _) = crate::common::quote(resp).await;
+            Ok(pr["accepts"][0]["payTo"]
+                .as_str()
+                .unwrap_or_default()
+                .to_lowercase())
+        })
+    })
+    .expect("enter the vantage's namespace")
+}
+
+/// Lab endpoints that answer by source address: a cloaked one quotes another payee to one vantage
+/// only (the others see the lab's payee at the same time), and a regional outage resets one
+/// vantage's connections while the others are answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_answer_each_vantage_by_its_source_address() {
+    use x402_lab::server::{BySource, Placement};
+    let mut lab = crate::common::lab(&["honest-v2"]).await;
+    let net = VantageNet::create(3).expect("three vantages (needs root and iproute2)");
+    let address = |i: usize| std::net::IpAddr::V4(net.vantages()[i].address);
+    let other = lab.other_wallet;
+    let cloaked = lab
+        .spawn_placed(
+            "honest-v2",
+            "cloaked",
+            &Placement {
+                bind: net.service_address().into(),
+                by_source: BySource::Cloak {
+                    from: vec![address(0)],
+                    pay_to: other,
+                },
+            },
+        )
+        .await
+        .unwrap();
+    let regional = lab
+        .spawn_placed(
+            "honest-v2",
+            "regional",
+            &Placement {
+                bind: net.service_address().into(),
+                by_source: BySource::Unreachable(vec![address(1)]),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(cloaked.starts_with(&format!("https://{}:", net.service_address())));
+    let ours = format!("{:#x}", lab.pay_to);
+    let theirs = format!("{other:#x}");
+    assert_ne!(ours, theirs);
+    let net = std::sync::Arc::new(net);
+    let ca = lab.ca_pem.clone();
+    let seen = {
+        let (net, ca) = (net.clone(), ca.clone());
+        tokio::task::spawn_blocking(move || {
+            (0..3)
+                .map(|i| {
+                    (
+                        pay_to_seen(&net, i, &cloaked, &ca),
+                        pay_to_seen(&net, i, &regional, &ca),
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap()
+    };
+    assert_eq!(seen[0].0, Ok(theirs.clone()), "vantage 0 is cloaked");
+    assert_eq!(seen[1].0, Ok(ours.clone()), "vantage 1 sees the payee");
+    assert_eq!(seen[2].0, Ok(ours.clone()), "vantage 2 sees the payee");
+    assert_eq!(seen[0].1, Ok(ours.clone()), "the outage spares vantage 0");
+    let refused = seen[1].1.as_ref().expect_err("vantage 1 is in the outage");
+    assert!(
+        refused.to_lowercase().contains("reset") || refused.contains("Connect"),
+        "{refused}"
+    );
+    assert_eq!(seen[2].1, Ok(ours), "the outage spares vantage 2");
+}
