@@ -55,7 +55,12 @@ pub enum Command {
     /// exit 2 is kept for usage errors (no ledger there, a malformed key).
     Verify {
         /// The state directory holding `ledger.sqlite`.
-        #[arg(long, value_name = "DIR", required_unless_present = "postgres", conflicts_with = "postgres")]
+        #[arg(
+            long,
+            value_name = "DIR",
+            required_unless_present = "postgres",
+            conflicts_with = "postgres"
+        )]
         state_dir: Option<PathBuf>,
         #[command(flatten)]
         postgres: PostgresLog,
@@ -182,7 +187,10 @@ pub fn run(args: Args) -> Result<i32> {
                 return Ok(
                     match log.and_then(|log| Store::verify(&log, trusted.as_ref(), !chain_only)) {
                         Ok(s) => {
-                            println!("{}", summary_line(&shown, &s, trusted.is_some(), !chain_only));
+                            println!(
+                                "{}",
+                                summary_line(&shown, &s, trusted.is_some(), !chain_only)
+                            );
                             0
                         }
                         Err(e) => {

@@ -259,12 +259,11 @@ fn open_store(
             // The spend store, the keys and the API's files stay in the state directory.
             crate::state_dir::open_state_dir(state_dir)?;
             let vantage = config.probe.vantage.to_string();
-            let pg = crate::store::postgres::PgLedger::open(
-                url.expose(),
-                &vantage,
-                key.public_key(),
-            )
-            .with_context(|| format!("opening the store of vantage {vantage:?} in PostgreSQL"))?;
+            let pg =
+                crate::store::postgres::PgLedger::open(url.expose(), &vantage, key.public_key())
+                    .with_context(|| {
+                        format!("opening the store of vantage {vantage:?} in PostgreSQL")
+                    })?;
             pg.use_rubric(rubric);
             tracing::info!(url = pg.url(), vantage = %vantage, "the store is PostgreSQL");
             // One pool serves the writer and the readers alike.

@@ -376,7 +376,10 @@ impl PgLedger {
             let pool = PgPool::connect(url).await?;
             let client = pool.client("reading the vantages").await?;
             let rows = client
-                .query("SELECT id, name, public_key FROM vantage ORDER BY name", &[])
+                .query(
+                    "SELECT id, name, public_key FROM vantage ORDER BY name",
+                    &[],
+                )
                 .await
                 .map_err(pool.pg("reading the vantages"))?;
             Ok((pool, rows))

@@ -14,7 +14,7 @@ use x402_probe::ledger::chain::Trusted;
 use x402_probe::ledger::key::ReporterKey;
 use x402_probe::ledger::record::{ControlRecord, CorrectionRecord, OutageOf, OutageRecord, Record};
 use x402_probe::store::postgres::{MIGRATIONS, PgLedger, PgPool};
-use x402_probe::store::{Index, LedgerLog, NewEntry, SqliteStore, StoreError};
+use x402_probe::store::{LedgerLog, NewEntry, SqliteStore, StoreError};
 
 fn key(dir: &Path, name: &str) -> ReporterKey {
     ReporterKey::generate(&dir.join(format!("{name}.key"))).expect("a reporter key")
@@ -200,18 +200,15 @@ fn sqlite_and_postgres_seal_the_same_entries_alike() {
         LedgerLog::entries_page(&sqlite, 10, 100).unwrap(),
         postgres.entries_page(10, 100).unwrap()
     );
-    // Index rows are the daemon's (next): refused, and nothing of the batch is written.
-    let with_index = NewEntry {
-        index: Some(Box::new(|_| Index {
-            run_id: Some("r1".into()),
-            ..Index::default()
-        })),
+    // A batch with an entry that cannot be written: refused whole, nothing of it written.
+    let unwritable = NewEntry {
+        record: x402_probe::store::NewRecord::Unwritable("a test's".into()),
         ..control("v", 1)
     };
     let err = postgres
-        .append(vec![control("v", 0), with_index])
+        .append(vec![control("v", 0), unwritable])
         .unwrap_err();
-    assert!(matches!(err, StoreError::NotKept { .. }), "{err}");
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
     assert_eq!(postgres.head().unwrap().0, 63);
 }
 

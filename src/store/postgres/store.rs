@@ -1027,7 +1027,9 @@ impl Store for PgLedger {
         Ok(self
             .query_opt(
                 "reading a score",
-                &format!("{SELECT_SCORE} WHERE vantage = $1 AND subject = $2 ORDER BY day DESC LIMIT 1"),
+                &format!(
+                    "{SELECT_SCORE} WHERE vantage = $1 AND subject = $2 ORDER BY day DESC LIMIT 1"
+                ),
                 &[&self.vantage, &subject],
             )?
             .map(|r| read_score(&r)))
