@@ -31,6 +31,9 @@ pub struct Args {
     pub quiet: bool,
 }
 
+/// A store opened and verified, or why not.
+type Opened = Result<Box<dyn Store>, crate::store::StoreError>;
+
 /// Exit 0 when every document recomputes to identical bytes, 1 when any differs or cannot be
 /// recomputed (each named with the first differing byte and field); with `--ledger`, 1 also when
 /// the ledger does not verify (or cannot be read) or a derived row differs from its entries.
@@ -44,31 +47,30 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     // recomputed from a ledger with an entry removed or changed proves nothing. A ledger that
     // cannot be read is broken too (exit 1). A run's results are derived again under the rubric
     // it names.
-    let opened: Option<(String, Result<Box<dyn Store>, crate::store::StoreError>)> =
-        if let Some((shown, log)) = args.store.open() {
-            let verified = log.and_then(|log| {
-                for rubric in &rubrics {
-                    log.also_read_rubric(rubric);
-                }
-                Store::verify(&log, None, true).map(|_| Box::new(log) as Box<dyn Store>)
-            });
-            Some((shown, verified))
-        } else if let Some(dir) = &args.ledger {
-            let path = crate::cmd::ledger::ledger_file(dir)?;
-            let mut progress = Counted::new("entries verified", mode);
-            let verified = SqliteStore::open_read_only(&path).and_then(|store| {
-                for rubric in &rubrics {
-                    store.also_read_rubric(rubric);
-                }
-                store
-                    .verify_reporting(None, true, &mut |done, total| progress.at(done, total))
-                    .map(|_| Box::new(store) as Box<dyn Store>)
-            });
-            progress.finish();
-            Some((path.display().to_string(), verified))
-        } else {
-            None
-        };
+    let opened: Option<(String, Opened)> = if let Some((shown, log)) = args.store.open() {
+        let verified = log.and_then(|log| {
+            for rubric in &rubrics {
+                log.also_read_rubric(rubric);
+            }
+            Store::verify(&log, None, true).map(|_| Box::new(log) as Box<dyn Store>)
+        });
+        Some((shown, verified))
+    } else if let Some(dir) = &args.ledger {
+        let path = crate::cmd::ledger::ledger_file(dir)?;
+        let mut progress = Counted::new("entries verified", mode);
+        let verified = SqliteStore::open_read_only(&path).and_then(|store| {
+            for rubric in &rubrics {
+                store.also_read_rubric(rubric);
+            }
+            store
+                .verify_reporting(None, true, &mut |done, total| progress.at(done, total))
+                .map(|_| Box::new(store) as Box<dyn Store>)
+        });
+        progress.finish();
+        Some((path.display().to_string(), verified))
+    } else {
+        None
+    };
     if let Some((shown, verified)) = opened {
         let store = match verified {
             Ok(store) => store,

@@ -304,3 +304,63 @@ fn a_throwaway_cluster_is_stopped_and_removed_when_dropped() {
     );
     assert!(!dir.exists(), "its directory is removed");
 }
+
+#[test]
+fn a_database_lost_and_back_is_told_apart_writes_nothing_half_and_takes_appends_again() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let url = pg.fresh_database("lost").unwrap();
+    let name = url.rsplit('/').next().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let k = key(dir.path(), "lost");
+    let log = PgLedger::open(&url, "lost", k.public_key()).unwrap();
+    log.append((0..5).map(|i| control("lost", i)).collect())
+        .unwrap();
+    // The database refuses connections and ends every session (what a server going away looks
+    // like to its clients, without stopping the cluster other tests share).
+    psql(
+        pg.admin_url(),
+        &format!(
+            "ALTER DATABASE \"{name}\" WITH ALLOW_CONNECTIONS false;
+             SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}';"
+        ),
+    );
+    let err = log
+        .append((5..10).map(|i| control("lost", i)).collect())
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::PostgresUnreachable { .. }),
+        "a lost database is told apart: {err}"
+    );
+    // What the daemon's writer waits out (no new runs, writes kept, tried again).
+    assert!(x402_probe::daemon::storage::is_full(
+        &anyhow::Error::new(err),
+        dir.path()
+    ));
+    psql(
+        pg.admin_url(),
+        &format!("ALTER DATABASE \"{name}\" WITH ALLOW_CONNECTIONS true"),
+    );
+    // Back (a pooled connection the server ended may fail once more, as unreachable, before
+    // the pool replaces it: the daemon tries again every few seconds): nothing of the failed
+    // batch was written, and the next append follows the head.
+    let mut head = None;
+    for _ in 0..50 {
+        match log.head() {
+            Ok((seq, _)) => {
+                head = Some(seq);
+                break;
+            }
+            Err(e) => {
+                assert!(matches!(e, StoreError::PostgresUnreachable { .. }), "{e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    assert_eq!(head, Some(5));
+    let seqs = log
+        .append((5..10).map(|i| control("lost", i)).collect())
+        .unwrap();
+    assert_eq!(seqs, (6..=10).collect::<Vec<_>>());
+    log.checkpoint(&k, 1_790_000_000_000).unwrap();
+    assert_eq!(log.verify(Some(&trusted(&k)), true).unwrap().entries, 10);
+}
