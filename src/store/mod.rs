@@ -198,6 +198,40 @@ pub enum OutboxUpdate {
     },
 }
 
+impl OutboxUpdate {
+    /// What the attempt writes to its row: state, attempts, next attempt, error (kept when
+    /// `None`), done time.
+    pub(crate) fn columns(&self) -> (OutboxState, u32, i64, Option<&str>, Option<i64>) {
+        match self {
+            OutboxUpdate::Delivered { attempts, at_ms } => {
+                (OutboxState::Delivered, *attempts, 0, None, Some(*at_ms))
+            }
+            OutboxUpdate::Retry {
+                attempts,
+                next_attempt_ms,
+                error,
+            } => (
+                OutboxState::Pending,
+                *attempts,
+                *next_attempt_ms,
+                Some(error.as_str()),
+                None,
+            ),
+            OutboxUpdate::Dead {
+                attempts,
+                at_ms,
+                error,
+            } => (
+                OutboxState::Dead,
+                *attempts,
+                0,
+                Some(error.as_str()),
+                Some(*at_ms),
+            ),
+        }
+    }
+}
+
 /// An entry to append, with what it adds to the indexes.
 pub struct NewEntry {
     pub at_ms: i64,

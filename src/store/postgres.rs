@@ -1171,24 +1171,8 @@ impl LedgerLog for PgLedger {
                 .await
                 .map_err(self.pool.pg("reading checkpoints"))
         })?;
-        rows.into_iter()
-            .map(|r| {
-                let seq: i64 = r.get(0);
-                let bad = |what: &str| self.corrupt(format!("checkpoint {seq}: bad {what}"));
-                Ok(Checkpoint {
-                    seq: seq as u64,
-                    hash: r.get::<_, &[u8]>(1).try_into().map_err(|_| bad("hash"))?,
-                    at_ms: r.get(2),
-                    public_key: r
-                        .get::<_, &[u8]>(3)
-                        .try_into()
-                        .map_err(|_| bad("public key"))?,
-                    signature: r
-                        .get::<_, &[u8]>(4)
-                        .try_into()
-                        .map_err(|_| bad("signature"))?,
-                })
-            })
+        rows.iter()
+            .map(|r| store::read_checkpoint(r).map_err(|why| self.corrupt(why)))
             .collect()
     }
 

@@ -1709,33 +1709,7 @@ impl Store for SqliteStore {
     }
 
     fn outbox_update(&self, id: i64, update: &OutboxUpdate) -> Result<(), StoreError> {
-        let (state, attempts, next, error, done) = match update {
-            OutboxUpdate::Delivered { attempts, at_ms } => {
-                (OutboxState::Delivered, *attempts, 0, None, Some(*at_ms))
-            }
-            OutboxUpdate::Retry {
-                attempts,
-                next_attempt_ms,
-                error,
-            } => (
-                OutboxState::Pending,
-                *attempts,
-                *next_attempt_ms,
-                Some(error.as_str()),
-                None,
-            ),
-            OutboxUpdate::Dead {
-                attempts,
-                at_ms,
-                error,
-            } => (
-                OutboxState::Dead,
-                *attempts,
-                0,
-                Some(error.as_str()),
-                Some(*at_ms),
-            ),
-        };
+        let (state, attempts, next, error, done) = update.columns();
         self.writer()?
             .prepare_cached(
                 "UPDATE webhook_outbox SET state = ?1, attempts = ?2, next_attempt_ms = ?3,

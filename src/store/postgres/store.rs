@@ -381,7 +381,7 @@ fn read_score(r: &tokio_postgres::Row) -> ScoreRow {
     }
 }
 
-fn read_checkpoint(r: &tokio_postgres::Row) -> Result<Checkpoint, String> {
+pub(super) fn read_checkpoint(r: &tokio_postgres::Row) -> Result<Checkpoint, String> {
     let seq: i64 = r.get(0);
     let bad = |what: &str| format!("checkpoint {seq}: bad {what}");
     Ok(Checkpoint {
@@ -1136,33 +1136,7 @@ impl Store for PgLedger {
     }
 
     fn outbox_update(&self, id: i64, update: &OutboxUpdate) -> Result<(), StoreError> {
-        let (state, attempts, next, error, done) = match update {
-            OutboxUpdate::Delivered { attempts, at_ms } => {
-                (OutboxState::Delivered, *attempts, 0, None, Some(*at_ms))
-            }
-            OutboxUpdate::Retry {
-                attempts,
-                next_attempt_ms,
-                error,
-            } => (
-                OutboxState::Pending,
-                *attempts,
-                *next_attempt_ms,
-                Some(error.as_str()),
-                None,
-            ),
-            OutboxUpdate::Dead {
-                attempts,
-                at_ms,
-                error,
-            } => (
-                OutboxState::Dead,
-                *attempts,
-                0,
-                Some(error.as_str()),
-                Some(*at_ms),
-            ),
-        };
+        let (state, attempts, next, error, done) = update.columns();
         self.query(
             "updating the outbox",
             "UPDATE webhook_outbox SET state = $1, attempts = $2, next_attempt_ms = $3,
