@@ -973,6 +973,40 @@ fn default_true() -> bool {
     true
 }
 
+/// `[store]`: where the daemon keeps its ledger and working state. Without it, SQLite in
+/// `[daemon] state_dir` (the embedded default); `postgres` names a PostgreSQL database instead,
+/// in which this daemon is the vantage `[probe] vantage` with its own log (README, "PostgreSQL").
+/// The spend store, the keys and the API's files stay in the state directory either way.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// A `postgres://user@host:port/db` URL (or libpq's `key=value` form).
+    #[serde(default)]
+    pub postgres: Option<PostgresUrl>,
+}
+
+/// A PostgreSQL URL as configured: never printed whole (it may hold a password).
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct PostgresUrl(String);
+
+impl PostgresUrl {
+    pub fn new(url: impl Into<String>) -> PostgresUrl {
+        PostgresUrl(url.into())
+    }
+
+    /// The URL itself, password included (to connect with).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for PostgresUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PostgresUrl(..)")
+    }
+}
+
 /// `[api]`: the HTTP server inside the daemon (the JSON API and what others mount beside it).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -1313,6 +1347,8 @@ pub struct DaemonConfig {
     pub webhooks: Vec<WebhookConfig>,
     #[serde(default)]
     pub api: ApiConfig,
+    #[serde(default)]
+    pub store: StoreConfig,
     /// Feedback to an ERC-8004 reputation registry (`ledger feedback`); the daemon itself never
     /// reads it.
     #[serde(default)]
@@ -1439,6 +1475,11 @@ impl DaemonConfig {
                     "paying Solana entries needs [probe] solana_rpc (the fixed Solana RPC)",
                 ));
             }
+        }
+        if let Some(url) = &self.store.postgres {
+            url.expose()
+                .parse::<tokio_postgres::Config>()
+                .map_err(|e| invalid("[store] postgres", format!("not a PostgreSQL URL: {e}")))?;
         }
         if let KeySourceConfig::Credential(name) = &self.daemon.reporter_key
             && (name.is_empty() || name.contains('/') || name == "." || name == "..")

@@ -12,12 +12,39 @@ use crate::ledger::key::ReporterKey;
 use crate::ledger::proof::{self, InclusionBundle};
 use crate::ledger::tlog;
 use crate::progress::{Counted, Mode};
+use crate::store::postgres::PgLedger;
 use crate::store::{SqliteStore, Store};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// A vantage's log in PostgreSQL, named on the command line instead of a state directory.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PostgresLog {
+    /// Read the log of a vantage in this PostgreSQL database (the daemon's `[store] postgres`)
+    /// instead of a state directory's ledger.
+    #[arg(long, value_name = "URL")]
+    pub postgres: Option<String>,
+    /// With `--postgres`: the vantage (the daemon's `[probe] vantage`; default: the only one in
+    /// the database).
+    #[arg(long, value_name = "NAME", requires = "postgres")]
+    pub vantage: Option<String>,
+}
+
+impl PostgresLog {
+    /// The vantage's log, when `--postgres` names one, with how it is shown.
+    pub fn open(&self) -> Option<(String, Result<PgLedger, crate::store::StoreError>)> {
+        let url = self.postgres.as_deref()?;
+        let opened = PgLedger::open_existing(url, self.vantage.as_deref());
+        let shown = match &opened {
+            Ok(log) => format!("of vantage {:?} in {}", log.vantage(), log.url()),
+            Err(_) => "in PostgreSQL".to_string(),
+        };
+        Some((shown, opened))
+    }
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -28,8 +55,15 @@ pub enum Command {
     /// exit 2 is kept for usage errors (no ledger there, a malformed key).
     Verify {
         /// The state directory holding `ledger.sqlite`.
-        #[arg(long, value_name = "DIR")]
-        state_dir: PathBuf,
+        #[arg(
+            long,
+            value_name = "DIR",
+            required_unless_present = "postgres",
+            conflicts_with = "postgres"
+        )]
+        state_dir: Option<PathBuf>,
+        #[command(flatten)]
+        postgres: PostgresLog,
         /// The reporter key (64 hex digits) that must have signed every checkpoint; the entries
         /// must then be covered: at least one checkpoint, and an unsigned tail no longer than
         /// `--max-unsigned-secs`.
@@ -133,6 +167,7 @@ pub fn run(args: Args) -> Result<i32> {
     match args.command {
         Command::Verify {
             state_dir,
+            postgres,
             pubkey,
             max_unsigned_secs,
             chain_only,
@@ -148,6 +183,24 @@ pub fn run(args: Args) -> Result<i32> {
                         .context("--max-unsigned-secs is too large")?,
                 }),
             };
+            if let Some((shown, log)) = postgres.open() {
+                return Ok(
+                    match log.and_then(|log| Store::verify(&log, trusted.as_ref(), !chain_only)) {
+                        Ok(s) => {
+                            println!(
+                                "{}",
+                                summary_line(&shown, &s, trusted.is_some(), !chain_only)
+                            );
+                            0
+                        }
+                        Err(e) => {
+                            eprintln!("x402-probe: ledger {shown} is broken: {e}");
+                            1
+                        }
+                    },
+                );
+            }
+            let state_dir = state_dir.context("--state-dir or --postgres names the ledger")?;
             let path = ledger_file(&state_dir)?;
             let mut progress = Counted::new("entries verified", Mode::for_stderr(quiet));
             let verified = SqliteStore::open_read_only(&path).and_then(|store| {
@@ -163,7 +216,7 @@ pub fn run(args: Args) -> Result<i32> {
                 Ok(s) => {
                     println!(
                         "{}",
-                        summary_line(&path, &s, trusted.is_some(), !chain_only)
+                        summary_line(&path.display(), &s, trusted.is_some(), !chain_only)
                     );
                     Ok(0)
                 }
@@ -322,7 +375,7 @@ fn verify_format_1(path: &Path, state_dir: &Path) -> Result<i32> {
             println!(
                 "{}; format {} (runs kept whole): this build reads it only to migrate it, with \
                  `x402-probe ledger migrate --state {}`",
-                summary_line(path, &s, false, false),
+                summary_line(&path.display(), &s, false, false),
                 crate::store::sqlite::SCHEMA_ID_1,
                 state_dir.display()
             );
@@ -349,7 +402,12 @@ fn parse_pubkey(text: &str) -> Result<[u8; 32]> {
 }
 
 /// The summary `ledger verify` prints.
-fn summary_line(path: &Path, s: &VerifySummary, trusted: bool, deep: bool) -> String {
+fn summary_line(
+    path: &dyn std::fmt::Display,
+    s: &VerifySummary,
+    trusted: bool,
+    deep: bool,
+) -> String {
     let unsigned = s.head_seq - s.signed_through;
     let signer = match (&s.signed_by, trusted) {
         (Some(key), true) => format!(", signed by the trusted key {key}"),
@@ -379,7 +437,7 @@ fn summary_line(path: &Path, s: &VerifySummary, trusted: bool, deep: bool) -> St
     };
     format!(
         "ledger {}: {} entries ({} bytes), head {} {}, {} checkpoints, signed through entry {}{}{}{}{}",
-        path.display(),
+        path,
         s.entries,
         s.bytes,
         s.head_seq,

@@ -5,7 +5,7 @@ use crate::files::{self, caps};
 use crate::progress::{Counted, Mode, Progress};
 use crate::rubric::Rubric;
 use crate::score::{Recomputed, recompute};
-use crate::store::SqliteStore;
+use crate::store::{SqliteStore, Store};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 
@@ -13,12 +13,15 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Score documents, or directories searched recursively for `*.json`.
-    #[arg(required_unless_present = "ledger")]
+    #[arg(required_unless_present_any = ["ledger", "postgres"])]
     pub paths: Vec<PathBuf>,
     /// Re-derive every score the daemon published from the ledger in this state directory alone,
     /// and compare each byte for byte.
-    #[arg(long, value_name = "DIR", conflicts_with = "paths")]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["paths", "postgres"])]
     pub ledger: Option<PathBuf>,
+    /// As `--ledger`, from a vantage's store in PostgreSQL.
+    #[command(flatten)]
+    pub store: crate::cmd::ledger::PostgresLog,
     /// Extra rubric files; a document names its rubric by SHA-256 (the embedded default is
     /// always available).
     #[arg(long)]
@@ -28,6 +31,9 @@ pub struct Args {
     pub quiet: bool,
 }
 
+/// A store opened and verified, or why not.
+type Opened = Result<Box<dyn Store>, crate::store::StoreError>;
+
 /// Exit 0 when every document recomputes to identical bytes, 1 when any differs or cannot be
 /// recomputed (each named with the first differing byte and field); with `--ledger`, 1 also when
 /// the ledger does not verify (or cannot be read) or a derived row differs from its entries.
@@ -36,36 +42,46 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     for p in &args.rubric {
         rubrics.push(super::score::load_rubric(Some(p))?);
     }
-    if let Some(dir) = &args.ledger {
+    let mode = Mode::for_stderr(args.quiet);
+    // The chain, checkpoints, blobs and score rows first, as `ledger verify` checks them: a score
+    // recomputed from a ledger with an entry removed or changed proves nothing. A ledger that
+    // cannot be read is broken too (exit 1). A run's results are derived again under the rubric
+    // it names.
+    let opened: Option<(String, Opened)> = if let Some((shown, log)) = args.store.open() {
+        let verified = log.and_then(|log| {
+            for rubric in &rubrics {
+                log.also_read_rubric(rubric);
+            }
+            Store::verify(&log, None, true).map(|_| Box::new(log) as Box<dyn Store>)
+        });
+        Some((shown, verified))
+    } else if let Some(dir) = &args.ledger {
         let path = crate::cmd::ledger::ledger_file(dir)?;
-        // The chain, checkpoints, blobs and score rows first, as `ledger verify` checks them:
-        // a score recomputed from a ledger with an entry removed or changed proves nothing. A
-        // ledger that cannot be read is broken too (exit 1).
-        let mode = Mode::for_stderr(args.quiet);
         let mut progress = Counted::new("entries verified", mode);
         let verified = SqliteStore::open_read_only(&path).and_then(|store| {
-            // A run's results are derived again under the rubric it names.
             for rubric in &rubrics {
                 store.also_read_rubric(rubric);
             }
             store
                 .verify_reporting(None, true, &mut |done, total| progress.at(done, total))
-                .map(|_| store)
+                .map(|_| Box::new(store) as Box<dyn Store>)
         });
         progress.finish();
+        Some((path.display().to_string(), verified))
+    } else {
+        None
+    };
+    if let Some((shown, verified)) = opened {
         let store = match verified {
             Ok(store) => store,
             Err(e) => {
-                eprintln!(
-                    "x402-probe: ledger {} is broken: {e}; nothing recomputed",
-                    path.display()
-                );
+                eprintln!("x402-probe: ledger {shown} is broken: {e}; nothing recomputed");
                 return Ok(1);
             }
         };
         let mut progress = Counted::new("entries recomputed", mode);
         let report = crate::daemon::recompute::recompute_ledger_reporting(
-            &store,
+            &*store,
             &rubrics,
             &mut |done, total| progress.at(done, total),
         );
@@ -73,7 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         let report = match report {
             Ok(report) => report,
             Err(e) => {
-                eprintln!("x402-probe: ledger {} is broken: {e}", path.display());
+                eprintln!("x402-probe: ledger {shown} is broken: {e}");
                 return Ok(1);
             }
         };
@@ -87,7 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             );
         }
         if report.scores == 0 {
-            anyhow::bail!("the ledger in {} holds no published score", dir.display());
+            anyhow::bail!("the ledger {shown} holds no published score");
         }
         if !report.mismatches.is_empty() || !report.derived.is_empty() {
             eprintln!(

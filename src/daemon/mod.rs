@@ -237,6 +237,42 @@ enum Done {
     Reconciled(Result<crate::spend::ReconcileReport, crate::spend::SpendError>),
 }
 
+/// The daemon's store and its handle for readers: SQLite in the state directory, or the
+/// PostgreSQL database of `[store] postgres` (this daemon the vantage `[probe] vantage` in it,
+/// its log signed by `key`; a database that cannot be reached fails the start). Runs are stored
+/// with their results derived under the daemon's rubric.
+fn open_store(
+    config: &DaemonConfig,
+    state_dir: &std::path::Path,
+    key: &ReporterKey,
+    rubric: &crate::rubric::Rubric,
+) -> Result<(Arc<dyn Store>, Arc<dyn Store>)> {
+    match &config.store.postgres {
+        None => {
+            let sqlite = SqliteStore::open(state_dir)
+                .with_context(|| format!("opening the ledger in {}", state_dir.display()))?;
+            sqlite.use_rubric(rubric);
+            let reader: Arc<dyn Store> = Arc::new(sqlite.reader());
+            Ok((Arc::new(sqlite), reader))
+        }
+        Some(url) => {
+            // The spend store, the keys and the API's files stay in the state directory.
+            crate::state_dir::open_state_dir(state_dir)?;
+            let vantage = config.probe.vantage.to_string();
+            let pg =
+                crate::store::postgres::PgLedger::open(url.expose(), &vantage, key.public_key())
+                    .with_context(|| {
+                        format!("opening the store of vantage {vantage:?} in PostgreSQL")
+                    })?;
+            pg.use_rubric(rubric);
+            tracing::info!(url = pg.url(), vantage = %vantage, "the store is PostgreSQL");
+            // One pool serves the writer and the readers alike.
+            let store: Arc<dyn Store> = Arc::new(pg);
+            Ok((store.clone(), store))
+        }
+    }
+}
+
 impl Daemon {
     /// Opens the stores and the keys, and loads the subjects and their schedule.
     pub async fn open(
@@ -254,17 +290,12 @@ impl Daemon {
             Some(dir) => dir.clone(),
             None => crate::config::default_state_dir()?,
         };
-        let sqlite = SqliteStore::open(&state_dir)
-            .with_context(|| format!("opening the ledger in {}", state_dir.display()))?;
-        let prepared = config.probe.prepare()?;
-        // Runs are stored with their results derived under the daemon's rubric.
-        sqlite.use_rubric(&prepared.rubric);
-        let reader: Arc<dyn Store> = Arc::new(sqlite.reader());
-        let store: Arc<dyn Store> = Arc::new(sqlite);
         let key = match &config.daemon.reporter_key {
             KeySourceConfig::KeyFile(path) => ReporterKey::from_key_file(path)?,
             KeySourceConfig::Credential(name) => ReporterKey::from_credential(name)?,
         };
+        let prepared = config.probe.prepare()?;
+        let (store, reader) = open_store(&config, &state_dir, &key, &prepared.rubric)?;
         let mut free = prepared.free;
         // The daemon reads catalogues on its own schedule; a run never reads one itself.
         free.listing = None;
@@ -1097,7 +1128,7 @@ impl Daemon {
                         state_dir = %self.state_dir.display(),
                         error = %error,
                         retry_secs = storage::RETRY_EVERY.as_secs(),
-                        "storage full: no new runs until a write succeeds again (the API keeps serving; nothing acknowledged is lost)"
+                        "storage full or the database out of reach: no new runs until a write succeeds again (the API keeps serving; nothing acknowledged is lost)"
                     );
                 }
             }

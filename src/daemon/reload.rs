@@ -44,6 +44,7 @@ pub fn restart_needed(
     section(old.probe != new.probe, "probe", false, &[]);
     section(old.schedule != new.schedule, "schedule", false, &[]);
     section(old.api != new.api, "api", false, &[]);
+    section(old.store != new.store, "store", false, &[]);
     section(old.webhooks != new.webhooks, "webhook", true, &[]);
     let pay_changed = match (&old.pay, &new.pay) {
         (None, None) => false,

@@ -1,5 +1,5 @@
-//! A full disk under the state directory: told apart from other store errors, so the daemon
-//! keeps running without starting runs (the API serves, `x402_probe_storage_full` is 1) and
+//! A full disk under the state directory (or a PostgreSQL store out of reach): told apart from
+//! other store errors, so the daemon keeps running without starting runs (the API serves, `x402_probe_storage_full` is 1) and
 //! resumes when a write succeeds again, instead of stopping on the first failed write.
 
 use std::path::Path;
@@ -17,8 +17,15 @@ pub const RESUME_FREE_BYTES: u64 = 4 * 1024 * 1024;
 /// Whether `error` is a write that failed for lack of room: SQLite's `SQLITE_FULL`, `ENOSPC` or
 /// `EDQUOT`, or an I/O error while `state_dir`'s filesystem has less than
 /// [`RESUME_FREE_BYTES`] left (SQLite reports some failed writes as plain I/O errors).
+///
+/// A PostgreSQL store that cannot be reached (the server gone, refusing connections, the pool
+/// unable to connect) is waited out the same way: no new runs, the loop's writes kept, tried
+/// again every [`RETRY_EVERY`], runs resumed once a write succeeds.
 pub fn is_full(error: &anyhow::Error, state_dir: &Path) -> bool {
     error.chain().any(|cause| {
+        if let Some(StoreError::PostgresUnreachable { .. }) = cause.downcast_ref::<StoreError>() {
+            return true;
+        }
         let sqlite = cause
             .downcast_ref::<StoreError>()
             .and_then(|e| match e {

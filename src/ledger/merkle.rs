@@ -135,6 +135,23 @@ pub fn inclusion_proof<N: PerfectNodes + ?Sized>(
 /// `size` leaves reads, so that a store can fetch them at once: [`inclusion_proof`] itself, run
 /// over a recorder of what it asks for.
 pub fn inclusion_nodes(index: u64, size: u64) -> Vec<(u32, u64)> {
+    // Out of range: nothing to read (the proof itself says why).
+    asked_nodes(size, |recorder| {
+        let _ = inclusion_proof(recorder, index, size);
+    })
+}
+
+/// The perfect subtrees the consistency proof between the trees of `old` and `new` leaves
+/// reads (as [`inclusion_nodes`]).
+pub fn consistency_nodes(old: u64, new: u64) -> Vec<(u32, u64)> {
+    asked_nodes(new, |recorder| {
+        let _ = consistency_proof(recorder, old, new);
+    })
+}
+
+/// What `prove` asks of a tree of `size` leaves (every node answered with zeros: which nodes a
+/// proof reads depends on the sizes and the index only).
+fn asked_nodes(size: u64, prove: impl FnOnce(&dyn PerfectNodes)) -> Vec<(u32, u64)> {
     struct Recorder {
         size: u64,
         asked: std::cell::RefCell<Vec<(u32, u64)>>,
@@ -152,8 +169,7 @@ pub fn inclusion_nodes(index: u64, size: u64) -> Vec<(u32, u64)> {
         size,
         asked: Default::default(),
     };
-    // Out of range: nothing to read (the proof itself says why).
-    let _ = inclusion_proof(&recorder, index, size);
+    prove(&recorder);
     recorder.asked.into_inner()
 }
 

@@ -94,13 +94,6 @@ pub enum StoreError {
         name: String,
         why: String,
     },
-    /// What this store does not keep yet (the PostgreSQL log keeps entries, blobs and
-    /// checkpoints; the daemon's index rows come with the daemon on PostgreSQL).
-    #[error("{store} does not keep {what} yet")]
-    NotKept {
-        store: &'static str,
-        what: &'static str,
-    },
 }
 
 /// Builds an entry's index rows once its sequence number is known.
@@ -203,6 +196,40 @@ pub enum OutboxUpdate {
         at_ms: i64,
         error: String,
     },
+}
+
+impl OutboxUpdate {
+    /// What the attempt writes to its row: state, attempts, next attempt, error (kept when
+    /// `None`), done time.
+    pub(crate) fn columns(&self) -> (OutboxState, u32, i64, Option<&str>, Option<i64>) {
+        match self {
+            OutboxUpdate::Delivered { attempts, at_ms } => {
+                (OutboxState::Delivered, *attempts, 0, None, Some(*at_ms))
+            }
+            OutboxUpdate::Retry {
+                attempts,
+                next_attempt_ms,
+                error,
+            } => (
+                OutboxState::Pending,
+                *attempts,
+                *next_attempt_ms,
+                Some(error.as_str()),
+                None,
+            ),
+            OutboxUpdate::Dead {
+                attempts,
+                at_ms,
+                error,
+            } => (
+                OutboxState::Dead,
+                *attempts,
+                0,
+                Some(error.as_str()),
+                Some(*at_ms),
+            ),
+        }
+    }
 }
 
 /// An entry to append, with what it adds to the indexes.
@@ -638,6 +665,54 @@ pub(crate) fn newest_row_stale(subject: &str, entry: u64, newest_row: Option<u64
     }
 }
 
+/// A score row checked by a deep verification: against the entry it names (`entries` holds the
+/// entries at the rows' seqs), and the headline it keeps (`headline`) against its document (what
+/// the start and the API's list read instead of the document).
+pub(crate) fn check_score_row(
+    row: &ScoreRow,
+    headline: Option<&[u8]>,
+    entries: &std::collections::BTreeMap<u64, ReadEntry>,
+) -> Result<(), Broken> {
+    row.check_against(entries.get(&row.seq))?;
+    if let Some(kept) = headline {
+        let derived = ScoreHeadline::of_stored(&row.document).ok();
+        let read = serde_json::from_slice::<ScoreHeadline>(kept).ok();
+        if read.is_none() || read != derived {
+            return Err(Broken {
+                seq: row.seq,
+                why: format!(
+                    "the score row of {} ({}) keeps a headline that is not its document's",
+                    row.subject, row.day
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Each subject's newest score row (by day, `newest_rows`: its seq) is its newest score entry
+/// (what the walk noted), not an older one.
+pub(crate) fn check_newest_rows(
+    named: &Named,
+    newest_rows: &std::collections::BTreeMap<String, u64>,
+) -> Result<(), Broken> {
+    for (subject, entry) in &named.newest_score {
+        let newest_row = newest_rows.get(subject).copied();
+        if newest_row != Some(*entry) {
+            return Err(newest_row_stale(subject, *entry, newest_row));
+        }
+    }
+    Ok(())
+}
+
+/// A headline kept for a day with no score row (its row deleted, or the headline added).
+pub(crate) fn orphan_headline(subject: &str, day: &str) -> Broken {
+    Broken {
+        seq: 0,
+        why: format!("a headline is kept for {subject} ({day}), which has no score row"),
+    }
+}
+
 /// A subject's newest score as the daemon's start reads it for every subject in one pass
 /// ([`Store::start_rows`]), without its document.
 #[derive(Debug, Clone, PartialEq)]
@@ -891,7 +966,31 @@ pub trait Store: Send + Sync {
     fn blob(&self, sha256: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError>;
 
     /// Puts every body kept apart back into a record read from the ledger.
-    fn restore_bodies(&self, record: &mut Record) -> Result<(), StoreError>;
+    fn restore_bodies(&self, record: &mut Record) -> Result<(), StoreError> {
+        for ex in record.exchanges_mut() {
+            for response in ex.responses_mut() {
+                if !response.body_stored_apart {
+                    continue;
+                }
+                let key: Option<[u8; 32]> = hex::decode(&response.body_sha256)
+                    .ok()
+                    .and_then(|b| b.try_into().ok());
+                match key.map(|k| self.blob(&k)).transpose()? {
+                    Some(Some(bytes)) => {
+                        response.body = bytes;
+                        response.body_stored_apart = false;
+                    }
+                    _ => {
+                        return Err(StoreError::Corrupt {
+                            path: "the store".into(),
+                            why: format!("blob {} is missing", response.body_sha256),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 
     /// Signs a checkpoint over the current head (when it is not signed yet).
     fn checkpoint(&self, key: &ReporterKey, at_ms: i64) -> Result<Option<Checkpoint>, StoreError>;

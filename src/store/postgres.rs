@@ -18,15 +18,16 @@ use tokio_postgres::{GenericClient, NoTls};
 
 use super::sqlite::{KeptBlob, build_dictionary, decode_blob};
 use super::{
-    Index, LedgerLog, Named, NewEntry, NewRecord, Prepared, ReadEntry, StoreError, check_tree_notes,
+    LedgerLog, Named, NewEntry, NewRecord, Prepared, ReadEntry, Store, StoreError, check_tree_notes,
 };
+
+mod store;
 use crate::ledger::chain::{
     Broken, Checkpoint, StoredEntry, Trusted, Verifier, VerifySummary, checkpoint_message,
     seal_canonical,
 };
 use crate::ledger::key::ReporterKey;
 use crate::ledger::merkle::{self, Frontier, Hash, leaf_hash};
-use crate::ledger::record::RecordKind;
 use crate::ledger::tlog::{self, TreeNote, TreeWalk};
 use crate::rubric::Rubric;
 
@@ -51,10 +52,15 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "lease",
         sql: include_str!("../../state/postgres/0002-lease.sql"),
     },
+    Migration {
+        version: 3,
+        name: "store",
+        sql: include_str!("../../state/postgres/0003-store.sql"),
+    },
 ];
 
 /// The schema this build reads and writes (the last migration).
-pub const SCHEMA_ID: &str = "x402-probe.postgres/2";
+pub const SCHEMA_ID: &str = "x402-probe.postgres/3";
 
 /// Serialises migrations across processes (`pg_advisory_xact_lock`): any fixed number.
 const MIGRATION_LOCK: i64 = 0x7840_2a21;
@@ -194,13 +200,18 @@ impl PgPool {
         })
     }
 
-    /// Maps a statement's error, naming what was being done.
+    /// Maps a statement's error, naming what was being done: a lost connection (the server
+    /// gone, shutting down, or refusing connections) is [`StoreError::PostgresUnreachable`],
+    /// what the daemon waits out; anything else [`StoreError::Postgres`].
     pub(crate) fn pg(&self, context: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreError {
         let url = self.url.clone();
-        move |e| StoreError::Postgres {
-            url: url.to_string(),
-            context,
-            why: pg_why(&e),
+        move |e| {
+            let (url, why) = (url.to_string(), pg_why(&e));
+            if connection_lost(&e) {
+                StoreError::PostgresUnreachable { url, context, why }
+            } else {
+                StoreError::Postgres { url, context, why }
+            }
         }
     }
 
@@ -216,6 +227,20 @@ impl PgPool {
             .map_err(self.pg("reading the schema"))?;
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
+}
+
+/// Whether a statement failed because the connection is gone: closed, broken (an I/O error), or
+/// ended by the server (SQLSTATE class 08, connection exception, and 57P, the server shutting
+/// down or refusing connections).
+fn connection_lost(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(code) = e.code() {
+        let code = code.code();
+        return code.starts_with("08") || code.starts_with("57P");
+    }
+    std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
 }
 
 /// Brings the database to the last migration, in one transaction under an advisory lock (two
@@ -327,18 +352,82 @@ impl PgLedger {
     /// vantage with `public_key` (its reporter key's) when new. Refused: a name registered with
     /// another key, a key registered under another name.
     pub fn open(url: &str, name: &str, public_key: [u8; 32]) -> Result<PgLedger, StoreError> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("postgres-store")
-            .enable_all()
-            .build()
-            .map_err(|e| StoreError::PostgresUnreachable {
-                url: "(not connected)".into(),
-                context: "starting the store's runtime",
-                why: e.to_string(),
-            })?;
-        let pool = block(&runtime, PgPool::connect(url))?;
-        let vantage = block(&runtime, register(&pool, name, &public_key))?;
+        let runtime = store_runtime()?;
+        let connected = block(&runtime, async {
+            let pool = PgPool::connect(url).await?;
+            let vantage = register(&pool, name, &public_key).await?;
+            Ok((pool, vantage))
+        });
+        match connected {
+            Ok((pool, vantage)) => PgLedger::with_parts(runtime, pool, vantage, name, public_key),
+            Err(e) => {
+                // Without waiting: this may be inside another runtime's task (the daemon's start).
+                runtime.shutdown_background();
+                Err(e)
+            }
+        }
+    }
+
+    /// Opens the log of a vantage already in the database at `url` (to verify or read it):
+    /// `name`, or the only vantage there when `None` (several: refused, naming them).
+    pub fn open_existing(url: &str, name: Option<&str>) -> Result<PgLedger, StoreError> {
+        let runtime = store_runtime()?;
+        let connected = block(&runtime, async {
+            let pool = PgPool::connect(url).await?;
+            let client = pool.client("reading the vantages").await?;
+            let rows = client
+                .query(
+                    "SELECT id, name, public_key FROM vantage ORDER BY name",
+                    &[],
+                )
+                .await
+                .map_err(pool.pg("reading the vantages"))?;
+            Ok((pool, rows))
+        });
+        let (pool, rows) = match connected {
+            Ok(connected) => connected,
+            Err(e) => {
+                runtime.shutdown_background();
+                return Err(e);
+            }
+        };
+        let found = match name {
+            Some(name) => rows.iter().find(|r| r.get::<_, &str>(1) == name),
+            None if rows.len() == 1 => rows.first(),
+            None => None,
+        };
+        let Some(row) = found else {
+            let names: Vec<&str> = rows.iter().map(|r| r.get(1)).collect();
+            let there = if names.is_empty() {
+                "the database has no vantage".to_string()
+            } else {
+                format!("the database has {}", names.join(", "))
+            };
+            let refused = StoreError::Vantage {
+                url: pool.url.to_string(),
+                name: name.unwrap_or("(none given)").to_string(),
+                why: match name {
+                    Some(_) => format!("no such vantage: {there}"),
+                    None => format!("name one with --vantage: {there}"),
+                },
+            };
+            runtime.shutdown_background();
+            return Err(refused);
+        };
+        let name: String = row.get(1);
+        let vantage = row.get(0);
+        // The column is checked 32 bytes long by the schema.
+        let public_key: [u8; 32] = row.get::<_, &[u8]>(2).try_into().unwrap_or([0; 32]);
+        PgLedger::with_parts(runtime, pool, vantage, &name, public_key)
+    }
+
+    fn with_parts(
+        runtime: tokio::runtime::Runtime,
+        pool: PgPool,
+        vantage: i32,
+        name: &str,
+        public_key: [u8; 32],
+    ) -> Result<PgLedger, StoreError> {
         let ledger = PgLedger {
             pool,
             runtime: Some(runtime),
@@ -359,6 +448,15 @@ impl PgLedger {
         let mut rubrics = self.rubrics.write().unwrap_or_else(|p| p.into_inner());
         rubrics.retain(|r| r.sha256() != rubric.sha256());
         rubrics.insert(0, rubric.clone());
+    }
+
+    /// Also reads runs derived under `rubric`, stored under the one in use (as
+    /// `SqliteStore::also_read_rubric`).
+    pub fn also_read_rubric(&self, rubric: &Rubric) {
+        let mut rubrics = self.rubrics.write().unwrap_or_else(|p| p.into_inner());
+        if !rubrics.iter().any(|r| r.sha256() == rubric.sha256()) {
+            rubrics.push(rubric.clone());
+        }
     }
 
     pub fn vantage(&self) -> &str {
@@ -438,38 +536,22 @@ impl PgLedger {
             .collect()
     }
 
-    /// The entries at these sequence numbers, read back (a verification's check of derived
-    /// results).
-    pub fn entries_at(&self, seqs: &[u64]) -> Result<Vec<ReadEntry>, StoreError> {
-        let wanted: Vec<i64> = seqs.iter().map(|s| *s as i64).collect();
-        let rows = self.run(async {
-            let client = self.pool.client("reading entries").await?;
-            client
-                .query(
-                    "SELECT seq, at_ms, body FROM entry WHERE vantage = $1 AND seq = ANY($2)
-                     ORDER BY seq",
-                    &[&self.vantage, &wanted],
-                )
-                .await
-                .map_err(self.pool.pg("reading entries"))
-        })?;
-        self.read_rows(rows)
+    fn read_rows(&self, rows: Vec<tokio_postgres::Row>) -> Result<Vec<ReadEntry>, StoreError> {
+        rows.iter()
+            .map(|r| self.read_entry(r.get(0), r.get(1), r.get(2)))
+            .collect()
     }
 
-    fn read_rows(&self, rows: Vec<tokio_postgres::Row>) -> Result<Vec<ReadEntry>, StoreError> {
-        rows.into_iter()
-            .map(|r| {
-                let seq = r.get::<_, i64>(0) as u64;
-                let body: &[u8] = r.get(2);
-                let envelope: crate::ledger::chain::Envelope = serde_json::from_slice(body)
-                    .map_err(|e| self.corrupt(format!("entry {seq} does not parse: {e}")))?;
-                Ok(ReadEntry {
-                    seq,
-                    at_ms: r.get(1),
-                    record: self.read_back(seq, envelope.record)?,
-                })
-            })
-            .collect()
+    /// An entry read back from its columns (seq, at_ms, body).
+    fn read_entry(&self, seq: i64, at_ms: i64, body: &[u8]) -> Result<ReadEntry, StoreError> {
+        let seq = seq as u64;
+        let envelope: crate::ledger::chain::Envelope = serde_json::from_slice(body)
+            .map_err(|e| self.corrupt(format!("entry {seq} does not parse: {e}")))?;
+        Ok(ReadEntry {
+            seq,
+            at_ms,
+            record: self.read_back(seq, envelope.record)?,
+        })
     }
 
     /// A stored record as every reader sees it (`ledger::stored::from_stored`), as SQLite's.
@@ -560,10 +642,11 @@ impl PgLedger {
             .map_err(self.pool.pg("reading the head"))
     }
 
-    /// Copies a verified SQLite ledger into this vantage's empty log, in one transaction: the
+    /// Copies a verified SQLite store into this vantage's empty log, in one transaction: the
     /// dictionaries and blobs as kept, the entries as stored (bytes and hashes unchanged, the
     /// tree's nodes computed from them as an append computes them), the checkpoints and tree
-    /// checkpoints as signed. `copied(entries so far, entries in all)` tells the progress.
+    /// checkpoints as signed, and the working state (subjects, score rows, folded states,
+    /// declarations, run ids, the outbox). `copied(entries so far, entries in all)` tells the progress.
     pub fn import_sqlite(
         &self,
         source: &super::SqliteStore,
@@ -573,6 +656,7 @@ impl PgLedger {
         let checkpoints = super::Store::checkpoints(source)?;
         let notes = super::Store::tree_notes(source)?;
         let dictionaries = source.kept_dictionaries()?;
+        let working = source.working_state()?;
         let client = self.run(self.pool.client("copying a ledger"))?;
         let begun = self.run(async {
             client
@@ -649,6 +733,7 @@ impl PgLedger {
                 for n in &notes {
                     insert_note(&**client, self.vantage, n).await?;
                 }
+                store::copy_working_state(&**client, self.vantage, &working).await?;
                 client.batch_execute("COMMIT").await
             })
             .map_err(self.pool.pg("copying checkpoints"))?;
@@ -661,6 +746,20 @@ impl PgLedger {
         }
         copy
     }
+}
+
+/// The runtime a store's connections run on (one worker: the store's calls block their caller).
+fn store_runtime() -> Result<tokio::runtime::Runtime, StoreError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("postgres-store")
+        .enable_all()
+        .build()
+        .map_err(|e| StoreError::PostgresUnreachable {
+            url: "(not connected)".into(),
+            context: "starting the store's runtime",
+            why: e.to_string(),
+        })
 }
 
 /// Runs `f` on `runtime`, from any thread.
@@ -850,24 +949,6 @@ async fn insert_note<C: GenericClient + Sync>(
     Ok(())
 }
 
-/// Whether an entry's index rows hold anything (this store does not keep them yet).
-fn index_has_rows(index: &Index) -> bool {
-    let Index {
-        declared,
-        score,
-        headline,
-        outbox,
-        state,
-        run_id,
-    } = index;
-    declared.is_some()
-        || score.is_some()
-        || headline.is_some()
-        || !outbox.is_empty()
-        || state.is_some()
-        || run_id.is_some()
-}
-
 impl LedgerLog for PgLedger {
     fn append(&self, entries: Vec<NewEntry>) -> Result<Vec<u64>, StoreError> {
         let mut indexes = Vec::with_capacity(entries.len());
@@ -890,15 +971,12 @@ impl LedgerLog for PgLedger {
             let mut rows = Vec::with_capacity(prepared.len());
             let mut nodes = Vec::new();
             let mut blobs = Vec::new();
+            let mut indexed = Vec::new();
             for ((at_ms, p), index) in prepared.into_iter().zip(indexes) {
                 seq += 1;
-                if let Some(index) = index
-                    && index_has_rows(&index(seq))
-                {
-                    return Err(StoreError::NotKept {
-                        store: "the PostgreSQL store",
-                        what: "an entry's index rows (history, scores, outbox, subject state)",
-                    });
+                // As SQLite's: an entry's index rows are kept when it is about a subject.
+                if let (Some(subject), Some(index)) = (p.stored.subject(), index) {
+                    indexed.push((subject.to_string(), seq, index(seq)));
                 }
                 let stored = seal_canonical(seq, at_ms, prev, &p.stored, &p.record_bytes);
                 frontier.push_completing(stored.hash, |level, idx, hash| {
@@ -917,6 +995,11 @@ impl LedgerLog for PgLedger {
             insert_nodes(&*tx, self.vantage, &nodes)
                 .await
                 .map_err(self.pool.pg("writing the entries' tree nodes"))?;
+            for (subject, seq, index) in indexed {
+                store::insert_index(&*tx, self.vantage, &subject, seq, index)
+                    .await
+                    .map_err(self.pool.pg("writing an entry's index rows"))?;
+            }
             tx.commit()
                 .await
                 .map_err(self.pool.pg("committing an append"))?;
@@ -975,30 +1058,8 @@ impl LedgerLog for PgLedger {
             })?;
             let full = rows.len() as i64 == SCAN_PAGE;
             for r in rows {
-                let seq: i64 = r.get(0);
-                let digest = |i: usize, what: &str| -> Result<[u8; 32], StoreError> {
-                    r.get::<_, &[u8]>(i).try_into().map_err(|_| {
-                        StoreError::from(Broken {
-                            seq: seq as u64,
-                            why: format!("its {what} is not 32 bytes"),
-                        })
-                    })
-                };
-                let kind: &str = r.get(2);
-                let entry = StoredEntry {
-                    seq: seq as u64,
-                    at_ms: r.get(1),
-                    kind: RecordKind::parse(kind).ok_or_else(|| {
-                        StoreError::from(Broken {
-                            seq: seq as u64,
-                            why: format!("its kind column {kind:?} names no record kind"),
-                        })
-                    })?,
-                    subject: r.get(3),
-                    prev: digest(4, "prev")?,
-                    hash: digest(5, "hash")?,
-                    body: r.get(6),
-                };
+                let entry = store::stored_entry(&r)?;
+                let seq = entry.seq as i64;
                 after = seq;
                 f(entry)?;
             }
@@ -1110,24 +1171,8 @@ impl LedgerLog for PgLedger {
                 .await
                 .map_err(self.pool.pg("reading checkpoints"))
         })?;
-        rows.into_iter()
-            .map(|r| {
-                let seq: i64 = r.get(0);
-                let bad = |what: &str| self.corrupt(format!("checkpoint {seq}: bad {what}"));
-                Ok(Checkpoint {
-                    seq: seq as u64,
-                    hash: r.get::<_, &[u8]>(1).try_into().map_err(|_| bad("hash"))?,
-                    at_ms: r.get(2),
-                    public_key: r
-                        .get::<_, &[u8]>(3)
-                        .try_into()
-                        .map_err(|_| bad("public key"))?,
-                    signature: r
-                        .get::<_, &[u8]>(4)
-                        .try_into()
-                        .map_err(|_| bad("signature"))?,
-                })
-            })
+        rows.iter()
+            .map(|r| store::read_checkpoint(r).map_err(|why| self.corrupt(why)))
             .collect()
     }
 
@@ -1158,12 +1203,12 @@ impl LedgerLog for PgLedger {
     /// as SQLite's are: this store reads only its right edge, to append and sign, and a wrong node
     /// there gives a tree checkpoint whose root the entries do not give, which fails here.
     fn verify(&self, trusted: Option<&Trusted>, deep: bool) -> Result<VerifySummary, StoreError> {
-        let checkpoints = self.checkpoints()?;
-        let notes = self.tree_notes()?;
+        let checkpoints = LedgerLog::checkpoints(self)?;
+        let notes = LedgerLog::tree_notes(self)?;
         let mut verifier = Verifier::new(&checkpoints);
         let mut walk = TreeWalk::new(&notes);
         let mut named = Named::default();
-        self.scan(0, &mut |row| {
+        LedgerLog::scan(self, 0, &mut |row| {
             let leaf = leaf_hash(&row.body);
             if let Some(envelope) = verifier.feed_hashed(&row, leaf, deep)? {
                 named.note(row.seq, envelope.record)?;
@@ -1194,8 +1239,9 @@ impl LedgerLog for PgLedger {
             }
             summary.blobs_referenced = named.blobs.len() as u64;
             for page in named.derived.chunks(SCAN_PAGE as usize) {
-                self.entries_at(page)?;
+                Store::entries_at(self, page)?;
             }
+            summary.score_rows = self.verify_score_rows(&named)?;
         }
         Ok(summary)
     }

@@ -1171,31 +1171,6 @@ impl Store for SqliteStore {
         })
     }
 
-    fn restore_bodies(&self, record: &mut Record) -> Result<(), StoreError> {
-        for ex in record.exchanges_mut() {
-            for response in ex.responses_mut() {
-                if !response.body_stored_apart {
-                    continue;
-                }
-                let key: Option<[u8; 32]> = hex::decode(&response.body_sha256)
-                    .ok()
-                    .and_then(|b| b.try_into().ok());
-                match key.map(|k| self.blob(&k)).transpose()? {
-                    Some(Some(bytes)) => {
-                        response.body = bytes;
-                        response.body_stored_apart = false;
-                    }
-                    _ => {
-                        return Err(
-                            self.corrupt(format!("blob {} is missing", response.body_sha256))
-                        );
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
     fn checkpoint(&self, key: &ReporterKey, at_ms: i64) -> Result<Option<Checkpoint>, StoreError> {
         let (seq, hash) = self.head()?;
         if seq == 0 {
@@ -1734,33 +1709,7 @@ impl Store for SqliteStore {
     }
 
     fn outbox_update(&self, id: i64, update: &OutboxUpdate) -> Result<(), StoreError> {
-        let (state, attempts, next, error, done) = match update {
-            OutboxUpdate::Delivered { attempts, at_ms } => {
-                (OutboxState::Delivered, *attempts, 0, None, Some(*at_ms))
-            }
-            OutboxUpdate::Retry {
-                attempts,
-                next_attempt_ms,
-                error,
-            } => (
-                OutboxState::Pending,
-                *attempts,
-                *next_attempt_ms,
-                Some(error.as_str()),
-                None,
-            ),
-            OutboxUpdate::Dead {
-                attempts,
-                at_ms,
-                error,
-            } => (
-                OutboxState::Dead,
-                *attempts,
-                0,
-                Some(error.as_str()),
-                Some(*at_ms),
-            ),
-        };
+        let (state, attempts, next, error, done) = update.columns();
         self.writer()?
             .prepare_cached(
                 "UPDATE webhook_outbox SET state = ?1, attempts = ?2, next_attempt_ms = ?3,
@@ -2434,24 +2383,7 @@ impl SqliteStore {
                 .map(|e| (e.seq, e))
                 .collect();
             for (_, row, headline) in &page {
-                row.check_against(entries.get(&row.seq))?;
-                // A headline kept is its document's (what the start and the API's list read
-                // instead of the document).
-                if let Some(kept) = headline {
-                    let derived = ScoreHeadline::of_stored(&row.document).ok();
-                    let read = serde_json::from_slice::<ScoreHeadline>(kept).ok();
-                    if read.is_none() || read != derived {
-                        return Err(Broken {
-                            seq: row.seq,
-                            why: format!(
-                                "the score row of {} ({}) keeps a headline that is not its \
-                                 document's",
-                                row.subject, row.day
-                            ),
-                        }
-                        .into());
-                    }
-                }
+                super::check_score_row(row, headline.as_deref(), &entries)?;
                 checked += 1;
             }
         }
@@ -2466,12 +2398,7 @@ impl SqliteStore {
                 .collect::<Result<_, _>>()
                 .map_err(self.sql("reading scores"))?
         };
-        for (subject, entry) in &named.newest_score {
-            let newest_row = newest_rows.get(subject).copied();
-            if newest_row != Some(*entry) {
-                return Err(super::newest_row_stale(subject, *entry, newest_row).into());
-            }
-        }
+        super::check_newest_rows(named, &newest_rows)?;
         // A headline kept for a day with no score row (its row deleted, or the headline added).
         let orphan: Option<(String, String)> = self
             .conn()
@@ -2484,11 +2411,7 @@ impl SqliteStore {
             .optional()
             .map_err(self.sql("reading scores"))?;
         if let Some((subject, day)) = orphan {
-            return Err(Broken {
-                seq: 0,
-                why: format!("a headline is kept for {subject} ({day}), which has no score row"),
-            }
-            .into());
+            return Err(super::orphan_headline(&subject, &day).into());
         }
         Ok(checked)
     }
@@ -2962,6 +2885,70 @@ impl SqliteStore {
 
 /// A checkpoint's columns as read: seq, hash, time, public key, signature.
 type CheckpointRow = (i64, Vec<u8>, i64, Vec<u8>, Vec<u8>);
+
+/// A store's working state beside its log, read whole (what `store copy` moves): subjects, score
+/// rows with their headlines, folded states with their days, declarations, run ids, the outbox.
+#[derive(Debug, Default)]
+pub(crate) struct WorkingState {
+    pub(crate) subjects: Vec<SubjectRow>,
+    pub(crate) scores: Vec<(ScoreRow, Option<Vec<u8>>)>,
+    pub(crate) states: Vec<crate::daemon::subject_state::StateRow>,
+    /// (subject, seq, at_ms, body)
+    pub(crate) declared: Vec<(String, u64, i64, Vec<u8>)>,
+    /// (run id, seq)
+    pub(crate) run_ids: Vec<(String, u64)>,
+    pub(crate) outbox: Vec<OutboxRow>,
+}
+
+impl SqliteStore {
+    /// The working state, read whole in one read transaction.
+    pub(crate) fn working_state(&self) -> Result<WorkingState, StoreError> {
+        let _snapshot = ReadSnapshot::begin(self)?;
+        let mut state = WorkingState {
+            subjects: self.subjects()?,
+            outbox: self.outbox_rows()?,
+            ..WorkingState::default()
+        };
+        let conn = self.conn();
+        let read = self.sql("reading the working state");
+        state.scores = conn
+            .prepare(
+                "SELECT s.subject, s.day, s.as_of_ms, s.seq, s.document, h.headline FROM score s
+                 LEFT JOIN score_headline h ON h.subject = s.subject AND h.day = s.day
+                 ORDER BY s.subject, s.day",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([], |r| Ok((read_score(r)?, r.get(5)?)))?
+                    .collect::<Result<_, _>>()
+            })
+            .map_err(&read)?;
+        state.declared = conn
+            .prepare("SELECT subject, seq, at_ms, body FROM declared ORDER BY subject, seq")
+            .and_then(|mut stmt| {
+                stmt.query_map([], |r| {
+                    Ok((r.get(0)?, r.get::<_, i64>(1)? as u64, r.get(2)?, r.get(3)?))
+                })?
+                .collect::<Result<_, _>>()
+            })
+            .map_err(&read)?;
+        state.run_ids = conn
+            .prepare("SELECT id, seq FROM run_id ORDER BY id")
+            .and_then(|mut stmt| {
+                stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?
+                    .collect::<Result<_, _>>()
+            })
+            .map_err(&read)?;
+        let subjects: Vec<String> = conn
+            .prepare("SELECT subject FROM subject_state ORDER BY subject")
+            .and_then(|mut stmt| stmt.query_map([], |r| r.get(0))?.collect())
+            .map_err(&read)?;
+        drop(conn);
+        for subject in subjects {
+            state.states.extend(self.subject_state(&subject)?);
+        }
+        Ok(state)
+    }
+}
 
 const SELECT_OUTBOX: &str = "SELECT id, event_id, webhook, kind, created_ms, body, state,
     attempts, next_attempt_ms, last_error, done_ms FROM webhook_outbox";

@@ -14,7 +14,7 @@ use x402_probe::ledger::chain::Trusted;
 use x402_probe::ledger::key::ReporterKey;
 use x402_probe::ledger::record::{ControlRecord, CorrectionRecord, OutageOf, OutageRecord, Record};
 use x402_probe::store::postgres::{MIGRATIONS, PgLedger, PgPool};
-use x402_probe::store::{Index, LedgerLog, NewEntry, SqliteStore, StoreError};
+use x402_probe::store::{LedgerLog, NewEntry, SqliteStore, StoreError};
 
 fn key(dir: &Path, name: &str) -> ReporterKey {
     ReporterKey::generate(&dir.join(format!("{name}.key"))).expect("a reporter key")
@@ -200,18 +200,15 @@ fn sqlite_and_postgres_seal_the_same_entries_alike() {
         LedgerLog::entries_page(&sqlite, 10, 100).unwrap(),
         postgres.entries_page(10, 100).unwrap()
     );
-    // Index rows are the daemon's (next): refused, and nothing of the batch is written.
-    let with_index = NewEntry {
-        index: Some(Box::new(|_| Index {
-            run_id: Some("r1".into()),
-            ..Index::default()
-        })),
+    // A batch with an entry that cannot be written: refused whole, nothing of it written.
+    let unwritable = NewEntry {
+        record: x402_probe::store::NewRecord::Unwritable("a test's".into()),
         ..control("v", 1)
     };
     let err = postgres
-        .append(vec![control("v", 0), with_index])
+        .append(vec![control("v", 0), unwritable])
         .unwrap_err();
-    assert!(matches!(err, StoreError::NotKept { .. }), "{err}");
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
     assert_eq!(postgres.head().unwrap().0, 63);
 }
 
@@ -238,12 +235,12 @@ fn migrations_apply_once_under_concurrency_and_a_newer_database_is_refused() {
             .map(|m| (m.version, m.name.to_string()))
             .collect();
         assert_eq!(applied, known);
-        assert_eq!(applied.len(), 2);
+        assert_eq!(applied.len(), 3);
     });
     // A migration this build does not know (a newer build ran): refused, nothing applied.
     psql(
         &url,
-        "INSERT INTO schema_migration (version, name) VALUES (3, 'from-the-future')",
+        "INSERT INTO schema_migration (version, name) VALUES (4, 'from-the-future')",
     );
     let err = runtime
         .block_on(PgPool::connect(&url))
@@ -255,7 +252,7 @@ fn migrations_apply_once_under_concurrency_and_a_newer_database_is_refused() {
     // A known number under another name (another build's branch): refused too.
     psql(
         &url,
-        "DELETE FROM schema_migration WHERE version = 3;
+        "DELETE FROM schema_migration WHERE version = 4;
          UPDATE schema_migration SET name = 'other' WHERE version = 2",
     );
     let err = runtime.block_on(PgPool::connect(&url)).unwrap_err();
@@ -306,4 +303,64 @@ fn a_throwaway_cluster_is_stopped_and_removed_when_dropped() {
         "the server is gone"
     );
     assert!(!dir.exists(), "its directory is removed");
+}
+
+#[test]
+fn a_database_lost_and_back_is_told_apart_writes_nothing_half_and_takes_appends_again() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let url = pg.fresh_database("lost").unwrap();
+    let name = url.rsplit('/').next().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let k = key(dir.path(), "lost");
+    let log = PgLedger::open(&url, "lost", k.public_key()).unwrap();
+    log.append((0..5).map(|i| control("lost", i)).collect())
+        .unwrap();
+    // The database refuses connections and ends every session (what a server going away looks
+    // like to its clients, without stopping the cluster other tests share).
+    psql(
+        pg.admin_url(),
+        &format!(
+            "ALTER DATABASE \"{name}\" WITH ALLOW_CONNECTIONS false;
+             SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}';"
+        ),
+    );
+    let err = log
+        .append((5..10).map(|i| control("lost", i)).collect())
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::PostgresUnreachable { .. }),
+        "a lost database is told apart: {err}"
+    );
+    // What the daemon's writer waits out (no new runs, writes kept, tried again).
+    assert!(x402_probe::daemon::storage::is_full(
+        &anyhow::Error::new(err),
+        dir.path()
+    ));
+    psql(
+        pg.admin_url(),
+        &format!("ALTER DATABASE \"{name}\" WITH ALLOW_CONNECTIONS true"),
+    );
+    // Back (a pooled connection the server ended may fail once more, as unreachable, before
+    // the pool replaces it: the daemon tries again every few seconds): nothing of the failed
+    // batch was written, and the next append follows the head.
+    let mut head = None;
+    for _ in 0..50 {
+        match log.head() {
+            Ok((seq, _)) => {
+                head = Some(seq);
+                break;
+            }
+            Err(e) => {
+                assert!(matches!(e, StoreError::PostgresUnreachable { .. }), "{e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    assert_eq!(head, Some(5));
+    let seqs = log
+        .append((5..10).map(|i| control("lost", i)).collect())
+        .unwrap();
+    assert_eq!(seqs, (6..=10).collect::<Vec<_>>());
+    log.checkpoint(&k, 1_790_000_000_000).unwrap();
+    assert_eq!(log.verify(Some(&trusted(&k)), true).unwrap().entries, 10);
 }

@@ -79,6 +79,40 @@ fn a_daemon_ledger_copied_into_postgres_verifies_and_reads_back_alike() {
     assert_eq!(ours.len(), theirs.len());
     assert!(ours == theirs, "the copy reads back as the ledger does");
     assert_eq!(LedgerLog::head(&sqlite).unwrap(), copy.head().unwrap());
+    // The whole store: subjects, score rows, folded states and declarations read alike.
+    {
+        use x402_probe::store::Store;
+        let subjects = Store::subjects(&sqlite).unwrap();
+        assert!(!subjects.is_empty());
+        assert_eq!(subjects, Store::subjects(&copy).unwrap());
+        for s in &subjects {
+            assert_eq!(
+                Store::daily_scores(&sqlite, &s.url).unwrap(),
+                Store::daily_scores(&copy, &s.url).unwrap()
+            );
+            assert!(Store::latest_score(&copy, &s.url).unwrap().is_some());
+            assert_eq!(
+                Store::subject_state(&sqlite, &s.url).unwrap(),
+                Store::subject_state(&copy, &s.url).unwrap()
+            );
+            assert_eq!(
+                Store::declared(&sqlite, &s.url, 0).unwrap(),
+                Store::declared(&copy, &s.url, 0).unwrap()
+            );
+        }
+        assert_eq!(
+            Store::outbox_rows(&sqlite).unwrap(),
+            Store::outbox_rows(&copy).unwrap()
+        );
+        let deep = Store::verify(&copy, None, true).unwrap();
+        assert!(deep.score_rows >= subjects.len() as u64, "{deep:?}");
+    }
+    // Every score recomputes from the copy.
+    let out = Command::new(env!("CARGO_BIN_EXE_x402-probe"))
+        .args(["recompute", "--quiet", "--postgres", &url])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     // The copy goes on as the vantage's log: an append and a checkpoint by its key verify.
     copy.append(vec![x402_probe::store::NewEntry::plain(
         1,
