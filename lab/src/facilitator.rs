@@ -66,6 +66,7 @@ pub async fn start(
         .route("/{kind}/supported", get(supported))
         .route("/{kind}/verify", post(verify))
         .route("/{kind}/settle", post(settle))
+        .route("/pull-again", post(pull_again))
         .with_state(state);
     let mut tasks = JoinSet::new();
     tasks.spawn(async move {
@@ -310,6 +311,40 @@ async fn settle(
     })
 }
 
+/// What no facilitator should offer, for the lab's dishonest sellers (`payment-id-double-charge`):
+/// the amount of an authorization already spent pulled again from the payer to the payee, through
+/// the allowance the payer granted the dishonest signer. Nothing is checked: the authorization is
+/// only read for who, to whom and how much.
+async fn pull_again(State(f): State<Arc<Facilitator>>, Json(body): Json<Value>) -> Json<Value> {
+    let network = format!("eip155:{}", f.chain_id);
+    let Some(a) = body.get("paymentPayload").and_then(parse_authorization) else {
+        return Json(json!({"success": false, "errorReason": "invalid_payload", "transaction": ""}));
+    };
+    let pulled = match Token::at(f.token.rpc(), f.token.address()).await {
+        Ok(token) => {
+            token
+                .transfer_from(f.accounts.dishonest, a.from, a.to, a.value)
+                .await
+        }
+        Err(e) => Err(e),
+    };
+    Json(match pulled {
+        Ok(tx) => json!({
+            "success": true,
+            "transaction": format!("{tx:#x}"),
+            "network": network,
+            "payer": a.from.to_checksum(None),
+        }),
+        Err(e) => json!({
+            "success": false,
+            "errorReason": "unexpected_settle_error",
+            "errorMessage": format!("{e:#}"),
+            "transaction": "",
+            "network": network,
+        }),
+    })
+}
+
 async fn settle_as(f: &Facilitator, kind: FacilitatorKind, c: &Checked) -> Result<B256> {
     let a = &c.authorization;
     let token = Token::at(f.token.rpc(), f.token.address()).await?;
@@ -413,6 +448,26 @@ impl FacilitatorClient {
         req: &Value,
     ) -> Result<Value> {
         self.post(kind, "verify", version, payload, req).await
+    }
+
+    /// The dishonest `/pull-again` (see [`pull_again`]): the amount of `payload`'s spent
+    /// authorization pulled again.
+    pub async fn pull_again(&self, payload: &Value, req: &Value) -> Result<Value> {
+        let base = self
+            .base_urls
+            .get(&FacilitatorKind::Honest)
+            .ok_or_else(|| anyhow!("no facilitator"))?;
+        let root = base
+            .strip_suffix(FacilitatorKind::Honest.name())
+            .unwrap_or(base);
+        let body = json!({"x402Version": 2, "paymentPayload": payload, "paymentRequirements": req});
+        let resp = self
+            .http
+            .post(format!("{root}pull-again"))
+            .json(&body)
+            .send()
+            .await?;
+        Ok(resp.json::<Value>().await?)
     }
 
     pub async fn settle(

@@ -20,6 +20,9 @@ use paid_support::*;
 fn expected_refusal(scenario: &str) -> Option<RefusalCode> {
     Some(match scenario {
         "expensive" => RefusalCode::OverPerCallCap,
+        // `upto`: the caps hold for its maximum; within them, Permit2 (never signed) refuses it.
+        "upto-over-cap" => RefusalCode::OverPerCallCap,
+        "upto-within-caps" => RefusalCode::UptoNeedsPermit2,
         "permit2-only" => RefusalCode::TransferMethodNotEip3009,
         "off-allowlist-network" => RefusalCode::NetworkNotAllowed,
         "network-not-caip2" => RefusalCode::NetworkNotAllowed,
@@ -48,6 +51,8 @@ fn expected_movement(s: &Scenario) -> (i128, i128, i128) {
         (FacilitatorKind::FakeHash, _) => (0, 0, 0),
         (_, Paid::NoSettlement) => (0, 0, 0),
         (FacilitatorKind::DoublePull, _) => (-2, 2, 0),
+        // The replay (H7) is the retry with the same payment-identifier id: charged again.
+        (_, Paid::IdempotencyDoubleCharge) => (-2, 2, 0),
         (FacilitatorKind::Overcharge, _) => (-3, 3, 0),
         (FacilitatorKind::WrongPayee, _) => (-1, 0, 1),
         // Charged, then refunded from payTo within the window (the watch waits for it).
@@ -127,6 +132,17 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
             s.name,
             obs.pending.len()
         );
+        // A 402 advertising `payment-identifier` gets a payment carrying an id (the same one
+        // in the replay, which sends the same header); any other gets none.
+        if let Some(payment) = &obs.payment {
+            assert_eq!(
+                payment.payment_id.is_some(),
+                s.paid.advertises_payment_identifier(),
+                "{}: payment id {:?}",
+                s.name,
+                payment.payment_id
+            );
+        }
         if s.paid == Paid::SettlementPending {
             assert!(
                 obs.settlement

@@ -1250,3 +1250,116 @@ async fn reference_endpoints_answer_the_source_or_miss_it() {
     let doubled = paid_json("supply-doubled").await;
     assert_eq!(doubled["totalSupply"], (supply * U256::from(2)).to_string());
 }
+
+// ---------- payment-identifier ----------
+
+/// A payment with `extensions["payment-identifier"].info.id` set to `id` (the signed
+/// authorization is not touched: the id travels beside it).
+fn with_payment_id(value: &str, id: &str) -> String {
+    let mut payload = decode_b64_json(value);
+    payload["extensions"]["payment-identifier"]["info"]["id"] = Value::String(id.to_string());
+    base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        payload.to_string(),
+    )
+}
+
+/// Both `payment-identifier` kinds advertise the extension as required and refuse a payment
+/// without an id; the honest one answers the same payment sent again with the same id from its
+/// cache (the first receipt, charged once) and a conflict for the id with another payment; the
+/// dishonest one charges the retry again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payment_identifier_kinds_require_an_id_and_answer_retries_by_their_kind() {
+    let lab = lab(&["payment-id-honest", "payment-id-double-charge"]).await;
+    for (scenario, charged_again) in [
+        ("payment-id-honest", false),
+        ("payment-id-double-charge", true),
+    ] {
+        let (pr, _) = quote(unpaid(&lab, scenario).await).await;
+        let ext = &pr["extensions"]["payment-identifier"];
+        assert_eq!(ext["info"]["required"], true, "{scenario}");
+        assert!(ext["schema"].is_object(), "{scenario}");
+        let get = |value: String| {
+            let lab = &lab;
+            async move {
+                client(lab)
+                    .get(format!("{}?city=Paris", url(lab, scenario)))
+                    .header("payment-signature", value)
+                    .send()
+                    .await
+                    .expect("a paid answer")
+            }
+        };
+
+        // Without an id: refused before anything is verified or settled.
+        let before = balance(&lab, lab.payer).await;
+        let (_, without_id, _) = payment(&lab, &pr);
+        assert_eq!(get(without_id).await.status().as_u16(), 400, "{scenario}");
+        assert_eq!(balance(&lab, lab.payer).await, before, "{scenario}");
+
+        let (_, value, nonce) = payment(&lab, &pr);
+        let id = format!("pay_{}", hex::encode(&nonce[..16]));
+        let paid = with_payment_id(&value, &id);
+        let first = get(paid.clone()).await;
+        assert_eq!(first.status().as_u16(), 200, "{scenario}");
+        let receipt = decode_b64_json(&header(&first, "payment-response").expect("a receipt"));
+        let tx = receipt["transaction"].as_str().unwrap().to_string();
+        assert_eq!(
+            transfers_in(&lab, &tx).await,
+            vec![(lab.payer, lab.pay_to, price())]
+        );
+        assert_eq!(balance(&lab, lab.payer).await, before - price(), "{scenario}");
+
+        // The retry: the very same payment, the same id.
+        let again = get(paid).await;
+        assert_eq!(again.status().as_u16(), 200, "{scenario}");
+        let second = decode_b64_json(&header(&again, "payment-response").expect("a receipt"));
+        let out: Value = again.json().await.unwrap();
+        assert_eq!(out, x402_lab::quote::output(), "{scenario}");
+        if charged_again {
+            let second_tx = second["transaction"].as_str().unwrap();
+            assert_ne!(second_tx, tx, "{scenario}: a new transaction");
+            assert_eq!(
+                transfers_in(&lab, second_tx).await,
+                vec![(lab.payer, lab.pay_to, price())],
+                "{scenario}: the retry pulled the amount again"
+            );
+            assert_eq!(balance(&lab, lab.payer).await, before - price() * U256::from(2));
+        } else {
+            assert_eq!(second, receipt, "{scenario}: the first receipt, from the cache");
+            assert_eq!(balance(&lab, lab.payer).await, before - price(), "charged once");
+            // The same id with another payment: a conflict, nothing moves.
+            let (_, other, _) = payment(&lab, &pr);
+            let conflict = get(with_payment_id(&other, &id)).await;
+            assert_eq!(conflict.status().as_u16(), 409);
+            assert_eq!(balance(&lab, lab.payer).await, before - price());
+        }
+    }
+}
+
+// ---------- upto ----------
+
+/// The `upto` scenarios quote scheme `upto`: the amount a maximum (the honest price, or 25 USDC),
+/// the facilitator the Permit2 witness binds in `extra.facilitatorAddress`, the token's domain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upto_scenarios_quote_a_maximum_for_permit2() {
+    let lab = lab(&["upto-within-caps", "upto-over-cap"]).await;
+    for (scenario, maximum) in [
+        ("upto-within-caps", x402_lab::quote::PRICE),
+        ("upto-over-cap", x402_lab::quote::EXPENSIVE_PRICE),
+    ] {
+        let (pr, _) = quote(unpaid(&lab, scenario).await).await;
+        let req = &pr["accepts"][0];
+        assert_eq!(req["scheme"], "upto", "{scenario}");
+        assert_eq!(req["amount"], maximum.to_string(), "{scenario}");
+        assert_eq!(req["payTo"], lab.pay_to.to_checksum(None));
+        assert_eq!(req["asset"], lab.token.address().to_checksum(None));
+        let facilitator: Address = req["extra"]["facilitatorAddress"]
+            .as_str()
+            .expect("a facilitator address")
+            .parse()
+            .unwrap();
+        assert_ne!(facilitator, Address::ZERO);
+        assert_eq!(req["extra"]["name"], x402_lab::quote::TOKEN_NAME);
+    }
+}
