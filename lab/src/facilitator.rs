@@ -294,7 +294,16 @@ async fn settle(
     };
     let network = checked.network.clone();
     let payer = checked.authorization.from;
-    Json(match settle_as(&f, kind, &checked).await {
+    Json(settle_answer(
+        settle_as(&f, kind, &checked).await,
+        &network,
+        payer,
+    ))
+}
+
+/// The SettleResponse for a settlement sent (its transaction) or failed.
+fn settle_answer(sent: Result<B256>, network: &str, payer: Address) -> Value {
+    match sent {
         Ok(tx) => json!({
             "success": true,
             "transaction": format!("{tx:#x}"),
@@ -308,7 +317,7 @@ async fn settle(
             "transaction": "",
             "network": network,
         }),
-    })
+    }
 }
 
 /// What no facilitator should offer, for the lab's dishonest sellers (`payment-id-double-charge`):
@@ -328,21 +337,7 @@ async fn pull_again(State(f): State<Arc<Facilitator>>, Json(body): Json<Value>) 
         }
         Err(e) => Err(e),
     };
-    Json(match pulled {
-        Ok(tx) => json!({
-            "success": true,
-            "transaction": format!("{tx:#x}"),
-            "network": network,
-            "payer": a.from.to_checksum(None),
-        }),
-        Err(e) => json!({
-            "success": false,
-            "errorReason": "unexpected_settle_error",
-            "errorMessage": format!("{e:#}"),
-            "transaction": "",
-            "network": network,
-        }),
-    })
+    Json(settle_answer(pulled, &network, a.from))
 }
 
 async fn settle_as(f: &Facilitator, kind: FacilitatorKind, c: &Checked) -> Result<B256> {

@@ -1363,3 +1363,150 @@ async fn upto_scenarios_quote_a_maximum_for_permit2() {
         assert_eq!(req["extra"]["name"], x402_lab::quote::TOKEN_NAME);
     }
 }
+
+// ---------- offer-receipt ----------
+
+/// The `offer-receipt` extension of a scenario's 402: its one offer.
+async fn offer_of(lab: &x402_lab::Lab, scenario: &str) -> (Value, Value) {
+    let (pr, _) = quote(unpaid(lab, scenario).await).await;
+    let offers = pr["extensions"]["offer-receipt"]["info"]["offers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{scenario}: offers"))
+        .clone();
+    assert_eq!(offers.len(), 1, "{scenario}");
+    (pr["accepts"][0].clone(), offers[0].clone())
+}
+
+/// A JWS's payload, and whether its ES256K signature (over SHA-256 of the signing input, r ‖ s)
+/// recovers the address its `did:pkh` kid names.
+fn jws_check(compact: &str) -> (Value, bool) {
+    use alloy::primitives::{B256, Signature};
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use sha2::Digest as _;
+    let parts: Vec<&str> = compact.split('.').collect();
+    assert_eq!(parts.len(), 3);
+    let header: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[0]).unwrap()).unwrap();
+    let payload: Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[1]).unwrap()).unwrap();
+    assert_eq!(header["alg"], "ES256K");
+    let kid = header["kid"].as_str().unwrap();
+    let named: Address = kid.rsplit(':').next().unwrap().parse().unwrap();
+    let sig = URL_SAFE_NO_PAD.decode(parts[2]).unwrap();
+    let digest = B256::from_slice(&sha2::Sha256::digest(
+        format!("{}.{}", parts[0], parts[1]).as_bytes(),
+    ));
+    let (r, s) = (
+        U256::from_be_slice(&sig[..32]),
+        U256::from_be_slice(&sig[32..]),
+    );
+    let good = [false, true].into_iter().any(|parity| {
+        Signature::new(r, s, parity)
+            .recover_address_from_prehash(&digest)
+            .is_ok_and(|a| a == named)
+    });
+    (payload, good)
+}
+
+/// The signing scenarios commit to their entry (EIP-712 with the payload beside the signature,
+/// JWS with it inside), the bad one with a signature that does not verify, the unmatched one to
+/// half the price; after payment the receipt names the settling transaction, except the liar's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_offers_commit_to_their_entry_and_receipts_name_the_settlement() {
+    let lab = lab(&[
+        "signed-offer-eip712",
+        "signed-offer-jws",
+        "signed-offer-bad-signature",
+        "signed-offer-unmatched",
+        "signed-receipt-lies",
+    ])
+    .await;
+    let signer = x402_lab::offers::offer_signer();
+    for scenario in ["signed-offer-eip712", "signed-receipt-lies"] {
+        let (entry, offer) = offer_of(&lab, scenario).await;
+        assert_eq!(offer["format"], "eip712", "{scenario}");
+        let p = &offer["payload"];
+        for (a, b) in [("payTo", "payTo"), ("amount", "amount"), ("asset", "asset")] {
+            assert_eq!(p[a], entry[b], "{scenario}: {a}");
+        }
+        assert_eq!(p["resourceUrl"], url(&lab, scenario));
+        assert_eq!(offer["signature"].as_str().unwrap().len(), 132);
+    }
+    let (entry, offer) = offer_of(&lab, "signed-offer-unmatched").await;
+    assert_eq!(offer["payload"]["amount"], (x402_lab::quote::PRICE / 2).to_string());
+    assert_ne!(offer["payload"]["amount"], entry["amount"]);
+    for (scenario, verifies) in [
+        ("signed-offer-jws", true),
+        ("signed-offer-bad-signature", false),
+    ] {
+        let (entry, offer) = offer_of(&lab, scenario).await;
+        assert_eq!(offer["format"], "jws");
+        assert!(offer.get("payload").is_none(), "a JWS carries its payload inside");
+        let (payload, good) = jws_check(offer["signature"].as_str().unwrap());
+        assert_eq!(good, verifies, "{scenario}");
+        assert_eq!(payload["payTo"], entry["payTo"]);
+        assert_eq!(payload["amount"], entry["amount"]);
+    }
+
+    for (scenario, names_settlement) in [
+        ("signed-offer-eip712", true),
+        ("signed-offer-jws", true),
+        ("signed-receipt-lies", false),
+    ] {
+        let (resp, _, _) = pay(&lab, scenario).await;
+        assert_eq!(resp.status().as_u16(), 200, "{scenario}");
+        let settled = decode_b64_json(&header(&resp, "payment-response").unwrap());
+        let tx = settled["transaction"].as_str().unwrap();
+        assert_eq!(
+            transfers_in(&lab, tx).await,
+            vec![(lab.payer, lab.pay_to, price())]
+        );
+        let receipt = &settled["extensions"]["offer-receipt"]["info"]["receipt"];
+        let payload = match receipt["format"].as_str() {
+            Some("eip712") => receipt["payload"].clone(),
+            Some("jws") => {
+                let (payload, good) = jws_check(receipt["signature"].as_str().unwrap());
+                assert!(good, "{scenario}: the receipt's JWS verifies");
+                payload
+            }
+            other => panic!("{scenario}: receipt format {other:?}"),
+        };
+        assert_eq!(payload["payer"], lab.payer.to_checksum(None), "{scenario}");
+        assert_eq!(payload["network"], format!("eip155:{}", lab.chain_id));
+        assert_eq!(payload["transaction"] == tx, names_settlement, "{scenario}");
+    }
+    assert_ne!(signer, lab.pay_to, "the offer key is the seller's own, not payTo's");
+}
+
+// ---------- batch or credit-backed settlement ----------
+
+/// Both batch scenarios answer the output with a receipt whose transaction is a commitment id;
+/// the honest one moves nothing during the call (our authorization stays unused), the other's
+/// facilitator pulls the amount twice at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_commitments_name_no_transaction() {
+    let lab = lab(&["batch-commitment", "batch-commitment-double-pull"]).await;
+    for (scenario, moved) in [
+        ("batch-commitment", U256::ZERO),
+        ("batch-commitment-double-pull", price() * U256::from(2)),
+    ] {
+        let before = balance(&lab, lab.payer).await;
+        let (resp, nonce, _) = pay(&lab, scenario).await;
+        assert_eq!(resp.status().as_u16(), 200, "{scenario}");
+        let receipt = decode_b64_json(&header(&resp, "payment-response").unwrap());
+        assert_eq!(receipt["success"], true);
+        let id = receipt["transaction"].as_str().unwrap();
+        assert!(id.starts_with("batch_") && !id.starts_with("0x"), "{id}");
+        let out: Value = resp.json().await.unwrap();
+        assert_eq!(out, x402_lab::quote::output());
+        assert_eq!(balance(&lab, lab.payer).await, before - moved, "{scenario}");
+        assert_eq!(
+            lab.token
+                .authorization_state(lab.payer, nonce)
+                .await
+                .unwrap(),
+            moved > U256::ZERO,
+            "{scenario}: our authorization used"
+        );
+    }
+}
