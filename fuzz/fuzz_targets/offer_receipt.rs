@@ -24,7 +24,16 @@ fuzz_target!(|data: &[u8]| {
     if let Some(map) = value.as_object() {
         if let Some(list) = offers(Some(map)) {
             assert!(list.len() <= MAX_OFFERS, "{} offers", list.len());
-            for (i, OfferSeen { index, terms, verified, .. }) in list.iter().enumerate() {
+            for (
+                i,
+                OfferSeen {
+                    index,
+                    terms,
+                    verified,
+                    ..
+                },
+            ) in list.iter().enumerate()
+            {
                 assert_eq!(*index, i);
                 signer_is_named(verified);
                 if verified.signer().is_some() {

@@ -327,16 +327,17 @@ fn settle_answer(sent: Result<B256>, network: &str, payer: Address) -> Value {
 async fn pull_again(State(f): State<Arc<Facilitator>>, Json(body): Json<Value>) -> Json<Value> {
     let network = format!("eip155:{}", f.chain_id);
     let Some(a) = body.get("paymentPayload").and_then(parse_authorization) else {
-        return Json(json!({"success": false, "errorReason": "invalid_payload", "transaction": ""}));
+        return Json(
+            json!({"success": false, "errorReason": "invalid_payload", "transaction": ""}),
+        );
     };
-    let pulled = match Token::at(f.token.rpc(), f.token.address()).await {
-        Ok(token) => {
-            token
-                .transfer_from(f.accounts.dishonest, a.from, a.to, a.value)
-                .await
-        }
-        Err(e) => Err(e),
-    };
+    let pulled: Result<B256> = async {
+        let token = Token::at(f.token.rpc(), f.token.address()).await?;
+        Ok(token
+            .transfer_from(f.accounts.dishonest, a.from, a.to, a.value)
+            .await?)
+    }
+    .await;
     Json(settle_answer(pulled, &network, a.from))
 }
 

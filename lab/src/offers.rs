@@ -151,7 +151,9 @@ pub fn signed_offer(signing: Signing, payload: &Value) -> Option<Value> {
             eip712(&half)
         }
         Signing::Jws => json!({"format": "jws", "signature": jws(payload, chain_id, false)}),
-        Signing::BadSignature => json!({"format": "jws", "signature": jws(payload, chain_id, true)}),
+        Signing::BadSignature => {
+            json!({"format": "jws", "signature": jws(payload, chain_id, true)})
+        }
     })
 }
 

@@ -582,7 +582,8 @@ async fn paid(endpoint: &Arc<Endpoint>, header_value: &str) -> Resp {
         Paid::BatchCommitment | Paid::BatchCommitmentSettled
     ) {
         // The commitment the value will move under, in place of a transaction.
-        receipt["transaction"] = json!(format!("batch_{}", hex::encode(rand::random::<[u8; 16]>())));
+        receipt["transaction"] =
+            json!(format!("batch_{}", hex::encode(rand::random::<[u8; 16]>())));
     }
     if matches!(
         scenario.paid,

@@ -308,7 +308,10 @@ pub fn h3(
             .iter()
             .filter(|d| d.pay_to_address() != Some(pay_to))
             .collect();
-        if changed.iter().all(|d| d.offer_signer.as_deref() == Some(signer)) {
+        if changed
+            .iter()
+            .all(|d| d.offer_signer.as_deref() == Some(signer))
+        {
             let mut detail = detail;
             detail["offer_signer"] = json!(signer);
             return Conclusion::pass(format!(

@@ -77,11 +77,12 @@ pub fn evaluate_with_rubric(
         None => {
             // Batch or credit-backed settlement: a commitment id instead of a transaction. The
             // money checks wait for value that moves later, unless it already moved.
-            let deferred = deferred_settlement(obs).filter(|_| {
-                !matches!(&facts.pulls, Ok(pulls) if !pulls.is_empty())
-            });
+            let deferred = deferred_settlement(obs)
+                .filter(|_| !matches!(&facts.pulls, Ok(pulls) if !pulls.is_empty()));
             let wait = |c: Conclusion| match &deferred {
-                Some(why) if c.outcome != Outcome::Unmeasured => Conclusion::unmeasured(why.clone()),
+                Some(why) if c.outcome != Outcome::Unmeasured => {
+                    Conclusion::unmeasured(why.clone())
+                }
                 _ => c,
             };
             let delivered = matches!(delivery(obs), Delivery::Delivered(_));
@@ -90,7 +91,11 @@ pub fn evaluate_with_rubric(
                 wait(h5(obs, &facts)),
                 wait(h6(obs, &facts)),
                 wait(h7(obs, &facts)),
-                if delivered { h8(obs, &facts) } else { wait(h8(obs, &facts)) },
+                if delivered {
+                    h8(obs, &facts)
+                } else {
+                    wait(h8(obs, &facts))
+                },
                 h9(obs, &facts),
             ]
         }
@@ -731,7 +736,10 @@ fn signed_receipt(obs: &PaidObservation, c6: Conclusion) -> Conclusion {
     let fail = |why: String, c6: Conclusion| Conclusion::fail(why).with_detail(c6.detail);
     let terms = match (&seen.verified, &seen.terms) {
         (Verified::Bad { why }, _) => {
-            return fail(format!("the settlement's signed receipt is not valid: {why}"), c6);
+            return fail(
+                format!("the settlement's signed receipt is not valid: {why}"),
+                c6,
+            );
         }
         (Verified::Unresolved { .. }, _) | (_, None) => return c6,
         (Verified::Signer { .. }, Some(terms)) => terms,
@@ -744,13 +752,19 @@ fn signed_receipt(obs: &PaidObservation, c6: Conclusion) -> Conclusion {
     let paid_chain = obs.payment.as_ref().map(|p| p.chain_id);
     if crate::evidence::paid::address_any_case(&terms.payer) != Some(obs.wallet) {
         return fail(
-            format!("the signed receipt names payer {:?}, not our wallet", terms.payer),
+            format!(
+                "the signed receipt names payer {:?}, not our wallet",
+                terms.payer
+            ),
             c6,
         );
     }
     if chain_id_of(&terms.network) != paid_chain {
         return fail(
-            format!("the signed receipt names network {:?}, not the chain we paid on", terms.network),
+            format!(
+                "the signed receipt names network {:?}, not the chain we paid on",
+                terms.network
+            ),
             c6,
         );
     }

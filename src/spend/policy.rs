@@ -216,13 +216,14 @@ pub fn assess(policy: &PayPolicy, requirement: &Requirement) -> Result<Priced, R
             ),
         );
     }
-    let method_ok = upto || match requirement.asset_transfer_method.as_deref() {
-        None => requirement
-            .entry
-            .pointer("/extra/assetTransferMethod")
-            .is_none(),
-        Some(method) => method == "eip3009",
-    };
+    let method_ok = upto
+        || match requirement.asset_transfer_method.as_deref() {
+            None => requirement
+                .entry
+                .pointer("/extra/assetTransferMethod")
+                .is_none(),
+            Some(method) => method == "eip3009",
+        };
     if !method_ok {
         let asked = requirement
             .entry

@@ -667,7 +667,8 @@ mod tests {
         let pr = json!({"x402Version": 2, "resource": {"url": t.resource_url}, "accepts": [{
             "scheme": t.scheme, "network": t.network, "amount": t.amount, "asset": t.asset,
             "payTo": t.pay_to, "maxTimeoutSeconds": 60, "extra": {"name": "USDC", "version": "2"}}]});
-        let parsed = crate::x402::parse::parse_payment_required(402, &[], pr.to_string().as_bytes());
+        let parsed =
+            crate::x402::parse::parse_payment_required(402, &[], pr.to_string().as_bytes());
         parsed.required.unwrap().accepts.remove(0)
     }
 
@@ -783,7 +784,9 @@ mod tests {
             issued_at: 1_700_000_100,
             transaction: format!("0x{}", "ab".repeat(32)),
         };
-        let sig = key.sign_hash_sync(&receipt_signing_hash(&r).unwrap()).unwrap();
+        let sig = key
+            .sign_hash_sync(&receipt_signing_hash(&r).unwrap())
+            .unwrap();
         let settlement = json!({"success": true, "extensions": {"offer-receipt": {"info": {"version": 1,
             "receipt": {"format": "eip712", "payload": r, "signature": format!("0x{}", hex::encode(sig.as_bytes()))}}}}});
         let seen = receipt(&settlement).unwrap();

@@ -263,8 +263,19 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
         };
         for id in waiting {
             let r = by_id[id];
-            assert_eq!(r.outcome, Outcome::Unmeasured, "{} {id}: {}", s.name, r.evidence);
-            assert!(r.evidence.contains("commitment"), "{} {id}: {}", s.name, r.evidence);
+            assert_eq!(
+                r.outcome,
+                Outcome::Unmeasured,
+                "{} {id}: {}",
+                s.name,
+                r.evidence
+            );
+            assert!(
+                r.evidence.contains("commitment"),
+                "{} {id}: {}",
+                s.name,
+                r.evidence
+            );
         }
         for (id, want) in &paid_expect {
             compared += 1;

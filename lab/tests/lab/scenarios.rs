@@ -1308,7 +1308,11 @@ async fn payment_identifier_kinds_require_an_id_and_answer_retries_by_their_kind
             transfers_in(&lab, &tx).await,
             vec![(lab.payer, lab.pay_to, price())]
         );
-        assert_eq!(balance(&lab, lab.payer).await, before - price(), "{scenario}");
+        assert_eq!(
+            balance(&lab, lab.payer).await,
+            before - price(),
+            "{scenario}"
+        );
 
         // The retry: the very same payment, the same id.
         let again = get(paid).await;
@@ -1324,10 +1328,20 @@ async fn payment_identifier_kinds_require_an_id_and_answer_retries_by_their_kind
                 vec![(lab.payer, lab.pay_to, price())],
                 "{scenario}: the retry pulled the amount again"
             );
-            assert_eq!(balance(&lab, lab.payer).await, before - price() * U256::from(2));
+            assert_eq!(
+                balance(&lab, lab.payer).await,
+                before - price() * U256::from(2)
+            );
         } else {
-            assert_eq!(second, receipt, "{scenario}: the first receipt, from the cache");
-            assert_eq!(balance(&lab, lab.payer).await, before - price(), "charged once");
+            assert_eq!(
+                second, receipt,
+                "{scenario}: the first receipt, from the cache"
+            );
+            assert_eq!(
+                balance(&lab, lab.payer).await,
+                before - price(),
+                "charged once"
+            );
             // The same id with another payment: a conflict, nothing moves.
             let (_, other, _) = payment(&lab, &pr);
             let conflict = get(with_payment_id(&other, &id)).await;
@@ -1433,7 +1447,10 @@ async fn signed_offers_commit_to_their_entry_and_receipts_name_the_settlement() 
         assert_eq!(offer["signature"].as_str().unwrap().len(), 132);
     }
     let (entry, offer) = offer_of(&lab, "signed-offer-unmatched").await;
-    assert_eq!(offer["payload"]["amount"], (x402_lab::quote::PRICE / 2).to_string());
+    assert_eq!(
+        offer["payload"]["amount"],
+        (x402_lab::quote::PRICE / 2).to_string()
+    );
     assert_ne!(offer["payload"]["amount"], entry["amount"]);
     for (scenario, verifies) in [
         ("signed-offer-jws", true),
@@ -1441,7 +1458,10 @@ async fn signed_offers_commit_to_their_entry_and_receipts_name_the_settlement() 
     ] {
         let (entry, offer) = offer_of(&lab, scenario).await;
         assert_eq!(offer["format"], "jws");
-        assert!(offer.get("payload").is_none(), "a JWS carries its payload inside");
+        assert!(
+            offer.get("payload").is_none(),
+            "a JWS carries its payload inside"
+        );
         let (payload, good) = jws_check(offer["signature"].as_str().unwrap());
         assert_eq!(good, verifies, "{scenario}");
         assert_eq!(payload["payTo"], entry["payTo"]);
@@ -1475,7 +1495,10 @@ async fn signed_offers_commit_to_their_entry_and_receipts_name_the_settlement() 
         assert_eq!(payload["network"], format!("eip155:{}", lab.chain_id));
         assert_eq!(payload["transaction"] == tx, names_settlement, "{scenario}");
     }
-    assert_ne!(signer, lab.pay_to, "the offer key is the seller's own, not payTo's");
+    assert_ne!(
+        signer, lab.pay_to,
+        "the offer key is the seller's own, not payTo's"
+    );
 }
 
 // ---------- batch or credit-backed settlement ----------
