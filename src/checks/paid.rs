@@ -1759,6 +1759,56 @@ mod tests {
         assert_eq!(back, broken);
     }
 
+    /// A receipt header of `transaction` on Base, success.
+    fn receipt_naming(transaction: &str) -> (String, String) {
+        use base64::Engine as _;
+        let receipt =
+            json!({"success": true, "transaction": transaction, "network": "eip155:8453"});
+        (
+            "payment-response".to_string(),
+            base64::engine::general_purpose::STANDARD.encode(receipt.to_string()),
+        )
+    }
+
+    #[test]
+    fn a_commitment_id_waits_for_the_value_unless_money_moved() {
+        let commitment = |status: u16, transfers: Vec<LogEntry>, used: bool, tx: &str| {
+            let (mut headers, body) = json_ok();
+            headers.push(receipt_naming(tx));
+            observation(status, headers, body, transfers, used)
+        };
+        // Delivered, nothing moved yet: the money checks wait, H8 passes.
+        let batch = commitment(200, vec![], false, "batch_7f3a");
+        assert!(deferred_settlement(&batch).is_some());
+        for id in ["C6", "H5", "H6", "H7"] {
+            assert_eq!(outcome_of(&batch, id), Outcome::Unmeasured, "{id}");
+        }
+        assert_eq!(outcome_of(&batch, "H8"), Outcome::Pass);
+        assert_eq!(outcome_of(&batch, "R4"), Outcome::Pass);
+        // Not delivered: whether we will be charged is not known yet.
+        let failed = commitment(500, vec![], false, "batch_7f3a");
+        assert_eq!(outcome_of(&failed, "H8"), Outcome::Unmeasured);
+        // Money moved twice for the call: judged as any charge, C6 still waits.
+        let pulled = commitment(
+            200,
+            vec![
+                transfer(WALLET, PAY_TO, 10_000, 1),
+                transfer(WALLET, PAY_TO, 10_000, 2),
+            ],
+            true,
+            "batch_7f3a",
+        );
+        assert_eq!(outcome_of(&pulled, "C6"), Outcome::Unmeasured);
+        assert_eq!(outcome_of(&pulled, "H7"), Outcome::Fail);
+        assert_eq!(outcome_of(&pulled, "H5"), Outcome::Pass);
+        // A malformed hash is no commitment: C6 fails as before; so does an empty one.
+        for tx in ["0x12", ""] {
+            let bad = commitment(200, vec![], false, tx);
+            assert!(deferred_settlement(&bad).is_none(), "{tx:?}");
+            assert_eq!(outcome_of(&bad, "C6"), Outcome::Fail, "{tx:?}");
+        }
+    }
+
     #[test]
     fn money_checks_read_the_chain_not_the_endpoint() {
         let (headers, body) = json_ok();
