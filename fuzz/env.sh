@@ -9,7 +9,7 @@
 FUZZ_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 FUZZ_TRIPLE="$(rustc -vV | sed -n 's/^host: //p')"
 FUZZ_BIN_DIR="$FUZZ_DIR/target/$FUZZ_TRIPLE/release"
-FUZZ_TARGETS=(payment_required settlement_response operator_file screen decode_body http_response url rpc_response mcp_answer)
+FUZZ_TARGETS=(payment_required settlement_response operator_file screen decode_body http_response url rpc_response mcp_answer offer_receipt)
 # FUZZ_TRACE_COMPARES=0 builds without comparison tracing, into a target folder of its own
 # (target-notc/): libFuzzer then learns from edge counters alone. It is for a target whose time
 # goes into a library's inner loops (payment_required: the screens' regex engines), where every

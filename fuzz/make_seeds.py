@@ -295,5 +295,40 @@ def mcp_answer():
     seeds.add("wrong_type", response(200, [("content-type", "text/html")], "<html></html>"))
 
 
-for make in (payment_required, settlement_response, operator_file, screen, decode_body, url, rpc_response, http_response, mcp_answer):
+def offer_receipt():
+    """Signed offers and receipts (x402::offer_receipt): the extension's shapes from its spec, as
+    `extensions` maps and as settlement responses, in both forms (the signatures are placeholders
+    of the right length: the fuzzer mutates the shapes, the unit tests check real signatures)."""
+    seeds = Seeds("offer_receipt")
+    def b64url(value):
+        return base64.urlsafe_b64encode(compact(value).encode()).decode().rstrip("=")
+    terms = {"resourceUrl": "https://api.example.com/premium-data", "scheme": "exact",
+             "network": "eip155:8453", "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+             "payTo": "0x209693Bc6afc0C5328bA36FaF03C514EF312287C", "amount": "10000",
+             "maxTimeoutSeconds": 60, "issuedAt": 1703123456}
+    sig65 = "0x" + "1b" * 65
+    def jws(alg, kid, payload):
+        return b64url({"alg": alg, "kid": kid}) + "." + b64url(payload) + "." + base64.urlsafe_b64encode(b"\x07" * 64).decode().rstrip("=")
+    def ext(offers):
+        return compact({"offer-receipt": {"info": {"version": 1, "offers": offers}}}).encode()
+    seeds.add("eip712_offer", ext([{"format": "eip712", "payload": terms, "signature": sig65}]))
+    seeds.add("jws_pkh_offer", ext([{"format": "jws", "signature": jws(
+        "ES256K", "did:pkh:eip155:8453:0x209693Bc6afc0C5328bA36FaF03C514EF312287C", terms)}]))
+    seeds.add("jws_key_offer", ext([{"format": "jws", "signature": jws(
+        "EdDSA", "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK", terms)}]))
+    seeds.add("jws_web_offer", ext([{"format": "jws", "signature": jws("ES256K", "did:web:api.example.com#key-1", terms)}]))
+    seeds.add("offers_not_array", ext("yes"))
+    receipt = {"network": "eip155:8453", "resourceUrl": terms["resourceUrl"],
+               "payer": "0x857b06519E91e3A54538791bDbb0E22373e36b66", "issuedAt": 1703123456,
+               "transaction": "0x" + "ab" * 32}
+    settled = {"success": True, "transaction": "0x" + "ab" * 32, "network": "eip155:8453",
+               "extensions": {"offer-receipt": {"info": {"version": 1,
+                   "receipt": {"format": "eip712", "payload": receipt, "signature": sig65}}}}}
+    seeds.add("eip712_receipt", compact(settled).encode())
+    settled["extensions"]["offer-receipt"]["info"]["receipt"] = {"format": "jws", "signature": jws(
+        "ES256K", "did:pkh:eip155:8453:0x857b06519E91e3A54538791bDbb0E22373e36b66", receipt)}
+    seeds.add("jws_receipt", compact(settled).encode())
+
+
+for make in (payment_required, settlement_response, operator_file, screen, decode_body, url, rpc_response, http_response, mcp_answer, offer_receipt):
     make()

@@ -99,6 +99,23 @@ async fn every_free_check_agrees_with_the_lab_on_every_scenario() {
                 disagreements.push(format!("{name} readiness: want {want:?}, got {got:?}"));
             }
         }
+        // What the run declares carries the verified signer of the signed offer for its first
+        // entry (H3's continuity): the lab's offer key where the offer is good and matches,
+        // nobody where it is badly signed, unmatched or absent.
+        let declared = x402_probe::checks::history::declared(&observation, 0);
+        let want_signer = match scenario.scenario.offers {
+            x402_lab::offers::Signing::Eip712
+            | x402_lab::offers::Signing::Jws
+            | x402_lab::offers::Signing::ReceiptLies => {
+                Some(x402_lab::offers::offer_signer().to_checksum(None))
+            }
+            _ => None,
+        };
+        assert_eq!(
+            declared.and_then(|d| d.offer_signer),
+            want_signer,
+            "{name}: the offer's signer"
+        );
         for (id, want) in &scenario.scenario.expect {
             if !free.iter().any(|f| f == id) {
                 continue;

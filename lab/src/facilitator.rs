@@ -66,6 +66,7 @@ pub async fn start(
         .route("/{kind}/supported", get(supported))
         .route("/{kind}/verify", post(verify))
         .route("/{kind}/settle", post(settle))
+        .route("/pull-again", post(pull_again))
         .with_state(state);
     let mut tasks = JoinSet::new();
     tasks.spawn(async move {
@@ -293,7 +294,16 @@ async fn settle(
     };
     let network = checked.network.clone();
     let payer = checked.authorization.from;
-    Json(match settle_as(&f, kind, &checked).await {
+    Json(settle_answer(
+        settle_as(&f, kind, &checked).await,
+        &network,
+        payer,
+    ))
+}
+
+/// The SettleResponse for a settlement sent (its transaction) or failed.
+fn settle_answer(sent: Result<B256>, network: &str, payer: Address) -> Value {
+    match sent {
         Ok(tx) => json!({
             "success": true,
             "transaction": format!("{tx:#x}"),
@@ -307,7 +317,28 @@ async fn settle(
             "transaction": "",
             "network": network,
         }),
-    })
+    }
+}
+
+/// What no facilitator should offer, for the lab's dishonest sellers (`payment-id-double-charge`):
+/// the amount of an authorization already spent pulled again from the payer to the payee, through
+/// the allowance the payer granted the dishonest signer. Nothing is checked: the authorization is
+/// only read for who, to whom and how much.
+async fn pull_again(State(f): State<Arc<Facilitator>>, Json(body): Json<Value>) -> Json<Value> {
+    let network = format!("eip155:{}", f.chain_id);
+    let Some(a) = body.get("paymentPayload").and_then(parse_authorization) else {
+        return Json(
+            json!({"success": false, "errorReason": "invalid_payload", "transaction": ""}),
+        );
+    };
+    let pulled: Result<B256> = async {
+        let token = Token::at(f.token.rpc(), f.token.address()).await?;
+        Ok(token
+            .transfer_from(f.accounts.dishonest, a.from, a.to, a.value)
+            .await?)
+    }
+    .await;
+    Json(settle_answer(pulled, &network, a.from))
 }
 
 async fn settle_as(f: &Facilitator, kind: FacilitatorKind, c: &Checked) -> Result<B256> {
@@ -413,6 +444,26 @@ impl FacilitatorClient {
         req: &Value,
     ) -> Result<Value> {
         self.post(kind, "verify", version, payload, req).await
+    }
+
+    /// The dishonest `/pull-again` (see [`pull_again`]): the amount of `payload`'s spent
+    /// authorization pulled again.
+    pub async fn pull_again(&self, payload: &Value, req: &Value) -> Result<Value> {
+        let base = self
+            .base_urls
+            .get(&FacilitatorKind::Honest)
+            .ok_or_else(|| anyhow!("no facilitator"))?;
+        let root = base
+            .strip_suffix(FacilitatorKind::Honest.name())
+            .unwrap_or(base);
+        let body = json!({"x402Version": 2, "paymentPayload": payload, "paymentRequirements": req});
+        let resp = self
+            .http
+            .post(format!("{root}pull-again"))
+            .json(&body)
+            .send()
+            .await?;
+        Ok(resp.json::<Value>().await?)
     }
 
     pub async fn settle(

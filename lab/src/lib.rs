@@ -13,6 +13,7 @@ pub mod daemon_config;
 pub mod dynamic;
 pub mod facilitator;
 pub mod mcp;
+pub mod offers;
 pub mod population;
 pub mod postgres;
 pub mod quote;

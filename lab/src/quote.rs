@@ -121,7 +121,7 @@ pub fn docs(text: TextFault) -> String {
 fn amount_for(scenario: &Scenario, nth_quote: u64) -> String {
     match scenario.quote {
         QuoteFault::AmountNotInteger => "0.01".into(),
-        QuoteFault::Expensive => EXPENSIVE_PRICE.to_string(),
+        QuoteFault::Expensive | QuoteFault::UptoExpensive => EXPENSIVE_PRICE.to_string(),
         QuoteFault::PriceRisesAfterFirst if nth_quote > 0 => (PRICE * 3).to_string(),
         _ => PRICE.to_string(),
     }
@@ -147,6 +147,10 @@ pub fn requirement(scenario: &Scenario, ctx: &QuoteContext, nth_quote: u64) -> V
         QuoteFault::FakeAsset => asset = ctx.fake_token.to_checksum(None),
         QuoteFault::Permit2Only => {
             extra = json!({"name": TOKEN_NAME, "version": TOKEN_VERSION, "assetTransferMethod": "permit2"})
+        }
+        QuoteFault::Upto | QuoteFault::UptoExpensive => {
+            scheme = "upto".into();
+            extra["facilitatorAddress"] = json!(ctx.other_wallet.to_checksum(None));
         }
         QuoteFault::OffAllowlistNetwork => {
             network = "eip155:8453".into();
@@ -313,7 +317,36 @@ pub fn payment_required(scenario: &Scenario, ctx: &QuoteContext, nth_quote: u64)
     if let Some(accepts) = accepts {
         obj["accepts"] = Value::Array(accepts);
     }
+    if scenario.protocol == Protocol::V2 && scenario.paid.advertises_payment_identifier() {
+        obj["extensions"]["payment-identifier"] = payment_identifier();
+    }
+    if scenario.protocol == Protocol::V2
+        && let Some(entry) = obj.pointer("/accepts/0").cloned()
+        && let Some(offer) = crate::offers::signed_offer(
+            scenario.offers,
+            &crate::offers::offer_payload(&entry, &ctx.resource),
+        )
+    {
+        obj["extensions"]["offer-receipt"] = crate::offers::extension(offer);
+    }
     obj
+}
+
+/// The `payment-identifier` extension as a seller advertises it: the id required, and the schema
+/// of the `info` a client returns (an id of 16 to 128 characters of `[A-Za-z0-9_-]`).
+pub fn payment_identifier() -> Value {
+    json!({
+        "info": {"required": true},
+        "schema": {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "required": {"type": "boolean"},
+                "id": {"type": "string", "minLength": 16, "maxLength": 128, "pattern": "^[a-zA-Z0-9_-]+$"}
+            },
+            "required": ["required"]
+        }
+    })
 }
 
 /// The value of the `PAYMENT-REQUIRED` header for a v2 PaymentRequired, with the scenario's encoding

@@ -61,6 +61,12 @@ pub enum QuoteFault {
     PriceRisesAfterFirst,
     /// A Solana quote (the exact SVM scheme on the lab's SVM, which calls itself devnet).
     Solana(SolanaQuote),
+    /// Scheme `upto`: the amount is a maximum of the honest price, `extra.facilitatorAddress`
+    /// names the facilitator the Permit2 witness binds (the EVM `upto` scheme settles only
+    /// through Permit2).
+    Upto,
+    /// Scheme `upto` with a maximum of 25 USDC, above any sane probe cap.
+    UptoExpensive,
 }
 
 /// What a Solana quote gets wrong.
@@ -143,6 +149,29 @@ pub enum Paid {
     /// Settles, answers `settlement_pending`, then answers the same payment sent again with a
     /// fresh 402 asking to pay again (the trap that makes naive clients pay twice).
     PendingThen402,
+    /// Advertises the `payment-identifier` extension (required): a payment without an id is
+    /// refused (400); a payment sent again with the same id and the same payload is answered
+    /// from the cache (the output and the first receipt), never settled again; the same id with
+    /// another payload is a 409.
+    Idempotent,
+    /// Advertises `payment-identifier`, settles honestly, and treats the same payment sent again
+    /// with the same id as a new order: it pulls the amount again through the allowance the payer
+    /// granted the dishonest facilitator's signer, and answers the output with a new receipt.
+    IdempotencyDoubleCharge,
+    /// Batch or credit-backed settlement: takes the payment, answers the output with a receipt
+    /// whose `transaction` is a commitment id (`batch_...`); the value would move when the batch
+    /// closes, which the lab never reaches: nothing moves during the call.
+    BatchCommitment,
+    /// Answers a commitment id as `BatchCommitment` does, but settles at once through its
+    /// facilitator (the double-pull one in the scenario): money moved, so it is judged.
+    BatchCommitmentSettled,
+}
+
+impl Paid {
+    /// Whether the endpoint advertises the `payment-identifier` extension.
+    pub fn advertises_payment_identifier(self) -> bool {
+        matches!(self, Paid::Idempotent | Paid::IdempotencyDoubleCharge)
+    }
 }
 
 /// Which facilitator the endpoint settles through.
@@ -269,6 +298,8 @@ pub struct Scenario {
     /// A reference endpoint (R6): what it answers after payment, and the reference the probe
     /// links it to (`reference.rs`); none: the weather.
     pub reference: Option<crate::reference::LabReference>,
+    /// Signed offers and receipts (`offer-receipt`), v2 only.
+    pub offers: crate::offers::Signing,
     /// The outcome each check should reach: `pass`, `fail` or `na`.
     pub expect: BTreeMap<&'static str, &'static str>,
 }
@@ -388,8 +419,13 @@ impl Builder {
             operator: Operator::ListsPayTo,
             declares_agent: false,
             reference: None,
+            offers: crate::offers::Signing::None,
             expect,
         })
+    }
+    fn offers(mut self, o: crate::offers::Signing) -> Self {
+        self.0.offers = o;
+        self
     }
     fn transport(mut self, t: Transport) -> Self {
         self.0.transport = t;
@@ -600,6 +636,19 @@ pub fn all() -> Vec<Scenario> {
         .forget(&["C3"])
         .unpayable()
         .build(),
+        // x402's `upto` scheme (a maximum, the charge settled later up to it): on EVM only through
+        // Permit2, which the probe does not sign; held to the caps on its maximum, then refused.
+        B::new(
+            "upto-within-caps",
+            "scheme upto, a maximum of the honest price (Permit2 on EVM)",
+        )
+        .quote(QuoteFault::Upto)
+        .unpayable()
+        .build(),
+        B::new("upto-over-cap", "scheme upto, a maximum of 25 USDC")
+            .quote(QuoteFault::UptoExpensive)
+            .unpayable()
+            .build(),
         B::new("price-rises", "the price triples after the first 402")
             .quote(QuoteFault::PriceRisesAfterFirst)
             .forget(&["H1"])
@@ -1015,6 +1064,74 @@ pub fn all() -> Vec<Scenario> {
         )
         .paid(Paid::PendingThen402)
         .paid_expect(&CHARGED_WITHOUT_DELIVERY)
+        .build(),
+        // x402's `payment-identifier` (idempotency): the probe's payment carries an id, and its
+        // replay (H7) is the retry with the same id and the very same signed payment.
+        B::new(
+            "payment-id-honest",
+            "requires a payment-identifier id and answers a retry with the same id from its cache",
+        )
+        .paid(Paid::Idempotent)
+        .build(),
+        B::new(
+            "payment-id-double-charge",
+            "requires a payment-identifier id, and charges a retry with the same id again",
+        )
+        .paid(Paid::IdempotencyDoubleCharge)
+        .expect(&[("H7", "fail")])
+        .build(),
+        // Signed offers and receipts (`offer-receipt`): verified, the signer kept as evidence
+        // (H3's continuity); a bad or unmatched offer fails C2, a receipt that lies fails C6.
+        B::new(
+            "signed-offer-eip712",
+            "an EIP-712 signed offer for its entry and an EIP-712 signed receipt",
+        )
+        .offers(crate::offers::Signing::Eip712)
+        .build(),
+        B::new(
+            "signed-offer-jws",
+            "a JWS (ES256K, did:pkh) signed offer and receipt",
+        )
+        .offers(crate::offers::Signing::Jws)
+        .build(),
+        B::new(
+            "signed-offer-bad-signature",
+            "a JWS offer whose signature does not verify",
+        )
+        .offers(crate::offers::Signing::BadSignature)
+        .expect(&[("C2", "fail")])
+        .build(),
+        B::new(
+            "signed-offer-unmatched",
+            "a well-signed offer committing to half the quoted amount",
+        )
+        .offers(crate::offers::Signing::Unmatched)
+        .expect(&[("C2", "fail")])
+        .build(),
+        B::new(
+            "signed-receipt-lies",
+            "an honest signed offer; the signed receipt names another transaction",
+        )
+        .offers(crate::offers::Signing::ReceiptLies)
+        .expect(&[("C6", "fail")])
+        .build(),
+        // Batch or credit-backed settlement: a commitment id instead of a transaction hash. The
+        // chain checks are unmeasured (value moves later), never failed, unless money moved.
+        B::new(
+            "batch-commitment",
+            "answers the output with a commitment id; nothing moves during the call",
+        )
+        .paid(Paid::BatchCommitment)
+        .forget(&["C6", "H5", "H6", "H7"])
+        .build(),
+        B::new(
+            "batch-commitment-double-pull",
+            "answers a commitment id, and its facilitator pulls the amount twice at once",
+        )
+        .paid(Paid::BatchCommitmentSettled)
+        .facilitator(FacilitatorKind::DoublePull)
+        .forget(&["C6"])
+        .expect(&[("H7", "fail")])
         .build(),
         // R6 against a reference (`reference.rs`): honest endpoints pass, dishonest ones fail.
         B::new(

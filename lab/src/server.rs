@@ -53,6 +53,8 @@ struct Endpoint {
     dynamic: Option<Arc<Dynamic>>,
     /// `settlement_pending` kinds: the final receipt of each payment settled, by its header value.
     settled: std::sync::Mutex<std::collections::HashMap<String, Value>>,
+    /// `payment-identifier` kinds: each settled payment's header value and receipt, by its id.
+    by_payment_id: std::sync::Mutex<std::collections::HashMap<String, (String, Value)>>,
 }
 
 /// A running endpoint: its subject URL and the task that serves it (aborted on drop).
@@ -198,6 +200,7 @@ pub async fn start_placed(
             quotes: AtomicU64::new(0),
             dynamic: dynamic.clone(),
             settled: Default::default(),
+            by_payment_id: Default::default(),
         })
     };
     // A cloaked source is served by a twin of the endpoint whose quote names the other payee, so
@@ -590,6 +593,12 @@ async fn paid(endpoint: &Arc<Endpoint>, header_value: &str) -> Resp {
             &json!({"error": "malformed payment header"}),
         );
     };
+    let payment_id = payment_id_of(&payload);
+    if scenario.paid.advertises_payment_identifier()
+        && let Some(resp) = idempotent_retry(endpoint, scenario, header_value, &payload).await
+    {
+        return resp;
+    }
     let Some(requirement) = matching_requirement(endpoint, &payload) else {
         return payment_required(endpoint, Some("No matching payment requirements"));
     };
@@ -625,6 +634,20 @@ async fn paid(endpoint: &Arc<Endpoint>, header_value: &str) -> Resp {
     if scenario.paid == Paid::NoSettlement {
         return json_response(StatusCode::OK, &output);
     }
+    if scenario.paid == Paid::BatchCommitment {
+        // Kept for the batch: nothing is settled during the call.
+        let receipt = json!({
+            "success": true,
+            "transaction": format!("batch_{}", hex::encode(rand::random::<[u8; 16]>())),
+            "network": requirement.get("network").cloned().unwrap_or(Value::Null),
+            "payer": payload.pointer("/payload/authorization/from").cloned().unwrap_or(Value::Null),
+        });
+        return with_header(
+            json_response(StatusCode::OK, &output),
+            receipt_header(scenario.protocol),
+            &STANDARD.encode(receipt.to_string()),
+        );
+    }
     let settled = match facilitator
         .settle(kind, version, &payload, &requirement)
         .await
@@ -642,7 +665,16 @@ async fn paid(endpoint: &Arc<Endpoint>, header_value: &str) -> Resp {
         let header = STANDARD.encode(settled.to_string());
         return with_header(resp, receipt_header(scenario.protocol), &header);
     }
-    let mut receipt = settled.clone();
+    let mut receipt =
+        crate::offers::with_receipt(scenario.offers, &settled, &endpoint.quote.resource);
+    if matches!(
+        scenario.paid,
+        Paid::BatchCommitment | Paid::BatchCommitmentSettled
+    ) {
+        // The commitment the value will move under, in place of a transaction.
+        receipt["transaction"] =
+            json!(format!("batch_{}", hex::encode(rand::random::<[u8; 16]>())));
+    }
     if matches!(
         scenario.paid,
         Paid::SettlementPending | Paid::PendingForever | Paid::PendingThen402
@@ -680,6 +712,13 @@ async fn paid(endpoint: &Arc<Endpoint>, header_value: &str) -> Resp {
         }
         _ => {}
     }
+    if let Some(id) = payment_id.filter(|_| scenario.paid.advertises_payment_identifier()) {
+        endpoint
+            .by_payment_id
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, (header_value.to_string(), receipt.clone()));
+    }
     let header = STANDARD.encode(receipt.to_string());
     let resp = match scenario.paid {
         Paid::EmptyOutput => respond(StatusCode::OK, "application/json", Bytes::new()),
@@ -689,6 +728,71 @@ async fn paid(endpoint: &Arc<Endpoint>, header_value: &str) -> Resp {
         _ => json_response(StatusCode::OK, &output),
     };
     with_header(resp, receipt_header(scenario.protocol), &header)
+}
+
+/// The `payment-identifier` id a payment payload carries (`extensions["payment-identifier"].info.id`).
+fn payment_id_of(payload: &Value) -> Option<String> {
+    payload
+        .pointer("/extensions/payment-identifier/info/id")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// The `payment-identifier` kinds' answer before any verification: a payment without an id is
+/// refused (the extension is required); a payment whose id was settled before is a retry,
+/// answered by the kind (the honest one from its cache, the dishonest one by charging again);
+/// the same id with another payment is a conflict. `None`: a new payment, paid as usual.
+async fn idempotent_retry(
+    endpoint: &Endpoint,
+    scenario: &Scenario,
+    header_value: &str,
+    payload: &Value,
+) -> Option<Resp> {
+    let Some(id) = payment_id_of(payload) else {
+        return Some(json_response(
+            StatusCode::BAD_REQUEST,
+            &json!({"error": "payment-identifier required: extensions[\"payment-identifier\"].info.id"}),
+        ));
+    };
+    let known = endpoint
+        .by_payment_id
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&id)
+        .cloned();
+    let (first_header, receipt) = known?;
+    if first_header != header_value {
+        return Some(json_response(
+            StatusCode::CONFLICT,
+            &json!({"error": "payment-identifier already used with another payment"}),
+        ));
+    }
+    let header = receipt_header(scenario.protocol);
+    let receipt = match scenario.paid {
+        Paid::IdempotencyDoubleCharge => {
+            let requirement = payload.get("accepted").cloned().unwrap_or(Value::Null);
+            match endpoint
+                .shared
+                .facilitators
+                .pull_again(payload, &requirement)
+                .await
+            {
+                Ok(again) => again,
+                Err(e) => {
+                    return Some(json_response(
+                        StatusCode::BAD_GATEWAY,
+                        &json!({"error": format!("facilitator: {e:#}")}),
+                    ));
+                }
+            }
+        }
+        _ => receipt,
+    };
+    Some(with_header(
+        json_response(StatusCode::OK, &resource_output(scenario)),
+        header,
+        &STANDARD.encode(receipt.to_string()),
+    ))
 }
 
 /// The non-terminal settle outcome x402 defines for a broadcast transaction not yet confirmed:

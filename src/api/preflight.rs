@@ -896,6 +896,7 @@ mod tests {
             asset: Some(USDC.into()),
             amount: Some("10000".into()),
             pay_to: Some(PAY_TO.into()),
+            offer_signer: None,
         })
     }
 

@@ -169,12 +169,21 @@ pub fn c1(parsed: &Parsed402, response_arrived: bool) -> Conclusion {
 /// amount that is a decimal integer string, an EIP-55 checksummed payTo, `maxTimeoutSeconds` in
 /// 30..=3600 and a known scheme.
 pub fn c2(required: &PaymentRequired) -> Conclusion {
-    let (counted, notes): (Vec<Deviation>, Vec<Deviation>) = required
+    let (mut counted, notes): (Vec<Deviation>, Vec<Deviation>) = required
         .deviations
         .iter()
         .filter(|d| d.entry_field().is_some() || d.code.starts_with("accepts."))
         .cloned()
         .partition(is_c2_deviation);
+    // Signed offers (`offer-receipt`): one malformed, badly signed or committing to terms no
+    // entry quotes is a requirement that is not what it claims (`probes/C2.md`).
+    let offers = crate::x402::offer_receipt::offers(required.extensions.as_ref());
+    if let Some(offers) = &offers {
+        counted.extend(crate::x402::offer_receipt::offer_deviations(
+            offers,
+            &required.accepts,
+        ));
+    }
     let mut detail = Map::new();
     detail.insert("entries".into(), json!(required.accepts.len()));
     if required.accepts_sent > required.accepts.len() {
@@ -182,6 +191,9 @@ pub fn c2(required: &PaymentRequired) -> Conclusion {
     }
     put_deviations(&mut detail, "deviations", &counted);
     put_deviations(&mut detail, "notes", &notes);
+    if let Some(offers) = offers {
+        detail.insert("signed_offers".into(), json!(offers));
+    }
     let detail = Value::Object(detail);
     if counted.is_empty() {
         let entries = match required.accepts.len() {

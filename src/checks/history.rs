@@ -35,6 +35,11 @@ pub struct Declared {
     pub asset: Option<String>,
     pub amount: Option<String>,
     pub pay_to: Option<String>,
+    /// Who signed the `offer-receipt` offer committing to the first entry, when one is signed
+    /// and its signature verifies (an EIP-55 address or a `did:key`): the key H3 reads as the
+    /// seller's continuity across a payTo change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offer_signer: Option<String>,
 }
 
 impl Declared {
@@ -79,6 +84,8 @@ pub fn declared(obs: &FreeObservation, at_ms: i64) -> Option<Declared> {
         asset: first.asset.clone(),
         amount: first.amount.clone(),
         pay_to: first.pay_to.clone(),
+        offer_signer: crate::x402::offer_receipt::offers(required.extensions.as_ref())
+            .and_then(|offers| crate::x402::offer_receipt::offer_signer_for(&offers, first)),
     })
 }
 
@@ -293,6 +300,29 @@ pub fn h3(
         ))
         .with_detail(detail);
     }
+    // Signed offers: when every earlier run that quoted another payTo had its offer signed by
+    // the key that signs this run's offer for the new payTo, the seller who committed to the old
+    // terms commits to the new ones: continuity, not a stranger's payee.
+    if let Some(signer) = current.offer_signer.as_deref() {
+        let changed: Vec<&&&Declared> = compared
+            .iter()
+            .filter(|d| d.pay_to_address() != Some(pay_to))
+            .collect();
+        if changed
+            .iter()
+            .all(|d| d.offer_signer.as_deref() == Some(signer))
+        {
+            let mut detail = detail;
+            detail["offer_signer"] = json!(signer);
+            return Conclusion::pass(format!(
+                "payTo changed to {}, in an offer signed by {signer}, the key that signed the \
+                 earlier offers for {}",
+                pay_to.to_checksum(None),
+                earlier.iter().cloned().collect::<Vec<_>>().join(", ")
+            ))
+            .with_detail(detail);
+        }
+    }
     Conclusion::fail(format!(
         "payTo changed from {} to {} within 30 days without a revision note",
         earlier.iter().next().map(String::as_str).unwrap_or("?"),
@@ -366,6 +396,7 @@ mod tests {
             asset: Some("0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913".into()),
             amount: Some(amount.into()),
             pay_to: Some(pay_to.into()),
+            offer_signer: None,
         }
     }
 
@@ -454,6 +485,31 @@ mod tests {
         // Case alone is no rotation.
         let lower = d(3, "10000", &A.to_lowercase());
         assert_eq!(h3(Some(&lower), &prior, &[], now).outcome, Outcome::Pass);
+    }
+
+    #[test]
+    fn h3_reads_a_rotation_signed_by_the_same_offer_key_as_continuity() {
+        let signed = |at, pay_to, signer: Option<&str>| Declared {
+            offer_signer: signer.map(str::to_string),
+            ..d(at, "10000", pay_to)
+        };
+        let (k, other) = ("0x857b06519E91e3A54538791bDbb0E22373e36b66", "did:key:z6Mk");
+        let now = 3 * DAY;
+        let prior = vec![signed(1, A, Some(k)), signed(2, A, Some(k))];
+        let same = h3(Some(&signed(3, B, Some(k))), &prior, &[], now);
+        assert_eq!(same.outcome, Outcome::Pass, "{}", same.evidence);
+        assert!(same.evidence.contains(k), "{}", same.evidence);
+        // Another key, no key now, or an earlier offer unsigned: a change like any other.
+        for (current, prior) in [
+            (signed(3, B, Some(other)), prior.clone()),
+            (signed(3, B, None), prior.clone()),
+            (
+                signed(3, B, Some(k)),
+                vec![signed(1, A, None), signed(2, A, Some(k))],
+            ),
+        ] {
+            assert_eq!(h3(Some(&current), &prior, &[], now).outcome, Outcome::Fail);
+        }
     }
 
     #[test]

@@ -74,14 +74,31 @@ pub fn evaluate_with_rubric(
             h8_with(obs, || svm_charged(svm)),
             h9_svm(obs, svm),
         ],
-        None => [
-            c6(obs, &facts),
-            h5(obs, &facts),
-            h6(obs, &facts),
-            h7(obs, &facts),
-            h8(obs, &facts),
-            h9(obs, &facts),
-        ],
+        None => {
+            // Batch or credit-backed settlement: a commitment id instead of a transaction. The
+            // money checks wait for value that moves later, unless it already moved.
+            let deferred = deferred_settlement(obs)
+                .filter(|_| !matches!(&facts.pulls, Ok(pulls) if !pulls.is_empty()));
+            let wait = |c: Conclusion| match &deferred {
+                Some(why) if c.outcome != Outcome::Unmeasured => {
+                    Conclusion::unmeasured(why.clone())
+                }
+                _ => c,
+            };
+            let delivered = matches!(delivery(obs), Delivery::Delivered(_));
+            [
+                signed_receipt(obs, c6(obs, &facts)),
+                wait(h5(obs, &facts)),
+                wait(h6(obs, &facts)),
+                wait(h7(obs, &facts)),
+                if delivered {
+                    h8(obs, &facts)
+                } else {
+                    wait(h8(obs, &facts))
+                },
+                h9(obs, &facts),
+            ]
+        }
     };
     let [c6_, h5_, h6_, h7_, h8_, h9_] = money;
     let conclusions = [
@@ -622,6 +639,9 @@ fn c6(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
         Ok(read) => read,
         Err(c) => return c,
     };
+    if let Some(why) = deferred_settlement(obs) {
+        return Conclusion::unmeasured(why);
+    }
     let Some(tx) = settlement.transaction_hash() else {
         return Conclusion::fail(format!(
             "{header} reports success without a transaction hash ({:?})",
@@ -681,6 +701,113 @@ fn c6(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
         sum_in(&ours, payment.asset)
     ))
     .with_detail(json!({"transfers": ours.iter().map(TransferLog::detail).collect::<Vec<_>>()}))
+}
+
+/// C6 with the settlement's signed receipt (`offer-receipt`), when it carries one: kept as
+/// evidence (its signer, its terms), and held to the chain's settlement once C6 passed: a receipt
+/// that is malformed or badly signed, or that names another payer, network or transaction than
+/// the settlement the chain confirmed, fails C6. A receipt whose key needs a lookup over the
+/// network is recorded, not judged.
+fn signed_receipt(obs: &PaidObservation, c6: Conclusion) -> Conclusion {
+    use crate::x402::offer_receipt::{Verified, receipt};
+    let Some(seen) = obs
+        .settlement
+        .as_ref()
+        .and_then(|s| s.object.as_ref())
+        .and_then(receipt)
+    else {
+        return c6;
+    };
+    let mut c6 = c6;
+    let mut detail = match std::mem::take(&mut c6.detail) {
+        Value::Object(map) => map,
+        Value::Null => serde_json::Map::new(),
+        other => {
+            let mut map = serde_json::Map::new();
+            map.insert("detail".into(), other);
+            map
+        }
+    };
+    detail.insert("signed_receipt".into(), json!(seen));
+    c6.detail = Value::Object(detail);
+    if c6.outcome != Outcome::Pass {
+        return c6;
+    }
+    let fail = |why: String, c6: Conclusion| Conclusion::fail(why).with_detail(c6.detail);
+    let terms = match (&seen.verified, &seen.terms) {
+        (Verified::Bad { why }, _) => {
+            return fail(
+                format!("the settlement's signed receipt is not valid: {why}"),
+                c6,
+            );
+        }
+        (Verified::Unresolved { .. }, _) | (_, None) => return c6,
+        (Verified::Signer { .. }, Some(terms)) => terms,
+    };
+    let settled_tx = obs
+        .settlement
+        .as_ref()
+        .and_then(|s| s.transaction.as_deref())
+        .unwrap_or_default();
+    let paid_chain = obs.payment.as_ref().map(|p| p.chain_id);
+    if crate::evidence::paid::address_any_case(&terms.payer) != Some(obs.wallet) {
+        return fail(
+            format!(
+                "the signed receipt names payer {:?}, not our wallet",
+                terms.payer
+            ),
+            c6,
+        );
+    }
+    if chain_id_of(&terms.network) != paid_chain {
+        return fail(
+            format!(
+                "the signed receipt names network {:?}, not the chain we paid on",
+                terms.network
+            ),
+            c6,
+        );
+    }
+    if !terms.transaction.is_empty() && !terms.transaction.eq_ignore_ascii_case(settled_tx) {
+        return fail(
+            format!(
+                "the signed receipt names transaction {}, the settlement (confirmed on chain) {settled_tx}",
+                crate::x402::types::printable_prefix(&terms.transaction, 80)
+            ),
+            c6,
+        );
+    }
+    let signer = seen.verified.signer().unwrap_or_default();
+    Conclusion {
+        evidence: format!("{}; its signed receipt (by {signer}) agrees", c6.evidence),
+        ..c6
+    }
+}
+
+/// A settlement that reports success with a commitment id where the transaction belongs (batch
+/// settlement, a credit-backed network): text that is neither empty nor `0x`-prefixed (a malformed
+/// hash stays a malformed hash), at most 256 characters. Value moves later, so no per-call
+/// transaction can be read: `Some(why)` for the chain checks' `unmeasured`.
+pub fn deferred_settlement(obs: &PaidObservation) -> Option<String> {
+    let settlement = obs.settlement.as_ref()?;
+    if settlement.success != Some(true) {
+        return None;
+    }
+    let id = settlement.transaction.as_deref()?.trim();
+    if id.is_empty() || id.starts_with("0x") || id.starts_with("0X") || id.len() > 256 {
+        return None;
+    }
+    let network = settlement
+        .network
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .map(|n| format!(" on {n}"))
+        .unwrap_or_default();
+    Some(format!(
+        "settled by commitment {}{network} (batch or credit-backed settlement): the value moves \
+         later, so there is no per-call transaction to read",
+        crate::x402::types::printable_prefix(id, 80)
+    ))
 }
 
 /// What C6 concludes before the named transaction is looked at, on either network: no
@@ -942,6 +1069,12 @@ fn h7(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
     let mut detail = json!({
         "pulls": pulls.iter().map(TransferLog::detail).collect::<Vec<_>>(),
     });
+    // The `payment-identifier` id (when the 402 advertised the extension): the replay is the
+    // retry that id makes idempotent.
+    let payment_id = obs.payment.as_ref().and_then(|p| p.payment_id.as_deref());
+    if let Some(id) = payment_id {
+        detail["payment_id"] = json!(id);
+    }
     if pulls.len() > 1 {
         return Conclusion::fail(format!(
             "{} transfers left our wallet for one authorization: a second pull",
@@ -1007,8 +1140,14 @@ fn h7(obs: &PaidObservation, facts: &ChainFacts) -> Conclusion {
             }
         },
     };
+    let id_text = match payment_id {
+        Some(id) => {
+            format!(" (the payment carried the payment-identifier id {id}, the replay the same)")
+        }
+        None => String::new(),
+    };
     Conclusion::pass(format!(
-        "{} transfer(s) from our wallet for the call; {replay_text}",
+        "{} transfer(s) from our wallet for the call; {replay_text}{id_text}",
         pulls.len()
     ))
     .with_detail(detail)
@@ -1447,6 +1586,7 @@ mod tests {
                 header_name: "PAYMENT-SIGNATURE".into(),
                 header_value: "e30=".into(),
                 sent_at: 1_800_000_000,
+                payment_id: None,
             }),
             paid_timeout_ms: 30_000,
             settlement,
@@ -1617,6 +1757,56 @@ mod tests {
         let back: PaidObservation =
             serde_json::from_str(&serde_json::to_string(&broken).unwrap()).unwrap();
         assert_eq!(back, broken);
+    }
+
+    /// A receipt header of `transaction` on Base, success.
+    fn receipt_naming(transaction: &str) -> (String, String) {
+        use base64::Engine as _;
+        let receipt =
+            json!({"success": true, "transaction": transaction, "network": "eip155:8453"});
+        (
+            "payment-response".to_string(),
+            base64::engine::general_purpose::STANDARD.encode(receipt.to_string()),
+        )
+    }
+
+    #[test]
+    fn a_commitment_id_waits_for_the_value_unless_money_moved() {
+        let commitment = |status: u16, transfers: Vec<LogEntry>, used: bool, tx: &str| {
+            let (mut headers, body) = json_ok();
+            headers.push(receipt_naming(tx));
+            observation(status, headers, body, transfers, used)
+        };
+        // Delivered, nothing moved yet: the money checks wait, H8 passes.
+        let batch = commitment(200, vec![], false, "batch_7f3a");
+        assert!(deferred_settlement(&batch).is_some());
+        for id in ["C6", "H5", "H6", "H7"] {
+            assert_eq!(outcome_of(&batch, id), Outcome::Unmeasured, "{id}");
+        }
+        assert_eq!(outcome_of(&batch, "H8"), Outcome::Pass);
+        assert_eq!(outcome_of(&batch, "R4"), Outcome::Pass);
+        // Not delivered: whether we will be charged is not known yet.
+        let failed = commitment(500, vec![], false, "batch_7f3a");
+        assert_eq!(outcome_of(&failed, "H8"), Outcome::Unmeasured);
+        // Money moved twice for the call: judged as any charge, C6 still waits.
+        let pulled = commitment(
+            200,
+            vec![
+                transfer(WALLET, PAY_TO, 10_000, 1),
+                transfer(WALLET, PAY_TO, 10_000, 2),
+            ],
+            true,
+            "batch_7f3a",
+        );
+        assert_eq!(outcome_of(&pulled, "C6"), Outcome::Unmeasured);
+        assert_eq!(outcome_of(&pulled, "H7"), Outcome::Fail);
+        assert_eq!(outcome_of(&pulled, "H5"), Outcome::Pass);
+        // A malformed hash is no commitment: C6 fails as before; so does an empty one.
+        for tx in ["0x12", ""] {
+            let bad = commitment(200, vec![], false, tx);
+            assert!(deferred_settlement(&bad).is_none(), "{tx:?}");
+            assert_eq!(outcome_of(&bad, "C6"), Outcome::Fail, "{tx:?}");
+        }
     }
 
     #[test]

@@ -73,6 +73,10 @@ pub enum RefusalCode {
     /// address, or an account of the transfer itself; a memo past its bound; the mint's decimals
     /// on chain not the allowlist's.
     SvmTransferInvalid,
+    /// An `upto` entry (a maximum, the real charge settled later) within every per-entry rule
+    /// and cap: on EVM the scheme settles only through Permit2's `permitWitnessTransferFrom`,
+    /// which this build's wallet does not sign.
+    UptoNeedsPermit2,
 }
 
 impl RefusalCode {
@@ -96,6 +100,7 @@ impl RefusalCode {
             RefusalCode::InsufficientFunds => "insufficient_funds",
             RefusalCode::DeadlinePassed => "deadline_passed",
             RefusalCode::SvmTransferInvalid => "svm_transfer_invalid",
+            RefusalCode::UptoNeedsPermit2 => "upto_needs_permit2",
         }
     }
 }
@@ -206,6 +211,10 @@ pub struct PaymentSent {
     pub header_value: String,
     /// Our clock when the request was sent, unix seconds.
     pub sent_at: i64,
+    /// The `payment-identifier` id the payment carries, when the 402 advertised the extension
+    /// (the replay sends the same header, so the same id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment_id: Option<String>,
 }
 
 /// The settlement receipt header, as decoded.

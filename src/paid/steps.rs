@@ -326,6 +326,7 @@ pub struct Signed<'a> {
     pub signature: &'a [u8],
     pub header_name: &'a str,
     pub header_value: &'a str,
+    pub payment_id: Option<&'a str>,
 }
 
 /// Step 5: the record of what is about to be sent (public once sent).
@@ -350,6 +351,7 @@ pub fn payment_sent(signed: &Signed<'_>, sent_at: i64) -> PaymentSent {
         header_name: signed.header_name.to_string(),
         header_value: signed.header_value.to_string(),
         sent_at,
+        payment_id: signed.payment_id.map(str::to_string),
     }
 }
 
@@ -711,9 +713,9 @@ mod tests {
         assert_eq!(declined.len(), 1);
         assert_eq!(declined[0].refusal.code, RefusalCode::OverPerCallCap);
         assert!(declined[0].entry_json.as_deref().unwrap().contains("60000"));
-        let upto = quote("10000", PAY_TO, "upto");
-        let Choice::Refuse { declined, .. } = choose(&p, &upto, false) else {
-            panic!("only exact is paid");
+        let stream = quote("10000", PAY_TO, "stream");
+        let Choice::Refuse { declined, .. } = choose(&p, &stream, false) else {
+            panic!("an unknown scheme is not paid");
         };
         assert_eq!(declined[0].refusal.code, RefusalCode::SchemeNotExact);
         let nothing = parse_payment_required(402, &[], b"{}");
@@ -726,6 +728,52 @@ mod tests {
         };
         assert!(shown.is_none());
         assert_eq!(declined[0].refusal.code, RefusalCode::NoRequirements);
+    }
+
+    /// `upto` is judged by every rule on its maximum, the caps first among them, and then
+    /// refused whatever it asks: on EVM it settles only through Permit2, which we never sign.
+    #[test]
+    fn upto_is_held_to_the_caps_on_its_maximum_and_never_signed() {
+        let p = policy();
+        let refusal_of = |q: &Parsed402| match choose(&p, q, false) {
+            Choice::Refuse { declined, .. } => declined[0].refusal.clone(),
+            Choice::Pay { .. } => panic!("an upto entry was chosen to pay"),
+        };
+        // Within the caps: refused for Permit2, naming the maximum.
+        let within = refusal_of(&quote("10000", PAY_TO, "upto"));
+        assert_eq!(within.code, RefusalCode::UptoNeedsPermit2);
+        assert!(within.message.contains("10000"), "{}", within.message);
+        // A maximum over the per-call cap is refused by the cap, as an exact price would be.
+        let dear = refusal_of(&quote("60000", PAY_TO, "upto"));
+        assert_eq!(dear.code, RefusalCode::OverPerCallCap);
+        // A maximum too large to price, and one that is not an integer.
+        let huge = refusal_of(&quote(&"9".repeat(80), PAY_TO, "upto"));
+        assert!(matches!(
+            huge.code,
+            RefusalCode::OverPerCallCap | RefusalCode::AmountInvalid
+        ));
+        assert_eq!(
+            refusal_of(&quote("0.01", PAY_TO, "upto")).code,
+            RefusalCode::AmountInvalid
+        );
+        // The allowlist and payTo rules hold for upto too.
+        assert_eq!(
+            refusal_of(&quote("10000", "not-an-address", "upto")).code,
+            RefusalCode::PayToInvalid
+        );
+        // An `upto` entry beside an exact one: the exact one is paid.
+        let mut both = quote("10000", PAY_TO, "upto");
+        let mut exact = quote("10000", PAY_TO, "exact");
+        let required = both.required.as_mut().unwrap();
+        let mut second = exact.required.as_mut().unwrap().accepts.remove(0);
+        second.index = 1;
+        required.accepts.push(second);
+        match choose(&p, &both, false) {
+            Choice::Pay { requirement, .. } => {
+                assert_eq!(requirement.scheme.as_deref(), Some("exact"))
+            }
+            Choice::Refuse { declined, .. } => panic!("refused {declined:?}"),
+        }
     }
 
     fn solana_first(amount: &str, pay_to: &str) -> Parsed402 {
@@ -948,6 +996,7 @@ mod tests {
             header_name: "X-PAYMENT".into(),
             header_value: String::new(),
             sent_at: 1_000,
+            payment_id: None,
         };
         (obs, payment)
     }

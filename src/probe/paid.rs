@@ -452,6 +452,7 @@ async fn pay_until(
             signature: &signed.signature,
             header_name: header.name,
             header_value: &header.value,
+            payment_id: header.payment_id.as_deref(),
         },
         ctx.clock.now(),
     ));

@@ -202,7 +202,12 @@ pub fn assess(policy: &PayPolicy, requirement: &Requirement) -> Result<Priced, R
         Some(v) => format!("{:?}", v.chars().take(80).collect::<String>()),
         None => "missing".to_string(),
     };
-    if requirement.scheme.as_deref() != Some("exact") {
+    // `upto`: the amount is a maximum and the charge is settled later, up to it. Every rule
+    // below holds for the maximum (the caps included), so a refusal says which one an `upto`
+    // entry breaks; one that breaks none is still refused: on EVM `upto` settles only through
+    // Permit2, which this wallet does not sign (nothing is reserved or signed).
+    let upto = requirement.scheme.as_deref() == Some("upto");
+    if requirement.scheme.as_deref() != Some("exact") && !upto {
         return refuse(
             RefusalCode::SchemeNotExact,
             format!(
@@ -211,13 +216,14 @@ pub fn assess(policy: &PayPolicy, requirement: &Requirement) -> Result<Priced, R
             ),
         );
     }
-    let method_ok = match requirement.asset_transfer_method.as_deref() {
-        None => requirement
-            .entry
-            .pointer("/extra/assetTransferMethod")
-            .is_none(),
-        Some(method) => method == "eip3009",
-    };
+    let method_ok = upto
+        || match requirement.asset_transfer_method.as_deref() {
+            None => requirement
+                .entry
+                .pointer("/extra/assetTransferMethod")
+                .is_none(),
+            Some(method) => method == "eip3009",
+        };
     if !method_ok {
         let asked = requirement
             .entry
@@ -339,6 +345,16 @@ pub fn assess(policy: &PayPolicy, requirement: &Requirement) -> Result<Priced, R
         }
         Some(t) => t,
     };
+    if upto {
+        return refuse(
+            RefusalCode::UptoNeedsPermit2,
+            format!(
+                "scheme \"upto\" (a maximum of {amount}, {cost} USD, within the per-call cap): on EVM it \
+                 settles only through Permit2's permitWitnessTransferFrom, which this wallet does \
+                 not sign; nothing was reserved or signed"
+            ),
+        );
+    }
     Ok(Priced {
         network,
         chain_id,

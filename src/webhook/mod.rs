@@ -494,6 +494,7 @@ mod tests {
             asset: None,
             amount: None,
             pay_to: Some(pay_to.into()),
+            offer_signer: None,
         };
         let a = declared("0xAbC0000000000000000000000000000000000001");
         let a_lower = declared("0xabc0000000000000000000000000000000000001");

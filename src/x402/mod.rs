@@ -52,6 +52,7 @@ pub mod catalogue;
 pub mod eip712;
 pub mod mcp;
 pub mod network;
+pub mod offer_receipt;
 pub mod operator;
 pub mod parse;
 pub mod payload;

@@ -30,6 +30,50 @@ pub const VALID_AFTER_SKEW_SECONDS: u64 = 600;
 pub struct PaymentHeader {
     pub name: &'static str,
     pub value: String,
+    /// The `payment-identifier` id the payload carries (only when the 402 advertised the
+    /// extension, and only in v2, which has extensions).
+    pub payment_id: Option<String>,
+}
+
+/// The `payment-identifier` extension's key (x402 v2 extensions): an idempotency id the client
+/// puts in `extensions["payment-identifier"].info.id`; a retry with the same id must be answered
+/// from the seller's cache, never charged again.
+pub const PAYMENT_IDENTIFIER: &str = "payment-identifier";
+
+/// The id of a payment for the `payment-identifier` extension: `pay_` and 32 hex digits taken from
+/// `seed` (the authorization's random nonce, or a digest of the signed transaction), so one signed
+/// payment has one id and sending it again sends the same id. 36 characters of `[A-Za-z0-9_]`,
+/// within the extension's 16 to 128.
+pub fn payment_id_from(seed: &[u8]) -> String {
+    let take = seed.len().min(16);
+    format!("pay_{}", hex::encode(&seed[..take]))
+}
+
+/// The v2 extensions to echo, with our payment id put in `payment-identifier`'s `info.id` when the
+/// 402 advertised the extension (everything else echoed as received). `None` for the id when it
+/// did not.
+fn extensions_with_id(
+    extensions: Option<&Map<String, Value>>,
+    id: &str,
+) -> (Option<Map<String, Value>>, Option<String>) {
+    let Some(map) = extensions else {
+        return (None, None);
+    };
+    if !map.contains_key(PAYMENT_IDENTIFIER) {
+        return (Some(map.clone()), None);
+    }
+    let mut map = map.clone();
+    if let Some(entry) = map.get_mut(PAYMENT_IDENTIFIER) {
+        if !entry.is_object() {
+            *entry = Value::Object(Map::new());
+        }
+        let info = &mut entry["info"];
+        if !info.is_object() {
+            *info = Value::Object(Map::new());
+        }
+        info["id"] = Value::String(id.to_string());
+    }
+    (Some(map), Some(id.to_string()))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -144,7 +188,8 @@ pub fn build_payment_header(
             nonce: format!("{:#x}", authorization.nonce),
         },
     };
-    envelope(required, requirement, payload)
+    let id = payment_id_from(authorization.nonce.as_slice());
+    envelope(required, requirement, payload, &id)
 }
 
 /// The payment header for a Solana entry: the `exact` SVM payload, `{"transaction": <base64 of
@@ -158,25 +203,32 @@ pub fn build_svm_payment_header(
     let payload = ExactSvmPayload {
         transaction: STANDARD.encode(transaction),
     };
-    envelope(required, requirement, payload)
+    use sha2::Digest as _;
+    let id = payment_id_from(&sha2::Sha256::digest(transaction));
+    envelope(required, requirement, payload, &id)
 }
 
 /// The version's envelope around a scheme's payload: v2 echoes the chosen entry as received,
-/// the resource and the extensions; v1 names the scheme and the network.
+/// the resource and the extensions (with `payment_id` in `payment-identifier` when advertised);
+/// v1 names the scheme and the network.
 fn envelope<P: Serialize>(
     required: &PaymentRequired,
     requirement: &Requirement,
     payload: P,
+    payment_id: &str,
 ) -> Result<PaymentHeader, PayloadError> {
+    let mut sent_id = None;
     let (name, json) = match required.x402_version {
         2 => {
             let accepted = compact_raw(&requirement.raw)?;
+            let (extensions, id) = extensions_with_id(required.extensions.as_ref(), payment_id);
+            sent_id = id;
             let body = PayloadV2 {
                 x402_version: 2,
                 resource: required.resource_raw.as_ref(),
                 accepted: &accepted,
                 payload,
-                extensions: required.extensions.as_ref(),
+                extensions: extensions.as_ref(),
             };
             (PAYMENT_SIGNATURE_HEADER, serde_json::to_string(&body)?)
         }
@@ -207,6 +259,7 @@ fn envelope<P: Serialize>(
     Ok(PaymentHeader {
         name,
         value: STANDARD.encode(json),
+        payment_id: sent_id,
     })
 }
 
@@ -345,5 +398,44 @@ mod tests {
         let before: Value = serde_json::from_str(raw.get()).expect("json");
         let after: Value = serde_json::from_str(compact.get()).expect("json");
         assert_eq!(before, after);
+    }
+
+    #[test]
+    fn a_payment_id_goes_only_where_payment_identifier_is_advertised() {
+        let id = payment_id_from(&[0xab; 32]);
+        assert_eq!(id, format!("pay_{}", "ab".repeat(16)));
+        assert!((16..=128).contains(&id.len()));
+        assert!(
+            id.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        );
+        // Not advertised: echoed untouched, no id.
+        let bazaar: Map<String, Value> =
+            serde_json::from_str(r#"{"bazaar":{"info":{"x":1}}}"#).unwrap();
+        assert_eq!(
+            extensions_with_id(Some(&bazaar), &id),
+            (Some(bazaar.clone()), None)
+        );
+        assert_eq!(extensions_with_id(None, &id), (None, None));
+        // Advertised: the id in its info, everything else kept.
+        let advertised: Map<String, Value> = serde_json::from_str(
+            r#"{"bazaar":{"info":{"x":1}},"payment-identifier":{"info":{"required":true},"schema":{"type":"object"}}}"#,
+        )
+        .unwrap();
+        let (echoed, sent) = extensions_with_id(Some(&advertised), &id);
+        let echoed = Value::Object(echoed.unwrap());
+        assert_eq!(sent.as_deref(), Some(id.as_str()));
+        assert_eq!(echoed["payment-identifier"]["info"]["id"], id.as_str());
+        assert_eq!(echoed["payment-identifier"]["info"]["required"], true);
+        assert_eq!(echoed["payment-identifier"]["schema"]["type"], "object");
+        assert_eq!(echoed["bazaar"], advertised["bazaar"]);
+        // A malformed advertisement (not an object) still gets a well-formed id.
+        let odd: Map<String, Value> =
+            serde_json::from_str(r#"{"payment-identifier":"yes"}"#).unwrap();
+        let (echoed, _) = extensions_with_id(Some(&odd), &id);
+        assert_eq!(
+            Value::Object(echoed.unwrap())["payment-identifier"]["info"]["id"],
+            id.as_str()
+        );
     }
 }

@@ -300,7 +300,13 @@ fn v2_payment_header_echoes_the_raw_entry_and_verifies() {
     assert_eq!(decoded["accepted"], requirement.entry);
     assert_eq!(decoded["accepted"], object["accepts"][1]);
     assert_eq!(decoded["resource"], object["resource"]);
-    assert_eq!(decoded["extensions"], object["extensions"]);
+    // The extensions are echoed, with our payment id put in the advertised `payment-identifier`
+    // (`pay_` and the first 16 bytes of the authorization's nonce): the same payment, the same id.
+    let id = "pay_f3746613c2d920b5fdabc0856f2aeb2d";
+    let mut echoed = object["extensions"].clone();
+    echoed["payment-identifier"]["info"]["id"] = json!(id);
+    assert_eq!(decoded["extensions"], echoed);
+    assert_eq!(header.payment_id.as_deref(), Some(id));
     // Key order and number spelling of the entry survive (1.0 stays 1.0).
     assert!(json_text.contains(r#""z-last":1.0,"a-first":"x \"quoted\" y""#));
 

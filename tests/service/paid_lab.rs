@@ -20,6 +20,9 @@ use paid_support::*;
 fn expected_refusal(scenario: &str) -> Option<RefusalCode> {
     Some(match scenario {
         "expensive" => RefusalCode::OverPerCallCap,
+        // `upto`: the caps hold for its maximum; within them, Permit2 (never signed) refuses it.
+        "upto-over-cap" => RefusalCode::OverPerCallCap,
+        "upto-within-caps" => RefusalCode::UptoNeedsPermit2,
         "permit2-only" => RefusalCode::TransferMethodNotEip3009,
         "off-allowlist-network" => RefusalCode::NetworkNotAllowed,
         "network-not-caip2" => RefusalCode::NetworkNotAllowed,
@@ -47,7 +50,11 @@ fn expected_movement(s: &Scenario) -> (i128, i128, i128) {
     match (s.facilitator, s.paid) {
         (FacilitatorKind::FakeHash, _) => (0, 0, 0),
         (_, Paid::NoSettlement) => (0, 0, 0),
+        // A commitment id: the value moves when the batch closes, never during the lab's run.
+        (_, Paid::BatchCommitment) => (0, 0, 0),
         (FacilitatorKind::DoublePull, _) => (-2, 2, 0),
+        // The replay (H7) is the retry with the same payment-identifier id: charged again.
+        (_, Paid::IdempotencyDoubleCharge) => (-2, 2, 0),
         (FacilitatorKind::Overcharge, _) => (-3, 3, 0),
         (FacilitatorKind::WrongPayee, _) => (-1, 0, 1),
         // Charged, then refunded from payTo within the window (the watch waits for it).
@@ -127,6 +134,17 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
             s.name,
             obs.pending.len()
         );
+        // A 402 advertising `payment-identifier` gets a payment carrying an id (the same one
+        // in the replay, which sends the same header); any other gets none.
+        if let Some(payment) = &obs.payment {
+            assert_eq!(
+                payment.payment_id.is_some(),
+                s.paid.advertises_payment_identifier(),
+                "{}: payment id {:?}",
+                s.name,
+                payment.payment_id
+            );
+        }
         if s.paid == Paid::SettlementPending {
             assert!(
                 obs.settlement
@@ -236,6 +254,29 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
             }
         }
         let by_id: BTreeMap<&str, _> = results.iter().map(|r| (r.id.as_str(), r)).collect();
+        // A commitment id instead of a transaction: the chain checks wait (unmeasured, never
+        // failed) unless money moved during the call, which is judged as any charge.
+        let waiting: &[&str] = match s.paid {
+            Paid::BatchCommitment => &["C6", "H5", "H6", "H7"],
+            Paid::BatchCommitmentSettled => &["C6"],
+            _ => &[],
+        };
+        for id in waiting {
+            let r = by_id[id];
+            assert_eq!(
+                r.outcome,
+                Outcome::Unmeasured,
+                "{} {id}: {}",
+                s.name,
+                r.evidence
+            );
+            assert!(
+                r.evidence.contains("commitment"),
+                "{} {id}: {}",
+                s.name,
+                r.evidence
+            );
+        }
         for (id, want) in &paid_expect {
             compared += 1;
             let got = by_id[id];

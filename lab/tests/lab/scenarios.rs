@@ -1250,3 +1250,286 @@ async fn reference_endpoints_answer_the_source_or_miss_it() {
     let doubled = paid_json("supply-doubled").await;
     assert_eq!(doubled["totalSupply"], (supply * U256::from(2)).to_string());
 }
+
+// ---------- payment-identifier ----------
+
+/// A payment with `extensions["payment-identifier"].info.id` set to `id` (the signed
+/// authorization is not touched: the id travels beside it).
+fn with_payment_id(value: &str, id: &str) -> String {
+    let mut payload = decode_b64_json(value);
+    payload["extensions"]["payment-identifier"]["info"]["id"] = Value::String(id.to_string());
+    base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        payload.to_string(),
+    )
+}
+
+/// Both `payment-identifier` kinds advertise the extension as required and refuse a payment
+/// without an id; the honest one answers the same payment sent again with the same id from its
+/// cache (the first receipt, charged once) and a conflict for the id with another payment; the
+/// dishonest one charges the retry again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payment_identifier_kinds_require_an_id_and_answer_retries_by_their_kind() {
+    let lab = lab(&["payment-id-honest", "payment-id-double-charge"]).await;
+    for (scenario, charged_again) in [
+        ("payment-id-honest", false),
+        ("payment-id-double-charge", true),
+    ] {
+        let (pr, _) = quote(unpaid(&lab, scenario).await).await;
+        let ext = &pr["extensions"]["payment-identifier"];
+        assert_eq!(ext["info"]["required"], true, "{scenario}");
+        assert!(ext["schema"].is_object(), "{scenario}");
+        let get = |value: String| {
+            let lab = &lab;
+            async move {
+                client(lab)
+                    .get(format!("{}?city=Paris", url(lab, scenario)))
+                    .header("payment-signature", value)
+                    .send()
+                    .await
+                    .expect("a paid answer")
+            }
+        };
+
+        // Without an id: refused before anything is verified or settled.
+        let before = balance(&lab, lab.payer).await;
+        let (_, without_id, _) = payment(&lab, &pr);
+        assert_eq!(get(without_id).await.status().as_u16(), 400, "{scenario}");
+        assert_eq!(balance(&lab, lab.payer).await, before, "{scenario}");
+
+        let (_, value, nonce) = payment(&lab, &pr);
+        let id = format!("pay_{}", hex::encode(&nonce[..16]));
+        let paid = with_payment_id(&value, &id);
+        let first = get(paid.clone()).await;
+        assert_eq!(first.status().as_u16(), 200, "{scenario}");
+        let receipt = decode_b64_json(&header(&first, "payment-response").expect("a receipt"));
+        let tx = receipt["transaction"].as_str().unwrap().to_string();
+        assert_eq!(
+            transfers_in(&lab, &tx).await,
+            vec![(lab.payer, lab.pay_to, price())]
+        );
+        assert_eq!(
+            balance(&lab, lab.payer).await,
+            before - price(),
+            "{scenario}"
+        );
+
+        // The retry: the very same payment, the same id.
+        let again = get(paid).await;
+        assert_eq!(again.status().as_u16(), 200, "{scenario}");
+        let second = decode_b64_json(&header(&again, "payment-response").expect("a receipt"));
+        let out: Value = again.json().await.unwrap();
+        assert_eq!(out, x402_lab::quote::output(), "{scenario}");
+        if charged_again {
+            let second_tx = second["transaction"].as_str().unwrap();
+            assert_ne!(second_tx, tx, "{scenario}: a new transaction");
+            assert_eq!(
+                transfers_in(&lab, second_tx).await,
+                vec![(lab.payer, lab.pay_to, price())],
+                "{scenario}: the retry pulled the amount again"
+            );
+            assert_eq!(
+                balance(&lab, lab.payer).await,
+                before - price() * U256::from(2)
+            );
+        } else {
+            assert_eq!(
+                second, receipt,
+                "{scenario}: the first receipt, from the cache"
+            );
+            assert_eq!(
+                balance(&lab, lab.payer).await,
+                before - price(),
+                "charged once"
+            );
+            // The same id with another payment: a conflict, nothing moves.
+            let (_, other, _) = payment(&lab, &pr);
+            let conflict = get(with_payment_id(&other, &id)).await;
+            assert_eq!(conflict.status().as_u16(), 409);
+            assert_eq!(balance(&lab, lab.payer).await, before - price());
+        }
+    }
+}
+
+// ---------- upto ----------
+
+/// The `upto` scenarios quote scheme `upto`: the amount a maximum (the honest price, or 25 USDC),
+/// the facilitator the Permit2 witness binds in `extra.facilitatorAddress`, the token's domain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upto_scenarios_quote_a_maximum_for_permit2() {
+    let lab = lab(&["upto-within-caps", "upto-over-cap"]).await;
+    for (scenario, maximum) in [
+        ("upto-within-caps", x402_lab::quote::PRICE),
+        ("upto-over-cap", x402_lab::quote::EXPENSIVE_PRICE),
+    ] {
+        let (pr, _) = quote(unpaid(&lab, scenario).await).await;
+        let req = &pr["accepts"][0];
+        assert_eq!(req["scheme"], "upto", "{scenario}");
+        assert_eq!(req["amount"], maximum.to_string(), "{scenario}");
+        assert_eq!(req["payTo"], lab.pay_to.to_checksum(None));
+        assert_eq!(req["asset"], lab.token.address().to_checksum(None));
+        let facilitator: Address = req["extra"]["facilitatorAddress"]
+            .as_str()
+            .expect("a facilitator address")
+            .parse()
+            .unwrap();
+        assert_ne!(facilitator, Address::ZERO);
+        assert_eq!(req["extra"]["name"], x402_lab::quote::TOKEN_NAME);
+    }
+}
+
+// ---------- offer-receipt ----------
+
+/// The `offer-receipt` extension of a scenario's 402: its one offer.
+async fn offer_of(lab: &x402_lab::Lab, scenario: &str) -> (Value, Value) {
+    let (pr, _) = quote(unpaid(lab, scenario).await).await;
+    let offers = pr["extensions"]["offer-receipt"]["info"]["offers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{scenario}: offers"))
+        .clone();
+    assert_eq!(offers.len(), 1, "{scenario}");
+    (pr["accepts"][0].clone(), offers[0].clone())
+}
+
+/// A JWS's payload, and whether its ES256K signature (over SHA-256 of the signing input, r ‖ s)
+/// recovers the address its `did:pkh` kid names.
+fn jws_check(compact: &str) -> (Value, bool) {
+    use alloy::primitives::{B256, Signature};
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use sha2::Digest as _;
+    let parts: Vec<&str> = compact.split('.').collect();
+    assert_eq!(parts.len(), 3);
+    let header: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[0]).unwrap()).unwrap();
+    let payload: Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[1]).unwrap()).unwrap();
+    assert_eq!(header["alg"], "ES256K");
+    let kid = header["kid"].as_str().unwrap();
+    let named: Address = kid.rsplit(':').next().unwrap().parse().unwrap();
+    let sig = URL_SAFE_NO_PAD.decode(parts[2]).unwrap();
+    let digest = B256::from_slice(&sha2::Sha256::digest(
+        format!("{}.{}", parts[0], parts[1]).as_bytes(),
+    ));
+    let (r, s) = (
+        U256::from_be_slice(&sig[..32]),
+        U256::from_be_slice(&sig[32..]),
+    );
+    let good = [false, true].into_iter().any(|parity| {
+        Signature::new(r, s, parity)
+            .recover_address_from_prehash(&digest)
+            .is_ok_and(|a| a == named)
+    });
+    (payload, good)
+}
+
+/// The signing scenarios commit to their entry (EIP-712 with the payload beside the signature,
+/// JWS with it inside), the bad one with a signature that does not verify, the unmatched one to
+/// half the price; after payment the receipt names the settling transaction, except the liar's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_offers_commit_to_their_entry_and_receipts_name_the_settlement() {
+    let lab = lab(&[
+        "signed-offer-eip712",
+        "signed-offer-jws",
+        "signed-offer-bad-signature",
+        "signed-offer-unmatched",
+        "signed-receipt-lies",
+    ])
+    .await;
+    let signer = x402_lab::offers::offer_signer();
+    for scenario in ["signed-offer-eip712", "signed-receipt-lies"] {
+        let (entry, offer) = offer_of(&lab, scenario).await;
+        assert_eq!(offer["format"], "eip712", "{scenario}");
+        let p = &offer["payload"];
+        for (a, b) in [("payTo", "payTo"), ("amount", "amount"), ("asset", "asset")] {
+            assert_eq!(p[a], entry[b], "{scenario}: {a}");
+        }
+        assert_eq!(p["resourceUrl"], url(&lab, scenario));
+        assert_eq!(offer["signature"].as_str().unwrap().len(), 132);
+    }
+    let (entry, offer) = offer_of(&lab, "signed-offer-unmatched").await;
+    assert_eq!(
+        offer["payload"]["amount"],
+        (x402_lab::quote::PRICE / 2).to_string()
+    );
+    assert_ne!(offer["payload"]["amount"], entry["amount"]);
+    for (scenario, verifies) in [
+        ("signed-offer-jws", true),
+        ("signed-offer-bad-signature", false),
+    ] {
+        let (entry, offer) = offer_of(&lab, scenario).await;
+        assert_eq!(offer["format"], "jws");
+        assert!(
+            offer.get("payload").is_none(),
+            "a JWS carries its payload inside"
+        );
+        let (payload, good) = jws_check(offer["signature"].as_str().unwrap());
+        assert_eq!(good, verifies, "{scenario}");
+        assert_eq!(payload["payTo"], entry["payTo"]);
+        assert_eq!(payload["amount"], entry["amount"]);
+    }
+
+    for (scenario, names_settlement) in [
+        ("signed-offer-eip712", true),
+        ("signed-offer-jws", true),
+        ("signed-receipt-lies", false),
+    ] {
+        let (resp, _, _) = pay(&lab, scenario).await;
+        assert_eq!(resp.status().as_u16(), 200, "{scenario}");
+        let settled = decode_b64_json(&header(&resp, "payment-response").unwrap());
+        let tx = settled["transaction"].as_str().unwrap();
+        assert_eq!(
+            transfers_in(&lab, tx).await,
+            vec![(lab.payer, lab.pay_to, price())]
+        );
+        let receipt = &settled["extensions"]["offer-receipt"]["info"]["receipt"];
+        let payload = match receipt["format"].as_str() {
+            Some("eip712") => receipt["payload"].clone(),
+            Some("jws") => {
+                let (payload, good) = jws_check(receipt["signature"].as_str().unwrap());
+                assert!(good, "{scenario}: the receipt's JWS verifies");
+                payload
+            }
+            other => panic!("{scenario}: receipt format {other:?}"),
+        };
+        assert_eq!(payload["payer"], lab.payer.to_checksum(None), "{scenario}");
+        assert_eq!(payload["network"], format!("eip155:{}", lab.chain_id));
+        assert_eq!(payload["transaction"] == tx, names_settlement, "{scenario}");
+    }
+    assert_ne!(
+        signer, lab.pay_to,
+        "the offer key is the seller's own, not payTo's"
+    );
+}
+
+// ---------- batch or credit-backed settlement ----------
+
+/// Both batch scenarios answer the output with a receipt whose transaction is a commitment id;
+/// the honest one moves nothing during the call (our authorization stays unused), the other's
+/// facilitator pulls the amount twice at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_commitments_name_no_transaction() {
+    let lab = lab(&["batch-commitment", "batch-commitment-double-pull"]).await;
+    for (scenario, moved) in [
+        ("batch-commitment", U256::ZERO),
+        ("batch-commitment-double-pull", price() * U256::from(2)),
+    ] {
+        let before = balance(&lab, lab.payer).await;
+        let (resp, nonce, _) = pay(&lab, scenario).await;
+        assert_eq!(resp.status().as_u16(), 200, "{scenario}");
+        let receipt = decode_b64_json(&header(&resp, "payment-response").unwrap());
+        assert_eq!(receipt["success"], true);
+        let id = receipt["transaction"].as_str().unwrap();
+        assert!(id.starts_with("batch_") && !id.starts_with("0x"), "{id}");
+        let out: Value = resp.json().await.unwrap();
+        assert_eq!(out, x402_lab::quote::output());
+        assert_eq!(balance(&lab, lab.payer).await, before - moved, "{scenario}");
+        assert_eq!(
+            lab.token
+                .authorization_state(lab.payer, nonce)
+                .await
+                .unwrap(),
+            moved > U256::ZERO,
+            "{scenario}: our authorization used"
+        );
+    }
+}

@@ -806,6 +806,7 @@ mod tests {
                 asset: Some(HOSTILE.into()),
                 amount: Some("10000".into()),
                 pay_to: Some(HOSTILE.into()),
+                offer_signer: None,
             }),
             description: Some("x".repeat(5_000) + HOSTILE),
             receipts,
