@@ -186,6 +186,24 @@ pub(crate) async fn subject_history(
     ))
 }
 
+pub(crate) async fn subject_findings(
+    State(state): State<ApiState>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<JsonBytes, ApiError> {
+    let entry = entry(&state, id)?;
+    let (shown, of) = (state.view.clone(), entry.clone());
+    match off_runtime(move || shown.findings_json(&of)).await {
+        Some(bytes) => Ok(JsonBytes(bytes)),
+        None => Err(ApiError::new(
+            ErrorCode::Unavailable,
+            format!(
+                "subject {}'s entries could not be read now; try again shortly",
+                entry.id()
+            ),
+        )),
+    }
+}
+
 pub(crate) async fn subject_readiness(
     State(state): State<ApiState>,
     id: Result<Path<String>, PathRejection>,

@@ -1359,6 +1359,7 @@ mod tests {
             block_hash: B256::ZERO,
             status_ok: true,
             logs,
+            from: None,
         }
     }
 

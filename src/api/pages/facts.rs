@@ -9,6 +9,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+use crate::checks::attribution::{Attribution, Party, PartyCount, attribute_all, count_by_party};
+use crate::checks::findings::{self, Finding, FindingId, FindingsContext};
 use crate::checks::history::Declared;
 use crate::evidence::paid::{Decision, PaidObservation};
 use crate::evidence::{CheckId, Outcome};
@@ -147,6 +149,15 @@ pub(crate) struct SubjectFacts {
     pub paid_calls_omitted: usize,
     /// The last ledger entry folded in.
     pub through_seq: u64,
+    /// What the findings read besides a run (the facilitators we know); set before folding.
+    pub findings_ctx: FindingsContext,
+    /// The findings of its runs (`probes/findings/`), the last of each kept by the rule the
+    /// receipts are kept by.
+    pub findings: BTreeMap<FindingId, Finding>,
+    /// Whose each failed paid check and `unmeasured` result of its latest run is
+    /// (`probes/attribution.md`), and how many each party has.
+    pub parties: BTreeMap<CheckId, Attribution>,
+    pub party_counts: BTreeMap<Party, PartyCount>,
 }
 
 impl SubjectFacts {
@@ -176,6 +187,17 @@ impl SubjectFacts {
                 }),
                 Record::Run(run) => {
                     run.results.iter().for_each(|r| self.keep(r));
+                    for f in findings::evaluate(&run.free, run.paid.as_ref(), &self.findings_ctx) {
+                        let kept_measured = self
+                            .findings
+                            .get(&f.id)
+                            .is_some_and(|k| k.outcome != Outcome::Unmeasured);
+                        if f.outcome != Outcome::Unmeasured || !kept_measured {
+                            self.findings.insert(f.id, f);
+                        }
+                    }
+                    self.parties = attribute_all(&run.results, &run.free, run.paid.as_ref());
+                    self.party_counts = count_by_party(&self.parties, &run.results);
                     if let Some(paid) = &run.paid {
                         self.paid_calls.push_front(paid_call(
                             run.started_at_ms,
