@@ -63,6 +63,7 @@ async fn every_free_check_agrees_with_the_lab_on_every_scenario() {
     let mut compared = 0;
     let readiness_rubric = ReadinessRubric::embedded();
     let mut readiness_compared = 0;
+    let mut findings_compared = 0;
     while let Some(joined) = runs.join_next().await {
         let (name, observation, elapsed) = joined.unwrap();
         // Hostile endpoints end as findings within the prober's bounds: per request at most the
@@ -99,6 +100,18 @@ async fn every_free_check_agrees_with_the_lab_on_every_scenario() {
                 disagreements.push(format!("{name} readiness: want {want:?}, got {got:?}"));
             }
         }
+        // The findings peers publish that a free run gives, against the lab's word.
+        for f in x402_probe::checks::findings::evaluate_free(&observation) {
+            if let Some(want) = scenario.scenario.findings.get(f.id.as_str()) {
+                findings_compared += 1;
+                if f.outcome.as_str() != *want {
+                    disagreements.push(format!(
+                        "{name} finding {}: want {want}, got {} ({})",
+                        f.id, f.outcome, f.evidence
+                    ));
+                }
+            }
+        }
         for (id, want) in &scenario.scenario.expect {
             if !free.iter().any(|f| f == id) {
                 continue;
@@ -114,6 +127,10 @@ async fn every_free_check_agrees_with_the_lab_on_every_scenario() {
         }
     }
     assert!(compared > 300, "compared only {compared} expectations");
+    assert!(
+        findings_compared >= 12,
+        "compared only {findings_compared} findings"
+    );
     assert_eq!(readiness_compared, READINESS_FREE.len());
     assert!(
         disagreements.is_empty(),

@@ -590,6 +590,19 @@ impl View {
         if let Err(e) = facts.refresh(self.store.as_ref(), url, points) {
             tracing::warn!(subject = %url, error = %e, "API view: reading the page's entries failed");
         }
+        if let Some(collision) = self.payto_collision(url) {
+            use crate::checks::findings::{FindingId, finding_of};
+            let (vantage, at) = facts
+                .findings
+                .values()
+                .next()
+                .map(|f| (f.receipt.vantage.clone(), f.receipt.at.clone()))
+                .unwrap_or_default();
+            facts.findings.insert(
+                FindingId::PaytoCollision,
+                finding_of(FindingId::PaytoCollision, collision, &vantage, &at),
+            );
+        }
         Details {
             latest,
             facts: Arc::new(facts),

@@ -114,80 +114,81 @@ pub fn evaluate(
     paid: Option<&PaidObservation>,
     ctx: &FindingsContext,
 ) -> Vec<Finding> {
-    let primary = primary(free);
-    let required = primary.and_then(|(_, r)| required_of(free, r));
-    let free_receipt = |detail: Value, hashes: BTreeMap<String, String>| Receipt {
-        vantage: free.vantage.clone(),
-        at: rfc3339(free.at),
-        sha256: hashes,
-        tx: None,
-        detail,
-    };
-    let mut out = Vec::with_capacity(FindingId::ALL.len());
-    for id in FindingId::ALL {
-        let (conclusion, receipt) = match id {
-            FindingId::Described => {
-                let (c, hashes) = described(free, required.as_ref());
-                let d = c.detail.clone();
-                (c, free_receipt(d, hashes))
-            }
-            FindingId::ResourceUrl => {
-                let c = resource_url(free, primary.map(|(s, _)| s), required.as_ref());
-                let d = c.detail.clone();
-                (c, free_receipt(d, primary_hashes(primary.map(|(_, r)| r))))
-            }
-            FindingId::BrowserPaywall => {
-                let (c, hashes) = browser_paywall(free);
-                let d = c.detail.clone();
-                (c, free_receipt(d, hashes))
-            }
-            FindingId::KnownFacilitator => {
-                let (c, tx) = known_facilitator(paid, ctx);
-                let d = c.detail.clone();
-                paid_receipt(free, paid, c, tx, d)
-            }
-            FindingId::PaytoCollision => {
-                let c = Conclusion::unmeasured(
-                    "needs every subject's latest payTo (the daemon publishes it)",
-                );
-                let d = c.detail.clone();
-                (c, free_receipt(d, BTreeMap::new()))
-            }
-            FindingId::PayThenRefused => {
-                let (c, tx) = pay_then_refused(paid);
-                let d = c.detail.clone();
-                paid_receipt(free, paid, c, tx, d)
-            }
-        };
-        out.push(Finding {
-            id,
-            outcome: conclusion.outcome,
-            evidence: conclusion.evidence,
-            receipt,
-        });
-    }
+    let mut out = evaluate_free(free);
+    out.extend(evaluate_paid(&free.vantage, free.at, paid, ctx));
+    out.sort_by_key(|f| f.id);
     out
 }
 
-fn paid_receipt(
-    free: &FreeObservation,
-    paid: Option<&PaidObservation>,
-    c: Conclusion,
-    tx: Option<String>,
-    detail: Value,
-) -> (Conclusion, Receipt) {
-    let mut sha256 = BTreeMap::new();
-    if let Some(r) = paid.and_then(|p| p.paid.as_ref()?.response.as_ref()) {
-        sha256.insert("paid.body".to_string(), r.body_sha256.clone());
-    }
-    let receipt = Receipt {
-        vantage: free.vantage.clone(),
-        at: rfc3339(paid.map_or(free.at, |p| p.started_at)),
-        sha256,
-        tx,
-        detail,
+/// The findings a free run gives (`described`, `resource_url`, `browser_paywall`, and the
+/// payTo collision `unmeasured`).
+pub fn evaluate_free(free: &FreeObservation) -> Vec<Finding> {
+    let primary = primary(free);
+    let required = primary.and_then(|(_, r)| required_of(free, r));
+    let finding = |id, c: Conclusion, hashes: BTreeMap<String, String>| Finding {
+        id,
+        outcome: c.outcome,
+        evidence: c.evidence,
+        receipt: Receipt {
+            vantage: free.vantage.clone(),
+            at: rfc3339(free.at),
+            sha256: hashes,
+            tx: None,
+            detail: c.detail,
+        },
     };
-    (c, receipt)
+    let (described, described_hashes) = described(free, required.as_ref());
+    let (browser, browser_hashes) = browser_paywall(free);
+    vec![
+        finding(FindingId::Described, described, described_hashes),
+        finding(
+            FindingId::ResourceUrl,
+            resource_url(free, primary.map(|(s, _)| s), required.as_ref()),
+            primary_hashes(primary.map(|(_, r)| r)),
+        ),
+        finding(FindingId::BrowserPaywall, browser, browser_hashes),
+        finding(
+            FindingId::PaytoCollision,
+            Conclusion::unmeasured("needs every subject's latest payTo (the daemon publishes it)"),
+            BTreeMap::new(),
+        ),
+    ]
+}
+
+/// The findings a paid call gives (`known_facilitator`, `pay_then_refused`); `unmeasured`
+/// without one. `vantage` and `at` are the run's (a paid call's own start is its receipt's time).
+pub fn evaluate_paid(
+    vantage: &str,
+    at: i64,
+    paid: Option<&PaidObservation>,
+    ctx: &FindingsContext,
+) -> Vec<Finding> {
+    let (known, known_tx) = known_facilitator(paid, ctx);
+    let (refused, refused_tx) = pay_then_refused(paid);
+    [
+        (FindingId::KnownFacilitator, known, known_tx),
+        (FindingId::PayThenRefused, refused, refused_tx),
+    ]
+    .into_iter()
+    .map(|(id, c, tx)| {
+        let mut sha256 = BTreeMap::new();
+        if let Some(r) = paid.and_then(|p| p.paid.as_ref()?.response.as_ref()) {
+            sha256.insert("paid.body".to_string(), r.body_sha256.clone());
+        }
+        Finding {
+            id,
+            outcome: c.outcome,
+            evidence: c.evidence,
+            receipt: Receipt {
+                vantage: vantage.to_string(),
+                at: rfc3339(paid.map_or(at, |p| p.started_at)),
+                sha256,
+                tx,
+                detail: c.detail,
+            },
+        }
+    })
+    .collect()
 }
 
 /// The first sample with a usable response (as the free checks choose it).
@@ -676,6 +677,19 @@ pub fn payto_collisions(subjects: &[PayToOf]) -> BTreeMap<String, Conclusion> {
         .collect()
 }
 
+/// The host of a subject's key, without port or user info, in lower case (an MCP tool's key
+/// `mcp+https://host/path#tool` too): subjects on one host are one operator's, whatever port.
+pub fn host_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(v6),
+        None => authority.split(':').next().unwrap_or(authority),
+    };
+    host.to_ascii_lowercase()
+}
+
 /// A finding from a conclusion reached outside a run (the daemon's payTo collision).
 pub fn finding_of(id: FindingId, c: Conclusion, vantage: &str, at: &str) -> Finding {
     Finding {
@@ -746,6 +760,9 @@ mod tests {
     fn paths_and_ids_read_back() {
         assert_eq!(path_of("https://h.example:8443/a/b?x=1"), "/a/b");
         assert_eq!(path_of("https://h.example"), "/");
+        assert_eq!(host_of("https://H.example:8443/a"), "h.example");
+        assert_eq!(host_of("mcp+https://u@[::1]:9/x#t"), "::1");
+        assert_eq!(host_of("https://127.0.0.1:4431/weather"), "127.0.0.1");
         for id in FindingId::ALL {
             assert_eq!(id.as_str().parse::<FindingId>().unwrap(), id);
         }
