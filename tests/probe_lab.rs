@@ -100,6 +100,30 @@ async fn every_free_check_agrees_with_the_lab_on_every_scenario() {
                 disagreements.push(format!("{name} readiness: want {want:?}, got {got:?}"));
             }
         }
+        // Every `unmeasured` says whose it is: a free run's paid checks and history ours, the
+        // requirements a 500 never carried the seller's.
+        {
+            use x402_probe::checks::attribution::{Party, attribute_all};
+            use x402_probe::evidence::{CheckId, Outcome};
+            let parties = attribute_all(&all, &observation, None);
+            for r in &all {
+                if r.outcome == Outcome::Unmeasured && !parties.contains_key(&r.id) {
+                    disagreements.push(format!("{name} {}: unmeasured without a party", r.id));
+                }
+            }
+            let party = |id: CheckId| parties.get(&id).map(|a| a.party);
+            let want: &[(CheckId, Party)] = match name {
+                "honest-v2" => &[(CheckId::H2, Party::Us), (CheckId::R4, Party::Us)],
+                "status-500" | "down" => &[(CheckId::C2, Party::Seller)],
+                _ => &[],
+            };
+            for (id, p) in want {
+                if party(*id) != Some(*p) {
+                    disagreements
+                        .push(format!("{name} {id} party: want {p}, got {:?}", party(*id)));
+                }
+            }
+        }
         // The findings peers publish that a free run gives, against the lab's word.
         for f in x402_probe::checks::findings::evaluate_free(&observation) {
             if let Some(want) = scenario.scenario.findings.get(f.id.as_str()) {

@@ -229,7 +229,7 @@ pub(crate) const ROUTES: &[RouteDoc] = &[
     RouteDoc::get(
         "/v1/subjects/{id}/findings",
         "getFindings",
-        "The subject's findings (facts other x402 tools publish: a machine-readable description, resource.url against the endpoint, a paywall page for a browser, settlements by a known facilitator, payTo collisions across subjects, pay-then-refuse), each with its receipt, and whose its latest run's failed paid checks and unmeasured results are (seller, facilitator, chain or us), with counts by party: beside the score, never in it.",
+        "The subject's findings (facts other x402 tools publish: a machine-readable description, resource.url against the endpoint, a paywall page for a browser, settlements by a known facilitator, payTo collisions across subjects, pay-then-refuse), each with its receipt, and whose its failed paid checks and unmeasured results are (seller, facilitator, chain or us), with counts by party: beside the score, never in it.",
         || get(v1::subject_findings),
         Answer::Json(schema::<SubjectFindings>),
     )

@@ -236,7 +236,7 @@ pub struct SubjectReadiness {
 }
 
 /// A subject's findings (`probes/findings/`: facts other x402 tools publish, never scored) and
-/// whose its latest run's failed paid checks and `unmeasured` results are
+/// whose its failed paid checks and `unmeasured` results are
 /// (`probes/attribution.md`), read from its ledger entries.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SubjectFindings {
@@ -247,9 +247,11 @@ pub struct SubjectFindings {
     /// The last of each finding (a measured one is kept over a later `unmeasured`); the payTo
     /// collision read across every subject's latest payTo.
     pub findings: Vec<FindingShown>,
-    /// Whose each failed paid check and `unmeasured` result of the latest run is.
+    /// Whose each check's last result is, when it is a failed paid check or `unmeasured` (the
+    /// last result of each check as the receipts keep it: a measured one over a later
+    /// `unmeasured`).
     pub parties: Vec<PartyShown>,
-    /// How many each party has in the latest run (every party named).
+    /// How many each party has among those results (every party named).
     pub party_counts: BTreeMap<String, PartyCountShown>,
 }
 

@@ -222,7 +222,7 @@ pub(crate) enum Made {
     PreflightWith([u8; 32]),
     /// Its agent readiness as JSON.
     Readiness,
-    /// Its findings and whose its latest run's gaps and failures are, as JSON.
+    /// Its findings and whose its gaps and failures are, as JSON.
     Findings,
 }
 
@@ -447,7 +447,7 @@ impl View {
         })
     }
 
-    /// The subject's findings (`probes/findings/`) and whose its latest run's failed paid checks
+    /// The subject's findings (`probes/findings/`) and whose its failed paid checks
     /// and `unmeasured` results are (`probes/attribution.md`), as JSON: from the cache, else
     /// read from its entries now (`None`, logged, when they cannot be read). The payTo collision
     /// is read across every subject's latest payTo as the view holds them now.
@@ -514,12 +514,7 @@ impl View {
                     pay_to
                 }
             };
-            let host = crate::probe::free::origin_of(&e.url)
-                .map(|o| {
-                    o.split_once("://")
-                        .map_or(o.clone(), |(_, h)| h.to_string())
-                })
-                .unwrap_or_else(|| e.url.to_string());
+            let host = crate::checks::findings::host_of(&e.url);
             all.push(PayToOf {
                 subject: e.url.to_string(),
                 host,

@@ -575,7 +575,7 @@ fn paid_calls(out: &mut String, view: &SubjectView) {
     out.push_str("</section>");
 }
 
-/// The findings peers publish (`probes/findings/`) and whose the latest run's gaps and failed
+/// The findings peers publish (`probes/findings/`) and whose each check's last gap or failed
 /// paid checks are (`probes/attribution.md`): facts beside the score, never in it.
 fn findings(out: &mut String, view: &SubjectView) {
     let facts = &view.facts;
@@ -604,7 +604,7 @@ fn findings(out: &mut String, view: &SubjectView) {
             .collect();
         let _ = write!(
             out,
-            "<h3>Whose, in the latest run</h3><p class=\"muted small\">{}</p><ul>",
+            "<h3>Whose, by each check's last result</h3><p class=\"muted small\">{}</p><ul>",
             escape(&counts.join("; "))
         );
         for (id, a) in &facts.parties {
