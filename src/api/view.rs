@@ -324,8 +324,11 @@ pub(crate) struct View {
     /// Every subject's latest payTo (its latest declared requirements), by URL, with the
     /// generation of the entry it was read for: read again only for entries rebuilt since (the
     /// payTo collision finding; the first findings request reads every subject's once).
-    pay_tos: Mutex<HashMap<Arc<str>, (u64, Option<String>)>>,
+    pay_tos: Mutex<PayTos>,
 }
+
+/// Each subject's latest payTo, with the generation of the entry it was read for.
+type PayTos = HashMap<Arc<str>, (u64, Option<String>)>;
 
 impl View {
     /// Builds the view from the store now, then keeps it fresh from a task on the current
@@ -1081,6 +1084,8 @@ mod tests {
             index_pages: Mutex::default(),
             key: ReporterKey::generate(&dir.path().join("reporter.key")).unwrap(),
             store: Arc::new(store.reader()),
+            findings: Default::default(),
+            pay_tos: Mutex::default(),
         };
         let e = entry("https://s.test/", 1);
         let summary: SubjectSummary = serde_json::from_slice(&e.summary_json()).unwrap();

@@ -315,7 +315,7 @@ fn described(
         match openapi_of(r) {
             Ok((version, paths)) => {
                 let resource = path_of(&free.subject);
-                let covers = paths.iter().any(|p| *p == resource);
+                let covers = paths.contains(&resource);
                 return (
                     Conclusion::pass(format!(
                         "an OpenAPI {version} document at {} ({} paths{})",

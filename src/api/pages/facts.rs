@@ -222,19 +222,17 @@ impl SubjectFacts {
                         }
                     }
                 }
-                Record::Refund(refund) => {
-                    // A refund watch's H9: whose a failed one is, the seller's (its promise).
-                    if self.keep(&refund.result) {
-                        self.parties.remove(&refund.result.id);
-                        if refund.result.outcome == Outcome::Fail {
-                            self.parties.insert(
-                                refund.result.id,
-                                Attribution {
-                                    party: Party::Seller,
-                                    why: "it did not keep its refund promise".into(),
-                                },
-                            );
-                        }
+                // A refund watch's H9: whose a failed one is, the seller's (its promise).
+                Record::Refund(refund) if self.keep(&refund.result) => {
+                    self.parties.remove(&refund.result.id);
+                    if refund.result.outcome == Outcome::Fail {
+                        self.parties.insert(
+                            refund.result.id,
+                            Attribution {
+                                party: Party::Seller,
+                                why: "it did not keep its refund promise".into(),
+                            },
+                        );
                     }
                 }
                 _ => {}

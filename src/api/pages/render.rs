@@ -856,6 +856,27 @@ mod tests {
             }),
             description: Some("x".repeat(5_000) + HOSTILE),
             receipts,
+            findings_ctx: Default::default(),
+            // A finding's evidence and a party's reason are the endpoint's text too.
+            findings: [(
+                crate::checks::findings::FindingId::Described,
+                crate::checks::findings::Finding {
+                    id: crate::checks::findings::FindingId::Described,
+                    outcome: Outcome::Fail,
+                    evidence: HOSTILE.into(),
+                    receipt: Default::default(),
+                },
+            )]
+            .into(),
+            parties: [(
+                crate::evidence::CheckId::R4,
+                crate::checks::attribution::Attribution {
+                    party: crate::checks::attribution::Party::Seller,
+                    why: HOSTILE.into(),
+                },
+            )]
+            .into(),
+            party_counts: Default::default(),
             // A screen's finding names its rule in the readiness section: hostile too.
             results: [(
                 crate::evidence::CheckId::S2,
