@@ -175,18 +175,11 @@ pub fn evaluate_paid(
         if let Some(r) = paid.and_then(|p| p.paid.as_ref()?.response.as_ref()) {
             sha256.insert("paid.body".to_string(), r.body_sha256.clone());
         }
-        Finding {
-            id,
-            outcome: c.outcome,
-            evidence: c.evidence,
-            receipt: Receipt {
-                vantage: vantage.to_string(),
-                at: rfc3339(paid.map_or(at, |p| p.started_at)),
-                sha256,
-                tx,
-                detail: c.detail,
-            },
-        }
+        let at = rfc3339(paid.map_or(at, |p| p.started_at));
+        let mut f = finding_of(id, c, vantage, &at);
+        f.receipt.sha256 = sha256;
+        f.receipt.tx = tx;
+        f
     })
     .collect()
 }
