@@ -113,6 +113,7 @@ fn main() {
                     cut_short: None,
                     listing_sha256: None,
                     mcp: None,
+                    peers: None,
                 };
                 std::hint::black_box(evaluate_free(&obs, &rubric));
             }

@@ -552,6 +552,7 @@ fn observation(response: Response) -> FreeObservation {
         cut_short: None,
         listing_sha256: None,
         mcp,
+        peers: None,
     }
 }
 

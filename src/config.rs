@@ -556,6 +556,11 @@ pub struct ProbeConfig {
     /// A rubric file to score under instead of the embedded one.
     #[serde(default)]
     pub rubric: Option<PathBuf>,
+    /// The facilitators we know, by the address that sends their settlements: the
+    /// `known_facilitator` finding (`probes/findings/known_facilitator.md`). Empty: that
+    /// finding is `unmeasured`.
+    #[serde(default)]
+    pub facilitators: Vec<Address>,
 }
 
 /// Which key pays.
@@ -669,6 +674,13 @@ impl ProbeConfig {
         })
     }
 
+    /// What the findings read besides a run: the facilitators we know.
+    pub fn findings_context(&self) -> crate::checks::findings::FindingsContext {
+        crate::checks::findings::FindingsContext {
+            facilitators: self.facilitators.clone(),
+        }
+    }
+
     /// Where R6's reference sources are, with no subject linked yet.
     pub fn reference_config(&self) -> crate::probe::reference::ReferenceConfig {
         crate::probe::reference::ReferenceConfig {
@@ -707,6 +719,7 @@ impl ProbeConfig {
             solana_rpc: self.solana_rpc.as_ref().map(|u| SolanaRpc::new(u.as_str())),
             declared_assets: self.assets.clone(),
             vantage: self.vantage.to_string(),
+            facilitators: self.facilitators.clone(),
         }
     }
 }

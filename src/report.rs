@@ -9,6 +9,7 @@ use crate::budget::{
     MAX_EVIDENCE_CHARS, MAX_RECEIPT_BYTES, MAX_RECEIPT_ITEMS, MAX_RECEIPT_STRING_CHARS,
     MAX_REPORT_BYTES, MAX_REPORT_CUTS,
 };
+use crate::checks::attribution::{Attribution, Party, PartyCount, attribute_all, count_by_party};
 use crate::evidence::{CheckResult, Outcome, Receipt, sha256_hex};
 use crate::rubric::Rubric;
 use crate::x402::types::printable_prefix;
@@ -40,6 +41,13 @@ pub struct ProbeReport {
     /// mixed into `score`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readiness: Option<serde_json::Value>,
+    /// The findings peers publish (`probes/findings/`): facts beside the checks, never scored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<crate::checks::findings::Finding>,
+    /// How many failed paid checks and `unmeasured` results each party has
+    /// (`probes/attribution.md`), when the run's observations were given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parties: Option<std::collections::BTreeMap<Party, PartyCount>>,
     pub exit_code: i32,
 }
 
@@ -159,6 +167,9 @@ pub struct ReportedCheck {
     pub kind: String,
     #[serde(flatten)]
     pub result: CheckResult,
+    /// Whose a failed paid check or an `unmeasured` result is (`probes/attribution.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub party: Option<Attribution>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -224,6 +235,7 @@ impl ProbeReport {
                         .map(|c| format!("{:?}", c.kind).to_lowercase())
                         .unwrap_or_default(),
                     result,
+                    party: None,
                 }
             })
             .collect();
@@ -243,8 +255,28 @@ impl ProbeReport {
             paid: None,
             score: None,
             readiness,
+            findings: Vec::new(),
+            parties: None,
             exit_code,
         }
+    }
+
+    /// Adds what the run's observations give besides the results: each result's party, the
+    /// count by party, and the findings. Derived, like the results, from what the run saw.
+    pub fn with_run(
+        mut self,
+        free: &crate::evidence::free::FreeObservation,
+        paid: Option<&crate::evidence::paid::PaidObservation>,
+        ctx: &crate::checks::findings::FindingsContext,
+    ) -> ProbeReport {
+        let results: Vec<CheckResult> = self.checks.iter().map(|c| c.result.clone()).collect();
+        let parties = attribute_all(&results, free, paid);
+        for c in &mut self.checks {
+            c.party = parties.get(&c.result.id).cloned();
+        }
+        self.parties = Some(count_by_party(&parties, &results));
+        self.findings = crate::checks::findings::evaluate(free, paid, ctx);
+        self
     }
 
     /// The readable report. `remediation` gives the operator's fix for a failed check; `color` adds
@@ -296,12 +328,50 @@ impl ProbeReport {
                     truncate(&c.title, 28),
                     one_line(&c.result.evidence, 120)
                 );
+                if let Some(a) = &c.party {
+                    let _ = writeln!(
+                        out,
+                        "      {} {}",
+                        paint("2", &format!("whose: {}", a.party)),
+                        one_line(&a.why, 120)
+                    );
+                }
                 if c.result.outcome == Outcome::Fail
                     && let Some(fix) = remediation(c.result.id.as_str())
                 {
                     let _ = writeln!(out, "      {} {}", paint("36", "fix:"), one_line(&fix, 140));
                 }
             }
+        }
+        if !self.findings.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n{}",
+                paint("1", "findings (published beside the score, never in it)")
+            );
+            for f in &self.findings {
+                let (label, code) = match f.outcome {
+                    Outcome::Pass => ("yes", "32"),
+                    Outcome::Fail => ("NO", "31;1"),
+                    Outcome::Na => ("na", "2"),
+                    Outcome::Unmeasured => ("unmeasured", "33"),
+                };
+                let _ = writeln!(
+                    out,
+                    "  {:<18} {} {}",
+                    f.id.as_str(),
+                    paint(code, &format!("{label:<10}")),
+                    one_line(&f.evidence, 120)
+                );
+            }
+        }
+        if let Some(parties) = &self.parties {
+            let line: Vec<String> = parties
+                .iter()
+                .map(|(p, c)| format!("{p} {} failed, {} unmeasured", c.failed, c.unmeasured))
+                .collect();
+            let _ = writeln!(out, "\n{}", paint("1", "whose failures and gaps"));
+            let _ = writeln!(out, "  {}", line.join("; "));
         }
         if let Some(paid) = &self.paid {
             let _ = writeln!(out, "\n{}", paint("1", "paid call"));
@@ -382,6 +452,26 @@ impl ProbeReport {
         }
         if let Some(readiness) = &self.readiness {
             doc.insert("readiness".into(), readiness.clone());
+        }
+        if !self.findings.is_empty() {
+            let mut shown = Vec::with_capacity(self.findings.len());
+            for f in &self.findings {
+                let place = format!("findings[{}]", f.id);
+                let mut f = f.clone();
+                f.evidence = cut_string(
+                    &f.evidence,
+                    MAX_EVIDENCE_CHARS,
+                    &format!("{place}.evidence"),
+                    &mut cuts,
+                );
+                f.receipt.detail = Shaper::new(&format!("{place}.receipt.detail"), &mut cuts)
+                    .shape(&f.receipt.detail);
+                shown.push(serde_json::to_value(f)?);
+            }
+            doc.insert("findings".into(), Value::Array(shown));
+        }
+        if let Some(parties) = &self.parties {
+            doc.insert("parties".into(), serde_json::to_value(parties)?);
         }
         doc.insert("exit_code".into(), json!(self.exit_code));
         fit(&mut doc, &mut cuts)?;
@@ -613,6 +703,10 @@ fn bounded_check(check: &ReportedCheck, cuts: &mut Cuts) -> Result<Value, serde_
     printed.insert("kind".into(), json!(check.kind));
     if let Value::Object(fields) = serde_json::to_value(shown)? {
         printed.extend(fields.into_iter().filter(|(key, _)| key != "id"));
+    }
+    if let Some(a) = &check.party {
+        let why = cut_string(&a.why, MAX_EVIDENCE_CHARS, &format!("{place}.party"), cuts);
+        printed.insert("party".into(), json!({"party": a.party, "why": why}));
     }
     Ok(Value::Object(printed))
 }

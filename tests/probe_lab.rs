@@ -63,6 +63,7 @@ async fn every_free_check_agrees_with_the_lab_on_every_scenario() {
     let mut compared = 0;
     let readiness_rubric = ReadinessRubric::embedded();
     let mut readiness_compared = 0;
+    let mut findings_compared = 0;
     while let Some(joined) = runs.join_next().await {
         let (name, observation, elapsed) = joined.unwrap();
         // Hostile endpoints end as findings within the prober's bounds: per request at most the
@@ -116,6 +117,42 @@ async fn every_free_check_agrees_with_the_lab_on_every_scenario() {
             want_signer,
             "{name}: the offer's signer"
         );
+        // Every `unmeasured` says whose it is: a free run's paid checks and history ours, the
+        // requirements a 500 never carried the seller's.
+        {
+            use x402_probe::checks::attribution::{Party, attribute_all};
+            use x402_probe::evidence::{CheckId, Outcome};
+            let parties = attribute_all(&all, &observation, None);
+            for r in &all {
+                if r.outcome == Outcome::Unmeasured && !parties.contains_key(&r.id) {
+                    disagreements.push(format!("{name} {}: unmeasured without a party", r.id));
+                }
+            }
+            let party = |id: CheckId| parties.get(&id).map(|a| a.party);
+            let want: &[(CheckId, Party)] = match name {
+                "honest-v2" => &[(CheckId::H2, Party::Us), (CheckId::R4, Party::Us)],
+                "status-500" | "down" => &[(CheckId::C2, Party::Seller)],
+                _ => &[],
+            };
+            for (id, p) in want {
+                if party(*id) != Some(*p) {
+                    disagreements
+                        .push(format!("{name} {id} party: want {p}, got {:?}", party(*id)));
+                }
+            }
+        }
+        // The findings peers publish that a free run gives, against the lab's word.
+        for f in x402_probe::checks::findings::evaluate_free(&observation) {
+            if let Some(want) = scenario.scenario.findings.get(f.id.as_str()) {
+                findings_compared += 1;
+                if f.outcome.as_str() != *want {
+                    disagreements.push(format!(
+                        "{name} finding {}: want {want}, got {} ({})",
+                        f.id, f.outcome, f.evidence
+                    ));
+                }
+            }
+        }
         for (id, want) in &scenario.scenario.expect {
             if !free.iter().any(|f| f == id) {
                 continue;
@@ -131,6 +168,10 @@ async fn every_free_check_agrees_with_the_lab_on_every_scenario() {
         }
     }
     assert!(compared > 300, "compared only {compared} expectations");
+    assert!(
+        findings_compared >= 12,
+        "compared only {findings_compared} findings"
+    );
     assert_eq!(readiness_compared, READINESS_FREE.len());
     assert!(
         disagreements.is_empty(),

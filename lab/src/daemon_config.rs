@@ -105,6 +105,7 @@ allow_private = true
 ca_files = ["{ca}"]
 rpc = "{rpc}"
 assets = ["{token}"]
+facilitators = ["{facilitator}"]
 provenance = "{provenance}"
 vantage = "lab"
 
@@ -122,6 +123,7 @@ paid_min_interval_secs = {paid_every}
             ca = lab.ca_file.display(),
             rpc = lab.rpc_url(),
             token = lab.token.address().to_checksum(None),
+            facilitator = lab.facilitator_signer.to_checksum(None),
             provenance = self.provenance,
             free_every = self.free_every_secs,
             gap = self.per_host_gap_ms,

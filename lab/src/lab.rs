@@ -101,6 +101,9 @@ pub struct Lab {
     pub payer: Address,
     pub pay_to: Address,
     pub attacker: Address,
+    /// Who sends the honest facilitator's settlements: the lab's one known facilitator (the
+    /// `known_facilitator` finding's list).
+    pub facilitator_signer: Address,
     pub other_wallet: Address,
     /// The ERC-8004 identity and reputation registry (`agent_registry.rs`).
     pub agent_registry: AgentRegistry,
@@ -302,6 +305,7 @@ impl Lab {
             payer,
             pay_to,
             attacker: facilitator_accounts.attacker,
+            facilitator_signer: facilitator_accounts.honest,
             other_wallet,
             agent_registry,
             agent,

@@ -278,6 +278,24 @@ pub enum Operator {
     Malformed,
 }
 
+/// What the findings peers publish read of an endpoint (`probes/findings/`), beyond the rubric's
+/// checks. The default is the honest endpoint's: a 402 that describes itself, no OpenAPI
+/// document, the machine answer for a browser too.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PeerTraits {
+    /// The 402 carries no bazaar extension: nothing in it describes the resource.
+    pub undescribed_402: bool,
+    /// Serves an OpenAPI 3.1 document describing `/weather` at `/openapi.json`.
+    pub openapi: bool,
+    /// Answers a browser's request (`Accept: text/html`, no payment) with an HTML paywall page
+    /// (402, as the x402 paywall does).
+    pub html_paywall: bool,
+    /// The 402's `resource.url` names another endpoint of another host.
+    pub resource_elsewhere: bool,
+    /// After settling, answers this status (401 or 403) and no output: pay-then-refuse.
+    pub refuse_after_pay: Option<u16>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Scenario {
     pub name: &'static str,
@@ -302,6 +320,11 @@ pub struct Scenario {
     pub offers: crate::offers::Signing,
     /// The outcome each check should reach: `pass`, `fail` or `na`.
     pub expect: BTreeMap<&'static str, &'static str>,
+    /// What the findings peers publish read of it (`peer`).
+    pub peer: PeerTraits,
+    /// The outcome each finding should reach (`described`, `resource_url`, `browser_paywall`,
+    /// `known_facilitator`, `pay_then_refused`): a finding left out is not promised.
+    pub findings: BTreeMap<&'static str, &'static str>,
 }
 
 /// Free checks of an honest endpoint.
@@ -421,7 +444,18 @@ impl Builder {
             reference: None,
             offers: crate::offers::Signing::None,
             expect,
+            peer: PeerTraits::default(),
+            findings: BTreeMap::new(),
         })
+    }
+    fn peer(mut self, p: PeerTraits) -> Self {
+        self.0.peer = p;
+        self
+    }
+    /// What the findings should conclude.
+    fn findings(mut self, pairs: &[(&'static str, &'static str)]) -> Self {
+        self.0.findings.extend(pairs.iter().copied());
+        self
     }
     fn offers(mut self, o: crate::offers::Signing) -> Self {
         self.0.offers = o;
@@ -537,9 +571,11 @@ pub fn all() -> Vec<Scenario> {
             "x402 v2, valid bazaar extension, honest facilitator",
         )
         .declares_agent()
+        .findings(&HONEST_FINDINGS)
         .build(),
         B::new("honest-v1", "x402 v1 body, X-PAYMENT, honest facilitator")
             .v1()
+            .findings(&HONEST_FINDINGS)
             .build(),
         B::new(
             "control",
@@ -876,14 +912,17 @@ pub fn all() -> Vec<Scenario> {
         )
         .facilitator(FacilitatorKind::DoublePull)
         .expect(&[("H7", "fail")])
+        .findings(&[("known_facilitator", "fail")])
         .build(),
         B::new("overcharge", "the facilitator pulls three times the quote")
             .facilitator(FacilitatorKind::Overcharge)
             .expect(&[("H5", "fail")])
+            .findings(&[("known_facilitator", "fail")])
             .build(),
         B::new("wrong-payee", "the facilitator pays another address")
             .facilitator(FacilitatorKind::WrongPayee)
             .expect(&[("H6", "fail")])
+            .findings(&[("known_facilitator", "fail")])
             .build(),
         B::new(
             "refund-kept",
@@ -1162,8 +1201,90 @@ pub fn all() -> Vec<Scenario> {
         .reference(LabReference::SupplyDoubled)
         .expect(&[("R6", "fail")])
         .build(),
+        // The findings peers publish (`probes/findings/`), honest and not.
+        B::new(
+            "openapi-described",
+            "no bazaar extension in the 402, an OpenAPI document at /openapi.json",
+        )
+        .peer(PeerTraits {
+            undescribed_402: true,
+            openapi: true,
+            ..PeerTraits::default()
+        })
+        .expect(&[("C5", "fail")])
+        .forget(&["R5"])
+        .findings(&[("described", "pass"), ("resource_url", "pass")])
+        .build(),
+        B::new(
+            "undescribed",
+            "no bazaar extension in the 402 and no OpenAPI document anywhere",
+        )
+        .peer(PeerTraits {
+            undescribed_402: true,
+            ..PeerTraits::default()
+        })
+        .expect(&[("C5", "fail")])
+        .forget(&["R5"])
+        .findings(&[("described", "fail")])
+        .build(),
+        B::new(
+            "html-paywall",
+            "answers a browser's request with an HTML paywall page (402), agents with the JSON 402",
+        )
+        .peer(PeerTraits {
+            html_paywall: true,
+            ..PeerTraits::default()
+        })
+        .findings(&[
+            ("browser_paywall", "pass"),
+            ("described", "pass"),
+            ("known_facilitator", "pass"),
+        ])
+        .build(),
+        B::new(
+            "resource-elsewhere",
+            "the 402's resource.url names an endpoint on another host",
+        )
+        .peer(PeerTraits {
+            resource_elsewhere: true,
+            ..PeerTraits::default()
+        })
+        .findings(&[("resource_url", "fail"), ("described", "pass")])
+        .build(),
+        B::new(
+            "pay-then-401",
+            "settles, then answers 401 Unauthorized and no output (a honeypot)",
+        )
+        .peer(PeerTraits {
+            refuse_after_pay: Some(401),
+            ..PeerTraits::default()
+        })
+        .paid_expect(&CHARGED_WITHOUT_DELIVERY)
+        .findings(&[("pay_then_refused", "fail"), ("known_facilitator", "pass")])
+        .build(),
+        B::new(
+            "pay-then-403",
+            "settles, then answers 403 Forbidden and no output (a honeypot)",
+        )
+        .peer(PeerTraits {
+            refuse_after_pay: Some(403),
+            ..PeerTraits::default()
+        })
+        .paid_expect(&CHARGED_WITHOUT_DELIVERY)
+        .findings(&[("pay_then_refused", "fail")])
+        .build(),
     ]
 }
+
+/// The findings of an honest endpoint, paid through the honest facilitator (the lab's list of
+/// known facilitators names its sender).
+const HONEST_FINDINGS: [(&str, &str); 5] = [
+    ("described", "pass"),
+    ("resource_url", "pass"),
+    ("browser_paywall", "fail"),
+    ("known_facilitator", "pass"),
+    ("pay_then_refused", "pass"),
+];
 
 /// The agent-readiness (seed 000) a free run of a scenario should reach, worked out by hand from
 /// `rubrics/agent-readiness.json` and the mapping in `rubrics/README.md` ("Agent readiness"): the

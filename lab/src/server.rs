@@ -349,6 +349,9 @@ async fn handle(endpoint: Arc<Endpoint>, req: Request<Incoming>) -> Resp {
             None => respond(StatusCode::NOT_FOUND, "text/plain", "no operator file\n"),
         };
     }
+    if let Some(resp) = peer_route(&endpoint, scenario, &path, &req) {
+        return resp;
+    }
     if path == "/docs" {
         return respond(
             StatusCode::OK,
@@ -356,7 +359,13 @@ async fn handle(endpoint: Arc<Endpoint>, req: Request<Incoming>) -> Resp {
             quote::docs(scenario.text),
         );
     }
-    let n = endpoint.requests.fetch_add(1, Ordering::SeqCst);
+    // A browser's request is not one of the probe's samples: it does not move the count the
+    // flaky and dynamic scenarios fail by.
+    let n = if is_browser(&req) {
+        endpoint.requests.load(Ordering::SeqCst)
+    } else {
+        endpoint.requests.fetch_add(1, Ordering::SeqCst)
+    };
     if endpoint
         .dynamic
         .as_ref()
@@ -445,6 +454,80 @@ fn resource_output(scenario: &Scenario) -> Value {
     }
 }
 
+/// A request without payment that asks for HTML first, as a browser's does.
+fn is_browser(req: &Request<Incoming>) -> bool {
+    let asks_html = req
+        .headers()
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| {
+            a.split(',')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .starts_with("text/html")
+        });
+    asks_html
+        && req.headers().get("payment-signature").is_none()
+        && req.headers().get("x-payment").is_none()
+}
+
+/// Where the findings' fetches go (`PeerTraits`): the usual places of an OpenAPI document, and
+/// the browser's paywall page. `None`: the request is the endpoint's as usual.
+fn peer_route(
+    endpoint: &Endpoint,
+    scenario: &Scenario,
+    path: &str,
+    req: &Request<Incoming>,
+) -> Option<Resp> {
+    if path == "/openapi.json" || path == "/.well-known/openapi.json" {
+        return Some(if scenario.peer.openapi && path == "/openapi.json" {
+            json_response(StatusCode::OK, &openapi_document())
+        } else {
+            respond(StatusCode::NOT_FOUND, "text/plain", "not found\n")
+        });
+    }
+    if scenario.peer.html_paywall && path == RESOURCE_PATH && is_browser(req) {
+        let pr = quote_at(endpoint, endpoint.quotes.load(Ordering::SeqCst));
+        let page = format!(
+            "<!doctype html><html><head><title>Payment required</title></head><body>\
+             <h1>Lab Weather</h1><p>This resource costs {} USDC per call, paid with x402.</p>\
+             <button id=\"pay\">Connect a wallet and pay</button></body></html>",
+            quote::PRICE as f64 / 1e6
+        );
+        let resp = respond(
+            StatusCode::PAYMENT_REQUIRED,
+            "text/html; charset=utf-8",
+            page,
+        );
+        return Some(with_header(
+            resp,
+            "payment-required",
+            &quote::encode_header(scenario, &pr),
+        ));
+    }
+    None
+}
+
+/// The OpenAPI 3.1 document the `openapi-described` scenario serves.
+fn openapi_document() -> Value {
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "Lab Weather", "version": "1.0.0"},
+        "paths": {
+            RESOURCE_PATH: {
+                "get": {
+                    "parameters": [{"name": "city", "in": "query", "required": true, "schema": {"type": "string"}}],
+                    "responses": {
+                        "200": {"description": "the weather", "content": {"application/json": {"schema": quote::output_schema()}}},
+                        "402": {"description": "payment required (x402)"}
+                    }
+                }
+            }
+        }
+    })
+}
+
 /// The current PaymentRequired of this endpoint (advancing the quote counter).
 fn current_quote(endpoint: &Endpoint) -> Value {
     let nth = endpoint.quotes.fetch_add(1, Ordering::SeqCst);
@@ -453,12 +536,24 @@ fn current_quote(endpoint: &Endpoint) -> Value {
 
 /// The PaymentRequired for the `nth` quote, with the endpoint's timeline applied.
 fn quote_at(endpoint: &Endpoint, nth: u64) -> Value {
-    let mut pr = quote::payment_required(&endpoint.scenario_now(), &endpoint.quote, nth);
+    let scenario = endpoint.scenario_now();
+    let mut pr = quote::payment_required(&scenario, &endpoint.quote, nth);
     if let Some(d) = endpoint.dynamic.as_ref() {
         d.timeline().apply_quote(&mut pr, d.now());
     }
+    if scenario.peer.undescribed_402
+        && let Some(obj) = pr.as_object_mut()
+    {
+        obj.remove("extensions");
+    }
+    if scenario.peer.resource_elsewhere && pr.pointer("/resource/url").is_some() {
+        pr["resource"]["url"] = json!(ELSEWHERE);
+    }
     pr
 }
+
+/// The resource URL the `resource-elsewhere` scenario's 402 names.
+pub const ELSEWHERE: &str = "https://weather.elsewhere.example/weather";
 
 /// A 402 carrying the current requirements, optionally with an error string.
 fn payment_required(endpoint: &Endpoint, error: Option<&str>) -> Resp {
@@ -688,6 +783,13 @@ async fn paid(endpoint: &Arc<Endpoint>, header_value: &str) -> Resp {
             payment_required(endpoint, Some("settlement pending")),
             receipt_header(scenario.protocol),
             &STANDARD.encode(pending_receipt(&receipt).to_string()),
+        );
+    }
+    if let Some(status) = scenario.peer.refuse_after_pay {
+        // Pay-then-refuse: charged, then shut out as if the payment were no credential.
+        return json_response(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::UNAUTHORIZED),
+            &json!({"error": "unauthorized"}),
         );
     }
     match scenario.paid {

@@ -74,6 +74,7 @@ async fn demo(args: Args) -> Result<i32> {
         solana_rpc: lab.solana_rpc_url().map(url).transpose()?,
         npm_registry: Some(url(&lab.npm_registry_url)?),
         assets: vec![lab.token.address()],
+        facilitators: vec![lab.facilitator_signer],
         allow_private: true,
         vantage: "demo".parse().map_err(|e: String| anyhow::anyhow!(e))?,
         provenance: Provenance::TestHarness,
@@ -197,6 +198,27 @@ async fn demo(args: Args) -> Result<i32> {
             let got = out.results.iter().find(|r| r.id == *id).map(|r| r.outcome);
             if got.map(Outcome::as_str) != Some(*want) {
                 differs.push(format!("{id}={}", got.map_or("missing", Outcome::as_str)));
+            }
+        }
+        // The findings peers publish; the paid ones only when the demo paid.
+        let findings = x402_probe::checks::findings::evaluate(
+            &out.free,
+            out.paid.as_ref(),
+            &probe.findings_context(),
+        );
+        for f in findings {
+            let paid_finding = matches!(
+                f.id,
+                x402_probe::checks::findings::FindingId::KnownFacilitator
+                    | x402_probe::checks::findings::FindingId::PayThenRefused
+            );
+            if paid_finding && args.no_pay {
+                continue;
+            }
+            if let Some(want) = e.scenario.findings.get(f.id.as_str())
+                && f.outcome.as_str() != *want
+            {
+                differs.push(format!("{}={}", f.id, f.outcome));
             }
         }
         if differs.is_empty() {

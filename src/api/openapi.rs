@@ -227,6 +227,14 @@ pub(crate) const ROUTES: &[RouteDoc] = &[
     )
     .path_params(&[SUBJECT_ID]),
     RouteDoc::get(
+        "/v1/subjects/{id}/findings",
+        "getFindings",
+        "The subject's findings (facts other x402 tools publish: a machine-readable description, resource.url against the endpoint, a paywall page for a browser, settlements by a known facilitator, payTo collisions across subjects, pay-then-refuse), each with its receipt, and whose its failed paid checks and unmeasured results are (seller, facilitator, chain or us), with counts by party: beside the score, never in it.",
+        || get(v1::subject_findings),
+        Answer::Json(schema::<SubjectFindings>),
+    )
+    .path_params(&[SUBJECT_ID]),
+    RouteDoc::get(
         "/v1/snapshots/latest",
         "getLatestSnapshot",
         "The newest daily snapshot: every subject's verdict, grade, score, band, payTo and price as rated at a UTC day's end, signed by the reporter key, with each score entry's inclusion proof (verify offline with `x402-probe verify-snapshot`). gzip when accepted.",

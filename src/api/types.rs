@@ -235,6 +235,118 @@ pub struct SubjectReadiness {
     pub readiness: crate::readiness::Assessment,
 }
 
+/// A subject's findings (`probes/findings/`: facts other x402 tools publish, never scored) and
+/// whose its failed paid checks and `unmeasured` results are
+/// (`probes/attribution.md`), read from its ledger entries.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SubjectFindings {
+    pub subject_id: String,
+    pub url: String,
+    /// The last ledger entry read.
+    pub through_seq: u64,
+    /// The last of each finding (a measured one is kept over a later `unmeasured`); the payTo
+    /// collision read across every subject's latest payTo.
+    pub findings: Vec<FindingShown>,
+    /// Whose each check's last result is, when it is a failed paid check or `unmeasured` (the
+    /// last result of each check as the receipts keep it: a measured one over a later
+    /// `unmeasured`).
+    pub parties: Vec<PartyShown>,
+    /// How many each party has among those results (every party named).
+    pub party_counts: BTreeMap<String, PartyCountShown>,
+}
+
+/// One finding with its receipt.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FindingShown {
+    /// `described`, `resource_url`, `browser_paywall`, `known_facilitator`, `payto_collision`
+    /// or `pay_then_refused`.
+    pub id: String,
+    /// `pass` (the good fact holds), `fail`, `na` or `unmeasured`.
+    pub outcome: String,
+    pub evidence: String,
+    pub vantage: String,
+    /// RFC 3339 UTC.
+    pub at: String,
+    /// The transaction, for the paid findings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tx: Option<String>,
+    /// SHA-256 of each byte string looked at.
+    pub sha256: BTreeMap<String, String>,
+    /// Finding-specific facts.
+    pub detail: serde_json::Value,
+}
+
+/// One result's party.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct PartyShown {
+    /// The check, e.g. `R4` (a failed paid check, or an `unmeasured` result).
+    pub check: String,
+    /// `seller`, `facilitator`, `chain` or `us`.
+    pub party: String,
+    /// The evidence that decided it.
+    pub why: String,
+}
+
+/// One party's share of a run's failed paid checks and `unmeasured` results.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+pub struct PartyCountShown {
+    pub failed: usize,
+    pub unmeasured: usize,
+}
+
+impl SubjectFindings {
+    pub(crate) fn new(
+        subject_id: String,
+        url: String,
+        through_seq: u64,
+        findings: &[crate::checks::findings::Finding],
+        parties: &BTreeMap<crate::evidence::CheckId, crate::checks::attribution::Attribution>,
+        counts: &BTreeMap<
+            crate::checks::attribution::Party,
+            crate::checks::attribution::PartyCount,
+        >,
+    ) -> SubjectFindings {
+        SubjectFindings {
+            subject_id,
+            url,
+            through_seq,
+            findings: findings
+                .iter()
+                .map(|f| FindingShown {
+                    id: f.id.as_str().to_string(),
+                    outcome: f.outcome.as_str().to_string(),
+                    evidence: f.evidence.clone(),
+                    vantage: f.receipt.vantage.clone(),
+                    at: f.receipt.at.clone(),
+                    tx: f.receipt.tx.clone(),
+                    sha256: f.receipt.sha256.clone(),
+                    detail: f.receipt.detail.clone(),
+                })
+                .collect(),
+            parties: parties
+                .iter()
+                .map(|(id, a)| PartyShown {
+                    check: id.as_str().to_string(),
+                    party: a.party.as_str().to_string(),
+                    why: a.why.clone(),
+                })
+                .collect(),
+            party_counts: counts
+                .iter()
+                .map(|(p, c)| {
+                    (
+                        p.as_str().to_string(),
+                        PartyCountShown {
+                            failed: c.failed,
+                            unmeasured: c.unmeasured,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
 /// A window in which a part of ours was out: our vantage (free outcomes inside it count against
 /// nobody) or our RPC (the checks that read the chain, C3, count against nobody).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -186,13 +186,30 @@ pub(crate) async fn subject_history(
     ))
 }
 
+pub(crate) async fn subject_findings(
+    State(state): State<ApiState>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<JsonBytes, ApiError> {
+    read_from_entries(state, id, |view, entry| view.findings_json(entry)).await
+}
+
 pub(crate) async fn subject_readiness(
     State(state): State<ApiState>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<JsonBytes, ApiError> {
+    read_from_entries(state, id, |view, entry| view.readiness_json(entry)).await
+}
+
+/// A subject's answer made from its ledger entries off the runtime (`None`: they could not be
+/// read now, a 503).
+async fn read_from_entries(
+    state: ApiState,
+    id: Result<Path<String>, PathRejection>,
+    make: fn(&super::view::View, &SubjectEntry) -> Option<Bytes>,
+) -> Result<JsonBytes, ApiError> {
     let entry = entry(&state, id)?;
     let (shown, of) = (state.view.clone(), entry.clone());
-    match off_runtime(move || shown.readiness_json(&of)).await {
+    match off_runtime(move || make(&shown, &of)).await {
         Some(bytes) => Ok(JsonBytes(bytes)),
         None => Err(ApiError::new(
             ErrorCode::Unavailable,

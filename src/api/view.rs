@@ -222,6 +222,8 @@ pub(crate) enum Made {
     PreflightWith([u8; 32]),
     /// Its agent readiness as JSON.
     Readiness,
+    /// Its findings and whose its gaps and failures are, as JSON.
+    Findings,
 }
 
 /// Pages and envelopes made on request, least recently served first out, within `limit` bytes
@@ -317,7 +319,16 @@ pub(crate) struct View {
     key: ReporterKey,
     /// The ledger's read-only handle: what a subject's own routes show is read from it.
     store: Arc<dyn Store>,
+    /// What the findings read besides a run (the facilitators we know).
+    findings: crate::checks::findings::FindingsContext,
+    /// Every subject's latest payTo (its latest declared requirements), by URL, with the
+    /// generation of the entry it was read for: read again only for entries rebuilt since (the
+    /// payTo collision finding; the first findings request reads every subject's once).
+    pay_tos: Mutex<PayTos>,
 }
+
+/// Each subject's latest payTo, with the generation of the entry it was read for.
+type PayTos = HashMap<Arc<str>, (u64, Option<String>)>;
 
 impl View {
     /// Builds the view from the store now, then keeps it fresh from a task on the current
@@ -330,6 +341,8 @@ impl View {
             index_pages: Mutex::default(),
             key,
             store: shared.store.clone(),
+            findings: shared.findings.clone(),
+            pay_tos: Mutex::default(),
         });
         let mut builder = Builder {
             shared: Arc::downgrade(&shared),
@@ -437,6 +450,83 @@ impl View {
         })
     }
 
+    /// The subject's findings (`probes/findings/`) and whose its failed paid checks
+    /// and `unmeasured` results are (`probes/attribution.md`), as JSON: from the cache, else
+    /// read from its entries now (`None`, logged, when they cannot be read). The payTo collision
+    /// is read across every subject's latest payTo as the view holds them now.
+    pub(crate) fn findings_json(&self, entry: &SubjectEntry) -> Option<Bytes> {
+        self.made(entry, Made::Findings, &[], || {
+            let mut facts = SubjectFacts {
+                findings_ctx: self.findings.clone(),
+                ..SubjectFacts::default()
+            };
+            if let Err(e) = facts.refresh(self.store.as_ref(), &entry.url, Vec::new()) {
+                tracing::warn!(subject = %entry.url, error = %e, "API view: reading findings failed");
+                return None;
+            }
+            let mut findings: Vec<_> = facts.findings.into_values().collect();
+            if let Some(collision) = self.payto_collision(&entry.url) {
+                let at = findings
+                    .first()
+                    .map(|f| f.receipt.at.clone())
+                    .unwrap_or_default();
+                let vantage = findings
+                    .first()
+                    .map(|f| f.receipt.vantage.clone())
+                    .unwrap_or_default();
+                findings.retain(|f| f.id != crate::checks::findings::FindingId::PaytoCollision);
+                findings.push(crate::checks::findings::finding_of(
+                    crate::checks::findings::FindingId::PaytoCollision,
+                    collision,
+                    &vantage,
+                    &at,
+                ));
+                findings.sort_by_key(|f| f.id);
+            }
+            let answer = super::types::SubjectFindings::new(
+                entry.id(),
+                entry.url.to_string(),
+                facts.through_seq,
+                &findings,
+                &facts.parties,
+                &facts.party_counts,
+            );
+            serde_json::to_vec(&answer).ok().map(Bytes::from)
+        })
+    }
+
+    /// The payTo collision of `url` over every subject's latest payTo (`None` when the store
+    /// cannot be read).
+    fn payto_collision(&self, url: &str) -> Option<crate::evidence::Conclusion> {
+        use crate::checks::findings::{PayToOf, payto_collisions};
+        let data = self.current();
+        let mut kept = self.pay_tos.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all = Vec::with_capacity(data.ordered.len());
+        for e in &data.ordered {
+            let pay_to = match kept.get(&e.url) {
+                Some((generation, pay_to)) if *generation == e.generation => pay_to.clone(),
+                _ => {
+                    let pay_to = match self.store.latest_declared(&e.url) {
+                        Ok(d) => d.and_then(|d| d.pay_to),
+                        Err(err) => {
+                            tracing::warn!(subject = %e.url, error = %err, "API view: reading a payTo failed");
+                            return None;
+                        }
+                    };
+                    kept.insert(e.url.clone(), (e.generation, pay_to.clone()));
+                    pay_to
+                }
+            };
+            let host = crate::checks::findings::host_of(&e.url);
+            all.push(PayToOf {
+                subject: e.url.to_string(),
+                host,
+                pay_to,
+            });
+        }
+        payto_collisions(&all).remove(url)
+    }
+
     /// The latest score document of a subject as the index shows it, read from the store (the
     /// rows of one index page).
     pub(crate) fn latest_document(&self, entry: &SubjectEntry) -> Latest {
@@ -491,9 +581,25 @@ impl View {
             .iter()
             .filter_map(|day| read_back(url, day).map(|doc| DayPoint::of(day, &doc)))
             .collect();
-        let mut facts = SubjectFacts::default();
+        let mut facts = SubjectFacts {
+            findings_ctx: self.findings.clone(),
+            ..SubjectFacts::default()
+        };
         if let Err(e) = facts.refresh(self.store.as_ref(), url, points) {
             tracing::warn!(subject = %url, error = %e, "API view: reading the page's entries failed");
+        }
+        if let Some(collision) = self.payto_collision(url) {
+            use crate::checks::findings::{FindingId, finding_of};
+            let (vantage, at) = facts
+                .findings
+                .values()
+                .next()
+                .map(|f| (f.receipt.vantage.clone(), f.receipt.at.clone()))
+                .unwrap_or_default();
+            facts.findings.insert(
+                FindingId::PaytoCollision,
+                finding_of(FindingId::PaytoCollision, collision, &vantage, &at),
+            );
         }
         Details {
             latest,
@@ -978,6 +1084,8 @@ mod tests {
             index_pages: Mutex::default(),
             key: ReporterKey::generate(&dir.path().join("reporter.key")).unwrap(),
             store: Arc::new(store.reader()),
+            findings: Default::default(),
+            pay_tos: Mutex::default(),
         };
         let e = entry("https://s.test/", 1);
         let summary: SubjectSummary = serde_json::from_slice(&e.summary_json()).unwrap();

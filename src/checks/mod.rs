@@ -1,6 +1,8 @@
 //! Checks: pure functions from observations to outcomes with receipts.
 
+pub mod attribution;
 pub mod conformance;
+pub mod findings;
 pub mod free;
 pub mod history;
 pub mod paid;

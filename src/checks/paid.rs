@@ -1498,6 +1498,7 @@ mod tests {
             block_hash: B256::ZERO,
             status_ok: true,
             logs,
+            from: None,
         }
     }
 

@@ -82,6 +82,10 @@ pub struct Args {
     /// A token to accept as real besides the canonical USDC deployments (repeatable).
     #[arg(long = "asset", value_name = "ADDRESS")]
     pub assets: Vec<Address>,
+    /// A facilitator we know, by the address that sends its settlements (repeatable): the
+    /// `known_facilitator` finding of a paid call.
+    #[arg(long = "facilitator", value_name = "ADDRESS")]
+    pub facilitators: Vec<Address>,
     /// Trust the CA certificates in this PEM file in addition to the public roots (repeatable).
     #[arg(long = "ca-file", value_name = "FILE")]
     pub ca_files: Vec<PathBuf>,
@@ -173,6 +177,7 @@ impl Args {
             vantage: self.vantage.clone(),
             provenance: self.provenance,
             rubric: self.rubric.clone(),
+            facilitators: self.facilitators.clone(),
         };
         let payment_options = [
             ("--max-usd", self.max_usd.is_some()),
@@ -305,7 +310,11 @@ pub fn run(args: Args) -> Result<i32> {
     );
     let score = runner::score_inputs(&rubric, &inputs);
     let paid = out.paid.as_ref().map(crate::report::PaidSummary::of);
-    let mut report = ProbeReport::new(url, vantage, &rfc3339(now), &rubric, out.results);
+    let mut report = ProbeReport::new(url, vantage, &rfc3339(now), &rubric, out.results).with_run(
+        &out.free,
+        out.paid.as_ref(),
+        &config.probe.findings_context(),
+    );
     report.score = Some(score);
     report.paid = paid;
     report.provenance = provenance.to_string();
@@ -344,6 +353,11 @@ fn report_mcp(
                 &rfc3339(now),
                 rubric,
                 out.results,
+            )
+            .with_run(
+                &out.free,
+                out.paid.as_ref(),
+                &config.probe.findings_context(),
             );
             report.score = Some(runner::score_inputs(rubric, &inputs));
             report.paid = paid;

@@ -135,6 +135,8 @@ pub struct ReadSide {
     pub start_scores: Arc<StartScores>,
     /// The spend store's totals against the caps, when the daemon pays.
     pub spend: Option<SpendView>,
+    /// What the findings read besides a run (the facilitators we know, `[probe] facilitators`).
+    pub findings: crate::checks::findings::FindingsContext,
 }
 
 /// The spend store and the caps in force, for the API's status and the metrics (no wallet).
@@ -160,6 +162,9 @@ impl Shared {
                 spend: p.spend.clone(),
                 policy: p.policy.clone(),
             }),
+            findings: crate::checks::findings::FindingsContext {
+                facilitators: self.free.facilitators.clone(),
+            },
         }
     }
 }

@@ -11,6 +11,10 @@ pub struct TxReceipt {
     pub block_hash: B256,
     pub status_ok: bool,
     pub logs: Vec<LogEntry>,
+    /// The transaction's sender (the receipt's `from`): who settled it. Absent in receipts
+    /// stored before it was kept, and left out of the stored form then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Address>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -51,6 +51,10 @@ pub struct FreeObservation {
     /// its unpaid `tools/call` requests, and this is the rest of what the run saw.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<super::mcp::McpToolSeen>,
+    /// What was fetched for the findings peers publish (a browser's request, the usual places of
+    /// a description): `checks::findings`. Left out of the stored form when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peers: Option<super::peers::PeersSeen>,
 }
 
 /// What the free run's deadline left unmeasured.
@@ -77,9 +81,14 @@ impl FreeObservation {
     /// bodies apart.
     pub fn exchanges_mut(&mut self) -> impl Iterator<Item = &mut Exchange> {
         let setup = self.mcp.iter_mut().flat_map(|m| m.setup.iter_mut());
+        let peers = self
+            .peers
+            .iter_mut()
+            .flat_map(|p| p.browser.iter_mut().chain(p.descriptions.iter_mut()));
         self.samples
             .iter_mut()
             .chain(setup)
+            .chain(peers)
             .map(|s| &mut s.exchange)
             .chain(self.operator_file.iter_mut())
     }

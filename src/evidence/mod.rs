@@ -12,6 +12,7 @@ pub mod free;
 pub mod http;
 pub mod mcp;
 pub mod paid;
+pub mod peers;
 pub mod reference;
 pub mod run;
 pub mod svm;

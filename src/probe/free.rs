@@ -17,6 +17,7 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 
 use crate::budget::MAX_SOLANA_ACCOUNTS;
 use crate::evidence::chain::ChainRead;
+use crate::evidence::peers::{BROWSER_ACCEPT, DESCRIPTION_PATHS, PeersSeen};
 use crate::http_url::percent_encode;
 use crate::observation::{
     ChainSeen, CutShort, FreeObservation, ListingSeen, PageSeen, Sample, SolanaAccountSeen,
@@ -76,6 +77,9 @@ pub struct FreeProbeConfig {
     /// Tokens accepted as real besides the canonical USDC deployments.
     pub declared_assets: Vec<Address>,
     pub vantage: String,
+    /// The facilitators we know, by the address that sends their settlements (the
+    /// `known_facilitator` finding reads it; the probe itself does not).
+    pub facilitators: Vec<Address>,
 }
 
 impl Default for FreeProbeConfig {
@@ -91,6 +95,7 @@ impl Default for FreeProbeConfig {
             solana_rpc: None,
             declared_assets: Vec::new(),
             vantage: "local".into(),
+            facilitators: Vec::new(),
         }
     }
 }
@@ -102,6 +107,7 @@ struct SubjectSeen {
     operator_file_not_read: bool,
     chain: ChainSeen,
     solana: SolanaSeen,
+    peers: PeersSeen,
 }
 
 /// Probe `url` for free. `now` is the run's start (unix seconds), passed in so tests control time.
@@ -145,6 +151,7 @@ pub async fn probe_free(cfg: &FreeProbeConfig, url: &str, now: i64) -> FreeObser
         cut_short,
         listing_sha256: None,
         mcp: None,
+        peers: Some(seen.peers),
     }
 }
 
@@ -160,6 +167,7 @@ async fn probe_subject(cfg: &FreeProbeConfig, url: &str, deadline: Instant) -> S
             operator_file_not_read: origin_of(url).is_some(),
             chain: chain_not_read(cfg),
             solana: solana_not_read(cfg),
+            peers: PeersSeen::skipped(DEADLINE_FIRST),
         };
     };
     let quote = exchange
@@ -167,6 +175,15 @@ async fn probe_subject(cfg: &FreeProbeConfig, url: &str, deadline: Instant) -> S
         .as_ref()
         .and_then(|r| parse_payment_required(r.status, &r.headers, &r.body).required);
     let documented = quote.as_ref().and_then(|q| documented_request(url, q));
+    // The findings' fetches follow a clean 402 only: an endpoint that does not answer one (or
+    // answers slowly, hugely, endlessly) costs no more requests than the checks make.
+    let peers_plan = match (&exchange.response, &exchange.error) {
+        (Some(r), None) if r.status == 402 => Ok(quote
+            .as_ref()
+            .and_then(crate::checks::findings::self_description)
+            .is_some()),
+        _ => Err("the first unpaid request got no complete 402"),
+    };
     samples.push(Sample {
         request: first,
         exchange,
@@ -211,18 +228,26 @@ async fn probe_subject(cfg: &FreeProbeConfig, url: &str, deadline: Instant) -> S
             }
         }
         let Some(origin) = origin_of(url) else {
-            return (None, false);
+            return (None, false, PeersSeen::skipped("the URL has no origin"));
         };
         if !in_time {
-            return (None, true);
+            return (None, true, PeersSeen::skipped(DEADLINE_FIRST));
         }
         let request = FetchRequest::get(format!("{origin}{OPERATOR_FILE_PATH}"));
-        match timeout_at(deadline, fetch(&cfg.fetch, &request)).await {
+        let (operator, not_read) = match timeout_at(deadline, fetch(&cfg.fetch, &request)).await {
             Ok(exchange) => (Some(exchange), false),
             Err(_) => (None, true),
-        }
+        };
+        let peers = match (not_read, peers_plan) {
+            (true, _) => PeersSeen::skipped(DEADLINE_FIRST),
+            (false, Err(why)) => PeersSeen::skipped(why),
+            (false, Ok(described)) => {
+                probe_peers(cfg, url, &origin, &template, described, deadline).await
+            }
+        };
+        (operator, not_read, peers)
     };
-    let (chain, solana, (operator_file, operator_file_not_read)) =
+    let (chain, solana, (operator_file, operator_file_not_read, peers)) =
         tokio::join!(chain, solana, rest);
     SubjectSeen {
         samples,
@@ -230,7 +255,68 @@ async fn probe_subject(cfg: &FreeProbeConfig, url: &str, deadline: Instant) -> S
         operator_file_not_read,
         chain,
         solana,
+        peers,
     }
+}
+
+/// Why the findings' fetches were not made when the run's deadline came first.
+const DEADLINE_FIRST: &str = "the run's deadline passed first";
+
+/// The findings' fetches (`probes/findings/`): the subject's request as a browser sends it, then,
+/// when the 402 describes nothing itself, the usual places of a description at the origin until
+/// one answers 200. Each is one bounded fetch through the same prober, by the run's deadline.
+async fn probe_peers(
+    cfg: &FreeProbeConfig,
+    url: &str,
+    origin: &str,
+    template: &FetchRequest,
+    described: bool,
+    deadline: Instant,
+) -> PeersSeen {
+    let mut seen = PeersSeen::default();
+    let mut browser = template.clone();
+    if browser.method != "GET" {
+        browser = FetchRequest::get(url);
+    }
+    browser
+        .headers
+        .retain(|(n, _)| !n.eq_ignore_ascii_case("accept"));
+    browser
+        .headers
+        .push(("accept".into(), BROWSER_ACCEPT.into()));
+    match timeout_at(deadline, fetch(&cfg.fetch, &browser)).await {
+        Ok(exchange) => {
+            seen.browser = Some(Sample {
+                request: browser,
+                exchange,
+            })
+        }
+        Err(_) => {
+            seen.cut_short = true;
+            return seen;
+        }
+    }
+    if described {
+        return seen;
+    }
+    for path in DESCRIPTION_PATHS {
+        let request =
+            FetchRequest::get(format!("{origin}{path}")).with_header("accept", "application/json");
+        match timeout_at(deadline, fetch(&cfg.fetch, &request)).await {
+            Ok(exchange) => {
+                let found = exchange.status() == Some(200);
+                seen.descriptions.push(Sample { request, exchange });
+                if found {
+                    break;
+                }
+            }
+            Err(_) => {
+                seen.cut_short = true;
+                break;
+            }
+        }
+    }
+    seen
 }
 
 /// The chain reads the deadline left undone (ours: C3 is `unmeasured`).

@@ -424,6 +424,7 @@ pub async fn probe_subject(cfg: &FreeProbeConfig, url: &str, now: i64) -> FreeOb
             setup: Vec::new(),
             notes,
         }),
+        peers: None,
     }
 }
 
@@ -533,5 +534,6 @@ async fn call_tool(
             setup: talk.setup.clone(),
             notes: Vec::new(),
         }),
+        peers: None,
     }
 }

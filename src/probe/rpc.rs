@@ -281,6 +281,10 @@ pub fn parse_receipt(v: &Value) -> Option<TxReceipt> {
             .iter()
             .map(parse_log)
             .collect::<Option<Vec<_>>>()?,
+        from: v
+            .get("from")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse().ok()),
     })
 }
 

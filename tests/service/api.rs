@@ -285,6 +285,7 @@ async fn every_public_route_of_a_daemon_with_history_answers_as_documented() {
         ("/v1/subjects/{id}/score", "/v1/subjects/{id}/score"),
         ("/v1/subjects/{id}/history", "/v1/subjects/{id}/history"),
         ("/v1/subjects/{id}/readiness", "/v1/subjects/{id}/readiness"),
+        ("/v1/subjects/{id}/findings", "/v1/subjects/{id}/findings"),
     ] {
         let (status, err) = c
             .get(template, d.url(&path.replace("{id}", &"0".repeat(32))))
@@ -618,8 +619,62 @@ async fn every_public_route_of_a_daemon_with_history_answers_as_documented() {
         (&json!(88), &json!(100), &json!("unmeasured"), &json!(true)),
         "{a}"
     );
-    // The overcharging facilitator's subject: a critical finding naming H5's receipt.
+    // The findings peers publish, beside the score: the honest subject described, its
+    // resource its own, settled by the lab's known facilitator, its payTo shared only on its
+    // own host (every lab subject pays one wallet from 127.0.0.1: one operator); whose its gaps
+    // are (a free run's paid checks: ours).
+    let (status, found) = c
+        .get(
+            "/v1/subjects/{id}/findings",
+            d.url(&format!("/v1/subjects/{honest}/findings")),
+        )
+        .await;
+    assert_eq!(status, 200, "{found}");
+    let outcome = |doc: &Value, id: &str| {
+        doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == id)
+            .map(|f| f["outcome"].clone())
+    };
+    for (id, want) in [
+        ("described", "pass"),
+        ("resource_url", "pass"),
+        ("browser_paywall", "fail"),
+        ("known_facilitator", "pass"),
+        ("payto_collision", "pass"),
+        ("pay_then_refused", "pass"),
+    ] {
+        assert_eq!(outcome(&found, id), Some(json!(want)), "{id}: {found}");
+    }
+    assert_eq!(
+        found["party_counts"].as_object().unwrap().len(),
+        4,
+        "{found}"
+    );
+    // The overcharging facilitator's subject: settled by another sender, H5 its doing.
     let overcharge = d.id_of("overcharge");
+    let (status, found) = c
+        .get(
+            "/v1/subjects/{id}/findings",
+            d.url(&format!("/v1/subjects/{overcharge}/findings")),
+        )
+        .await;
+    assert_eq!(status, 200, "{found}");
+    assert_eq!(
+        outcome(&found, "known_facilitator"),
+        Some(json!("fail")),
+        "{found}"
+    );
+    let parties = found["parties"].as_array().unwrap();
+    assert!(
+        parties
+            .iter()
+            .any(|p| p["check"] == "H5" && p["party"] == "facilitator"),
+        "{found}"
+    );
+    // The overcharging facilitator's subject: a critical finding naming H5's receipt.
     let (status, ready) = c
         .get(
             "/v1/subjects/{id}/readiness",

@@ -99,6 +99,8 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
     let mut compared = 0;
     let mut paid_scenarios = 0;
     let mut refused_scenarios = 0;
+    let mut findings_compared = 0;
+    let mut parties_compared = 0;
     for endpoint in &lab.endpoints {
         let s = &endpoint.scenario;
         let paid_expect: BTreeMap<&str, &str> = s
@@ -253,6 +255,63 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
                 assert_eq!(state, Some(want_state), "{}: reservation state", s.name);
             }
         }
+        // The paid findings (the lab's one known facilitator is its honest one's signer).
+        let known = x402_probe::checks::findings::FindingsContext {
+            facilitators: vec![lab.facilitator_signer],
+        };
+        for f in x402_probe::checks::findings::evaluate_paid("test", as_of, Some(&obs), &known) {
+            if let Some(want) = s.findings.get(f.id.as_str()) {
+                compared += 1;
+                findings_compared += 1;
+                if f.outcome.as_str() != *want {
+                    disagreements.push(format!(
+                        "{} finding {}: want {want}, got {} ({})",
+                        s.name, f.id, f.outcome, f.evidence
+                    ));
+                }
+            }
+        }
+        // Whose each failure is: a charge refused with 401/403 is the seller's, a settlement
+        // that moved the wrong money the facilitator's.
+        let free = x402_probe::observation::FreeObservation {
+            subject: endpoint.url.clone(),
+            vantage: "test".into(),
+            at: as_of,
+            samples: Vec::new(),
+            operator_file: None,
+            listing: x402_probe::observation::ListingSeen::NotAsked,
+            chain: x402_probe::observation::ChainSeen::NoRpc,
+            solana: Default::default(),
+            declared_assets: Vec::new(),
+            allow_private: true,
+            cut_short: None,
+            listing_sha256: None,
+            mcp: None,
+            peers: None,
+        };
+        let parties = x402_probe::checks::attribution::attribute_all(&results, &free, Some(&obs));
+        let want_party = match s.name {
+            "pay-then-401" | "pay-then-403" | "charge-without-delivery" => {
+                Some(("R4", x402_probe::checks::attribution::Party::Seller))
+            }
+            "double-pull" => Some(("H7", x402_probe::checks::attribution::Party::Facilitator)),
+            "overcharge" => Some(("H5", x402_probe::checks::attribution::Party::Facilitator)),
+            "wrong-payee" => Some(("H6", x402_probe::checks::attribution::Party::Facilitator)),
+            _ => None,
+        };
+        if let Some((check, party)) = want_party {
+            parties_compared += 1;
+            let got = parties
+                .iter()
+                .find(|(id, _)| id.as_str() == check)
+                .map(|(_, a)| a.party);
+            if got != Some(party) {
+                disagreements.push(format!(
+                    "{} {check} party: want {party}, got {got:?}",
+                    s.name
+                ));
+            }
+        }
         let by_id: BTreeMap<&str, _> = results.iter().map(|r| (r.id.as_str(), r)).collect();
         // A commitment id instead of a transaction: the chain checks wait (unmeasured, never
         // failed) unless money moved during the call, which is judged as any charge.
@@ -310,6 +369,11 @@ async fn every_paid_check_agrees_with_the_lab_and_money_moves_as_expected() {
     assert!(paid_scenarios >= 25, "paid only {paid_scenarios} scenarios");
     assert!(refused_scenarios >= 8, "refused only {refused_scenarios}");
     assert!(compared >= 250, "compared only {compared} expectations");
+    assert!(
+        findings_compared >= 10,
+        "compared only {findings_compared} paid findings"
+    );
+    assert_eq!(parties_compared, 6, "parties compared");
     assert!(
         disagreements.is_empty(),
         "{} disagreements:\n{}",

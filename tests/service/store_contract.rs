@@ -47,6 +47,8 @@ fn declared(at_ms: i64, amount: &str) -> Declared {
         asset: Some("0xasset".into()),
         amount: Some(amount.into()),
         pay_to: Some("0xpayto".into()),
+        // A signed offer's signer rides in the stored declaration (H3 reads it back).
+        offer_signer: (amount == "2000").then(|| "did:key:z6Mk-lab".to_string()),
     }
 }
 

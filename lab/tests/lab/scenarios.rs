@@ -1533,3 +1533,112 @@ async fn batch_commitments_name_no_transaction() {
         );
     }
 }
+
+// ---------- the findings peers publish ----------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn findings_scenarios_describe_redirect_browsers_and_refuse_after_paying() {
+    let lab = lab(&[
+        "openapi-described",
+        "undescribed",
+        "html-paywall",
+        "resource-elsewhere",
+        "pay-then-401",
+        "pay-then-403",
+        "honest-v2",
+        "double-pull",
+    ])
+    .await;
+    let origin = |scenario: &str| {
+        let u = url(&lab, scenario);
+        u.trim_end_matches("/weather").to_string()
+    };
+    let get = |u: String| {
+        let c = client(&lab);
+        async move { c.get(u).send().await.unwrap() }
+    };
+
+    // A described 402 (the honest one), one without a bazaar extension but with an OpenAPI
+    // document, and one with neither.
+    let (pr, _) = quote(unpaid(&lab, "honest-v2").await).await;
+    assert!(pr["extensions"]["bazaar"]["info"]["output"].is_object());
+    for scenario in ["openapi-described", "undescribed"] {
+        let (pr, _) = quote(unpaid(&lab, scenario).await).await;
+        assert!(pr.get("extensions").is_none(), "{scenario}");
+        assert_eq!(pr["resource"]["url"], url(&lab, scenario));
+        assert_eq!(amount(&pr), "10000");
+    }
+    let doc = get(format!("{}/openapi.json", origin("openapi-described"))).await;
+    assert_eq!(doc.status().as_u16(), 200);
+    let doc: Value = doc.json().await.unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    assert!(doc["paths"]["/weather"]["get"].is_object());
+    for path in ["/openapi.json", "/.well-known/openapi.json"] {
+        let none = get(format!("{}{path}", origin("undescribed"))).await;
+        assert_eq!(none.status().as_u16(), 404, "{path}");
+    }
+
+    // A browser's request: an HTML paywall page (402) from one, the JSON 402 from the others.
+    let browser = |scenario: &str| {
+        let c = client(&lab);
+        let u = url(&lab, scenario);
+        async move {
+            c.get(u)
+                .header("accept", "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8")
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let page = browser("html-paywall").await;
+    assert_eq!(page.status().as_u16(), 402);
+    assert!(
+        header(&page, "content-type")
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(page.text().await.unwrap().starts_with("<!doctype html>"));
+    let (pr, _) = quote(unpaid(&lab, "html-paywall").await).await;
+    assert_eq!(pr["x402Version"], 2, "an agent still gets the JSON 402");
+    let machine = browser("honest-v2").await;
+    assert_eq!(machine.status().as_u16(), 402);
+    assert_eq!(
+        header(&machine, "content-type").as_deref(),
+        Some("application/json")
+    );
+
+    // resource.url names another host's endpoint.
+    let (pr, _) = quote(unpaid(&lab, "resource-elsewhere").await).await;
+    assert_eq!(pr["resource"]["url"], x402_lab::server::ELSEWHERE);
+    assert_ne!(pr["resource"]["url"], url(&lab, "resource-elsewhere"));
+
+    // Pay-then-refuse: the authorization is used, the money moves, the answer is 401 or 403.
+    for (scenario, status) in [("pay-then-401", 401), ("pay-then-403", 403)] {
+        let before = balance(&lab, lab.payer).await;
+        let (resp, nonce, _) = pay(&lab, scenario).await;
+        assert_eq!(resp.status().as_u16(), status, "{scenario}");
+        assert!(header(&resp, "payment-response").is_none());
+        assert!(
+            lab.token
+                .authorization_state(lab.payer, nonce)
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            balance(&lab, lab.payer).await,
+            before - price(),
+            "{scenario}"
+        );
+    }
+
+    // Who sends the settlements: the honest facilitator's signer, and another account for the
+    // dishonest kinds (the known_facilitator finding's two sides).
+    for (scenario, known) in [("honest-v2", true), ("double-pull", false)] {
+        let (resp, _, _) = pay(&lab, scenario).await;
+        let receipt = decode_b64_json(&header(&resp, "payment-response").unwrap());
+        let tx = receipt["transaction"].as_str().unwrap().to_string();
+        let got = rpc(&lab, "eth_getTransactionByHash", serde_json::json!([tx])).await;
+        let from: Address = got["from"].as_str().unwrap().parse().unwrap();
+        assert_eq!(from == lab.facilitator_signer, known, "{scenario}: {from}");
+    }
+}

@@ -9,6 +9,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+use crate::checks::attribution::{Attribution, Party, PartyCount, attribute_all, count_by_party};
+use crate::checks::findings::{self, Finding, FindingId, FindingsContext};
 use crate::checks::history::Declared;
 use crate::evidence::paid::{Decision, PaidObservation};
 use crate::evidence::{CheckId, Outcome};
@@ -147,6 +149,15 @@ pub(crate) struct SubjectFacts {
     pub paid_calls_omitted: usize,
     /// The last ledger entry folded in.
     pub through_seq: u64,
+    /// What the findings read besides a run (the facilitators we know); set before folding.
+    pub findings_ctx: FindingsContext,
+    /// The findings of its runs (`probes/findings/`), the last of each kept by the rule the
+    /// receipts are kept by.
+    pub findings: BTreeMap<FindingId, Finding>,
+    /// Whose each kept result (the last of each check, by the receipts' rule) is, when it is a
+    /// failed paid check or `unmeasured` (`probes/attribution.md`), and how many each party has.
+    pub parties: BTreeMap<CheckId, Attribution>,
+    pub party_counts: BTreeMap<Party, PartyCount>,
 }
 
 impl SubjectFacts {
@@ -175,7 +186,26 @@ impl SubjectFacts {
                     changed: r.changed.clone(),
                 }),
                 Record::Run(run) => {
-                    run.results.iter().for_each(|r| self.keep(r));
+                    let parties = attribute_all(&run.results, &run.free, run.paid.as_ref());
+                    for r in &run.results {
+                        if self.keep(r) {
+                            match parties.get(&r.id) {
+                                Some(a) => self.parties.insert(r.id, a.clone()),
+                                None => self.parties.remove(&r.id),
+                            };
+                        }
+                    }
+                    for f in findings::evaluate(&run.free, run.paid.as_ref(), &self.findings_ctx) {
+                        let kept_measured = self
+                            .findings
+                            .get(&f.id)
+                            .is_some_and(|k| k.outcome != Outcome::Unmeasured);
+                        if f.outcome != Outcome::Unmeasured || !kept_measured {
+                            self.findings.insert(f.id, f);
+                        }
+                    }
+                    let kept: Vec<_> = self.results.values().cloned().collect();
+                    self.party_counts = count_by_party(&self.parties, &kept);
                     if let Some(paid) = &run.paid {
                         self.paid_calls.push_front(paid_call(
                             run.started_at_ms,
@@ -192,7 +222,19 @@ impl SubjectFacts {
                         }
                     }
                 }
-                Record::Refund(refund) => self.keep(&refund.result),
+                // A refund watch's H9: whose a failed one is, the seller's (its promise).
+                Record::Refund(refund) if self.keep(&refund.result) => {
+                    self.parties.remove(&refund.result.id);
+                    if refund.result.outcome == Outcome::Fail {
+                        self.parties.insert(
+                            refund.result.id,
+                            Attribution {
+                                party: Party::Seller,
+                                why: "it did not keep its refund promise".into(),
+                            },
+                        );
+                    }
+                }
                 _ => {}
             }
             self.through_seq = self.through_seq.max(entry.seq);
@@ -201,17 +243,19 @@ impl SubjectFacts {
 
     /// A check's newer result replaces the one kept, unless it measured nothing and the kept
     /// one did (measured receipts win over later unmeasured ones).
-    fn keep(&mut self, result: &crate::evidence::CheckResult) {
+    /// Whether it was kept.
+    fn keep(&mut self, result: &crate::evidence::CheckResult) -> bool {
         let unmeasured = matches!(result.outcome, Outcome::Unmeasured);
         let kept_measured = self
             .receipts
             .get(&result.id)
             .is_some_and(|r| !matches!(r.outcome, Outcome::Unmeasured));
         if unmeasured && kept_measured {
-            return;
+            return false;
         }
         self.receipts.insert(result.id, last_receipt(result));
         self.results.insert(result.id, result.clone());
+        true
     }
 
     /// The subject's agent readiness (seed 000) from the last result of each check.

@@ -575,6 +575,52 @@ fn paid_calls(out: &mut String, view: &SubjectView) {
     out.push_str("</section>");
 }
 
+/// The findings peers publish (`probes/findings/`) and whose each check's last gap or failed
+/// paid checks are (`probes/attribution.md`): facts beside the score, never in it.
+fn findings(out: &mut String, view: &SubjectView) {
+    let facts = &view.facts;
+    if facts.findings.is_empty() && facts.parties.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<section id=\"findings\"><h2>Findings</h2><p class=\"muted small\">Facts other x402 \
+         tools publish, each from its last measurement; never part of the score.</p><ul>",
+    );
+    for f in facts.findings.values() {
+        let _ = write!(
+            out,
+            "<li><code>{}</code> <strong>{}</strong> {}</li>",
+            escape(f.id.as_str()),
+            escape(f.outcome.as_str()),
+            text(&f.evidence, REASON_CHARS)
+        );
+    }
+    out.push_str("</ul>");
+    if !facts.parties.is_empty() {
+        let counts: Vec<String> = facts
+            .party_counts
+            .iter()
+            .map(|(p, c)| format!("{} {} failed, {} unmeasured", p, c.failed, c.unmeasured))
+            .collect();
+        let _ = write!(
+            out,
+            "<h3>Whose, by each check's last result</h3><p class=\"muted small\">{}</p><ul>",
+            escape(&counts.join("; "))
+        );
+        for (id, a) in &facts.parties {
+            let _ = write!(
+                out,
+                "<li><code>{}</code> {}: {}</li>",
+                escape(id.as_str()),
+                escape(a.party.as_str()),
+                text(&a.why, REASON_CHARS)
+            );
+        }
+        out.push_str("</ul>");
+    }
+    out.push_str("</section>");
+}
+
 /// Agent readiness (seed 000), beside the score and never mixed into it: each dimension's
 /// points or `unmeasured` with why, the safety findings, the range and the band.
 fn readiness(out: &mut String, view: &SubjectView) {
@@ -692,6 +738,7 @@ pub(crate) fn subject(view: &SubjectView) -> String {
         }
     }
     readiness(&mut body, view);
+    findings(&mut body, view);
     declared(&mut body, view);
     paid_calls(&mut body, view);
     layout(&bounded_title(&view.url), &body)
@@ -810,6 +857,27 @@ mod tests {
             }),
             description: Some("x".repeat(5_000) + HOSTILE),
             receipts,
+            findings_ctx: Default::default(),
+            // A finding's evidence and a party's reason are the endpoint's text too.
+            findings: [(
+                crate::checks::findings::FindingId::Described,
+                crate::checks::findings::Finding {
+                    id: crate::checks::findings::FindingId::Described,
+                    outcome: Outcome::Fail,
+                    evidence: HOSTILE.into(),
+                    receipt: Default::default(),
+                },
+            )]
+            .into(),
+            parties: [(
+                crate::evidence::CheckId::R4,
+                crate::checks::attribution::Attribution {
+                    party: crate::checks::attribution::Party::Seller,
+                    why: HOSTILE.into(),
+                },
+            )]
+            .into(),
+            party_counts: Default::default(),
             // A screen's finding names its rule in the readiness section: hostile too.
             results: [(
                 crate::evidence::CheckId::S2,
