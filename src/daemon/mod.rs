@@ -379,6 +379,7 @@ impl Daemon {
             summaries: Arc::default(),
             listings: RwLock::new(BTreeMap::new()),
             revisions: Mutex::new(BTreeMap::new()),
+            peer_fetches: Mutex::default(),
             population: RwLock::new(Population::default()),
             metrics: Arc::new(crate::metrics::Metrics::new()),
             webhooks: crate::webhook::Webhooks::from_config(&config.webhooks)?,

@@ -16,6 +16,7 @@ use crate::evidence::{CheckId, CheckResult, Conclusion, Receipt, rfc3339};
 use crate::history::run_entries;
 use crate::ledger::record::{ControlRecord, Record, RecordKind, RevisionRecord, ScoreRecord};
 use crate::probe::free::FreeProbeConfig;
+use crate::probe::free::PeerFetches;
 use crate::probe::http::{FetchConfig, FetchRequest, fetch};
 use crate::probe::mcp::probe_subject;
 use crate::probe::paid::{PaidContext, PaidOptions, PolicySource};
@@ -90,6 +91,9 @@ pub struct Shared {
     pub summaries: Arc<RwLock<BTreeMap<String, ScoreSummary>>>,
     pub listings: RwLock<BTreeMap<String, ListingSeen>>,
     pub revisions: Mutex<BTreeMap<String, CurrentRevision>>,
+    /// When each subject's findings' fetches were last made in full, by the daemon's clock (in
+    /// memory: a restart makes them again on each subject's first run).
+    pub peer_fetches: Mutex<HashMap<String, i64>>,
     /// Written by the writer thread only after its blobs are on disk (a score names it).
     pub population: RwLock<Population>,
     /// The Prometheus metrics (`crate::metrics`).
@@ -249,6 +253,26 @@ impl RpcRead {
 
 /// Runs `url` once; `pay` asks for a paid call. Never panics; a store error is reported in
 /// `RunDone::error` (the run then left no entry).
+/// How often the daemon makes a subject's findings' fetches (a browser's request, the usual
+/// places of a description): they are never scored and change slowly, and every run making them
+/// would add one to three requests to the checks' six.
+pub(crate) const PEER_FETCHES_EVERY_MS: i64 = 86_400_000;
+
+/// Whether this run of `url` makes the findings' fetches: on the subject's first run (since the
+/// process started), after a run that could not make them all, and a day after the last that did.
+fn peer_fetches_due(shared: &Shared, url: &str, now_ms: i64) -> PeerFetches {
+    let last = shared
+        .peer_fetches
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(url)
+        .copied();
+    match last {
+        Some(at) if now_ms.saturating_sub(at) < PEER_FETCHES_EVERY_MS => PeerFetches::Skip,
+        _ => PeerFetches::Make,
+    }
+}
+
 pub(crate) async fn run_subject(
     shared: Arc<Shared>,
     writer: Writer,
@@ -257,7 +281,25 @@ pub(crate) async fn run_subject(
     pay: bool,
 ) -> RunDone {
     let started_ms = shared.clock.now_ms();
-    let mut free = probe_subject(&shared.free, &url, started_ms.div_euclid(1000)).await;
+    let peer_fetches = peer_fetches_due(&shared, &url, started_ms);
+    let mut free = probe_subject(
+        &shared.free,
+        &url,
+        started_ms.div_euclid(1000),
+        peer_fetches,
+    )
+    .await;
+    if free
+        .peers
+        .as_ref()
+        .is_some_and(|p| p.skipped.is_none() && !p.cut_short)
+    {
+        shared
+            .peer_fetches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(url.clone(), started_ms);
+    }
     if let Some(listing) = shared
         .listings
         .read()

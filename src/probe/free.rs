@@ -110,8 +110,31 @@ struct SubjectSeen {
     peers: PeersSeen,
 }
 
-/// Probe `url` for free. `now` is the run's start (unix seconds), passed in so tests control time.
+/// Whether a free run makes the findings' fetches (`probes/findings/`) after a clean 402. The
+/// findings are never scored and change slowly: the daemon makes them on a subject's first run
+/// and then about once a day (`daemon::pipeline`), so most runs cost only the checks' requests;
+/// `probe URL` always makes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerFetches {
+    Make,
+    /// Not this run: the observation carries no `peers` (its findings are `unmeasured`, and the
+    /// subject's findings stay those of its last run that made them).
+    Skip,
+}
+
+/// Probe `url` for free, the findings' fetches included. `now` is the run's start (unix
+/// seconds), passed in so tests control time.
 pub async fn probe_free(cfg: &FreeProbeConfig, url: &str, now: i64) -> FreeObservation {
+    probe_free_with(cfg, url, now, PeerFetches::Make).await
+}
+
+/// [`probe_free`], with or without the findings' fetches.
+pub async fn probe_free_with(
+    cfg: &FreeProbeConfig,
+    url: &str,
+    now: i64,
+    peer_fetches: PeerFetches,
+) -> FreeObservation {
     let deadline = Instant::now() + cfg.deadline;
     let listing = async {
         match &cfg.listing {
@@ -129,7 +152,7 @@ pub async fn probe_free(cfg: &FreeProbeConfig, url: &str, now: i64) -> FreeObser
             }
         }
     };
-    let (listing, seen) = tokio::join!(listing, probe_subject(cfg, url, deadline));
+    let (listing, seen) = tokio::join!(listing, probe_subject(cfg, url, deadline, peer_fetches));
     let planned = cfg.samples.max(1);
     let cut_short =
         (seen.samples.len() < planned || seen.operator_file_not_read).then(|| CutShort {
@@ -151,13 +174,21 @@ pub async fn probe_free(cfg: &FreeProbeConfig, url: &str, now: i64) -> FreeObser
         cut_short,
         listing_sha256: None,
         mcp: None,
-        peers: Some(seen.peers),
+        peers: match peer_fetches {
+            PeerFetches::Make => Some(seen.peers),
+            PeerFetches::Skip => None,
+        },
     }
 }
 
 /// The samples, then the operator file, all by `deadline`; the chain reads beside the later
 /// samples once the first one has shown which assets the 402 names.
-async fn probe_subject(cfg: &FreeProbeConfig, url: &str, deadline: Instant) -> SubjectSeen {
+async fn probe_subject(
+    cfg: &FreeProbeConfig,
+    url: &str,
+    deadline: Instant,
+    peer_fetches: PeerFetches,
+) -> SubjectSeen {
     let mut samples = Vec::with_capacity(cfg.samples.max(1));
     let first = FetchRequest::get(url);
     let Ok(exchange) = timeout_at(deadline, fetch(&cfg.fetch, &first)).await else {
@@ -239,6 +270,7 @@ async fn probe_subject(cfg: &FreeProbeConfig, url: &str, deadline: Instant) -> S
             Err(_) => (None, true),
         };
         let peers = match (not_read, peers_plan) {
+            _ if peer_fetches == PeerFetches::Skip => PeersSeen::default(),
             (true, _) => PeersSeen::skipped(DEADLINE_FIRST),
             (false, Err(why)) => PeersSeen::skipped(why),
             (false, Ok(described)) => {

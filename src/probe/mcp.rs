@@ -383,10 +383,15 @@ pub async fn probe_mcp(cfg: &FreeProbeConfig, subject: &McpSubject, now: i64) ->
 /// [`probe_mcp`], every other URL through `probe::free`. An MCP tool the run could not call (no
 /// tool list, the tool not listed or destructive-looking) is observed with the conversation's
 /// requests as its samples, so its free checks say what the server answered.
-pub async fn probe_subject(cfg: &FreeProbeConfig, url: &str, now: i64) -> FreeObservation {
+pub async fn probe_subject(
+    cfg: &FreeProbeConfig,
+    url: &str,
+    now: i64,
+    peer_fetches: super::free::PeerFetches,
+) -> FreeObservation {
     let subject = match McpSubject::parse(url) {
         Some(Ok(subject)) if subject.tool.is_some() => subject,
-        _ => return super::free::probe_free(cfg, url, now).await,
+        _ => return super::free::probe_free_with(cfg, url, now, peer_fetches).await,
     };
     let mut run = probe_mcp(cfg, &subject, now).await;
     if !run.paid.is_empty() {

@@ -181,6 +181,38 @@ async fn five_simulated_days_reach_the_verdicts_the_lab_promises() {
     );
     assert!(f > 0.0 && (0.5..0.9).contains(&(p / (p + f))), "{r2}");
 
+    // The findings' fetches (a browser's request after a clean 402) on the first run and then
+    // once a day: every other run makes only the checks' requests, and the findings stay
+    // those of the last run that made them.
+    let runs: Vec<(i64, bool)> = store
+        .subject_entries(&urls["honest-v2"], &[RecordKind::Run], 0)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.record {
+            Record::Run(run) => Some((
+                run.free.at * 1000,
+                run.free.peers.is_some_and(|p| p.browser.is_some()),
+            )),
+            _ => None,
+        })
+        .collect();
+    let asked: Vec<i64> = runs.iter().filter(|r| r.1).map(|r| r.0).collect();
+    assert_eq!(
+        asked.first(),
+        runs.first().map(|r| &r.0),
+        "the first run asks"
+    );
+    assert!(
+        (5..=6).contains(&asked.len()) && runs.len() >= 4 * asked.len(),
+        "about once a day over 5 days: {} of {} runs",
+        asked.len(),
+        runs.len()
+    );
+    assert!(
+        asked.windows(2).all(|w| w[1] - w[0] >= DAY - 1000),
+        "a day apart at least: {asked:?}"
+    );
+
     // The price and payTo changes are revisions.
     let revisions = store
         .subject_entries(&urls["price-unnoted"], &[RecordKind::Revision], 0)
