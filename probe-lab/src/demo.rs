@@ -180,8 +180,16 @@ async fn demo(args: Args) -> Result<i32> {
         progress.finish();
     }
 
+    // The scenario column as wide as the longest name.
+    let w = lab
+        .endpoints
+        .iter()
+        .map(|e| e.scenario.name.len())
+        .max()
+        .unwrap_or(0)
+        .max("scenario".len());
     println!(
-        "\n{:<24} {:>5} {:>13} {:>5} {:<10} {:<26} {:<24} promise",
+        "\n{:<w$} {:>5} {:>13} {:>5} {:<10} {:<26} {:<24} promise",
         "scenario", "score", "band", "grade", "verdict", "binding gates", "failing checks"
     );
     let (mut kept, mut broken, mut spent_atomic) = (0usize, 0usize, 0u128);
@@ -239,7 +247,7 @@ async fn demo(args: Args) -> Result<i32> {
             .map(|r| r.id.as_str())
             .collect();
         println!(
-            "{:<24} {:>5} {:>13} {:>5} {:<10} {:<26} {:<24} {}",
+            "{:<w$} {:>5} {:>13} {:>5} {:<10} {:<26} {:<24} {}",
             e.scenario.name,
             fmt_num(&score, "/capped_score"),
             band(&score),
