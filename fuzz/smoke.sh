@@ -22,7 +22,7 @@ declare -A RUNS=(
     [url]=100000
     [rpc_response]=200000
     [mcp_answer]=20000
-    [offer_receipt]=20000
+    [offer_receipt]=200000
 )
 
 # FUZZ_SKIP_BUILD=1: the targets are built already.
