@@ -374,10 +374,8 @@ impl Lab {
         timeline: Timeline,
         clock: LabClock,
     ) -> Result<String> {
-        let scenario = scenarios::all()
-            .into_iter()
-            .find(|s| s.name == base)
-            .with_context(|| format!("no scenario named {base:?}"))?;
+        let scenario =
+            scenarios::by_name(base).with_context(|| format!("no scenario named {base:?}"))?;
         let tls = match scenario.transport {
             Transport::Https(lifetime) => self
                 .parts
@@ -418,10 +416,8 @@ impl Lab {
         name: &str,
         placement: &server::Placement,
     ) -> Result<String> {
-        let scenario = scenarios::all()
-            .into_iter()
-            .find(|s| s.name == base)
-            .with_context(|| format!("no scenario named {base:?}"))?;
+        let scenario =
+            scenarios::by_name(base).with_context(|| format!("no scenario named {base:?}"))?;
         let tls = match scenario.transport {
             Transport::Https(lifetime) => Some(
                 self.parts

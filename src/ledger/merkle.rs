@@ -69,6 +69,27 @@ pub trait PerfectNodes {
     fn perfect(&self, level: u32, index: u64) -> Option<Hash>;
 }
 
+/// Perfect subtrees read ahead of the proofs that need them (each store fetches them its own
+/// way, a few per statement): only those complete within `size` answer, a later one may exist
+/// but is not this tree's.
+pub(crate) struct FetchedNodes {
+    pub(crate) size: u64,
+    pub(crate) hashes: std::collections::HashMap<(u32, u64), Hash>,
+}
+
+impl PerfectNodes for FetchedNodes {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn perfect(&self, level: u32, index: u64) -> Option<Hash> {
+        if (index + 1).checked_shl(level)? > self.size {
+            return None;
+        }
+        self.hashes.get(&(level, index)).copied()
+    }
+}
+
 /// The largest power of two strictly below `n` (n >= 2): the RFC's split point.
 fn split(n: u64) -> u64 {
     debug_assert!(n >= 2);

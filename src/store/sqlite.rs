@@ -20,7 +20,7 @@ use crate::ledger::chain::{
     checkpoint_message, seal_canonical,
 };
 use crate::ledger::key::ReporterKey;
-use crate::ledger::merkle::{self, Frontier, Hash, PerfectNodes, leaf_hash};
+use crate::ledger::merkle::{self, FetchedNodes, Frontier, Hash, PerfectNodes, leaf_hash};
 use crate::ledger::proof::{self, InclusionBundle};
 use crate::ledger::record::{Record, RecordKind, StoredRecord};
 use crate::ledger::stored::{self, BlobKind, NewBlob};
@@ -3460,13 +3460,6 @@ impl PerfectNodes for SqliteNodes<'_> {
     }
 }
 
-/// Perfect subtrees read ahead of the proofs that need them: the kept levels from the process's
-/// cache, the leaves from `entry` and the lower interior nodes from `tree`, each a few at a time.
-struct FetchedNodes {
-    size: u64,
-    hashes: std::collections::HashMap<(u32, u64), Hash>,
-}
-
 /// Nodes fetched per statement at most (unused places repeat the first).
 const FETCH_NODES: usize = 32;
 
@@ -3521,6 +3514,8 @@ fn fetch_sql(sqls: &[String], n: usize) -> (&str, usize) {
     (&sqls[i], size)
 }
 
+/// The perfect subtrees a proof reads: the kept levels from the process's cache, the leaves
+/// from `entry` and the lower interior nodes from `tree`, each a few at a time.
 impl FetchedNodes {
     fn read(
         conn: &Connection,
@@ -3575,19 +3570,6 @@ impl FetchedNodes {
             }
         }
         Ok(FetchedNodes { size, hashes })
-    }
-}
-
-impl PerfectNodes for FetchedNodes {
-    fn size(&self) -> u64 {
-        self.size
-    }
-
-    fn perfect(&self, level: u32, index: u64) -> Option<Hash> {
-        if (index + 1).checked_shl(level)? > self.size {
-            return None;
-        }
-        self.hashes.get(&(level, index)).copied()
     }
 }
 

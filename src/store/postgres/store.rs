@@ -15,7 +15,7 @@ use crate::checks::history::Declared;
 use crate::daemon::subject_state::{DayRow, StateRow};
 use crate::ledger::chain::{Broken, Checkpoint, StoredEntry, Trusted, VerifySummary};
 use crate::ledger::key::ReporterKey;
-use crate::ledger::merkle::{self, Hash, PerfectNodes};
+use crate::ledger::merkle::{self, FetchedNodes, Hash};
 use crate::ledger::proof::{self, InclusionBundle};
 use crate::ledger::record::RecordKind;
 use crate::ledger::stored::{BlobKind, NewBlob};
@@ -341,26 +341,6 @@ pub(super) async fn copy_working_state<C: GenericClient + Sync>(
         .await?;
     }
     Ok(())
-}
-
-/// The perfect subtrees a proof reads, fetched together before it is made.
-struct FetchedNodes {
-    size: u64,
-    hashes: HashMap<(u32, u64), Hash>,
-}
-
-impl PerfectNodes for FetchedNodes {
-    fn size(&self) -> u64 {
-        self.size
-    }
-
-    fn perfect(&self, level: u32, index: u64) -> Option<Hash> {
-        // Only subtrees complete within `size` (a later one may exist, but is not this tree's).
-        if (index + 1).checked_shl(level)? > self.size {
-            return None;
-        }
-        self.hashes.get(&(level, index)).copied()
-    }
 }
 
 const SELECT_SUBJECT: &str = "SELECT url, category, source, state, added_ms, next_free_ms,
