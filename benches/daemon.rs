@@ -61,10 +61,9 @@ const SERVER_ENV: &str = "X402_PROBE_BENCH_SWEEP_SERVER";
 const OPERATOR_PATH: &str = "/.well-known/x402-operator.json";
 /// The port every endpoint listens on (each on its own address).
 const PORT: u16 = 8402;
-/// Requests a subject's first free run makes by default: 5 samples, the operator file, and the
-/// findings' browser request (honest-v2's 402 describes itself: no description is looked for;
-/// later runs skip the browser's request until a day has passed).
-const REQUESTS_PER_RUN: f64 = 7.0;
+/// Requests a subject's first free run makes by default: 5 samples and the operator file (the
+/// findings' fetches wait for its second run).
+const REQUESTS_PER_RUN: f64 = 6.0;
 const SWEEP_GOAL_SECS: f64 = 60.0;
 /// Issue 20: 100,000 scored subjects in at most 500 MB, started in under 10 s.
 const MEMORY_GOAL_MB: f64 = 500.0;
@@ -496,8 +495,7 @@ fn sweep(o: &Options) {
         t.elapsed().as_secs_f64()
     );
 
-    // Baselines: the requests a first run makes (5 samples, the operator file, a browser's
-    // request of the resource), made bare, from
+    // Baselines: the requests a first run makes (5 samples and the operator file), made bare, from
     // this process, to endpoints spread over the whole set.
     let step = (o.subjects / o.baseline.max(1)).max(1);
     let picked: Vec<usize> = (0..o.subjects).step_by(step).take(o.baseline).collect();
@@ -507,7 +505,6 @@ fn sweep(o: &Options) {
             let base = format!("{scheme}://{}:{PORT}", address(net, i));
             let mut r: Vec<String> = (0..5).map(|_| format!("{base}{RESOURCE_PATH}")).collect();
             r.push(format!("{base}{OPERATOR_PATH}"));
-            r.push(format!("{base}{RESOURCE_PATH}"));
             r
         })
         .collect();
@@ -604,7 +601,7 @@ enabled = false
     let runs = done as f64;
     let per_run = daemon_cpu / runs;
     println!(
-        "  daemon: concurrency {}, 5 samples 200 ms apart, the operator file and a browser's request per first run (the defaults), free_every_secs = 1",
+        "  daemon: concurrency {}, 5 samples 200 ms apart and the operator file per first run (the defaults), free_every_secs = 1",
         o.concurrency
     );
     println!(

@@ -91,9 +91,9 @@ pub struct Shared {
     pub summaries: Arc<RwLock<BTreeMap<String, ScoreSummary>>>,
     pub listings: RwLock<BTreeMap<String, ListingSeen>>,
     pub revisions: Mutex<BTreeMap<String, CurrentRevision>>,
-    /// When each subject's findings' fetches were last made in full, by the daemon's clock (in
-    /// memory: a restart makes them again on each subject's first run).
-    pub peer_fetches: Mutex<HashMap<String, i64>>,
+    /// Where each subject stands with its findings' fetches (in memory: after a restart, each
+    /// subject's second run makes them again).
+    pub peer_fetches: Mutex<HashMap<String, PeerFetchState>>,
     /// Written by the writer thread only after its blobs are on disk (a score names it).
     pub population: RwLock<Population>,
     /// The Prometheus metrics (`crate::metrics`).
@@ -251,28 +251,43 @@ impl RpcRead {
     }
 }
 
-/// Runs `url` once; `pay` asks for a paid call. Never panics; a store error is reported in
-/// `RunDone::error` (the run then left no entry).
 /// How often the daemon makes a subject's findings' fetches (a browser's request, the usual
 /// places of a description): they are never scored and change slowly, and every run making them
 /// would add one to three requests to the checks' six.
 pub(crate) const PEER_FETCHES_EVERY_MS: i64 = 86_400_000;
 
-/// Whether this run of `url` makes the findings' fetches: on the subject's first run (since the
-/// process started), after a run that could not make them all, and a day after the last that did.
+/// Where a subject stands with its findings' fetches since the process started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerFetchState {
+    /// Its first run made only the checks' requests: the next makes the fetches.
+    Deferred,
+    /// The fetches were all made by the run that started then (the daemon's clock, ms).
+    MadeAt(i64),
+}
+
+/// Whether this run of `url` makes the findings' fetches: not on the subject's first run since
+/// the process started (a catalogue's first sweep costs only the checks' requests), then on the
+/// next run, on every run after one that could not make them all, and a day after the last that
+/// did.
 fn peer_fetches_due(shared: &Shared, url: &str, now_ms: i64) -> PeerFetches {
-    let last = shared
+    let mut states = shared
         .peer_fetches
         .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(url)
-        .copied();
-    match last {
-        Some(at) if now_ms.saturating_sub(at) < PEER_FETCHES_EVERY_MS => PeerFetches::Skip,
-        _ => PeerFetches::Make,
+        .unwrap_or_else(|p| p.into_inner());
+    match states.get(url).copied() {
+        None => {
+            states.insert(url.to_string(), PeerFetchState::Deferred);
+            PeerFetches::Skip
+        }
+        Some(PeerFetchState::MadeAt(at)) if now_ms.saturating_sub(at) < PEER_FETCHES_EVERY_MS => {
+            PeerFetches::Skip
+        }
+        Some(_) => PeerFetches::Make,
     }
 }
 
+/// Runs `url` once; `pay` asks for a paid call. Never panics; a store error is reported in
+/// `RunDone::error` (the run then left no entry).
 pub(crate) async fn run_subject(
     shared: Arc<Shared>,
     writer: Writer,
@@ -298,7 +313,7 @@ pub(crate) async fn run_subject(
             .peer_fetches
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(url.clone(), started_ms);
+            .insert(url.clone(), PeerFetchState::MadeAt(started_ms));
     }
     if let Some(listing) = shared
         .listings

@@ -111,7 +111,7 @@ struct SubjectSeen {
 }
 
 /// Whether a free run makes the findings' fetches (`probes/findings/`) after a clean 402. The
-/// findings are never scored and change slowly: the daemon makes them on a subject's first run
+/// findings are never scored and change slowly: the daemon makes them on a subject's second run
 /// and then about once a day (`daemon::pipeline`), so most runs cost only the checks' requests;
 /// `probe URL` always makes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
