@@ -411,6 +411,22 @@ fn a_database_lost_in_the_middle_of_a_reservation_fails_it_and_writes_nothing() 
     );
 }
 
+/// Every open reservation, on chain (as the daemon's start does, under the call lock).
+async fn reconcile_all(
+    store: &SpendStore,
+    rpc: &x402_probe::probe::rpc::Rpc,
+) -> x402_probe::spend::ReconcileReport {
+    x402_probe::probe::reconcile::reconcile(
+        store,
+        rpc,
+        now_unix(),
+        x402_probe::probe::reconcile::Due::All,
+        None,
+    )
+    .await
+    .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vantage_killed_holding_reservations_is_counted_and_reconciled_by_another() {
     x402_probe::install_crypto_provider();
@@ -471,15 +487,7 @@ async fn a_vantage_killed_holding_reservations_is_counted_and_reconciled_by_anot
         .await
         .expect("the killed vantage's call lock was released")
         .unwrap();
-    let report = x402_probe::probe::reconcile::reconcile(
-        &other,
-        &rpc,
-        now_unix(),
-        x402_probe::probe::reconcile::Due::All,
-        None,
-    )
-    .await
-    .unwrap();
+    let report = reconcile_all(&other, &rpc).await;
     let paid_id = open.iter().find(|r| r.subject == paid_url).unwrap().id;
     let unsent_id = open.iter().find(|r| r.subject == unsent_url).unwrap().id;
     assert_eq!(report.settled, vec![paid_id], "{report:?}");
@@ -491,15 +499,7 @@ async fn a_vantage_killed_holding_reservations_is_counted_and_reconciled_by_anot
     // Once the chain's clock passes its window, the unsent one is released.
     lab.rpc.increase_time(600).await.unwrap();
     lab.rpc.mine().await.unwrap();
-    let report = x402_probe::probe::reconcile::reconcile(
-        &other,
-        &rpc,
-        now_unix(),
-        x402_probe::probe::reconcile::Due::All,
-        None,
-    )
-    .await
-    .unwrap();
+    let report = reconcile_all(&other, &rpc).await;
     assert_eq!(report.released, vec![unsent_id], "{report:?}");
     drop(lock);
     assert!(other.open_reservations().unwrap().is_empty());
