@@ -211,7 +211,7 @@ pub struct CallLock<'a> {
 /// What a [`CallLock`] holds across processes.
 enum Across {
     File(#[allow(dead_code)] std::fs::File),
-    Postgres(#[allow(dead_code)] PgCallLock),
+    Postgres(#[allow(dead_code)] Box<PgCallLock>),
 }
 
 /// A reservation's row as both backends write it (made before the transaction, from the quote).
@@ -358,7 +358,7 @@ impl SpendStore {
         let in_process = self.call_lock.lock().await;
         let across = match &self.backend {
             Backend::Sqlite(s) => Across::File(s.lock_file().await?),
-            Backend::Postgres(p) => Across::Postgres(p.lock_for_call().await?),
+            Backend::Postgres(p) => Across::Postgres(Box::new(p.lock_for_call().await?)),
         };
         Ok(CallLock {
             _in_process: in_process,
