@@ -307,7 +307,19 @@ impl Daemon {
                     WalletSource::KeyFile(path) => Wallet::from_key_file(path)?,
                     WalletSource::Credential(name) => Wallet::from_credential(name)?,
                 };
-                let spend = Arc::new(SpendStore::open(&state_dir)?);
+                // On a shared database every vantage's payments meet one set of caps, one
+                // payment per subject at a time and the paid interval (`spend/pg.rs`).
+                let spend = Arc::new(match &config.store.postgres {
+                    None => SpendStore::open(&state_dir)?,
+                    Some(url) => SpendStore::open_postgres(
+                        url.expose(),
+                        &config.probe.vantage.to_string(),
+                        std::time::Duration::from_secs(
+                            config.schedule.paid_min_interval_secs.get(),
+                        ),
+                    )
+                    .context("opening the shared spend store in PostgreSQL")?,
+                });
                 let rpc_url = config
                     .probe
                     .rpc

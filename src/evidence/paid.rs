@@ -77,6 +77,12 @@ pub enum RefusalCode {
     /// and cap: on EVM the scheme settles only through Permit2's `permitWitnessTransferFrom`,
     /// which this build's wallet does not sign.
     UptoNeedsPermit2,
+    /// The shared spend store (PostgreSQL) holds an open reservation for this subject, made by
+    /// this or another vantage: one payment per subject is in flight at a time.
+    SubjectInFlight,
+    /// The shared spend store holds a reservation for this subject (open or settled) made within
+    /// the daemon's minimum interval between paid calls, by this or another vantage.
+    PaidWithinInterval,
 }
 
 impl RefusalCode {
@@ -101,6 +107,8 @@ impl RefusalCode {
             RefusalCode::DeadlinePassed => "deadline_passed",
             RefusalCode::SvmTransferInvalid => "svm_transfer_invalid",
             RefusalCode::UptoNeedsPermit2 => "upto_needs_permit2",
+            RefusalCode::SubjectInFlight => "subject_in_flight",
+            RefusalCode::PaidWithinInterval => "paid_within_interval",
         }
     }
 }

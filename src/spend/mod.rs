@@ -1,5 +1,6 @@
 //! Spend safety: what we are willing to pay ([`PayPolicy`]: caps and allowlist), and the durable
-//! record of every payment reserved, settled, released or refused ([`SpendStore`], SQLite).
+//! record of every payment reserved, settled, released or refused ([`SpendStore`]: SQLite in the
+//! state directory, or PostgreSQL shared by every vantage of the daemon's `[store] postgres`).
 //!
 //! The rules, in the order a payment meets them (details in `state/spend.md`):
 //! - per entry, pure ([`assess`]): scheme `exact`; transfer method absent or `eip3009`; network and
@@ -12,6 +13,7 @@
 //! Solana entries meet the same caps through `assess_svm` and `SpendStore::reserve_svm` (the
 //! reservation names our signature, committed before anything is sent).
 
+mod pg;
 mod policy;
 mod store;
 mod svm;

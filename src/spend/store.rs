@@ -1,10 +1,13 @@
-//! The spend store: reservations and refusals in one SQLite file under the state directory.
+//! The spend store: reservations and refusals, in one SQLite file under the state directory, or
+//! in the PostgreSQL database several vantages share (`pg.rs`, the daemon's `[store] postgres`).
 //!
 //! The order of events for one payment, and why:
 //! 1. [`SpendStore::reserve`] checks the running totals against the caps and writes the
-//!    reservation, in one `BEGIN IMMEDIATE` transaction committed with `synchronous=FULL`: when it
-//!    returns, the reservation is on disk and counts against the caps, and no other process could
-//!    have reserved in between. The signature does not exist yet.
+//!    reservation, in one transaction that no other writer can come between (SQLite: `BEGIN
+//!    IMMEDIATE` committed with `synchronous=FULL`; PostgreSQL: an advisory transaction lock
+//!    every vantage's reservation takes, committed with `synchronous_commit = on`): when it
+//!    returns, the reservation is durable and counts against the caps, and no other process
+//!    could have reserved in between. The signature does not exist yet.
 //! 2. The wallet signs exactly the authorization inside the returned [`Reservation`]: nothing else
 //!    can be signed (see `crate::wallet`).
 //! 3. After the call the reservation is marked settled (our authorization was used on chain) or
@@ -16,22 +19,25 @@
 //!
 //! A crash at any point leaves either no reservation (nothing was signed) or an open one, which is
 //! counted until reconciled: the caps can be met early, never overshot. Schema: `state/spend.sql`,
-//! documented in `state/spend.md`.
+//! documented in `state/spend.md` (PostgreSQL: `state/postgres/0004-spend.sql`).
 
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use alloy::primitives::{Address, B256, U256};
 use rusqlite::{Connection, TransactionBehavior, params};
 use serde::Serialize;
 
+use super::pg::{PgCallLock, PgSpend};
 use super::policy::{PayPolicy, assess};
 use crate::evidence::paid::{Refusal, RefusalCode};
 use crate::evidence::usd::Usd;
 use crate::http_url::canonical_subject_url;
 use crate::state_dir::{StateDirError, open_state_dir, private_store_file};
+use crate::store::StoreError;
 use crate::x402::Requirement;
 use crate::x402::eip712::{Authorization, TokenDomain};
 use crate::x402::payload::{authorization_for, token_domain_for};
@@ -76,6 +82,10 @@ pub enum SpendError {
     /// The state directory or a store file is not private to us (see [`crate::state_dir`]).
     #[error(transparent)]
     StateDir(#[from] StateDirError),
+    /// The shared spend store (PostgreSQL) failed or could not be reached: nothing of the
+    /// statement that failed was written (each write is one transaction).
+    #[error("shared spend store: {0}")]
+    Shared(#[from] StoreError),
 }
 
 /// Why [`SpendStore::reserve`] did not reserve.
@@ -190,26 +200,92 @@ pub enum ReconcileStep {
 /// The lock file beside the store that serialises paid calls across processes.
 pub const LOCK_FILE: &str = "spend.lock";
 
-/// Held for one paid call; dropping it releases the in-process mutex and the file lock (closing the
-/// descriptor releases the `flock`).
+/// Held for one paid call; dropping it releases the in-process mutex and the lock across
+/// processes (closing the descriptor releases the `flock`; closing the connection, PostgreSQL's
+/// advisory lock).
 pub struct CallLock<'a> {
     _in_process: tokio::sync::MutexGuard<'a, ()>,
-    _file: std::fs::File,
+    _across: Across,
+}
+
+/// What a [`CallLock`] holds across processes.
+enum Across {
+    File(#[allow(dead_code)] std::fs::File),
+    Postgres(#[allow(dead_code)] Box<PgCallLock>),
+}
+
+/// A reservation's row as both backends write it (made before the transaction, from the quote).
+#[derive(Debug)]
+pub(super) struct NewReservation {
+    pub subject: String,
+    pub network: String,
+    pub chain_id: i64,
+    pub asset: String,
+    pub payer: String,
+    pub pay_to: String,
+    pub amount: String,
+    pub cost: Usd,
+    pub valid_after: i64,
+    pub valid_before: i64,
+    pub nonce: String,
+    pub from_block: Option<i64>,
+    /// `evm` or `svm`.
+    pub kind: &'static str,
+    /// A Solana reservation's transfer, written in the same transaction.
+    pub svm: Option<NewSvmPayment>,
+}
+
+/// A Solana reservation's `svm_payment` row.
+#[derive(Debug)]
+pub(super) struct NewSvmPayment {
+    pub fee_payer: String,
+    pub source: String,
+    pub destination: String,
+    pub token_program: String,
+    pub decimals: i64,
+    pub memo: String,
+    pub blockhash: String,
+    pub last_valid_block_height: i64,
+}
+
+/// Which reservation rows a read wants.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Rows {
+    All,
+    Id(i64),
+    Open,
+    /// Open, with `valid_before <= ` this.
+    ExpiredBy(i64),
 }
 
 /// The spend store. Safe to share between tasks; several processes may open the same file (SQLite
-/// serialises the writers, and every reservation re-reads the totals inside its transaction).
+/// serialises the writers, and every reservation re-reads the totals inside its transaction), and
+/// several vantages the same PostgreSQL database (every reservation takes one lock first).
 pub struct SpendStore {
-    conn: Mutex<Connection>,
-    path: PathBuf,
+    backend: Backend,
     /// Serialises paid calls in this process, so the transfers seen around one call belong to it.
     call_lock: tokio::sync::Mutex<()>,
+}
+
+pub(super) enum Backend {
+    Sqlite(SqliteSpend),
+    Postgres(PgSpend),
+}
+
+/// Calls the same method on whichever backend the store has.
+macro_rules! on_backend {
+    ($store:expr, $method:ident ( $($arg:expr),* )) => {
+        match &$store.backend {
+            Backend::Sqlite(b) => b.$method($($arg),*),
+            Backend::Postgres(b) => b.$method($($arg),*),
+        }
+    };
 }
 
 impl std::fmt::Debug for SpendStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SpendStore")
-            .field("path", &self.path)
+            .field("at", &self.location())
             .finish_non_exhaustive()
     }
 }
@@ -225,51 +301,49 @@ impl SpendStore {
     /// Opens (creating if needed) the store at exactly `path`: created 0600, an existing store file,
     /// `-wal` or `-shm` checked as [`private_store_file`] says.
     pub fn open_file(path: &Path) -> Result<SpendStore, SpendError> {
-        let shown = path.display().to_string();
-        let sql = |context| {
-            let shown = shown.clone();
-            move |source| SpendError::Sqlite {
-                path: shown,
-                context,
-                source,
-            }
-        };
-        private_store_file(path)?;
-        let mut conn = Connection::open(path).map_err(sql("opening"))?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(sql("setting the busy timeout"))?;
-        // WAL with synchronous=FULL: a commit returns only after the log is on stable storage.
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(sql("enabling WAL"))?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(sql("setting synchronous=FULL"))?;
-        conn.execute_batch(SCHEMA_SQL)
-            .map_err(sql("applying the schema"))?;
-        let mut found: String = conn
-            .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
-                r.get(0)
-            })
-            .map_err(sql("reading the schema id"))?;
-        if found == SCHEMA_V1 {
-            migrate_v1(&mut conn).map_err(sql("migrating the store to canonical subjects"))?;
-            found = SCHEMA_V2.to_string();
-        }
-        if found == SCHEMA_V2 {
-            migrate_v2(&mut conn).map_err(sql("migrating the store to network kinds"))?;
-            found = SCHEMA_ID.to_string();
-        }
-        if found != SCHEMA_ID {
-            return Err(SpendError::Schema { path: shown, found });
-        }
-        Ok(SpendStore {
-            conn: Mutex::new(conn),
-            path: path.to_path_buf(),
-            call_lock: tokio::sync::Mutex::new(()),
-        })
+        Ok(SpendStore::with(Backend::Sqlite(SqliteSpend::open_file(
+            path,
+        )?)))
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Opens the spend store every vantage of the PostgreSQL database at `url` shares (migrated
+    /// first), as vantage `vantage`: its reservations and refusals name it, the caps count every
+    /// vantage's, and no reservation for a subject is made while another is open or within
+    /// `paid_interval` of one not released (zero: only the first rule). See `pg.rs`.
+    pub fn open_postgres(
+        url: &str,
+        vantage: &str,
+        paid_interval: Duration,
+    ) -> Result<SpendStore, SpendError> {
+        Ok(SpendStore::with(Backend::Postgres(PgSpend::open(
+            url,
+            vantage,
+            paid_interval,
+        )?)))
+    }
+
+    fn with(backend: Backend) -> SpendStore {
+        SpendStore {
+            backend,
+            call_lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Where the store is, for messages: its file, or the database (without its password) and
+    /// the vantage.
+    pub fn location(&self) -> String {
+        match &self.backend {
+            Backend::Sqlite(s) => s.path.display().to_string(),
+            Backend::Postgres(p) => p.location(),
+        }
+    }
+
+    /// The vantage this handle writes as, on the shared store (`None`: the state directory's).
+    pub fn vantage(&self) -> Option<&str> {
+        match &self.backend {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(p) => Some(p.vantage()),
+        }
     }
 
     /// Held for the whole of one paid call (see `probe::paid`): one call at a time per state
@@ -277,60 +351,19 @@ impl SpendStore {
     /// on `spend.lock` beside the store), so a daemon and a CLI `--pay` run sharing a wallet and a
     /// state directory never overlap their calls, and the transfers seen around a call belong to
     /// it. The file lock is released by the kernel when its holder dies, so a `kill -9` never
-    /// leaves it held.
+    /// leaves it held. On the shared store, across every vantage of the database: a session
+    /// advisory lock on a connection of its own, which the server releases when that connection
+    /// ends (the guard dropped, or the vantage killed).
     pub async fn lock_for_call(&self) -> Result<CallLock<'_>, SpendError> {
         let in_process = self.call_lock.lock().await;
-        let path = self.path.with_file_name(LOCK_FILE);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|source| SpendError::Lock {
-                path: path.display().to_string(),
-                source,
-            })?;
-        loop {
-            // SAFETY: flock on a descriptor this function owns; no memory is shared.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-            if rc == 0 {
-                break;
-            }
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
-                return Err(SpendError::Lock {
-                    path: path.display().to_string(),
-                    source: err,
-                });
-            }
-            // Another process is paying: wait without blocking the runtime.
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
+        let across = match &self.backend {
+            Backend::Sqlite(s) => Across::File(s.lock_file().await?),
+            Backend::Postgres(p) => Across::Postgres(Box::new(p.lock_for_call().await?)),
+        };
         Ok(CallLock {
             _in_process: in_process,
-            _file: file,
+            _across: across,
         })
-    }
-
-    pub(super) fn conn(&self) -> MutexGuard<'_, Connection> {
-        // A panic while holding the lock cannot leave SQLite inconsistent (transactions roll back),
-        // so a poisoned lock is still usable.
-        self.conn
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    pub(super) fn sql_err(
-        &self,
-        context: &'static str,
-    ) -> impl Fn(rusqlite::Error) -> SpendError + '_ {
-        move |source| SpendError::Sqlite {
-            path: self.path.display().to_string(),
-            context,
-            source,
-        }
     }
 
     /// Checks the entry against the policy and the running totals and, when everything allows it,
@@ -366,41 +399,23 @@ impl SpendStore {
         let now = u64::try_from(now_unix).unwrap_or(0);
         let authorization = authorization_for(request.requirement, request.payer, now, nonce)
             .map_err(|e| refuse(Refusal::new(RefusalCode::AmountInvalid, e.to_string())))?;
-
-        let mut conn = self.conn();
-        let tx = self.begin_within_caps(
-            &mut conn,
-            policy,
-            &subject,
-            priced.cost,
-            &requirement_json,
-            now_unix,
-        )?;
-        tx.execute(
-            "INSERT INTO reservation (subject, created_at, network, chain_id, asset, payer, pay_to,
-                 amount, cost_usd, valid_after, valid_before, nonce, from_block, state)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-            params![
-                subject,
-                now_unix,
-                priced.network,
-                i64::try_from(priced.chain_id).unwrap_or(i64::MAX),
-                priced.asset.to_checksum(None),
-                request.payer.to_checksum(None),
-                priced.pay_to.to_checksum(None),
-                priced.amount.to_string(),
-                priced.cost.to_string(),
-                i64::try_from(authorization.valid_after).unwrap_or(i64::MAX),
-                i64::try_from(authorization.valid_before).unwrap_or(i64::MAX),
-                format!("{nonce:#x}"),
-                request.from_block.and_then(|b| i64::try_from(b).ok()),
-                ReservationState::Open.as_str(),
-            ],
-        )
-        .map_err(self.sql_err("writing the reservation"))?;
-        let id = tx.last_insert_rowid();
-        tx.commit()
-            .map_err(self.sql_err("committing the reservation"))?;
+        let row = NewReservation {
+            subject: subject.clone(),
+            network: priced.network.clone(),
+            chain_id: i64::try_from(priced.chain_id).unwrap_or(i64::MAX),
+            asset: priced.asset.to_checksum(None),
+            payer: request.payer.to_checksum(None),
+            pay_to: priced.pay_to.to_checksum(None),
+            amount: priced.amount.to_string(),
+            cost: priced.cost,
+            valid_after: i64::try_from(authorization.valid_after).unwrap_or(i64::MAX),
+            valid_before: i64::try_from(authorization.valid_before).unwrap_or(i64::MAX),
+            nonce: format!("{nonce:#x}"),
+            from_block: request.from_block.and_then(|b| i64::try_from(b).ok()),
+            kind: "evm",
+            svm: None,
+        };
+        let id = self.insert_within_caps(policy, &row, &requirement_json, now_unix)?;
         Ok(Reservation {
             id,
             subject,
@@ -408,6 +423,21 @@ impl SpendStore {
             authorization,
             cost: priced.cost,
         })
+    }
+
+    /// Writes `row` when its cost fits under every cap, in one transaction no other reservation
+    /// comes between; over a cap, the refusal is recorded and committed instead, and returned.
+    pub(super) fn insert_within_caps(
+        &self,
+        policy: &PayPolicy,
+        row: &NewReservation,
+        requirement_json: &str,
+        now_unix: i64,
+    ) -> Result<i64, ReserveError> {
+        on_backend!(
+            self,
+            insert_within_caps(policy, row, requirement_json, now_unix)
+        )
     }
 
     /// What a reservation's refusal becomes: recorded (with the requirement refused) and
@@ -429,41 +459,6 @@ impl SpendStore {
         }
     }
 
-    /// Opens a reservation's transaction when `cost` fits under every cap, whatever the
-    /// network: immediate, so that no other writer comes between the running totals it reads and
-    /// the reservation the caller then inserts in it. Over a cap, the refusal is recorded and
-    /// committed instead, and returned.
-    pub(super) fn begin_within_caps<'c>(
-        &self,
-        conn: &'c mut Connection,
-        policy: &PayPolicy,
-        subject: &str,
-        cost: Usd,
-        requirement_json: &str,
-        now_unix: i64,
-    ) -> Result<rusqlite::Transaction<'c>, ReserveError> {
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(self.sql_err("starting the reservation transaction"))?;
-        let totals = totals_in(&tx, subject, now_unix)
-            .map_err(|e| self.with_path(e, "reading the running totals"))?;
-        if let Some(refusal) = cap_check(policy, &totals, cost) {
-            insert_refusal(&tx, subject, &refusal, Some(requirement_json), now_unix)
-                .map_err(self.sql_err("recording a refusal"))?;
-            tx.commit().map_err(self.sql_err("committing a refusal"))?;
-            return Err(ReserveError::Refused(refusal));
-        }
-        Ok(tx)
-    }
-
-    pub(super) fn with_path(&self, e: rusqlite::Error, context: &'static str) -> SpendError {
-        SpendError::Sqlite {
-            path: self.path.display().to_string(),
-            context,
-            source: e,
-        }
-    }
-
     /// Records a payment we declined, with its reason.
     pub fn record_refusal(
         &self,
@@ -472,16 +467,12 @@ impl SpendStore {
         requirement_json: Option<&str>,
         now_unix: i64,
     ) -> Result<(), SpendError> {
+        let subject = subject_key(subject);
         off_workers(|| {
-            let conn = self.conn();
-            insert_refusal(
-                &conn,
-                &subject_key(subject),
-                refusal,
-                requirement_json,
-                now_unix,
+            on_backend!(
+                self,
+                record_refusal(&subject, refusal, requirement_json, now_unix)
             )
-            .map_err(self.sql_err("recording a refusal"))
         })
     }
 
@@ -530,6 +521,8 @@ impl SpendStore {
         self.resolve(id, ReservationState::Released, None, why, now_unix)
     }
 
+    /// Only an open reservation moves: a resolved one is never resolved again, so nothing is
+    /// counted twice and nothing settled is ever released.
     pub(super) fn resolve(
         &self,
         id: i64,
@@ -538,27 +531,250 @@ impl SpendStore {
         why: &str,
         now_unix: i64,
     ) -> Result<bool, SpendError> {
-        off_workers(|| self.resolve_now(id, state, tx, why, now_unix))
+        let tx = tx.map(|t| format!("{t:#x}"));
+        off_workers(|| on_backend!(self, resolve(id, state, tx.as_deref(), why, now_unix)))
     }
 
-    fn resolve_now(
+    /// What counts against the caps now (`subject` in any spelling).
+    pub fn totals(&self, subject: &str, now_unix: i64) -> Result<Totals, SpendError> {
+        let subject = subject_key(subject);
+        on_backend!(self, totals(&subject, now_unix))
+    }
+
+    /// Every EVM reservation, oldest first (Solana ones: [`SpendStore::svm_reservations`]).
+    pub fn reservations(&self) -> Result<Vec<ReservationRecord>, SpendError> {
+        on_backend!(self, reservations(Rows::All))
+    }
+
+    /// One EVM reservation by id.
+    pub fn reservation(&self, id: i64) -> Result<Option<ReservationRecord>, SpendError> {
+        Ok(on_backend!(self, reservations(Rows::Id(id)))?.pop())
+    }
+
+    /// Open EVM reservations whose authorization window has closed by `now_unix`.
+    pub fn expired_open(&self, now_unix: i64) -> Result<Vec<ReservationRecord>, SpendError> {
+        on_backend!(self, reservations(Rows::ExpiredBy(now_unix)))
+    }
+
+    /// Every open EVM reservation, oldest first.
+    pub fn open_reservations(&self) -> Result<Vec<ReservationRecord>, SpendError> {
+        on_backend!(self, reservations(Rows::Open))
+    }
+
+    /// Every refusal, oldest first.
+    pub fn refusals(&self) -> Result<Vec<RefusalRecord>, SpendError> {
+        on_backend!(self, refusals())
+    }
+
+    pub(super) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+}
+
+/// The state directory's store: one SQLite file.
+pub(super) struct SqliteSpend {
+    conn: Mutex<Connection>,
+    pub(super) path: PathBuf,
+}
+
+impl SqliteSpend {
+    fn open_file(path: &Path) -> Result<SqliteSpend, SpendError> {
+        let shown = path.display().to_string();
+        let sql = |context| {
+            let shown = shown.clone();
+            move |source| SpendError::Sqlite {
+                path: shown,
+                context,
+                source,
+            }
+        };
+        private_store_file(path)?;
+        let mut conn = Connection::open(path).map_err(sql("opening"))?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(sql("setting the busy timeout"))?;
+        // WAL with synchronous=FULL: a commit returns only after the log is on stable storage.
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(sql("enabling WAL"))?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(sql("setting synchronous=FULL"))?;
+        conn.execute_batch(SCHEMA_SQL)
+            .map_err(sql("applying the schema"))?;
+        let mut found: String = conn
+            .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
+                r.get(0)
+            })
+            .map_err(sql("reading the schema id"))?;
+        if found == SCHEMA_V1 {
+            migrate_v1(&mut conn).map_err(sql("migrating the store to canonical subjects"))?;
+            found = SCHEMA_V2.to_string();
+        }
+        if found == SCHEMA_V2 {
+            migrate_v2(&mut conn).map_err(sql("migrating the store to network kinds"))?;
+            found = SCHEMA_ID.to_string();
+        }
+        if found != SCHEMA_ID {
+            return Err(SpendError::Schema { path: shown, found });
+        }
+        Ok(SqliteSpend {
+            conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The exclusive `flock` on `spend.lock` beside the store, waited for without blocking the
+    /// runtime.
+    async fn lock_file(&self) -> Result<std::fs::File, SpendError> {
+        let path = self.path.with_file_name(LOCK_FILE);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|source| SpendError::Lock {
+                path: path.display().to_string(),
+                source,
+            })?;
+        loop {
+            // SAFETY: flock on a descriptor this function owns; no memory is shared.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc == 0 {
+                return Ok(file);
+            }
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(SpendError::Lock {
+                    path: path.display().to_string(),
+                    source: err,
+                });
+            }
+            // Another process is paying: wait without blocking the runtime.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    pub(super) fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave SQLite inconsistent (transactions roll back),
+        // so a poisoned lock is still usable.
+        self.conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(super) fn sql_err(
+        &self,
+        context: &'static str,
+    ) -> impl Fn(rusqlite::Error) -> SpendError + '_ {
+        move |source| SpendError::Sqlite {
+            path: self.path.display().to_string(),
+            context,
+            source,
+        }
+    }
+
+    /// An immediate transaction, so that no other writer comes between the running totals it
+    /// reads and the reservation inserted in it.
+    fn insert_within_caps(
+        &self,
+        policy: &PayPolicy,
+        row: &NewReservation,
+        requirement_json: &str,
+        now_unix: i64,
+    ) -> Result<i64, ReserveError> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(self.sql_err("starting the reservation transaction"))?;
+        let totals = totals_in(&tx, &row.subject, now_unix)
+            .map_err(self.sql_err("reading the running totals"))?;
+        if let Some(refusal) = cap_check(policy, &totals, row.cost) {
+            insert_refusal(
+                &tx,
+                &row.subject,
+                &refusal,
+                Some(requirement_json),
+                now_unix,
+            )
+            .map_err(self.sql_err("recording a refusal"))?;
+            tx.commit().map_err(self.sql_err("committing a refusal"))?;
+            return Err(ReserveError::Refused(refusal));
+        }
+        tx.execute(
+            "INSERT INTO reservation (subject, created_at, network, chain_id, asset, payer, pay_to,
+                 amount, cost_usd, valid_after, valid_before, nonce, from_block, state, kind)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            params![
+                row.subject,
+                now_unix,
+                row.network,
+                row.chain_id,
+                row.asset,
+                row.payer,
+                row.pay_to,
+                row.amount,
+                row.cost.to_string(),
+                row.valid_after,
+                row.valid_before,
+                row.nonce,
+                row.from_block,
+                ReservationState::Open.as_str(),
+                row.kind,
+            ],
+        )
+        .map_err(self.sql_err("writing the reservation"))?;
+        let id = tx.last_insert_rowid();
+        if let Some(svm) = &row.svm {
+            tx.execute(
+                "INSERT INTO svm_payment (reservation_id, fee_payer, source, destination,
+                     token_program, decimals, memo, blockhash, last_valid_block_height)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    id,
+                    svm.fee_payer,
+                    svm.source,
+                    svm.destination,
+                    svm.token_program,
+                    svm.decimals,
+                    svm.memo,
+                    svm.blockhash,
+                    svm.last_valid_block_height,
+                ],
+            )
+            .map_err(self.sql_err("writing the Solana transfer"))?;
+        }
+        tx.commit()
+            .map_err(self.sql_err("committing the reservation"))?;
+        Ok(id)
+    }
+
+    fn record_refusal(
+        &self,
+        subject: &str,
+        refusal: &Refusal,
+        requirement_json: Option<&str>,
+        now_unix: i64,
+    ) -> Result<(), SpendError> {
+        insert_refusal(&self.conn(), subject, refusal, requirement_json, now_unix)
+            .map_err(self.sql_err("recording a refusal"))
+    }
+
+    fn resolve(
         &self,
         id: i64,
         state: ReservationState,
-        tx: Option<B256>,
+        tx: Option<&str>,
         why: &str,
         now_unix: i64,
     ) -> Result<bool, SpendError> {
-        let conn = self.conn();
-        // Only an open reservation moves: a resolved one is never resolved again, so nothing is
-        // counted twice and nothing settled is ever released.
-        let changed = conn
+        let changed = self
+            .conn()
             .execute(
                 "UPDATE reservation SET state = ?1, tx = ?2, resolved_at = ?3, resolution = ?4
                  WHERE id = ?5 AND state = ?6",
                 params![
                     state.as_str(),
-                    tx.map(|t| format!("{t:#x}")),
+                    tx,
                     now_unix,
                     why,
                     id,
@@ -569,46 +785,32 @@ impl SpendStore {
         Ok(changed == 1)
     }
 
-    /// What counts against the caps now (`subject` in any spelling).
-    pub fn totals(&self, subject: &str, now_unix: i64) -> Result<Totals, SpendError> {
-        let conn = self.conn();
-        totals_in(&conn, &subject_key(subject), now_unix)
+    fn totals(&self, subject: &str, now_unix: i64) -> Result<Totals, SpendError> {
+        totals_in(&self.conn(), subject, now_unix)
             .map_err(self.sql_err("reading the running totals"))
     }
 
-    /// Every EVM reservation, oldest first (Solana ones: [`SpendStore::svm_reservations`]).
-    pub fn reservations(&self) -> Result<Vec<ReservationRecord>, SpendError> {
-        self.select_reservations(
-            "SELECT * FROM reservation WHERE kind = 'evm' ORDER BY id",
-            [],
-        )
-    }
-
-    /// One EVM reservation by id.
-    pub fn reservation(&self, id: i64) -> Result<Option<ReservationRecord>, SpendError> {
-        Ok(self
-            .select_reservations(
+    fn reservations(&self, rows: Rows) -> Result<Vec<ReservationRecord>, SpendError> {
+        let open = ReservationState::Open.as_str();
+        match rows {
+            Rows::All => self.select_reservations(
+                "SELECT * FROM reservation WHERE kind = 'evm' ORDER BY id",
+                [],
+            ),
+            Rows::Id(id) => self.select_reservations(
                 "SELECT * FROM reservation WHERE id = ?1 AND kind = 'evm'",
                 [id],
-            )?
-            .pop())
-    }
-
-    /// Open EVM reservations whose authorization window has closed by `now_unix`.
-    pub fn expired_open(&self, now_unix: i64) -> Result<Vec<ReservationRecord>, SpendError> {
-        self.select_reservations(
-            "SELECT * FROM reservation WHERE state = ?1 AND valid_before <= ?2 AND kind = 'evm'
-             ORDER BY id",
-            params![ReservationState::Open.as_str(), now_unix],
-        )
-    }
-
-    /// Every open EVM reservation, oldest first.
-    pub fn open_reservations(&self) -> Result<Vec<ReservationRecord>, SpendError> {
-        self.select_reservations(
-            "SELECT * FROM reservation WHERE state = ?1 AND kind = 'evm' ORDER BY id",
-            [ReservationState::Open.as_str()],
-        )
+            ),
+            Rows::Open => self.select_reservations(
+                "SELECT * FROM reservation WHERE state = ?1 AND kind = 'evm' ORDER BY id",
+                [open],
+            ),
+            Rows::ExpiredBy(now_unix) => self.select_reservations(
+                "SELECT * FROM reservation WHERE state = ?1 AND valid_before <= ?2
+                     AND kind = 'evm' ORDER BY id",
+                params![open, now_unix],
+            ),
+        }
     }
 
     fn select_reservations<P: rusqlite::Params>(
@@ -625,20 +827,10 @@ impl SpendStore {
             .map_err(self.sql_err("reading reservations"))?
             .collect::<Result<Vec<_>, _>>()
             .map_err(self.sql_err("reading reservations"))?;
-        rows.into_iter()
-            .map(|raw| {
-                let id = raw.id;
-                raw.into_record().map_err(|why| SpendError::Corrupt {
-                    path: self.path.display().to_string(),
-                    id,
-                    why,
-                })
-            })
-            .collect()
+        records(rows, &self.path.display().to_string())
     }
 
-    /// Every refusal, oldest first.
-    pub fn refusals(&self) -> Result<Vec<RefusalRecord>, SpendError> {
+    fn refusals(&self) -> Result<Vec<RefusalRecord>, SpendError> {
         let conn = self.conn();
         let mut stmt = conn
             .prepare("SELECT id, subject, at, code, reason, requirement FROM refusal ORDER BY id")
@@ -661,10 +853,23 @@ impl SpendStore {
     }
 }
 
-/// The key a subject's reservations and refusals are stored under: its canonical URL
-/// ([`canonical_subject_url`]), so that the per-subject cap is the endpoint's and not a
-/// spelling's. A subject that is not a URL the fetcher reads (nothing was fetched from it) is kept
-/// as it is.
+/// Raw rows parsed into records; an unreadable one is [`SpendError::Corrupt`], named.
+pub(super) fn records(
+    rows: Vec<RawRow>,
+    location: &str,
+) -> Result<Vec<ReservationRecord>, SpendError> {
+    rows.into_iter()
+        .map(|raw| {
+            let id = raw.id;
+            raw.into_record().map_err(|why| SpendError::Corrupt {
+                path: location.to_string(),
+                id,
+                why,
+            })
+        })
+        .collect()
+}
+
 /// Runs a write that waits for the disk (an fsync'd commit) off the async workers: on a worker
 /// of a multi-threaded tokio runtime (the daemon's), the worker hands its other tasks to the
 /// others first (`block_in_place`); anywhere else (a CLI run, a current-thread runtime, a
@@ -679,6 +884,10 @@ pub(crate) fn off_workers<T>(write: impl FnOnce() -> T) -> T {
     }
 }
 
+/// The key a subject's reservations and refusals are stored under: its canonical URL
+/// ([`canonical_subject_url`]), so that the per-subject cap is the endpoint's and not a
+/// spelling's. A subject that is not a URL the fetcher reads (nothing was fetched from it) is kept
+/// as it is.
 pub(crate) fn subject_key(subject: &str) -> String {
     canonical_subject_url(subject).unwrap_or_else(|_| subject.to_string())
 }
@@ -805,13 +1014,18 @@ pub(super) fn totals_in(
             },
         )?
         .collect::<Result<Vec<_>, _>>()?;
+    Ok(sum_totals(rows, subject))
+}
+
+/// The running totals of `rows` (subject, cost, state) for `subject`: an unreadable cost counts
+/// as infinite, so it can only block payments, never allow one.
+pub(super) fn sum_totals(rows: Vec<(String, String, String)>, subject: &str) -> Totals {
     let mut totals = Totals {
         day: Usd::ZERO,
         subject_day: Usd::ZERO,
         open: 0,
     };
     for (row_subject, cost, state) in rows {
-        // An unreadable cost counts as infinite: it can only block payments, never allow one.
         let cost = cost.parse::<Usd>().unwrap_or(Usd::from_atto(u128::MAX));
         totals.day = totals
             .day
@@ -827,29 +1041,29 @@ pub(super) fn totals_in(
             totals.open += 1;
         }
     }
-    Ok(totals)
+    totals
 }
 
 /// A reservation row with its text columns not yet parsed.
-struct RawRow {
-    id: i64,
-    subject: String,
-    created_at: i64,
-    network: String,
-    chain_id: i64,
-    asset: String,
-    payer: String,
-    pay_to: String,
-    amount: String,
-    cost: String,
-    valid_after: i64,
-    valid_before: i64,
-    nonce: String,
-    from_block: Option<i64>,
-    state: String,
-    tx: Option<String>,
-    resolved_at: Option<i64>,
-    resolution: Option<String>,
+pub(super) struct RawRow {
+    pub id: i64,
+    pub subject: String,
+    pub created_at: i64,
+    pub network: String,
+    pub chain_id: i64,
+    pub asset: String,
+    pub payer: String,
+    pub pay_to: String,
+    pub amount: String,
+    pub cost: String,
+    pub valid_after: i64,
+    pub valid_before: i64,
+    pub nonce: String,
+    pub from_block: Option<i64>,
+    pub state: String,
+    pub tx: Option<String>,
+    pub resolved_at: Option<i64>,
+    pub resolution: Option<String>,
 }
 
 impl RawRow {
@@ -989,7 +1203,10 @@ mod tests {
         {
             // Written around the schema's CHECK (an older build, a hand edit): the reader must
             // still refuse it rather than count it as some state.
-            let conn = store.conn();
+            let Backend::Sqlite(sqlite) = store.backend() else {
+                unreachable!("opened from a directory")
+            };
+            let conn = sqlite.conn();
             conn.execute_batch("PRAGMA ignore_check_constraints = ON")
                 .unwrap();
             conn.execute(

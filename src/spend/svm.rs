@@ -12,10 +12,14 @@
 //!    with it is looked for on chain by that signature until its blockhash has expired.
 
 use rusqlite::params;
+
 use serde::Serialize;
 
 use super::policy::{PayPolicy, assess_svm};
-use super::store::{ReservationState, ReserveError, SpendError, SpendStore, subject_key};
+use super::store::{
+    Backend, NewReservation, NewSvmPayment, ReservationState, ReserveError, Rows, SpendError,
+    SpendStore, SqliteSpend, subject_key,
+};
 use crate::evidence::paid::{Refusal, RefusalCode};
 use crate::evidence::usd::Usd;
 use crate::x402::Requirement;
@@ -142,56 +146,33 @@ impl SpendStore {
         )
         .map_err(|e| refuse(Refusal::new(RefusalCode::SvmTransferInvalid, e.to_string())))?;
 
-        let mut conn = self.conn();
-        let tx = self.begin_within_caps(
-            &mut conn,
-            policy,
-            &subject,
-            priced.cost,
-            &requirement_json,
-            now_unix,
-        )?;
         let height = |h: u64| i64::try_from(h).unwrap_or(i64::MAX);
-        tx.execute(
-            "INSERT INTO reservation (subject, created_at, network, chain_id, asset, payer, pay_to,
-                 amount, cost_usd, valid_after, valid_before, nonce, from_block, state, kind)
-             VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?2, ?9, ?10, ?11, ?12, 'svm')",
-            params![
-                subject,
-                now_unix,
-                transfer.network.to_string(),
-                transfer.mint.to_string(),
-                transfer.payer.to_string(),
-                transfer.pay_to.to_string(),
-                transfer.amount.to_string(),
-                priced.cost.to_string(),
-                now_unix.saturating_add(SVM_WINDOW_SECONDS),
-                format!("svm:{}", hex::encode(nonce)),
-                height(request.block_height),
-                ReservationState::Open.as_str(),
-            ],
-        )
-        .map_err(self.sql_err("writing the reservation"))?;
-        let id = tx.last_insert_rowid();
-        tx.execute(
-            "INSERT INTO svm_payment (reservation_id, fee_payer, source, destination,
-                 token_program, decimals, memo, blockhash, last_valid_block_height)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![
-                id,
-                transfer.fee_payer.to_string(),
-                transfer.source.to_string(),
-                transfer.destination.to_string(),
-                transfer.token_program.to_string(),
-                transfer.decimals,
-                hex::encode(&transfer.memo),
-                bs58::encode(transfer.recent_blockhash).into_string(),
-                height(request.last_valid_block_height),
-            ],
-        )
-        .map_err(self.sql_err("writing the Solana transfer"))?;
-        tx.commit()
-            .map_err(self.sql_err("committing the reservation"))?;
+        let row = NewReservation {
+            subject: subject.clone(),
+            network: transfer.network.to_string(),
+            chain_id: 0,
+            asset: transfer.mint.to_string(),
+            payer: transfer.payer.to_string(),
+            pay_to: transfer.pay_to.to_string(),
+            amount: transfer.amount.to_string(),
+            cost: priced.cost,
+            valid_after: now_unix,
+            valid_before: now_unix.saturating_add(SVM_WINDOW_SECONDS),
+            nonce: format!("svm:{}", hex::encode(nonce)),
+            from_block: Some(height(request.block_height)),
+            kind: "svm",
+            svm: Some(NewSvmPayment {
+                fee_payer: transfer.fee_payer.to_string(),
+                source: transfer.source.to_string(),
+                destination: transfer.destination.to_string(),
+                token_program: transfer.token_program.to_string(),
+                decimals: i64::from(transfer.decimals),
+                memo: hex::encode(&transfer.memo),
+                blockhash: bs58::encode(transfer.recent_blockhash).into_string(),
+                last_valid_block_height: height(request.last_valid_block_height),
+            }),
+        };
+        let id = self.insert_within_caps(policy, &row, &requirement_json, now_unix)?;
         Ok(SvmReservation {
             id,
             subject,
@@ -204,24 +185,9 @@ impl SpendStore {
     /// the payment may exist on chain, and is looked for by this signature.
     pub fn record_svm_signature(&self, id: i64, signature: &[u8; 64]) -> Result<(), SpendError> {
         let text = bs58::encode(signature).into_string();
-        super::store::off_workers(|| {
-            let conn = self.conn();
-            let changed = conn
-                .execute(
-                    "UPDATE svm_payment SET signature = ?1
-                     WHERE reservation_id = ?2 AND signature IS NULL",
-                    params![text, id],
-                )
-                .map_err(self.sql_err("recording our signature"))?;
-            if changed == 1 {
-                Ok(())
-            } else {
-                Err(SpendError::Corrupt {
-                    path: self.path().display().to_string(),
-                    id,
-                    why: "no unsigned Solana reservation with this id".into(),
-                })
-            }
+        super::store::off_workers(|| match self.backend() {
+            Backend::Sqlite(b) => b.record_svm_signature(id, &text),
+            Backend::Postgres(b) => b.record_svm_signature(id, &text),
         })
     }
 
@@ -246,13 +212,9 @@ impl SpendStore {
         now_unix: i64,
     ) -> Result<bool, SpendError> {
         if let Some(transaction_id) = transaction_id {
-            super::store::off_workers(|| {
-                self.conn()
-                    .execute(
-                        "UPDATE svm_payment SET transaction_id = ?1 WHERE reservation_id = ?2",
-                        params![transaction_id, id],
-                    )
-                    .map_err(self.sql_err("recording the landed transaction"))
+            super::store::off_workers(|| match self.backend() {
+                Backend::Sqlite(b) => b.record_svm_transaction(id, transaction_id),
+                Backend::Postgres(b) => b.record_svm_transaction(id, transaction_id),
             })?;
         }
         self.resolve(id, ReservationState::Settled, None, why, now_unix)
@@ -260,85 +222,150 @@ impl SpendStore {
 
     /// Every Solana reservation, oldest first.
     pub fn svm_reservations(&self) -> Result<Vec<SvmReservationRecord>, SpendError> {
-        self.select_svm("", [])
+        self.select_svm(Rows::All)
     }
 
     /// One Solana reservation by id.
     pub fn svm_reservation(&self, id: i64) -> Result<Option<SvmReservationRecord>, SpendError> {
-        Ok(self.select_svm("AND r.id = ?1", [id])?.pop())
+        Ok(self.select_svm(Rows::Id(id))?.pop())
     }
 
     /// Every open Solana reservation, oldest first.
     pub fn svm_open_reservations(&self) -> Result<Vec<SvmReservationRecord>, SpendError> {
-        self.select_svm("AND r.state = ?1", [ReservationState::Open.as_str()])
+        self.select_svm(Rows::Open)
     }
 
-    fn select_svm<P: rusqlite::Params>(
-        &self,
-        filter: &str,
-        params: P,
-    ) -> Result<Vec<SvmReservationRecord>, SpendError> {
+    fn select_svm(&self, rows: Rows) -> Result<Vec<SvmReservationRecord>, SpendError> {
+        match self.backend() {
+            Backend::Sqlite(b) => b.select_svm(rows),
+            Backend::Postgres(b) => b.select_svm(rows),
+        }
+    }
+}
+
+/// The columns a Solana reservation is read from, both backends alike.
+pub(super) const SVM_COLUMNS: &str = "r.id, r.subject, r.created_at, r.network, r.asset, r.payer,
+    r.pay_to, r.amount, r.cost_usd, r.valid_before, r.from_block, r.state, r.resolution,
+    s.fee_payer, s.source, s.destination, s.blockhash, s.last_valid_block_height, s.signature,
+    s.transaction_id";
+
+/// A Solana reservation's row with its text columns not yet parsed.
+pub(super) struct RawSvmRow {
+    pub record: SvmReservationRecord,
+    pub cost: String,
+    pub state: String,
+    pub last_valid_block_height: i64,
+}
+
+impl RawSvmRow {
+    pub(super) fn into_record(self, location: &str) -> Result<SvmReservationRecord, SpendError> {
+        let RawSvmRow {
+            mut record,
+            cost,
+            state,
+            last_valid_block_height,
+        } = self;
+        let id = record.id;
+        let corrupt = |why: String| SpendError::Corrupt {
+            path: location.to_string(),
+            id,
+            why,
+        };
+        record.cost = cost
+            .parse()
+            .map_err(|e| corrupt(format!("cost_usd: {e}")))?;
+        record.state = state.parse().map_err(corrupt)?;
+        record.last_valid_block_height = u64::try_from(last_valid_block_height)
+            .map_err(|_| corrupt(format!("last_valid_block_height {last_valid_block_height}")))?;
+        Ok(record)
+    }
+}
+
+impl SqliteSpend {
+    fn record_svm_signature(&self, id: i64, text: &str) -> Result<(), SpendError> {
+        let changed = self
+            .conn()
+            .execute(
+                "UPDATE svm_payment SET signature = ?1
+                 WHERE reservation_id = ?2 AND signature IS NULL",
+                params![text, id],
+            )
+            .map_err(self.sql_err("recording our signature"))?;
+        if changed == 1 {
+            Ok(())
+        } else {
+            Err(SpendError::Corrupt {
+                path: self.path.display().to_string(),
+                id,
+                why: "no unsigned Solana reservation with this id".into(),
+            })
+        }
+    }
+
+    fn record_svm_transaction(&self, id: i64, transaction_id: &str) -> Result<(), SpendError> {
+        self.conn()
+            .execute(
+                "UPDATE svm_payment SET transaction_id = ?1 WHERE reservation_id = ?2",
+                params![transaction_id, id],
+            )
+            .map_err(self.sql_err("recording the landed transaction"))?;
+        Ok(())
+    }
+
+    fn select_svm(&self, rows: Rows) -> Result<Vec<SvmReservationRecord>, SpendError> {
+        let open = ReservationState::Open.as_str();
+        let (filter, id) = match rows {
+            Rows::All => ("", None),
+            Rows::Id(id) => ("AND r.id = ?1", Some(id)),
+            Rows::Open | Rows::ExpiredBy(_) => ("AND r.state = ?1", None),
+        };
         let conn = self.conn();
         let sql = format!(
-            "SELECT r.id, r.subject, r.created_at, r.network, r.asset, r.payer, r.pay_to,
-                 r.amount, r.cost_usd, r.valid_before, r.from_block, r.state, r.resolution,
-                 s.fee_payer, s.source, s.destination, s.blockhash, s.last_valid_block_height,
-                 s.signature, s.transaction_id
+            "SELECT {SVM_COLUMNS}
              FROM reservation r JOIN svm_payment s ON s.reservation_id = r.id
              WHERE r.kind = 'svm' {filter} ORDER BY r.id"
         );
         let mut stmt = conn
             .prepare(&sql)
             .map_err(self.sql_err("reading Solana reservations"))?;
-        let rows = stmt
-            .query_map(params, |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(8)?,
-                    r.get::<_, String>(11)?,
-                    r.get::<_, i64>(17)?,
-                    SvmReservationRecord {
-                        id: r.get(0)?,
-                        subject: r.get(1)?,
-                        created_at: r.get(2)?,
-                        network: r.get(3)?,
-                        mint: r.get(4)?,
-                        payer: r.get(5)?,
-                        pay_to: r.get(6)?,
-                        amount: r.get(7)?,
-                        cost: Usd::ZERO,
-                        valid_before: r.get(9)?,
-                        block_height: r.get(10)?,
-                        state: ReservationState::Open,
-                        resolution: r.get(12)?,
-                        fee_payer: r.get(13)?,
-                        source: r.get(14)?,
-                        destination: r.get(15)?,
-                        blockhash: r.get(16)?,
-                        last_valid_block_height: 0,
-                        signature: r.get(18)?,
-                        transaction_id: r.get(19)?,
-                    },
-                ))
+        let read = |r: &rusqlite::Row<'_>| {
+            Ok(RawSvmRow {
+                cost: r.get(8)?,
+                state: r.get(11)?,
+                last_valid_block_height: r.get(17)?,
+                record: SvmReservationRecord {
+                    id: r.get(0)?,
+                    subject: r.get(1)?,
+                    created_at: r.get(2)?,
+                    network: r.get(3)?,
+                    mint: r.get(4)?,
+                    payer: r.get(5)?,
+                    pay_to: r.get(6)?,
+                    amount: r.get(7)?,
+                    cost: Usd::ZERO,
+                    valid_before: r.get(9)?,
+                    block_height: r.get(10)?,
+                    state: ReservationState::Open,
+                    resolution: r.get(12)?,
+                    fee_payer: r.get(13)?,
+                    source: r.get(14)?,
+                    destination: r.get(15)?,
+                    blockhash: r.get(16)?,
+                    last_valid_block_height: 0,
+                    signature: r.get(18)?,
+                    transaction_id: r.get(19)?,
+                },
             })
-            .map_err(self.sql_err("reading Solana reservations"))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(self.sql_err("reading Solana reservations"))?;
-        rows.into_iter()
-            .map(|(id, cost, state, last_valid, mut record)| {
-                let corrupt = |why: String| SpendError::Corrupt {
-                    path: self.path().display().to_string(),
-                    id,
-                    why,
-                };
-                record.cost = cost
-                    .parse()
-                    .map_err(|e| corrupt(format!("cost_usd: {e}")))?;
-                record.state = state.parse().map_err(corrupt)?;
-                record.last_valid_block_height = u64::try_from(last_valid)
-                    .map_err(|_| corrupt(format!("last_valid_block_height {last_valid}")))?;
-                Ok(record)
-            })
-            .collect()
+        };
+        let raw = match (id, filter.is_empty()) {
+            (Some(id), _) => stmt.query_map([id], read),
+            (None, true) => stmt.query_map([], read),
+            (None, false) => stmt.query_map([open], read),
+        }
+        .map_err(self.sql_err("reading Solana reservations"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(self.sql_err("reading Solana reservations"))?;
+        let location = self.path.display().to_string();
+        raw.into_iter().map(|r| r.into_record(&location)).collect()
     }
 }

@@ -57,10 +57,15 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "store",
         sql: include_str!("../../state/postgres/0003-store.sql"),
     },
+    Migration {
+        version: 4,
+        name: "spend",
+        sql: include_str!("../../state/postgres/0004-spend.sql"),
+    },
 ];
 
 /// The schema this build reads and writes (the last migration).
-pub const SCHEMA_ID: &str = "x402-probe.postgres/3";
+pub const SCHEMA_ID: &str = "x402-probe.postgres/4";
 
 /// Serialises migrations across processes (`pg_advisory_xact_lock`): any fixed number.
 const MIGRATION_LOCK: i64 = 0x7840_2a21;
@@ -749,7 +754,7 @@ impl PgLedger {
 }
 
 /// The runtime a store's connections run on (one worker: the store's calls block their caller).
-fn store_runtime() -> Result<tokio::runtime::Runtime, StoreError> {
+pub(crate) fn store_runtime() -> Result<tokio::runtime::Runtime, StoreError> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("postgres-store")
@@ -763,7 +768,10 @@ fn store_runtime() -> Result<tokio::runtime::Runtime, StoreError> {
 }
 
 /// Runs `f` on `runtime`, from any thread.
-fn block<T: Send>(runtime: &tokio::runtime::Runtime, f: impl Future<Output = T> + Send) -> T {
+pub(crate) fn block<T: Send>(
+    runtime: &tokio::runtime::Runtime,
+    f: impl Future<Output = T> + Send,
+) -> T {
     if tokio::runtime::Handle::try_current().is_ok() {
         std::thread::scope(|scope| {
             scope

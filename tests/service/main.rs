@@ -47,6 +47,7 @@ mod postgres_store;
 mod preflight;
 mod recalibrate;
 mod snapshots;
+mod spend_shared;
 mod store_contract;
 mod store_copy;
 mod subject_state;

@@ -94,7 +94,14 @@ fn child_policy() -> PayPolicy {
 async fn child_paid_call() {
     x402_probe::install_crypto_provider();
     let kill_at = env("PAID_CHILD_KILL_AT");
-    let store = SpendStore::open(&PathBuf::from(env("PAID_CHILD_STATE"))).unwrap();
+    // A vantage of a shared spend store (`spend_shared`), or the state directory's.
+    let store = match std::env::var("PAID_CHILD_PG") {
+        Ok(url) => {
+            SpendStore::open_postgres(&url, &env("PAID_CHILD_VANTAGE"), Duration::from_secs(3600))
+                .unwrap()
+        }
+        Err(_) => SpendStore::open(&PathBuf::from(env("PAID_CHILD_STATE"))).unwrap(),
+    };
     let rpc = Rpc::new(env("PAID_CHILD_RPC"));
     let mode = env("PAID_CHILD_MODE");
     let solana_rpc = std::env::var("PAID_CHILD_SOLANA_RPC")
@@ -197,17 +204,29 @@ async fn child_paid_call() {
     }
 }
 
-struct Child {
-    lines: Vec<String>,
-    killed: bool,
+pub(crate) struct Child {
+    pub(crate) lines: Vec<String>,
+    pub(crate) killed: bool,
 }
 
-async fn run_child(
+pub(crate) async fn run_child(
     lab: &Lab,
     state: &std::path::Path,
     mode: &str,
     url: &str,
     kill_at: &str,
+) -> Child {
+    run_child_with(lab, state, mode, url, kill_at, &[]).await
+}
+
+/// [`run_child`] with more of the child's environment (a shared spend store's URL and vantage).
+pub(crate) async fn run_child_with(
+    lab: &Lab,
+    state: &std::path::Path,
+    mode: &str,
+    url: &str,
+    kill_at: &str,
+    more_env: &[(&str, &str)],
 ) -> Child {
     let exe = std::env::current_exe().unwrap();
     let mut command = tokio::process::Command::new(exe);
@@ -228,6 +247,7 @@ async fn run_child(
         .env("PAID_CHILD_TOKEN", lab.token.address().to_string())
         .env("PAID_CHILD_CHAIN", lab.chain_id.to_string())
         .env("PAID_CHILD_KILL_AT", kill_at)
+        .envs(more_env.iter().copied())
         .kill_on_drop(true);
     if let (Some(key), Some(url)) = (&lab.solana_payer_key_file, lab.solana_rpc_url()) {
         command

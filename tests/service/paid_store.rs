@@ -25,7 +25,7 @@ fn usd(text: &str) -> Usd {
 }
 
 /// A v2 402 quoting `amount` atomic units of USDC on Base Sepolia.
-fn quote(amount: &str) -> PaymentRequired {
+pub(crate) fn quote(amount: &str) -> PaymentRequired {
     let required = json!({
         "x402Version": 2,
         "resource": {"url": "https://api.example/weather"},
@@ -40,7 +40,7 @@ fn quote(amount: &str) -> PaymentRequired {
     parsed.required.expect("the sample parses")
 }
 
-fn policy(per_call: &str, per_subject: &str, per_day: &str) -> PayPolicy {
+pub(crate) fn policy(per_call: &str, per_subject: &str, per_day: &str) -> PayPolicy {
     PayPolicy::new(
         usd(per_call),
         usd(per_subject),
