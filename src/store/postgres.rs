@@ -57,6 +57,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "store",
         sql: include_str!("../../state/postgres/0003-store.sql"),
     },
+    Migration {
+        version: 4,
+        name: "free-work",
+        sql: include_str!("../../state/postgres/0004-free-work.sql"),
+    },
 ];
 
 /// The schema this build reads and writes (the last migration).
