@@ -105,7 +105,9 @@ impl Leased {
         if let Some(task) = self.heartbeat.take() {
             task.abort();
         }
-        let all: Vec<Lease> = std::mem::take(&mut *lock(&self.held)).into_values().collect();
+        let all: Vec<Lease> = std::mem::take(&mut *lock(&self.held))
+            .into_values()
+            .collect();
         if all.is_empty() {
             return;
         }
@@ -159,7 +161,12 @@ async fn heartbeat(leases: Leases, held: Held, lease_for: Duration, beat: Durati
         if mine.is_empty() {
             continue;
         }
-        match tokio::time::timeout(beat.max(Duration::from_secs(1)), leases.heartbeat(&mine, lease_for)).await {
+        match tokio::time::timeout(
+            beat.max(Duration::from_secs(1)),
+            leases.heartbeat(&mine, lease_for),
+        )
+        .await
+        {
             Ok(Ok(kept)) => {
                 let kept: BTreeMap<WorkKey, Lease> =
                     kept.into_iter().map(|l| (l.work.clone(), l)).collect();

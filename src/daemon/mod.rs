@@ -244,7 +244,10 @@ enum Done {
     Reconciled(Result<crate::spend::ReconcileReport, crate::spend::SpendError>),
     /// A lease round's free runs taken.
     Leased(
-        Result<Vec<(crate::store::lease::Lease, crate::store::lease::FreeWork)>, crate::store::StoreError>,
+        Result<
+            Vec<(crate::store::lease::Lease, crate::store::lease::FreeWork)>,
+            crate::store::StoreError,
+        >,
     ),
 }
 
@@ -1953,7 +1956,10 @@ impl Daemon {
                         continue;
                     }
                     l.hold(&lease);
-                    l.runs.entry(work.subject.clone()).or_default().push_back(lease);
+                    l.runs
+                        .entry(work.subject.clone())
+                        .or_default()
+                        .push_back(lease);
                     due.push(work.subject);
                 }
             }

@@ -474,7 +474,10 @@ mod tests {
                 for (r, d) in due.iter().enumerate() {
                     // Replica r in its own part of the cycle, a step after the one before.
                     let part = start + r as i64 * step;
-                    assert!((part..part + step).contains(d), "{per_cycle} {cycle} {r}: {d}");
+                    assert!(
+                        (part..part + step).contains(d),
+                        "{per_cycle} {cycle} {r}: {d}"
+                    );
                     assert_eq!(cycle_of(&C, *d), cycle);
                 }
                 assert!(due.windows(2).all(|w| w[1] - w[0] == step));
@@ -486,7 +489,12 @@ mod tests {
         assert_eq!(keys.len(), 8, "a key per subject, cycle and replica");
         let now = 3 * C.free_every_ms;
         let next = next_replica_due(&C, ["a", "b"].into_iter(), now, 2).unwrap();
-        let first_after = work.iter().map(|w| w.due_ms).filter(|d| *d > now).min().unwrap();
+        let first_after = work
+            .iter()
+            .map(|w| w.due_ms)
+            .filter(|d| *d > now)
+            .min()
+            .unwrap();
         assert_eq!(next, first_after);
     }
 

@@ -67,10 +67,12 @@ impl Shared {
                 .unwrap()
         });
         for r in rows {
-            self.done.entry((r.get(0), r.get(1), r.get(2))).or_insert(Done {
-                holder: r.get(3),
-                at_ms: r.get(4),
-            });
+            self.done
+                .entry((r.get(0), r.get(1), r.get(2)))
+                .or_insert(Done {
+                    holder: r.get(3),
+                    at_ms: r.get(4),
+                });
         }
     }
 
@@ -227,7 +229,13 @@ impl Drop for Daemons {
 
 fn verify(url: &str, name: &str) {
     let (code, said) = process_support::run(&[
-        "ledger", "verify", "--postgres", url, "--vantage", name, "--quiet",
+        "ledger",
+        "verify",
+        "--postgres",
+        url,
+        "--vantage",
+        name,
+        "--quiet",
     ]);
     assert_eq!(code, 0, "vantage {name}'s log: {said}");
     assert!(said.contains(&format!("vantage \"{name}\"")), "{said}");
@@ -341,7 +349,10 @@ fn three_vantages_share_each_cycle_and_take_over_a_killed_ones_work() {
     shared.watch(EVERY_MS + SLACK_MS);
     let before_kill = cycle_of(now_ms()) - 1;
     let missing = shared.incomplete(&subjects, steady..=before_kill, 2);
-    assert!(missing.is_empty(), "cycles not probed by 2 vantages: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "cycles not probed by 2 vantages: {missing:?}"
+    );
     let by: BTreeSet<&str> = shared.done.values().map(|d| d.holder.as_str()).collect();
     assert_eq!(by.len(), VANTAGES, "every vantage took work: {by:?}");
 
@@ -369,7 +380,10 @@ fn three_vantages_share_each_cycle_and_take_over_a_killed_ones_work() {
             done.holder,
             load()
         );
-        assert!(after <= LEASE_MS + EVERY_MS + SLACK_MS, "{key:?}: {after} ms");
+        assert!(
+            after <= LEASE_MS + EVERY_MS + SLACK_MS,
+            "{key:?}: {after} ms"
+        );
     }
     // The cycles since the lease ran out: two replicas each, by the two left.
     let from = cycle_of(killed_at + LEASE_MS) + 1;
