@@ -135,7 +135,7 @@ impl Shared {
         let mut missing = Vec::new();
         for subject in subjects {
             for cycle in cycles.clone() {
-                let holders: BTreeSet<&str> = (0..2)
+                let holders: BTreeSet<&str> = (0..per_cycle as i32)
                     .filter_map(|r| self.done.get(&(subject.clone(), cycle, r)))
                     .map(|d| d.holder.as_str())
                     .collect();
@@ -459,5 +459,49 @@ fn three_vantages_share_each_cycle_and_take_over_a_killed_ones_work() {
     }
     for name in &names {
         verify(&local_url, name);
+    }
+}
+
+#[test]
+fn leased_work_settings_out_of_range_are_refused_at_the_start_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    x402_probe::ledger::key::ReporterKey::generate(&state.join("reporter.key")).unwrap();
+    let base = format!(
+        "[daemon]\nstate_dir = \"{}\"\nreporter_key = {{ key_file = \"{}\" }}\n[api]\nenabled = false\n",
+        state.display(),
+        state.join("reporter.key").display()
+    );
+    let postgres = "[store]\npostgres = \"postgres://probe@127.0.0.1:1/x402\"\n";
+    for (schedule, store, said) in [
+        // Several vantages per cycle need a shared store.
+        (
+            "vantages_per_cycle = 2",
+            "",
+            "[schedule] vantages_per_cycle",
+        ),
+        ("vantages_per_cycle = 0", postgres, "vantages_per_cycle"),
+        ("vantages_per_cycle = 17", postgres, "vantages_per_cycle"),
+        // Replicas less than a second apart.
+        (
+            "free_every_secs = 2\nvantages_per_cycle = 3",
+            postgres,
+            "[schedule] vantages_per_cycle",
+        ),
+        ("lease_ms = 500", postgres, "lease_ms"),
+        // A heartbeat longer than half the lease.
+        (
+            "lease_ms = 2000\nheartbeat_ms = 1500",
+            postgres,
+            "[schedule] heartbeat_ms",
+        ),
+    ] {
+        let config = format!("{base}[schedule]\n{schedule}\n{store}");
+        let path = dir.path().join("daemon.toml");
+        std::fs::write(&path, &config).unwrap();
+        let (code, text) = process_support::run(&["daemon", "--config", path.to_str().unwrap()]);
+        assert_eq!(code, 2, "{schedule}: {text}");
+        assert!(text.contains(said), "{schedule}: {text}");
     }
 }
