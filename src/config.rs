@@ -912,6 +912,18 @@ range!(
     PaidMinIntervalRange, PaidMinIntervalSecs, 60, 31_536_000, 604_800, "s"
 );
 range!(
+    /// Distinct vantages that probe each subject per cycle (PostgreSQL).
+    VantagesPerCycleRange, VantagesPerCycle, 1, 16, 1, "vantages"
+);
+range!(
+    /// How long leased work is held without a heartbeat (PostgreSQL).
+    LeaseRange, LeaseMs, 1_000, 3_600_000, 60_000, "ms"
+);
+range!(
+    /// How often held leases are heart-beaten and due work looked for (PostgreSQL).
+    HeartbeatRange, HeartbeatMs, 100, 600_000, 10_000, "ms"
+);
+range!(
     /// How often the control endpoint is probed.
     ControlEveryRange, ControlEverySecs, 10, 86_400, 300, "s"
 );
@@ -1118,6 +1130,19 @@ pub struct ScheduleConfig {
     /// by default a subject is first paid once its free evidence is verdict-ready.
     #[serde(default)]
     pub pay_from_first_run: bool,
+    /// On PostgreSQL: how many distinct vantages probe each subject per cycle (`free_every_secs`),
+    /// staggered through the cycle. Needs `[store] postgres` above 1.
+    #[serde(default)]
+    pub vantages_per_cycle: VantagesPerCycle,
+    /// On PostgreSQL: how long a vantage holds leased work without a heartbeat (by the
+    /// database's clock); a vantage killed or cut off loses its work to the others this long
+    /// after its last heartbeat.
+    #[serde(default)]
+    pub lease_ms: LeaseMs,
+    /// On PostgreSQL: how often a vantage heart-beats what it holds and looks for due work (at
+    /// most half of `lease_ms`).
+    #[serde(default)]
+    pub heartbeat_ms: HeartbeatMs,
 }
 
 /// `[control]`: an endpoint we run ourselves with a known answer. While it fails, our vantage is
@@ -1488,6 +1513,37 @@ impl DaemonConfig {
                     "paying Solana entries needs [probe] solana_rpc (the fixed Solana RPC)",
                 ));
             }
+        }
+        let s = &self.schedule;
+        if s.heartbeat_ms.get() * 2 > s.lease_ms.get() {
+            return Err(invalid(
+                "[schedule] heartbeat_ms",
+                format!(
+                    "{} ms is more than half of lease_ms ({} ms): a lease would expire between \
+                     two heartbeats",
+                    s.heartbeat_ms.get(),
+                    s.lease_ms.get()
+                ),
+            ));
+        }
+        let per_cycle = s.vantages_per_cycle.get();
+        if per_cycle > 1 && self.store.postgres.is_none() {
+            return Err(invalid(
+                "[schedule] vantages_per_cycle",
+                format!(
+                    "{per_cycle} vantages per cycle need a store they share: set [store] \
+                     postgres (on SQLite the daemon is the only vantage)"
+                ),
+            ));
+        }
+        if s.free_every_secs.get() < per_cycle {
+            return Err(invalid(
+                "[schedule] vantages_per_cycle",
+                format!(
+                    "{per_cycle} runs per cycle of {} s would be less than a second apart",
+                    s.free_every_secs.get()
+                ),
+            ));
         }
         if let Some(url) = &self.store.postgres {
             url.expose()

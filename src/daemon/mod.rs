@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod catalogue;
+pub(crate) mod leased;
 pub mod notify;
 pub mod pipeline;
 pub mod recompute;
@@ -114,6 +115,8 @@ enum Job {
     Refund(String),
     /// Resolve open reservations on chain (at the start, then while any stay open).
     Reconcile,
+    /// On PostgreSQL: offer, forget and take leased free runs (`leased.rs`).
+    Lease,
 }
 
 struct Subject {
@@ -175,6 +178,8 @@ pub struct Daemon {
     reconcile_queued: bool,
     /// The wait before the next one while reservations stay open.
     reconcile_retry_ms: i64,
+    /// On PostgreSQL: the free runs are leased work shared with the other vantages.
+    leased: Option<leased::Leased>,
 }
 
 /// Our fixed RPC's health as the runs report it (`RPC_OUTAGE_AFTER_RUNS`).
@@ -228,6 +233,8 @@ enum Done {
     Run {
         host: String,
         done: Box<RunDone>,
+        /// The run took the paid slot (one paid call at a time), whether or not it paid.
+        paid_slot: bool,
         /// Real time the run took (for its log line; evidence is timed on the run's clock).
         took: std::time::Duration,
     },
@@ -235,6 +242,13 @@ enum Done {
     Catalogue(String, catalogue::CatalogueSeen),
     Refund,
     Reconciled(Result<crate::spend::ReconcileReport, crate::spend::SpendError>),
+    /// A lease round's free runs taken.
+    Leased(
+        Result<
+            Vec<(crate::store::lease::Lease, crate::store::lease::FreeWork)>,
+            crate::store::StoreError,
+        >,
+    ),
 }
 
 /// The daemon's store and its handle for readers: SQLite in the state directory, or the
@@ -399,6 +413,23 @@ impl Daemon {
             start_scores: Arc::default(),
         });
         let s = &config.schedule;
+        let leased = match &config.store.postgres {
+            None => None,
+            Some(url) => {
+                // A pool of its own: a busy writer never holds up a heartbeat.
+                let pool = crate::store::postgres::PgPool::connect(url.expose())
+                    .await
+                    .context("connecting the leases to PostgreSQL")?;
+                let leases =
+                    crate::store::lease::Leases::new(pool, &config.probe.vantage.to_string());
+                Some(leased::Leased::new(
+                    leases,
+                    s.vantages_per_cycle.get() as u32,
+                    Duration::from_millis(s.lease_ms.get()),
+                    Duration::from_millis(s.heartbeat_ms.get()),
+                ))
+            }
+        };
         let cadence = Cadence {
             free_every_ms: s.free_every_secs.get() as i64 * 1000,
             jitter_percent: s.jitter_percent.get(),
@@ -454,6 +485,7 @@ impl Daemon {
             catalogues_reading: Default::default(),
             reconcile_queued: false,
             reconcile_retry_ms: 0,
+            leased,
         };
         daemon.load_state()?;
         Ok(daemon)
@@ -585,7 +617,13 @@ impl Daemon {
         self.retire_other_spellings(now)?;
         self.sync_configured_subjects(now)?;
         self.load_summaries()?;
-        let urls: Vec<String> = self.subjects.keys().cloned().collect();
+        let urls: Vec<String> = if self.leased.is_some() {
+            // Leased: the first round takes what is due.
+            self.want_round(now);
+            Vec::new()
+        } else {
+            self.subjects.keys().cloned().collect()
+        };
         for url in urls {
             let subject = &self.subjects[&url];
             if subject.row.state != SubjectState::Active {
@@ -944,7 +982,7 @@ impl Daemon {
             // A subject removed and listed again keeps one chain of runs (its old queued run is
             // replaced; with one in flight, that run schedules the next).
             let due = due_after_restart(&self.cadence, url, 0, now);
-            self.schedule_free(url, due);
+            self.subject_listed(url, due);
         }
         tracing::info!(
             subjects = self.subjects.len(),
@@ -993,6 +1031,9 @@ impl Daemon {
             .writer_events
             .take()
             .context("the daemon's loop runs once")?;
+        if let Some(l) = self.leased.as_mut() {
+            l.start_heartbeat();
+        }
         // The store is open, the schedule built and the API bound and serving: ready.
         self.start_api();
         self.notify_ready();
@@ -1243,12 +1284,30 @@ impl Daemon {
             self.running.insert(url.clone());
             self.probes_in_flight += 1;
             let task_of = (host.clone(), url.clone());
+            // Leased: only the vantage that takes the subject's paid lease pays.
+            let paid_lease = self
+                .leased
+                .as_ref()
+                .filter(|_| pay)
+                .map(|l| (l.leases.clone(), l.held.clone(), l.lease_for));
+            let paid_interval = Duration::from_millis(self.cadence.paid_min_interval_ms as u64);
             let task = in_flight.spawn(async move {
                 let began = std::time::Instant::now();
-                let done = pipeline::run_subject(shared, writer, url, category, pay).await;
+                let lease = match &paid_lease {
+                    Some((leases, held, lease_for)) => {
+                        leased::paid_lease(leases, held, &url, paid_interval, *lease_for).await
+                    }
+                    None => None,
+                };
+                let pays = pay && (paid_lease.is_none() || lease.is_some());
+                let done = pipeline::run_subject(shared, writer, url, category, pays).await;
+                if let (Some((leases, held, _)), Some(lease)) = (&paid_lease, lease) {
+                    leased::paid_done(leases, held, lease, done.paid).await;
+                }
                 Done::Run {
                     host,
                     done: Box::new(done),
+                    paid_slot: pay,
                     took: began.elapsed(),
                 }
             });
@@ -1317,6 +1376,15 @@ impl Daemon {
                 self.refresh_population(now);
                 self.push(now + POPULATION_EVERY_MS, Job::Population);
             }
+            Job::Lease => {
+                if self
+                    .leased
+                    .as_ref()
+                    .is_some_and(|l| l.next_round_ms == Some(due_ms))
+                {
+                    self.lease_round(now, in_flight);
+                }
+            }
             Job::Reconcile => {
                 let shared = self.shared.clone();
                 in_flight.spawn(async move { Done::Reconciled(reconcile_spend(&shared).await) });
@@ -1357,6 +1425,11 @@ impl Daemon {
                     self.probes_in_flight = self.probes_in_flight.saturating_sub(1);
                     self.frontier
                         .release(&host, now, self.cadence.host_gap_ms, None);
+                    if self.leased.is_some() {
+                        // Its lease given back: another vantage (or this one) takes it.
+                        self.lease_finished(&url, false, now);
+                        return Ok(());
+                    }
                     if let Some(s) = self.subjects.get(&url)
                         && s.row.state == SubjectState::Active
                     {
@@ -1368,7 +1441,12 @@ impl Daemon {
             }
         };
         match done {
-            Done::Run { host, done, took } => {
+            Done::Run {
+                host,
+                done,
+                paid_slot,
+                took,
+            } => {
                 self.running.remove(&done.url);
                 self.probes_in_flight = self.probes_in_flight.saturating_sub(1);
                 self.rpc_result(&done.rpc, now)?;
@@ -1404,12 +1482,17 @@ impl Daemon {
                     // Written with the others that finished meanwhile (`flush_subjects`).
                     self.dirty.push(subject.row.clone());
                     let due = subject.row.next_free_ms;
-                    if subject.row.state == SubjectState::Active {
+                    if subject.row.state == SubjectState::Active && self.leased.is_none() {
                         self.push(due, Job::Free(done.url.clone()));
                     }
                 }
-                if done.asked_to_pay {
+                if self.leased.is_some() {
+                    self.lease_finished(&done.url, done.error.is_none(), now);
+                }
+                if paid_slot {
                     *paid_in_flight = paid_in_flight.saturating_sub(1);
+                }
+                if done.asked_to_pay {
                     // A paid call may leave its reservation open (the chain could not tell yet):
                     // it is looked at again, whether or not another paid call comes.
                     if !self.reconcile_queued {
@@ -1463,6 +1546,7 @@ impl Daemon {
                 self.schedule_catalogue(now + every, url);
             }
             Done::Refund => {}
+            Done::Leased(taken) => self.leases_taken(taken, now),
             Done::Reconciled(result) => {
                 let open = match &result {
                     Ok(report) => {
@@ -1600,7 +1684,7 @@ impl Daemon {
                     ));
                     // Its run queued before the delisting (or in flight) stays its only one.
                     let due = due_after_restart(&self.cadence, url, 0, now);
-                    self.schedule_free(url, due);
+                    self.subject_listed(url, due);
                 }
                 continue;
             }
@@ -1620,8 +1704,12 @@ impl Daemon {
                     },
                 }),
             ));
-            let due = due_after_restart(&self.cadence, url, 0, now);
-            self.push(due, Job::Free(url.clone()));
+            if let Some(l) = self.leased.as_mut() {
+                l.offer_again = true;
+            } else {
+                let due = due_after_restart(&self.cadence, url, 0, now);
+                self.push(due, Job::Free(url.clone()));
+            }
             self.subjects.insert(url.clone(), Subject { row, runs: 0 });
             added.push(url.clone());
         }
@@ -1764,6 +1852,10 @@ impl Daemon {
                 }
             }
         }
+        // Leases still held (runs abandoned, work not started) go back to the other vantages.
+        if let Some(l) = self.leased.as_mut() {
+            l.give_back().await;
+        }
         // The writer writes what it was sent, signs the ledger at its head, then every subject's
         // row (the schedule), and ends.
         let now = self.shared.clock.now_ms();
@@ -1781,6 +1873,145 @@ impl Daemon {
         }
         tracing::info!("stopped");
         Ok(())
+    }
+}
+
+impl Daemon {
+    /// A subject listed again (configuration, catalogue): its free run queued, or, leased, the
+    /// work offered again at the next round.
+    fn subject_listed(&mut self, url: &str, due: i64) {
+        match self.leased.as_mut() {
+            Some(l) => l.offer_again = true,
+            None => self.schedule_free(url, due),
+        }
+    }
+
+    /// Queues a lease round at `at` unless one is queued earlier.
+    fn want_round(&mut self, at: i64) {
+        let Some(l) = self.leased.as_mut() else {
+            return;
+        };
+        if l.next_round_ms.is_some_and(|queued| queued <= at) {
+            return;
+        }
+        l.next_round_ms = Some(at);
+        self.push(at, Job::Lease);
+    }
+
+    /// A lease round: this cycle's and the next's free runs offered (once per cycle, or again
+    /// after subjects were added), those a few cycles old forgotten, due runs taken up to the
+    /// free probe slots (`leased::round`, a task: the loop never waits on the database).
+    fn lease_round(&mut self, now: i64, in_flight: &mut JoinSet<Done>) {
+        let concurrency = self.config.schedule.concurrency.count();
+        let cadence = self.cadence;
+        let Some(l) = self.leased.as_mut() else {
+            return;
+        };
+        l.next_round_ms = None;
+        if l.round_in_flight {
+            l.round_again = true;
+            return;
+        }
+        let cycle = schedule::cycle_of(&cadence, now);
+        let offer = if l.offer_again || l.offered_through.is_none_or(|c| c <= cycle) {
+            l.offer_again = false;
+            l.offered_through = Some(cycle + 1);
+            let active = self
+                .subjects
+                .iter()
+                .filter(|(_, s)| s.row.state == SubjectState::Active)
+                .map(|(url, _)| url.as_str());
+            schedule::free_work(&cadence, active, cycle..=cycle + 1, l.per_cycle)
+        } else {
+            Vec::new()
+        };
+        let lease_ms = l.lease_for.as_millis() as i64;
+        let round = leased::Round {
+            offer,
+            forget_before_ms: now - 3 * cadence.free_every_ms - lease_ms,
+            limit: concurrency.saturating_sub(l.taken()),
+            now_ms: now,
+            // Older runs are stale (the next cycle's cover them).
+            from_ms: now - cadence.free_every_ms - lease_ms,
+            lease_for: l.lease_for,
+        };
+        l.round_in_flight = true;
+        let leases = l.leases.clone();
+        in_flight.spawn(async move { Done::Leased(leased::round(leases, round).await) });
+    }
+
+    /// A round's free runs taken: each joins its host's line (a subject not active here is given
+    /// back); the next round queued at the next due time, and at least every heartbeat on
+    /// system time.
+    fn leases_taken(
+        &mut self,
+        taken: Result<
+            Vec<(crate::store::lease::Lease, crate::store::lease::FreeWork)>,
+            crate::store::StoreError,
+        >,
+        now: i64,
+    ) {
+        let Some(l) = self.leased.as_mut() else {
+            return;
+        };
+        l.round_in_flight = false;
+        let mut due = Vec::new();
+        match taken {
+            Ok(taken) => {
+                for (lease, work) in taken {
+                    let active = self
+                        .subjects
+                        .get(&work.subject)
+                        .is_some_and(|s| s.row.state == SubjectState::Active);
+                    if !active {
+                        tokio::spawn(leased::run_done(l.leases.clone(), lease, false));
+                        continue;
+                    }
+                    l.hold(&lease);
+                    l.runs
+                        .entry(work.subject.clone())
+                        .or_default()
+                        .push_back(lease);
+                    due.push(work.subject);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "a lease round failed: no work taken; tried again at the next round");
+                l.offer_again = true;
+            }
+        }
+        let again = std::mem::take(&mut l.round_again);
+        let beat = l.beat.as_millis() as i64;
+        let per_cycle = l.per_cycle;
+        for url in due {
+            self.push(now, Job::Free(url));
+        }
+        let active = self
+            .subjects
+            .iter()
+            .filter(|(_, s)| s.row.state == SubjectState::Active)
+            .map(|(url, _)| url.as_str());
+        let next_due = schedule::next_replica_due(&self.cadence, active, now, per_cycle);
+        let next = match (&self.time, next_due) {
+            _ if again => now,
+            // Simulated: only when something comes due (a beat of simulated time is nothing).
+            (TimeSource::Simulated { .. }, Some(due)) => due,
+            (_, Some(due)) => due.min(now + beat),
+            (_, None) => now + beat,
+        };
+        self.want_round(next);
+    }
+
+    /// A leased free run ended: its lease marked done when it was recorded, given back when
+    /// not; a round soon, for the slot it freed.
+    fn lease_finished(&mut self, url: &str, recorded: bool, now: i64) {
+        let Some(l) = self.leased.as_mut() else {
+            return;
+        };
+        if let Some(lease) = l.finished(url) {
+            tokio::spawn(leased::run_done(l.leases.clone(), lease, recorded));
+        }
+        self.want_round(now);
     }
 }
 

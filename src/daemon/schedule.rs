@@ -57,6 +57,66 @@ pub fn due_after_restart(c: &Cadence, subject: &str, stored_due_ms: i64, now_ms:
     now_ms + (unit_fraction(subject, u64::MAX) * c.free_every_ms as f64) as i64
 }
 
+/// Free runs as leased work (the daemon on PostgreSQL): time is cut into cycles of the cadence
+/// (cycle `k` starts at `k * free_every_ms`), and each subject has `per_cycle` runs in each, one
+/// per replica, due `free_every_ms / per_cycle` apart from an offset of its own in the cycle
+/// (varied per cycle, as the jitter). Every vantage computes the same due times.
+pub fn cycle_of(c: &Cadence, now_ms: i64) -> i64 {
+    now_ms.div_euclid(c.free_every_ms.max(1))
+}
+
+/// When replica `replica` of `subject`'s run in cycle `cycle` is due.
+pub fn replica_due_ms(c: &Cadence, subject: &str, cycle: i64, replica: u32, per_cycle: u32) -> i64 {
+    let step = c.free_every_ms.max(1) / i64::from(per_cycle.max(1));
+    let offset = (unit_fraction(subject, cycle as u64) * step as f64) as i64;
+    cycle * c.free_every_ms.max(1) + offset + i64::from(replica) * step
+}
+
+/// The free runs of `subjects` in cycles `cycles`, every replica.
+pub fn free_work<'a>(
+    c: &Cadence,
+    subjects: impl Iterator<Item = &'a str>,
+    cycles: std::ops::RangeInclusive<i64>,
+    per_cycle: u32,
+) -> Vec<crate::store::lease::FreeWork> {
+    let mut work = Vec::new();
+    for subject in subjects {
+        for cycle in cycles.clone() {
+            for replica in 0..per_cycle.max(1) {
+                work.push(crate::store::lease::FreeWork {
+                    subject: subject.to_string(),
+                    cycle,
+                    replica,
+                    due_ms: replica_due_ms(c, subject, cycle, replica, per_cycle),
+                });
+            }
+        }
+    }
+    work
+}
+
+/// The first due time after `now_ms` among `subjects`' runs of this cycle and the next.
+pub fn next_replica_due<'a>(
+    c: &Cadence,
+    subjects: impl Iterator<Item = &'a str>,
+    now_ms: i64,
+    per_cycle: u32,
+) -> Option<i64> {
+    let cycle = cycle_of(c, now_ms);
+    let mut next: Option<i64> = None;
+    for subject in subjects {
+        for k in cycle..=cycle + 1 {
+            for replica in 0..per_cycle.max(1) {
+                let due = replica_due_ms(c, subject, k, replica, per_cycle);
+                if due > now_ms && next.is_none_or(|n| due < n) {
+                    next = Some(due);
+                }
+            }
+        }
+    }
+    next
+}
+
 /// At most one run in flight per host, a least gap between runs on the same host, and a host's
 /// `Retry-After` honoured.
 #[derive(Debug, Default)]
@@ -401,6 +461,42 @@ mod tests {
         host_gap_ms: 1_000,
         paid_min_interval_ms: 7 * 86_400_000,
     };
+
+    #[test]
+    fn a_cycles_replicas_are_staggered_inside_it_and_alike_for_every_vantage() {
+        for per_cycle in 1..=4u32 {
+            let step = C.free_every_ms / i64::from(per_cycle);
+            for cycle in [0i64, 1, 17, 500_000] {
+                let start = cycle * C.free_every_ms;
+                let due: Vec<i64> = (0..per_cycle)
+                    .map(|r| replica_due_ms(&C, "https://a.example/x", cycle, r, per_cycle))
+                    .collect();
+                for (r, d) in due.iter().enumerate() {
+                    // Replica r in its own part of the cycle, a step after the one before.
+                    let part = start + r as i64 * step;
+                    assert!(
+                        (part..part + step).contains(d),
+                        "{per_cycle} {cycle} {r}: {d}"
+                    );
+                    assert_eq!(cycle_of(&C, *d), cycle);
+                }
+                assert!(due.windows(2).all(|w| w[1] - w[0] == step));
+            }
+        }
+        let work = free_work(&C, ["a", "b"].into_iter(), 3..=4, 2);
+        assert_eq!(work.len(), 8);
+        let keys: std::collections::BTreeSet<_> = work.iter().map(|w| w.key()).collect();
+        assert_eq!(keys.len(), 8, "a key per subject, cycle and replica");
+        let now = 3 * C.free_every_ms;
+        let next = next_replica_due(&C, ["a", "b"].into_iter(), now, 2).unwrap();
+        let first_after = work
+            .iter()
+            .map(|w| w.due_ms)
+            .filter(|d| *d > now)
+            .min()
+            .unwrap();
+        assert_eq!(next, first_after);
+    }
 
     #[test]
     fn cadence_jitters_within_its_spread_and_backs_off_to_a_cap() {

@@ -90,7 +90,8 @@ impl Leases {
         Ok(())
     }
 
-    /// Takes at most `limit` pieces of work that no one holds now (never held, given back, or
+    /// Takes at most `limit` pieces of plain work (not a free run's cycle, nor a paid call's
+    /// row: those have their own takings below) that no one holds now (never held, given back, or
     /// expired by the database's clock), each for `lease_for` from the database's now, skipping
     /// rows another vantage is taking at this moment. Oldest expiry first, so work that lost its
     /// holder longest ago moves first.
@@ -103,6 +104,7 @@ impl Leases {
                          expires_at = now() + $2::bigint * interval '1 millisecond'
                      WHERE work IN (
                          SELECT work FROM lease WHERE expires_at <= now()
+                             AND cycle IS NULL AND done_at IS NULL AND work NOT LIKE 'paid:%'
                          ORDER BY expires_at, work LIMIT $3 FOR UPDATE SKIP LOCKED)
                      RETURNING {LEASE_COLUMNS}"
                 ),
@@ -203,5 +205,204 @@ impl Leases {
                 live: r.get(4),
             })
             .collect())
+    }
+}
+
+/// A subject's free run in one cycle, one of the `vantages_per_cycle` replicas of that cycle:
+/// the daemon's leased work on PostgreSQL (`daemon/leased.rs` decides the cycles and due times).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FreeWork {
+    pub subject: String,
+    pub cycle: i64,
+    pub replica: u32,
+    /// When it is due, ms since the epoch by the vantages' clock.
+    pub due_ms: i64,
+}
+
+impl FreeWork {
+    /// Its key in the `lease` table.
+    pub fn key(&self) -> WorkKey {
+        WorkKey(format!(
+            "free:{}@{}/{}",
+            self.subject, self.cycle, self.replica
+        ))
+    }
+}
+
+/// A subject's paid call, as keyed in the `lease` table.
+pub fn paid_key(subject: &str) -> WorkKey {
+    WorkKey(format!("paid:{subject}"))
+}
+
+impl Leases {
+    /// Makes sure a row exists for each free run (free, held by no one); rows already there
+    /// (offered by another vantage, taken or done) are left as they are.
+    pub async fn offer_free(&self, work: &[FreeWork]) -> Result<(), StoreError> {
+        let client = self.pool.client("offering free runs").await?;
+        for batch in work.chunks(5_000) {
+            let keys: Vec<String> = batch.iter().map(|w| w.key().0).collect();
+            let subjects: Vec<&str> = batch.iter().map(|w| w.subject.as_str()).collect();
+            let cycles: Vec<i64> = batch.iter().map(|w| w.cycle).collect();
+            let replicas: Vec<i32> = batch
+                .iter()
+                .map(|w| i32::try_from(w.replica).unwrap_or(i32::MAX))
+                .collect();
+            let due: Vec<i64> = batch.iter().map(|w| w.due_ms).collect();
+            client
+                .execute(
+                    "INSERT INTO lease (work, subject, cycle, replica, due_ms)
+                     SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[],
+                                          $5::bigint[])
+                     ON CONFLICT (work) DO NOTHING",
+                    &[&keys, &subjects, &cycles, &replicas, &due],
+                )
+                .await
+                .map_err(self.pool.pg("offering free runs"))?;
+        }
+        Ok(())
+    }
+
+    /// Takes at most `limit` free runs due by `now_ms` (and not before `from_ms`: older ones are
+    /// stale, the next cycle covers them), not done, that no one holds now by the database's
+    /// clock: never two replicas of one subject's cycle in one taking, nor a replica of a cycle
+    /// of which this vantage holds or has done another. Earliest due first.
+    pub async fn take_free(
+        &self,
+        limit: usize,
+        lease_for: Duration,
+        now_ms: i64,
+        from_ms: i64,
+    ) -> Result<Vec<(Lease, FreeWork)>, StoreError> {
+        let client = self.pool.client("taking free runs").await?;
+        let rows = client
+            .query(
+                "WITH candidate AS (
+                     SELECT l.work, l.subject, l.cycle FROM lease l
+                     WHERE l.cycle IS NOT NULL AND l.done_at IS NULL AND l.expires_at <= now()
+                       AND l.due_ms <= $3 AND l.due_ms >= $4
+                       AND NOT EXISTS (
+                           SELECT 1 FROM lease o
+                           WHERE o.subject = l.subject AND o.cycle = l.cycle
+                             AND o.work <> l.work AND o.holder = $1
+                             AND (o.done_at IS NOT NULL OR o.expires_at > now()))
+                     ORDER BY l.due_ms, l.work LIMIT $5 FOR UPDATE OF l SKIP LOCKED),
+                 one AS (SELECT DISTINCT ON (subject, cycle) work FROM candidate
+                         ORDER BY subject, cycle, work)
+                 UPDATE lease SET holder = $1, generation = generation + 1, taken_at = now(),
+                     expires_at = now() + $2::bigint * interval '1 millisecond'
+                 WHERE work IN (SELECT work FROM one)
+                 RETURNING work, generation, (extract(epoch FROM expires_at) * 1000)::bigint,
+                           subject, cycle, replica, due_ms",
+                &[
+                    &self.holder,
+                    &interval_ms(lease_for),
+                    &now_ms,
+                    &from_ms,
+                    &(limit.min(i64::MAX as usize) as i64),
+                ],
+            )
+            .await
+            .map_err(self.pool.pg("taking free runs"))?;
+        let mut taken: Vec<(Lease, FreeWork)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    lease_of(r),
+                    FreeWork {
+                        subject: r.get(3),
+                        cycle: r.get(4),
+                        replica: u32::try_from(r.get::<_, i32>(5)).unwrap_or(0),
+                        due_ms: r.get(6),
+                    },
+                )
+            })
+            .collect();
+        taken.sort_by(|a, b| (a.1.due_ms, &a.0.work).cmp(&(b.1.due_ms, &b.0.work)));
+        Ok(taken)
+    }
+
+    /// Marks free runs done (recorded): never taken again, kept under this vantage's name so that
+    /// it takes no other replica of their cycles. Only leases still held (generation and
+    /// holder); the keys marked are returned.
+    pub async fn complete(&self, held: &[Lease]) -> Result<Vec<WorkKey>, StoreError> {
+        let keys: Vec<&str> = held.iter().map(|l| l.work.0.as_str()).collect();
+        let generations: Vec<i64> = held.iter().map(|l| l.generation).collect();
+        let client = self.pool.client("completing work").await?;
+        let rows = client
+            .query(
+                "UPDATE lease l SET done_at = now(), expires_at = now()
+                 FROM unnest($2::text[], $3::bigint[]) AS h (work, generation)
+                 WHERE l.work = h.work AND l.generation = h.generation AND l.holder = $1
+                 RETURNING l.work",
+                &[&self.holder, &keys, &generations],
+            )
+            .await
+            .map_err(self.pool.pg("completing work"))?;
+        Ok(rows.iter().map(|r| WorkKey(r.get(0))).collect())
+    }
+
+    /// Deletes the free runs due before `before_ms`, done or not (older than any cycle taken).
+    pub async fn forget_free_before(&self, before_ms: i64) -> Result<u64, StoreError> {
+        let client = self.pool.client("forgetting old free runs").await?;
+        client
+            .execute(
+                "DELETE FROM lease WHERE cycle IS NOT NULL AND due_ms < $1",
+                &[&before_ms],
+            )
+            .await
+            .map_err(self.pool.pg("forgetting old free runs"))
+    }
+
+    /// Takes `subject`'s paid-call lease when no vantage holds it and none made its paid call
+    /// within `interval`, both by the database's clock: at most one vantage pays a subject per
+    /// interval. `None`: another vantage holds it or paid it lately.
+    pub async fn take_paid(
+        &self,
+        subject: &str,
+        interval: Duration,
+        lease_for: Duration,
+    ) -> Result<Option<Lease>, StoreError> {
+        let key = paid_key(subject);
+        let client = self.pool.client("taking a paid call").await?;
+        client
+            .execute(
+                "INSERT INTO lease (work, subject) VALUES ($1, $2) ON CONFLICT (work) DO NOTHING",
+                &[&key.0, &subject],
+            )
+            .await
+            .map_err(self.pool.pg("taking a paid call"))?;
+        let row = client
+            .query_opt(
+                "UPDATE lease SET holder = $2, generation = generation + 1, taken_at = now(),
+                     expires_at = now() + $3::bigint * interval '1 millisecond'
+                 WHERE work = $1 AND expires_at <= now()
+                   AND (paid_at IS NULL OR paid_at <= now() - $4::bigint * interval '1 millisecond')
+                 RETURNING work, generation, (extract(epoch FROM expires_at) * 1000)::bigint",
+                &[
+                    &key.0,
+                    &self.holder,
+                    &interval_ms(lease_for),
+                    &interval_ms(interval),
+                ],
+            )
+            .await
+            .map_err(self.pool.pg("taking a paid call"))?;
+        Ok(row.as_ref().map(lease_of))
+    }
+
+    /// Gives a paid call's lease back; `paid`: its call was made (now, by the database's clock),
+    /// so no vantage takes it again within the interval.
+    pub async fn release_paid(&self, lease: &Lease, paid: bool) -> Result<(), StoreError> {
+        let client = self.pool.client("releasing a paid call").await?;
+        client
+            .execute(
+                "UPDATE lease SET expires_at = '-infinity', holder = NULL,
+                     paid_at = CASE WHEN $4 THEN now() ELSE paid_at END
+                 WHERE work = $1 AND generation = $2 AND holder = $3",
+                &[&lease.work.0, &lease.generation, &self.holder, &paid],
+            )
+            .await
+            .map_err(self.pool.pg("releasing a paid call"))?;
+        Ok(())
     }
 }

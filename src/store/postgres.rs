@@ -62,10 +62,15 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "spend",
         sql: include_str!("../../state/postgres/0004-spend.sql"),
     },
+    Migration {
+        version: 5,
+        name: "free-work",
+        sql: include_str!("../../state/postgres/0005-free-work.sql"),
+    },
 ];
 
 /// The schema this build reads and writes (the last migration).
-pub const SCHEMA_ID: &str = "x402-probe.postgres/4";
+pub const SCHEMA_ID: &str = "x402-probe.postgres/5";
 
 /// Serialises migrations across processes (`pg_advisory_xact_lock`): any fixed number.
 const MIGRATION_LOCK: i64 = 0x7840_2a21;

@@ -54,5 +54,6 @@ mod subject_state;
 mod subjects_file;
 mod svm_paid;
 mod systemd;
+mod vantage_daemons;
 mod vantage_leases;
 mod webhook_kill;

@@ -238,9 +238,12 @@ fn migrations_apply_once_under_concurrency_and_a_newer_database_is_refused() {
         assert_eq!(applied.len(), MIGRATIONS.len());
     });
     // A migration this build does not know (a newer build ran): refused, nothing applied.
+    let future = MIGRATIONS.len() + 1;
     psql(
         &url,
-        "INSERT INTO schema_migration (version, name) VALUES (99, 'from-the-future')",
+        &format!(
+            "INSERT INTO schema_migration (version, name) VALUES ({future}, 'from-the-future')"
+        ),
     );
     let err = runtime
         .block_on(PgPool::connect(&url))
@@ -252,8 +255,10 @@ fn migrations_apply_once_under_concurrency_and_a_newer_database_is_refused() {
     // A known number under another name (another build's branch): refused too.
     psql(
         &url,
-        "DELETE FROM schema_migration WHERE version = 4;
-         UPDATE schema_migration SET name = 'other' WHERE version = 2",
+        &format!(
+            "DELETE FROM schema_migration WHERE version = {future};
+             UPDATE schema_migration SET name = 'other' WHERE version = 2"
+        ),
     );
     let err = runtime.block_on(PgPool::connect(&url)).unwrap_err();
     assert!(matches!(&err, StoreError::Schema { .. }), "{err}");

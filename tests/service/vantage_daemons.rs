@@ -1,0 +1,507 @@
+//! Three `x402-probe daemon` processes as three vantages on one PostgreSQL, against the lab, with
+//! a 4-second cycle and `vantages_per_cycle = 2`: every subject's cycle is probed by two distinct
+//! vantages (the lease rows say who did each replica); a vantage killed with `kill -9` while it
+//! holds work loses it to the others within the lease time (by the database's clock), and no
+//! subject goes unprobed for more than one cycle plus the lease time (measured from the
+//! vantages' run entries in the shared store); every vantage's log verifies. With root and `ip`,
+//! the vantages run in network namespaces of their own (the lab's endpoints and the database on
+//! the service address) and one more is cut off (`ip link set down`): the last one carries on.
+
+use crate::daemon_support;
+use crate::process_support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use daemon_support::*;
+use x402_lab::postgres::{Postgres, url_at};
+use x402_lab::server::{BySource, Placement};
+use x402_lab::vantage_net::VantageNet;
+use x402_probe::store::postgres::PgPool;
+
+const EVERY_MS: i64 = 4_000;
+const LEASE_MS: i64 = 3_000;
+const BEAT_MS: i64 = 500;
+const VANTAGES: usize = 3;
+/// Room for a loaded machine (2 cores shared by several builds) on every time bound.
+const SLACK_MS: i64 = 2_000;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// A replica's run done: by whom, and when (the database's clock).
+#[derive(Debug, Clone)]
+struct Done {
+    holder: String,
+    at_ms: i64,
+}
+
+/// What the test reads of the shared store.
+struct Shared {
+    runtime: tokio::runtime::Runtime,
+    pool: PgPool,
+    /// Every replica seen done, by (subject, cycle, replica) (the rows are forgotten after a few
+    /// cycles: the test reads them often).
+    done: BTreeMap<(String, i64, i32), Done>,
+}
+
+impl Shared {
+    fn poll(&mut self) {
+        let pool = self.pool.clone();
+        let rows = self.runtime.block_on(async move {
+            let client = pool.client("reading leases").await.unwrap();
+            client
+                .query(
+                    "SELECT subject, cycle, replica, holder,
+                            (extract(epoch FROM done_at) * 1000)::bigint
+                     FROM lease WHERE cycle IS NOT NULL AND done_at IS NOT NULL",
+                    &[],
+                )
+                .await
+                .unwrap()
+        });
+        for r in rows {
+            self.done
+                .entry((r.get(0), r.get(1), r.get(2)))
+                .or_insert(Done {
+                    holder: r.get(3),
+                    at_ms: r.get(4),
+                });
+        }
+    }
+
+    /// Free runs `holder` holds now (live, not done).
+    fn holding(&self, holder: &str) -> Vec<(String, i64, i32)> {
+        let pool = self.pool.clone();
+        let holder = holder.to_string();
+        self.runtime.block_on(async move {
+            let client = pool.client("reading leases").await.unwrap();
+            client
+                .query(
+                    "SELECT subject, cycle, replica FROM lease WHERE cycle IS NOT NULL
+                       AND done_at IS NULL AND holder = $1 AND expires_at > now()",
+                    &[&holder],
+                )
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect()
+        })
+    }
+
+    /// Every run entry of every vantage: (vantage, subject, at_ms).
+    fn runs(&self) -> Vec<(String, String, i64)> {
+        let pool = self.pool.clone();
+        self.runtime.block_on(async move {
+            let client = pool.client("reading runs").await.unwrap();
+            client
+                .query(
+                    "SELECT v.name, e.subject, e.at_ms FROM entry e
+                     JOIN vantage v ON v.id = e.vantage WHERE e.kind = 'run' ORDER BY e.at_ms",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect()
+        })
+    }
+
+    /// Polls for `ms`.
+    fn watch(&mut self, ms: i64) {
+        let until = Instant::now() + Duration::from_millis(ms as u64);
+        while Instant::now() < until {
+            self.poll();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The cycles of `subjects` in `cycles` whose replicas were not all done by distinct
+    /// vantages (`per_cycle` of them), and the pairs done by one vantage twice (never allowed).
+    fn incomplete(
+        &self,
+        subjects: &[String],
+        cycles: std::ops::RangeInclusive<i64>,
+        per_cycle: usize,
+    ) -> Vec<String> {
+        let mut missing = Vec::new();
+        for subject in subjects {
+            for cycle in cycles.clone() {
+                let holders: BTreeSet<&str> = (0..per_cycle as i32)
+                    .filter_map(|r| self.done.get(&(subject.clone(), cycle, r)))
+                    .map(|d| d.holder.as_str())
+                    .collect();
+                if holders.len() < per_cycle {
+                    missing.push(format!("{subject} cycle {cycle}: {holders:?}"));
+                }
+            }
+        }
+        missing
+    }
+}
+
+/// Each subject's longest time without a run (any vantage) between `from_ms` and `to_ms`.
+fn longest_gaps(
+    runs: &[(String, String, i64)],
+    subjects: &[String],
+    from_ms: i64,
+    to_ms: i64,
+) -> BTreeMap<String, i64> {
+    subjects
+        .iter()
+        .map(|s| {
+            let mut at: Vec<i64> = runs
+                .iter()
+                .filter(|(_, subject, t)| subject == s && *t >= from_ms && *t <= to_ms)
+                .map(|(_, _, t)| *t)
+                .collect();
+            at.insert(0, from_ms);
+            at.push(to_ms);
+            let gap = at.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+            (s.clone(), gap)
+        })
+        .collect()
+}
+
+fn vantage_config(
+    lab: &x402_lab::Lab,
+    dir: &Path,
+    name: &str,
+    url: &str,
+    subjects: &[String],
+) -> PathBuf {
+    let state = dir.join(name);
+    let mut settings = Settings::new(&state);
+    settings.subjects = subjects.to_vec();
+    settings.pay = false;
+    settings.samples = 1;
+    settings.free_every_secs = (EVERY_MS / 1000) as u64;
+    let extra = format!(
+        "vantages_per_cycle = 2\nlease_ms = {LEASE_MS}\nheartbeat_ms = {BEAT_MS}\nper_host_gap_ms = 0"
+    );
+    settings.extra = &extra;
+    settings.api = "[api]\nenabled = false\n".into();
+    let text = config_text(lab, &settings)
+        .replace("per_host_gap_ms = 1000\n", "")
+        .replace("vantage = \"lab\"", &format!("vantage = \"{name}\""));
+    let text = format!("{text}\n[store]\npostgres = \"{url}\"\n");
+    let path = state.join("daemon.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The vantages' processes, killed when the test ends however it ends.
+struct Daemons(Vec<Option<Child>>);
+
+impl Daemons {
+    fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.0[i].take() {
+            let _ = child.kill(); // SIGKILL
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM, and the exit awaited (the log signed at its head).
+    fn stop(&mut self, i: usize) {
+        if let Some(mut child) = self.0[i].take() {
+            process_support::signal(&child, libc::SIGTERM);
+            let status = child.wait().unwrap();
+            assert!(status.success(), "vantage {i} stopped with {status}");
+        }
+    }
+}
+
+impl Drop for Daemons {
+    fn drop(&mut self) {
+        for i in 0..self.0.len() {
+            self.kill(i);
+        }
+    }
+}
+
+fn verify(url: &str, name: &str) {
+    let (code, said) = process_support::run(&[
+        "ledger",
+        "verify",
+        "--postgres",
+        url,
+        "--vantage",
+        name,
+        "--quiet",
+    ]);
+    assert_eq!(code, 0, "vantage {name}'s log: {said}");
+    assert!(said.contains(&format!("vantage \"{name}\"")), "{said}");
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+#[test]
+fn three_vantages_share_each_cycle_and_take_over_a_killed_ones_work() {
+    // Namespaces when root and `ip` can make them; loopback otherwise (the cut is skipped).
+    let net = match VantageNet::create(VANTAGES) {
+        Ok(net) => Some(net),
+        Err(e) => {
+            eprintln!("SKIPPED: the link cut (vantages stay on loopback): {e}");
+            None
+        }
+    };
+    let pg = match &net {
+        Some(net) => Postgres::throwaway_reachable(&net.postgres_reach()),
+        None => Postgres::start(),
+    }
+    .expect("PostgreSQL starts");
+    let local_url = pg.fresh_database("vantage_daemons").unwrap();
+    let vantage_url = match &net {
+        Some(net) => url_at(&local_url, net.service_address()),
+        None => local_url.clone(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (_lab, subjects) = runtime.block_on(async {
+        let mut lab = lab(&["honest-v2", "honest-v1"]).await;
+        let mut subjects: Vec<String> = lab.endpoints.iter().map(|e| e.url.clone()).collect();
+        if let Some(net) = &net {
+            // The vantages reach the lab on the service address only.
+            subjects.clear();
+            for (i, base) in ["honest-v2", "honest-v1", "honest-v2"].iter().enumerate() {
+                let placement = Placement {
+                    bind: net.service_address().into(),
+                    by_source: BySource::Alike,
+                };
+                let url = lab
+                    .spawn_placed(base, &format!("placed-{i}"), &placement)
+                    .await
+                    .expect("a placed endpoint");
+                subjects.push(url);
+            }
+        }
+        (lab, subjects)
+    });
+    let subjects: Vec<String> = subjects
+        .iter()
+        .map(|s| x402_probe::http_url::canonical_subject_url(s).unwrap())
+        .collect();
+    let pool = runtime
+        .block_on(PgPool::connect(&local_url))
+        .expect("the database opens");
+    let mut shared = Shared {
+        runtime,
+        pool,
+        done: BTreeMap::new(),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..VANTAGES).map(|i| format!("v{i}")).collect();
+    let mut daemons = Daemons(Vec::new());
+    for (i, name) in names.iter().enumerate() {
+        let config = vantage_config(&_lab, dir.path(), name, &vantage_url, &subjects);
+        let log = std::fs::File::create(dir.path().join(format!("{name}.log"))).unwrap();
+        let bin = env!("CARGO_BIN_EXE_x402-probe");
+        let mut command = match &net {
+            Some(net) => net.command(i, bin).unwrap(),
+            None => Command::new(bin),
+        };
+        let child = command
+            .args(["daemon", "--config"])
+            .arg(&config)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("the daemon starts");
+        daemons.0.push(Some(child));
+    }
+    let cycle_of = |ms: i64| ms.div_euclid(EVERY_MS);
+
+    // Three vantages: wait for two whole cycles in which every subject's two replicas were done
+    // by two distinct vantages.
+    let started = now_ms();
+    let deadline = Instant::now() + Duration::from_secs(45);
+    let steady = loop {
+        shared.poll();
+        let now = cycle_of(now_ms());
+        let complete = |c: i64| shared.incomplete(&subjects, c..=c, 2).is_empty();
+        if let Some(c) = (cycle_of(started)..now - 1).find(|&c| complete(c) && complete(c + 1)) {
+            break c;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no two whole cycles by distinct vantages within 45 s: {:?}",
+            shared.incomplete(&subjects, cycle_of(started)..=now, 2)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // One more cycle, all three running: every cycle since the first whole one is whole.
+    shared.watch(EVERY_MS + SLACK_MS);
+    let before_kill = cycle_of(now_ms()) - 1;
+    let missing = shared.incomplete(&subjects, steady..=before_kill, 2);
+    assert!(
+        missing.is_empty(),
+        "cycles not probed by 2 vantages: {missing:?}"
+    );
+    let by: BTreeSet<&str> = shared.done.values().map(|d| d.holder.as_str()).collect();
+    assert_eq!(by.len(), VANTAGES, "every vantage took work: {by:?}");
+
+    // kill -9 vantage 0 while it holds work.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let held = loop {
+        let held = shared.holding("v0");
+        if !held.is_empty() {
+            break held;
+        }
+        assert!(Instant::now() < deadline, "v0 never held work");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    daemons.kill(0);
+    let killed_at = now_ms();
+    shared.watch(LEASE_MS + 2 * EVERY_MS + SLACK_MS);
+    // Its work was done by the others within the lease time (plus a round and the run).
+    for key in &held {
+        let done = shared.done.get(key);
+        let done = done.unwrap_or_else(|| panic!("{key:?}, held by v0 at the kill, never done"));
+        assert_ne!(done.holder, "v0", "{key:?}");
+        let after = done.at_ms - killed_at;
+        eprintln!(
+            "v0's {key:?} done by {} {after} ms after the kill (lease {LEASE_MS} ms; load {})",
+            done.holder,
+            load()
+        );
+        assert!(
+            after <= LEASE_MS + EVERY_MS + SLACK_MS,
+            "{key:?}: {after} ms"
+        );
+    }
+    // The cycles since the lease ran out: two replicas each, by the two left.
+    let from = cycle_of(killed_at + LEASE_MS) + 1;
+    let to = cycle_of(now_ms()) - 1;
+    assert!(to >= from, "a whole cycle watched after the kill");
+    let missing = shared.incomplete(&subjects, from..=to, 2);
+    assert!(missing.is_empty(), "after the kill: {missing:?}");
+    for c in from..=to {
+        for s in &subjects {
+            for r in 0..2 {
+                assert_ne!(shared.done[&(s.clone(), c, r)].holder, "v0");
+            }
+        }
+    }
+
+    // With namespaces: vantage 1 cut off; vantage 2 alone does one replica of every cycle.
+    let mut cut_window = None;
+    if let Some(net) = &net {
+        net.cut(1).unwrap();
+        let cut_at = now_ms();
+        shared.watch(LEASE_MS + 2 * EVERY_MS + SLACK_MS);
+        let from = cycle_of(cut_at + LEASE_MS) + 1;
+        let to = cycle_of(now_ms()) - 1;
+        assert!(to >= from);
+        for c in from..=to {
+            for s in &subjects {
+                let by: Vec<&str> = (0..2)
+                    .filter_map(|r| shared.done.get(&(s.clone(), c, r)))
+                    .map(|d| d.holder.as_str())
+                    .collect();
+                assert_eq!(by, ["v2"], "{s} cycle {c} while v1 is cut off");
+            }
+        }
+        net.restore(1).unwrap();
+        cut_window = Some((cut_at, now_ms()));
+        // Back, it takes work again.
+        let back = now_ms();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !shared
+            .done
+            .values()
+            .any(|d| d.holder == "v1" && d.at_ms > back)
+        {
+            assert!(Instant::now() < deadline, "v1 takes work again once joined");
+            shared.watch(200);
+        }
+    }
+
+    // No subject went unprobed for more than one cycle plus the lease time, from the first
+    // whole cycle to now, across the kill (and the cut).
+    let end = now_ms();
+    let runs = shared.runs();
+    let gaps = longest_gaps(&runs, &subjects, steady * EVERY_MS + EVERY_MS, end);
+    eprintln!(
+        "longest time without a run, by subject (ms): {gaps:?}; cycle {EVERY_MS} ms, lease \
+         {LEASE_MS} ms, cut {cut_window:?}; load {}",
+        load()
+    );
+    for (subject, gap) in &gaps {
+        assert!(
+            *gap <= EVERY_MS + LEASE_MS + SLACK_MS,
+            "{subject} went {gap} ms without a run"
+        );
+    }
+    let by_vantage: BTreeMap<&str, usize> = runs.iter().fold(BTreeMap::new(), |mut m, r| {
+        *m.entry(r.0.as_str()).or_default() += 1;
+        m
+    });
+    eprintln!("runs by vantage: {by_vantage:?}");
+
+    for i in 1..VANTAGES {
+        daemons.stop(i);
+    }
+    for name in &names {
+        verify(&local_url, name);
+    }
+}
+
+#[test]
+fn leased_work_settings_out_of_range_are_refused_at_the_start_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    x402_probe::ledger::key::ReporterKey::generate(&state.join("reporter.key")).unwrap();
+    let base = format!(
+        "[daemon]\nstate_dir = \"{}\"\nreporter_key = {{ key_file = \"{}\" }}\n[api]\nenabled = false\n",
+        state.display(),
+        state.join("reporter.key").display()
+    );
+    let postgres = "[store]\npostgres = \"postgres://probe@127.0.0.1:1/x402\"\n";
+    for (schedule, store, said) in [
+        // Several vantages per cycle need a shared store.
+        (
+            "vantages_per_cycle = 2",
+            "",
+            "[schedule] vantages_per_cycle",
+        ),
+        ("vantages_per_cycle = 0", postgres, "vantages_per_cycle"),
+        ("vantages_per_cycle = 17", postgres, "vantages_per_cycle"),
+        // Replicas less than a second apart.
+        (
+            "free_every_secs = 2\nvantages_per_cycle = 3",
+            postgres,
+            "[schedule] vantages_per_cycle",
+        ),
+        ("lease_ms = 500", postgres, "lease_ms"),
+        // A heartbeat longer than half the lease.
+        (
+            "lease_ms = 2000\nheartbeat_ms = 1500",
+            postgres,
+            "[schedule] heartbeat_ms",
+        ),
+    ] {
+        let config = format!("{base}[schedule]\n{schedule}\n{store}");
+        let path = dir.path().join("daemon.toml");
+        std::fs::write(&path, &config).unwrap();
+        let (code, text) = process_support::run(&["daemon", "--config", path.to_str().unwrap()]);
+        assert_eq!(code, 2, "{schedule}: {text}");
+        assert!(text.contains(said), "{schedule}: {text}");
+    }
+}
