@@ -391,12 +391,14 @@ pub fn inputs_from_vantages(
 /// The daemon's hook under method `/3`: a horizon's outcomes (in ledger order, `vantages[i]` the
 /// vantage of `outcomes[i]`) read through the quorum before they are folded into cells: each R1
 /// or R2 outcome against its cycle's decision becomes `unmeasured` with `excused` naming it (as
-/// our outages' are). Returns the `quorum` block for the inputs' meta (`summary::inputs`), `None`
-/// with one vantage (nothing changed).
+/// our outages' are), and each cloaking mark fails its run's H3 or H2 outcome. Returns the
+/// `quorum` block for the inputs' meta (`summary::inputs`), `None` with one vantage (nothing
+/// changed).
 pub fn excuse_outcomes(
     outcomes: &mut [super::summary::Outcome1<'_>],
     vantages: &[&str],
     cfg: &QuorumConfig,
+    cloaking: &[CloakingMark],
 ) -> Option<QuorumDocument> {
     if outcomes.len() != vantages.len() {
         return None;
@@ -439,6 +441,25 @@ pub fn excuse_outcomes(
         let o = &mut outcomes[at[i]];
         o.excused = Some(o.outcome);
         o.outcome = Outcome::Unmeasured;
+    }
+    for m in cloaking {
+        let Ok(when) = parse_instant("cloaking mark", &m.at) else {
+            continue;
+        };
+        let mut applied = false;
+        for (o, v) in outcomes.iter_mut().zip(vantages) {
+            if *v == m.vantage
+                && i128::from(o.at_ms) * 1_000_000 == when.ns
+                && m.checks.iter().any(|c| o.check == c.as_str())
+            {
+                o.outcome = Outcome::Fail;
+                o.excused = None;
+                applied = true;
+            }
+        }
+        if applied {
+            decision.document.cloaking.push(m.clone());
+        }
     }
     Some(decision.document)
 }
@@ -729,8 +750,27 @@ mod tests {
             });
             vantages.push(*v);
         }
-        let q = excuse_outcomes(&mut outcomes, &vantages, &cfg(None)).unwrap();
+        outcomes.push(crate::score::summary::Outcome1 {
+            seq: 3,
+            check: "H3",
+            outcome: Outcome::Pass,
+            kind: crate::rubric::Kind::Free,
+            revision: None,
+            value: None,
+            at_ms: AS_OF_S * 1000 - 600_000,
+            excused: None,
+        });
+        vantages.push("a");
+        let mark = CloakingMark {
+            vantage: "a".into(),
+            at: text(AS_OF_S - 600),
+            fields: vec!["pay_to".into()],
+            checks: vec![CheckId::H3],
+        };
+        let q = excuse_outcomes(&mut outcomes, &vantages, &cfg(None), &[mark]).unwrap();
         assert_eq!(q.disagreements.len(), 1);
+        assert_eq!(q.cloaking.len(), 1);
+        assert_eq!(outcomes[3].outcome, Outcome::Fail);
         assert_eq!(outcomes[1].outcome, Outcome::Unmeasured);
         assert_eq!(outcomes[1].excused, Some(Outcome::Fail));
         let mut cells = Vec::new();
@@ -749,7 +789,7 @@ mod tests {
             at_ms: 0,
             excused: None,
         }];
-        assert!(excuse_outcomes(&mut one, &["a"], &cfg(None)).is_none());
+        assert!(excuse_outcomes(&mut one, &["a"], &cfg(None), &[]).is_none());
         assert_eq!(one[0].outcome, Outcome::Fail);
     }
 
