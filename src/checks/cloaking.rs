@@ -17,7 +17,9 @@ use serde_json::{Value, json};
 use super::findings::{Finding, FindingId, primary, required_of};
 use crate::evidence::free::FreeObservation;
 use crate::evidence::{Outcome, Receipt, rfc3339};
-use crate::x402::types::{PaymentRequired, Requirement, is_decimal_integer, parse_address_any_case};
+use crate::x402::types::{
+    PaymentRequired, Requirement, is_decimal_integer, parse_address_any_case,
+};
 
 /// The most seconds apart two observations may start and still be compared: the same probe
 /// cycle's vantages probe together (a price changed between two distant runs is H2's, not this).
@@ -57,7 +59,14 @@ pub struct CloakedRun {
 }
 
 /// The compared fields, in the order reported.
-const FIELDS: [&str; 6] = ["scheme", "network", "amount", "asset", "pay_to", "fee_payer"];
+const FIELDS: [&str; 6] = [
+    "scheme",
+    "network",
+    "amount",
+    "asset",
+    "pay_to",
+    "fee_payer",
+];
 
 /// One `accepts` entry's terms, normalised; `None` for a field missing or unreadable.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -403,7 +412,10 @@ mod tests {
 
     #[test]
     fn networks_compare_by_their_chain() {
-        assert_eq!(normalise_network("base-sepolia"), normalise_network("eip155:84532"));
+        assert_eq!(
+            normalise_network("base-sepolia"),
+            normalise_network("eip155:84532")
+        );
         assert_eq!(normalise_network("base"), normalise_network("eip155:8453"));
         assert_ne!(normalise_network("base"), normalise_network("base-sepolia"));
         // Solana's CAIP-2 reference is base58: case matters.
@@ -436,8 +448,10 @@ mod tests {
 
     #[test]
     fn a_fee_payer_is_compared_by_membership_in_the_facilitators_set() {
-        let known = vec!["FeePayerA1111111111111111111111111111111111".to_string(),
-                         "FeePayerB1111111111111111111111111111111111".to_string()];
+        let known = vec![
+            "FeePayerA1111111111111111111111111111111111".to_string(),
+            "FeePayerB1111111111111111111111111111111111".to_string(),
+        ];
         // A rotation among the facilitator's fee payers is the same terms.
         assert_eq!(
             normalise_fee_payer(&known[0], &known),

@@ -117,6 +117,17 @@ pub fn decide(
     if vantages.len() <= 1 {
         return None;
     }
+    Some(decide_all(probes, cfg, time_text, vantages))
+}
+
+/// [`decide`] for a history known to hold several vantages (`vantages`, sorted: every one of
+/// the history, whether or not it probed R1 or R2).
+fn decide_all(
+    probes: &[Probe<'_>],
+    cfg: &QuorumConfig,
+    time_text: &dyn Fn(i128) -> String,
+    vantages: Vec<&str>,
+) -> Decision {
     let window = cfg.window_ns.max(1);
     let mut excused = Vec::new();
     let (mut cycles, mut failed_cycles) = (0u32, 0u32);
@@ -124,7 +135,8 @@ pub fn decide(
     for check in QUORUM_CHECKS {
         let mut order: Vec<usize> = (0..probes.len())
             .filter(|&i| {
-                probes[i].check == check && matches!(probes[i].outcome, Outcome::Pass | Outcome::Fail)
+                probes[i].check == check
+                    && matches!(probes[i].outcome, Outcome::Pass | Outcome::Fail)
             })
             .collect();
         order.sort_by_key(|&i| (probes[i].at_ns, probes[i].seq));
@@ -202,7 +214,7 @@ pub fn decide(
         }
     }
     excused.sort_unstable();
-    Some(Decision {
+    Decision {
         excused,
         document: QuorumDocument {
             vantages: vantages.into_iter().map(str::to_string).collect(),
@@ -213,7 +225,15 @@ pub fn decide(
             disagreements,
             cloaking: Vec::new(),
         },
-    })
+    }
+}
+
+/// The sorted, distinct vantages of a history.
+fn distinct<'a>(vantages: &[&'a str]) -> Vec<&'a str> {
+    let mut all = vantages.to_vec();
+    all.sort_unstable();
+    all.dedup();
+    all
 }
 
 /// The note an excused outcome carries.
@@ -269,25 +289,13 @@ pub fn apply_to_history(
             h,
         ));
     }
-    let distinct = {
-        let mut all: Vec<&str> = vantages.to_vec();
-        all.sort_unstable();
-        all.dedup();
-        all.len()
-    };
-    if distinct <= 1 {
+    let all = distinct(vantages);
+    if all.len() <= 1 {
         return Ok(None);
     }
     let only: Vec<Probe<'_>> = probes.iter().map(|(p, _)| *p).collect();
     let text = |ns: i128| texts.get(&ns).cloned().unwrap_or_default();
-    let Some(mut decision) = decide(&only, cfg, &text) else {
-        return Ok(None);
-    };
-    // The vantages of the whole history, not only those that probed R1 or R2.
-    let mut all: Vec<String> = vantages.iter().map(|v| v.to_string()).collect();
-    all.sort_unstable();
-    all.dedup();
-    decision.document.vantages = all;
+    let decision = decide_all(&only, cfg, &text, all);
     for &i in &decision.excused {
         let (p, h) = probes[i];
         let e = &mut history[h];
@@ -343,8 +351,7 @@ pub fn apply_cloaking(
     for m in marks {
         let mut applied = false;
         for (e, v) in history.iter_mut().zip(vantages) {
-            if *v != m.vantage || e.at != m.at || !m.checks.iter().any(|c| e.check == c.as_str())
-            {
+            if *v != m.vantage || e.at != m.at || !m.checks.iter().any(|c| e.check == c.as_str()) {
                 continue;
             }
             let note = format!(
@@ -400,7 +407,8 @@ pub fn excuse_outcomes(
     cfg: &QuorumConfig,
     cloaking: &[CloakingMark],
 ) -> Option<QuorumDocument> {
-    if outcomes.len() != vantages.len() {
+    let all = distinct(vantages);
+    if outcomes.len() != vantages.len() || all.len() <= 1 {
         return None;
     }
     let mut at: Vec<usize> = Vec::new();
@@ -432,11 +440,7 @@ pub fn excuse_outcomes(
             })
             .unwrap_or_default()
     };
-    let mut decision = decide(&probes, cfg, &text)?;
-    let mut all: Vec<String> = vantages.iter().map(|v| v.to_string()).collect();
-    all.sort_unstable();
-    all.dedup();
-    decision.document.vantages = all;
+    let mut decision = decide_all(&probes, cfg, &text, all);
     for i in decision.excused {
         let o = &mut outcomes[at[i]];
         o.excused = Some(o.outcome);
@@ -548,7 +552,12 @@ mod tests {
 
     fn scored(doc: InputsDocument) -> ScoreDocument {
         let inputs = Inputs::from_document(doc).unwrap();
-        score(&Rubric::embedded_default(), &inputs, Sampler::InverseCdfTable).unwrap()
+        score(
+            &Rubric::embedded_default(),
+            &inputs,
+            Sampler::InverseCdfTable,
+        )
+        .unwrap()
     }
 
     fn down(doc: &ScoreDocument) -> bool {
@@ -602,7 +611,11 @@ mod tests {
         let excused = doc
             .history
             .iter()
-            .filter(|e| e.note.as_deref().is_some_and(|n| n.starts_with("quorum: b's fail")))
+            .filter(|e| {
+                e.note
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("quorum: b's fail"))
+            })
             .count();
         assert_eq!(excused, 640);
         let s = scored(doc);
@@ -706,8 +719,8 @@ mod tests {
             fields: vec!["pay_to".into()],
             checks: CloakingMark::checks_for(&["pay_to".into()]),
         };
-        let doc = inputs_from_vantages(meta(), entries, &cfg(None), std::slice::from_ref(&mark))
-            .unwrap();
+        let doc =
+            inputs_from_vantages(meta(), entries, &cfg(None), std::slice::from_ref(&mark)).unwrap();
         let failed: Vec<&HistoryEntry> = doc
             .history
             .iter()
@@ -717,7 +730,11 @@ mod tests {
         assert_eq!(failed[0].at, at);
         assert_eq!(doc.quorum.as_ref().unwrap().cloaking, [mark.clone()]);
         let s = scored(doc);
-        assert!(s.gates.iter().any(|g| g.flag == "payto_changed" && g.binding));
+        assert!(
+            s.gates
+                .iter()
+                .any(|g| g.flag == "payto_changed" && g.binding)
+        );
         assert_eq!(s.verdict.verdict, Verdict::Caution);
 
         // One vantage: no quorum block, nothing applied.
@@ -741,7 +758,11 @@ mod tests {
             outcomes.push(crate::score::summary::Outcome1 {
                 seq: i as u64,
                 check: "R1",
-                outcome: if *v == "b" { Outcome::Fail } else { Outcome::Pass },
+                outcome: if *v == "b" {
+                    Outcome::Fail
+                } else {
+                    Outcome::Pass
+                },
                 kind: crate::rubric::Kind::Free,
                 revision: None,
                 value: None,
@@ -777,7 +798,16 @@ mod tests {
         for o in outcomes {
             crate::score::summary::add_outcome(&rubric, &mut cells, o);
         }
-        assert!(cells.iter().all(|c| c.outcome != Outcome::Fail));
+        assert!(
+            cells
+                .iter()
+                .all(|c| c.check != "R1" || c.outcome != Outcome::Fail)
+        );
+        assert!(
+            cells
+                .iter()
+                .any(|c| c.check == "R1" && c.excused == Some(Outcome::Fail))
+        );
         // One vantage: untouched.
         let mut one = vec![crate::score::summary::Outcome1 {
             seq: 0,
@@ -794,20 +824,56 @@ mod tests {
     }
 
     #[test]
+    fn down_quorum_is_read_from_the_schedule_and_zero_is_refused() {
+        let read = |t: &str| toml::from_str::<crate::config::ScheduleConfig>(t);
+        let q = read("down_quorum = 3\nfree_every_secs = 600")
+            .unwrap()
+            .quorum();
+        assert_eq!(
+            q,
+            QuorumConfig {
+                k: Some(3),
+                window_ns: 600_000_000_000
+            }
+        );
+        assert_eq!(read("").unwrap().quorum().k, None, "a majority by default");
+        assert!(read("down_quorum = 0").is_err());
+        assert!(read("down_quorum = 65").is_err());
+    }
+
+    #[test]
     fn hostile_histories_are_refused_or_read_never_a_panic() {
         // Mismatched lengths, a time that does not read, a zero window.
         let mut h = vec![entry(0, "R1", Outcome::Fail, AS_OF_S)];
         assert!(apply_to_history(&mut h, &[], &cfg(None)).is_err());
-        let mut bad = vec![entry(0, "R1", Outcome::Fail, AS_OF_S), entry(1, "R1", Outcome::Pass, AS_OF_S)];
+        let mut bad = vec![
+            entry(0, "R1", Outcome::Fail, AS_OF_S),
+            entry(1, "R1", Outcome::Pass, AS_OF_S),
+        ];
         bad[0].at = "yesterday".into();
         assert!(apply_to_history(&mut bad, &["a", "b"], &cfg(None)).is_err());
-        let mut h = vec![entry(0, "R1", Outcome::Fail, AS_OF_S), entry(1, "R1", Outcome::Pass, AS_OF_S)];
-        let zero = QuorumConfig { k: Some(0), window_ns: 0 };
-        let q = apply_to_history(&mut h, &["a", "b"], &zero).unwrap().unwrap();
+        let mut h = vec![
+            entry(0, "R1", Outcome::Fail, AS_OF_S),
+            entry(1, "R1", Outcome::Pass, AS_OF_S),
+        ];
+        let zero = QuorumConfig {
+            k: Some(0),
+            window_ns: 0,
+        };
+        let q = apply_to_history(&mut h, &["a", "b"], &zero)
+            .unwrap()
+            .unwrap();
         assert_eq!(q.cycles, 1);
         // An unknown check is not a quorum check.
-        let mut h = vec![entry(0, "Z9", Outcome::Fail, AS_OF_S), entry(1, "R1", Outcome::Pass, AS_OF_S)];
-        assert!(apply_to_history(&mut h, &["a", "b"], &cfg(None)).unwrap().is_some());
+        let mut h = vec![
+            entry(0, "Z9", Outcome::Fail, AS_OF_S),
+            entry(1, "R1", Outcome::Pass, AS_OF_S),
+        ];
+        assert!(
+            apply_to_history(&mut h, &["a", "b"], &cfg(None))
+                .unwrap()
+                .is_some()
+        );
         assert_eq!(h[0].outcome, Outcome::Fail);
     }
 }

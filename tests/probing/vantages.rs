@@ -17,10 +17,11 @@ use x402_probe::observation::FreeObservation;
 use x402_probe::probe::free::{FreeProbeConfig, probe_free};
 use x402_probe::probe::http::FetchConfig;
 use x402_probe::rubric::{Rubric, Verdict};
+use x402_probe::score::document::ScoreDocument;
 use x402_probe::score::input::{HistoryEntry, Inputs, InputsDocument};
 use x402_probe::score::montecarlo::Sampler;
 use x402_probe::score::quorum::{QuorumConfig, QuorumDocument, inputs_from_vantages};
-use x402_probe::score::{ScoreDocument, score};
+use x402_probe::score::score;
 
 const VANTAGES: usize = 3;
 const CYCLE_S: i64 = 900;
@@ -118,13 +119,14 @@ fn r1(obs: &FreeObservation, rubric: &Rubric) -> Outcome {
 async fn a_cloaked_endpoint_is_flagged_with_each_vantages_receipt_and_an_honest_one_passes() {
     let Some(net) = vantages() else { return };
     let mut lab = lab().await;
+    let other = lab.other_wallet;
     let cloaked = placed(
         &mut lab,
         &net,
         "cloaked",
         BySource::Cloak {
             from: vec![address(&net, 0)],
-            pay_to: lab.other_wallet,
+            pay_to: other,
         },
     )
     .await;
@@ -145,7 +147,10 @@ async fn a_cloaked_endpoint_is_flagged_with_each_vantages_receipt_and_an_honest_
     assert!(finding.evidence.contains("to v0 "), "{}", finding.evidence);
     // The cloaked run alone is marked, for payTo alone.
     assert_eq!(runs.len(), 1, "{runs:?}");
-    assert_eq!((runs[0].vantage.as_str(), runs[0].fields.clone()), ("v0", vec!["pay_to".to_string()]));
+    assert_eq!(
+        (runs[0].vantage.as_str(), runs[0].fields.clone()),
+        ("v0", vec!["pay_to".to_string()])
+    );
     // Every vantage's receipt, with its body's hash and the payTo it was quoted.
     let observations = finding.receipt.detail["observations"].as_array().unwrap();
     assert_eq!(observations.len(), VANTAGES);
@@ -161,7 +166,10 @@ async fn a_cloaked_endpoint_is_flagged_with_each_vantages_receipt_and_an_honest_
             .clone();
         assert_eq!(o["sha256"]["response.body"], body.as_str());
         assert_eq!(
-            finding.receipt.sha256.get(&format!("{vantage}/response.body")),
+            finding
+                .receipt
+                .sha256
+                .get(&format!("{vantage}/response.body")),
             Some(&body)
         );
         let expected = if i == 0 { &theirs } else { &ours };
@@ -225,7 +233,12 @@ fn meta(rubric: &Rubric, as_of: i64, since: i64) -> InputsDocument {
 
 fn scored(doc: InputsDocument) -> ScoreDocument {
     let inputs = Inputs::from_document(doc).unwrap();
-    score(&Rubric::embedded_default(), &inputs, Sampler::InverseCdfTable).unwrap()
+    score(
+        &Rubric::embedded_default(),
+        &inputs,
+        Sampler::InverseCdfTable,
+    )
+    .unwrap()
 }
 
 fn down(doc: &ScoreDocument) -> bool {
@@ -255,7 +268,11 @@ async fn a_regional_outage_is_not_down_under_the_quorum_and_every_vantage_failin
     let one_out = probe_from_all(&net, &lab, &regional);
     let all_out = probe_from_all(&net, &lab, &everywhere);
     let r1s: Vec<Outcome> = one_out.iter().map(|o| r1(o, &rubric)).collect();
-    assert_eq!(r1s, [Outcome::Pass, Outcome::Fail, Outcome::Pass], "regional");
+    assert_eq!(
+        r1s,
+        [Outcome::Pass, Outcome::Fail, Outcome::Pass],
+        "regional"
+    );
     let r1s: Vec<Outcome> = all_out.iter().map(|o| r1(o, &rubric)).collect();
     assert_eq!(r1s, [Outcome::Fail; 3], "everywhere");
 
@@ -278,7 +295,12 @@ async fn a_regional_outage_is_not_down_under_the_quorum_and_every_vantage_failin
         .collect();
     assert_eq!(r1_rows.len(), 1, "{:?}", q.disagreements);
     assert_eq!(
-        (r1_rows[0].vantage.as_str(), r1_rows[0].saw, r1_rows[0].failing, r1_rows[0].probed),
+        (
+            r1_rows[0].vantage.as_str(),
+            r1_rows[0].saw,
+            r1_rows[0].failing,
+            r1_rows[0].probed
+        ),
         ("v1", Outcome::Fail, 1, 3)
     );
     let shown = scored(doc);
@@ -297,11 +319,18 @@ async fn a_regional_outage_is_not_down_under_the_quorum_and_every_vantage_failin
             .unwrap()
             .fails
     };
-    assert!(r1_fails(&raw) > 0, "without the quorum vantage 1's fails count");
+    assert!(
+        r1_fails(&raw) > 0,
+        "without the quorum vantage 1's fails count"
+    );
     let doc = inputs_from_vantages(meta(&rubric, end, since), regional_80h, &cfg, &[]).unwrap();
     let q = doc.quorum.clone().unwrap();
     assert_eq!(q.failed_cycles, 0);
-    assert!(q.disagreements.iter().all(|d| d.vantage == "v1" && d.cycles == cycles as u32));
+    assert!(
+        q.disagreements
+            .iter()
+            .all(|d| d.vantage == "v1" && d.cycles == cycles as u32)
+    );
     let s = scored(doc);
     assert_eq!(r1_fails(&s), 0);
     assert!(!down(&s));
