@@ -728,7 +728,10 @@ mod tests {
             .collect();
         assert_eq!(failed.len(), 1);
         assert_eq!(failed[0].at, at);
-        assert_eq!(doc.quorum.as_ref().unwrap().cloaking, [mark.clone()]);
+        assert_eq!(
+            doc.quorum.as_ref().unwrap().cloaking,
+            std::slice::from_ref(&mark)
+        );
         let s = scored(doc);
         assert!(
             s.gates
