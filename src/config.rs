@@ -895,6 +895,11 @@ range!(
     JitterRange, JitterPercent, 0, 50, 10, "%"
 );
 range!(
+    /// `[schedule] down_quorum`: how many of the vantages that probed a cycle must fail it for
+    /// the cycle to count as failed (absent: a majority of them; `rubrics/README.md`).
+    DownQuorumRange, DownQuorum, 1, 64, 2, "vantages"
+);
+range!(
     /// Runs in flight at once, all subjects together.
     ConcurrencyRange, Concurrency, 1, 4_096, 32, "runs"
 );
@@ -1143,6 +1148,21 @@ pub struct ScheduleConfig {
     /// most half of `lease_ms`).
     #[serde(default)]
     pub heartbeat_ms: HeartbeatMs,
+    /// With several vantages: R1 and R2 count a cycle as failed only when this many of the
+    /// vantages that probed it failed it (absent: a majority of them). One vantage: unused.
+    #[serde(default)]
+    pub down_quorum: Option<DownQuorum>,
+}
+
+impl ScheduleConfig {
+    /// The quorum the scorer reads several vantages' R1 and R2 under: `down_quorum`, a cycle
+    /// being one free interval (`free_every_secs`).
+    pub fn quorum(&self) -> crate::score::quorum::QuorumConfig {
+        crate::score::quorum::QuorumConfig::new(
+            self.down_quorum.as_ref().map(|k| k.get() as u32),
+            self.free_every_secs.get(),
+        )
+    }
 }
 
 /// `[control]`: an endpoint we run ourselves with a known answer. While it fails, our vantage is

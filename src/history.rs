@@ -134,6 +134,7 @@ pub fn inputs_document(
         history,
         population: Vec::new(),
         provenance,
+        quorum: None,
     }
 }
 

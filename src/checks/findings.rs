@@ -38,16 +38,20 @@ pub enum FindingId {
     PaytoCollision,
     /// Charged on chain, then refused with 401 or 403.
     PayThenRefused,
+    /// Every vantage is quoted the same terms at the same time (several vantages only:
+    /// `super::cloaking`).
+    Cloaking,
 }
 
 impl FindingId {
-    pub const ALL: [FindingId; 6] = [
+    pub const ALL: [FindingId; 7] = [
         FindingId::Described,
         FindingId::ResourceUrl,
         FindingId::BrowserPaywall,
         FindingId::KnownFacilitator,
         FindingId::PaytoCollision,
         FindingId::PayThenRefused,
+        FindingId::Cloaking,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -58,6 +62,7 @@ impl FindingId {
             FindingId::KnownFacilitator => "known_facilitator",
             FindingId::PaytoCollision => "payto_collision",
             FindingId::PayThenRefused => "pay_then_refused",
+            FindingId::Cloaking => "cloaking",
         }
     }
 
@@ -70,6 +75,7 @@ impl FindingId {
             FindingId::KnownFacilitator => "Settled by a known facilitator",
             FindingId::PaytoCollision => "payTo not shared with strangers",
             FindingId::PayThenRefused => "No refusal after a charge",
+            FindingId::Cloaking => "Same terms for every vantage",
         }
     }
 }
@@ -105,6 +111,8 @@ pub struct Finding {
 pub struct FindingsContext {
     pub facilitators: Vec<Address>,
 }
+
+pub use super::cloaking::{CloakedRun, CloakingContext, cloaking};
 
 /// Every finding of one run, in [`FindingId::ALL`]'s order. `paid` is the run's paid call, when
 /// one was attempted. The payTo collision needs the other subjects: here it is `unmeasured`
@@ -185,7 +193,7 @@ pub fn evaluate_paid(
 }
 
 /// The first sample with a usable response (as the free checks choose it).
-fn primary(free: &FreeObservation) -> Option<(&Sample, &HttpResponse)> {
+pub(crate) fn primary(free: &FreeObservation) -> Option<(&Sample, &HttpResponse)> {
     free.samples.iter().find_map(|s| {
         let tls_ok = s.exchange.tls.as_ref().is_none_or(|t| t.verified);
         s.exchange
@@ -196,7 +204,7 @@ fn primary(free: &FreeObservation) -> Option<(&Sample, &HttpResponse)> {
     })
 }
 
-fn required_of(free: &FreeObservation, r: &HttpResponse) -> Option<PaymentRequired> {
+pub(crate) fn required_of(free: &FreeObservation, r: &HttpResponse) -> Option<PaymentRequired> {
     if free.mcp.is_some() {
         return None;
     }

@@ -1,6 +1,7 @@
 //! Checks: pure functions from observations to outcomes with receipts.
 
 pub mod attribution;
+pub mod cloaking;
 pub mod conformance;
 pub mod findings;
 pub mod free;

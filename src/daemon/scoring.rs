@@ -192,6 +192,7 @@ pub fn inputs_document(rubric: &Rubric, s: SubjectInputs) -> InputsDocument {
         history: s.history,
         population: s.population,
         provenance: s.provenance,
+        quorum: None,
     }
 }
 

@@ -58,6 +58,10 @@ pub struct ScoreDocument {
     pub value: Value,
     /// Checks in the history that this rubric does not have (kept, not scored).
     pub ignored_checks: Vec<String>,
+    /// Several vantages only: the quorum's cycles and disagreements, as the inputs record them
+    /// (`rubrics/README.md`, "Several vantages"). Absent with one vantage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<super::quorum::QuorumDocument>,
     /// The inputs exactly as scored (shared with the parsed inputs, not copied). Null when read
     /// back from the store's form, which leaves them out (the ledger holds them).
     #[serde(

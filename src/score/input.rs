@@ -50,6 +50,10 @@ pub struct InputsDocument {
     #[serde(default)]
     pub population: Vec<PeerDocument>,
     pub provenance: Provenance,
+    /// Several vantages only: the quorum's cycles and disagreements (`super::quorum`). Absent
+    /// with one vantage, so a single vantage's inputs (and digest) are as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<super::quorum::QuorumDocument>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -244,6 +248,8 @@ pub struct Inputs {
     pub digest: [u8; 32],
     /// The scorer's method the inputs are scored under.
     pub method: super::Method,
+    /// The inputs' `quorum` block (several vantages only).
+    pub quorum: Option<super::quorum::QuorumDocument>,
 }
 
 impl Inputs {
@@ -522,6 +528,7 @@ fn build(mut doc: InputsDocument, embed: Embed) -> Result<Inputs, InputError> {
         subject,
         provenance,
         history: rows,
+        quorum,
         ..
     } = doc;
     let history: Vec<Entry> = rows
@@ -556,6 +563,7 @@ fn build(mut doc: InputsDocument, embed: Embed) -> Result<Inputs, InputError> {
         document: std::sync::Arc::new(document),
         digest,
         method: super::Method::V2,
+        quorum,
     })
 }
 
@@ -580,6 +588,9 @@ fn canonical_bytes_of_document(doc: &InputsDocument) -> Result<Vec<u8>, InputErr
     let mut rest = serde_json::Map::new();
     rest.insert("population".into(), serde_json::to_value(&doc.population)?);
     rest.insert("provenance".into(), serde_json::to_value(doc.provenance)?);
+    if let Some(q) = &doc.quorum {
+        rest.insert("quorum".into(), serde_json::to_value(q)?);
+    }
     rest.insert(
         "rubric_sha256".into(),
         serde_json::Value::String(doc.rubric_sha256.clone()),

@@ -16,6 +16,7 @@ pub mod input;
 pub mod montecarlo;
 pub mod outlook;
 pub mod points;
+pub mod quorum;
 pub mod rng;
 pub mod summary;
 pub mod tally;
@@ -272,6 +273,7 @@ pub fn score(
         outlook: outlook::outlook(rubric, inputs, &weights)?,
         value: value::value(rubric, inputs, &weights),
         ignored_checks,
+        quorum: inputs.quorum.clone(),
         inputs: std::sync::Arc::clone(&inputs.document),
     })
 }

@@ -17,6 +17,7 @@ mod mcp_probe;
 mod rpc_client;
 mod service_build;
 mod solana_lab;
+mod vantages;
 
 /// Reads a child's stdout and stderr to their ends on threads of their own, so that a child
 /// writing more than a pipe holds never blocks on us while we wait for it.
