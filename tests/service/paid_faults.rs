@@ -337,13 +337,22 @@ where
     let (plan, guaranteed) = fault_plan(rng, len);
     let mut announced = BTreeSet::new();
     let mut tally: BTreeMap<String, usize> = BTreeMap::new();
-    for (n, step) in plan.iter().enumerate() {
+    let capped =
+        |tally: &BTreeMap<String, usize>| tally.keys().any(|k| k.starts_with("REFUSED over_"));
+    // The random tail may end short of the caps (a call killed before it signs gives its
+    // reservation back): plain calls follow until a cap refuses one, at most `len` more.
+    for n in 0.. {
+        let step: &str = match plan.get(n) {
+            Some(step) => step,
+            None if !capped(&tally) && n < plan.len() + len => "",
+            None => break,
+        };
         let url = if n < guaranteed {
             &urls[n % urls.len()]
         } else {
             &urls[rng.random_range(0..urls.len())]
         };
-        let kill_at = match *step {
+        let kill_at = match step {
             "in_flight" => format!("in_flight:{}", rng.random_range(0..120)),
             other => other.to_string(),
         };
