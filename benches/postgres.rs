@@ -39,12 +39,12 @@ use std::time::{Duration, Instant};
 #[path = "../tests/daemon_support/mod.rs"]
 #[allow(unused_imports)]
 mod daemon_support;
+#[path = "support/run_entry.rs"]
+mod run_entry;
 
 use daemon_support::{DAY, Settings, config_text, run_simulated, start_ms};
 use x402_lab::postgres::Postgres;
-use x402_probe::checks::history::declared;
 use x402_probe::clock::ManualClock;
-use x402_probe::daemon::pipeline::run_index;
 use x402_probe::daemon::schedule::{Cadence, cycle_of, free_work};
 use x402_probe::evidence::run::RunRecord;
 use x402_probe::ledger::key::ReporterKey;
@@ -272,14 +272,7 @@ fn run_entry(
         let tls = sample.exchange.timings.tls_ms.unwrap_or(1.0);
         sample.exchange.timings.tls_ms = Some(tls + i as f64 / 1024.0);
     }
-    let declared_now = declared(&run.free, run.started_at_ms);
-    let index = run_index(&run, declared_now);
-    NewEntry::prepared(
-        run.ended_at_ms,
-        Record::Run(Box::new(run)),
-        rubric,
-        Some(index),
-    )
+    run_entry::prepared_run(run, rubric)
 }
 
 /// Bytes of an entry's record.
