@@ -420,12 +420,37 @@ fn leased(
     for name in names {
         let log = PgLedger::open_existing(&url, Some(name)).expect("the log opens");
         Store::verify(&log, None, false).expect("each vantage's log verifies");
+        // The batch's index rows are there: each subject's run by its id, and its declaration.
+        for (i, subject) in urls.iter().enumerate().step_by(997) {
+            let run = Store::latest_subject_entry(&log, subject, RecordKind::Run)
+                .expect("a subject's run reads")
+                .expect("every subject's run is in each vantage's log");
+            let Record::Run(run) = run.record else {
+                panic!("a run entry holds a run")
+            };
+            assert!(run.id.ends_with(&format!(":{i}")), "the run of {subject}");
+            let by_id = Store::run_by_id(&log, &run.id).expect("a run id reads");
+            assert_eq!(by_id.map(|e| e.seq), Some(run_seq(&log, subject)));
+            assert!(
+                Store::latest_declared(&log, subject)
+                    .expect("a declaration reads")
+                    .is_some(),
+                "{subject}'s declaration is indexed"
+            );
+        }
     }
     LeasedRun {
         vantages: runs,
         secs,
         offer_secs,
     }
+}
+
+fn run_seq(log: &PgLedger, subject: &str) -> u64 {
+    Store::latest_subject_entry(log, subject, RecordKind::Run)
+        .expect("a subject's run reads")
+        .expect("the subject's run")
+        .seq
 }
 
 /// One vantage's loop, as the daemon's with leases: take due runs, heart-beat them, record them
