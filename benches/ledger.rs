@@ -36,13 +36,14 @@ use std::time::Instant;
 use rusqlite::{Connection, params};
 use sha2::{Digest, Sha256};
 
+#[path = "support/run_entry.rs"]
+mod run_entry;
+
 use x402_lab::dynamic::{LabClock, Timeline};
 use x402_lab::{Lab, LabOptions};
-use x402_probe::checks::history::declared;
 use x402_probe::clock::{Clock, ManualClock};
 use x402_probe::config::{DaemonConfig, HistoryDaysRange, Range};
 use x402_probe::daemon::Daemon;
-use x402_probe::daemon::pipeline::run_index;
 use x402_probe::daemon::subject_state::{StateRow, SubjectState};
 use x402_probe::evidence::run::RunRecord;
 use x402_probe::ledger::key::ReporterKey;
@@ -490,15 +491,7 @@ fn run_entry(template: &RunRecord, rubric: &Rubric, i: usize) -> NewEntry {
     run.id = format!("{}:{i}", template.id);
     run.started_at_ms += i as i64;
     run.ended_at_ms += i as i64;
-    let declared_now = declared(&run.free, run.started_at_ms);
-    let index = run_index(&run, declared_now);
-    // As the daemon does: the stored form made in the run's task, before the writer.
-    NewEntry::prepared(
-        run.ended_at_ms,
-        Record::Run(Box::new(run)),
-        rubric,
-        Some(index),
-    )
+    run_entry::prepared_run(run, rubric)
 }
 
 /// Score entry `i`, as the daemon appends it: with its daily score row and the row's headline,

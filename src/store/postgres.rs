@@ -1008,11 +1008,9 @@ impl LedgerLog for PgLedger {
             insert_nodes(&*tx, self.vantage, &nodes)
                 .await
                 .map_err(self.pool.pg("writing the entries' tree nodes"))?;
-            for (subject, seq, index) in indexed {
-                store::insert_index(&*tx, self.vantage, &subject, seq, index)
-                    .await
-                    .map_err(self.pool.pg("writing an entry's index rows"))?;
-            }
+            store::insert_indexes(&*tx, self.vantage, indexed)
+                .await
+                .map_err(self.pool.pg("writing the entries' index rows"))?;
             tx.commit()
                 .await
                 .map_err(self.pool.pg("committing an append"))?;

@@ -113,6 +113,51 @@ pub(super) async fn insert_index<C: GenericClient + Sync>(
     Ok(())
 }
 
+/// The index rows of a batch of entries of `vantage`'s log (subject, seq, rows), in the
+/// append's transaction: the batch's run ids and declarations in one statement each (a batch of
+/// runs writes a row of each per run: one round trip each, not one per row), the other rows entry
+/// by entry ([`insert_index`]).
+pub(super) async fn insert_indexes<C: GenericClient + Sync>(
+    c: &C,
+    vantage: i32,
+    indexed: Vec<(String, u64, Index)>,
+) -> Result<(), tokio_postgres::Error> {
+    let (mut ids, mut id_seqs) = (Vec::new(), Vec::new());
+    let (mut subjects, mut seqs, mut at, mut bodies) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (subject, seq, mut index) in indexed {
+        if let Some(id) = index.run_id.take() {
+            ids.push(id);
+            id_seqs.push(seq as i64);
+        }
+        if let Some((at_ms, body)) = index.declared.take() {
+            subjects.push(subject.clone());
+            seqs.push(seq as i64);
+            at.push(at_ms);
+            bodies.push(body);
+        }
+        insert_index(c, vantage, &subject, seq, index).await?;
+    }
+    if !ids.is_empty() {
+        c.execute(
+            "INSERT INTO run_id (vantage, id, seq)
+             SELECT $1::integer, * FROM unnest($2::text[], $3::bigint[])
+             ON CONFLICT DO NOTHING",
+            &[&vantage, &ids, &id_seqs],
+        )
+        .await?;
+    }
+    if !subjects.is_empty() {
+        c.execute(
+            "INSERT INTO declared (vantage, subject, seq, at_ms, body)
+             SELECT $1::integer, * FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::bytea[])",
+            &[&vantage, &subjects, &seqs, &at, &bodies],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 async fn put_state_in<C: GenericClient + Sync>(
     c: &C,
     vantage: i32,
