@@ -1829,7 +1829,8 @@ mod tests {
         elsewhere.validate(Source::File).unwrap();
         let err = elsewhere.prepare().unwrap_err().to_string();
         assert!(
-            err.contains("[probe] source_address") && err.contains("not an address of this machine"),
+            err.contains("[probe] source_address")
+                && err.contains("not an address of this machine"),
             "{err}"
         );
     }

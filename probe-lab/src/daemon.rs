@@ -287,52 +287,52 @@ pub(crate) fn score_header() -> String {
 
 /// A score document's row: score, band, grade, verdict, status, binding gates, checks that failed.
 pub(crate) fn score_cells(doc: &Value) -> String {
-            let band = &doc["band"];
-            let grade = doc["grade"]
-                .as_str()
-                .map(str::to_string)
-                .or_else(|| doc["provisional_grade"].as_str().map(|g| format!("({g})")))
-                .unwrap_or_else(|| "-".into());
-            let gates: Vec<&str> = doc["gates"]
-                .as_array()
-                .map(|gates| {
-                    gates
-                        .iter()
-                        .filter(|g| g["binding"] == true)
-                        .filter_map(|g| g["flag"].as_str())
-                        .collect()
-                })
-                .unwrap_or_default();
-            let fails: Vec<String> = doc["dimensions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .flat_map(|d| d["checks"].as_array().into_iter().flatten())
-                .filter_map(|c| {
-                    let n = c["fails"].as_u64().filter(|n| *n > 0)?;
-                    Some(format!("{} {n}", c["id"].as_str()?))
-                })
-                .collect();
-            format!(
-                "{:>6.1} {:>15}  {:<5} {:<12} {:<11} {:<14} {}",
-                doc["capped_score"].as_f64().unwrap_or(f64::NAN),
-                format!(
-                    "[{:.1}, {:.1}]",
-                    band["low"].as_f64().unwrap_or(f64::NAN),
-                    band["high"].as_f64().unwrap_or(f64::NAN)
-                ),
-                grade,
-                doc["verdict"]["verdict"].as_str().unwrap_or("?"),
-                doc["verdict"]["status"].as_str().unwrap_or("?"),
-                if gates.is_empty() {
-                    "-".to_string()
-                } else {
-                    gates.join(", ")
-                },
-                if fails.is_empty() {
-                    "-".to_string()
-                } else {
-                    fails.join(", ")
-                }
-            )
+    let band = &doc["band"];
+    let grade = doc["grade"]
+        .as_str()
+        .map(str::to_string)
+        .or_else(|| doc["provisional_grade"].as_str().map(|g| format!("({g})")))
+        .unwrap_or_else(|| "-".into());
+    let gates: Vec<&str> = doc["gates"]
+        .as_array()
+        .map(|gates| {
+            gates
+                .iter()
+                .filter(|g| g["binding"] == true)
+                .filter_map(|g| g["flag"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    let fails: Vec<String> = doc["dimensions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|d| d["checks"].as_array().into_iter().flatten())
+        .filter_map(|c| {
+            let n = c["fails"].as_u64().filter(|n| *n > 0)?;
+            Some(format!("{} {n}", c["id"].as_str()?))
+        })
+        .collect();
+    format!(
+        "{:>6.1} {:>15}  {:<5} {:<12} {:<11} {:<14} {}",
+        doc["capped_score"].as_f64().unwrap_or(f64::NAN),
+        format!(
+            "[{:.1}, {:.1}]",
+            band["low"].as_f64().unwrap_or(f64::NAN),
+            band["high"].as_f64().unwrap_or(f64::NAN)
+        ),
+        grade,
+        doc["verdict"]["verdict"].as_str().unwrap_or("?"),
+        doc["verdict"]["status"].as_str().unwrap_or("?"),
+        if gates.is_empty() {
+            "-".to_string()
+        } else {
+            gates.join(", ")
+        },
+        if fails.is_empty() {
+            "-".to_string()
+        } else {
+            fails.join(", ")
+        }
+    )
 }

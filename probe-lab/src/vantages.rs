@@ -294,8 +294,11 @@ fn quoted_pay_to(run: &x402_probe::evidence::run::RunRecord) -> Option<String> {
         .samples
         .iter()
         .find_map(|s| s.exchange.response.as_ref())?;
-    let parsed =
-        x402_probe::x402::parse::parse_payment_required(response.status, &response.headers, &response.body);
+    let parsed = x402_probe::x402::parse::parse_payment_required(
+        response.status,
+        &response.headers,
+        &response.body,
+    );
     let pay_to = parsed.required?.accepts.first()?.pay_to.clone()?;
     Some(pay_to.to_ascii_lowercase())
 }
@@ -396,7 +399,8 @@ fn report(ran: &Ran, names: &[String], url: &str, days: u32) -> Result<i32> {
                     let mine = seen
                         .iter()
                         .filter(|r| &r.vantage == v && r.at_ms >= day && r.at_ms < day + DAY);
-                    let (all, failed) = mine.fold((0, 0), |(a, f), r| (a + 1, f + r.r1_failed as u32));
+                    let (all, failed) =
+                        mine.fold((0, 0), |(a, f), r| (a + 1, f + r.r1_failed as u32));
                     if failed > 0 {
                         format!("{v} {all} ({failed})")
                     } else {
@@ -437,7 +441,9 @@ fn report(ran: &Ran, names: &[String], url: &str, days: u32) -> Result<i32> {
         ran.subjects.len()
     );
     if skipped_or_doubled.is_empty() {
-        println!("  every subject probed once per cycle by each vantage: no run skipped, none doubled");
+        println!(
+            "  every subject probed once per cycle by each vantage: no run skipped, none doubled"
+        );
     } else {
         ok = false;
         for line in &skipped_or_doubled {
@@ -468,10 +474,24 @@ fn report(ran: &Ran, names: &[String], url: &str, days: u32) -> Result<i32> {
     let mut verified = true;
     let mut recomputed = true;
     for name in &ran.logs {
-        let (code, said) = command(&exe, &["ledger", "verify", "--postgres", url, "--vantage", name, "--quiet"])?;
+        let (code, said) = command(
+            &exe,
+            &[
+                "ledger",
+                "verify",
+                "--postgres",
+                url,
+                "--vantage",
+                name,
+                "--quiet",
+            ],
+        )?;
         println!("ledger verify {name}: {}", said.trim());
         verified &= code == 0;
-        let (code, said) = command(&exe, &["recompute", "--postgres", url, "--vantage", name, "--quiet"])?;
+        let (code, said) = command(
+            &exe,
+            &["recompute", "--postgres", url, "--vantage", name, "--quiet"],
+        )?;
         println!("recompute {name}: {}", said.trim());
         recomputed &= code == 0;
     }

@@ -1039,7 +1039,6 @@ mod b64 {
     }
 }
 
-
 /// A TCP connection to `addr`, leaving from `source` when one is configured.
 async fn connect_from(source: Option<IpAddr>, addr: SocketAddr) -> std::io::Result<TcpStream> {
     let Some(source) = source else {

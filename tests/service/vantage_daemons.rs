@@ -278,14 +278,8 @@ fn verify_and_recompute(url: &str, name: &str) {
     ]);
     assert_eq!(code, 0, "vantage {name}'s log: {said}");
     assert!(said.contains(&format!("vantage \"{name}\"")), "{said}");
-    let (code, said) = process_support::run(&[
-        "recompute",
-        "--postgres",
-        url,
-        "--vantage",
-        name,
-        "--quiet",
-    ]);
+    let (code, said) =
+        process_support::run(&["recompute", "--postgres", url, "--vantage", name, "--quiet"]);
     assert_eq!(code, 0, "vantage {name}'s scores: {said}");
     assert!(said.contains("byte for byte"), "{said}");
 }

@@ -137,10 +137,7 @@ fn daemon_lab_vantages_share_the_cycles_and_see_the_cloaking() {
             "{v} probed every subject 8 times: {runs}"
         );
     }
-    assert!(
-        text.contains("no run skipped, none doubled"),
-        "{text}"
-    );
+    assert!(text.contains("no run skipped, none doubled"), "{text}");
     // Every vantage's log verifies and its scores recompute, as the commands say.
     for v in ["v0", "v1", "v2"] {
         let verify = text
@@ -155,7 +152,10 @@ fn daemon_lab_vantages_share_the_cycles_and_see_the_cloaking() {
         assert!(recompute.contains("byte for byte"), "{recompute}");
     }
     assert!(text.contains("every vantage's log verifies: yes"), "{text}");
-    assert!(text.contains("every published score recomputes: yes"), "{text}");
+    assert!(
+        text.contains("every published score recomputes: yes"),
+        "{text}"
+    );
     // The cloaked endpoint quoted v1 (127.0.0.2) another payTo than v0 and v2; no other subject's
     // payTo differed by vantage.
     let cloaked = text
@@ -177,12 +177,12 @@ fn daemon_lab_vantages_share_the_cycles_and_see_the_cloaking() {
     );
     assert_eq!(by[0].1, by[2].1, "{quoted}");
     assert_ne!(by[1].1, by[0].1, "{quoted}");
-    assert!(by.iter().all(|(_, p)| p.starts_with("0x") && !p.contains('/')), "{quoted}");
-    assert_eq!(
-        text.matches("payTo quoted by vantage").count(),
-        1,
-        "{text}"
+    assert!(
+        by.iter()
+            .all(|(_, p)| p.starts_with("0x") && !p.contains('/')),
+        "{quoted}"
     );
+    assert_eq!(text.matches("payTo quoted by vantage").count(), 1, "{text}");
     // The regional outage: v2's runs fail R1 (8 of 8), the others' do not.
     let outage = text
         .split("\nregional-outage (")
@@ -196,7 +196,14 @@ fn daemon_lab_vantages_share_the_cycles_and_see_the_cloaking() {
 
     // The state directories are the lab's own: a second run into them is refused.
     let (code, text) = run(&[
-        "daemon", "--lab", "--vantages", "3", "--days", "1", "--state-dir", state_arg,
+        "daemon",
+        "--lab",
+        "--vantages",
+        "3",
+        "--days",
+        "1",
+        "--state-dir",
+        state_arg,
     ]);
     assert_ne!(code, 0, "{text}");
     assert!(text.contains("already holds vantages"), "{text}");
