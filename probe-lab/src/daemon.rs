@@ -44,22 +44,7 @@ pub fn run(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32> {
 }
 
 async fn run_async(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32> {
-    let state = match state_dir {
-        Some(dir) => dir,
-        None => std::env::temp_dir().join(format!(
-            "x402-probe-lab-{}-{}",
-            std::process::id(),
-            SystemClock.now_ms()
-        )),
-    };
-    if state.join("ledger.sqlite").exists() {
-        anyhow::bail!(
-            "{} already holds a ledger: give a new --state-dir (the lab is new each time)",
-            state.display()
-        );
-    }
-    // Ours alone (made 0700, refused if others can write it) before anything is put in it.
-    x402_probe::state_dir::open_state_dir(&state)?;
+    let state = new_state_dir(state_dir, "x402-probe-lab", "ledger.sqlite", "a ledger")?;
 
     // Simulated days start at today's UTC midnight, so each printed row is a whole day and the
     // timelines' day offsets fall on the same dates whatever the hour the run starts (from the
@@ -132,6 +117,33 @@ async fn run_async(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32>
         state.display()
     );
     Ok(0)
+}
+
+/// The state directory given (or a new one named `prefix-PID-MS` in the temporary directory),
+/// refused when `marker` is in it (a previous run's `what`), and made ours alone (0700, refused
+/// if others can write it) before anything is put in it.
+pub(crate) fn new_state_dir(
+    given: Option<PathBuf>,
+    prefix: &str,
+    marker: &str,
+    what: &str,
+) -> Result<PathBuf> {
+    let state = match given {
+        Some(dir) => dir,
+        None => std::env::temp_dir().join(format!(
+            "{prefix}-{}-{}",
+            std::process::id(),
+            SystemClock.now_ms()
+        )),
+    };
+    if state.join(marker).exists() {
+        anyhow::bail!(
+            "{} already holds {what}: give a new --state-dir (the lab is new each time)",
+            state.display()
+        );
+    }
+    x402_probe::state_dir::open_state_dir(&state)?;
+    Ok(state)
 }
 
 /// The lab the daemon probes: the steady scenarios, the endpoints that change over time, a paid MCP

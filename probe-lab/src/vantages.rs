@@ -31,7 +31,7 @@ use x402_lab::dynamic::{LabClock, rfc3339_ms};
 use x402_lab::postgres::Postgres;
 use x402_lab::server::{BySource, Placement};
 
-use crate::daemon::{LabUp, lab_up, score_cells, score_header};
+use crate::daemon::{LabUp, lab_up, new_state_dir, score_cells, score_header};
 use x402_probe::clock::{Clock, ManualClock, SharedSimulatedClock, SystemClock};
 use x402_probe::cmd::service;
 use x402_probe::config::DaemonConfig;
@@ -55,21 +55,7 @@ pub fn run(vantages: u32, days: u32, state_dir: Option<PathBuf>) -> Result<i32> 
     x402_probe::install_crypto_provider();
     service::init_logs("warn");
     let n = vantages as usize;
-    let root = match state_dir {
-        Some(dir) => dir,
-        None => std::env::temp_dir().join(format!(
-            "x402-probe-lab-vantages-{}-{}",
-            std::process::id(),
-            SystemClock.now_ms()
-        )),
-    };
-    if root.join("v0").exists() {
-        anyhow::bail!(
-            "{} already holds vantages: give a new --state-dir (the lab is new each time)",
-            root.display()
-        );
-    }
-    x402_probe::state_dir::open_state_dir(&root)?;
+    let root = new_state_dir(state_dir, "x402-probe-lab-vantages", "v0", "vantages")?;
     let names: Vec<String> = (0..n).map(|i| format!("v{i}")).collect();
     for name in &names {
         x402_probe::state_dir::open_state_dir(&root.join(name))?;
@@ -492,7 +478,13 @@ fn report(ran: &Ran, names: &[String], url: &str, days: u32) -> Result<i32> {
             &exe,
             &["recompute", "--postgres", url, "--vantage", name, "--quiet"],
         )?;
-        println!("recompute {name}: {}", said.trim());
+        // A failure's first and last lines (one line per score that differs otherwise).
+        let lines: Vec<&str> = said.trim().lines().collect();
+        let shown = match lines.as_slice() {
+            [first, .., last] if code != 0 => format!("{first} ... {last}"),
+            _ => lines.join(" "),
+        };
+        println!("recompute {name}: {shown}");
         recomputed &= code == 0;
     }
     println!(

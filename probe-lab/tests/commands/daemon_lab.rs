@@ -113,7 +113,7 @@ fn daemon_lab_vantages_share_the_cycles_and_see_the_cloaking() {
     let root = tempfile::tempdir().unwrap();
     let state = root.path().join("state");
     let state_arg = state.to_str().unwrap();
-    let (code, text) = run(&[
+    let vantages_args = [
         "daemon",
         "--lab",
         "--vantages",
@@ -122,7 +122,8 @@ fn daemon_lab_vantages_share_the_cycles_and_see_the_cloaking() {
         "1",
         "--state-dir",
         state_arg,
-    ]);
+    ];
+    let (code, text) = run(&vantages_args);
     assert_eq!(code, 0, "{text}");
     // Each vantage recorded runs: one per subject and cycle (8 cycles of 3 h), none skipped or
     // doubled.
@@ -195,16 +196,7 @@ fn daemon_lab_vantages_share_the_cycles_and_see_the_cloaking() {
     assert!(day.contains("v0 8, v1 8, v2 8 (8)"), "{day}");
 
     // The state directories are the lab's own: a second run into them is refused.
-    let (code, text) = run(&[
-        "daemon",
-        "--lab",
-        "--vantages",
-        "3",
-        "--days",
-        "1",
-        "--state-dir",
-        state_arg,
-    ]);
+    let (code, text) = run(&vantages_args);
     assert_ne!(code, 0, "{text}");
     assert!(text.contains("already holds vantages"), "{text}");
     // --vantages without --days is a usage error.
