@@ -71,6 +71,98 @@ impl Clock for ManualClock {
     }
 }
 
+/// Several daemons on one simulated clock (the lab's `daemon --lab --vantages N`): the clock moves
+/// only when every member waits to move it, and then to the earliest time any of them asked for,
+/// so no member's due work is jumped over by another's. A member whose run ends leaves
+/// ([`Member`] dropped) and is no longer waited for.
+#[derive(Debug)]
+pub struct SharedSimulatedClock {
+    clock: std::sync::Arc<ManualClock>,
+    state: std::sync::Mutex<Waiting>,
+    moved: tokio::sync::watch::Sender<u64>,
+}
+
+#[derive(Debug)]
+struct Waiting {
+    members: usize,
+    waiting: usize,
+    earliest: Option<i64>,
+    generation: u64,
+}
+
+impl SharedSimulatedClock {
+    /// A clock shared by `members` daemons.
+    pub fn new(clock: std::sync::Arc<ManualClock>, members: usize) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(SharedSimulatedClock {
+            clock,
+            state: std::sync::Mutex::new(Waiting {
+                members,
+                waiting: 0,
+                earliest: None,
+                generation: 0,
+            }),
+            moved: tokio::sync::watch::channel(0).0,
+        })
+    }
+
+    pub fn clock(&self) -> std::sync::Arc<ManualClock> {
+        self.clock.clone()
+    }
+
+    fn waiting(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits until every member waits, then the clock is at the earliest time asked for (or
+    /// where it was, when that is later). A member whose time has not come asks again.
+    pub async fn advance_to_ms(&self, ms: i64) {
+        let mut moved = self.moved.subscribe();
+        let generation = {
+            let mut w = self.waiting();
+            w.waiting += 1;
+            w.earliest = Some(w.earliest.map_or(ms, |e| e.min(ms)));
+            if w.waiting >= w.members {
+                self.release(&mut w);
+                return;
+            }
+            w.generation
+        };
+        while *moved.borrow_and_update() == generation {
+            if moved.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// One member less (its run ended): the others no longer wait for it.
+    fn leave(&self) {
+        let mut w = self.waiting();
+        w.members = w.members.saturating_sub(1);
+        if w.waiting > 0 && w.waiting >= w.members {
+            self.release(&mut w);
+        }
+    }
+
+    fn release(&self, w: &mut Waiting) {
+        if let Some(at) = w.earliest.take() {
+            self.clock.advance_to_ms(at);
+        }
+        w.waiting = 0;
+        w.generation += 1;
+        self.moved.send_replace(w.generation);
+    }
+}
+
+/// A member of a [`SharedSimulatedClock`]: leaves it when dropped.
+#[derive(Debug)]
+pub struct Member(pub std::sync::Arc<SharedSimulatedClock>);
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,6 +179,44 @@ mod tests {
         assert_eq!(clock.now(), 1_002);
         clock.set_ms(-1_500);
         assert_eq!(clock.now(), -2, "floor, not truncation, before the epoch");
+    }
+
+    #[tokio::test]
+    async fn a_shared_clock_moves_to_the_earliest_time_once_every_member_waits() {
+        let shared = SharedSimulatedClock::new(std::sync::Arc::new(ManualClock::at_ms(0)), 3);
+        let (a, b, c) = (
+            Member(shared.clone()),
+            Member(shared.clone()),
+            Member(shared.clone()),
+        );
+        let first = tokio::spawn({
+            let s = shared.clone();
+            async move { s.advance_to_ms(500).await }
+        });
+        let second = tokio::spawn({
+            let s = shared.clone();
+            async move { s.advance_to_ms(200).await }
+        });
+        tokio::task::yield_now().await;
+        assert_eq!(shared.clock().now_ms(), 0, "one member is not waiting yet");
+        shared.advance_to_ms(900).await;
+        first.await.unwrap();
+        second.await.unwrap();
+        assert_eq!(shared.clock().now_ms(), 200, "the earliest asked for");
+        // A member that leaves is not waited for; the last alone moves it.
+        drop(c);
+        let waiting = tokio::spawn({
+            let s = shared.clone();
+            async move { s.advance_to_ms(700).await }
+        });
+        tokio::task::yield_now().await;
+        assert_eq!(shared.clock().now_ms(), 200);
+        drop(b);
+        waiting.await.unwrap();
+        assert_eq!(shared.clock().now_ms(), 700);
+        shared.advance_to_ms(100).await;
+        assert_eq!(shared.clock().now_ms(), 700, "never backward");
+        drop(a);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
@@ -551,6 +551,10 @@ pub struct ProbeConfig {
     pub allow_private: bool,
     #[serde(default)]
     pub vantage: Vantage,
+    /// The address the probes' connections leave from (one of this machine's: several vantages
+    /// on one machine, each its own); none: the system's choice.
+    #[serde(default)]
+    pub source_address: Option<IpAddr>,
     #[serde(default)]
     pub provenance: Provenance,
     /// A rubric file to score under instead of the embedded one.
@@ -647,6 +651,16 @@ impl ProbeConfig {
         if let Some(ns) = self.nameservers.iter().find(|ns| ns.port() == 0) {
             return Err(invalid(option, format!("{ns}: port 0 is not a port")));
         }
+        if let Some(ip) = self.source_address {
+            let broadcast = matches!(ip, IpAddr::V4(v4) if v4.is_broadcast());
+            if ip.is_unspecified() || ip.is_multicast() || broadcast {
+                // Only the daemon's file sets it (no flag).
+                return Err(invalid(
+                    "[probe] source_address",
+                    format!("{ip} is not an address connections can leave from"),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -654,6 +668,15 @@ impl ProbeConfig {
     /// what the prober and the scorer run with. All of it before any traffic.
     pub fn prepare(&self) -> Result<Prepared, ConfigError> {
         self.validate(Source::Flags)?;
+        if let Some(ip) = self.source_address {
+            // One of this machine's: refused here rather than by every connection later.
+            std::net::UdpSocket::bind((ip, 0)).map_err(|e| {
+                invalid(
+                    "[probe] source_address",
+                    format!("{ip} is not an address of this machine ({e})"),
+                )
+            })?;
+        }
         let mut roots = Vec::new();
         for path in &self.ca_files {
             roots.extend(read_ca_file(path)?);
@@ -696,6 +719,7 @@ impl ProbeConfig {
             observe_invalid_tls: true,
             extra_roots,
             nameservers: self.nameservers.clone(),
+            source_address: self.source_address,
             ..FetchConfig::default()
         };
         fetch.timeouts.dns_ms = self.dns_timeout_ms.get();
@@ -1781,6 +1805,34 @@ mod tests {
             let err = toml::from_str::<RunConfig>(bad).unwrap_err();
             assert!(err.to_string().contains(want), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn a_source_address_must_be_one_connections_can_leave_from_and_this_machines() {
+        let probe = |text: &str| toml::from_str::<RunConfig>(text).map(|c| c.probe);
+        let ok = probe("[probe]\nsource_address = \"127.0.0.2\"\n").unwrap();
+        ok.validate(Source::File).unwrap();
+        let prepared = ok.prepare().unwrap();
+        assert_eq!(
+            prepared.free.fetch.source_address,
+            Some(IpAddr::from([127, 0, 0, 2]))
+        );
+        for bad in ["0.0.0.0", "::", "224.0.0.1", "255.255.255.255"] {
+            let p = probe(&format!("[probe]\nsource_address = \"{bad}\"\n")).unwrap();
+            let err = p.validate(Source::File).unwrap_err().to_string();
+            assert!(err.contains("[probe] source_address"), "{bad}: {err}");
+        }
+        // Not an IP: refused as it is read.
+        assert!(probe("[probe]\nsource_address = \"lab\"\n").is_err());
+        // An address this machine does not have (TEST-NET-3): refused before any traffic.
+        let elsewhere = probe("[probe]\nsource_address = \"203.0.113.7\"\n").unwrap();
+        elsewhere.validate(Source::File).unwrap();
+        let err = elsewhere.prepare().unwrap_err().to_string();
+        assert!(
+            err.contains("[probe] source_address")
+                && err.contains("not an address of this machine"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -54,6 +54,12 @@ pub struct LabDaemonConfig {
     pub control: Option<(String, u64)>,
     /// `(url, category)` of each subject.
     pub subjects: Vec<(String, String)>,
+    /// `[probe] vantage` (default `lab`).
+    pub vantage: String,
+    /// `[probe] source_address`: the address this vantage's probes leave from.
+    pub source_address: Option<std::net::IpAddr>,
+    /// `[store] postgres`: the database shared by every vantage (none: SQLite).
+    pub postgres: Option<String>,
     /// Tables written last, as they are (default: `[api]` on a free loopback port, so tests
     /// never share one).
     pub tail: String,
@@ -77,6 +83,9 @@ impl LabDaemonConfig {
             pay: Some(PayCaps::default()),
             control: None,
             subjects: Vec::new(),
+            vantage: "lab".into(),
+            source_address: None,
+            postgres: None,
             tail: "[api]\nbind = \"127.0.0.1:0\"\n".into(),
         }
     }
@@ -107,14 +116,7 @@ rpc = "{rpc}"
 assets = ["{token}"]
 facilitators = ["{facilitator}"]
 provenance = "{provenance}"
-vantage = "lab"
-
-[schedule]
-free_every_secs = {free_every}
-jitter_percent = 10
-concurrency = 8
-per_host_gap_ms = {gap}
-paid_min_interval_secs = {paid_every}
+vantage = "{vantage}"
 "#,
             state = self.state_dir.display(),
             key = key.display(),
@@ -125,18 +127,29 @@ paid_min_interval_secs = {paid_every}
             token = lab.token.address().to_checksum(None),
             facilitator = lab.facilitator_signer.to_checksum(None),
             provenance = self.provenance,
+            vantage = self.vantage,
+        );
+        // The local SVM, when a Solana scenario runs.
+        if let Some(solana_rpc) = lab.solana_rpc_url() {
+            let _ = writeln!(text, "solana_rpc = \"{solana_rpc}\"");
+        }
+        if let Some(ip) = self.source_address {
+            let _ = writeln!(text, "source_address = \"{ip}\"");
+        }
+        let _ = write!(
+            text,
+            r#"
+[schedule]
+free_every_secs = {free_every}
+jitter_percent = 10
+concurrency = 8
+per_host_gap_ms = {gap}
+paid_min_interval_secs = {paid_every}
+"#,
             free_every = self.free_every_secs,
             gap = self.per_host_gap_ms,
             paid_every = self.paid_min_interval_secs,
         );
-        // The [probe] table's last key: the local SVM, when a Solana scenario runs.
-        if let Some(solana_rpc) = lab.solana_rpc_url() {
-            text = text.replacen(
-                "vantage = \"lab\"\n",
-                &format!("vantage = \"lab\"\nsolana_rpc = \"{solana_rpc}\"\n"),
-                1,
-            );
-        }
         if let Some(secs) = self.backoff_max_secs {
             let _ = writeln!(text, "backoff_max_secs = {secs}");
         }
@@ -180,6 +193,9 @@ confirmations = 0
                 text,
                 "\n[[subject]]\nurl = \"{url}\"\ncategory = \"{category}\"\n"
             );
+        }
+        if let Some(url) = &self.postgres {
+            let _ = write!(text, "\n[store]\npostgres = \"{url}\"\n");
         }
         if !self.tail.is_empty() {
             text.push('\n');

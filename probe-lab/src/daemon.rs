@@ -44,31 +44,7 @@ pub fn run(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32> {
 }
 
 async fn run_async(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32> {
-    let state = match state_dir {
-        Some(dir) => dir,
-        None => std::env::temp_dir().join(format!(
-            "x402-probe-lab-{}-{}",
-            std::process::id(),
-            SystemClock.now_ms()
-        )),
-    };
-    if state.join("ledger.sqlite").exists() {
-        anyhow::bail!(
-            "{} already holds a ledger: give a new --state-dir (the lab is new each time)",
-            state.display()
-        );
-    }
-    // Ours alone (made 0700, refused if others can write it) before anything is put in it.
-    x402_probe::state_dir::open_state_dir(&state)?;
-
-    let mut scenarios: Vec<String> = STEADY.iter().map(|s| s.to_string()).collect();
-    scenarios.push("control".into());
-    let mut lab = Lab::start_with(LabOptions {
-        scenarios: Some(scenarios),
-        ..LabOptions::default()
-    })
-    .await
-    .context("starting the lab (did `npm ci` run?)")?;
+    let state = new_state_dir(state_dir, "x402-probe-lab", "ledger.sqlite", "a ledger")?;
 
     // Simulated days start at today's UTC midnight, so each printed row is a whole day and the
     // timelines' day offsets fall on the same dates whatever the hour the run starts (from the
@@ -84,36 +60,12 @@ async fn run_async(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32>
         }
         None => Arc::new(|| SystemClock.now_ms()),
     };
-    let mut subjects: Vec<(String, String)> = Vec::new();
-    for name in STEADY {
-        let url = lab
-            .endpoint(name)
-            .with_context(|| format!("the lab has no {name} scenario"))?
-            .url
-            .clone();
-        subjects.push((name.to_string(), url));
-    }
-    for (name, timeline) in timelines(start) {
-        let url = lab
-            .spawn_variant("honest-v2", name, timeline, lab_clock.clone())
-            .await
-            .with_context(|| format!("serving the {name} endpoint"))?;
-        subjects.push((name.to_string(), url));
-    }
-    // One paid MCP tool, rated like an endpoint (`mcp+http://.../mcp#get_weather`).
-    let mcp = lab
-        .start_mcp(x402_lab::mcp::McpKind::Honest)
-        .await
-        .context("serving the MCP server")?;
-    subjects.push((
-        "mcp-honest".to_string(),
-        format!("{}#{}", mcp.subject(), x402_lab::mcp::PAID_TOOL),
-    ));
-    let control = lab
-        .endpoint("control")
-        .context("the lab has no control scenario")?
-        .url
-        .clone();
+    let LabUp {
+        lab,
+        subjects,
+        control,
+        mcp,
+    } = lab_up(start, lab_clock).await?;
 
     ReporterKey::generate(&state.join("reporter.key")).context("making a reporter key")?;
     let text = config_text(&lab, &state, &subjects, &control, days.is_some());
@@ -165,6 +117,91 @@ async fn run_async(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32>
         state.display()
     );
     Ok(0)
+}
+
+/// The state directory given (or a new one named `prefix-PID-MS` in the temporary directory),
+/// refused when `marker` is in it (a previous run's `what`), and made ours alone (0700, refused
+/// if others can write it) before anything is put in it.
+pub(crate) fn new_state_dir(
+    given: Option<PathBuf>,
+    prefix: &str,
+    marker: &str,
+    what: &str,
+) -> Result<PathBuf> {
+    let state = match given {
+        Some(dir) => dir,
+        None => std::env::temp_dir().join(format!(
+            "{prefix}-{}-{}",
+            std::process::id(),
+            SystemClock.now_ms()
+        )),
+    };
+    if state.join(marker).exists() {
+        anyhow::bail!(
+            "{} already holds {what}: give a new --state-dir (the lab is new each time)",
+            state.display()
+        );
+    }
+    x402_probe::state_dir::open_state_dir(&state)?;
+    Ok(state)
+}
+
+/// The lab the daemon probes: the steady scenarios, the endpoints that change over time, a paid MCP
+/// tool and the control endpoint.
+pub(crate) struct LabUp {
+    pub lab: Lab,
+    /// `(name, url)` of each subject.
+    pub subjects: Vec<(String, String)>,
+    pub control: String,
+    pub mcp: x402_lab::mcp::RunningMcp,
+}
+
+/// Brings the lab up, its changing endpoints on `lab_clock` from `start`.
+pub(crate) async fn lab_up(start: i64, lab_clock: LabClock) -> Result<LabUp> {
+    let mut scenarios: Vec<String> = STEADY.iter().map(|s| s.to_string()).collect();
+    scenarios.push("control".into());
+    let mut lab = Lab::start_with(LabOptions {
+        scenarios: Some(scenarios),
+        ..LabOptions::default()
+    })
+    .await
+    .context("starting the lab (did `npm ci` run?)")?;
+    let mut subjects: Vec<(String, String)> = Vec::new();
+    for name in STEADY {
+        let url = lab
+            .endpoint(name)
+            .with_context(|| format!("the lab has no {name} scenario"))?
+            .url
+            .clone();
+        subjects.push((name.to_string(), url));
+    }
+    for (name, timeline) in timelines(start) {
+        let url = lab
+            .spawn_variant("honest-v2", name, timeline, lab_clock.clone())
+            .await
+            .with_context(|| format!("serving the {name} endpoint"))?;
+        subjects.push((name.to_string(), url));
+    }
+    // One paid MCP tool, rated like an endpoint (`mcp+http://.../mcp#get_weather`).
+    let mcp = lab
+        .start_mcp(x402_lab::mcp::McpKind::Honest)
+        .await
+        .context("serving the MCP server")?;
+    subjects.push((
+        "mcp-honest".to_string(),
+        format!("{}#{}", mcp.subject(), x402_lab::mcp::PAID_TOOL),
+    ));
+    let control = lab
+        .endpoint("control")
+        .context("the lab has no control scenario")?
+        .url
+        .clone();
+    Ok(LabUp {
+        lab,
+        subjects,
+        control,
+        mcp,
+    })
 }
 
 /// The endpoints that change over time, relative to `start`.
@@ -242,63 +279,72 @@ fn print_timelines(state: &Path, subjects: &[(String, String)]) -> Result<()> {
     let store = SqliteStore::open(state)?;
     for (name, url) in subjects {
         println!("{name} ({url})");
-        println!(
-            "  {:<10} {:>6} {:>15}  {:<5} {:<12} {:<11} {:<14} checks with fails (count)",
-            "day", "score", "band", "grade", "verdict", "status", "binding gates"
-        );
+        println!("  {:<10} {}", "day", score_header());
         for row in store.daily_scores(url)? {
             let doc: Value = serde_json::from_slice(&row.document)?;
-            let band = &doc["band"];
-            let grade = doc["grade"]
-                .as_str()
-                .map(str::to_string)
-                .or_else(|| doc["provisional_grade"].as_str().map(|g| format!("({g})")))
-                .unwrap_or_else(|| "-".into());
-            let gates: Vec<&str> = doc["gates"]
-                .as_array()
-                .map(|gates| {
-                    gates
-                        .iter()
-                        .filter(|g| g["binding"] == true)
-                        .filter_map(|g| g["flag"].as_str())
-                        .collect()
-                })
-                .unwrap_or_default();
-            let fails: Vec<String> = doc["dimensions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .flat_map(|d| d["checks"].as_array().into_iter().flatten())
-                .filter_map(|c| {
-                    let n = c["fails"].as_u64().filter(|n| *n > 0)?;
-                    Some(format!("{} {n}", c["id"].as_str()?))
-                })
-                .collect();
-            println!(
-                "  {:<10} {:>6.1} {:>15}  {:<5} {:<12} {:<11} {:<14} {}",
-                row.day,
-                doc["capped_score"].as_f64().unwrap_or(f64::NAN),
-                format!(
-                    "[{:.1}, {:.1}]",
-                    band["low"].as_f64().unwrap_or(f64::NAN),
-                    band["high"].as_f64().unwrap_or(f64::NAN)
-                ),
-                grade,
-                doc["verdict"]["verdict"].as_str().unwrap_or("?"),
-                doc["verdict"]["status"].as_str().unwrap_or("?"),
-                if gates.is_empty() {
-                    "-".to_string()
-                } else {
-                    gates.join(", ")
-                },
-                if fails.is_empty() {
-                    "-".to_string()
-                } else {
-                    fails.join(", ")
-                }
-            );
+            println!("  {:<10} {}", row.day, score_cells(&doc));
         }
         println!();
     }
     Ok(())
+}
+
+/// The columns [`score_cells`] writes.
+pub(crate) fn score_header() -> String {
+    format!(
+        "{:>6} {:>15}  {:<5} {:<12} {:<11} {:<14} checks with fails (count)",
+        "score", "band", "grade", "verdict", "status", "binding gates"
+    )
+}
+
+/// A score document's row: score, band, grade, verdict, status, binding gates, checks that failed.
+pub(crate) fn score_cells(doc: &Value) -> String {
+    let band = &doc["band"];
+    let grade = doc["grade"]
+        .as_str()
+        .map(str::to_string)
+        .or_else(|| doc["provisional_grade"].as_str().map(|g| format!("({g})")))
+        .unwrap_or_else(|| "-".into());
+    let gates: Vec<&str> = doc["gates"]
+        .as_array()
+        .map(|gates| {
+            gates
+                .iter()
+                .filter(|g| g["binding"] == true)
+                .filter_map(|g| g["flag"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    let fails: Vec<String> = doc["dimensions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|d| d["checks"].as_array().into_iter().flatten())
+        .filter_map(|c| {
+            let n = c["fails"].as_u64().filter(|n| *n > 0)?;
+            Some(format!("{} {n}", c["id"].as_str()?))
+        })
+        .collect();
+    format!(
+        "{:>6.1} {:>15}  {:<5} {:<12} {:<11} {:<14} {}",
+        doc["capped_score"].as_f64().unwrap_or(f64::NAN),
+        format!(
+            "[{:.1}, {:.1}]",
+            band["low"].as_f64().unwrap_or(f64::NAN),
+            band["high"].as_f64().unwrap_or(f64::NAN)
+        ),
+        grade,
+        doc["verdict"]["verdict"].as_str().unwrap_or("?"),
+        doc["verdict"]["status"].as_str().unwrap_or("?"),
+        if gates.is_empty() {
+            "-".to_string()
+        } else {
+            gates.join(", ")
+        },
+        if fails.is_empty() {
+            "-".to_string()
+        } else {
+            fails.join(", ")
+        }
+    )
 }

@@ -5,12 +5,11 @@
 mod daemon;
 mod demo;
 mod simulate;
-
-use std::path::PathBuf;
+mod vantages;
 
 use anyhow::Result;
 use x402_probe::cmd::cli::LabCommands;
-use x402_probe::cmd::{demo as demo_cmd, simulate as simulate_cmd};
+use x402_probe::cmd::{daemon as daemon_cmd, demo as demo_cmd, simulate as simulate_cmd};
 
 struct EmbeddedLab;
 
@@ -23,8 +22,11 @@ impl LabCommands for EmbeddedLab {
         simulate::run(args)
     }
 
-    fn daemon(&self, days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32> {
-        daemon::run(days, state_dir)
+    fn daemon(&self, args: daemon_cmd::Args) -> Result<i32> {
+        match args.vantages {
+            Some(n) => vantages::run(n, args.days.unwrap_or(1), args.state_dir),
+            None => daemon::run(args.days, args.state_dir),
+        }
     }
 }
 

@@ -4,8 +4,6 @@
 //! servers, the simulated population) is linked into the second alone: the service build neither
 //! contains it nor has a code path that starts it, and answers those commands with how to get them.
 
-use std::path::PathBuf;
-
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
@@ -20,8 +18,9 @@ pub trait LabCommands {
     fn demo(&self, args: demo::Args) -> Result<i32>;
     /// `simulate`: the real daemon on a simulated clock against a seeded population.
     fn simulate(&self, args: simulate::Args) -> Result<i32>;
-    /// `daemon --lab [--days N] [--state-dir DIR]`: the daemon against the lab's scenarios.
-    fn daemon(&self, days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32>;
+    /// `daemon --lab [--days N [--vantages N]] [--state-dir DIR]`: the daemon (or several, as
+    /// vantages on one PostgreSQL) against the lab's scenarios.
+    fn daemon(&self, args: daemon::Args) -> Result<i32>;
 }
 
 /// Tells paying AI agents which x402 pay-per-call APIs they can trust, with evidence.
@@ -86,7 +85,7 @@ pub fn main(lab: Option<&dyn LabCommands>) -> ! {
         Command::Demo(a) => with_lab(lab, "demo").and_then(|lab| lab.demo(a)),
         Command::Daemon(a) => match a.config {
             Some(config) => daemon::run(config),
-            None => with_lab(lab, "daemon --lab").and_then(|lab| lab.daemon(a.days, a.state_dir)),
+            None => with_lab(lab, "daemon --lab").and_then(|lab| lab.daemon(a)),
         },
         Command::Ledger(a) => ledger::run(a),
         Command::Store(a) => store::run(a),

@@ -34,6 +34,12 @@ pub struct Args {
     /// directory; kept, and named at the end).
     #[arg(long, requires = "lab", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// With --lab --days: run this many vantages (daemons on one throwaway PostgreSQL, each its own
+    /// name, reporter key and source address 127.0.0.(1+i)), every subject probed by each of them
+    /// per cycle; then print who probed what, verify every vantage's log and recompute its scores.
+    #[arg(long, requires = "days", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub vantages: Option<u32>,
 }
 
 /// Runs the daemon on the configuration at `config_path` (`--lab` is the lab's binary's, `cmd::cli`).

@@ -175,6 +175,8 @@ impl Args {
             ca_files: self.ca_files.clone(),
             allow_private: self.allow_private,
             vantage: self.vantage.clone(),
+            // The daemon's key only (vantages on one machine).
+            source_address: None,
             provenance: self.provenance,
             rubric: self.rubric.clone(),
             facilitators: self.facilitators.clone(),

@@ -33,7 +33,7 @@ use anyhow::{Context, Result};
 use tokio::task::JoinSet;
 
 use crate::checks::history::Declared;
-use crate::clock::{Clock, ManualClock};
+use crate::clock::{Clock, ManualClock, Member, SharedSimulatedClock};
 use crate::config::{DaemonConfig, KeySourceConfig, WalletSource};
 use crate::control::{Command, LoopStatus, NEXT_DUE_SHOWN};
 use crate::evidence::paid::RefundPlan;
@@ -180,6 +180,8 @@ pub struct Daemon {
     reconcile_retry_ms: i64,
     /// On PostgreSQL: the free runs are leased work shared with the other vantages.
     leased: Option<leased::Leased>,
+    /// Simulated, with other daemons on the same clock (`run_simulated_shared`).
+    shared_clock: Option<Arc<SharedSimulatedClock>>,
 }
 
 /// Our fixed RPC's health as the runs report it (`RPC_OUTAGE_AFTER_RUNS`).
@@ -486,6 +488,7 @@ impl Daemon {
             reconcile_queued: false,
             reconcile_retry_ms: 0,
             leased,
+            shared_clock: None,
         };
         daemon.load_state()?;
         Ok(daemon)
@@ -1012,6 +1015,29 @@ impl Daemon {
         daemon.run(rx).await
     }
 
+    /// As [`Daemon::run_simulated`], on a clock shared with other daemons (vantages of one
+    /// database): it moves only when every one of them waits for it, so none jumps over another's
+    /// due work. Each run alone at its instant (no lookahead).
+    pub async fn run_simulated_shared(
+        config: DaemonConfig,
+        config_path: Option<PathBuf>,
+        shared: Arc<SharedSimulatedClock>,
+        until_ms: i64,
+    ) -> Result<()> {
+        let member = Member(shared.clone());
+        let time = TimeSource::Simulated {
+            clock: shared.clock(),
+            until_ms,
+            lookahead_ms: 0,
+        };
+        let mut daemon = Daemon::open(config, config_path, time).await?;
+        daemon.shared_clock = Some(shared);
+        let (_tx, rx) = tokio::sync::mpsc::channel(1);
+        let ran = daemon.run(rx).await;
+        drop(member);
+        ran
+    }
+
     /// Runs until told to stop (or, simulated, until the simulation's end). The loop itself only
     /// sends and receives messages: runs and jobs are tasks, every write goes to the writer
     /// thread, and what the writer has to say (our outage windows, a full disk) comes back as an
@@ -1104,7 +1130,10 @@ impl Daemon {
                     });
                     match step {
                         SimulatedStep::AdvanceTo(due) => {
-                            clock.advance_to_ms(due);
+                            match &self.shared_clock {
+                                Some(shared) => shared.advance_to_ms(due).await,
+                                None => clock.advance_to_ms(due),
+                            }
                             // Let the runs in flight move before the next one starts.
                             if !in_flight.is_empty() {
                                 tokio::task::yield_now().await;

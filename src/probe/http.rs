@@ -108,6 +108,9 @@ pub struct FetchConfig {
     /// system's configuration (`/etc/resolv.conf`). `/etc/hosts` and `localhost` are honoured
     /// either way.
     pub nameservers: Vec<SocketAddr>,
+    /// The address connections leave from (`[probe] source_address`: several vantages on one
+    /// machine, each its own); `None`: the system's choice.
+    pub source_address: Option<IpAddr>,
 }
 
 impl Default for FetchConfig {
@@ -123,6 +126,7 @@ impl Default for FetchConfig {
             max_redirects: 5,
             user_agent: concat!("x402-probe/", env!("CARGO_PKG_VERSION")).to_string(),
             nameservers: Vec::new(),
+            source_address: None,
         }
     }
 }
@@ -426,7 +430,7 @@ impl HopRun {
                 break;
             }
             let limit = PhaseLimit::starting_now(cfg.timeouts.connect_ms, cfg, deadline);
-            let attempt = timeout_at(limit.at, TcpStream::connect(addr)).await;
+            let attempt = timeout_at(limit.at, connect_from(cfg.source_address, *addr)).await;
             match attempt {
                 Ok(Ok(stream)) => {
                     self.hop.timings.connect_ms = Some(ms_since(phase_started));
@@ -1033,6 +1037,26 @@ mod b64 {
                 .collect()
         }
     }
+}
+
+/// A TCP connection to `addr`, leaving from `source` when one is configured.
+async fn connect_from(source: Option<IpAddr>, addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let Some(source) = source else {
+        return TcpStream::connect(addr).await;
+    };
+    if source.is_ipv4() != addr.is_ipv4() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("not reachable from the source address {source}"),
+        ));
+    }
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.bind(SocketAddr::new(source, 0))?;
+    socket.connect(addr).await
 }
 
 #[cfg(test)]

@@ -103,3 +103,103 @@ fn a_state_directory_others_can_write_is_refused_before_the_ledger_is_made() {
         );
     }
 }
+
+/// The README's several-vantages run, `daemon --lab --vantages 3 --days 1`: three daemons on one
+/// throwaway PostgreSQL, each from its own source address, share every subject's cycles; the
+/// cloaked endpoint quotes one of them another payTo; every log verifies and every score
+/// recomputes.
+#[test]
+fn daemon_lab_vantages_share_the_cycles_and_see_the_cloaking() {
+    let root = tempfile::tempdir().unwrap();
+    let state = root.path().join("state");
+    let state_arg = state.to_str().unwrap();
+    let vantages_args = [
+        "daemon",
+        "--lab",
+        "--vantages",
+        "3",
+        "--days",
+        "1",
+        "--state-dir",
+        state_arg,
+    ];
+    let (code, text) = run(&vantages_args);
+    assert_eq!(code, 0, "{text}");
+    // Each vantage recorded runs: one per subject and cycle (8 cycles of 3 h), none skipped or
+    // doubled.
+    let runs = text
+        .lines()
+        .find(|l| l.starts_with("runs: "))
+        .unwrap_or_else(|| panic!("a runs line: {text}"));
+    let subjects = 11;
+    for v in ["v0", "v1", "v2"] {
+        assert!(
+            runs.contains(&format!("{v} {}", subjects * 8)),
+            "{v} probed every subject 8 times: {runs}"
+        );
+    }
+    assert!(text.contains("no run skipped, none doubled"), "{text}");
+    // Every vantage's log verifies and its scores recompute, as the commands say.
+    for v in ["v0", "v1", "v2"] {
+        let verify = text
+            .lines()
+            .find(|l| l.starts_with(&format!("ledger verify {v}: ")))
+            .unwrap_or_else(|| panic!("{v} verified: {text}"));
+        assert!(verify.contains(&format!("vantage \"{v}\"")), "{verify}");
+        let recompute = text
+            .lines()
+            .find(|l| l.starts_with(&format!("recompute {v}: ")))
+            .unwrap_or_else(|| panic!("{v} recomputed: {text}"));
+        assert!(recompute.contains("byte for byte"), "{recompute}");
+    }
+    assert!(text.contains("every vantage's log verifies: yes"), "{text}");
+    assert!(
+        text.contains("every published score recomputes: yes"),
+        "{text}"
+    );
+    // The cloaked endpoint quoted v1 (127.0.0.2) another payTo than v0 and v2; no other subject's
+    // payTo differed by vantage.
+    let cloaked = text
+        .split("\ncloaked (")
+        .nth(1)
+        .unwrap_or_else(|| panic!("a cloaked table: {text}"));
+    let quoted = cloaked
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("payTo quoted by vantage: "))
+        .unwrap_or_else(|| panic!("payTo by vantage: {cloaked}"));
+    let by: Vec<(&str, &str)> = quoted
+        .split(", ")
+        .map(|p| p.split_once(' ').unwrap())
+        .collect();
+    assert_eq!(
+        by.iter().map(|(v, _)| *v).collect::<Vec<_>>(),
+        ["v0", "v1", "v2"],
+        "{quoted}"
+    );
+    assert_eq!(by[0].1, by[2].1, "{quoted}");
+    assert_ne!(by[1].1, by[0].1, "{quoted}");
+    assert!(
+        by.iter()
+            .all(|(_, p)| p.starts_with("0x") && !p.contains('/')),
+        "{quoted}"
+    );
+    assert_eq!(text.matches("payTo quoted by vantage").count(), 1, "{text}");
+    // The regional outage: v2's runs fail R1 (8 of 8), the others' do not.
+    let outage = text
+        .split("\nregional-outage (")
+        .nth(1)
+        .unwrap_or_else(|| panic!("a regional-outage table: {text}"));
+    let day = outage
+        .lines()
+        .find(|l| l.starts_with("  20"))
+        .unwrap_or_else(|| panic!("a day row: {outage}"));
+    assert!(day.contains("v0 8, v1 8, v2 8 (8)"), "{day}");
+
+    // The state directories are the lab's own: a second run into them is refused.
+    let (code, text) = run(&vantages_args);
+    assert_ne!(code, 0, "{text}");
+    assert!(text.contains("already holds vantages"), "{text}");
+    // --vantages without --days is a usage error.
+    let (code, _) = run(&["daemon", "--lab", "--vantages", "3"]);
+    assert_eq!(code, 2);
+}
