@@ -332,39 +332,31 @@ fn check_score(
                 score.horizon_days,
             )
         }
-        Method::V3 if score.read.is_some() => {
-            let read = score.read.as_ref().expect("matched");
-            let differs = |e: StoreError| Check::Differs(format!("the vantages' logs: {e}"));
-            subject_state::fold_others(store, rubric, &score.subject, state, &read.through)
-                .map_err(differs)?;
-            let others = logs.others.windows(store, &read.through).map_err(differs)?;
-            let own = store.vantage_name().unwrap_or_default();
-            let cloaking = crate::checks::cloaking::CloakingContext::default();
-            let vantages = subject_state::Vantages {
-                own,
-                outages: &others,
-                read,
-                cloaking: &cloaking,
-            };
-            let inputs = state
-                .score_inputs_vantages(rubric, &score.subject, at, vantages, &mut |refs| {
-                    subject_state::entries_of(store, rubric, own, refs)
-                })
-                .map_err(|e| Check::Differs(format!("its inputs do not rebuild: {e}")))?;
-            scoring::score_inputs(
-                rubric,
-                &inputs,
-                score.as_of_ms,
-                score.through_seq,
-                score.horizon_days,
-            )
-        }
         Method::V3 => {
-            let inputs = state
-                .score_inputs(rubric, &score.subject, at, &mut |seqs| {
+            let inputs = match &score.read {
+                None => state.score_inputs(rubric, &score.subject, at, &mut |seqs| {
                     rows_of_entries(store, rubric, seqs)
-                })
-                .map_err(|e| Check::Differs(format!("its inputs do not rebuild: {e}")))?;
+                }),
+                Some(read) => {
+                    let differs =
+                        |e: StoreError| Check::Differs(format!("the vantages' logs: {e}"));
+                    subject_state::fold_others(store, rubric, &score.subject, state, &read.through)
+                        .map_err(differs)?;
+                    let others = logs.others.windows(store, &read.through).map_err(differs)?;
+                    let own = store.vantage_name().unwrap_or_default();
+                    let cloaking = crate::checks::cloaking::CloakingContext::default();
+                    let vantages = subject_state::Vantages {
+                        own,
+                        outages: &others,
+                        read,
+                        cloaking: &cloaking,
+                    };
+                    state.score_inputs_vantages(rubric, &score.subject, at, vantages, &mut |refs| {
+                        subject_state::entries_of(store, rubric, own, refs)
+                    })
+                }
+            }
+            .map_err(|e| Check::Differs(format!("its inputs do not rebuild: {e}")))?;
             scoring::score_inputs(
                 rubric,
                 &inputs,
