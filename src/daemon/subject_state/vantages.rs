@@ -33,6 +33,9 @@ pub struct VantageEntry {
     pub free: Option<FreeObservation>,
 }
 
+/// How a score of several vantages reads the entries of its days.
+pub type EntriesOf<'a> = dyn FnMut(&[EntryRef]) -> Result<Vec<VantageEntry>, StoreError> + 'a;
+
 /// What a score of several vantages reads besides the state.
 pub struct Vantages<'a> {
     /// The state's own log's vantage (its outage windows are `ScoreAt::outages`).
@@ -121,7 +124,7 @@ impl SubjectState {
         url: &str,
         score: ScoreAt<'_>,
         vantages: Vantages<'_>,
-        entries: &mut dyn FnMut(&[EntryRef]) -> Result<Vec<VantageEntry>, StoreError>,
+        entries: &mut EntriesOf<'_>,
     ) -> Result<Inputs, ScoreInputsError> {
         let as_of_ms = score.as_of_ms;
         let from_ms = as_of_ms - score.horizon_days as i64 * DAY_MS;
