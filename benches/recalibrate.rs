@@ -119,6 +119,7 @@ fn main() {
                     verdict: x402_probe::rubric::Verdict::Ok,
                     population_sha256: None,
                     method: Default::default(),
+                    read: None,
                 });
                 entries.push(NewEntry {
                     at_ms: row.as_of_ms,

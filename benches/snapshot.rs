@@ -179,6 +179,7 @@ fn synthetic(dir: &Path, n: usize) -> (SqliteStore, [u8; 32], String) {
                         verdict: Verdict::Ok,
                         population_sha256: None,
                         method: x402_probe::score::Method::V3,
+                        read: None,
                     }),
                 )
             })

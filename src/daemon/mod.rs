@@ -16,6 +16,7 @@ pub mod pipeline;
 pub mod recompute;
 pub mod reload;
 pub mod schedule;
+pub(crate) mod scorer;
 pub mod scoring;
 pub mod storage;
 pub mod subject_state;
@@ -391,7 +392,11 @@ impl Daemon {
                 })
             }
         };
+        // On PostgreSQL, this vantage scores while it holds the scoring role.
+        let scorer = (config.store.postgres.is_some())
+            .then(|| Arc::new(scorer::ScorerRole::new(&config.schedule)));
         let shared = Arc::new(Shared {
+            scorer: scorer.clone(),
             rubric: prepared.rubric,
             free,
             store: store.clone(),
@@ -424,10 +429,15 @@ impl Daemon {
                     .context("connecting the leases to PostgreSQL")?;
                 let leases =
                     crate::store::lease::Leases::new(pool, &config.probe.vantage.to_string());
+                let lease_for = Duration::from_millis(s.lease_ms.get());
+                if let Some(role) = &scorer {
+                    // Before any run: a lone vantage scores its first.
+                    scorer::take(&leases, role, lease_for).await;
+                }
                 Some(leased::Leased::new(
                     leases,
                     s.vantages_per_cycle.get() as u32,
-                    Duration::from_millis(s.lease_ms.get()),
+                    lease_for,
                     Duration::from_millis(s.heartbeat_ms.get()),
                 ))
             }
@@ -1059,6 +1069,10 @@ impl Daemon {
             .context("the daemon's loop runs once")?;
         if let Some(l) = self.leased.as_mut() {
             l.start_heartbeat();
+            if let Some(role) = &self.shared.scorer {
+                let writer = self.writer.clone();
+                scorer::start(role, l.leases.clone(), writer, l.lease_for, l.beat);
+            }
         }
         // The store is open, the schedule built and the API bound and serving: ready.
         self.start_api();
@@ -1884,6 +1898,9 @@ impl Daemon {
         // Leases still held (runs abandoned, work not started) go back to the other vantages.
         if let Some(l) = self.leased.as_mut() {
             l.give_back().await;
+            if let Some(role) = &self.shared.scorer {
+                scorer::give_back(&l.leases, role).await;
+            }
         }
         // The writer writes what it was sent, signs the ledger at its head, then every subject's
         // row (the schedule), and ends.

@@ -104,6 +104,9 @@ pub struct Shared {
     pub score_changes: Arc<ScoreChanges>,
     /// Every subject's latest score as the daemon's start read it, for the API's view to take.
     pub start_scores: Arc<StartScores>,
+    /// On PostgreSQL: the scoring role (this vantage scores only while it holds it). `None`
+    /// (SQLite): this daemon always scores.
+    pub(crate) scorer: Option<Arc<super::scorer::ScorerRole>>,
 }
 
 /// Every subject's latest score (its headline) as the daemon's start read it, kept only when
@@ -605,25 +608,60 @@ pub(crate) fn record_batch(shared: &Shared, batch: Vec<PendingRun>) -> Result<()
             return Err(e);
         }
     };
-    let mut scores = Vec::new();
-    let mut outcomes = Vec::with_capacity(runs.len());
-    let mut published = Vec::new();
+    // The batch's subjects, each with its entries just written (folded from memory, not read
+    // back), rescored when this vantage scores.
+    let scoring = shared.scorer.as_ref().is_none_or(|r| r.holds());
     let mut seqs = seqs.into_iter();
-    for mut run in runs {
-        // The run's entries got the next seqs, in order: folded from memory, not read back.
+    let mut subjects = Vec::with_capacity(runs.len());
+    for run in &mut runs {
         let known: BTreeMap<u64, Known> = std::mem::take(&mut run.known)
             .into_iter()
             .filter_map(|k| seqs.next().map(|seq| (seq, k)))
             .collect();
-        match score_subject(shared, &run.url, &run.category, known) {
+        subjects.push((run.url.clone(), run.category.clone(), known));
+    }
+    let (summaries, failed) = if scoring {
+        score_and_publish(shared, subjects)
+    } else {
+        (runs.iter().map(|_| None).collect(), None)
+    };
+    for (run, summary) in runs.into_iter().zip(summaries) {
+        let _ = run.done.send(Ok(summary));
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+/// Rescores `subjects` (URL, category, entries the caller holds in memory) and writes their
+/// scores in one transaction: each subject's summary, `None` where rescoring or the write
+/// failed (the write's error returned too). With several vantages (`ScorerRole`), each score
+/// reads every vantage's log as far as it stands now.
+fn score_and_publish(
+    shared: &Shared,
+    subjects: Vec<(String, String, BTreeMap<u64, Known>)>,
+) -> (Vec<Option<ScoreSummary>>, Option<StoreError>) {
+    let others: BTreeMap<String, u64> = match &shared.scorer {
+        None => BTreeMap::new(),
+        Some(_) => match shared.store.other_vantages() {
+            Ok(others) => others.into_iter().collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the other vantages failed: nothing rescored");
+                return (subjects.iter().map(|_| None).collect(), None);
+            }
+        },
+    };
+    let mut scores = Vec::new();
+    let mut outcomes = Vec::with_capacity(subjects.len());
+    let mut published = Vec::new();
+    for (url, category, known) in subjects {
+        match score_subject(shared, &url, &category, known, &others) {
             Ok((entry, summary, now)) => {
                 scores.push(entry);
-                published.push((run.url.clone(), now));
-                outcomes.push((run, Some(summary)));
+                published.push((url.clone(), now));
+                outcomes.push((url, Some(summary)));
             }
             Err(e) => {
-                tracing::warn!(subject = %run.url, error = %e, "rescoring failed");
-                outcomes.push((run, None));
+                tracing::warn!(subject = %url, error = %e, "rescoring failed");
+                outcomes.push((url, None));
             }
         }
     }
@@ -637,9 +675,9 @@ pub(crate) fn record_batch(shared: &Shared, batch: Vec<PendingRun>) -> Result<()
                 }
             }
             Err(e) => {
-                for (run, summary) in &mut outcomes {
+                for (url, summary) in &mut outcomes {
                     if summary.take().is_some() {
-                        tracing::warn!(subject = %run.url, error = %e, "recording the score failed");
+                        tracing::warn!(subject = %url, error = %e, "recording the score failed");
                     }
                 }
                 failed = Some(e);
@@ -653,16 +691,59 @@ pub(crate) fn record_batch(shared: &Shared, batch: Vec<PendingRun>) -> Result<()
         outcomes
             .iter()
             .filter(|(_, s)| s.is_some())
-            .map(|(run, _)| run.url.clone()),
+            .map(|(url, _)| url.clone()),
     );
     let mut summaries = shared.summaries.write().unwrap_or_else(|p| p.into_inner());
-    for (run, summary) in outcomes {
+    let mut out = Vec::with_capacity(outcomes.len());
+    for (url, summary) in outcomes {
         if let Some(s) = &summary {
-            summaries.insert(run.url.clone(), s.clone());
+            summaries.insert(url, s.clone());
         }
-        let _ = run.done.send(Ok(summary));
+        out.push(summary);
     }
-    failed.map_or(Ok(()), Err)
+    (out, failed)
+}
+
+/// The scoring role's own work (on the writer thread): the subjects of the other vantages'
+/// entries written since it last looked (all of them once it has just taken the role),
+/// rescored from every vantage's log.
+pub(crate) fn score_others(shared: &Shared) -> Result<(), StoreError> {
+    let Some(role) = &shared.scorer else {
+        return Ok(());
+    };
+    if !role.holds() {
+        return Ok(());
+    }
+    let store = shared.store.as_ref();
+    let heads = store.other_vantages()?;
+    let mut scanned = role.scanned();
+    let mut urls = std::collections::BTreeSet::new();
+    for (vantage, head) in &heads {
+        let after = scanned.get(vantage).copied().unwrap_or(0);
+        if *head > after {
+            urls.extend(store.vantage_subjects(
+                vantage,
+                &[RecordKind::Run, RecordKind::Refund, RecordKind::Revision],
+                after,
+                *head,
+            )?);
+        }
+    }
+    let mut subjects = Vec::with_capacity(urls.len());
+    for url in urls {
+        let category = store
+            .subject(&url)?
+            .map_or_else(|| "uncategorised".to_string(), |row| row.category);
+        subjects.push((url, category, BTreeMap::new()));
+    }
+    if !subjects.is_empty() {
+        let (_, failed) = score_and_publish(shared, subjects);
+        if let Some(e) = failed {
+            return Err(e);
+        }
+    }
+    *scanned = heads.into_iter().collect();
+    Ok(())
 }
 
 fn failed(url: String, reached: bool, asked_to_pay: bool, error: String) -> RunDone {
@@ -770,6 +851,7 @@ fn score_subject(
     url: &str,
     category: &str,
     known: BTreeMap<u64, Known>,
+    others: &BTreeMap<String, u64>,
 ) -> Result<(NewEntry, ScoreSummary, crate::webhook::Published), String> {
     let now_ms = shared.clock.now_ms();
     let store = shared.store.as_ref();
@@ -793,6 +875,11 @@ fn score_subject(
         known,
     )
     .map_err(|e| e.to_string())?;
+    // Several vantages: the others' entries of the subject folded after ours.
+    if !others.is_empty() {
+        subject_state::fold_others(store, &shared.rubric, url, &mut state, others)
+            .map_err(|e| e.to_string())?;
+    }
     let outages = {
         let mut fold = shared.outage_fold.lock().unwrap_or_else(|p| p.into_inner());
         for e in store
@@ -817,22 +904,47 @@ fn score_subject(
             None => (None, Vec::new()),
         }
     };
-    // Method /3: the state's day summaries (a day our outage touches summarised again from its
-    // entries).
-    let inputs = state
-        .score_inputs(
-            &shared.rubric,
-            url,
-            subject_state::ScoreAt {
-                as_of_ms: now_ms,
-                horizon_days: shared.history_days,
-                outages: &outages,
-                category: Some(category),
-                population,
-            },
-            &mut |seqs| subject_state::rows_of_entries(store, &shared.rubric, seqs),
-        )
-        .map_err(|e| e.to_string())?;
+    let at = subject_state::ScoreAt {
+        as_of_ms: now_ms,
+        horizon_days: shared.history_days,
+        outages: &outages,
+        category: Some(category),
+        population,
+    };
+    let (inputs, read) = match shared.scorer.as_ref().filter(|_| !others.is_empty()) {
+        // Method /3: the state's day summaries (a day our outage touches summarised again from
+        // its entries).
+        None => (
+            state
+                .score_inputs(&shared.rubric, url, at, &mut |seqs| {
+                    subject_state::rows_of_entries(store, &shared.rubric, seqs)
+                })
+                .map_err(|e| e.to_string())?,
+            None,
+        ),
+        // Several vantages: every vantage's outcomes of the horizon, each excused by its own
+        // outages, through the quorum and the cloaking marks.
+        Some(role) => {
+            let read = role.read(others.clone());
+            let windows = role
+                .outages()
+                .windows(store, others)
+                .map_err(|e| e.to_string())?;
+            let own = store.vantage_name().unwrap_or(&shared.vantage);
+            let vantages = subject_state::Vantages {
+                own,
+                outages: &windows,
+                read: &read,
+                cloaking: &role.cloaking,
+            };
+            let inputs = state
+                .score_inputs_vantages(&shared.rubric, url, at, vantages, &mut |refs| {
+                    subject_state::entries_of(store, &shared.rubric, own, refs)
+                })
+                .map_err(|e| e.to_string())?;
+            (inputs, Some(read))
+        }
+    };
     let price_usd = state.price_usd.unwrap_or_default();
     let mut scored = scoring::score_inputs(
         &shared.rubric,
@@ -843,6 +955,7 @@ fn score_subject(
     )
     .map_err(|e| e.to_string())?;
     scored.record.population_sha256 = population_sha;
+    scored.record.read = read;
     // What is read of this score without its document (the start, the API's list), kept with
     // its row.
     let headline = crate::score::headline::ScoreHeadline::of(

@@ -16,7 +16,8 @@ use crate::store::{Store, StoreError};
 use super::pipeline::{SEQ_STRIDE, rows_at, run_rows};
 use super::scoring::{self, SubjectInputs};
 use super::subject_state::{
-    FOLDED_KINDS, OutageFold, ScoreAt, StateRow, SubjectState, rows_of_entries,
+    self, FOLDED_KINDS, OutageFold, ScoreAt, StateRow, SubjectState, VantageOutages,
+    rows_of_entries,
 };
 
 /// Entries read per page of the pass.
@@ -63,6 +64,8 @@ pub fn recompute_ledger_reporting(
     // Each subject's history rows inside the horizon, for the scores of method `/2`.
     let mut rows: BTreeMap<String, RowWindow> = BTreeMap::new();
     let mut outages = OutageFold::default();
+    // Several vantages: the other vantages' outages, as far as each score read their logs.
+    let mut others = VantageOutages::default();
     // The states the daemon kept, compared when the pass reaches the entry each reflects.
     let mut kept: BTreeMap<String, StateRow> = BTreeMap::new();
     let mut looked_up: std::collections::BTreeSet<String> = Default::default();
@@ -92,8 +95,12 @@ pub fn recompute_ledger_reporting(
                     }
                     let state = subjects.entry(score.subject.clone()).or_default();
                     let window = rows.entry(score.subject.clone()).or_default();
+                    let logs = Logs {
+                        ours: &outages,
+                        others: &mut others,
+                    };
                     let outcome =
-                        check_score(store, &populations, rubrics, state, window, &outages, score);
+                        check_score(store, &populations, rubrics, state, window, logs, score);
                     report.scores += 1;
                     match outcome {
                         Ok(()) => report.identical += 1,
@@ -271,15 +278,22 @@ fn rubric_for<'a>(rubrics: &'a [Rubric], sha256: Option<&str>) -> &'a Rubric {
         .unwrap_or(&rubrics[0])
 }
 
+/// Our outages, and the other vantages' (a score of several vantages).
+struct Logs<'a> {
+    ours: &'a OutageFold,
+    others: &'a mut VantageOutages,
+}
+
 fn check_score(
     store: &dyn Store,
     populations: &Populations,
     rubrics: &[Rubric],
     state: &mut SubjectState,
     rows: &RowWindow,
-    outages: &OutageFold,
+    logs: Logs<'_>,
     score: &ScoreRecord,
 ) -> Result<(), Check> {
+    let outages = logs.ours;
     let Some(rubric) = rubrics.iter().find(|r| r.sha256() == score.rubric_sha256) else {
         return Err(Check::Differs(format!(
             "scored under rubric {}, which was not given",
@@ -319,11 +333,30 @@ fn check_score(
             )
         }
         Method::V3 => {
-            let inputs = state
-                .score_inputs(rubric, &score.subject, at, &mut |seqs| {
+            let inputs = match &score.read {
+                None => state.score_inputs(rubric, &score.subject, at, &mut |seqs| {
                     rows_of_entries(store, rubric, seqs)
-                })
-                .map_err(|e| Check::Differs(format!("its inputs do not rebuild: {e}")))?;
+                }),
+                Some(read) => {
+                    let differs =
+                        |e: StoreError| Check::Differs(format!("the vantages' logs: {e}"));
+                    subject_state::fold_others(store, rubric, &score.subject, state, &read.through)
+                        .map_err(differs)?;
+                    let others = logs.others.windows(store, &read.through).map_err(differs)?;
+                    let own = store.vantage_name().unwrap_or_default();
+                    let cloaking = crate::checks::cloaking::CloakingContext::default();
+                    let vantages = subject_state::Vantages {
+                        own,
+                        outages: &others,
+                        read,
+                        cloaking: &cloaking,
+                    };
+                    state.score_inputs_vantages(rubric, &score.subject, at, vantages, &mut |refs| {
+                        subject_state::entries_of(store, rubric, own, refs)
+                    })
+                }
+            }
+            .map_err(|e| Check::Differs(format!("its inputs do not rebuild: {e}")))?;
             scoring::score_inputs(
                 rubric,
                 &inputs,

@@ -257,6 +257,7 @@ pub fn score_inputs(
         verdict: document.verdict.verdict,
         population_sha256: None,
         method: inputs.method,
+        read: None,
     };
     Ok(Scored {
         document,

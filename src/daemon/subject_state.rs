@@ -26,6 +26,9 @@ use crate::store::{Store, StoreError};
 use super::pipeline::{SEQ_STRIDE, rows_at, run_rows};
 use super::scoring::{self, SubjectInputs};
 
+mod vantages;
+pub use vantages::{VantageEntry, VantageOutages, Vantages, entries_of, fold_others};
+
 /// The state's stored form's version: a row of another version is rebuilt from the ledger.
 pub const STATE_FORMAT: u32 = 2;
 
@@ -35,7 +38,16 @@ pub const STATE_FORMAT: u32 = 2;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DaySummary {
     pub cells: Vec<Cell>,
-    pub entries: Vec<u64>,
+    pub entries: Vec<EntryRef>,
+}
+
+/// A ledger entry a day came from: of the state's own log (its seq, written as a bare number, as
+/// every state of one log), or of another vantage's log (its name and seq).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum EntryRef {
+    Own(u64),
+    Of(String, u64),
 }
 
 /// One subject's scoring state as of ledger entry `through_seq`.
@@ -72,6 +84,10 @@ pub struct SubjectState {
     /// The paid-call facts: how many runs sent a payment, and the last (its entry and time).
     pub paid_calls: u64,
     pub last_paid: Option<PaidFact>,
+    /// Several vantages: each other vantage's log folded through this seq (absent: a state of
+    /// its own log alone).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub others: BTreeMap<String, u64>,
 }
 
 /// Two states are the same when what they fold is: their days and facts (not the digests kept of
@@ -100,7 +116,8 @@ impl PartialEq for SubjectState {
             &other.category,
             other.price_usd,
             other.provenance,
-        ) && (self.paid_calls, self.last_paid) == (other.paid_calls, other.last_paid)
+        ) && (self.paid_calls, self.last_paid, &self.others)
+            == (other.paid_calls, other.last_paid, &other.others)
     }
 }
 
@@ -122,6 +139,7 @@ impl Default for SubjectState {
             provenance: None,
             paid_calls: 0,
             last_paid: None,
+            others: BTreeMap::new(),
         }
     }
 }
@@ -183,7 +201,7 @@ impl SubjectState {
                     &refund.revision,
                     seq * SEQ_STRIDE,
                 );
-                self.fold_rows(rubric, seq, &rows);
+                self.fold_rows(rubric, EntryRef::Own(seq), &rows);
             }
             Record::Revision(r) => self.revisions.push(r.clone()),
             Record::Subject(s) => {
@@ -199,7 +217,13 @@ impl SubjectState {
     /// Folds run entry `seq` from what it adds ([`RunFold`]): the one way a run enters a state.
     pub fn fold_run(&mut self, rubric: &Rubric, seq: u64, run: RunFold) {
         let rows: Vec<HistoryEntry> = rows_at(&run.rows, seq).collect();
-        self.fold_rows(rubric, seq, &rows);
+        self.fold_rows(rubric, EntryRef::Own(seq), &rows);
+        self.fold_run_facts(&run, seq);
+        self.through_seq = self.through_seq.max(seq);
+    }
+
+    /// A run's price, provenance and paid call.
+    fn fold_run_facts(&mut self, run: &RunFold, seq: u64) {
         if let Some(price) = run.price_usd {
             self.price_usd = Some(price);
         }
@@ -211,20 +235,19 @@ impl SubjectState {
                 at_ms: run.started_at_ms,
             });
         }
-        self.through_seq = self.through_seq.max(seq);
     }
 
-    /// Adds entry `seq`'s history rows to the summaries of their days (a row whose time does not
-    /// read is left out, as a score leaves it out).
-    fn fold_rows(&mut self, rubric: &Rubric, seq: u64, rows: &[HistoryEntry]) {
+    /// Adds entry `entry`'s history rows to the summaries of their days (a row whose time does
+    /// not read is left out, as a score leaves it out).
+    fn fold_rows(&mut self, rubric: &Rubric, entry: EntryRef, rows: &[HistoryEntry]) {
         for row in rows {
             let Some(at_ms) = scoring::ms_of(&row.at) else {
                 continue;
             };
             let day = summary::day_of(at_ms);
             let summary = self.days.entry(day).or_default();
-            if summary.entries.last() != Some(&seq) {
-                summary.entries.push(seq);
+            if summary.entries.last() != Some(&entry) {
+                summary.entries.push(entry.clone());
             }
             summary::add_outcome(rubric, &mut summary.cells, outcome_of(row, at_ms, None));
             self.dirty.insert(day);
@@ -289,7 +312,15 @@ impl SubjectState {
                 .iter()
                 .any(|w| w.from_ms < start + DAY_MS && w.to_ms.is_none_or(|to| to >= start));
             if touched {
-                let rows = rows_of(&summary.entries)?;
+                let seqs: Vec<u64> = summary
+                    .entries
+                    .iter()
+                    .filter_map(|e| match e {
+                        EntryRef::Own(seq) => Some(*seq),
+                        EntryRef::Of(..) => None,
+                    })
+                    .collect();
+                let rows = rows_of(&seqs)?;
                 let mut cells = Vec::new();
                 for row in &rows {
                     let Some(at_ms) = scoring::ms_of(&row.at) else {
@@ -365,7 +396,20 @@ impl SubjectState {
                 sha256: summary::day_digest(&late[0]),
             });
         }
-        let meta = scoring::inputs_document(
+        let meta = self.inputs_meta(rubric, url, score, &self.revisions);
+        Ok(summary::inputs(meta, &days)?)
+    }
+
+    /// A score's inputs document without its history: the subject (its category the daemon's
+    /// or its `added` entry's), `revisions`, the population.
+    fn inputs_meta(
+        &self,
+        rubric: &Rubric,
+        url: &str,
+        score: ScoreAt<'_>,
+        revisions: &[RevisionRecord],
+    ) -> crate::score::input::InputsDocument {
+        scoring::inputs_document(
             rubric,
             SubjectInputs {
                 url: url.to_string(),
@@ -378,14 +422,13 @@ impl SubjectState {
                     str::to_string,
                 ),
                 price_usd: self.price_usd.unwrap_or_default(),
-                revisions: scoring::revisions_for(&self.revisions),
+                revisions: scoring::revisions_for(revisions),
                 history: Vec::new(),
                 population: score.population,
-                as_of_ms,
+                as_of_ms: score.as_of_ms,
                 provenance: self.provenance.unwrap_or(Provenance::Live),
             },
-        );
-        Ok(summary::inputs(meta, &days)?)
+        )
     }
 
     /// The stored form: its body and digest, with the days changed since it was last stored
@@ -841,7 +884,7 @@ mod tests {
             0,
             DaySummary {
                 cells: vec![cell; cells],
-                entries: vec![0],
+                entries: vec![EntryRef::Own(0)],
             },
         );
         state

@@ -41,6 +41,8 @@ pub(crate) enum Write {
     Loop(LoopWrite),
     /// A checkpoint signed at the head, then our outage windows read again.
     Checkpoint { at_ms: i64 },
+    /// The scoring role's beat: the subjects of the other vantages' new entries rescored.
+    ScoreOthers,
     /// The value population (per category: its documents and their bytes): the bytes kept as
     /// blobs, then the population made the one scores read.
     Population {
@@ -133,7 +135,7 @@ fn refuse(write: Write, why: &str) {
         Write::Stop { done, .. } => {
             let _ = done.send(Err(why.to_string()));
         }
-        Write::Checkpoint { .. } | Write::Population { .. } => {}
+        Write::Checkpoint { .. } | Write::Population { .. } | Write::ScoreOthers => {}
     }
 }
 
@@ -182,6 +184,7 @@ impl Thread {
             let mut loop_writes = LoopWrite::default();
             let mut replies = Vec::new();
             let mut stop = None;
+            let mut score_others = false;
             for write in waiting {
                 match write {
                     Write::Run(run) => runs.push(run),
@@ -204,6 +207,7 @@ impl Thread {
                         self.publish_outages();
                     }
                     Write::Population { at_ms, categories } => self.population(at_ms, categories),
+                    Write::ScoreOthers => score_others = true,
                     Write::Stop { at_ms, rows, done } => stop = Some((at_ms, rows, done)),
                 }
             }
@@ -213,6 +217,12 @@ impl Thread {
             }
             if !runs.is_empty() {
                 self.runs(runs);
+            }
+            if score_others
+                && self.full_since.is_none()
+                && let Err(e) = super::pipeline::score_others(&self.shared)
+            {
+                tracing::warn!(error = %e, "rescoring the other vantages' subjects failed; tried again at the next beat");
             }
             if let Some((at_ms, rows, done)) = stop {
                 let _ = done.send(self.stop(at_ms, rows));

@@ -352,6 +352,10 @@ pub struct ScoreRecord {
     /// The scorer's method (absent: `/2`, which every score before `/3` used).
     #[serde(default, skip_serializing_if = "crate::score::Method::is_v2")]
     pub method: crate::score::Method,
+    /// Several vantages: every other vantage's log as far as the score read it, and the quorum it
+    /// read R1 and R2 through (absent: the score read this log alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<crate::score::quorum::VantagesRead>,
 }
 
 /// A daily snapshot published (`src/snapshot/`, `state/snapshot.md`): which UTC day it is of, the

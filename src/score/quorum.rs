@@ -40,6 +40,26 @@ impl QuorumConfig {
     }
 }
 
+/// What a score of several vantages read (the score entry's `read`): each other vantage's log
+/// through the seq given (the score's own log through its `through_seq`), R1 and R2 read through
+/// the quorum of `down_quorum` over cycles of `cycle_secs`. `recompute` folds exactly this.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VantagesRead {
+    /// Each other vantage's name and the last entry of its log read.
+    pub through: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down_quorum: Option<u32>,
+    pub cycle_secs: u64,
+}
+
+impl VantagesRead {
+    /// The quorum these positions were read under.
+    pub fn quorum(&self) -> QuorumConfig {
+        QuorumConfig::new(self.down_quorum, self.cycle_secs)
+    }
+}
+
 /// One pass or fail of a quorum check by one vantage.
 #[derive(Debug, Clone, Copy)]
 pub struct Probe<'a> {

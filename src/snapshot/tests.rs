@@ -41,6 +41,7 @@ fn score(url: &str, as_of_ms: i64, verdict: RubricVerdict, points: f64) -> NewEn
             verdict,
             population_sha256: None,
             method: crate::score::Method::V3,
+            read: None,
         }),
     );
     entry.index = Some(Box::new(move |seq| Index {

@@ -90,8 +90,8 @@ impl Leases {
         Ok(())
     }
 
-    /// Takes at most `limit` pieces of plain work (not a free run's cycle, nor a paid call's
-    /// row: those have their own takings below) that no one holds now (never held, given back, or
+    /// Takes at most `limit` pieces of plain work (not a free run's cycle, a paid call's
+    /// row, nor the scoring role: those have their own takings) that no one holds now (never held, given back, or
     /// expired by the database's clock), each for `lease_for` from the database's now, skipping
     /// rows another vantage is taking at this moment. Oldest expiry first, so work that lost its
     /// holder longest ago moves first.
@@ -105,6 +105,7 @@ impl Leases {
                      WHERE work IN (
                          SELECT work FROM lease WHERE expires_at <= now()
                              AND cycle IS NULL AND done_at IS NULL AND work NOT LIKE 'paid:%'
+                             AND work NOT LIKE 'role:%'
                          ORDER BY expires_at, work LIMIT $3 FOR UPDATE SKIP LOCKED)
                      RETURNING {LEASE_COLUMNS}"
                 ),
@@ -226,6 +227,41 @@ impl FreeWork {
             "free:{}@{}/{}",
             self.subject, self.cycle, self.replica
         ))
+    }
+}
+
+/// The scoring role, as keyed in the `lease` table.
+pub fn role_key() -> WorkKey {
+    WorkKey("role:scorer".into())
+}
+
+impl Leases {
+    /// Takes the scoring role ([`role_key`]) when no vantage holds it now by the database's
+    /// clock (or this one did: taken again, a new generation), for `lease_for`. `None`: another
+    /// vantage holds it.
+    pub async fn take_role(&self, lease_for: Duration) -> Result<Option<Lease>, StoreError> {
+        let key = role_key();
+        let client = self.pool.client("taking the scoring role").await?;
+        client
+            .execute(
+                "INSERT INTO lease (work) VALUES ($1) ON CONFLICT (work) DO NOTHING",
+                &[&key.0],
+            )
+            .await
+            .map_err(self.pool.pg("taking the scoring role"))?;
+        let row = client
+            .query_opt(
+                &format!(
+                    "UPDATE lease SET holder = $2, generation = generation + 1, taken_at = now(),
+                         expires_at = now() + $3::bigint * interval '1 millisecond'
+                     WHERE work = $1 AND (expires_at <= now() OR holder = $2)
+                     RETURNING {LEASE_COLUMNS}"
+                ),
+                &[&key.0, &self.holder, &interval_ms(lease_for)],
+            )
+            .await
+            .map_err(self.pool.pg("taking the scoring role"))?;
+        Ok(row.as_ref().map(lease_of))
     }
 }
 

@@ -1096,4 +1096,73 @@ pub trait Store: Send + Sync {
     /// The last declaration of `subject` at or before ledger entry `seq` (what a score that read
     /// through `seq` rated).
     fn declared_through(&self, subject: &str, seq: u64) -> Result<Option<Declared>, StoreError>;
+
+    /// Several vantages' logs in one store (PostgreSQL): this log's vantage's name. `None`: the
+    /// only log there is (SQLite).
+    fn vantage_name(&self) -> Option<&str> {
+        None
+    }
+
+    /// The other vantages' logs in this store: each one's name and head seq, by name. Empty on
+    /// a store of one log.
+    fn other_vantages(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Vantage `vantage`'s entries (another log of this store) about `subject` with
+    /// `after < seq <= through`, of the given kinds (all when empty), in order.
+    fn vantage_subject_entries(
+        &self,
+        vantage: &str,
+        subject: &str,
+        kinds: &[RecordKind],
+        after: u64,
+        through: u64,
+    ) -> Result<Vec<ReadEntry>, StoreError> {
+        let _ = (subject, kinds, after, through);
+        Err(no_vantage(vantage))
+    }
+
+    /// Vantage `vantage`'s entries at these seqs, in order.
+    fn vantage_entries_at(
+        &self,
+        vantage: &str,
+        seqs: &[u64],
+    ) -> Result<Vec<ReadEntry>, StoreError> {
+        let _ = seqs;
+        Err(no_vantage(vantage))
+    }
+
+    /// Vantage `vantage`'s entries of the given kinds with `after < seq <= through`, in order.
+    fn vantage_entries_of_kind(
+        &self,
+        vantage: &str,
+        kinds: &[RecordKind],
+        after: u64,
+        through: u64,
+    ) -> Result<Vec<ReadEntry>, StoreError> {
+        let _ = (kinds, after, through);
+        Err(no_vantage(vantage))
+    }
+
+    /// The subjects of vantage `vantage`'s entries of the given kinds with `after < seq <=
+    /// through`, sorted.
+    fn vantage_subjects(
+        &self,
+        vantage: &str,
+        kinds: &[RecordKind],
+        after: u64,
+        through: u64,
+    ) -> Result<Vec<String>, StoreError> {
+        let _ = (kinds, after, through);
+        Err(no_vantage(vantage))
+    }
+}
+
+/// A read of another vantage's log from a store of one log.
+fn no_vantage(vantage: &str) -> StoreError {
+    StoreError::Corrupt {
+        path: "the store".into(),
+        why: format!("this store holds one log: no vantage {vantage:?}"),
+    }
 }

@@ -37,6 +37,7 @@ fn score(at_ms: i64, verdict: Verdict) -> NewEntry {
             verdict,
             population_sha256: None,
             method: Default::default(),
+            read: None,
         }),
     )
 }

@@ -110,7 +110,7 @@ pub async fn run_simulated(config_text: &str, clock: Arc<ManualClock>, until_ms:
 }
 
 /// Every score the daemon published for `subject`, in order, with the as-of time.
-pub fn scores(store: &SqliteStore, subject: &str) -> Vec<x402_probe::ledger::record::ScoreRecord> {
+pub fn scores(store: &dyn Store, subject: &str) -> Vec<x402_probe::ledger::record::ScoreRecord> {
     store
         .subject_entries(subject, &[RecordKind::Score], 0)
         .unwrap()

@@ -56,4 +56,5 @@ mod svm_paid;
 mod systemd;
 mod vantage_daemons;
 mod vantage_leases;
+mod vantage_scores;
 mod webhook_kill;

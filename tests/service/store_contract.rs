@@ -95,6 +95,7 @@ fn score(subject: &str, n: i64, document: &[u8]) -> NewEntry {
             verdict: Verdict::Caution,
             population_sha256: None,
             method: Default::default(),
+            read: None,
         })
         .into(),
         index: Some(Box::new(move |_| Index {

@@ -1224,4 +1224,115 @@ impl Store for PgLedger {
             ],
         )
     }
+
+    fn vantage_name(&self) -> Option<&str> {
+        Some(&self.name)
+    }
+
+    fn other_vantages(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        Ok(self
+            .query(
+                "reading the vantages",
+                "SELECT v.name, COALESCE((SELECT max(e.seq) FROM entry e WHERE e.vantage = v.id), 0)
+                 FROM vantage v WHERE v.id <> $1 ORDER BY v.name",
+                &[&self.vantage],
+            )?
+            .iter()
+            .map(|r| (r.get(0), r.get::<_, i64>(1) as u64))
+            .collect())
+    }
+
+    fn vantage_subject_entries(
+        &self,
+        vantage: &str,
+        subject: &str,
+        kinds: &[RecordKind],
+        after: u64,
+        through: u64,
+    ) -> Result<Vec<ReadEntry>, StoreError> {
+        self.entries(
+            "reading another vantage's entries",
+            "SELECT seq, at_ms, body FROM entry
+             WHERE vantage = (SELECT id FROM vantage WHERE name = $1) AND subject = $2
+                 AND seq > $3 AND seq <= $4
+                 AND (cardinality($5::text[]) = 0 OR kind = ANY($5))
+             ORDER BY seq",
+            &[
+                &vantage,
+                &subject,
+                &pg_seq(after),
+                &pg_seq(through),
+                &kind_names(kinds),
+            ],
+        )
+    }
+
+    fn vantage_entries_at(
+        &self,
+        vantage: &str,
+        seqs: &[u64],
+    ) -> Result<Vec<ReadEntry>, StoreError> {
+        let wanted: Vec<i64> = seqs.iter().map(|s| pg_seq(*s)).collect();
+        self.entries(
+            "reading another vantage's entries",
+            "SELECT seq, at_ms, body FROM entry
+             WHERE vantage = (SELECT id FROM vantage WHERE name = $1) AND seq = ANY($2)
+             ORDER BY seq",
+            &[&vantage, &wanted],
+        )
+    }
+
+    fn vantage_entries_of_kind(
+        &self,
+        vantage: &str,
+        kinds: &[RecordKind],
+        after: u64,
+        through: u64,
+    ) -> Result<Vec<ReadEntry>, StoreError> {
+        self.entries(
+            "reading another vantage's entries",
+            "SELECT seq, at_ms, body FROM entry
+             WHERE vantage = (SELECT id FROM vantage WHERE name = $1) AND seq > $2 AND seq <= $3
+                 AND (cardinality($4::text[]) = 0 OR kind = ANY($4))
+             ORDER BY seq",
+            &[
+                &vantage,
+                &pg_seq(after),
+                &pg_seq(through),
+                &kind_names(kinds),
+            ],
+        )
+    }
+
+    fn vantage_subjects(
+        &self,
+        vantage: &str,
+        kinds: &[RecordKind],
+        after: u64,
+        through: u64,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(self
+            .query(
+                "reading another vantage's subjects",
+                "SELECT DISTINCT subject FROM entry
+                 WHERE vantage = (SELECT id FROM vantage WHERE name = $1) AND seq > $2
+                     AND seq <= $3 AND subject IS NOT NULL
+                     AND (cardinality($4::text[]) = 0 OR kind = ANY($4))
+                 ORDER BY subject",
+                &[
+                    &vantage,
+                    &pg_seq(after),
+                    &pg_seq(through),
+                    &kind_names(kinds),
+                ],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+    }
+}
+
+/// A seq as a `bigint` (past its range: the largest).
+fn pg_seq(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
 }
