@@ -218,6 +218,18 @@ fn scientific(text: &str) -> (String, i32) {
 fn tie_to_even(x: f64, shortest: (String, i32)) -> (String, i32) {
     let (digits, exponent) = shortest;
     let k = digits.len();
+    // A tie needs the exact expansion to have exactly k + 1 significant digits: most doubles
+    // have many more, told from their bits without formatting them twice.
+    if exact_digits_exceed(x, k + 1) {
+        return (digits, exponent);
+    }
+    tie_to_even_exact(x, (digits, exponent))
+}
+
+/// [`tie_to_even`] by formatting the exact expansion.
+fn tie_to_even_exact(x: f64, shortest: (String, i32)) -> (String, i32) {
+    let (digits, exponent) = shortest;
+    let k = digits.len();
     let (wide, wide_exp) = scientific(&format!("{:.*e}", k, x));
     if wide.len() != k + 1 || !wide.ends_with('5') || wide_exp != exponent {
         return (digits, exponent);
@@ -246,6 +258,40 @@ fn tie_to_even(x: f64, shortest: (String, i32)) -> (String, i32) {
         }
     }
     (digits, exponent)
+}
+
+/// Whether the exact decimal expansion of the finite, positive, non-integer `x` certainly has more
+/// than `limit` significant digits (`false`: it may not). `x = m * 2^q` with `m` odd and `q < 0`
+/// is `m * 5^-q / 10^-q`, whose significant digits are those of the odd integer `m * 5^-q`.
+fn exact_digits_exceed(x: f64, limit: usize) -> bool {
+    let bits = x.to_bits();
+    let field = ((bits >> 52) & 0x7ff) as i32;
+    let fraction = bits & ((1u64 << 52) - 1);
+    let (mut m, mut q) = match field {
+        0 => (fraction, -1074),
+        _ => (fraction | (1u64 << 52), field - 1075),
+    };
+    if m == 0 {
+        return false;
+    }
+    let zeros = m.trailing_zeros();
+    m >>= zeros;
+    q += zeros as i32;
+    if q >= 0 || limit > 38 {
+        return false;
+    }
+    // 5^27 alone has 19 digits; beyond 5^55 the product cannot fit a u128.
+    let fives = (-q) as u32;
+    if fives > 55 {
+        return limit < 39;
+    }
+    let Some(exact) = 5u128
+        .checked_pow(fives)
+        .and_then(|p| p.checked_mul(u128::from(m)))
+    else {
+        return limit < 39;
+    };
+    exact >= 10u128.pow(limit as u32)
 }
 
 /// RFC 8785 bytes written straight from a `Serialize` value, without the `serde_json::Value` in
@@ -924,6 +970,44 @@ mod tests {
         assert!(k <= n && n <= 21, "{x} is a whole number under 1e21");
         let sign = if x < 0.0 { "-" } else { "" };
         format!("{sign}{digits}{}", "0".repeat((n - k) as usize))
+    }
+
+    /// Telling a tie apart from the bits decides as formatting the exact expansion does: random
+    /// doubles of every magnitude, short dyadic fractions (the ties), and their neighbours.
+    #[test]
+    fn ties_told_from_the_bits_as_from_the_exact_expansion() {
+        let mut cases: Vec<f64> = Vec::new();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let x = f64::from_bits(state >> 1);
+            if x.is_finite() && x != 0.0 {
+                cases.push(x);
+            }
+        }
+        for n in 1..=60 {
+            for m in [1u64, 3, 5, 7, 25, 125, 1_001, 123_456_789] {
+                let x = m as f64 / (1u64 << n) as f64;
+                cases.extend([x, f64::from_bits(x.to_bits() + 1), x * 1e10, x / 3.0]);
+            }
+        }
+        cases.extend([
+            0.5, 0.25, 0.125, 2.5e-8, 5e-324, 1.5e300, 0.1, 0.3, 1e-7, 123.456,
+        ]);
+        for x in cases {
+            let x = x.abs();
+            if exact_integer(x).is_some() {
+                continue;
+            }
+            let shortest = scientific(&format!("{x:e}"));
+            assert_eq!(
+                tie_to_even(x, shortest.clone()),
+                tie_to_even_exact(x, shortest),
+                "{x:e}"
+            );
+        }
     }
 
     #[test]

@@ -37,21 +37,48 @@ pub const CURVE_PASS_POINTS: f64 = 50.0;
 
 /// Evaluate every rubric check against a free run, in rubric order.
 pub fn evaluate_free(obs: &FreeObservation, rubric: &Rubric) -> Vec<CheckResult> {
+    results_of(&Run::new(obs), rubric)
+}
+
+/// [`evaluate_free`], and what the run saw the subject declare
+/// (`checks::history::declared(obs, at_ms)`), from one parse of its first usable 402.
+pub fn evaluate_free_declared(
+    obs: &FreeObservation,
+    rubric: &Rubric,
+    at_ms: i64,
+) -> (Vec<CheckResult>, Option<crate::checks::history::Declared>) {
     let run = Run::new(obs);
+    let declared = match obs.mcp {
+        // The checks read an MCP tool's answer as MCP; the declaration reads the 402 parser's.
+        Some(_) => crate::checks::history::declared(obs, at_ms),
+        // The checks' primary response is the declaration's (the first sample with a response
+        // over a verified connection, or none), parsed alike.
+        None => run
+            .required()
+            .and_then(|required| crate::checks::history::declared_from(required, at_ms)),
+    };
+    (results_of(&run, rubric), declared)
+}
+
+fn results_of(run: &Run, rubric: &Rubric) -> Vec<CheckResult> {
+    let obs = run.obs;
+    // The same for every check: made once.
+    let primary = run.primary_hashes();
+    let at = rfc3339(obs.at);
     rubric
         .checks
         .iter()
         .map(|check| {
             let (conclusion, hashes) = match check.id {
-                CheckId::R1 => (r1(&run), run.primary_hashes()),
-                CheckId::R2 => (r2(&run), run.primary_hashes()),
-                CheckId::R3 => (r3(&run, rubric), BTreeMap::new()),
-                CheckId::C1 => (run.c1(), run.primary_hashes()),
-                CheckId::C2 => (run.with_required(conformance::c2), run.primary_hashes()),
-                CheckId::C3 => (c3(&run), run.primary_hashes()),
-                CheckId::C4 => (run.c4(), run.primary_hashes()),
-                CheckId::C5 => (run.with_required(conformance::c5), run.primary_hashes()),
-                CheckId::H1 => (h1(&run), listing_hashes(&obs.listing)),
+                CheckId::R1 => (r1(run), primary.clone()),
+                CheckId::R2 => (r2(run), primary.clone()),
+                CheckId::R3 => (r3(run, rubric), BTreeMap::new()),
+                CheckId::C1 => (run.c1(), primary.clone()),
+                CheckId::C2 => (run.with_required(conformance::c2), primary.clone()),
+                CheckId::C3 => (c3(run), primary.clone()),
+                CheckId::C4 => (run.c4(), primary.clone()),
+                CheckId::C5 => (run.with_required(conformance::c5), primary.clone()),
+                CheckId::H1 => (h1(run), listing_hashes(&obs.listing)),
                 CheckId::H2 | CheckId::H3 => (
                     Conclusion::unmeasured(
                         "needs this subject's earlier observations (the daemon keeps them)",
@@ -59,13 +86,13 @@ pub fn evaluate_free(obs: &FreeObservation, rubric: &Rubric) -> Vec<CheckResult>
                     BTreeMap::new(),
                 ),
                 CheckId::H4 => (
-                    h4(&run),
+                    h4(run),
                     exchange_hashes("operator-file", obs.operator_file.as_ref()),
                 ),
-                CheckId::S1 => (s1(&run), leaf_hash(&run)),
-                CheckId::S2 => (s2(&run), run.primary_hashes()),
-                CheckId::S4 => (s4(&run), run.primary_hashes()),
-                CheckId::S5 => (s5(&run), run.primary_hashes()),
+                CheckId::S1 => (s1(run), leaf_hash(run)),
+                CheckId::S2 => (s2(run), primary.clone()),
+                CheckId::S4 => (s4(run), primary.clone()),
+                CheckId::S5 => (s5(run), primary.clone()),
                 _ if check.kind == Kind::Paid => (
                     Conclusion::unmeasured("paid check: this run made no paid call (use --pay)"),
                     BTreeMap::new(),
@@ -82,7 +109,7 @@ pub fn evaluate_free(obs: &FreeObservation, rubric: &Rubric) -> Vec<CheckResult>
                 value: conclusion.value,
                 receipt: Receipt {
                     vantage: obs.vantage.clone(),
-                    at: rfc3339(obs.at),
+                    at: at.clone(),
                     sha256: hashes,
                     tx: None,
                     detail: conclusion.detail,

@@ -75,11 +75,16 @@ pub fn declared(obs: &FreeObservation, at_ms: i64) -> Option<Declared> {
         .filter(|s| s.exchange.tls.as_ref().is_none_or(|t| t.verified))
         .find_map(|s| s.exchange.response.as_ref())?;
     let parsed = parse_payment_required(response.status, &response.headers, &response.body);
-    let required = parsed.required?;
+    declared_from(parsed.required.as_ref()?, at_ms)
+}
+
+/// [`declared`] from the requirements of the run's first usable 402, parsed already (the free
+/// checks parse the same response: `checks::free::evaluate_free_declared`).
+pub(crate) fn declared_from(required: &PaymentRequired, at_ms: i64) -> Option<Declared> {
     let first = required.accepts.first()?;
     Some(Declared {
         at_ms,
-        fingerprint: fingerprint(&required),
+        fingerprint: fingerprint(required),
         network: first.network.clone(),
         asset: first.asset.clone(),
         amount: first.amount.clone(),

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
-use crate::checks::free::evaluate_free;
+use crate::checks::free::evaluate_free_declared;
 use crate::checks::history::{self, Declared, OutageWindow};
 use crate::clock::Clock;
 use crate::evidence::free::ListingSeen;
@@ -329,7 +329,8 @@ pub(crate) async fn run_subject(
     let reached = free.samples.iter().any(|s| s.exchange.response.is_some());
     let rpc = RpcRead::of(&free);
     let retry_after = retry_after_ms(&free);
-    let results = evaluate_free(&free, &shared.rubric);
+    // The free checks, and what the run saw the subject declare, from one parse of its 402.
+    let (results, declared_now) = evaluate_free_declared(&free, &shared.rubric, started_ms);
     // What the results derive to, kept for the run's stored form (which would derive them again).
     let derived = results.clone();
     let mut out = RunOutput {
@@ -339,7 +340,6 @@ pub(crate) async fn run_subject(
     };
 
     // History-aware checks, against what earlier runs saw.
-    let declared_now = history::declared(&out.free, started_ms);
     // Read off the runtime's workers (the store may be busy writing a batch to disk), in one
     // trip: the subject's earlier declarations, and the notes its operator posted through the
     // API, which count like the operator file's (H2, H3).

@@ -28,6 +28,8 @@ impl Xoshiro256StarStar {
         Xoshiro256StarStar { s }
     }
 
+    // Inlined into the Monte Carlo's loops (one call per draw per check).
+    #[inline(always)]
     pub fn next_u64(&mut self) -> u64 {
         let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
         let t = self.s[1] << 17;
@@ -41,6 +43,7 @@ impl Xoshiro256StarStar {
     }
 
     /// Uniform in [0, 1), 53 random bits.
+    #[inline(always)]
     pub fn next_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
