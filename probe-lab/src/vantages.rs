@@ -304,9 +304,16 @@ fn report(ran: &Ran, names: &[String], url: &str, days: u32) -> Result<i32> {
     // Every run of every vantage, by subject.
     let mut runs: BTreeMap<String, Vec<SeenRun>> = BTreeMap::new();
     let mut logs: BTreeMap<String, PgLedger> = BTreeMap::new();
+    // How many scores each vantage's log published: only the holder of the scoring role
+    // publishes, so a log without any has nothing to recompute.
+    let mut published: BTreeMap<String, usize> = BTreeMap::new();
     for name in &ran.logs {
         let log = PgLedger::open_existing(url, Some(name))
             .with_context(|| format!("opening vantage {name}'s log"))?;
+        published.insert(
+            name.clone(),
+            log.entries_of_kind(&[RecordKind::Score], 0)?.len(),
+        );
         for entry in log.entries_of_kind(&[RecordKind::Run], 0)? {
             let mut record = entry.record;
             // The 402's body, when it was kept apart (a blob).
@@ -474,6 +481,12 @@ fn report(ran: &Ran, names: &[String], url: &str, days: u32) -> Result<i32> {
         )?;
         println!("ledger verify {name}: {}", said.trim());
         verified &= code == 0;
+        if published.get(name).copied().unwrap_or(0) == 0 {
+            println!(
+                "recompute {name}: published no score (another vantage held the scoring role)"
+            );
+            continue;
+        }
         let (code, said) = command(
             &exe,
             &["recompute", "--postgres", url, "--vantage", name, "--quiet"],
@@ -486,6 +499,12 @@ fn report(ran: &Ran, names: &[String], url: &str, days: u32) -> Result<i32> {
         };
         println!("recompute {name}: {shown}");
         recomputed &= code == 0;
+    }
+    // Some vantage must have published: a run where no one scored has failed too.
+    let scores: usize = published.values().sum();
+    if scores == 0 {
+        println!("no vantage published a score");
+        recomputed = false;
     }
     println!(
         "every vantage's log verifies: {}",
