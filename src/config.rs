@@ -1160,7 +1160,7 @@ pub struct ScheduleConfig {
     #[serde(default)]
     pub pay_from_first_run: bool,
     /// On PostgreSQL: how many distinct vantages probe each subject per cycle (`free_every_secs`),
-    /// staggered through the cycle. Needs `[store] postgres` above 1.
+    /// staggered within a minute at the subject's time in the cycle. Needs `[store] postgres` above 1.
     #[serde(default)]
     pub vantages_per_cycle: VantagesPerCycle,
     /// On PostgreSQL: how long a vantage holds leased work without a heartbeat (by the

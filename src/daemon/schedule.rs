@@ -57,19 +57,33 @@ pub fn due_after_restart(c: &Cadence, subject: &str, stored_due_ms: i64, now_ms:
     now_ms + (unit_fraction(subject, u64::MAX) * c.free_every_ms as f64) as i64
 }
 
+/// How far apart a cycle's replicas of one subject start, first to last, at most: staggered,
+/// so that the vantages do not hit the endpoint in the same instant, yet close enough that they
+/// saw the same endpoint (cloaking compares terms quoted within
+/// `checks::cloaking::MAX_SKEW_SECS`, 120 s, of each other; a vantage takes due work at its next
+/// round, `heartbeat_ms` later at most).
+pub const REPLICA_SPREAD_MS: i64 = 60_000;
+
 /// Free runs as leased work (the daemon on PostgreSQL): time is cut into cycles of the cadence
 /// (cycle `k` starts at `k * free_every_ms`), and each subject has `per_cycle` runs in each, one
-/// per replica, due `free_every_ms / per_cycle` apart from an offset of its own in the cycle
-/// (varied per cycle, as the jitter). Every vantage computes the same due times.
+/// per replica, staggered over at most `REPLICA_SPREAD_MS` from an offset of the subject's own in
+/// the cycle (varied per cycle, as the jitter). Every vantage computes the same due times. Close
+/// together, not spread through the cycle: the quorum for down compares what the vantages saw in
+/// one cycle (an outage shorter than the cycle is seen by all of them, not only by the one whose
+/// turn it was), and cloaking compares only terms quoted at about the same time.
 pub fn cycle_of(c: &Cadence, now_ms: i64) -> i64 {
     now_ms.div_euclid(c.free_every_ms.max(1))
 }
 
 /// When replica `replica` of `subject`'s run in cycle `cycle` is due.
 pub fn replica_due_ms(c: &Cadence, subject: &str, cycle: i64, replica: u32, per_cycle: u32) -> i64 {
-    let step = c.free_every_ms.max(1) / i64::from(per_cycle.max(1));
-    let offset = (unit_fraction(subject, cycle as u64) * step as f64) as i64;
-    cycle * c.free_every_ms.max(1) + offset + i64::from(replica) * step
+    let every = c.free_every_ms.max(1);
+    let per_cycle = i64::from(per_cycle.max(1));
+    let step = every.min(REPLICA_SPREAD_MS) / per_cycle;
+    // The offset leaves room for the last replica inside the cycle.
+    let room = every - step * (per_cycle - 1);
+    let offset = (unit_fraction(subject, cycle as u64) * room as f64) as i64;
+    cycle * every + offset.min(room - 1) + i64::from(replica) * step
 }
 
 /// The free runs of `subjects` in cycles `cycles`, every replica.
@@ -463,26 +477,44 @@ mod tests {
     };
 
     #[test]
-    fn a_cycles_replicas_are_staggered_inside_it_and_alike_for_every_vantage() {
-        for per_cycle in 1..=4u32 {
-            let step = C.free_every_ms / i64::from(per_cycle);
+    fn a_cycles_replicas_are_staggered_close_together_and_alike_for_every_vantage() {
+        for per_cycle in 1..=16u32 {
             for cycle in [0i64, 1, 17, 500_000] {
                 let start = cycle * C.free_every_ms;
                 let due: Vec<i64> = (0..per_cycle)
                     .map(|r| replica_due_ms(&C, "https://a.example/x", cycle, r, per_cycle))
                     .collect();
                 for (r, d) in due.iter().enumerate() {
-                    // Replica r in its own part of the cycle, a step after the one before.
-                    let part = start + r as i64 * step;
                     assert!(
-                        (part..part + step).contains(d),
+                        (start..start + C.free_every_ms).contains(d),
                         "{per_cycle} {cycle} {r}: {d}"
                     );
                     assert_eq!(cycle_of(&C, *d), cycle);
                 }
-                assert!(due.windows(2).all(|w| w[1] - w[0] == step));
+                // Staggered, in replica order, and all inside the spread: the vantages' runs
+                // of one cycle are compared with each other (cloaking's 120 s).
+                assert!(due.windows(2).all(|w| w[1] > w[0]), "{due:?}");
+                assert!(due[due.len() - 1] - due[0] < REPLICA_SPREAD_MS, "{due:?}");
             }
         }
+        // A cadence shorter than the spread: the replicas still fit in their cycle.
+        let short = Cadence {
+            free_every_ms: 10_000,
+            ..C
+        };
+        for cycle in 0..50 {
+            let due: Vec<i64> = (0..4)
+                .map(|r| replica_due_ms(&short, "https://a.example/x", cycle, r, 4))
+                .collect();
+            assert!(due.iter().all(|d| cycle_of(&short, *d) == cycle), "{due:?}");
+            assert!(due.windows(2).all(|w| w[1] > w[0]), "{due:?}");
+        }
+        // The offset differs by subject and by cycle (the subjects' runs spread over the cycle).
+        let offsets: std::collections::BTreeSet<i64> = (0..20)
+            .map(|k| replica_due_ms(&C, "https://a.example/x", k, 0, 3) - k * C.free_every_ms)
+            .chain((0..20).map(|i| replica_due_ms(&C, &format!("https://{i}.example/"), 3, 0, 3)))
+            .collect();
+        assert!(offsets.len() > 30, "{offsets:?}");
         let work = free_work(&C, ["a", "b"].into_iter(), 3..=4, 2);
         assert_eq!(work.len(), 8);
         let keys: std::collections::BTreeSet<_> = work.iter().map(|w| w.key()).collect();

@@ -22,7 +22,7 @@ pub struct QuorumConfig {
     /// them (`n / 2 + 1`). Never more than the vantages that probed it (`min(k, n)`).
     pub k: Option<u32>,
     /// A cycle's length (ns): the schedule's free interval, within which every vantage probes
-    /// each subject once, staggered.
+    /// each subject once (the daemon's vantages within a minute of each other).
     pub window_ns: i128,
 }
 

@@ -191,6 +191,26 @@ fn daemon_lab_vantages_share_the_cycles_and_see_the_cloaking() {
         "{quoted}"
     );
     assert_eq!(text.matches("payTo quoted by vantage").count(), 1, "{text}");
+    // The score saw it: the vantages probe a cycle within a minute of each other, so cloaking
+    // compares them; v1's runs fail H3 (in most cycles at least) and the rubric's payto_changed
+    // gate binds. No other subject fails H3.
+    let day = cloaked
+        .lines()
+        .find(|l| l.starts_with("  20"))
+        .unwrap_or_else(|| panic!("a day row: {cloaked}"));
+    assert!(day.contains("payto_changed"), "{day}");
+    let h3: u32 = day
+        .split("H3 ")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("H3 fails counted: {day}"));
+    assert!((4..=8).contains(&h3), "v1's runs of 8 cycles: {day}");
+    let h3_rows = text
+        .lines()
+        .filter(|l| l.starts_with("  20") && l.contains(" H3 "))
+        .count();
+    assert_eq!(h3_rows, 1, "{text}");
     // The regional outage: v2's runs fail R1 (8 of 8), the others' do not.
     let outage = text
         .split("\nregional-outage (")
@@ -201,6 +221,12 @@ fn daemon_lab_vantages_share_the_cycles_and_see_the_cloaking() {
         .find(|l| l.starts_with("  20"))
         .unwrap_or_else(|| panic!("a day row: {outage}"));
     assert!(day.contains("v0 8, v1 8, v2 8 (8)"), "{day}");
+    // One vantage of three cut off is a disagreement, never down: no R1 fails count and no gate
+    // binds.
+    assert!(
+        !day.contains("R1 ") && !day.contains("down") && !day.contains("avoid"),
+        "{day}"
+    );
 
     // The state directories are the lab's own: a second run into them is refused.
     let (code, text) = run(&vantages_args);

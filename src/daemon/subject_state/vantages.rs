@@ -196,9 +196,11 @@ impl SubjectState {
     }
 }
 
-/// The cloaking marks of the runs read: their free observations cut into cycles as the quorum
-/// cuts them (from each cycle's first), each cycle of several vantages compared
-/// (`checks::cloaking`), each run not quoted the majority's terms marked.
+/// The cloaking marks of the runs read: their free observations cut into groups from each
+/// group's first, as long as cloaking compares (`max_skew_secs`, never more than a cycle), each
+/// group of several vantages compared (`checks::cloaking`), each run not quoted the majority's
+/// terms marked. Cut by the skew, not by the cycle: a cycle cut from its first observation can
+/// hold the next cycle's runs too, and cloaking compares only each vantage's latest.
 fn cloaking_marks(
     read: &[VantageEntry],
     cycle_secs: u64,
@@ -206,7 +208,10 @@ fn cloaking_marks(
 ) -> Vec<CloakingMark> {
     let mut seen: Vec<&FreeObservation> = read.iter().filter_map(|e| e.free.as_ref()).collect();
     seen.sort_by(|a, b| (a.at, &a.vantage).cmp(&(b.at, &b.vantage)));
-    let window = i64::try_from(cycle_secs).unwrap_or(i64::MAX).max(1);
+    let window = i64::try_from(cycle_secs)
+        .unwrap_or(i64::MAX)
+        .min(ctx.max_skew_secs.saturating_add(1))
+        .max(1);
     let mut marks = Vec::new();
     let mut start = 0;
     while start < seen.len() {
