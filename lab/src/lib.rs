@@ -12,6 +12,7 @@ pub mod chain;
 pub mod daemon_config;
 pub mod dynamic;
 pub mod facilitator;
+pub mod forward;
 pub mod mcp;
 pub mod offers;
 pub mod population;

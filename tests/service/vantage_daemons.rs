@@ -3,7 +3,10 @@
 //! vantages (the lease rows say who did each replica); a vantage killed with `kill -9` while it
 //! holds work loses it to the others within the lease time (by the database's clock), and no
 //! subject goes unprobed for more than one cycle plus the lease time (measured from the
-//! vantages' run entries in the shared store); every vantage's log verifies. With root and `ip`,
+//! vantages' run entries in the shared store); every vantage's log verifies and every published
+//! score recomputes. Every vantage pays from its first run: one payment per subject per interval
+//! whichever vantage makes it, and the day's cap holds across all of them (the chain reached
+//! through a forwarder on the service address in namespaces). With root and `ip`,
 //! the vantages run in network namespaces of their own (the lab's endpoints and the database on
 //! the service address) and one more is cut off (`ip link set down`): the last one carries on.
 
@@ -25,6 +28,9 @@ const EVERY_MS: i64 = 4_000;
 const LEASE_MS: i64 = 3_000;
 const BEAT_MS: i64 = 500;
 const VANTAGES: usize = 3;
+/// The spend cap per day, shared by every vantage: two of the three subjects' calls (the lab
+/// quotes 0.01 USD).
+const PAY_DAY_USD: &str = "0.02";
 /// Room for a loaded machine (2 cores shared by several builds) on every time bound.
 const SLACK_MS: i64 = 2_000;
 
@@ -115,6 +121,41 @@ impl Shared {
         })
     }
 
+    /// Every payment reserved by any vantage: (subject, vantage, state, cost in USD), and every
+    /// refusal: (subject, vantage, code).
+    fn spend(
+        &self,
+    ) -> (
+        Vec<(String, String, String, String)>,
+        Vec<(String, String, String)>,
+    ) {
+        let pool = self.pool.clone();
+        self.runtime.block_on(async move {
+            let client = pool.client("reading the spend store").await.unwrap();
+            let reserved = client
+                .query(
+                    "SELECT subject, vantage, state, cost_usd FROM spend_reservation ORDER BY id",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+                .collect();
+            let refused = client
+                .query(
+                    "SELECT subject, vantage, code FROM spend_refusal ORDER BY id",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect();
+            (reserved, refused)
+        })
+    }
+
     /// Polls for `ms`.
     fn watch(&mut self, ms: i64) {
         let until = Instant::now() + Duration::from_millis(ms as u64);
@@ -177,11 +218,17 @@ fn vantage_config(
     name: &str,
     url: &str,
     subjects: &[String],
+    rpc: &str,
 ) -> PathBuf {
     let state = dir.join(name);
     let mut settings = Settings::new(&state);
     settings.subjects = subjects.to_vec();
-    settings.pay = false;
+    // Paid calls from the first run, one per subject per minute at most (the least interval):
+    // the three vantages want to pay every subject at once; the paid lease and the shared spend
+    // store must let one of them pay each, and the day's cap (`PAY_DAY_USD`) only as many as fit.
+    settings.pay = true;
+    settings.pay_from_first_run = true;
+    settings.paid_min_interval_secs = 60;
     settings.samples = 1;
     settings.free_every_secs = (EVERY_MS / 1000) as u64;
     let extra = format!(
@@ -189,7 +236,15 @@ fn vantage_config(
     );
     settings.extra = &extra;
     settings.api = "[api]\nenabled = false\n".into();
-    let text = config_text(lab, &settings)
+    let text = config_text(lab, &settings);
+    let day_cap = "max_usd_per_day = \"5\"";
+    assert!(
+        text.contains(day_cap) && text.contains(lab.rpc_url()),
+        "{text}"
+    );
+    let text = text
+        .replace(day_cap, &format!("max_usd_per_day = \"{PAY_DAY_USD}\""))
+        .replace(lab.rpc_url(), rpc)
         .replace("per_host_gap_ms = 1000\n", "")
         .replace("vantage = \"lab\"", &format!("vantage = \"{name}\""));
     let text = format!("{text}\n[store]\npostgres = \"{url}\"\n");
@@ -304,11 +359,26 @@ fn three_vantages_share_each_cycle_and_take_over_a_killed_ones_work() {
         pool,
         done: BTreeMap::new(),
     };
+    // The chain: in namespaces through a forwarder on the service address (anvil listens on
+    // the host's loopback, out of a namespace's reach).
+    let forward = net.as_ref().map(|net| {
+        let anvil: std::net::SocketAddr = _lab
+            .rpc_url()
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .parse()
+            .expect("anvil's RPC URL is an address");
+        x402_lab::forward::TcpForward::start(net.service_address().into(), anvil)
+            .expect("a forwarder to anvil")
+    });
+    let rpc = forward
+        .as_ref()
+        .map_or(_lab.rpc_url().to_string(), |f| f.http_url());
     let dir = tempfile::tempdir().unwrap();
     let names: Vec<String> = (0..VANTAGES).map(|i| format!("v{i}")).collect();
     let mut daemons = Daemons(Vec::new());
     for (i, name) in names.iter().enumerate() {
-        let config = vantage_config(&_lab, dir.path(), name, &vantage_url, &subjects);
+        let config = vantage_config(&_lab, dir.path(), name, &vantage_url, &subjects, &rpc);
         let log = std::fs::File::create(dir.path().join(format!("{name}.log"))).unwrap();
         let bin = env!("CARGO_BIN_EXE_x402-probe");
         let mut command = match &net {
@@ -457,9 +527,74 @@ fn three_vantages_share_each_cycle_and_take_over_a_killed_ones_work() {
     for i in 1..VANTAGES {
         daemons.stop(i);
     }
+    // Every log verifies; the scores (the scorer's log, whichever vantage held the role, and
+    // one that held it before a kill too) recompute byte for byte, paid calls included.
+    let mut recomputed = 0;
     for name in &names {
         verify(&local_url, name);
+        let (code, said) = process_support::run(&[
+            "recompute",
+            "--postgres",
+            &local_url,
+            "--vantage",
+            name,
+            "--quiet",
+        ]);
+        if code == 0 {
+            assert!(said.contains("byte for byte"), "{name}: {said}");
+            recomputed += 1;
+        } else {
+            assert!(said.contains("holds no published score"), "{name}: {said}");
+        }
     }
+    assert!(recomputed >= 1, "some vantage published scores");
+
+    // Money, across the kill and the cut: three vantages wanted to pay every subject from their
+    // first run; one payment per subject at most (the interval is a minute, longer than the
+    // test), and no more than the day's cap across all vantages; the calls the cap refused are
+    // on record as refusals.
+    let (reserved, refused) = shared.spend();
+    eprintln!("reserved: {reserved:?}; refused: {refused:?}");
+    let mut per_subject: BTreeMap<&str, usize> = BTreeMap::new();
+    for (subject, _, state, _) in &reserved {
+        if state != "released" {
+            *per_subject.entry(subject.as_str()).or_default() += 1;
+        }
+    }
+    for (subject, n) in &per_subject {
+        assert_eq!(
+            *n, 1,
+            "{subject} paid {n} times within one interval: {reserved:?}"
+        );
+    }
+    let cents: u64 = reserved
+        .iter()
+        .filter(|r| r.2 != "released")
+        .map(|r| {
+            let usd: f64 = r.3.parse().unwrap();
+            (usd * 100.0).round() as u64
+        })
+        .sum();
+    let cap_cents = (PAY_DAY_USD.parse::<f64>().unwrap() * 100.0).round() as u64;
+    assert!(
+        cents <= cap_cents,
+        "{cents} cents spent, cap {cap_cents}: {reserved:?}"
+    );
+    let settled = reserved.iter().filter(|r| r.2 == "settled").count();
+    assert!(settled >= 1, "some vantage paid: {reserved:?}");
+    // Three subjects, room for two: the third was refused by the shared cap, not paid.
+    assert_eq!(per_subject.len(), 2, "{reserved:?}");
+    let unpaid: Vec<&String> = subjects
+        .iter()
+        .filter(|s| !per_subject.contains_key(s.as_str()))
+        .collect();
+    assert!(
+        refused
+            .iter()
+            .any(|(s, _, code)| s == unpaid[0] && code == "over_daily_cap"),
+        "{unpaid:?} refused by the day's cap: {refused:?}"
+    );
+    drop(forward);
 }
 
 #[test]
