@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::checks::cloaking::CloakingContext;
 use crate::score::quorum::VantagesRead;
@@ -22,6 +22,13 @@ use super::writer::{Write, Writer};
 #[derive(Debug)]
 pub(crate) struct ScorerRole {
     holds: AtomicBool,
+    /// Until when (this process's monotonic clock) the role is surely still ours: the send time
+    /// of the last take or heartbeat that the database granted, plus the lease, less a quarter
+    /// of it. The database's expiry is at least that late (it was set after we sent), so a score
+    /// published before this instant is published within the lease: a holder paused (stopped,
+    /// swapped out) past its lease publishes nothing when it wakes, even before its next beat
+    /// tells it the role is gone.
+    valid_until: Mutex<Option<Instant>>,
     /// The role's lease while held.
     lease: Mutex<Option<Lease>>,
     /// The task that heart-beats it, while the loop runs.
@@ -45,6 +52,7 @@ impl ScorerRole {
     pub(crate) fn new(schedule: &crate::config::ScheduleConfig) -> ScorerRole {
         ScorerRole {
             holds: AtomicBool::new(false),
+            valid_until: Mutex::new(None),
             lease: Mutex::new(None),
             task: Mutex::new(None),
             down_quorum: schedule.down_quorum.as_ref().map(|k| k.get() as u32),
@@ -55,15 +63,29 @@ impl ScorerRole {
         }
     }
 
-    /// Whether this vantage holds the role now (as of its last beat).
+    /// Whether this vantage holds the role now: as of its last beat, and within the lease that
+    /// beat was granted (`valid_until`).
     pub(crate) fn holds(&self) -> bool {
-        self.holds.load(Ordering::SeqCst)
+        self.holds_at(Instant::now())
+    }
+
+    fn holds_at(&self, now: Instant) -> bool {
+        self.holds.load(Ordering::SeqCst) && lock(&self.valid_until).is_some_and(|u| now < u)
     }
 
     fn set(&self, holds: bool) {
+        if !holds {
+            *lock(&self.valid_until) = None;
+        }
         if !self.holds.swap(holds, Ordering::SeqCst) && holds {
             lock(&self.scanned).clear();
         }
+    }
+
+    /// The database granted the role (a take or a heartbeat) on a request sent at `sent_at`.
+    fn granted(&self, sent_at: Instant, lease_for: Duration) {
+        *lock(&self.valid_until) = Some(sent_at + lease_for - lease_for / 4);
+        self.set(true);
     }
 
     /// What a score reading the other vantages' logs through `through` records.
@@ -87,6 +109,7 @@ impl ScorerRole {
 /// Takes the role when no one holds it (at the start, before any run: a lone vantage scores
 /// its first run); `Some`: taken.
 pub(crate) async fn take(leases: &Leases, role: &ScorerRole, lease_for: Duration) -> Option<Lease> {
+    let sent_at = Instant::now();
     match leases.take_role(lease_for).await {
         Ok(Some(lease)) => {
             tracing::info!(
@@ -94,7 +117,7 @@ pub(crate) async fn take(leases: &Leases, role: &ScorerRole, lease_for: Duration
                 "this vantage holds the scoring role"
             );
             *lock(&role.lease) = Some(lease.clone());
-            role.set(true);
+            role.granted(sent_at, lease_for);
             Some(lease)
         }
         Ok(None) => None,
@@ -137,13 +160,17 @@ async fn role_task(
         let held = match held {
             None => take(&leases, &role, lease_for).await,
             Some(lease) => {
+                let sent_at = Instant::now();
                 let kept = tokio::time::timeout(
                     beat.max(Duration::from_secs(1)),
                     leases.heartbeat(std::slice::from_ref(&lease), lease_for),
                 )
                 .await;
                 match kept {
-                    Ok(Ok(mut kept)) if !kept.is_empty() => kept.pop(),
+                    Ok(Ok(mut kept)) if !kept.is_empty() => {
+                        role.granted(sent_at, lease_for);
+                        kept.pop()
+                    }
                     Ok(Ok(_)) => {
                         tracing::warn!(
                             "the scoring role was lost (expired or taken by another vantage): this vantage stops scoring"
@@ -185,5 +212,35 @@ pub(crate) async fn give_back(leases: &Leases, role: &ScorerRole) {
     match tokio::time::timeout(Duration::from_secs(2), leases.release(&[lease])).await {
         Ok(Ok(())) => tracing::info!("the scoring role given back"),
         _ => tracing::warn!("giving the scoring role back failed; it expires"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn role() -> ScorerRole {
+        ScorerRole::new(&crate::config::ScheduleConfig::default())
+    }
+
+    #[test]
+    fn the_role_is_held_only_within_the_lease_the_database_last_granted() {
+        let r = role();
+        let t0 = Instant::now();
+        assert!(!r.holds_at(t0), "never granted");
+        let lease = Duration::from_secs(4);
+        r.granted(t0, lease);
+        assert!(r.holds_at(t0 + Duration::from_millis(2_999)));
+        // A quarter of the lease before the database's expiry: a paused holder that wakes
+        // later publishes nothing, even before its next beat says the role is gone.
+        assert!(!r.holds_at(t0 + Duration::from_millis(3_000)));
+        assert!(!r.holds_at(t0 + lease));
+        // Renewed by a heartbeat sent later: held again until that one's lease.
+        r.granted(t0 + Duration::from_secs(2), lease);
+        assert!(r.holds_at(t0 + Duration::from_millis(4_999)));
+        assert!(!r.holds_at(t0 + Duration::from_secs(5)));
+        // Lost at a beat: not held, whatever the last grant said.
+        r.set(false);
+        assert!(!r.holds_at(t0 + Duration::from_secs(3)));
     }
 }

@@ -1,8 +1,9 @@
 //! Scores from every vantage: three `x402-probe daemon` processes as vantages on one PostgreSQL
 //! (a 4-second cycle, every vantage probing every subject each cycle), one of them the scorer.
 //! Only the role's holder publishes scores, each read from every vantage's log (`read` names the
-//! others' positions) with a `quorum` block; the holder killed with `kill -9`, another takes the
-//! role within the lease time and scores on; one vantage whose control fails records its own
+//! others' positions) with a `quorum` block; the holder stopped (SIGSTOP) past its lease, another
+//! takes the role and the old one, woken, publishes nothing; the holder killed with `kill -9`,
+//! another takes the role within the lease time and scores on; one vantage whose control fails records its own
 //! outage, in its own log only; and every score of every vantage recomputes byte for byte from
 //! the shared store. With root and `ip`, the vantages run in network namespaces and one endpoint
 //! resets the third vantage's connections (a regional outage): its R1 failing alone is a
@@ -290,7 +291,39 @@ fn one_vantage_scores_every_vantages_runs_and_the_role_moves_when_its_holder_is_
         assert_ne!(doc["verdict"]["verdict"], "down", "{doc}");
     }
 
+    // SIGSTOP the holder past its lease: another vantage takes the role. Woken, the old holder
+    // publishes no score (the role is its own only within the lease its last beat was granted,
+    // by its own monotonic clock), even before its next beat tells it the role is gone.
+    let i = names.iter().position(|n| *n == first).unwrap();
+    process_support::signal(daemons.0[i].as_ref().unwrap(), libc::SIGSTOP);
+    let mut holder = None;
+    wait_for(
+        LEASE_MS + 2 * BEAT_MS + SLACK_MS,
+        "the role taken from a stopped holder",
+        || {
+            holder = scorer(&runtime, &pool).filter(|h| *h != first);
+            holder.is_some()
+        },
+    );
+    let holder = holder.unwrap();
+    // The taker publishes, so there are runs whose scores the stopped one would have published.
+    let taken = scores(&local_url, &holder, &subjects).len();
+    wait_for(20_000, "the taker scores", || {
+        scores(&local_url, &holder, &subjects).len() > taken
+    });
+    let before_wake = scores(&local_url, &first, &subjects).len();
+    process_support::signal(daemons.0[i].as_ref().unwrap(), libc::SIGCONT);
+    std::thread::sleep(Duration::from_millis((EVERY_MS + 4 * BEAT_MS) as u64));
+    assert_eq!(
+        scores(&local_url, &first, &subjects).len(),
+        before_wake,
+        "{first}, stopped past its lease and woken, published a score while {holder} held the role"
+    );
+    assert_eq!(scorer(&runtime, &pool).as_deref(), Some(holder.as_str()));
+
     // kill -9 the holder: another vantage takes the role within the lease time and scores on.
+    let first_holder = first.clone();
+    let first = holder;
     let i = names.iter().position(|n| *n == first).unwrap();
     let mut child = daemons.0[i].take().unwrap();
     let _ = child.kill();
@@ -333,7 +366,11 @@ fn one_vantage_scores_every_vantages_runs_and_the_role_moves_when_its_holder_is_
         .map(|n| (n.as_str(), scores(&local_url, n, &subjects).len()))
         .collect();
     eprintln!("score entries by vantage: {counts:?}");
-    assert!(counts[first.as_str()] > 0 && counts[second.as_str()] > 0);
+    assert!(
+        counts[first_holder.as_str()] > 0
+            && counts[first.as_str()] > 0
+            && counts[second.as_str()] > 0
+    );
     for (name, count) in &counts {
         // A vantage that never held the role published nothing (`recompute` says so, exit 2).
         if *count > 0 {

@@ -205,7 +205,9 @@ fn daemon_lab_vantages_share_the_cycles_and_see_the_cloaking() {
         .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("H3 fails counted: {day}"));
-    assert!((4..=8).contains(&h3), "v1's runs of 8 cycles: {day}");
+    // Most of v1's 8 runs; a cycle whose third run fell outside cloaking's 120 s is a tie of two,
+    // and a tie marks both runs (the subject's H3 fails either way): at most 16.
+    assert!((4..=16).contains(&h3), "v1's runs of 8 cycles: {day}");
     let h3_rows = text
         .lines()
         .filter(|l| l.starts_with("  20") && l.contains(" H3 "))
