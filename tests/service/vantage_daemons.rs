@@ -48,6 +48,11 @@ struct Done {
     at_ms: i64,
 }
 
+/// A reservation in the shared spend store: subject, vantage, state, cost in USD.
+type Reserved = (String, String, String, String);
+/// A refusal in the shared spend store: subject, vantage, code.
+type Refused = (String, String, String);
+
 /// What the test reads of the shared store.
 struct Shared {
     runtime: tokio::runtime::Runtime,
@@ -123,12 +128,7 @@ impl Shared {
 
     /// Every payment reserved by any vantage: (subject, vantage, state, cost in USD), and every
     /// refusal: (subject, vantage, code).
-    fn spend(
-        &self,
-    ) -> (
-        Vec<(String, String, String, String)>,
-        Vec<(String, String, String)>,
-    ) {
+    fn spend(&self) -> (Vec<Reserved>, Vec<Refused>) {
         let pool = self.pool.clone();
         self.runtime.block_on(async move {
             let client = pool.client("reading the spend store").await.unwrap();
