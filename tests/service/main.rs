@@ -57,4 +57,5 @@ mod systemd;
 mod vantage_daemons;
 mod vantage_leases;
 mod vantage_scores;
+mod vantage_support;
 mod webhook_kill;

@@ -15,13 +15,12 @@ use crate::process_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::vantage_support::{Daemons, vantage_setup};
 use daemon_support::*;
-use x402_lab::postgres::{Postgres, url_at};
 use x402_lab::server::{BySource, Placement};
-use x402_lab::vantage_net::VantageNet;
 use x402_probe::store::postgres::PgPool;
 
 const EVERY_MS: i64 = 4_000;
@@ -253,32 +252,12 @@ fn vantage_config(
     path
 }
 
-/// The vantages' processes, killed when the test ends however it ends.
-struct Daemons(Vec<Option<Child>>);
-
-impl Daemons {
-    fn kill(&mut self, i: usize) {
-        if let Some(mut child) = self.0[i].take() {
-            let _ = child.kill(); // SIGKILL
-            let _ = child.wait();
-        }
-    }
-
-    /// SIGTERM, and the exit awaited (the log signed at its head).
-    fn stop(&mut self, i: usize) {
-        if let Some(mut child) = self.0[i].take() {
-            process_support::signal(&child, libc::SIGTERM);
-            let status = child.wait().unwrap();
-            assert!(status.success(), "vantage {i} stopped with {status}");
-        }
-    }
-}
-
-impl Drop for Daemons {
-    fn drop(&mut self) {
-        for i in 0..self.0.len() {
-            self.kill(i);
-        }
+/// SIGTERM to vantage `i`, and its exit awaited (the log signed at its head).
+fn stop(daemons: &mut Daemons, i: usize) {
+    if let Some(mut child) = daemons.0[i].take() {
+        process_support::signal(&child, libc::SIGTERM);
+        let status = child.wait().unwrap();
+        assert!(status.success(), "vantage {i} stopped with {status}");
     }
 }
 
@@ -305,23 +284,12 @@ fn load() -> String {
 #[test]
 fn three_vantages_share_each_cycle_and_take_over_a_killed_ones_work() {
     // Namespaces when root and `ip` can make them; loopback otherwise (the cut is skipped).
-    let net = match VantageNet::create(VANTAGES) {
-        Ok(net) => Some(net),
-        Err(e) => {
-            eprintln!("SKIPPED: the link cut (vantages stay on loopback): {e}");
-            None
-        }
-    };
-    let pg = match &net {
-        Some(net) => Postgres::throwaway_reachable(&net.postgres_reach()),
-        None => Postgres::start(),
-    }
-    .expect("PostgreSQL starts");
-    let local_url = pg.fresh_database("vantage_daemons").unwrap();
-    let vantage_url = match &net {
-        Some(net) => url_at(&local_url, net.service_address()),
-        None => local_url.clone(),
-    };
+    let setup = vantage_setup(VANTAGES, "vantage_daemons", "the link cut");
+    let (net, local_url, vantage_url) = (
+        &setup.net,
+        setup.local_url.as_str(),
+        setup.vantage_url.as_str(),
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -352,7 +320,7 @@ fn three_vantages_share_each_cycle_and_take_over_a_killed_ones_work() {
         .map(|s| x402_probe::http_url::canonical_subject_url(s).unwrap())
         .collect();
     let pool = runtime
-        .block_on(PgPool::connect(&local_url))
+        .block_on(PgPool::connect(local_url))
         .expect("the database opens");
     let mut shared = Shared {
         runtime,
@@ -378,7 +346,7 @@ fn three_vantages_share_each_cycle_and_take_over_a_killed_ones_work() {
     let names: Vec<String> = (0..VANTAGES).map(|i| format!("v{i}")).collect();
     let mut daemons = Daemons(Vec::new());
     for (i, name) in names.iter().enumerate() {
-        let config = vantage_config(&_lab, dir.path(), name, &vantage_url, &subjects, &rpc);
+        let config = vantage_config(&_lab, dir.path(), name, vantage_url, &subjects, &rpc);
         let log = std::fs::File::create(dir.path().join(format!("{name}.log"))).unwrap();
         let bin = env!("CARGO_BIN_EXE_x402-probe");
         let mut command = match &net {
@@ -525,17 +493,17 @@ fn three_vantages_share_each_cycle_and_take_over_a_killed_ones_work() {
     eprintln!("runs by vantage: {by_vantage:?}");
 
     for i in 1..VANTAGES {
-        daemons.stop(i);
+        stop(&mut daemons, i);
     }
     // Every log verifies; the scores (the scorer's log, whichever vantage held the role, and
     // one that held it before a kill too) recompute byte for byte, paid calls included.
     let mut recomputed = 0;
     for name in &names {
-        verify(&local_url, name);
+        verify(local_url, name);
         let (code, said) = process_support::run(&[
             "recompute",
             "--postgres",
-            &local_url,
+            local_url,
             "--vantage",
             name,
             "--quiet",

@@ -14,14 +14,13 @@ use crate::process_support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::vantage_support::{Daemons, vantage_setup};
 use daemon_support::*;
 use serde_json::Value;
-use x402_lab::postgres::{Postgres, url_at};
 use x402_lab::server::{BySource, Placement};
-use x402_lab::vantage_net::VantageNet;
 use x402_probe::checks::history::OutageOf;
 use x402_probe::ledger::record::{OutageRecord, Record, RecordKind, ScoreRecord};
 use x402_probe::store::Store;
@@ -59,19 +58,6 @@ fn config(lab: &x402_lab::Lab, dir: &Path, name: &str, url: &str, s: &[String]) 
     let path = state.join("daemon.toml");
     std::fs::write(&path, text).unwrap();
     path
-}
-
-/// The vantages' processes, killed when the test ends however it ends.
-struct Daemons(Vec<Option<Child>>);
-
-impl Drop for Daemons {
-    fn drop(&mut self) {
-        for child in self.0.iter_mut().filter_map(Option::take) {
-            let mut child = child;
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 /// Who holds the scoring role now, by the database's clock.
@@ -141,23 +127,12 @@ fn wait_for(ms: i64, what: &str, mut ok: impl FnMut() -> bool) {
 
 #[test]
 fn one_vantage_scores_every_vantages_runs_and_the_role_moves_when_its_holder_is_killed() {
-    let net = match VantageNet::create(VANTAGES) {
-        Ok(net) => Some(net),
-        Err(e) => {
-            eprintln!("SKIPPED: the regional outage (vantages stay on loopback): {e}");
-            None
-        }
-    };
-    let pg = match &net {
-        Some(net) => Postgres::throwaway_reachable(&net.postgres_reach()),
-        None => Postgres::start(),
-    }
-    .expect("PostgreSQL starts");
-    let local_url = pg.fresh_database("vantage_scores").unwrap();
-    let vantage_url = match &net {
-        Some(net) => url_at(&local_url, net.service_address()),
-        None => local_url.clone(),
-    };
+    let setup = vantage_setup(VANTAGES, "vantage_scores", "the regional outage");
+    let (net, local_url, vantage_url) = (
+        &setup.net,
+        setup.local_url.as_str(),
+        setup.vantage_url.as_str(),
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -196,13 +171,13 @@ fn one_vantage_scores_every_vantages_runs_and_the_role_moves_when_its_holder_is_
     let canonical = |s: &str| x402_probe::http_url::canonical_subject_url(s).unwrap();
     let subjects: Vec<String> = subjects.iter().map(|s| canonical(s)).collect();
     let regional = regional.map(|s| canonical(&s));
-    let pool = runtime.block_on(PgPool::connect(&local_url)).unwrap();
+    let pool = runtime.block_on(PgPool::connect(local_url)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     eprintln!("vantages' logs in {}", dir.path().display());
     let names: Vec<String> = (0..VANTAGES).map(|i| format!("v{i}")).collect();
     let mut daemons = Daemons(Vec::new());
     for (i, name) in names.iter().enumerate() {
-        let config = config(&lab, dir.path(), name, &vantage_url, &subjects);
+        let config = config(&lab, dir.path(), name, vantage_url, &subjects);
         let log = std::fs::File::create(dir.path().join(format!("{name}.log"))).unwrap();
         let bin = env!("CARGO_BIN_EXE_x402-probe");
         let mut command = match &net {
@@ -236,7 +211,7 @@ fn one_vantage_scores_every_vantages_runs_and_the_role_moves_when_its_holder_is_
         40_000,
         "every subject scored from every vantage's log",
         || {
-            let scored = scores(&local_url, &first, &subjects);
+            let scored = scores(local_url, &first, &subjects);
             subjects
                 .iter()
                 .all(|s| scored.iter().any(|r| &r.subject == s && read_all(r)))
@@ -248,7 +223,7 @@ fn one_vantage_scores_every_vantages_runs_and_the_role_moves_when_its_holder_is_
         "every subject's quorum block names every vantage",
         || {
             subjects.iter().all(|s| {
-                latest(&local_url, &first, s)
+                latest(local_url, &first, s)
                     .is_some_and(|doc| doc["quorum"]["vantages"] == serde_json::json!(names))
             })
         },
@@ -256,28 +231,28 @@ fn one_vantage_scores_every_vantages_runs_and_the_role_moves_when_its_holder_is_
     // Only the holder published scores; the others recorded runs.
     for name in names.iter().filter(|n| **n != first) {
         assert!(
-            scores(&local_url, name, &subjects).is_empty(),
+            scores(local_url, name, &subjects).is_empty(),
             "{name} published scores"
         );
     }
     // v1's control fails: its outage is in its own log, in no other.
     wait_for(20_000, "v1's outage recorded", || {
-        control_outages(&local_url, "v1") > 0
+        control_outages(local_url, "v1") > 0
     });
     for name in names.iter().filter(|n| *n != "v1") {
-        assert_eq!(control_outages(&local_url, name), 0, "{name}'s log");
+        assert_eq!(control_outages(local_url, name), 0, "{name}'s log");
     }
 
     // The regional outage: the third vantage alone fails R1 of one subject, every cycle.
     if let Some(regional) = &regional {
         wait_for(20_000, "the third vantage's lone failures shown", || {
-            latest(&local_url, &first, regional).is_some_and(|doc| {
+            latest(local_url, &first, regional).is_some_and(|doc| {
                 doc["quorum"]["disagreements"]
                     .as_array()
                     .is_some_and(|d| d.iter().any(|d| d["vantage"] == "v2" && d["check"] == "R1"))
             })
         });
-        let doc = latest(&local_url, &first, regional).unwrap();
+        let doc = latest(local_url, &first, regional).unwrap();
         let q = &doc["quorum"];
         eprintln!("the regional subject's quorum: {q}");
         assert_eq!(q["failed_cycles"], 0, "{q}");
@@ -307,15 +282,15 @@ fn one_vantage_scores_every_vantages_runs_and_the_role_moves_when_its_holder_is_
     );
     let holder = holder.unwrap();
     // The taker publishes, so there are runs whose scores the stopped one would have published.
-    let taken = scores(&local_url, &holder, &subjects).len();
+    let taken = scores(local_url, &holder, &subjects).len();
     wait_for(20_000, "the taker scores", || {
-        scores(&local_url, &holder, &subjects).len() > taken
+        scores(local_url, &holder, &subjects).len() > taken
     });
-    let before_wake = scores(&local_url, &first, &subjects).len();
+    let before_wake = scores(local_url, &first, &subjects).len();
     process_support::signal(daemons.0[i].as_ref().unwrap(), libc::SIGCONT);
     std::thread::sleep(Duration::from_millis((EVERY_MS + 4 * BEAT_MS) as u64));
     assert_eq!(
-        scores(&local_url, &first, &subjects).len(),
+        scores(local_url, &first, &subjects).len(),
         before_wake,
         "{first}, stopped past its lease and woken, published a score while {holder} held the role"
     );
@@ -343,9 +318,9 @@ fn one_vantage_scores_every_vantages_runs_and_the_role_moves_when_its_holder_is_
         "the role moved from {first} to {second} {} ms after the kill (lease {LEASE_MS} ms)",
         killed.elapsed().as_millis()
     );
-    let before = scores(&local_url, &second, &subjects).len();
+    let before = scores(local_url, &second, &subjects).len();
     wait_for(20_000, "the new holder scores", || {
-        let scored = scores(&local_url, &second, &subjects);
+        let scored = scores(local_url, &second, &subjects);
         scored.len() > before
             && subjects
                 .iter()
@@ -363,7 +338,7 @@ fn one_vantage_scores_every_vantages_runs_and_the_role_moves_when_its_holder_is_
     }
     let counts: BTreeMap<&str, usize> = names
         .iter()
-        .map(|n| (n.as_str(), scores(&local_url, n, &subjects).len()))
+        .map(|n| (n.as_str(), scores(local_url, n, &subjects).len()))
         .collect();
     eprintln!("score entries by vantage: {counts:?}");
     assert!(
@@ -374,7 +349,7 @@ fn one_vantage_scores_every_vantages_runs_and_the_role_moves_when_its_holder_is_
     for (name, count) in &counts {
         // A vantage that never held the role published nothing (`recompute` says so, exit 2).
         if *count > 0 {
-            recompute(&local_url, name);
+            recompute(local_url, name);
         }
     }
 }
