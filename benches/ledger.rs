@@ -1236,16 +1236,29 @@ fn proofs(sizes: &Sizes, root: &Path, captured: &Captured) {
             (subject(k), k as u64)
         })
         .collect();
-    let t = Instant::now();
-    for (subject, seq) in &picks {
-        // The entry at `seq + 1` is the subject's first after `seq`.
-        let bundle = store
-            .inclusion_bundle(subject, *seq, 1)
-            .unwrap()
-            .expect("a bundle");
-        assert_eq!(bundle.entries.len(), 1);
-    }
-    let one = calls as f64 / t.elapsed().as_secs_f64();
+    let prove_one = |picks: &[(String, u64)]| {
+        let t = Instant::now();
+        for (subject, seq) in picks {
+            // The entry at `seq + 1` is the subject's first after `seq`.
+            let bundle = store
+                .inclusion_bundle(subject, *seq, 1)
+                .unwrap()
+                .expect("a bundle");
+            assert_eq!(bundle.entries.len(), 1);
+        }
+        picks.len() as f64 / t.elapsed().as_secs_f64()
+    };
+    // The store just opened first (its tree's kept levels and SQLite's pages not yet read),
+    // four times as many other calls: then the calls measured, as a process serving proofs for
+    // a while makes them (measured: the rate climbs over the first 100,000 calls or so).
+    let warming: Vec<(String, u64)> = (0..calls * 4)
+        .map(|_| {
+            let k = next() % n;
+            (subject(k), k as u64)
+        })
+        .collect();
+    let cold = prove_one(&warming);
+    let one = prove_one(&picks);
     // A subject's whole history per call.
     let whole = if sizes.quick { 20 } else { 200 };
     let t = Instant::now();
@@ -1265,15 +1278,16 @@ fn proofs(sizes: &Sizes, root: &Path, captured: &Captured) {
     }
     let memory = calls as f64 / t.elapsed().as_secs_f64();
     println!(
-        "  one entry per call: {one:.0} proofs/s; a subject's {} entries per call: {many:.0} proofs/s; from the tree in memory: {memory:.0} proofs/s ({:.2}x / {:.2}x of its time)",
+        "  one entry per call: {one:.0} proofs/s (the first {} calls after opening the store: {cold:.0}/s); a subject's {} entries per call: {many:.0} proofs/s; from the tree in memory: {memory:.0} proofs/s ({:.2}x / {:.2}x of its time)",
+        warming.len(),
         n / subjects,
         memory / one,
         memory / many
     );
     println!(
-        "  goal: at least {GOAL_PROOFS:.0} inclusion proofs/s: {} ({:.0}/s one entry per call, {many:.0}/s a subject's entries per call)",
-        met(one.max(many) >= GOAL_PROOFS),
-        one
+        "  goal: at least {GOAL_PROOFS:.0} inclusion proofs/s: {} for one entry per call ({one:.0}/s; {cold:.0}/s just opened), {} for a subject's entries per call ({many:.0}/s)",
+        met(one >= GOAL_PROOFS),
+        met(many >= GOAL_PROOFS),
     );
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
