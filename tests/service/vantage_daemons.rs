@@ -15,10 +15,9 @@ use crate::process_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::vantage_support::{Daemons, vantage_setup};
+use crate::vantage_support::{Daemons, spawn_daemon, vantage_setup};
 use daemon_support::*;
 use x402_lab::server::{BySource, Placement};
 use x402_probe::store::postgres::PgPool;
@@ -347,21 +346,8 @@ fn three_vantages_share_each_cycle_and_take_over_a_killed_ones_work() {
     let mut daemons = Daemons(Vec::new());
     for (i, name) in names.iter().enumerate() {
         let config = vantage_config(&_lab, dir.path(), name, vantage_url, &subjects, &rpc);
-        let log = std::fs::File::create(dir.path().join(format!("{name}.log"))).unwrap();
-        let bin = env!("CARGO_BIN_EXE_x402-probe");
-        let mut command = match &net {
-            Some(net) => net.command(i, bin).unwrap(),
-            None => Command::new(bin),
-        };
-        let child = command
-            .args(["daemon", "--config"])
-            .arg(&config)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("the daemon starts");
-        daemons.0.push(Some(child));
+        let log = dir.path().join(format!("{name}.log"));
+        daemons.0.push(Some(spawn_daemon(net, i, &config, &log)));
     }
     let cycle_of = |ms: i64| ms.div_euclid(EVERY_MS);
 

@@ -14,10 +14,9 @@ use crate::process_support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::vantage_support::{Daemons, vantage_setup};
+use crate::vantage_support::{Daemons, spawn_daemon, vantage_setup};
 use daemon_support::*;
 use serde_json::Value;
 use x402_lab::server::{BySource, Placement};
@@ -178,21 +177,8 @@ fn one_vantage_scores_every_vantages_runs_and_the_role_moves_when_its_holder_is_
     let mut daemons = Daemons(Vec::new());
     for (i, name) in names.iter().enumerate() {
         let config = config(&lab, dir.path(), name, vantage_url, &subjects);
-        let log = std::fs::File::create(dir.path().join(format!("{name}.log"))).unwrap();
-        let bin = env!("CARGO_BIN_EXE_x402-probe");
-        let mut command = match &net {
-            Some(net) => net.command(i, bin).unwrap(),
-            None => Command::new(bin),
-        };
-        let child = command
-            .args(["daemon", "--config"])
-            .arg(&config)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("the daemon starts");
-        daemons.0.push(Some(child));
+        let log = dir.path().join(format!("{name}.log"));
+        daemons.0.push(Some(spawn_daemon(net, i, &config, &log)));
     }
 
     // One vantage holds the role; its scores read the two others' logs and carry the quorum.

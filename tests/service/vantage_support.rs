@@ -2,7 +2,8 @@
 //! namespaces when root and `ip` can make them, on loopback otherwise), a throwaway PostgreSQL
 //! they reach, and their processes, killed when a test ends however it ends.
 
-use std::process::Child;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 
 use x402_lab::postgres::{Postgres, url_at};
 use x402_lab::vantage_net::VantageNet;
@@ -45,6 +46,24 @@ pub fn vantage_setup(n: usize, database: &str, skipped: &str) -> VantageSetup {
         local_url,
         vantage_url,
     }
+}
+
+/// Starts `x402-probe daemon --config CONFIG` as vantage `i` (in its namespace when there is
+/// one), its log (RUST_LOG=info) written to `log`.
+pub fn spawn_daemon(net: &Option<VantageNet>, i: usize, config: &Path, log: &Path) -> Child {
+    let bin = env!("CARGO_BIN_EXE_x402-probe");
+    let mut command = match net {
+        Some(net) => net.command(i, bin).unwrap(),
+        None => Command::new(bin),
+    };
+    command
+        .args(["daemon", "--config"])
+        .arg(config)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .expect("the daemon starts")
 }
 
 /// The vantages' processes, killed when the test ends however it ends.
