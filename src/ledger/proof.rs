@@ -57,11 +57,12 @@ pub enum BundleError {
 pub fn build<N: PerfectNodes + ?Sized>(
     nodes: &N,
     checkpoint_note: String,
-    key: &NoteKey,
+    verifier_key: String,
     size: u64,
     entries: impl IntoIterator<Item = (u64, Vec<u8>)>,
 ) -> Result<InclusionBundle, ProofError> {
-    let mut out = Vec::new();
+    let entries = entries.into_iter();
+    let mut out = Vec::with_capacity(entries.size_hint().0);
     for (index, body) in entries {
         let proof = merkle::inclusion_proof(nodes, index, size)?;
         out.push(ProvenEntry {
@@ -73,7 +74,7 @@ pub fn build<N: PerfectNodes + ?Sized>(
     Ok(InclusionBundle {
         format: FORMAT.to_string(),
         checkpoint: checkpoint_note,
-        verifier_key: key.verifier_key(),
+        verifier_key,
         entries: out,
     })
 }
@@ -172,7 +173,7 @@ mod tests {
             .filter(|i| i % 3 == 1)
             .map(|i| (i, bodies[i as usize].clone()))
             .collect();
-        let bundle = build(&tree, note.clone(), &key, 37, mine.clone()).expect("build");
+        let bundle = build(&tree, note.clone(), key.verifier_key(), 37, mine.clone()).expect("build");
         // Through JSON, as a file or the API hands it over.
         let bundle: InclusionBundle =
             serde_json::from_slice(&serde_json::to_vec(&bundle).expect("json"))

@@ -5,7 +5,7 @@
 //! The same semantics as SQLite's (`sqlite.rs`); the proofs are made by `ledger/` from the nodes
 //! read here.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
@@ -576,7 +576,7 @@ impl PgLedger {
             )
             .await
             .map_err(self.pool.pg(context))?;
-        let mut hashes = HashMap::with_capacity(rows.len());
+        let mut hashes = merkle::NodeMap::with_capacity_and_hasher(rows.len(), Default::default());
         for r in rows {
             let level: i32 = r.get(0);
             let idx: i64 = r.get(1);
@@ -862,7 +862,7 @@ impl Store for PgLedger {
             return Ok(None);
         };
         let key = tlog::note_key(&signer.public_key);
-        proof::build(&nodes, note.note, &key, note.size, entries)
+        proof::build(&nodes, note.note, key.verifier_key(), note.size, entries)
             .map(Some)
             .map_err(|e| self.corrupt(format!("an inclusion proof: {e}")))
     }
