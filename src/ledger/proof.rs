@@ -173,7 +173,8 @@ mod tests {
             .filter(|i| i % 3 == 1)
             .map(|i| (i, bodies[i as usize].clone()))
             .collect();
-        let bundle = build(&tree, note.clone(), key.verifier_key(), 37, mine.clone()).expect("build");
+        let bundle =
+            build(&tree, note.clone(), key.verifier_key(), 37, mine.clone()).expect("build");
         // Through JSON, as a file or the API hands it over.
         let bundle: InclusionBundle =
             serde_json::from_slice(&serde_json::to_vec(&bundle).expect("json"))

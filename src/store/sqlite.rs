@@ -1356,9 +1356,15 @@ impl Store for SqliteStore {
         wanted.dedup();
         let nodes = FetchedNodes::read(&conn, head.tree_size, &wanted, &self.tree)
             .map_err(self.sql("reading the Merkle tree"))?;
-        proof::build(&nodes, head.note, head.verifier_key, head.tree_size, entries)
-            .map(Some)
-            .map_err(|e| self.corrupt(format!("an inclusion proof: {e}")))
+        proof::build(
+            &nodes,
+            head.note,
+            head.verifier_key,
+            head.tree_size,
+            entries,
+        )
+        .map(Some)
+        .map_err(|e| self.corrupt(format!("an inclusion proof: {e}")))
     }
 
     fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<Hash>, StoreError> {
@@ -3576,7 +3582,8 @@ impl FetchedNodes {
         wanted: &[(u32, u64)],
         cache: &Mutex<TreeCache>,
     ) -> rusqlite::Result<FetchedNodes> {
-        let mut hashes = merkle::NodeMap::with_capacity_and_hasher(wanted.len(), Default::default());
+        let mut hashes =
+            merkle::NodeMap::with_capacity_and_hasher(wanted.len(), Default::default());
         let (mut leaves, mut lower) = (Vec::new(), Vec::new());
         {
             let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
@@ -3698,13 +3705,18 @@ mod tests {
             s.spawn(|| {
                 let first = address(&store.conn());
                 for _ in 0..2 * READERS {
-                    assert_eq!(address(&store.conn()), first, "a read moved to another connection");
+                    assert_eq!(
+                        address(&store.conn()),
+                        first,
+                        "a read moved to another connection"
+                    );
                 }
                 let pinned = ReadSnapshot::begin(&store).unwrap();
                 assert_eq!(address(&store.conn()), first, "a read transaction moved");
                 drop(pinned);
                 let held = store.conn();
-                let other = std::thread::scope(|s| s.spawn(|| address(&store.conn())).join().unwrap());
+                let other =
+                    std::thread::scope(|s| s.spawn(|| address(&store.conn())).join().unwrap());
                 assert_ne!(address(&held), other, "a busy connection was shared");
             });
         });

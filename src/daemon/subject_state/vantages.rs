@@ -208,20 +208,10 @@ fn cloaking_marks(
 ) -> Vec<CloakingMark> {
     let mut seen: Vec<&FreeObservation> = read.iter().filter_map(|e| e.free.as_ref()).collect();
     seen.sort_by(|a, b| (a.at, &a.vantage).cmp(&(b.at, &b.vantage)));
-    let window = i64::try_from(cycle_secs)
-        .unwrap_or(i64::MAX)
-        .min(ctx.max_skew_secs.saturating_add(1))
-        .max(1);
+    let ats: Vec<i64> = seen.iter().map(|o| o.at).collect();
     let mut marks = Vec::new();
-    let mut start = 0;
-    while start < seen.len() {
-        let from = seen[start].at;
-        let end = start
-            + seen[start..]
-                .iter()
-                .take_while(|o| o.at < from.saturating_add(window))
-                .count();
-        let cycle = &seen[start..end];
+    for group in skew_groups(&ats, cycle_secs, ctx.max_skew_secs) {
+        let cycle = &seen[group];
         let vantages: BTreeSet<&str> = cycle.iter().map(|o| o.vantage.as_str()).collect();
         if vantages.len() >= 2 {
             let (_, runs) = cloaking(cycle, ctx);
@@ -232,9 +222,30 @@ fn cloaking_marks(
                 fields: r.fields,
             }));
         }
-        start = end;
     }
     marks
+}
+
+/// The groups cloaking compares, as ranges of `ats` (times in s, sorted): each group from its
+/// first time through `max_skew_secs` after it, never longer than a cycle.
+fn skew_groups(ats: &[i64], cycle_secs: u64, max_skew_secs: i64) -> Vec<std::ops::Range<usize>> {
+    let window = i64::try_from(cycle_secs)
+        .unwrap_or(i64::MAX)
+        .min(max_skew_secs.saturating_add(1))
+        .max(1);
+    let mut groups = Vec::new();
+    let mut start = 0;
+    while start < ats.len() {
+        let from = ats[start];
+        let end = start
+            + ats[start..]
+                .iter()
+                .take_while(|at| **at < from.saturating_add(window))
+                .count();
+        groups.push(start..end);
+        start = end;
+    }
+    groups
 }
 
 /// Brings `state` forward over every other vantage's entries of `url` after those it folded,
@@ -467,6 +478,26 @@ mod tests {
         let inputs = score(runs, &BTreeMap::new());
         assert_eq!(inputs.quorum.as_ref().unwrap().failed_cycles, 1);
         assert_eq!(fails(&inputs.history), 3);
+    }
+
+    /// Cloaking compares runs quoted within the skew, not a whole cycle: a cycle of 3 hours
+    /// whose replicas land a minute apart, then again two hours later (a vantage that came
+    /// back), gives two groups, not one that holds both rounds.
+    #[test]
+    fn cloakings_groups_are_cut_by_the_skew_not_by_the_cycle() {
+        let cycle = 3 * 3600;
+        let skew = 120;
+        let ats = [0, 20, 40, 7_200, 7_260, 10_800, 10_920, 10_921];
+        assert_eq!(
+            skew_groups(&ats, cycle, skew),
+            [0..3, 3..5, 5..7, 7..8],
+            "each group runs from its first time through the skew"
+        );
+        // A cycle shorter than the skew bounds the group instead.
+        assert_eq!(skew_groups(&[0, 30, 59, 60, 61], 60, skew), [0..3, 3..5]);
+        // A skew of zero: only runs of the same second are compared.
+        assert_eq!(skew_groups(&[5, 5, 6], cycle, 0), [0..2, 2..3]);
+        assert!(skew_groups(&[], cycle, skew).is_empty());
     }
 
     #[test]
