@@ -3898,6 +3898,31 @@ mod tests {
         let missing = [(0, 500), (3, 900), (1, 75)];
         let fetched = FetchedNodes::read(&conn, size, &missing, &keeps_nothing).unwrap();
         assert!(fetched.hashes.is_empty());
+        // Through a cache that keeps every interior level (`TreeCache::gather`, what a proof
+        // of a log this size takes), cold and then warm: the same nodes, the missing ones absent.
+        let keeps_all = Mutex::new(TreeCache::default());
+        for round in ["cold", "warm"] {
+            let fetched = FetchedNodes::read(&conn, size, &all, &keeps_all).unwrap();
+            assert_eq!(fetched.hashes.len(), all.len(), "{round}");
+            for &(level, index) in &all {
+                assert_eq!(
+                    fetched.perfect(level, index),
+                    one_by_one.perfect(level, index),
+                    "node ({level}, {index}) through the cache, {round}"
+                );
+            }
+            let fetched = FetchedNodes::read(&conn, size, &missing, &keeps_all).unwrap();
+            assert!(fetched.hashes.is_empty(), "{round}");
+        }
+        assert!(
+            keeps_all
+                .lock()
+                .unwrap()
+                .levels
+                .get(1)
+                .is_some_and(|l| l.len() == 75),
+            "the kept levels were read into the cache"
+        );
         assert_eq!(fetch_size(1), 1);
         assert_eq!(fetch_size(3), 4);
         assert_eq!(fetch_size(32), 32);
