@@ -10,7 +10,7 @@
 //!   it old. A loop that hangs stops the pings and systemd aborts and restarts the service; a loop
 //!   slowed for a moment by a busy machine (measured: a turn 0.5-0.7 s late on 2 cores under six
 //!   busy processes, in the test profile, where a sleeping thread woke within 26 ms) misses none;
-//! - `STOPPING=1` when a stop begins (the pings end: systemd no longer watches a stopping unit).
+//! - `STOPPING=1` when a stop begins; the pings end there (the stop is bounded by its grace).
 //!
 //! Without `$NOTIFY_SOCKET` (not under systemd, or a simulated run) every call does nothing. A
 //! failed send is logged once and never stops the daemon: being supervised must not make it less
