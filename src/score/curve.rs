@@ -38,10 +38,6 @@ pub struct WeightedSample {
     pub values: Vec<f64>,
     /// `cumulative[i]`: the exact sum of the weights of `values[..=i]` (on a common scale).
     cumulative: Vec<Natural>,
-    /// `fractions[i]`: `cumulative[i]` over the total as a double (within a few ulps; the last is
-    /// exactly 1). For the band's Beta distribution function, which is continuous, so the
-    /// rounding is immaterial there; levels are compared with `quantile_index`, which is exact.
-    pub fractions: Vec<f64>,
     /// Kish effective sample size: (sum w)^2 / sum w^2.
     pub effective_n: f64,
     total: f64,
@@ -63,21 +59,28 @@ impl WeightedSample {
             running.add_assign(&part);
             cumulative.push(running.clone());
         }
-        let total = &cumulative[cumulative.len() - 1];
-        let mut fractions: Vec<f64> = cumulative.iter().map(|c| c.ratio(total)).collect();
-        if let Some(last) = fractions.last_mut() {
-            *last = 1.0;
-        }
         let (sum, sum_sq) = weights
             .iter()
             .fold((0.0, 0.0), |(s, q), w| (s + w, q + w * w));
         Some(WeightedSample {
             values: pairs.into_iter().map(|(v, _)| v).collect(),
             cumulative,
-            fractions,
             effective_n: sum * sum / sum_sq,
             total: sum,
         })
+    }
+
+    /// The cumulative weight through `values[i]` over the total, as a double (within a few ulps;
+    /// the last is exactly 1). For the band's Beta distribution function, which is continuous, so
+    /// the rounding is immaterial there; levels are compared with `quantile_index`, which is
+    /// exact. Computed when asked: the band reads it at one index per run of equal values, a
+    /// small part of a year's measurements.
+    pub fn fraction(&self, i: usize) -> f64 {
+        let last = self.cumulative.len() - 1;
+        if i >= last {
+            return 1.0;
+        }
+        self.cumulative[i].ratio(&self.cumulative[last])
     }
 
     /// The total weight (a double sum; for display and the effective sample size only).

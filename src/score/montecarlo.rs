@@ -28,7 +28,7 @@ pub enum Posterior {
     CurveQuantile {
         a: f64,
         b: f64,
-        sample: WeightedSample,
+        sample: std::sync::Arc<WeightedSample>,
         /// The curve's value (0..=1) at each of `sample.values`.
         values: Vec<f64>,
     },
@@ -192,7 +192,7 @@ fn build_tables(terms: &[Term]) -> Vec<Table> {
                 let ln_beta_ab = ln_beta(*a, *b);
                 let mut kept_values = Vec::new();
                 let mut cumulative = Vec::new();
-                for (i, (value, f)) in values.iter().zip(&sample.fractions).enumerate() {
+                for (i, value) in values.iter().enumerate() {
                     if values
                         .get(i + 1)
                         .is_some_and(|next| next.to_bits() == value.to_bits())
@@ -200,7 +200,8 @@ fn build_tables(terms: &[Term]) -> Vec<Table> {
                         continue;
                     }
                     kept_values.push(*value);
-                    cumulative.push(incomplete_beta_given(*f, *a, *b, ln_beta_ab));
+                    let f = sample.fraction(i);
+                    cumulative.push(incomplete_beta_given(f, *a, *b, ln_beta_ab));
                 }
                 if let Some(last) = cumulative.last_mut() {
                     *last = 1.0;
@@ -302,7 +303,7 @@ mod tests {
                 posterior: Posterior::CurveQuantile {
                     a: 0.95 * (n + 1.0),
                     b: 0.05 * (n + 1.0),
-                    sample,
+                    sample: sample.into(),
                     values,
                 },
             },
@@ -367,10 +368,8 @@ mod tests {
                 .collect();
             let n = sample.effective_n;
             let (a, b) = (0.95 * (n + 1.0), 0.05 * (n + 1.0));
-            let mut full: Vec<f64> = sample
-                .fractions
-                .iter()
-                .map(|f| regularized_incomplete_beta(*f, a, b))
+            let mut full: Vec<f64> = (0..sample.values.len())
+                .map(|i| regularized_incomplete_beta(sample.fraction(i), a, b))
                 .collect();
             *full.last_mut().unwrap() = 1.0;
             let full = Table::Discrete {
@@ -382,7 +381,7 @@ mod tests {
                 posterior: Posterior::CurveQuantile {
                     a,
                     b,
-                    sample,
+                    sample: sample.into(),
                     values,
                 },
             }];

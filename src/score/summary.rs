@@ -185,8 +185,10 @@ pub fn inputs(meta: InputsDocument, days: &[Day<'_>]) -> Result<Inputs, InputErr
     inputs.method = super::Method::V3;
     let revisions = &inputs.subject.revisions;
     let mut history = Vec::with_capacity(days.iter().map(|d| d.cells.len()).sum());
-    // Each check's name once: every cell of it shares it.
-    let mut names: Vec<std::sync::Arc<str>> = Vec::new();
+    // Each check's name once: every cell of it shares it (found by hash: a year's window is
+    // thousands of cells, and a scan of the names compared strings dozens of times per cell).
+    let mut names: std::collections::HashMap<&str, std::sync::Arc<str>> =
+        std::collections::HashMap::new();
     for d in days {
         let day_ns = i128::from(d.day * DAY_MS) * 1_000_000;
         for c in d.cells {
@@ -204,13 +206,10 @@ pub fn inputs(meta: InputsDocument, days: &[Day<'_>]) -> Result<Inputs, InputErr
                     .iter()
                     .position(|r| &r.id == id && r.at.ns <= first_ns)
             });
-            let check = match names.iter().find(|n| &***n == c.check.as_str()) {
-                Some(name) => name.clone(),
-                None => {
-                    names.push(c.check.as_str().into());
-                    names[names.len() - 1].clone()
-                }
-            };
+            let check = names
+                .entry(c.check.as_str())
+                .or_insert_with(|| c.check.as_str().into())
+                .clone();
             history.push(Entry {
                 seq: c.first_seq,
                 check,

@@ -49,7 +49,7 @@ pub struct Tally {
     pub pass_weight: f64,
     pub fail_weight: f64,
     /// Curve checks: the weighted measurements (fails at +inf).
-    pub sample: Option<WeightedSample>,
+    pub sample: Option<std::sync::Arc<WeightedSample>>,
     /// Curve checks: the weighted p95 in ms (`inf` when the p95 is a failed request).
     pub p95_ms: Option<f64>,
     /// The check's value in [0, 1].
@@ -103,7 +103,7 @@ pub struct EntryWeights {
 
 impl EntryWeights {
     pub fn new(rubric: &Rubric, inputs: &Inputs) -> EntryWeights {
-        let index: std::collections::BTreeMap<&str, usize> = rubric
+        let index: std::collections::HashMap<&str, usize> = rubric
             .checks
             .iter()
             .enumerate()
@@ -118,11 +118,28 @@ impl EntryWeights {
             .iter()
             .map(|e| days_between(e.decay_ns(), inputs.as_of.ns))
             .collect();
+        // The decay of the entries of one time, by half-life: a day's cells (`/3`) all decay
+        // from the day's start, so a year's window needs one `exp2` per day and half-life, not
+        // one per cell (the same function of the same arguments: the same weights).
+        let mut decays: Vec<(i128, u64, f64)> = Vec::new();
         for (i, e) in inputs.history.iter().enumerate() {
             match index.get(&*e.check) {
                 Some(&c) => {
                     by_check[c].push(i);
-                    base[i] = base_weight(rubric, &rubric.checks[c], inputs, e);
+                    let check = &rubric.checks[c];
+                    let (at, half_life) = (e.decay_ns(), rubric.half_life_days(check));
+                    if decays.first().is_some_and(|(t, _, _)| *t != at) {
+                        decays.clear();
+                    }
+                    let decay = match decays.iter().find(|(_, h, _)| *h == half_life.to_bits()) {
+                        Some((_, _, d)) => *d,
+                        None => {
+                            let d = decay_factor(days_between(at, inputs.as_of.ns), half_life);
+                            decays.push((at, half_life.to_bits(), d));
+                            d
+                        }
+                    };
+                    base[i] = decay * revision_factor(check.on_revision, inputs.later_revisions(e));
                     weight[i] = base[i] * e.scale();
                 }
                 None => unknown.push(i),
@@ -265,7 +282,7 @@ fn tally_check<'a>(
             t.state = CheckState::Scored;
             match (&check.metric, &check.curve) {
                 (Metric::Curve, Some(curve)) => {
-                    let sample = WeightedSample::new(measurements);
+                    let sample = WeightedSample::new(measurements).map(std::sync::Arc::new);
                     if let Some(s) = &sample {
                         let p95 = s.quantile(&Level::P95);
                         t.p95_ms = Some(p95);
