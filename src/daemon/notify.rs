@@ -387,8 +387,9 @@ mod tests {
         // A status check: an unchanged line is not sent again, a changed one is.
         n.tick(Some("subjects: 0"));
         n.tick(Some("subjects: 1"));
+        // Pings may come before it on a busy machine: read until the status line comes.
         let mut heard = Vec::new();
-        while heard.len() < 2 {
+        while heard.len() < 20 && !heard.iter().any(|m: &String| m.starts_with("STATUS=")) {
             n.tick(None);
             heard.push(recv(&socket));
         }
@@ -451,7 +452,8 @@ mod tests {
             "{pings_while_turning} pings in 700 ms of turns"
         );
         socket.set_nonblocking(false).unwrap();
-        // The loop hangs: the pings stop once the turn is 400 ms old.
+        // The loop hangs: the pings stop once the turn is 400 ms old (a ping read up to 400 ms
+        // later is allowed for a busy machine; a pinger that ignores the turns pings on to 2 s).
         let mut last_ping = None;
         socket
             .set_read_timeout(Some(Duration::from_millis(900)))
@@ -461,7 +463,7 @@ mod tests {
         }
         assert!(
             last_ping
-                .is_none_or(|at| at <= Duration::from_millis(400) + Duration::from_millis(150)),
+                .is_none_or(|at| at <= Duration::from_millis(400) + Duration::from_millis(400)),
             "a ping {last_ping:?} after the loop's last turn (watchdog 800 ms)"
         );
         // It turns again: the pings come back.
