@@ -252,6 +252,9 @@ async fn admin_actions_and_the_operators_own_evidence_against_a_running_daemon()
     assert_eq!(body["subject"], honest.as_str());
     let run = next_run(&store, &honest, before, 60).await;
     assert!(run.seq > 0);
+    // The run's score reaches the API's view a moment after its entry commits: wait for it,
+    // so that the page below is not re-rendered for the run between two reads.
+    until_scored(&client, &d, &d.id_of("honest-v2"), run.seq).await;
 
     // --- Declare an outage: recorded, and served by /v1/outages.
     // The subject's page, rendered once and then served from its cache, is rendered again when
@@ -770,6 +773,22 @@ async fn until_due(client: &reqwest::Client, d: &ApiDaemon, url: &str, due: bool
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     panic!("{url} never became due={due} in /v1/status");
+}
+
+/// Waits until the view serves a score of subject `id` published after ledger entry `seq`.
+async fn until_scored(client: &reqwest::Client, d: &ApiDaemon, id: &str, seq: u64) {
+    for _ in 0..150 {
+        let (_, s) = get(client, &d.url(&format!("/v1/subjects/{id}"))).await;
+        let summary: Value = serde_json::from_str(&s).unwrap();
+        if summary["latest"]["ledger_seq"]
+            .as_u64()
+            .is_some_and(|at| at > seq)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("no score of {id} after entry {seq} in the view");
 }
 
 /// Asks for a run of `subject` now, retrying while one is in flight; returns the answer.
