@@ -1,8 +1,15 @@
 //! One client connection as the accept loop serves it: its place among the connections of its
 //! client address (at most `[api] max_connections_per_client` at once), its progress (a
 //! connection that makes none for `[api] idle_timeout_ms` while no request is being answered is
-//! closed), and the answers hyper writes on its own for a request it cannot parse (400, 414,
-//! 431, sent with an empty body), rewritten into the API's JSON error form on their way out.
+//! closed), its head deadline (a request's head must be whole within `[api] header_timeout_ms`
+//! of its first byte, the first request's of the connection's accept), and the answers hyper
+//! writes on its own for a request it cannot parse (400, 414, 431, sent with an empty body),
+//! rewritten into the API's JSON error form on their way out.
+//!
+//! The head deadline is kept here, not by hyper's `header_read_timeout`: hyper starts that
+//! timer as soon as it waits for a next request, so a keep-alive connection idle between two
+//! requests was closed after the head deadline (5 s) instead of the idle timeout, and a client
+//! reusing it at that moment lost its request to the close.
 
 use std::collections::HashMap;
 use std::io;
@@ -101,7 +108,8 @@ fn json_answer(status: StatusCode, code: ErrorCode, message: &str, extra: &[&str
     out
 }
 
-/// When a connection last made progress, and whether a request on it is being answered.
+/// When a connection last made progress, whether a request on it is being answered, and since
+/// when a request's head is being read.
 #[derive(Default)]
 pub(crate) struct Activity {
     started: Option<Instant>,
@@ -109,19 +117,55 @@ pub(crate) struct Activity {
     last_ms: AtomicU64,
     /// Requests being answered (the handler's own time is bounded by the request timeout).
     answering: AtomicUsize,
+    /// One more than the milliseconds from `started` to the first byte of the head being read;
+    /// 0 while none is (between requests, or while one is answered).
+    head_from: AtomicU64,
 }
 
 impl Activity {
     pub(crate) fn new() -> Arc<Activity> {
         Arc::new(Activity {
             started: Some(Instant::now()),
+            // The first head is awaited from the accept: a connection that sends nothing is
+            // closed after the head deadline, not the longer idle timeout.
+            head_from: AtomicU64::new(1),
             ..Activity::default()
         })
     }
 
+    fn elapsed_ms(&self) -> u64 {
+        self.started.map_or(0, |s| s.elapsed().as_millis() as u64)
+    }
+
     fn touch(&self) {
-        let ms = self.started.map_or(0, |s| s.elapsed().as_millis() as u64);
-        self.last_ms.store(ms, Ordering::Relaxed);
+        self.last_ms.store(self.elapsed_ms(), Ordering::Relaxed);
+    }
+
+    /// Bytes arrived: between requests they begin a head, whose deadline runs from now.
+    fn read_some(&self) {
+        let now = self.elapsed_ms();
+        self.last_ms.store(now, Ordering::Relaxed);
+        if self.answering.load(Ordering::Relaxed) == 0 {
+            let _ =
+                self.head_from
+                    .compare_exchange(0, now + 1, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+
+    /// When the head being read is late if it is not whole by then; `None` when no head is
+    /// being read.
+    pub(crate) fn head_due_at(&self, header_timeout: Duration) -> Option<Instant> {
+        let from = self.head_from.load(Ordering::Relaxed).checked_sub(1)?;
+        Some(self.started? + Duration::from_millis(from) + header_timeout)
+    }
+
+    /// When the connection is to be closed if nothing changes before then: the head deadline
+    /// or the idle timeout, whichever comes first; `None` while a request is being answered.
+    pub(crate) fn closes_at(&self, idle: Duration, header_timeout: Duration) -> Option<Instant> {
+        match (self.stalls_at(idle), self.head_due_at(header_timeout)) {
+            (Some(stall), Some(head)) => Some(stall.min(head)),
+            (stall, head) => stall.or(head),
+        }
     }
 
     /// When the connection counts as stalled if nothing happens before then; `None` while a
@@ -137,6 +181,8 @@ impl Activity {
     /// Marks a request as being answered until the guard is dropped.
     pub(crate) fn answering(self: &Arc<Self>) -> Answering {
         self.answering.fetch_add(1, Ordering::Relaxed);
+        // hyper calls the service once the head is whole.
+        self.head_from.store(0, Ordering::Relaxed);
         Answering(self.clone())
     }
 }
@@ -218,7 +264,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Conn<S> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.activity.touch();
+            self.activity.read_some();
         }
         polled
     }
@@ -387,6 +433,36 @@ mod tests {
             wire.contains("\"request_header_fields_too_large\"") || wire.contains("\"code\""),
             "{wire}"
         );
+    }
+
+    /// The head deadline runs from the accept, is gone while a request is answered and between
+    /// requests (the idle timeout alone then), and runs again from the next head's first byte.
+    #[test]
+    fn a_heads_deadline_runs_from_its_first_byte_and_idle_keep_alive_has_the_idle_timeout() {
+        let (idle, head) = (Duration::from_secs(30), Duration::from_secs(5));
+        let a = Activity::new();
+        let started = a.started.unwrap();
+        assert_eq!(a.head_due_at(head), Some(started + head));
+        assert_eq!(a.closes_at(idle, head), Some(started + head));
+        a.read_some();
+        assert_eq!(a.head_due_at(head), Some(started + head), "the same head");
+        let answering = a.answering();
+        assert_eq!(a.head_due_at(head), None);
+        assert_eq!(
+            a.closes_at(idle, head),
+            None,
+            "bounded by the request's own timeout"
+        );
+        a.read_some();
+        assert_eq!(a.head_due_at(head), None, "a body's bytes begin no head");
+        drop(answering);
+        let idle_until = a.closes_at(idle, head).unwrap();
+        assert!(idle_until >= started + idle, "{:?}", idle_until - started);
+        std::thread::sleep(Duration::from_millis(20));
+        a.read_some();
+        let due = a.head_due_at(head).unwrap();
+        assert!(due >= started + Duration::from_millis(20) + head);
+        assert_eq!(a.closes_at(idle, head), Some(due));
     }
 
     #[test]

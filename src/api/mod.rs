@@ -507,16 +507,22 @@ async fn serve(
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(header_timeout)
+                // The head deadline is `conn::Activity`'s (from a head's first byte), not
+                // hyper's (from the end of the previous answer: it closed idle keep-alive).
+                .header_read_timeout(None)
                 .keep_alive(true);
             let io = conn::Conn::new(stream, activity.clone());
             let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(io), service);
             tokio::pin!(conn);
             loop {
-                // A stalled connection (nothing read or written, no request being answered) is
-                // closed; while a request is answered, its own timeout bounds it.
-                let stalls_at = activity.stalls_at(idle_timeout);
-                let check = stalls_at.unwrap_or_else(|| std::time::Instant::now() + idle_timeout);
+                // A stalled connection (nothing read or written, no request being answered), or
+                // one whose head is late, is closed; while a request is answered, its own
+                // timeout bounds it. Looked at again at least every head deadline, so that a
+                // head begun meanwhile is timed.
+                let now = std::time::Instant::now();
+                let check = activity
+                    .closes_at(idle_timeout, header_timeout)
+                    .map_or(now + header_timeout, |at| at.min(now + header_timeout));
                 tokio::select! {
                     _ = conn.as_mut() => break,
                     _ = stop.changed() => {
@@ -526,7 +532,7 @@ async fn serve(
                     }
                     _ = tokio::time::sleep_until(check.into()) => {
                         if activity
-                            .stalls_at(idle_timeout)
+                            .closes_at(idle_timeout, header_timeout)
                             .is_some_and(|at| at <= std::time::Instant::now())
                         {
                             break;

@@ -1,6 +1,7 @@
 //! The API under abuse, over real connections on loopback to a running daemon: one client
 //! address can neither take every operator challenge nor every connection slot, a stalled
-//! connection is closed, `/metrics` has a per-client limit, and requests hyper cannot parse are
+//! connection is closed, a head has its deadline from its first byte while keep-alive lasts the
+//! idle timeout, `/metrics` has a per-client limit, and requests hyper cannot parse are
 //! answered with the documented JSON error like every other error. Other clients are told apart
 //! by their source address (127.0.0.2 and up are loopback too).
 
@@ -227,6 +228,102 @@ async fn a_stalled_connection_is_closed_after_the_idle_timeout() {
         client.get(d.url("/v1/key")).send().await.unwrap().status(),
         200
     );
+    d.stop().await.unwrap();
+}
+
+/// Reads one answer with a `content-length` from `conn`; `None` when the server closed first.
+async fn read_one(conn: &mut tokio::net::TcpStream) -> Option<(u16, String)> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            if got.len() >= end + 4 + length {
+                let (status, head, _) = split_answer(&got[..end + 4 + length]);
+                return Some((status, head));
+            }
+        }
+        match conn.read(&mut buf).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// Waits (at most 15 s) for the server to close `conn`; how long it took.
+async fn closed_within(conn: &mut tokio::net::TcpStream) -> Duration {
+    let from = Instant::now();
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(15), conn.read_to_end(&mut rest))
+        .await
+        .expect("the server closes the connection")
+        .ok();
+    from.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_lasts_the_idle_timeout_and_a_head_has_its_deadline_from_its_first_byte() {
+    let d = ApiDaemon::start(ApiOptions {
+        days: 0,
+        scenarios: vec!["honest-v2"],
+        price_rise: false,
+        declared_outage: false,
+        pay: false,
+        live_free_every_secs: 3600,
+        api_extra: "header_timeout_ms = 1000\nidle_timeout_ms = 60000".into(),
+    })
+    .await;
+    let ask = b"GET /v1/key HTTP/1.1\r\nhost: x\r\n\r\n";
+    // A keep-alive connection idle for well over the head deadline (and under the idle
+    // timeout) still takes the next request: the deadline runs from a head's first byte, not
+    // from the previous answer (hyper's own timer closed it here after 1 s).
+    let mut kept = connect_from(1, d.addr).await;
+    kept.write_all(ask).await.unwrap();
+    assert_eq!(read_one(&mut kept).await.expect("the first answer").0, 200);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    kept.write_all(ask).await.unwrap();
+    let again = read_one(&mut kept).await;
+    assert_eq!(
+        again.map(|a| a.0),
+        Some(200),
+        "the same connection answers after 2.5 s idle"
+    );
+    // A head trickled a line at a time makes progress (the idle timeout never comes) but is
+    // closed at its deadline.
+    let mut trickled = connect_from(2, d.addr).await;
+    trickled
+        .write_all(b"GET /v1/key HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    let from = Instant::now();
+    let mut closed = false;
+    while from.elapsed() < Duration::from_secs(15) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if trickled.write_all(b"x-more: 1\r\n").await.is_err() {
+            closed = true;
+            break;
+        }
+        let mut probe = [0u8; 64];
+        match tokio::time::timeout(Duration::from_millis(1), trickled.read(&mut probe)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                closed = true;
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert!(closed, "a trickled head is closed at its deadline");
+    let took = from.elapsed();
+    assert!(took >= Duration::from_millis(900), "closed after {took:?}");
+    eprintln!("a trickled head closed after {took:?} (deadline 1 s)");
+    // A connection that sends nothing has the head deadline from its accept.
+    let mut silent = connect_from(3, d.addr).await;
+    let took = closed_within(&mut silent).await;
+    assert!(took < Duration::from_secs(10), "{took:?}");
     d.stop().await.unwrap();
 }
 
