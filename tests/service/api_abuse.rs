@@ -38,6 +38,21 @@ async fn connect_from(last: u8, to: SocketAddr) -> tokio::net::TcpStream {
     socket.connect(to).await.unwrap()
 }
 
+/// A daemon with one honest subject, no history, runs only when asked, and `api_extra` in its
+/// `[api]` section.
+async fn one_subject_daemon(api_extra: &str) -> ApiDaemon {
+    ApiDaemon::start(ApiOptions {
+        days: 0,
+        scenarios: vec!["honest-v2"],
+        price_rise: false,
+        declared_outage: false,
+        pay: false,
+        live_free_every_secs: 3600,
+        api_extra: api_extra.into(),
+    })
+    .await
+}
+
 /// Sends `request` as is on a new connection and reads the answer until the server closes it:
 /// the status, the head (lowercased) and the body.
 async fn raw(to: SocketAddr, request: &[u8]) -> (u16, String, Vec<u8>) {
@@ -143,17 +158,10 @@ async fn one_address_cannot_take_every_operator_challenge() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_from_one_address_leave_room_for_others() {
     // Few slots and a long head deadline, so idle connections would hold every slot for a minute.
-    let d = ApiDaemon::start(ApiOptions {
-        days: 0,
-        scenarios: vec!["honest-v2"],
-        price_rise: false,
-        declared_outage: false,
-        pay: false,
-        live_free_every_secs: 3600,
-        api_extra: "max_connections = 64\nmax_connections_per_client = 16\n\
-                    header_timeout_ms = 60000\nidle_timeout_ms = 600000"
-            .into(),
-    })
+    let d = one_subject_daemon(
+        "max_connections = 64\nmax_connections_per_client = 16\n\
+                    header_timeout_ms = 60000\nidle_timeout_ms = 600000",
+    )
     .await;
     // Twice the slots, idle, from one address.
     let mut idle = Vec::new();
@@ -196,16 +204,7 @@ async fn idle_connections_from_one_address_leave_room_for_others() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_connection_is_closed_after_the_idle_timeout() {
-    let d = ApiDaemon::start(ApiOptions {
-        days: 0,
-        scenarios: vec!["honest-v2"],
-        price_rise: false,
-        declared_outage: false,
-        pay: false,
-        live_free_every_secs: 3600,
-        api_extra: "header_timeout_ms = 60000\nidle_timeout_ms = 1000".into(),
-    })
-    .await;
+    let d = one_subject_daemon("header_timeout_ms = 60000\nidle_timeout_ms = 1000").await;
     // Half a head, then nothing: the head deadline is a minute, the idle timeout a second.
     let mut stalled = connect_from(1, d.addr).await;
     stalled
@@ -267,16 +266,7 @@ async fn closed_within(conn: &mut tokio::net::TcpStream) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_alive_lasts_the_idle_timeout_and_a_head_has_its_deadline_from_its_first_byte() {
-    let d = ApiDaemon::start(ApiOptions {
-        days: 0,
-        scenarios: vec!["honest-v2"],
-        price_rise: false,
-        declared_outage: false,
-        pay: false,
-        live_free_every_secs: 3600,
-        api_extra: "header_timeout_ms = 1000\nidle_timeout_ms = 60000".into(),
-    })
-    .await;
+    let d = one_subject_daemon("header_timeout_ms = 1000\nidle_timeout_ms = 60000").await;
     let ask = b"GET /v1/key HTTP/1.1\r\nhost: x\r\n\r\n";
     // A keep-alive connection idle for well over the head deadline (and under the idle
     // timeout) still takes the next request: the deadline runs from a head's first byte, not
@@ -329,16 +319,7 @@ async fn keep_alive_lasts_the_idle_timeout_and_a_head_has_its_deadline_from_its_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_are_rate_limited_and_unparseable_requests_get_json_errors() {
-    let d = ApiDaemon::start(ApiOptions {
-        days: 0,
-        scenarios: vec!["honest-v2"],
-        price_rise: false,
-        declared_outage: false,
-        pay: false,
-        live_free_every_secs: 3600,
-        api_extra: String::new(),
-    })
-    .await;
+    let d = one_subject_daemon("").await;
     // /metrics: a burst, then 429 JSON with Retry-After; another address still scrapes.
     let a = client_from(1);
     let mut statuses = Vec::new();
