@@ -373,6 +373,21 @@ fn proc_cpu_seconds(pid: u32) -> f64 {
     ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
 }
 
+/// Minor page faults of a process so far, from /proc (field 10 of stat): memory the process got
+/// back from the system, each a page (or a huge page) zeroed by the kernel.
+fn proc_minor_faults(pid: u32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    let after = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+    // Field 10 of stat (minflt) is 8 after the command.
+    after
+        .split_whitespace()
+        .nth(7)
+        .and_then(|f| f.parse().ok())
+        .unwrap_or(0)
+}
+
 /// A `/proc/PID/status` line in kB (VmRSS, VmHWM).
 fn proc_status_kb(pid: u32, key: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -563,6 +578,7 @@ enabled = false
     };
     let started = Instant::now();
     let cpu_started = proc_cpu_seconds(daemon.pid());
+    let faults_started = proc_minor_faults(daemon.pid());
     let servers_cpu1 = servers.cpu_seconds();
     // Every subject's first run in the ledger.
     let ledger = state.join("ledger.sqlite");
@@ -602,6 +618,7 @@ enabled = false
     }
     let sweep_secs = started.elapsed().as_secs_f64();
     let daemon_cpu = proc_cpu_seconds(daemon.pid()) - cpu_started;
+    let faults = proc_minor_faults(daemon.pid()).saturating_sub(faults_started);
     let servers_cpu = servers.cpu_seconds() - servers_cpu1;
     let hwm = proc_status_kb(daemon.pid(), "VmHWM").unwrap_or(0);
     let done = seen.len();
@@ -648,6 +665,10 @@ enabled = false
         "  CPU during the sweep: daemon {daemon_cpu:.1} s, endpoint servers {servers_cpu:.1} s, of {:.1} s available on 2 cores (daemon peak RSS {:.0} MB)",
         sweep_secs * 2.0,
         hwm as f64 / 1024.0
+    );
+    println!(
+        "  daemon's minor page faults during the sweep: {faults} ({:.1} a run)",
+        faults as f64 / runs
     );
     println!(
         "  stop (SIGTERM to exit): {:.1} s{}",
