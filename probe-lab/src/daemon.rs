@@ -98,6 +98,8 @@ async fn run_async(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32>
             print_timelines(&state, &subjects)?;
         }
         None => {
+            let (tx, rx) = tokio::sync::mpsc::channel(8);
+            let signals = service::forward_signals(tx).context("listening for signals")?;
             println!(
                 "the daemon runs until Ctrl-C (free runs every 60 s per subject, one log line each)"
             );
@@ -105,8 +107,7 @@ async fn run_async(days: Option<u32>, state_dir: Option<PathBuf>) -> Result<i32>
             if let Some(addr) = daemon.api_addr() {
                 println!("API: http://{addr}/v1/subjects  (x402-probe status --api http://{addr})");
             }
-            let (tx, rx) = tokio::sync::mpsc::channel(8);
-            tokio::spawn(service::forward_signals(tx));
+            tokio::spawn(signals);
             daemon.run(rx).await?;
         }
     }

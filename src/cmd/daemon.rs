@@ -54,7 +54,7 @@ pub fn run(config_path: PathBuf) -> Result<i32> {
     runtime.block_on(async move {
         let daemon = Daemon::open(config, Some(config_path.clone()), TimeSource::System).await?;
         let (tx, rx) = tokio::sync::mpsc::channel(8);
-        tokio::spawn(forward_signals(tx));
+        tokio::spawn(forward_signals(tx).context("listening for signals")?);
         tracing::info!(config = %config_path.display(), "x402-probe daemon started");
         daemon.run(rx).await?;
         anyhow::Ok(0)

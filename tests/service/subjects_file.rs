@@ -94,7 +94,12 @@ fn a_good_file_adds_its_subjects_with_its_category() {
     }
     // SAFETY: a plain signal to our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    assert!(child.wait().unwrap().success());
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "{status}: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
     let conn = rusqlite::Connection::open(dir.path().join("state/ledger.sqlite")).unwrap();
     let mut stmt = conn
         .prepare("SELECT url, category, source FROM subject ORDER BY url")
