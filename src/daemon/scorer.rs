@@ -94,6 +94,7 @@ impl ScorerRole {
             through,
             down_quorum: self.down_quorum,
             cycle_secs: self.cycle_secs,
+            cycles: crate::score::quorum::CycleCut::Grid,
         }
     }
 

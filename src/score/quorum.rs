@@ -15,6 +15,25 @@ use crate::evidence::{CheckId, Outcome};
 /// The checks read per cycle: reachability and the unpaid 402 (the `down` gate watches R1).
 pub const QUORUM_CHECKS: [CheckId; 2] = [CheckId::R1, CheckId::R2];
 
+/// How a history's outcomes are cut into cycles. A score records the cut it read under
+/// (`VantagesRead::cycles`), so a score published before the grid still recomputes byte for byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CycleCut {
+    /// The first cut, of the scores that record none: a cycle from the first outcome not yet in
+    /// one through one interval after it. It took in the next cycle's earlier-placed runs.
+    #[default]
+    FromFirst,
+    /// The intervals of one cycle's length from the Unix epoch: the daemon's schedule's cycles.
+    Grid,
+}
+
+impl CycleCut {
+    fn is_from_first(&self) -> bool {
+        *self == CycleCut::FromFirst
+    }
+}
+
 /// How cycles are cut and decided: `[schedule] down_quorum` and the free interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QuorumConfig {
@@ -22,8 +41,10 @@ pub struct QuorumConfig {
     /// them (`n / 2 + 1`). Never more than the vantages that probed it (`min(k, n)`).
     pub k: Option<u32>,
     /// A cycle's length (ns): the schedule's free interval, within which every vantage probes
-    /// each subject once (the daemon's vantages within a minute of each other).
+    /// each subject once (the daemon's vantages within a minute of each other). Cycles are the
+    /// intervals of this length from the Unix epoch, as the daemon's schedule cuts them.
     pub window_ns: i128,
+    pub cut: CycleCut,
 }
 
 impl QuorumConfig {
@@ -32,6 +53,7 @@ impl QuorumConfig {
         QuorumConfig {
             k,
             window_ns: i128::from(free_every_secs) * 1_000_000_000,
+            cut: CycleCut::Grid,
         }
     }
 
@@ -51,12 +73,18 @@ pub struct VantagesRead {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub down_quorum: Option<u32>,
     pub cycle_secs: u64,
+    /// How the cycles were cut; absent in the scores published before the grid (`FromFirst`).
+    #[serde(default, skip_serializing_if = "CycleCut::is_from_first")]
+    pub cycles: CycleCut,
 }
 
 impl VantagesRead {
     /// The quorum these positions were read under.
     pub fn quorum(&self) -> QuorumConfig {
-        QuorumConfig::new(self.down_quorum, self.cycle_secs)
+        QuorumConfig {
+            cut: self.cycles,
+            ..QuorumConfig::new(self.down_quorum, self.cycle_secs)
+        }
     }
 }
 
@@ -103,7 +131,7 @@ pub struct Disagreement {
     pub vantage: String,
     /// What the vantage saw (`fail` or `pass`); the cycles were decided the other way.
     pub saw: Outcome,
-    /// The first and latest cycle's start, RFC 3339 (as the history writes its times).
+    /// The first and latest cycle's first outcome, RFC 3339 (as the history writes its times).
     pub from: String,
     pub to: String,
     pub cycles: u32,
@@ -165,11 +193,20 @@ fn decide_all(
         let mut start = 0;
         let mut cycle_no = 0u32;
         while start < order.len() {
+            // Cycles on the clock's grid, as the daemon's schedule cuts them
+            // (`schedule::cycle_of`): every replica of a cycle is due inside it, at an offset
+            // drawn afresh each cycle. A cut from a cycle's first outcome would take in the next
+            // cycle's earlier-placed runs and leave a later one alone in a cycle of its own.
             let from_ns = probes[order[start]].at_ns;
+            let grid = from_ns.div_euclid(window);
+            let in_cycle = |at_ns: i128| match cfg.cut {
+                CycleCut::Grid => at_ns.div_euclid(window) == grid,
+                CycleCut::FromFirst => at_ns < from_ns.saturating_add(window),
+            };
             let end = start
                 + order[start..]
                     .iter()
-                    .take_while(|&&i| probes[i].at_ns < from_ns.saturating_add(window))
+                    .take_while(|&&i| in_cycle(probes[i].at_ns))
                     .count();
             // Per vantage: fails, passes, its outcomes.
             let mut by_vantage: BTreeMap<&str, (u32, u32, Vec<usize>)> = BTreeMap::new();
@@ -539,12 +576,23 @@ mod tests {
         hours: i64,
         fails: &dyn Fn(&str, i64) -> bool,
     ) -> Vec<(String, HistoryEntry)> {
+        placed(vantages, hours * 3600 / CYCLE_S, &|_, i| i * 300, fails)
+    }
+
+    /// `cycles` cycles up to as_of, vantage `i`'s run of cycle `c` at `offset(c, i)` seconds
+    /// into the cycle.
+    fn placed(
+        vantages: &[&str],
+        cycles: i64,
+        offset: &dyn Fn(i64, i64) -> i64,
+        fails: &dyn Fn(&str, i64) -> bool,
+    ) -> Vec<(String, HistoryEntry)> {
         let mut out = Vec::new();
         let mut seq = 0;
-        let start = AS_OF_S - hours * 3600;
-        for c in 0..(hours * 3600 / CYCLE_S) {
+        let start = AS_OF_S - cycles * CYCLE_S;
+        for c in 0..cycles {
             for (i, v) in vantages.iter().enumerate() {
-                let at = start + c * CYCLE_S + i as i64 * 300;
+                let at = start + c * CYCLE_S + offset(c, i as i64);
                 let o = if fails(v, at) {
                     Outcome::Fail
                 } else {
@@ -707,6 +755,56 @@ mod tests {
         assert!(q.disagreements.iter().all(|d| d.k == 3));
     }
 
+    /// The daemon's placement (`schedule::replica_due_ms`): each cycle's runs at an offset drawn
+    /// afresh, the replicas 20 s apart. A late-placed cycle followed by an early-placed one is
+    /// the case a cut from each cycle's first outcome got wrong (it took the next cycle's first
+    /// run in and left the last one alone, a cycle of one failing vantage).
+    #[test]
+    fn cycles_are_the_schedules_whatever_the_offset_of_each_cycles_runs() {
+        let cycles = 40;
+        // The first cut: a cycle from 500 s runs to 1,400 s and takes in the next cycle's runs
+        // at 1,360 and 1,380 s; the one at 1,400 s is alone in a cycle.
+        let offset = |c: i64, i: i64| if c % 2 == 0 { 500 } else { 460 } + i * 20;
+        let entries = placed(&["a", "b", "c"], cycles, &offset, &|v, _| v == "c");
+        let doc = inputs_from_vantages(meta(), entries, &cfg(None), &[]).unwrap();
+        let q = doc.quorum.clone().unwrap();
+        assert_eq!((q.cycles, q.failed_cycles), (2 * cycles as u32, 0));
+        for d in &q.disagreements {
+            assert_eq!((d.vantage.as_str(), d.saw), ("c", Outcome::Fail));
+            assert_eq!((d.failing, d.probed, d.k), (1, 3, 2));
+        }
+        assert_eq!(
+            q.disagreements.iter().map(|d| d.excused).sum::<u32>(),
+            2 * cycles as u32
+        );
+        assert_eq!(r1_fails(&scored(doc)), 0);
+
+        // A score that records no cut was read from each cycle's first outcome, and recomputes
+        // so: here that cut leaves some of c's runs alone in a cycle, failed.
+        let read: VantagesRead =
+            serde_json::from_str(r#"{"through": {"b": 1}, "cycle_secs": 900}"#).unwrap();
+        assert_eq!(read.cycles, CycleCut::FromFirst);
+        let entries = placed(&["a", "b", "c"], cycles, &offset, &|v, _| v == "c");
+        let old = inputs_from_vantages(meta(), entries, &read.quorum(), &[]).unwrap();
+        let old = old.quorum.unwrap();
+        assert!(
+            old.failed_cycles > 0,
+            "{:?}",
+            (old.cycles, old.failed_cycles)
+        );
+        // A new read writes its cut; the old one is written as before, without it.
+        let grid = VantagesRead {
+            cycles: CycleCut::Grid,
+            ..read.clone()
+        };
+        assert!(
+            serde_json::to_string(&grid)
+                .unwrap()
+                .contains(r#""cycles":"grid""#)
+        );
+        assert!(!serde_json::to_string(&read).unwrap().contains("cycles"));
+    }
+
     #[test]
     fn disagreements_merge_only_over_consecutive_cycles() {
         // b fails cycles 0..3, agrees in cycle 3, fails again from cycle 4.
@@ -856,7 +954,8 @@ mod tests {
             q,
             QuorumConfig {
                 k: Some(3),
-                window_ns: 600_000_000_000
+                window_ns: 600_000_000_000,
+                cut: CycleCut::Grid,
             }
         );
         assert_eq!(read("").unwrap().quorum().k, None, "a majority by default");
@@ -882,6 +981,7 @@ mod tests {
         let zero = QuorumConfig {
             k: Some(0),
             window_ns: 0,
+            cut: CycleCut::Grid,
         };
         let q = apply_to_history(&mut h, &["a", "b"], &zero)
             .unwrap()

@@ -416,6 +416,7 @@ mod tests {
             through: BTreeMap::from([("v1".into(), 12), ("v2".into(), 12)]),
             down_quorum: None,
             cycle_secs: (CYCLE_MS / 1000) as u64,
+            cycles: crate::score::quorum::CycleCut::Grid,
         };
         let cloaking = CloakingContext::default();
         let vantages = Vantages {
