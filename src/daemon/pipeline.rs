@@ -639,6 +639,15 @@ fn score_and_publish(
     shared: &Shared,
     subjects: Vec<(String, String, BTreeMap<u64, Known>)>,
 ) -> (Vec<Option<ScoreSummary>>, Option<StoreError>) {
+    // With several vantages, the scores are appended under the role's lease: a holder paused
+    // after this point and woken past its lease publishes nothing (the database refuses).
+    let fence = match &shared.scorer {
+        None => None,
+        Some(role) => match role.fence() {
+            Some(fence) => Some(fence),
+            None => return (subjects.iter().map(|_| None).collect(), None),
+        },
+    };
     let others: BTreeMap<String, u64> = match &shared.scorer {
         None => BTreeMap::new(),
         Some(_) => match shared.store.other_vantages() {
@@ -667,7 +676,17 @@ fn score_and_publish(
     }
     let mut failed = None;
     if !scores.is_empty() {
-        match shared.store.append(scores) {
+        let appended = match &fence {
+            None => shared.store.append(scores),
+            Some(fence) => shared.store.append_fenced(scores, fence),
+        };
+        if let (Err(StoreError::LeaseLost { .. }), Some(role)) = (&appended, &shared.scorer) {
+            tracing::warn!(
+                "the scoring role was lost before its scores were written: this vantage stops scoring"
+            );
+            role.set(false);
+        }
+        match appended {
             Ok(_) => {
                 // What the scores published is what the next ones are compared with.
                 for (url, now) in published {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::checks::cloaking::CloakingContext;
 use crate::score::quorum::VantagesRead;
-use crate::store::lease::{Lease, Leases};
+use crate::store::lease::{Fence, Lease, Leases};
 
 use super::subject_state::VantageOutages;
 use super::writer::{Write, Writer};
@@ -27,8 +27,10 @@ pub(crate) struct ScorerRole {
     /// of it. The database's expiry is at least that late (it was set after we sent), so a score
     /// published before this instant is published within the lease: a holder paused (stopped,
     /// swapped out) past its lease publishes nothing when it wakes, even before its next beat
-    /// tells it the role is gone.
-    valid_until: Mutex<Option<Instant>>,
+    /// tells it the role is gone. With it, the fence the role's scores are appended under
+    /// (the database checks it again in the append's transaction: a holder paused between its
+    /// check here and its append publishes nothing either).
+    grant: Mutex<Option<(Instant, Fence)>>,
     /// The role's lease while held.
     lease: Mutex<Option<Lease>>,
     /// The task that heart-beats it, while the loop runs.
@@ -52,7 +54,7 @@ impl ScorerRole {
     pub(crate) fn new(schedule: &crate::config::ScheduleConfig) -> ScorerRole {
         ScorerRole {
             holds: AtomicBool::new(false),
-            valid_until: Mutex::new(None),
+            grant: Mutex::new(None),
             lease: Mutex::new(None),
             task: Mutex::new(None),
             down_quorum: schedule.down_quorum.as_ref().map(|k| k.get() as u32),
@@ -64,27 +66,48 @@ impl ScorerRole {
     }
 
     /// Whether this vantage holds the role now: as of its last beat, and within the lease that
-    /// beat was granted (`valid_until`).
+    /// beat was granted (`grant`).
     pub(crate) fn holds(&self) -> bool {
         self.holds_at(Instant::now())
     }
 
     fn holds_at(&self, now: Instant) -> bool {
-        self.holds.load(Ordering::SeqCst) && lock(&self.valid_until).is_some_and(|u| now < u)
+        self.fence_at(now).is_some()
     }
 
-    fn set(&self, holds: bool) {
+    /// The fence the role's scores are appended under, while it is held ([`Self::holds`]).
+    pub(crate) fn fence(&self) -> Option<Fence> {
+        self.fence_at(Instant::now())
+    }
+
+    fn fence_at(&self, now: Instant) -> Option<Fence> {
+        if !self.holds.load(Ordering::SeqCst) {
+            return None;
+        }
+        lock(&self.grant)
+            .as_ref()
+            .filter(|(until, _)| now < *until)
+            .map(|(_, fence)| fence.clone())
+    }
+
+    pub(crate) fn set(&self, holds: bool) {
         if !holds {
-            *lock(&self.valid_until) = None;
+            *lock(&self.grant) = None;
         }
         if !self.holds.swap(holds, Ordering::SeqCst) && holds {
             lock(&self.scanned).clear();
         }
     }
 
-    /// The database granted the role (a take or a heartbeat) on a request sent at `sent_at`.
-    fn granted(&self, sent_at: Instant, lease_for: Duration) {
-        *lock(&self.valid_until) = Some(sent_at + lease_for - lease_for / 4);
+    /// The database granted the role (`lease`, by a take or a heartbeat) on a request sent at
+    /// `sent_at`. A fenced append idle for a quarter of the lease is ended by the database: a
+    /// paused holder keeps the others from taking the role no longer than that.
+    fn granted(&self, sent_at: Instant, lease: &Lease, lease_for: Duration) {
+        let fence = Fence {
+            lease: lease.clone(),
+            idle_limit: lease_for / 4,
+        };
+        *lock(&self.grant) = Some((sent_at + lease_for - lease_for / 4, fence));
         self.set(true);
     }
 
@@ -118,7 +141,7 @@ pub(crate) async fn take(leases: &Leases, role: &ScorerRole, lease_for: Duration
                 "this vantage holds the scoring role"
             );
             *lock(&role.lease) = Some(lease.clone());
-            role.granted(sent_at, lease_for);
+            role.granted(sent_at, &lease, lease_for);
             Some(lease)
         }
         Ok(None) => None,
@@ -169,8 +192,11 @@ async fn role_task(
                 .await;
                 match kept {
                     Ok(Ok(mut kept)) if !kept.is_empty() => {
-                        role.granted(sent_at, lease_for);
-                        kept.pop()
+                        let kept = kept.pop();
+                        if let Some(lease) = &kept {
+                            role.granted(sent_at, lease, lease_for);
+                        }
+                        kept
                     }
                     Ok(Ok(_)) => {
                         tracing::warn!(
@@ -230,14 +256,24 @@ mod tests {
         let t0 = Instant::now();
         assert!(!r.holds_at(t0), "never granted");
         let lease = Duration::from_secs(4);
-        r.granted(t0, lease);
+        let role_lease = Lease {
+            work: crate::store::lease::role_key(),
+            generation: 7,
+            expires_at_ms: 0,
+        };
+        r.granted(t0, &role_lease, lease);
         assert!(r.holds_at(t0 + Duration::from_millis(2_999)));
+        // Its scores are appended under the lease granted, idle for at most a quarter of it.
+        let fence = r.fence_at(t0 + Duration::from_secs(1)).unwrap();
+        assert_eq!(fence.lease, role_lease);
+        assert_eq!(fence.idle_limit, Duration::from_secs(1));
+        assert_eq!(r.fence_at(t0 + Duration::from_secs(3)), None);
         // A quarter of the lease before the database's expiry: a paused holder that wakes
         // later publishes nothing, even before its next beat says the role is gone.
         assert!(!r.holds_at(t0 + Duration::from_millis(3_000)));
         assert!(!r.holds_at(t0 + lease));
         // Renewed by a heartbeat sent later: held again until that one's lease.
-        r.granted(t0 + Duration::from_secs(2), lease);
+        r.granted(t0 + Duration::from_secs(2), &role_lease, lease);
         assert!(r.holds_at(t0 + Duration::from_millis(4_999)));
         assert!(!r.holds_at(t0 + Duration::from_secs(5)));
         // Lost at a beat: not held, whatever the last grant said.

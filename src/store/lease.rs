@@ -27,6 +27,17 @@ pub struct Lease {
     pub expires_at_ms: i64,
 }
 
+/// A write made under a lease ([`super::Store::append_fenced`]): refused unless the lease is
+/// still this vantage's when the write's transaction checks it. The check locks the lease's row
+/// until the transaction ends, so no one takes it meanwhile; `idle_limit` bounds how long a
+/// writer that stops between its statements (paused, swapped out) can keep it so: the database
+/// ends a transaction left idle that long, and nothing it wrote lands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    pub lease: Lease,
+    pub idle_limit: Duration,
+}
+
 /// A row of the `lease` table as it stands (who holds it until when), for status and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRow {

@@ -94,6 +94,12 @@ pub enum StoreError {
         name: String,
         why: String,
     },
+    /// A write fenced by a lease ([`Store::append_fenced`]) found the lease no longer this
+    /// vantage's by the database's clock (expired, or taken by another): nothing was written.
+    #[error(
+        "the lease {work} (generation {generation}) is no longer this vantage's: nothing written"
+    )]
+    LeaseLost { work: String, generation: i64 },
 }
 
 /// Builds an entry's index rows once its sequence number is known.
@@ -905,6 +911,22 @@ pub trait Store: Send + Sync {
     /// threshold kept apart by hash. Returns their sequence numbers. Once it returns, the entries
     /// are durable.
     fn append(&self, entries: Vec<NewEntry>) -> Result<Vec<u64>, StoreError>;
+
+    /// As [`Store::append`], only while this vantage holds `fence.lease` by the database's clock,
+    /// checked in the append's own transaction, which keeps the lease from being taken until it
+    /// ends ([`StoreError::LeaseLost`] otherwise, nothing written). A store without leases
+    /// (SQLite: one vantage) holds none.
+    fn append_fenced(
+        &self,
+        entries: Vec<NewEntry>,
+        fence: &lease::Fence,
+    ) -> Result<Vec<u64>, StoreError> {
+        drop(entries);
+        Err(StoreError::LeaseLost {
+            work: fence.lease.work.0.clone(),
+            generation: fence.lease.generation,
+        })
+    }
 
     /// The last entry's sequence number and hash (0 and zeros when empty).
     fn head(&self) -> Result<(u64, [u8; 32]), StoreError>;

@@ -22,6 +22,7 @@ use super::{
 };
 
 mod store;
+use super::lease::Fence;
 use crate::ledger::chain::{
     Broken, Checkpoint, StoredEntry, Trusted, Verifier, VerifySummary, checkpoint_message,
     seal_canonical,
@@ -962,8 +963,15 @@ async fn insert_note<C: GenericClient + Sync>(
     Ok(())
 }
 
-impl LedgerLog for PgLedger {
-    fn append(&self, entries: Vec<NewEntry>) -> Result<Vec<u64>, StoreError> {
+impl PgLedger {
+    /// Appends entries in one transaction; with a fence, only while this vantage holds its
+    /// lease (checked first, its row locked until the commit, and the transaction ended by the
+    /// server if it idles past the fence's limit: see [`Fence`]).
+    pub(super) fn append_in(
+        &self,
+        entries: Vec<NewEntry>,
+        fence: Option<&Fence>,
+    ) -> Result<Vec<u64>, StoreError> {
         let mut indexes = Vec::with_capacity(entries.len());
         let entries: Vec<NewEntry> = entries
             .into_iter()
@@ -979,6 +987,9 @@ impl LedgerLog for PgLedger {
                 .transaction()
                 .await
                 .map_err(self.pool.pg("starting an append"))?;
+            if let Some(fence) = fence {
+                self.hold_fence(&*tx, fence).await?;
+            }
             let (mut seq, mut prev) = self.lock_head(&*tx).await?;
             let mut frontier = self.frontier_in(&*tx, seq).await?;
             let mut rows = Vec::with_capacity(prepared.len());
@@ -1019,6 +1030,46 @@ impl LedgerLog for PgLedger {
         let (frontier, seqs) = frontier;
         *self.frontier.lock().unwrap_or_else(|p| p.into_inner()) = Some(frontier);
         Ok(seqs)
+    }
+
+    /// In a transaction: refused unless this vantage holds `fence.lease` now by the database's
+    /// clock (`clock_timestamp()`, not the transaction's start), whose row stays locked until
+    /// the transaction ends; and the transaction ended by the server if it idles past the limit.
+    async fn hold_fence<C: GenericClient + Sync>(
+        &self,
+        c: &C,
+        fence: &Fence,
+    ) -> Result<(), StoreError> {
+        let idle_ms = i64::try_from(fence.idle_limit.as_millis())
+            .unwrap_or(i64::MAX)
+            .max(1);
+        // `SET LOCAL` takes no parameters: the limit is a number we formatted.
+        c.batch_execute(&format!(
+            "SET LOCAL idle_in_transaction_session_timeout = {idle_ms}"
+        ))
+        .await
+        .map_err(self.pool.pg("limiting a fenced append's idle time"))?;
+        let held = c
+            .query_opt(
+                "SELECT 1 FROM lease WHERE work = $1 AND generation = $2 AND holder = $3
+                   AND expires_at > clock_timestamp() FOR SHARE",
+                &[&fence.lease.work.0, &fence.lease.generation, &self.name],
+            )
+            .await
+            .map_err(self.pool.pg("checking the append's lease"))?;
+        match held {
+            Some(_) => Ok(()),
+            None => Err(StoreError::LeaseLost {
+                work: fence.lease.work.0.clone(),
+                generation: fence.lease.generation,
+            }),
+        }
+    }
+}
+
+impl LedgerLog for PgLedger {
+    fn append(&self, entries: Vec<NewEntry>) -> Result<Vec<u64>, StoreError> {
+        self.append_in(entries, None)
     }
 
     fn head(&self) -> Result<(u64, [u8; 32]), StoreError> {

@@ -131,3 +131,77 @@ async fn a_skewed_clock_can_neither_steal_a_lease_nor_keep_one() {
     let stolen = b.take(1, Duration::from_secs(60)).await.unwrap();
     assert_eq!(keys(&stolen), keys(&short));
 }
+
+/// The scoring role's writes are fenced by its lease in their own transaction: a vantage whose
+/// role expired, was taken again (a new generation) or was taken by another writes nothing,
+/// whatever it believes; while it holds the role, its fenced appends land.
+#[test]
+fn a_fenced_append_lands_only_while_its_lease_is_held() {
+    use x402_probe::ledger::key::ReporterKey;
+    use x402_probe::ledger::record::{ControlRecord, Record};
+    use x402_probe::store::lease::Fence;
+    use x402_probe::store::postgres::PgLedger;
+    use x402_probe::store::{NewEntry, Store, StoreError};
+
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let url = pg.fresh_database("fenced").unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let pool = runtime.block_on(PgPool::connect(&url)).unwrap();
+    let (a, b) = (Leases::new(pool.clone(), "a"), Leases::new(pool, "b"));
+    let dir = tempfile::tempdir().unwrap();
+    let key = ReporterKey::generate(&dir.path().join("a.key")).unwrap();
+    let ledger = PgLedger::open(&url, "a", key.public_key()).unwrap();
+    let control = |n: i64| {
+        vec![NewEntry::plain(
+            1_790_000_000_000 + n,
+            Record::Control(ControlRecord {
+                url: "https://control.example/".into(),
+                at_ms: 1_790_000_000_000 + n,
+                ok: true,
+                detail: format!("probe {n}"),
+            }),
+        )]
+    };
+    let fence = |lease: &Lease| Fence {
+        lease: lease.clone(),
+        idle_limit: Duration::from_millis(500),
+    };
+    let lost = |r: Result<Vec<u64>, StoreError>| matches!(r, Err(StoreError::LeaseLost { .. }));
+
+    let short = Duration::from_millis(800);
+    let first = runtime
+        .block_on(a.take_role(short))
+        .unwrap()
+        .expect("the role is free");
+    assert_eq!(
+        ledger.append_fenced(control(1), &fence(&first)).unwrap(),
+        vec![1]
+    );
+    // Taken again by the same vantage: the old generation's fence no longer holds.
+    let second = runtime
+        .block_on(a.take_role(short))
+        .unwrap()
+        .expect("a's own role");
+    assert!(second.generation > first.generation);
+    assert!(lost(ledger.append_fenced(control(2), &fence(&first))));
+    assert_eq!(
+        ledger.append_fenced(control(2), &fence(&second)).unwrap(),
+        vec![2]
+    );
+    // Expired, though no one took it yet: refused by the database's clock.
+    std::thread::sleep(short + Duration::from_millis(300));
+    assert!(lost(ledger.append_fenced(control(3), &fence(&second))));
+    // Taken by another vantage: refused, and a fence in the other's name is not a's either.
+    let taken = runtime
+        .block_on(b.take_role(LEASE))
+        .unwrap()
+        .expect("expired: b takes it");
+    assert!(lost(ledger.append_fenced(control(3), &fence(&second))));
+    assert!(lost(ledger.append_fenced(control(3), &fence(&taken))));
+    // Nothing refused was written; an unfenced append follows on from the last that landed.
+    assert_eq!(Store::head(&ledger).unwrap().0, 2);
+    assert_eq!(Store::append(&ledger, control(3)).unwrap(), vec![3]);
+}

@@ -21,6 +21,7 @@ use crate::ledger::record::RecordKind;
 use crate::ledger::stored::{BlobKind, NewBlob};
 use crate::ledger::tlog::{self, TreeNote};
 use crate::score::headline::ScoreHeadline;
+use crate::store::lease::Fence;
 use crate::store::sqlite::KeptBlob;
 use crate::store::{
     Index, LedgerLog, Named, NewEntry, NewOutboxEvent, OutboxRow, OutboxState, OutboxUpdate,
@@ -646,6 +647,10 @@ impl PgLedger {
 impl Store for PgLedger {
     fn append(&self, entries: Vec<NewEntry>) -> Result<Vec<u64>, StoreError> {
         LedgerLog::append(self, entries)
+    }
+
+    fn append_fenced(&self, entries: Vec<NewEntry>, fence: &Fence) -> Result<Vec<u64>, StoreError> {
+        self.append_in(entries, Some(fence))
     }
 
     fn head(&self) -> Result<(u64, [u8; 32]), StoreError> {
