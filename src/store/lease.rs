@@ -38,6 +38,31 @@ pub struct Fence {
     pub idle_limit: Duration,
 }
 
+/// In a transaction of `holder`'s: whether it holds `fence.lease` now by the database's clock
+/// (`clock_timestamp()`, not the transaction's start). When it does, the lease's row stays locked
+/// until the transaction ends (no one takes the lease meanwhile, though it expires), and the
+/// server ends the transaction, with everything it wrote, once it idles `fence.idle_limit`.
+pub async fn hold_fence<C: tokio_postgres::GenericClient + Sync>(
+    c: &C,
+    fence: &Fence,
+    holder: &str,
+) -> Result<bool, tokio_postgres::Error> {
+    // `SET LOCAL` takes no parameters: the limit is a number formatted here.
+    c.batch_execute(&format!(
+        "SET LOCAL idle_in_transaction_session_timeout = {}",
+        interval_ms(fence.idle_limit)
+    ))
+    .await?;
+    let held = c
+        .query_opt(
+            "SELECT 1 FROM lease WHERE work = $1 AND generation = $2 AND holder = $3
+               AND expires_at > clock_timestamp() FOR SHARE",
+            &[&fence.lease.work.0, &fence.lease.generation, &holder],
+        )
+        .await?;
+    Ok(held.is_some())
+}
+
 /// A row of the `lease` table as it stands (who holds it until when), for status and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRow {

@@ -1032,37 +1032,22 @@ impl PgLedger {
         Ok(seqs)
     }
 
-    /// In a transaction: refused unless this vantage holds `fence.lease` now by the database's
-    /// clock (`clock_timestamp()`, not the transaction's start), whose row stays locked until
-    /// the transaction ends; and the transaction ended by the server if it idles past the limit.
+    /// [`super::lease::hold_fence`] in an append's transaction.
     async fn hold_fence<C: GenericClient + Sync>(
         &self,
         c: &C,
         fence: &Fence,
     ) -> Result<(), StoreError> {
-        let idle_ms = i64::try_from(fence.idle_limit.as_millis())
-            .unwrap_or(i64::MAX)
-            .max(1);
-        // `SET LOCAL` takes no parameters: the limit is a number we formatted.
-        c.batch_execute(&format!(
-            "SET LOCAL idle_in_transaction_session_timeout = {idle_ms}"
-        ))
-        .await
-        .map_err(self.pool.pg("limiting a fenced append's idle time"))?;
-        let held = c
-            .query_opt(
-                "SELECT 1 FROM lease WHERE work = $1 AND generation = $2 AND holder = $3
-                   AND expires_at > clock_timestamp() FOR SHARE",
-                &[&fence.lease.work.0, &fence.lease.generation, &self.name],
-            )
+        let held = super::lease::hold_fence(c, fence, &self.name)
             .await
             .map_err(self.pool.pg("checking the append's lease"))?;
-        match held {
-            Some(_) => Ok(()),
-            None => Err(StoreError::LeaseLost {
+        if held {
+            Ok(())
+        } else {
+            Err(StoreError::LeaseLost {
                 work: fence.lease.work.0.clone(),
                 generation: fence.lease.generation,
-            }),
+            })
         }
     }
 }

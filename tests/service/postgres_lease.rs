@@ -205,3 +205,55 @@ fn a_fenced_append_lands_only_while_its_lease_is_held() {
     assert_eq!(Store::head(&ledger).unwrap().0, 2);
     assert_eq!(Store::append(&ledger, control(3)).unwrap(), vec![3]);
 }
+
+/// A fenced transaction whose writer stops (paused, swapped out) after the check: the lease's
+/// row stays locked, so no one takes the lease though it expired, until the server ends the
+/// idle transaction at the fence's limit; then another takes it, and the stopped writer's
+/// commit fails: nothing it wrote lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_transaction_left_idle_keeps_the_lease_until_the_server_ends_it() {
+    use x402_probe::store::lease::{Fence, hold_fence};
+
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let url = pg.fresh_database("idle").unwrap();
+    let pool = PgPool::connect(&url).await.expect("the database opens");
+    let (a, b) = (
+        Leases::new(pool.clone(), "a"),
+        Leases::new(pool.clone(), "b"),
+    );
+    let lease = a
+        .take_role(Duration::from_millis(100))
+        .await
+        .unwrap()
+        .expect("the role is free");
+    let idle_limit = Duration::from_millis(1500);
+    let mut client = pool.client("the stopped writer").await.unwrap();
+    let tx = client.transaction().await.unwrap();
+    let fence = Fence { lease, idle_limit };
+    assert!(
+        hold_fence(&*tx, &fence, "a").await.unwrap(),
+        "held when checked"
+    );
+    let checked = Instant::now();
+    // Nothing more is sent on a's transaction. Its lease expires within 100 ms, yet b's take
+    // waits on the row until the server ends a's transaction.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let taken = tokio::time::timeout(Duration::from_secs(20), b.take_role(LEASE))
+        .await
+        .expect("the server ends the idle transaction")
+        .unwrap();
+    let after = checked.elapsed();
+    assert!(taken.is_some(), "b takes the expired lease");
+    assert!(
+        after >= idle_limit - Duration::from_millis(100),
+        "taken {after:?} after a's check, before its transaction was ended"
+    );
+    assert!(
+        tx.commit().await.is_err(),
+        "the ended transaction commits nothing"
+    );
+    // Its own fence no longer holds in a new transaction either.
+    let mut client = pool.client("a again").await.unwrap();
+    let tx = client.transaction().await.unwrap();
+    assert!(!hold_fence(&*tx, &fence, "a").await.unwrap());
+}
