@@ -913,9 +913,9 @@ pub trait Store: Send + Sync {
     fn append(&self, entries: Vec<NewEntry>) -> Result<Vec<u64>, StoreError>;
 
     /// As [`Store::append`], only while this vantage holds `fence.lease` by the database's clock,
-    /// checked in the append's own transaction, which keeps the lease from being taken until it
-    /// ends ([`StoreError::LeaseLost`] otherwise, nothing written). A store without leases
-    /// (SQLite: one vantage) holds none.
+    /// checked last in the append's own transaction, which keeps the lease from being taken
+    /// until it commits ([`StoreError::LeaseLost`] otherwise, nothing written). A store without
+    /// leases (SQLite: one vantage) holds none.
     fn append_fenced(
         &self,
         entries: Vec<NewEntry>,

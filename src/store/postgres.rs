@@ -965,8 +965,8 @@ async fn insert_note<C: GenericClient + Sync>(
 
 impl PgLedger {
     /// Appends entries in one transaction; with a fence, only while this vantage holds its
-    /// lease (checked first, its row locked until the commit, and the transaction ended by the
-    /// server if it idles past the fence's limit: see [`Fence`]).
+    /// lease (checked just before the commit, its row locked until then, and the transaction
+    /// ended by the server if it idles past the fence's limit after the check: see [`Fence`]).
     pub(super) fn append_in(
         &self,
         entries: Vec<NewEntry>,
@@ -987,9 +987,6 @@ impl PgLedger {
                 .transaction()
                 .await
                 .map_err(self.pool.pg("starting an append"))?;
-            if let Some(fence) = fence {
-                self.hold_fence(&*tx, fence).await?;
-            }
             let (mut seq, mut prev) = self.lock_head(&*tx).await?;
             let mut frontier = self.frontier_in(&*tx, seq).await?;
             let mut rows = Vec::with_capacity(prepared.len());
@@ -1022,6 +1019,11 @@ impl PgLedger {
             store::insert_indexes(&*tx, self.vantage, indexed)
                 .await
                 .map_err(self.pool.pg("writing the entries' index rows"))?;
+            // Last, so that the lease's row is locked only until the commit that follows: the
+            // holder's own heartbeat waits no longer than that.
+            if let Some(fence) = fence {
+                self.hold_fence(&*tx, fence).await?;
+            }
             tx.commit()
                 .await
                 .map_err(self.pool.pg("committing an append"))?;
