@@ -45,6 +45,13 @@ pub struct QuorumConfig {
     /// intervals of this length from the Unix epoch, as the daemon's schedule cuts them.
     pub window_ns: i128,
     pub cut: CycleCut,
+    /// The score's time (ns), when known: a cycle on the grid that ended less than one interval
+    /// before it is still **open** (a replica due late in it may not have landed, the others'
+    /// may not have run yet), and is decided against every vantage of the horizon rather than
+    /// those that probed it so far: one vantage's failure there waits for the others (its
+    /// outcome read as unmeasured) instead of failing the cycle alone. `None`: every cycle is
+    /// closed (a `/2` history, the old cut).
+    pub as_of_ns: Option<i128>,
 }
 
 impl QuorumConfig {
@@ -54,6 +61,15 @@ impl QuorumConfig {
             k,
             window_ns: i128::from(free_every_secs) * 1_000_000_000,
             cut: CycleCut::Grid,
+            as_of_ns: None,
+        }
+    }
+
+    /// Decided as of `as_of_ms`, the score's time (see [`QuorumConfig::as_of_ns`]).
+    pub fn as_of(self, as_of_ms: i64) -> QuorumConfig {
+        QuorumConfig {
+            as_of_ns: Some(i128::from(as_of_ms) * 1_000_000),
+            ..self
         }
     }
 
@@ -219,7 +235,16 @@ fn decide_all(
                 v.2.push(i);
             }
             let probed = by_vantage.len() as u32;
-            let k = cfg.k_of(probed);
+            // An open cycle (see `QuorumConfig::as_of_ns`) counts every vantage of the horizon.
+            let still_open = cfg.cut == CycleCut::Grid
+                && cfg
+                    .as_of_ns
+                    .is_some_and(|as_of| grid.saturating_add(2).saturating_mul(window) > as_of);
+            let k = if still_open {
+                cfg.k_of(probed.max(vantages.len() as u32))
+            } else {
+                cfg.k_of(probed)
+            };
             let failing = by_vantage.values().filter(|(f, p, _)| f > p).count() as u32;
             let failed = failing >= k;
             cycles += 1;
@@ -759,6 +784,52 @@ mod tests {
     /// afresh, the replicas 20 s apart. A late-placed cycle followed by an early-placed one is
     /// the case a cut from each cycle's first outcome got wrong (it took the next cycle's first
     /// run in and left the last one alone, a cycle of one failing vantage).
+    /// A cycle still open when scored (it ended less than one interval before): one vantage's
+    /// failure there waits for the others instead of failing the cycle alone, a failure of the
+    /// quorum of every vantage fails it at once, and once the cycle has closed with only that
+    /// one vantage's run, the cycle is that vantage's.
+    #[test]
+    fn an_open_cycle_waits_for_the_quorum_of_every_vantage() {
+        let last = |fails: &[&str]| {
+            let mut entries = placed(&["a", "b", "c"], 3, &|_, i| 100 + i * 20, &|_, _| false);
+            // The cycle from as_of: only `fails` have run in it, failing, 100 s in.
+            for (i, v) in fails.iter().enumerate() {
+                for check in ["R1", "R2"] {
+                    let seq = 1000 + entries.len() as u64;
+                    let e = entry(seq, check, Outcome::Fail, AS_OF_S + 100 + i as i64);
+                    entries.push((v.to_string(), e));
+                }
+            }
+            entries
+        };
+        let quorum = |entries, as_of_s: i64| {
+            let cfg = cfg(None).as_of(as_of_s * 1000);
+            let doc = inputs_from_vantages(meta(), entries, &cfg, &[]).unwrap();
+            doc.quorum.unwrap()
+        };
+        // c alone so far: the cycle is not failed; c's fails are read as unmeasured, against
+        // a quorum of two of the three vantages.
+        let q = quorum(last(&["c"]), AS_OF_S + 150);
+        assert_eq!((q.cycles, q.failed_cycles), (8, 0));
+        assert_eq!(q.disagreements.len(), 2, "{q:?}");
+        for d in &q.disagreements {
+            assert_eq!((d.vantage.as_str(), d.saw), ("c", Outcome::Fail));
+            assert_eq!((d.failing, d.probed, d.k, d.excused), (1, 1, 2, 1));
+        }
+        // Still open up to one interval after its end.
+        let q = quorum(last(&["c"]), AS_OF_S + 2 * CYCLE_S - 1);
+        assert_eq!(q.failed_cycles, 0);
+        // Closed with c's run alone: that cycle is c's, failed, as with one vantage.
+        let q = quorum(last(&["c"]), AS_OF_S + 2 * CYCLE_S);
+        assert_eq!((q.failed_cycles, q.disagreements.len()), (2, 0), "{q:?}");
+        // Two of the three fail while it is open: failed at once, no one excused.
+        let q = quorum(last(&["a", "c"]), AS_OF_S + 150);
+        assert_eq!((q.failed_cycles, q.disagreements.len()), (2, 0), "{q:?}");
+        // The cycles before, long closed, are decided by those that probed them, as ever.
+        let old = quorum(last(&[]), AS_OF_S + 150);
+        assert_eq!((old.cycles, old.failed_cycles), (6, 0));
+    }
+
     #[test]
     fn cycles_are_the_schedules_whatever_the_offset_of_each_cycles_runs() {
         let cycles = 40;
@@ -956,6 +1027,7 @@ mod tests {
                 k: Some(3),
                 window_ns: 600_000_000_000,
                 cut: CycleCut::Grid,
+                as_of_ns: None,
             }
         );
         assert_eq!(read("").unwrap().quorum().k, None, "a majority by default");
@@ -982,6 +1054,7 @@ mod tests {
             k: Some(0),
             window_ns: 0,
             cut: CycleCut::Grid,
+            as_of_ns: Some(0),
         };
         let q = apply_to_history(&mut h, &["a", "b"], &zero)
             .unwrap()

@@ -170,7 +170,8 @@ impl SubjectState {
             .map(|(_, at_ms, row, excused)| outcome_of(row, *at_ms, *excused))
             .collect();
         let marks = cloaking_marks(&read, vantages.read.cycle_secs, vantages.cloaking);
-        let quorum = excuse_outcomes(&mut outcomes, &names, &vantages.read.quorum(), &marks);
+        let cfg = vantages.read.quorum().as_of(as_of_ms);
+        let quorum = excuse_outcomes(&mut outcomes, &names, &cfg, &marks);
         let mut cells: BTreeMap<i64, Vec<Cell>> = BTreeMap::new();
         for o in outcomes {
             summary::add_outcome(
