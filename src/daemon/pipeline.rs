@@ -694,8 +694,14 @@ fn score_and_publish(
                 }
             }
             Err(e) => {
+                // The states these scores folded were not kept with them: the next score of
+                // each subject starts from its stored state and the ledger, as a recompute
+                // does (a state kept in memory would carry a fold of the other vantages'
+                // entries at a point no score in the ledger records).
+                let mut windows = shared.windows.lock().unwrap_or_else(|p| p.into_inner());
                 for (url, summary) in &mut outcomes {
                     if summary.take().is_some() {
+                        windows.take(url);
                         tracing::warn!(subject = %url, error = %e, "recording the score failed");
                     }
                 }
