@@ -440,6 +440,55 @@ async fn a_revision_whose_run_fails_to_record_is_allocated_again_with_its_entry(
     assert_eq!(runs, ["r0", "r1"], "each run names a recorded revision");
 }
 
+/// A score whose entry fails to record leaves no state kept in memory for its subject: every
+/// state the writer keeps is one a score in the ledger records. (With several vantages, the
+/// state of a score that failed had folded the other vantages' entries at a point no score
+/// records, and the states kept with later scores then differed from `recompute`'s fold.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_score_that_fails_to_record_leaves_no_kept_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = Quoting::start(10_000).await;
+    let subject = crate::probe::http::canonical_subject_url(&endpoint.url).unwrap();
+    let daemon = open(dir.path(), std::slice::from_ref(&subject), &[]).await;
+    let kept = |daemon: &Daemon| {
+        let mut windows = daemon.shared().windows.lock().unwrap();
+        let state = windows.take(&subject);
+        let through = state.as_ref().map(|s| s.through_seq);
+        if let Some(state) = state {
+            windows.put(&subject, state);
+        }
+        through
+    };
+
+    let first = daemon.free_run(&subject).await;
+    assert!(
+        first.error.is_none() && first.summary.is_some(),
+        "{:?}",
+        first.error
+    );
+    let scored_through = kept(&daemon).expect("the scored subject's state is kept");
+    // The ledger refuses score entries, not runs.
+    let db = rusqlite::Connection::open(dir.path().join("ledger.sqlite")).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER refuse_scores BEFORE INSERT ON entry WHEN NEW.kind = 'score'
+             BEGIN SELECT RAISE(ABORT, 'injected: scores refused'); END;",
+    )
+    .unwrap();
+    let refused = daemon.free_run(&subject).await;
+    assert_eq!(refused.error, None, "the run is recorded");
+    assert!(refused.summary.is_none(), "its score is not");
+    assert_eq!(
+        kept(&daemon),
+        None,
+        "no state is kept past the last recorded score"
+    );
+    db.execute_batch("DROP TRIGGER refuse_scores").unwrap();
+    // The next score starts from the stored state and the ledger, and is kept again.
+    let again = daemon.free_run(&subject).await;
+    assert!(again.summary.is_some(), "{:?}", again.error);
+    assert!(kept(&daemon).is_some_and(|through| through > scored_through));
+}
+
 /// Rows the scoring path reads that do not read back are never used as if they did: a day of a
 /// subject's kept state that does not match its digest is refused and the state rebuilt from the
 /// ledger (the score is then the ledger's), and a declaration that does not parse is `Corrupt`
