@@ -332,6 +332,15 @@ struct Quoting {
     _server: tokio::task::JoinHandle<()>,
 }
 
+/// A daemon in a state directory of its own with one subject: an endpoint quoting 0.01 USDC.
+async fn one_subject() -> (tempfile::TempDir, Quoting, String, Daemon) {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = Quoting::start(10_000).await;
+    let subject = crate::probe::http::canonical_subject_url(&endpoint.url).unwrap();
+    let daemon = open(dir.path(), std::slice::from_ref(&subject), &[]).await;
+    (dir, endpoint, subject, daemon)
+}
+
 impl Quoting {
     async fn start(amount: u64) -> Quoting {
         use base64::Engine as _;
@@ -405,10 +414,7 @@ fn revisions_and_runs(state: &Path, subject: &str) -> (Vec<String>, Vec<String>)
 /// never held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revision_whose_run_fails_to_record_is_allocated_again_with_its_entry() {
-    let dir = tempfile::tempdir().unwrap();
-    let endpoint = Quoting::start(10_000).await;
-    let subject = crate::probe::http::canonical_subject_url(&endpoint.url).unwrap();
-    let daemon = open(dir.path(), std::slice::from_ref(&subject), &[]).await;
+    let (dir, endpoint, subject, daemon) = one_subject().await;
     let run = || daemon.free_run(&subject);
 
     let first = run().await;
@@ -446,10 +452,7 @@ async fn a_revision_whose_run_fails_to_record_is_allocated_again_with_its_entry(
 /// records, and the states kept with later scores then differed from `recompute`'s fold.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_score_that_fails_to_record_leaves_no_kept_state() {
-    let dir = tempfile::tempdir().unwrap();
-    let endpoint = Quoting::start(10_000).await;
-    let subject = crate::probe::http::canonical_subject_url(&endpoint.url).unwrap();
-    let daemon = open(dir.path(), std::slice::from_ref(&subject), &[]).await;
+    let (dir, _endpoint, subject, daemon) = one_subject().await;
     let kept = |daemon: &Daemon| {
         let mut windows = daemon.shared().windows.lock().unwrap();
         let state = windows.take(&subject);
@@ -496,10 +499,7 @@ async fn a_score_that_fails_to_record_leaves_no_kept_state() {
 /// published as if they had never been recorded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_that_do_not_read_are_corrupt_never_skipped() {
-    let dir = tempfile::tempdir().unwrap();
-    let endpoint = Quoting::start(10_000).await;
-    let subject = crate::probe::http::canonical_subject_url(&endpoint.url).unwrap();
-    let daemon = open(dir.path(), std::slice::from_ref(&subject), &[]).await;
+    let (dir, _endpoint, subject, daemon) = one_subject().await;
     let shared = daemon.shared().clone();
     let run = || daemon.free_run(&subject);
     let scores = || {
@@ -557,10 +557,7 @@ async fn rows_that_do_not_read_are_corrupt_never_skipped() {
 async fn the_latest_score_read_alone_agrees_with_every_row_checked() {
     use crate::score::headline::ScoreHeadline;
     use crate::store::{checked_latest_headline, checked_latest_score, checked_scores};
-    let dir = tempfile::tempdir().unwrap();
-    let endpoint = Quoting::start(10_000).await;
-    let subject = crate::probe::http::canonical_subject_url(&endpoint.url).unwrap();
-    let daemon = open(dir.path(), std::slice::from_ref(&subject), &[]).await;
+    let (dir, _endpoint, subject, daemon) = one_subject().await;
     let shared = daemon.shared().clone();
     for _ in 0..2 {
         let done = daemon.free_run(&subject).await;
