@@ -71,8 +71,13 @@ pub fn draw_totals(
             }
         }
         Sampler::InverseCdfTable => {
+            // Each check's uniforms are drawn first, then read through its table: the
+            // generator's chain of dependent steps runs alone, and the table reads, which do
+            // not depend on one another, overlap. The same uniforms feed the same draws.
+            let mut words = vec![0u64; draws as usize];
             for (term, table) in terms.iter().zip(build_tables(terms)) {
-                table.add_draws(term.points, &mut rng, &mut totals);
+                rng.fill_u64(&mut words);
+                table.add_draws(term.points, &words, &mut totals);
             }
         }
     }
@@ -114,37 +119,39 @@ enum Table {
 }
 
 impl Table {
-    /// Add `points * value` of one draw per element of `totals`, one uniform each.
-    fn add_draws(&self, points: f64, rng: &mut Xoshiro256StarStar, totals: &mut [f64]) {
+    /// Add `points * value` of one draw per element of `totals`, reading the generator's output
+    /// of the same position in `words` (its uniform is `(word >> 11) * 2^-53`).
+    fn add_draws(&self, points: f64, words: &[u64], totals: &mut [f64]) {
         match self {
             Table::Uniform => {
-                for total in totals.iter_mut() {
-                    *total += points * rng.next_f64();
+                for (total, word) in totals.iter_mut().zip(words) {
+                    *total += points * uniform(*word);
                 }
             }
             Table::Quantiles(q) => {
-                // As a fixed-size table (what `quantile_table` builds), the two reads of each
-                // draw need no bounds check: the same arithmetic, faster.
-                if let Ok(q) = <&[f64; TABLE_CELLS + 1]>::try_from(q.as_slice()) {
-                    for total in totals.iter_mut() {
-                        let position = rng.next_f64() * TABLE_CELLS as f64;
-                        let i = (position as usize).min(TABLE_CELLS - 1);
-                        let t = position - i as f64;
-                        let (low, high) = (q[i], q[i + 1]);
-                        *total += points * (low + t * (high - low));
-                    }
-                    return;
-                }
-                for total in totals.iter_mut() {
-                    let position = rng.next_f64() * TABLE_CELLS as f64;
-                    let i = (position as usize).min(TABLE_CELLS - 1);
-                    let t = position - i as f64;
-                    *total += points * (q[i] + t * (q[i + 1] - q[i]));
+                // The uniform's position in the table, `u * TABLE_CELLS`, is its 53 bits scaled
+                // by 2^-45: the cell is the top 8 bits of the word and the fraction within it the
+                // 45 bits below, both exact, so this reads the same cell and fraction as the
+                // floating-point arithmetic `u * 256`, `floor`, `-` would, without conversions.
+                const CELL_BITS: u32 = TABLE_CELLS.trailing_zeros();
+                const FRACTION_BITS: u32 = 53 - CELL_BITS;
+                const FRACTION_MASK: u64 = (1 << FRACTION_BITS) - 1;
+                const FRACTION_SCALE: f64 = 1.0 / (1u64 << FRACTION_BITS) as f64;
+                let q: &[f64; TABLE_CELLS + 1] = q
+                    .as_slice()
+                    .try_into()
+                    .expect("a quantile table has TABLE_CELLS + 1 levels");
+                for (total, word) in totals.iter_mut().zip(words) {
+                    let m = word >> 11;
+                    let i = (m >> FRACTION_BITS) as usize;
+                    let t = (m & FRACTION_MASK) as f64 * FRACTION_SCALE;
+                    let (low, high) = (q[i], q[i + 1]);
+                    *total += points * (low + t * (high - low));
                 }
             }
             Table::Discrete { cumulative, values } => {
-                for total in totals.iter_mut() {
-                    let u = rng.next_f64();
+                for (total, word) in totals.iter_mut().zip(words) {
+                    let u = uniform(*word);
                     let i = cumulative.partition_point(|c| *c <= u);
                     *total += points * values[i.min(values.len() - 1)];
                 }
@@ -152,6 +159,15 @@ impl Table {
         }
     }
 }
+
+/// The uniform in [0, 1) of one generator output (as `Xoshiro256StarStar::next_f64`).
+#[inline(always)]
+fn uniform(word: u64) -> f64 {
+    (word >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+// The cell arithmetic above relies on a power-of-two table of at most 2^53 cells.
+const _: () = assert!(TABLE_CELLS.is_power_of_two() && TABLE_CELLS.trailing_zeros() < 53);
 
 fn build_tables(terms: &[Term]) -> Vec<Table> {
     // Checks probed together often share a posterior exactly: build each distinct table once.
@@ -392,15 +408,55 @@ mod tests {
             }
             let seed = [case as u8; 32];
             let draws = |table: &Table| {
-                let mut rng = Xoshiro256StarStar::from_digest(&seed);
+                let mut words = vec![0u64; 4000];
+                Xoshiro256StarStar::from_digest(&seed).fill_u64(&mut words);
                 let mut totals = vec![0.0; 4000];
-                table.add_draws(30.0, &mut rng, &mut totals);
+                table.add_draws(30.0, &words, &mut totals);
                 totals
             };
             let (a, b) = (draws(&full), draws(&kept));
             assert!(
                 a.iter().zip(&b).all(|(a, b)| a.to_bits() == b.to_bits()),
                 "case {case}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_quantile_table_reads_the_cell_and_fraction_of_the_floating_point_arithmetic() {
+        // The table read takes the cell and the fraction from the word's bits; the method is
+        // written as `u * TABLE_CELLS`, its floor and the difference. Both must read the same
+        // levels with the same weights, bit for bit: at the ends, at every cell's edges and
+        // just inside them, and at many generator outputs.
+        let q: Vec<f64> = (0..=TABLE_CELLS)
+            .map(|i| ((i * 7919) % 1000) as f64 / 1000.0 + i as f64 * 1e-3)
+            .collect();
+        let table = Table::Quantiles(q.clone());
+        let by_floats = |word: u64| {
+            let position = uniform(word) * TABLE_CELLS as f64;
+            let i = (position as usize).min(TABLE_CELLS - 1);
+            let t = position - i as f64;
+            2.5 * (q[i] + t * (q[i + 1] - q[i]))
+        };
+        let mut words: Vec<u64> = vec![0, u64::MAX, 1 << 11, (1 << 11) - 1];
+        for cell in 0..TABLE_CELLS as u64 {
+            let edge = cell << 56;
+            words.extend([
+                edge,
+                edge | (1 << 11),
+                edge.wrapping_sub(1 << 11),
+                edge | ((1 << 56) - 1),
+            ]);
+        }
+        let mut rng = Xoshiro256StarStar::from_digest(&[9u8; 32]);
+        words.extend((0..100_000).map(|_| rng.next_u64()));
+        let mut totals = vec![0.0; words.len()];
+        table.add_draws(2.5, &words, &mut totals);
+        for (word, total) in words.iter().zip(&totals) {
+            assert_eq!(
+                total.to_bits(),
+                by_floats(*word).to_bits(),
+                "word {word:#x}"
             );
         }
     }

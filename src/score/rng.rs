@@ -48,6 +48,13 @@ impl Xoshiro256StarStar {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 
+    /// The next `out.len()` outputs, in order.
+    pub fn fill_u64(&mut self, out: &mut [u64]) {
+        for word in out.iter_mut() {
+            *word = self.next_u64();
+        }
+    }
+
     /// Uniform in (0, 1): never 0, so its logarithm is finite.
     pub fn next_open_f64(&mut self) -> f64 {
         ((self.next_u64() >> 11) as f64 + 0.5) * (1.0 / (1u64 << 53) as f64)
