@@ -563,9 +563,35 @@ pub(crate) struct PendingRun {
     pub(crate) done: tokio::sync::oneshot::Sender<Result<Option<ScoreSummary>, String>>,
 }
 
+#[cfg(test)]
+impl PendingRun {
+    /// A run with no entries, for the writer's own tests.
+    pub(crate) fn empty(
+        url: &str,
+    ) -> (
+        PendingRun,
+        tokio::sync::oneshot::Receiver<Result<Option<ScoreSummary>, String>>,
+    ) {
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        let run = PendingRun {
+            url: url.to_string(),
+            category: String::new(),
+            entries: Vec::new(),
+            known: Vec::new(),
+            done,
+        };
+        (run, outcome)
+    }
+
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+}
+
 /// Records a run's entries and rescores its subject, with whatever other runs are waiting: the
-/// writer thread takes every run that finished while it wrote the last batch as the next batch
-/// (group commit: every commit waits for stable storage).
+/// writer thread takes every run that finished while it wrote the last batch, and those that
+/// finish within a short wait (`writer::GATHER`), as the next batch (group commit: every commit
+/// waits for stable storage).
 async fn record_run(
     writer: &Writer,
     url: String,

@@ -1,7 +1,8 @@
 //! The daemon's one writer: a thread that does every write of the daemon to the ledger (runs and
 //! their scores, the loop's subject rows and entries, refund watches, checkpoints, the value
-//! population's blobs), in the order they come, with the runs that finish while it writes taken
-//! together (group commit: one transaction for their entries, one for their scores). The loop and
+//! population's blobs), in the order they come, with the runs that finish while it writes, or
+//! within a short wait after one arrives, taken together (group commit: one transaction for their
+//! entries, one for their scores). The loop and
 //! the runs send it messages and never wait for the disk on the runtime's workers; the readers
 //! (the API, the runs' history reads) use the store's pool of read connections, so no read waits
 //! behind a batch either.
@@ -13,7 +14,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -118,6 +119,36 @@ impl Writer {
     }
 }
 
+/// How long a batch of finished runs waits for more to join it. Each batch pays fixed costs
+/// once, whatever its size: two commits (each waits for stable storage), the writer's wake, the
+/// head's read; runs finish a few milliseconds apart in a busy sweep, so without a wait most
+/// batches held one or two runs. A run's score is published at most this much later.
+const GATHER: Duration = Duration::from_millis(20);
+/// The most writes one batch gathers (the loop's writes wait behind a batch).
+const GATHER_MAX: usize = 256;
+
+/// While `waiting` holds only finished runs: the runs that finish within [`GATHER`] join them.
+/// Any other write (the loop's, a checkpoint, a stop) ends the wait at once, so nothing but
+/// runs is ever delayed by it.
+fn gather(rx: &Receiver<Write>, waiting: &mut Vec<Write>) {
+    if !waiting.iter().all(|w| matches!(w, Write::Run(_))) {
+        return;
+    }
+    let until = Instant::now() + GATHER;
+    while waiting.len() < GATHER_MAX {
+        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(write) => {
+                let run = matches!(write, Write::Run(_));
+                waiting.push(write);
+                if !run {
+                    return;
+                }
+            }
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
 /// Answers a write that will not be done.
 fn refuse(write: Write, why: &str) {
     match write {
@@ -180,6 +211,9 @@ impl Thread {
             // Everything waiting now: the loop's writes in order, then the runs as one batch.
             let mut waiting = vec![first];
             waiting.extend(rx.try_iter());
+            if self.full_since.is_none() {
+                gather(&rx, &mut waiting);
+            }
             let mut runs = Vec::new();
             let mut loop_writes = LoopWrite::default();
             let mut replies = Vec::new();
@@ -451,5 +485,75 @@ fn finish(write: LoopWrite, seqs: Vec<u64>, thread: &Thread) {
     }
     if let Some(reply) = write.reply {
         reply(Ok(seqs));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(url: &str) -> Write {
+        Write::Run(PendingRun::empty(url).0)
+    }
+
+    fn urls(writes: &[Write]) -> Vec<String> {
+        writes
+            .iter()
+            .map(|w| match w {
+                Write::Run(run) => run.url().to_string(),
+                Write::ScoreOthers => "others".to_string(),
+                _ => "other".to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn runs_gather_until_another_write_arrives_and_nothing_else_waits() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        for write in [run("b"), run("c"), Write::ScoreOthers, run("d")] {
+            tx.send(write).unwrap();
+        }
+        let mut waiting = vec![run("a")];
+        let started = Instant::now();
+        gather(&rx, &mut waiting);
+        // The runs up to the other write, and that write: the wait ends there, at once.
+        assert_eq!(urls(&waiting), ["a", "b", "c", "others"]);
+        assert!(
+            started.elapsed() < GATHER * 50,
+            "it waited {:?}",
+            started.elapsed()
+        );
+        // The run after it is the next batch's.
+        assert_eq!(urls(&rx.try_iter().collect::<Vec<_>>()), ["d"]);
+
+        // A batch that holds a write other than runs does not wait at all.
+        tx.send(run("e")).unwrap();
+        let mut waiting = vec![Write::ScoreOthers];
+        gather(&rx, &mut waiting);
+        assert_eq!(urls(&waiting), ["others"]);
+        assert_eq!(urls(&rx.try_iter().collect::<Vec<_>>()), ["e"]);
+    }
+
+    #[test]
+    fn runs_alone_wait_for_the_gathering_time_and_at_most_the_batch_limit() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        tx.send(run("b")).unwrap();
+        let mut waiting = vec![run("a")];
+        let started = Instant::now();
+        gather(&rx, &mut waiting);
+        assert!(
+            started.elapsed() >= GATHER,
+            "it waited {:?}",
+            started.elapsed()
+        );
+        assert_eq!(urls(&waiting), ["a", "b"]);
+
+        for i in 0..GATHER_MAX + 5 {
+            tx.send(run(&format!("r{i}"))).unwrap();
+        }
+        let mut waiting = vec![run("first")];
+        gather(&rx, &mut waiting);
+        assert_eq!(waiting.len(), GATHER_MAX);
+        assert_eq!(rx.try_iter().count(), 6);
     }
 }
