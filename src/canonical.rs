@@ -105,13 +105,23 @@ fn write_number(out: &mut String, n: &serde_json::Number) {
 }
 
 /// Keys in the order of their UTF-16 code units. UTF-8 bytes sort like code points, which differs
-/// only between a supplementary character and one from U+E000 to U+FFFF: ASCII keys (nearly
-/// all) are compared as bytes.
+/// only between a supplementary character and one from U+E000 to U+FFFF: the bytes are compared,
+/// and only where the first difference is between the lead bytes of those two (0xF0 to 0xF4
+/// against 0xEE or 0xEF) is the order turned around. (A difference in a continuation byte is
+/// between two characters of one lead byte, so of one length and one UTF-16 form.)
 fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
-    if a.is_ascii() && b.is_ascii() {
-        a.cmp(b)
+    let (x, y) = (a.as_bytes(), b.as_bytes());
+    let Some(i) = x.iter().zip(y).position(|(p, q)| p != q) else {
+        return x.len().cmp(&y.len());
+    };
+    let (p, q) = (x[i], y[i]);
+    let supplementary = |lead: u8| lead >= 0xF0;
+    let high_bmp = |lead: u8| lead == 0xEE || lead == 0xEF;
+    if (supplementary(p) && high_bmp(q)) || (high_bmp(p) && supplementary(q)) {
+        // A surrogate (0xD800..) sorts before U+E000..U+FFFF in UTF-16.
+        q.cmp(&p)
     } else {
-        a.encode_utf16().cmp(b.encode_utf16())
+        p.cmp(&q)
     }
 }
 
@@ -129,6 +139,14 @@ fn write_integer(out: &mut String, i: i64) {
 }
 
 pub(crate) fn write_string(out: &mut String, s: &str) {
+    // Most strings need no escape: checked in one pass over the bytes, then copied whole.
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.reserve(s.len() + 2);
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     out.push('"');
     // Runs without an escape are copied whole; every escaped character is ASCII, so the byte
     // offsets are character boundaries.
@@ -453,7 +471,7 @@ mod direct {
             variant: &'static str,
             v: &T,
         ) -> Result<()> {
-            let mut object = Object::new(self.out, self.left_out, false);
+            let mut object = Object::new(self.out, self.left_out, false, false);
             ser::SerializeStruct::serialize_field(&mut object, variant, v)?;
             ser::SerializeStruct::end(object)
         }
@@ -489,12 +507,15 @@ mod direct {
             })
         }
         fn serialize_map(self, _: Option<usize>) -> Result<Object<'a>> {
-            Ok(Object::new(self.out, self.left_out, false))
+            Ok(Object::new(self.out, self.left_out, false, false))
         }
         fn serialize_struct(self, name: &'static str, _: usize) -> Result<Object<'a>> {
-            let mut object = Object::new(self.out, self.left_out, false);
-            object.raw = name == RAW_VALUE;
-            Ok(object)
+            Ok(Object::new(
+                self.out,
+                self.left_out,
+                false,
+                name == RAW_VALUE,
+            ))
         }
         fn serialize_struct_variant(
             self,
@@ -507,7 +528,7 @@ mod direct {
             self.out.push('{');
             write_string(self.out, variant);
             self.out.push(':');
-            Ok(Object::new(self.out, &[], true))
+            Ok(Object::new(self.out, &[], true, false))
         }
     }
 
@@ -553,12 +574,15 @@ mod direct {
         SerializeTupleVariant::serialize_field
     );
 
-    /// An object being written: its members' values one after another in `values`, each
-    /// member's key and part of it in `members`, sorted and written out at the end.
+    /// An object being written: each member (`"key":value`, after a comma but the first) written
+    /// straight to the output as it comes, its key and place kept in `members`; at the end the
+    /// members are put in key order in place (through one copy of the object's text), unless
+    /// they came in order already.
     pub(super) struct Object<'a> {
         out: &'a mut String,
         left_out: &'static [&'static str],
-        values: String,
+        /// Where the object's members start in `out` (after its `{`).
+        start: usize,
         members: Vec<(Cow<'static, str>, Range<usize>)>,
         key: Option<String>,
         /// Closes a struct variant's outer object too.
@@ -567,16 +591,31 @@ mod direct {
         raw: bool,
     }
 
+    thread_local! {
+        /// An object's text while its members are put in order (reused: objects close one at
+        /// a time, innermost first).
+        static REORDER: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+    }
+
     impl<'a> Object<'a> {
-        fn new(out: &'a mut String, left_out: &'static [&'static str], variant: bool) -> Self {
+        fn new(
+            out: &'a mut String,
+            left_out: &'static [&'static str],
+            variant: bool,
+            raw: bool,
+        ) -> Self {
+            if !raw {
+                out.push('{');
+            }
+            let start = out.len();
             Object {
                 out,
                 left_out,
-                values: String::new(),
+                start,
                 members: Vec::new(),
                 key: None,
                 variant,
-                raw: false,
+                raw,
             }
         }
 
@@ -591,9 +630,14 @@ mod direct {
             if self.left_out.contains(&key.as_ref()) {
                 return Ok(());
             }
-            let start = self.values.len();
-            v.serialize(inner(&mut self.values))?;
-            self.members.push((key, start..self.values.len()));
+            if !self.members.is_empty() {
+                self.out.push(',');
+            }
+            let from = self.out.len();
+            write_string(self.out, &key);
+            self.out.push(':');
+            v.serialize(inner(self.out))?;
+            self.members.push((key, from..self.out.len()));
             Ok(())
         }
 
@@ -603,26 +647,35 @@ mod direct {
             }
             let Object {
                 out,
-                values,
+                start,
                 mut members,
                 variant,
                 ..
             } = self;
-            // Stable: of members with one key, the last written is the one kept.
-            members.sort_by(|a, b| key_order(&a.0, &b.0));
-            out.push('{');
-            let mut first = true;
-            for (i, (key, range)) in members.iter().enumerate() {
-                if members.get(i + 1).is_some_and(|next| next.0 == *key) {
-                    continue;
-                }
-                if !first {
-                    out.push(',');
-                }
-                first = false;
-                write_string(out, key);
-                out.push(':');
-                out.push_str(&values[range.clone()]);
+            let in_order = members
+                .windows(2)
+                .all(|w| key_order(&w[0].0, &w[1].0) == std::cmp::Ordering::Less);
+            // Written in order with no key twice: the object is already as it should be.
+            if !in_order {
+                REORDER.with(|text| {
+                    let mut text = text.borrow_mut();
+                    text.clear();
+                    text.push_str(&out[start..]);
+                    out.truncate(start);
+                    // Stable: of members with one key, the last written is the one kept.
+                    members.sort_by(|a, b| key_order(&a.0, &b.0));
+                    let mut first = true;
+                    for (i, (key, range)) in members.iter().enumerate() {
+                        if members.get(i + 1).is_some_and(|next| next.0 == *key) {
+                            continue;
+                        }
+                        if !first {
+                            out.push(',');
+                        }
+                        first = false;
+                        out.push_str(&text[range.start - start..range.end - start]);
+                    }
+                });
             }
             out.push('}');
             if variant {
@@ -962,6 +1015,40 @@ mod tests {
         let mut by_utf16 = keys.to_vec();
         by_utf16.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
         assert_eq!(by_bytes, by_utf16);
+        // Every pair of keys whose first difference is in any of the places UTF-8 and UTF-16
+        // could disagree: lead bytes of each length, the characters around U+D7FF, U+E000,
+        // U+FFFF and U+10000, and a difference in a continuation byte.
+        let chars = [
+            "",
+            "a",
+            "\u{7f}",
+            "\u{80}",
+            "\u{7ff}",
+            "\u{800}",
+            "\u{d7ff}",
+            "\u{e000}",
+            "\u{efff}",
+            "\u{f000}",
+            "\u{fffd}",
+            "\u{ffff}",
+            "\u{10000}",
+            "\u{1f600}",
+            "\u{1f601}",
+            "\u{10ffff}",
+        ];
+        let keys: Vec<String> = chars
+            .iter()
+            .flat_map(|c| ["", "x", "\u{e001}", "\u{10001}"].map(|tail| format!("k{c}{tail}")))
+            .collect();
+        for a in &keys {
+            for b in &keys {
+                assert_eq!(
+                    key_order(a, b),
+                    a.encode_utf16().cmp(b.encode_utf16()),
+                    "{a:?} against {b:?}"
+                );
+            }
+        }
     }
 
     fn format_number_general(x: f64) -> String {
