@@ -3270,12 +3270,11 @@ fn derive_missing_headlines(conn: &mut Connection) -> rusqlite::Result<u64> {
 }
 
 fn head_in(conn: &Connection) -> rusqlite::Result<(u64, [u8; 32])> {
+    // Cached: every score reads the head (preparing the statement each time cost more than the
+    // read).
     let row: Option<(i64, Vec<u8>)> = conn
-        .query_row(
-            "SELECT seq, hash FROM entry ORDER BY seq DESC LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        .prepare_cached("SELECT seq, hash FROM entry ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     Ok(match row {
         None => (0, [0u8; 32]),
