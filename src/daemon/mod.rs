@@ -298,6 +298,9 @@ impl Daemon {
         time: TimeSource,
     ) -> Result<Daemon> {
         crate::install_crypto_provider();
+        // The text screens' patterns, compiled now rather than by the first run's checks: that
+        // took a runtime worker for a fifth of a second while other runs' fetches were timed.
+        crate::checks::screen::compile_patterns();
         let clock: Arc<dyn Clock> = match &time {
             TimeSource::System => Arc::new(crate::clock::SystemClock),
             TimeSource::Simulated { clock, .. } => clock.clone(),

@@ -57,6 +57,11 @@ const SCRIPT_MARKERS: &[&str] = &[
     "| bash",
 ];
 
+/// Compiles this module's patterns now (`screen::compile_patterns`).
+pub(super) fn compile_patterns() {
+    let _ = blob_pattern();
+}
+
 fn blob_pattern() -> &'static Regex {
     static BLOB: OnceLock<Regex> = OnceLock::new();
     BLOB.get_or_init(|| {

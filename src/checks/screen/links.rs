@@ -60,6 +60,12 @@ const BRANDS: &[(&str, &[&str])] = &[
     ("polygonscan", &["polygonscan.com"]),
 ];
 
+/// Compiles this module's patterns now (`screen::compile_patterns`).
+pub(super) fn compile_patterns() {
+    let _ = url_pattern();
+    let _ = bare_domain_pattern();
+}
+
 fn url_pattern() -> &'static Regex {
     static URL: OnceLock<Regex> = OnceLock::new();
     URL.get_or_init(|| {

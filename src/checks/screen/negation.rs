@@ -507,6 +507,11 @@ fn noun_negated(folded: &str, noun_at: usize) -> bool {
     false
 }
 
+/// Compiles this module's patterns now (`screen::compile_patterns`).
+pub(super) fn compile_patterns() {
+    let _ = reported_speech();
+}
+
 fn reported_speech() -> &'static Regex {
     static REPORTED: OnceLock<Regex> = OnceLock::new();
     REPORTED.get_or_init(|| {
