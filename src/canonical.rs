@@ -316,8 +316,8 @@ fn exact_digits_exceed(x: f64, limit: usize) -> bool {
 /// between: the bytes `write_value(&serde_json::to_value(v)?)` gives, by serde_json's value
 /// rules (a float that is not finite is `null`, bytes are an array of numbers, enums are tagged
 /// externally, map keys are strings or printed integers and booleans, a later duplicate key
-/// replaces an earlier one). An object's members are written to a buffer of its own and sorted
-/// when it ends.
+/// replaces an earlier one). An object's members are written straight to the output and put in
+/// key order in place when it ends.
 mod direct {
     use std::borrow::Cow;
     use std::ops::Range;

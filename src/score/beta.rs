@@ -76,7 +76,7 @@ const GRID_SPAN_SD: f64 = 12.0;
 /// (a rate check's posterior: a uniform prior plus non-negative evidence, so the density is
 /// bounded). Built by integrating the density with the trapezoid rule on a grid around the mean
 /// and inverting the resulting distribution function linearly within each grid cell.
-pub fn quantile_table(a: f64, b: f64) -> Vec<f64> {
+pub fn quantile_table(a: f64, b: f64) -> Box<[f64; TABLE_CELLS + 1]> {
     let mean = a / (a + b);
     let sd = libm::sqrt(a * b / ((a + b) * (a + b) * (a + b + 1.0)));
     let lo = (mean - GRID_SPAN_SD * sd).max(0.0);
@@ -106,9 +106,9 @@ pub fn quantile_table(a: f64, b: f64) -> Vec<f64> {
         cdf.push(prev + 0.5 * (density[i - 1] + density[i]) * step);
     }
     let total = cdf[GRID_POINTS - 1];
-    let mut table = Vec::with_capacity(TABLE_CELLS + 1);
+    let mut table = Box::new([0.0; TABLE_CELLS + 1]);
     let mut k = 0;
-    for i in 0..=TABLE_CELLS {
+    for (i, level) in table.iter_mut().enumerate() {
         let target = total * i as f64 / TABLE_CELLS as f64;
         while k + 2 < GRID_POINTS && cdf[k + 1] < target {
             k += 1;
@@ -119,7 +119,7 @@ pub fn quantile_table(a: f64, b: f64) -> Vec<f64> {
         } else {
             0.0
         };
-        table.push(xs[k] + t * step);
+        *level = xs[k] + t * step;
     }
     table
 }

@@ -110,7 +110,7 @@ fn reference_draw(rng: &mut Xoshiro256StarStar, posterior: &Posterior) -> f64 {
 enum Table {
     Uniform,
     /// Quantiles at `i / TABLE_CELLS`; read by linear interpolation.
-    Quantiles(Vec<f64>),
+    Quantiles(Box<[f64; TABLE_CELLS + 1]>),
     /// A discrete distribution: `values[i]` with cumulative probability `cumulative[i]`.
     Discrete {
         cumulative: Vec<f64>,
@@ -137,10 +137,6 @@ impl Table {
                 const FRACTION_BITS: u32 = 53 - CELL_BITS;
                 const FRACTION_MASK: u64 = (1 << FRACTION_BITS) - 1;
                 const FRACTION_SCALE: f64 = 1.0 / (1u64 << FRACTION_BITS) as f64;
-                let q: &[f64; TABLE_CELLS + 1] = q
-                    .as_slice()
-                    .try_into()
-                    .expect("a quantile table has TABLE_CELLS + 1 levels");
                 for (total, word) in totals.iter_mut().zip(words) {
                     let m = word >> 11;
                     let i = (m >> FRACTION_BITS) as usize;
@@ -446,10 +442,9 @@ mod tests {
         // written as `u * TABLE_CELLS`, its floor and the difference. Both must read the same
         // levels with the same weights, bit for bit: at the ends, at every cell's edges and
         // just inside them, and at many generator outputs.
-        let q: Vec<f64> = (0..=TABLE_CELLS)
-            .map(|i| ((i * 7919) % 1000) as f64 / 1000.0 + i as f64 * 1e-3)
-            .collect();
-        let table = Table::Quantiles(q.clone());
+        let q: [f64; TABLE_CELLS + 1] =
+            std::array::from_fn(|i| ((i * 7919) % 1000) as f64 / 1000.0 + i as f64 * 1e-3);
+        let table = Table::Quantiles(Box::new(q));
         let by_floats = |word: u64| {
             let position = uniform(word) * TABLE_CELLS as f64;
             let i = (position as usize).min(TABLE_CELLS - 1);
