@@ -565,22 +565,15 @@ pub(crate) struct PendingRun {
 
 #[cfg(test)]
 impl PendingRun {
-    /// A run with no entries, for the writer's own tests.
-    pub(crate) fn empty(
-        url: &str,
-    ) -> (
-        PendingRun,
-        tokio::sync::oneshot::Receiver<Result<Option<ScoreSummary>, String>>,
-    ) {
-        let (done, outcome) = tokio::sync::oneshot::channel();
-        let run = PendingRun {
+    /// A run with no entries (no one awaits its outcome), for the writer's own tests.
+    pub(crate) fn empty(url: &str) -> PendingRun {
+        PendingRun {
             url: url.to_string(),
             category: String::new(),
             entries: Vec::new(),
             known: Vec::new(),
-            done,
-        };
-        (run, outcome)
+            done: tokio::sync::oneshot::channel().0,
+        }
     }
 
     pub(crate) fn url(&self) -> &str {

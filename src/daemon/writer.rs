@@ -2,10 +2,9 @@
 //! their scores, the loop's subject rows and entries, refund watches, checkpoints, the value
 //! population's blobs), in the order they come, with the runs that finish while it writes, or
 //! within a short wait after one arrives, taken together (group commit: one transaction for their
-//! entries, one for their scores). The loop and
-//! the runs send it messages and never wait for the disk on the runtime's workers; the readers
-//! (the API, the runs' history reads) use the store's pool of read connections, so no read waits
-//! behind a batch either.
+//! entries, one for their scores). The loop and the runs send it messages and never wait for the
+//! disk on the runtime's workers; the readers (the API, the runs' history reads) use the store's
+//! pool of read connections, so no read waits behind a batch either.
 //!
 //! A full disk: a run's batch fails (each run reports it; nothing was acknowledged), and the loop's
 //! own writes are kept, in order, and written first when room returns. The loop hears of it
@@ -493,7 +492,7 @@ mod tests {
     use super::*;
 
     fn run(url: &str) -> Write {
-        Write::Run(PendingRun::empty(url).0)
+        Write::Run(PendingRun::empty(url))
     }
 
     fn urls(writes: &[Write]) -> Vec<String> {
@@ -514,16 +513,10 @@ mod tests {
             tx.send(write).unwrap();
         }
         let mut waiting = vec![run("a")];
-        let started = Instant::now();
         gather(&rx, &mut waiting);
-        // The runs up to the other write, and that write: the wait ends there, at once.
+        // The runs up to the other write, and that write: the wait ends there (the run after
+        // it, already sent, is left for the next batch).
         assert_eq!(urls(&waiting), ["a", "b", "c", "others"]);
-        assert!(
-            started.elapsed() < GATHER * 50,
-            "it waited {:?}",
-            started.elapsed()
-        );
-        // The run after it is the next batch's.
         assert_eq!(urls(&rx.try_iter().collect::<Vec<_>>()), ["d"]);
 
         // A batch that holds a write other than runs does not wait at all.

@@ -248,10 +248,9 @@ pub fn screen(text: &str) -> Screening {
     screen_within(text, Scope::All, MAX_SCREENED_BYTES)
 }
 
-/// Run the rules of `scope` over the first `max_bytes` of `text`.
 /// Compiles every pattern the screens use, each once per process (otherwise each is compiled
 /// where it is first needed, inside some run's checks).
-pub fn compile_patterns() {
+pub(crate) fn compile_patterns() {
     let _ = rules::rule_groups();
     let _ = rules::secret_nouns();
     links::compile_patterns();
@@ -259,6 +258,7 @@ pub fn compile_patterns() {
     negation::compile_patterns();
 }
 
+/// Run the rules of `scope` over the first `max_bytes` of `text`.
 pub(crate) fn screen_within(text: &str, scope: Scope, max_bytes: usize) -> Screening {
     let truncated = text.len() > max_bytes;
     let text = prefix_at_boundary(text, max_bytes);
