@@ -449,8 +449,9 @@ fn proc_cpu_seconds(pid: u32) -> f64 {
 }
 
 /// CPU seconds so far of each of a process's threads, summed by thread name (the writer thread,
-/// the runtime's workers, the main thread): where the daemon's CPU goes without a profiler.
-/// Threads that ended are not counted (none of these do during a sweep).
+/// the runtime's threads, the main thread): where the daemon's CPU goes without a profiler. The
+/// runtime's workers and its blocking pool share one name, so they are counted together; threads
+/// that ended are not counted (a blocking thread idle for ten seconds ends, with its CPU).
 fn thread_cpu_seconds(pid: u32) -> std::collections::BTreeMap<String, f64> {
     let mut by_name = std::collections::BTreeMap::new();
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -465,9 +466,19 @@ fn thread_cpu_seconds(pid: u32) -> std::collections::BTreeMap<String, f64> {
             continue;
         };
         let name = stat[open + 1..close].to_string();
-        let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
-        let ticks: f64 =
-            fields[11].parse::<f64>().unwrap_or(0.0) + fields[12].parse::<f64>().unwrap_or(0.0);
+        let fields: Vec<&str> = stat
+            .get(close + 2..)
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        let field = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        // utime and stime (fields 14 and 15 of stat, 12 and 13 after the command).
+        let ticks = field(11) + field(12);
         *by_name.entry(name).or_insert(0.0) += ticks / tick;
     }
     by_name
