@@ -35,6 +35,9 @@ pub fn run_entries(
     first_seq: u64,
 ) -> Vec<HistoryEntry> {
     let mut entries: Vec<HistoryEntry> = Vec::new();
+    // The receipts digested so far: checks a run did not measure (the paid ones of a free run,
+    // those needing history) share one receipt, digested once.
+    let mut digested: Vec<(&crate::evidence::Receipt, String)> = Vec::new();
     for r in results {
         let Some(check) = rubric.check(r.id) else {
             continue;
@@ -43,7 +46,14 @@ pub fn run_entries(
             (Kind::Paid, true) => Kind::Paid,
             _ => Kind::Free,
         };
-        let receipt = receipt_digest(&r.receipt);
+        let receipt = match digested.iter().find(|(seen, _)| **seen == r.receipt) {
+            Some((_, digest)) => digest.clone(),
+            None => {
+                let digest = receipt_digest(&r.receipt);
+                digested.push((&r.receipt, digest.clone()));
+                digest
+            }
+        };
         let mut push = |outcome: Outcome, value: Option<f64>| {
             entries.push(HistoryEntry {
                 seq: first_seq + entries.len() as u64,
@@ -257,6 +267,34 @@ mod tests {
         assert_eq!(inputs.history.len(), 3);
         // Both R1 samples share the run's time: seq keeps the fail after the pass.
         assert_eq!(inputs.history[1].outcome, Outcome::Fail);
+    }
+
+    #[test]
+    fn each_entry_names_its_own_receipt_when_receipts_repeat() {
+        let rubric = Rubric::embedded_default();
+        let mut results = vec![
+            result("C1", Outcome::Pass, Value::Null),
+            result("C2", Outcome::Pass, json!({"rule": "a"})),
+            result("H2", Outcome::Unmeasured, Value::Null),
+            result("R4", Outcome::Unmeasured, Value::Null),
+            result("C3", Outcome::Pass, json!({"rule": "a"})),
+            result("C4", Outcome::Pass, json!({"rule": "b"})),
+        ];
+        // Equal but for one hash, or for the time: digested apart.
+        results[3]
+            .receipt
+            .sha256
+            .insert("402.body".into(), "ab".repeat(32));
+        results[5].receipt.at = "2026-11-29T00:00:01Z".into();
+        let entries = run_entries(&results, &rubric, false, "r0", 0);
+        assert_eq!(entries.len(), results.len());
+        for (entry, r) in entries.iter().zip(&results) {
+            assert_eq!(entry.receipt, receipt_digest(&r.receipt), "{}", r.id);
+        }
+        assert_eq!(entries[0].receipt, entries[2].receipt);
+        assert_eq!(entries[1].receipt, entries[4].receipt);
+        assert_ne!(entries[0].receipt, entries[3].receipt);
+        assert_ne!(entries[1].receipt, entries[5].receipt);
     }
 
     #[test]

@@ -866,9 +866,9 @@ fn finish(
     body_object: Option<Value>,
     mut deviations: Vec<Deviation>,
 ) -> Parsed402 {
-    let header_object = Some(Value::Object(decoded.object.clone()));
     let header_accepts_unread = decoded.accepts_unread();
-    let required = interpret(Carrier::Header, decoded);
+    let required = interpret(Carrier::Header, &decoded);
+    let header_object = Some(Value::Object(decoded.object));
     deviations.extend(required.deviations.iter().cloned());
     Parsed402 {
         source,

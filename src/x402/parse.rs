@@ -59,20 +59,23 @@ pub fn parse_payment_required(status: u16, headers: &[(String, String)], body: &
     };
     let body = read_body_object(body, header.is_none(), &mut deviations);
 
-    let header_object = header.as_ref().map(|d| Value::Object(d.object.clone()));
-    let body_object = body.as_ref().map(|d| Value::Object(d.object.clone()));
     let header_accepts_unread = header.as_ref().map_or(0, Decoded::accepts_unread);
     let body_accepts_unread = body.as_ref().map_or(0, Decoded::accepts_unread);
 
-    let chosen = match (header, body) {
+    let chosen = match (&header, &body) {
         (Some(decoded), _) => Some((Carrier::Header, decoded)),
         (None, Some(decoded)) if looks_like_payment_required(&decoded.object) => {
             Some((Carrier::Body, decoded))
         }
         (None, _) => None,
     };
+    // The quote is read from the chosen object in place; the objects themselves are then moved,
+    // whole, into what the checks compare (no copy of either).
+    let read = chosen.map(|(carrier, decoded)| (carrier, interpret(carrier, decoded)));
+    let header_object = header.map(|d| Value::Object(d.object));
+    let body_object = body.map(|d| Value::Object(d.object));
 
-    let Some((carrier, decoded)) = chosen else {
+    let Some((carrier, required)) = read else {
         deviations.push(Deviation::new(
             "payment_required.missing",
             "no usable PAYMENT-REQUIRED header and no PaymentRequired (x402Version, accepts) in the body",
@@ -89,7 +92,6 @@ pub fn parse_payment_required(status: u16, headers: &[(String, String)], body: &
         };
     };
 
-    let required = interpret(carrier, decoded);
     let source = match (carrier, required.x402_version) {
         (Carrier::Header, _) => Source::Header,
         (Carrier::Body, 2) => Source::BodyV2,
@@ -394,12 +396,13 @@ fn read_body_object(
 }
 
 /// Interpret one decoded object as a PaymentRequired.
-pub(crate) fn interpret(carrier: Carrier, decoded: Decoded) -> PaymentRequired {
+pub(crate) fn interpret(carrier: Carrier, decoded: &Decoded) -> PaymentRequired {
     let Decoded {
         object,
         accepts_raw,
         accepts_sent,
     } = decoded;
+    let accepts_sent = *accepts_sent;
     let mut deviations = Vec::new();
     let declared = read_version(&object, &mut deviations);
     let version = declared.unwrap_or_else(|| infer_version(carrier, &object));
@@ -580,7 +583,7 @@ fn read_resource(value: Option<&Value>, deviations: &mut Vec<Deviation>) -> Opti
 /// how many the array had.
 fn read_accepts(
     object: &Map<String, Value>,
-    raws: Vec<Box<RawValue>>,
+    raws: &[Box<RawValue>],
     sent: Option<usize>,
     version: u8,
     deviations: &mut Vec<Deviation>,
@@ -617,13 +620,14 @@ fn read_accepts(
             ),
         ));
     }
-    let mut raws = raws.into_iter();
+    let mut raws = raws.iter();
     entries
         .iter()
         .enumerate()
         .map(|(index, entry)| {
             let raw = raws
                 .next()
+                .cloned()
                 .or_else(|| serde_json::value::to_raw_value(entry).ok())
                 .unwrap_or_else(|| RawValue::NULL.to_owned());
             let requirement = read_requirement(index, raw, entry, version);
