@@ -382,14 +382,17 @@ fn keep(blobs: &mut Vec<NewBlob>, bytes: Vec<u8>) -> String {
 }
 
 fn keep_as(blobs: &mut Vec<NewBlob>, bytes: Vec<u8>, kind: BlobKind) -> String {
-    let sha256: [u8; 32] = Sha256::digest(&bytes).into();
-    if !blobs.iter().any(|b| b.sha256 == sha256) {
-        blobs.push(NewBlob {
-            sha256,
-            bytes,
-            kind,
-        });
+    // A run's samples mostly repeat one another's bytes (the same 402, header set and chain):
+    // bytes equal to a blob already kept are that blob, known without hashing them again.
+    if let Some(kept) = blobs.iter().find(|b| b.bytes == bytes) {
+        return hex::encode(kept.sha256);
     }
+    let sha256: [u8; 32] = Sha256::digest(&bytes).into();
+    blobs.push(NewBlob {
+        sha256,
+        bytes,
+        kind,
+    });
     hex::encode(sha256)
 }
 
@@ -554,5 +557,25 @@ mod tests {
         let mut cut = encode_chain(&chain);
         cut.pop();
         assert!(decode_chain(&cut).is_none());
+    }
+
+    #[test]
+    fn repeated_bytes_are_one_blob_named_by_their_hash() {
+        let mut blobs = Vec::new();
+        let a = b"the same 402 body".to_vec();
+        let b = b"another body".to_vec();
+        let first = keep(&mut blobs, a.clone());
+        let other = keep_as(&mut blobs, b.clone(), BlobKind::Observation);
+        let again = keep(&mut blobs, a.clone());
+        assert_eq!(first, again);
+        assert_eq!(first, hex::encode(Sha256::digest(&a)));
+        assert_eq!(other, hex::encode(Sha256::digest(&b)));
+        assert_eq!(blobs.len(), 2);
+        assert!(
+            blobs
+                .iter()
+                .all(|kept| kept.sha256 == <[u8; 32]>::from(Sha256::digest(&kept.bytes)))
+        );
+        assert_eq!(blobs[1].kind, BlobKind::Observation);
     }
 }
