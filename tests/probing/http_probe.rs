@@ -1001,14 +1001,17 @@ async fn garbage_instead_of_http_is_a_protocol_error() {
 
 #[tokio::test]
 async fn closed_port_is_refused_and_bad_urls_are_errors() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    drop(listener);
+    // A port bound but not listening refuses connections, and stays ours while the request is
+    // made: a listener dropped first could hand its port to another test's server meanwhile.
+    let closed = tokio::net::TcpSocket::new_v4().expect("a socket");
+    closed.bind("127.0.0.1:0".parse().unwrap()).expect("bind");
+    let port = closed.local_addr().expect("addr").port();
     let ex = fetch(
         &local_cfg(),
         &FetchRequest::get(format!("http://127.0.0.1:{port}/")),
     )
     .await;
+    drop(closed);
     let (phase, kind, message) = error_of(&ex);
     assert_eq!(
         (phase, kind),
