@@ -404,8 +404,8 @@ pub(crate) fn interpret(carrier: Carrier, decoded: &Decoded) -> PaymentRequired 
     } = decoded;
     let accepts_sent = *accepts_sent;
     let mut deviations = Vec::new();
-    let declared = read_version(&object, &mut deviations);
-    let version = declared.unwrap_or_else(|| infer_version(carrier, &object));
+    let declared = read_version(object, &mut deviations);
+    let version = declared.unwrap_or_else(|| infer_version(carrier, object));
 
     let error = match object.get("error") {
         None | Some(Value::Null) => None,
@@ -426,7 +426,7 @@ pub(crate) fn interpret(carrier: Carrier, decoded: &Decoded) -> PaymentRequired 
         None
     };
 
-    let accepts = read_accepts(&object, accepts_raw, accepts_sent, version, &mut deviations);
+    let accepts = read_accepts(object, accepts_raw, accepts_sent, version, &mut deviations);
     let accepts_sent = accepts_sent.unwrap_or(accepts.len());
 
     let extensions = match object.get("extensions") {

@@ -50,10 +50,13 @@ async fn reads_chain_facts_from_the_lab() {
 
 #[tokio::test]
 async fn an_rpc_that_is_not_there_is_unreachable_not_a_fact() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
+    // Bound but not listening: refused, and the port stays ours (a listener dropped first could
+    // hand it to another test's server meanwhile).
+    let closed = tokio::net::TcpSocket::new_v4().unwrap();
+    closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
     let err = Rpc::new(url).chain_id().await.unwrap_err();
+    drop(closed);
     assert!(matches!(err, RpcError::Unreachable { .. }), "{err}");
 }
 
