@@ -23,6 +23,25 @@ pub fn receipt_digest(receipt: &crate::evidence::Receipt) -> String {
     canonical_sha256_of(receipt).unwrap_or_else(|_| canonical_sha256(&Value::Null))
 }
 
+/// `a == b`, the fields that tell receipts of one run apart compared first: the detail (each
+/// check's own), then the hashes (shared by the checks of one response); the time and vantage,
+/// the same all through a run, last.
+/// (Every field is named: one added to `Receipt` must be added here.)
+fn same_receipt(a: &crate::evidence::Receipt, b: &crate::evidence::Receipt) -> bool {
+    let crate::evidence::Receipt {
+        vantage,
+        at,
+        sha256,
+        tx,
+        detail,
+    } = a;
+    *detail == b.detail
+        && *tx == b.tx
+        && *sha256 == b.sha256
+        && *at == b.at
+        && *vantage == b.vantage
+}
+
 /// The history entries of one run, numbered `first_seq`, `first_seq + 1`, ... in the order the
 /// run produced them (checks in rubric order, samples in the order they were taken): entries of
 /// one run share its time, and `seq` is what orders them. `paid_run` is true when the run made a
@@ -35,8 +54,9 @@ pub fn run_entries(
     first_seq: u64,
 ) -> Vec<HistoryEntry> {
     let mut entries: Vec<HistoryEntry> = Vec::new();
-    // The receipts digested so far: checks a run did not measure (the paid ones of a free run,
-    // those needing history) share one receipt, digested once.
+    // The receipts without a detail digested so far: the checks a run did not measure (the paid
+    // ones of a free run, those needing history) share one, digested once. A receipt with a
+    // detail is its check's own, digested without looking for its like.
     let mut digested: Vec<(&crate::evidence::Receipt, String)> = Vec::new();
     for r in results {
         let Some(check) = rubric.check(r.id) else {
@@ -46,11 +66,23 @@ pub fn run_entries(
             (Kind::Paid, true) => Kind::Paid,
             _ => Kind::Free,
         };
-        let receipt = match digested.iter().find(|(seen, _)| **seen == r.receipt) {
+        let seen = r
+            .receipt
+            .detail
+            .is_null()
+            .then(|| {
+                digested
+                    .iter()
+                    .find(|(seen, _)| same_receipt(seen, &r.receipt))
+            })
+            .flatten();
+        let receipt = match seen {
             Some((_, digest)) => digest.clone(),
             None => {
                 let digest = receipt_digest(&r.receipt);
-                digested.push((&r.receipt, digest.clone()));
+                if r.receipt.detail.is_null() {
+                    digested.push((&r.receipt, digest.clone()));
+                }
                 digest
             }
         };
