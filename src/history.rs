@@ -53,38 +53,60 @@ pub fn run_entries(
     revision: &str,
     first_seq: u64,
 ) -> Vec<HistoryEntry> {
-    let mut entries: Vec<HistoryEntry> = Vec::new();
+    run_entries_digested(
+        results,
+        &receipt_digests(results),
+        rubric,
+        paid_run,
+        revision,
+        first_seq,
+    )
+}
+
+/// Each result's [`receipt_digest`], in order.
+fn receipt_digests(results: &[CheckResult]) -> Vec<String> {
     // The receipts without a detail digested so far: the checks a run did not measure (the paid
     // ones of a free run, those needing history) share one, digested once. A receipt with a
     // detail is its check's own, digested without looking for its like.
-    let mut digested: Vec<(&crate::evidence::Receipt, String)> = Vec::new();
+    let mut digested: Vec<(&crate::evidence::Receipt, usize)> = Vec::new();
+    let mut digests: Vec<String> = Vec::with_capacity(results.len());
     for r in results {
+        if !r.receipt.detail.is_null() {
+            digests.push(receipt_digest(&r.receipt));
+            continue;
+        }
+        match digested
+            .iter()
+            .find(|(seen, _)| same_receipt(seen, &r.receipt))
+        {
+            Some((_, at)) => digests.push(digests[*at].clone()),
+            None => {
+                digested.push((&r.receipt, digests.len()));
+                digests.push(receipt_digest(&r.receipt));
+            }
+        }
+    }
+    digests
+}
+
+/// [`run_entries`] with each result's receipt digest given (`receipts[i]` is `results[i]`'s, as
+/// `ledger::stored::results_digests` makes them beside the results' own digest).
+pub fn run_entries_digested(
+    results: &[CheckResult],
+    receipts: &[String],
+    rubric: &Rubric,
+    paid_run: bool,
+    revision: &str,
+    first_seq: u64,
+) -> Vec<HistoryEntry> {
+    let mut entries: Vec<HistoryEntry> = Vec::new();
+    for (r, receipt) in results.iter().zip(receipts) {
         let Some(check) = rubric.check(r.id) else {
             continue;
         };
         let kind = match (check.kind, paid_run) {
             (Kind::Paid, true) => Kind::Paid,
             _ => Kind::Free,
-        };
-        let seen = r
-            .receipt
-            .detail
-            .is_null()
-            .then(|| {
-                digested
-                    .iter()
-                    .find(|(seen, _)| same_receipt(seen, &r.receipt))
-            })
-            .flatten();
-        let receipt = match seen {
-            Some((_, digest)) => digest.clone(),
-            None => {
-                let digest = receipt_digest(&r.receipt);
-                if r.receipt.detail.is_null() {
-                    digested.push((&r.receipt, digest.clone()));
-                }
-                digest
-            }
         };
         let mut push = |outcome: Outcome, value: Option<f64>| {
             entries.push(HistoryEntry {

@@ -509,7 +509,10 @@ pub(crate) async fn run_subject(
             }),
         });
     }
-    let rows = run_rows(&shared.rubric, &record);
+    // The results' digest and their receipts' from one rendering: the history rows name the
+    // receipts, the stored form the results.
+    let digests = crate::ledger::stored::results_digests(&record.results);
+    let rows = run_rows_digested(&shared.rubric, &record, &digests.receipts);
     known.push(Known::Run(RunFold::with_declared(
         rows.clone(),
         &record,
@@ -524,6 +527,7 @@ pub(crate) async fn run_subject(
         Record::Run(Box::new(record)),
         &shared.rubric,
         derived,
+        Some(digests.results),
         Some(index),
     ));
     let summary = match record_run(&writer, url.clone(), category, entries, known).await {
@@ -844,6 +848,23 @@ fn run_index_of(run_id: String, declared: Option<Declared>) -> crate::store::Ind
 pub fn run_rows(rubric: &Rubric, record: &RunRecord) -> Arc<[HistoryEntry]> {
     run_entries(
         &record.results,
+        rubric,
+        record.payment_sent(),
+        &record.revision,
+        0,
+    )
+    .into()
+}
+
+/// [`run_rows`] with the receipts' digests given (`ledger::stored::results_digests`).
+fn run_rows_digested(
+    rubric: &Rubric,
+    record: &RunRecord,
+    receipts: &[String],
+) -> Arc<[HistoryEntry]> {
+    crate::history::run_entries_digested(
+        &record.results,
+        receipts,
         rubric,
         record.payment_sent(),
         &record.revision,

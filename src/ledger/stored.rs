@@ -133,6 +133,70 @@ pub fn results_sha256(results: &[CheckResult]) -> String {
     canonical_sha256_of(results).unwrap_or_else(|_| canonical_sha256(&serde_json::Value::Null))
 }
 
+/// A run's results' digest ([`results_sha256`]) and each result's receipt digest
+/// (`history::receipt_digest`), in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultsDigests {
+    pub results: String,
+    pub receipts: Vec<String>,
+}
+
+/// [`ResultsDigests`] from one canonical rendering: each receipt's RFC 8785 bytes are made once,
+/// hashed alone for its digest and placed unchanged in its result's, whose members are written in
+/// their canonical order (every key ASCII, so byte order is UTF-16 order). The same digests as
+/// [`results_sha256`] and `history::receipt_digest` (a test holds them to it).
+pub fn results_digests(results: &[CheckResult]) -> ResultsDigests {
+    fn canonical<T: serde::Serialize + ?Sized>(value: &T) -> Option<Vec<u8>> {
+        crate::canonical::canonical_bytes_of(value).ok()
+    }
+    let one_pass = || {
+        let mut all = Sha256::new();
+        all.update(b"[");
+        let mut receipts = Vec::with_capacity(results.len());
+        for (i, result) in results.iter().enumerate() {
+            // Every member named: one added to `CheckResult` must be placed here.
+            let CheckResult {
+                id,
+                outcome,
+                evidence,
+                value,
+                receipt,
+            } = result;
+            let receipt = canonical(receipt)?;
+            receipts.push(hex::encode(Sha256::digest(&receipt)));
+            if i > 0 {
+                all.update(b",");
+            }
+            all.update(b"{\"evidence\":");
+            all.update(canonical(evidence)?);
+            all.update(b",\"id\":");
+            all.update(canonical(id)?);
+            all.update(b",\"outcome\":");
+            all.update(canonical(outcome)?);
+            all.update(b",\"receipt\":");
+            all.update(&receipt);
+            if let Some(value) = value {
+                all.update(b",\"value\":");
+                all.update(canonical(value)?);
+            }
+            all.update(b"}");
+        }
+        all.update(b"]");
+        Some(ResultsDigests {
+            results: hex::encode(all.finalize()),
+            receipts,
+        })
+    };
+    // A result serde cannot render canonically: digested as everyone else digests it.
+    one_pass().unwrap_or_else(|| ResultsDigests {
+        results: results_sha256(results),
+        receipts: results
+            .iter()
+            .map(|r| crate::history::receipt_digest(&r.receipt))
+            .collect(),
+    })
+}
+
 fn outcome_letter(o: Outcome) -> char {
     match o {
         Outcome::Pass => 'p',
@@ -150,15 +214,17 @@ pub fn outcome_vector(results: &[CheckResult]) -> String {
 /// A record in its stored form; the bytes it keeps apart are added to `blobs`. `rubric` is the
 /// one the run's checks ran under (a run's results that it does not reproduce are kept whole).
 pub fn to_stored(record: Record, rubric: &Rubric, blobs: &mut Vec<NewBlob>) -> StoredRecord {
-    to_stored_derived(record, rubric, None, blobs)
+    to_stored_derived(record, rubric, None, None, blobs)
 }
 
 /// [`to_stored`], given what a run's results derive to when the caller has just derived them
-/// ([`derive_results`] of the same observations under the same rubric): not derived again.
+/// ([`derive_results`] of the same observations under the same rubric): not derived again; and
+/// given the results' digest ([`results_digests`]) when the caller has made it: not made again.
 pub fn to_stored_derived(
     record: Record,
     rubric: &Rubric,
     derived: Option<Vec<CheckResult>>,
+    results_digest: Option<String>,
     blobs: &mut Vec<NewBlob>,
 ) -> StoredRecord {
     let mut stored = record
@@ -167,6 +233,7 @@ pub fn to_stored_derived(
                 *run,
                 rubric,
                 derived,
+                results_digest,
                 &mut *blobs,
             )))
         })
@@ -202,6 +269,7 @@ fn store_run(
     run: RunRecord,
     rubric: &Rubric,
     derived: Option<Vec<CheckResult>>,
+    results_digest: Option<String>,
     blobs: &mut Vec<NewBlob>,
 ) -> StoredRun {
     let derived = derived.unwrap_or_else(|| derive_results(&run.free, run.paid.as_ref(), rubric));
@@ -230,7 +298,7 @@ fn store_run(
         results: DerivedResults {
             checks: checks_version(rubric),
             outcomes: outcome_vector(&run.results),
-            sha256: results_sha256(&run.results),
+            sha256: results_digest.unwrap_or_else(|| results_sha256(&run.results)),
             all_kept,
         },
         observation: observation_apart(
@@ -557,6 +625,74 @@ mod tests {
         let mut cut = encode_chain(&chain);
         cut.pop();
         assert!(decode_chain(&cut).is_none());
+    }
+
+    #[test]
+    fn one_rendering_digests_the_results_and_each_receipt_as_each_alone_would() {
+        use crate::evidence::Receipt;
+        use serde_json::json;
+        let ids = ["R1", "R3", "C1", "C2", "H2", "S1", "R4", "R7"];
+        let outcomes = [
+            Outcome::Pass,
+            Outcome::Fail,
+            Outcome::Na,
+            Outcome::Unmeasured,
+        ];
+        let values = [
+            None,
+            Some(46.0),
+            Some(0.1),
+            Some(-0.0),
+            Some(1e21),
+            Some(f64::NAN),
+            Some(123.456_789),
+        ];
+        let details = [
+            serde_json::Value::Null,
+            json!({"samples": [{"outcome": "pass", "ms": 12.5}], "rule": "é\u{1F600}"}),
+            json!({"zeta": 1, "alpha": {"b": [true, null], "a": "\u{7f}\t"}, "\u{e000}": 2, "\u{10000}": 3}),
+            json!([1, "two", 3.5]),
+        ];
+        let evidence = ["", "a \"quoted\" line\n", "ünïcödé and \u{0}", "plain"];
+        let mut seed = 7u64;
+        let mut next = |n: usize| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as usize % n
+        };
+        for len in [0usize, 1, 2, 5, 27] {
+            for _ in 0..20 {
+                let results: Vec<CheckResult> = (0..len)
+                    .map(|_| {
+                        let mut sha256 = std::collections::BTreeMap::new();
+                        for k in 0..next(4) {
+                            sha256.insert(format!("402.body.{k}"), "ab".repeat(32));
+                        }
+                        CheckResult {
+                            id: ids[next(ids.len())].parse().unwrap(),
+                            outcome: outcomes[next(outcomes.len())],
+                            evidence: evidence[next(evidence.len())].to_string(),
+                            value: values[next(values.len())],
+                            receipt: Receipt {
+                                vantage: if next(2) == 0 { "v0" } else { "east-1" }.into(),
+                                at: "2026-12-04T18:00:00Z".into(),
+                                sha256,
+                                tx: (next(3) == 0).then(|| format!("0x{}", "cd".repeat(32))),
+                                detail: details[next(details.len())].clone(),
+                            },
+                        }
+                    })
+                    .collect();
+                let digests = results_digests(&results);
+                assert_eq!(digests.results, results_sha256(&results), "{results:?}");
+                let receipts: Vec<String> = results
+                    .iter()
+                    .map(|r| crate::history::receipt_digest(&r.receipt))
+                    .collect();
+                assert_eq!(digests.receipts, receipts);
+            }
+        }
     }
 
     #[test]

@@ -286,13 +286,22 @@ pub struct Prepared {
 impl Prepared {
     /// The stored form of `record` under `rubric` (the one a run's checks ran under).
     /// `derived`: what a run's results derive to when the caller has just derived them.
+    /// `results_digest`: the run's results' digest when the caller has just made it
+    /// (`ledger::stored::results_digests`).
     pub fn new(
         record: Record,
         rubric: &crate::rubric::Rubric,
         derived: Option<Vec<crate::evidence::CheckResult>>,
+        results_digest: Option<String>,
     ) -> Result<Prepared, serde_json::Error> {
         let mut blobs = Vec::new();
-        let stored = crate::ledger::stored::to_stored_derived(record, rubric, derived, &mut blobs);
+        let stored = crate::ledger::stored::to_stored_derived(
+            record,
+            rubric,
+            derived,
+            results_digest,
+            &mut blobs,
+        );
         let record_bytes = crate::ledger::chain::record_canonical_bytes(&stored)?;
         Ok(Prepared {
             stored,
@@ -323,20 +332,22 @@ impl NewEntry {
         rubric: &crate::rubric::Rubric,
         index: Option<IndexFn>,
     ) -> NewEntry {
-        NewEntry::prepared_derived(at_ms, record, rubric, None, index)
+        NewEntry::prepared_derived(at_ms, record, rubric, None, None, index)
     }
 
     /// [`NewEntry::prepared`] for a run whose results the caller has just derived
     /// (`ledger::stored::derive_results` of its observations, before any result was replaced):
-    /// they are compared with its results without being derived again.
+    /// they are compared with its results without being derived again; and whose results'
+    /// digest it has made (`results_digest`), not made again.
     pub fn prepared_derived(
         at_ms: i64,
         record: Record,
         rubric: &crate::rubric::Rubric,
         derived: Option<Vec<crate::evidence::CheckResult>>,
+        results_digest: Option<String>,
         index: Option<IndexFn>,
     ) -> NewEntry {
-        let record = match Prepared::new(record, rubric, derived) {
+        let record = match Prepared::new(record, rubric, derived, results_digest) {
             Ok(prepared) => NewRecord::Prepared(prepared),
             // Named by the writer, which refuses the entry as it refuses a record it cannot
             // serialise itself.

@@ -536,7 +536,7 @@ impl PgLedger {
             .map(|NewEntry { at_ms, record, .. }| {
                 let prepared = match record {
                     NewRecord::Prepared(p) => p,
-                    NewRecord::Plain(record) => Prepared::new(record, &rubrics[0], None)
+                    NewRecord::Plain(record) => Prepared::new(record, &rubrics[0], None, None)
                         .map_err(|e| self.corrupt(format!("an entry does not serialise: {e}")))?,
                     NewRecord::Unwritable(why) => {
                         return Err(self.corrupt(format!("an entry does not serialise: {why}")));

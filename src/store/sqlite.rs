@@ -907,7 +907,7 @@ impl Store for SqliteStore {
                     NewRecord::Prepared(p) => p,
                     NewRecord::Plain(record) => {
                         let rubrics = self.rubrics.read().unwrap_or_else(|p| p.into_inner());
-                        Prepared::new(record, &rubrics[0], None)
+                        Prepared::new(record, &rubrics[0], None, None)
                             .map_err(|e| unwritable(e.to_string()))?
                     }
                     NewRecord::Unwritable(why) => return Err(unwritable(why)),
