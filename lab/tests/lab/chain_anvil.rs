@@ -271,11 +271,21 @@ fn start_error_line(stdout: &str) -> String {
         .to_owned()
 }
 
+/// The script is written by a child `sh`, never through a file this process holds open: a test
+/// on another thread that spawns a process meanwhile would carry that open file into its child
+/// until the child's exec, and running the script then fails with "Text file busy".
 fn write_script(name: &str, body: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     let path = std::env::temp_dir().join(format!("x402-lab-{name}-{}.sh", std::process::id()));
-    std::fs::write(&path, body).expect("write the script");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-        .expect("make it executable");
+    let status = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "printf '%s' \"$1\" > \"$2\" && chmod 755 \"$2\"",
+            "sh",
+            body,
+        ])
+        .arg(&path)
+        .status()
+        .expect("sh runs");
+    assert!(status.success(), "writing the script: {status}");
     path
 }
