@@ -23,25 +23,6 @@ pub fn receipt_digest(receipt: &crate::evidence::Receipt) -> String {
     canonical_sha256_of(receipt).unwrap_or_else(|_| canonical_sha256(&Value::Null))
 }
 
-/// `a == b`, the fields that tell receipts of one run apart compared first: the detail (each
-/// check's own), then the hashes (shared by the checks of one response); the time and vantage,
-/// the same all through a run, last.
-/// (Every field is named: one added to `Receipt` must be added here.)
-fn same_receipt(a: &crate::evidence::Receipt, b: &crate::evidence::Receipt) -> bool {
-    let crate::evidence::Receipt {
-        vantage,
-        at,
-        sha256,
-        tx,
-        detail,
-    } = a;
-    *detail == b.detail
-        && *tx == b.tx
-        && *sha256 == b.sha256
-        && *at == b.at
-        && *vantage == b.vantage
-}
-
 /// The history entries of one run, numbered `first_seq`, `first_seq + 1`, ... in the order the
 /// run produced them (checks in rubric order, samples in the order they were taken): entries of
 /// one run share its time, and `seq` is what orders them. `paid_run` is true when the run made a
@@ -64,29 +45,8 @@ pub fn run_entries(
 }
 
 /// Each result's [`receipt_digest`], in order.
-fn receipt_digests(results: &[CheckResult]) -> Vec<String> {
-    // The receipts without a detail digested so far: the checks a run did not measure (the paid
-    // ones of a free run, those needing history) share one, digested once. A receipt with a
-    // detail is its check's own, digested without looking for its like.
-    let mut digested: Vec<(&crate::evidence::Receipt, usize)> = Vec::new();
-    let mut digests: Vec<String> = Vec::with_capacity(results.len());
-    for r in results {
-        if !r.receipt.detail.is_null() {
-            digests.push(receipt_digest(&r.receipt));
-            continue;
-        }
-        match digested
-            .iter()
-            .find(|(seen, _)| same_receipt(seen, &r.receipt))
-        {
-            Some((_, at)) => digests.push(digests[*at].clone()),
-            None => {
-                digested.push((&r.receipt, digests.len()));
-                digests.push(receipt_digest(&r.receipt));
-            }
-        }
-    }
-    digests
+pub fn receipt_digests(results: &[CheckResult]) -> Vec<String> {
+    results.iter().map(|r| receipt_digest(&r.receipt)).collect()
 }
 
 /// [`run_entries`] with each result's receipt digest given (`receipts[i]` is `results[i]`'s, as
@@ -323,32 +283,35 @@ mod tests {
         assert_eq!(inputs.history[1].outcome, Outcome::Fail);
     }
 
+    /// The daemon's rows, named by the digests of its one rendering of the results, are the rows
+    /// every reader (`recompute`, the folded state) makes from the results alone.
     #[test]
-    fn each_entry_names_its_own_receipt_when_receipts_repeat() {
+    fn rows_named_from_one_rendering_are_the_rows_made_from_the_results() {
         let rubric = Rubric::embedded_default();
         let mut results = vec![
+            result(
+                "R1",
+                Outcome::Fail,
+                json!({"samples": [{"outcome": "pass"}, {"outcome": "fail"}]}),
+            ),
             result("C1", Outcome::Pass, Value::Null),
             result("C2", Outcome::Pass, json!({"rule": "a"})),
             result("H2", Outcome::Unmeasured, Value::Null),
             result("R4", Outcome::Unmeasured, Value::Null),
-            result("C3", Outcome::Pass, json!({"rule": "a"})),
-            result("C4", Outcome::Pass, json!({"rule": "b"})),
         ];
-        // Equal but for one hash, or for the time: digested apart.
-        results[3]
+        results[1]
             .receipt
             .sha256
             .insert("402.body".into(), "ab".repeat(32));
-        results[5].receipt.at = "2026-11-29T00:00:01Z".into();
-        let entries = run_entries(&results, &rubric, false, "r0", 0);
-        assert_eq!(entries.len(), results.len());
-        for (entry, r) in entries.iter().zip(&results) {
-            assert_eq!(entry.receipt, receipt_digest(&r.receipt), "{}", r.id);
+        results[4].value = Some(12.5);
+        let digests = crate::ledger::stored::results_digests(&results);
+        assert_eq!(digests.receipts, receipt_digests(&results));
+        for paid_run in [false, true] {
+            assert_eq!(
+                run_entries_digested(&results, &digests.receipts, &rubric, paid_run, "r0", 7),
+                run_entries(&results, &rubric, paid_run, "r0", 7)
+            );
         }
-        assert_eq!(entries[0].receipt, entries[2].receipt);
-        assert_eq!(entries[1].receipt, entries[4].receipt);
-        assert_ne!(entries[0].receipt, entries[3].receipt);
-        assert_ne!(entries[1].receipt, entries[5].receipt);
     }
 
     #[test]

@@ -846,14 +846,11 @@ fn run_index_of(run_id: String, declared: Option<Declared>) -> crate::store::Ind
 /// A run's history entries numbered from 0 (made once: a row's seq is its ledger entry's seq
 /// times [`SEQ_STRIDE`] plus its own, [`rows_at`]), for its index and its subject's state.
 pub fn run_rows(rubric: &Rubric, record: &RunRecord) -> Arc<[HistoryEntry]> {
-    run_entries(
-        &record.results,
+    run_rows_digested(
         rubric,
-        record.payment_sent(),
-        &record.revision,
-        0,
+        record,
+        &crate::history::receipt_digests(&record.results),
     )
-    .into()
 }
 
 /// [`run_rows`] with the receipts' digests given (`ledger::stored::results_digests`).

@@ -578,46 +578,6 @@ thread_local! {
     static READER_USED: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
     static OBSERVATION_COMPRESSOR: KeptCompressor = const { std::cell::RefCell::new(None) };
     static PLAIN_COMPRESSOR: KeptCompressor = const { std::cell::RefCell::new(None) };
-    /// The kept forms of the repeated blobs this thread made last, by address.
-    static REPEATED_KEPT: std::cell::RefCell<RepeatedKept> =
-        std::cell::RefCell::new(RepeatedKept::default());
-}
-
-/// Repeated blobs (a body, a header set, a chain) come back: the same host's chain and header
-/// set in every subject's runs, the same 402 in a subject's runs. Their kept form is a function
-/// of their bytes, so the last ones made are kept by address and not compressed again; what is
-/// written is the same. At most [`REPEATED_KEPT_BYTES`] a thread, then it starts over.
-#[derive(Default)]
-struct RepeatedKept {
-    /// Address -> codec and kept bytes (empty for a blob kept raw: its own bytes are the form).
-    forms: std::collections::HashMap<[u8; 32], (i64, Vec<u8>)>,
-    bytes: usize,
-}
-
-const REPEATED_KEPT_BYTES: usize = 4 << 20;
-
-impl RepeatedKept {
-    fn get(&self, sha256: &[u8; 32], bytes: &[u8]) -> Option<(i64, Vec<u8>)> {
-        let (codec, kept) = self.forms.get(sha256)?;
-        Some(match *codec {
-            CODEC_RAW => (CODEC_RAW, bytes.to_vec()),
-            codec => (codec, kept.clone()),
-        })
-    }
-
-    fn put(&mut self, sha256: [u8; 32], codec: i64, kept: &[u8], limit: usize) {
-        let form = if codec == CODEC_RAW {
-            Vec::new()
-        } else {
-            kept.to_vec()
-        };
-        if self.bytes + form.len() > limit {
-            self.forms.clear();
-            self.bytes = 0;
-        }
-        self.bytes += form.len();
-        self.forms.insert(sha256, (codec, form));
-    }
 }
 
 /// `bytes` compressed by this thread's context in `kept` (made by `make` on first use).
@@ -668,28 +628,6 @@ impl KeptBlob {
     }
 
     pub fn new(blob: NewBlob) -> KeptBlob {
-        if blob.kind != BlobKind::Repeated {
-            return KeptBlob::compressed(blob);
-        }
-        let seen = REPEATED_KEPT.with(|kept| kept.borrow().get(&blob.sha256, &blob.bytes));
-        if let Some((codec, bytes)) = seen {
-            return KeptBlob {
-                sha256: blob.sha256,
-                codec,
-                bytes,
-            };
-        }
-        let kept = KeptBlob::compressed(blob);
-        REPEATED_KEPT.with(|forms| {
-            forms
-                .borrow_mut()
-                .put(kept.sha256, kept.codec, &kept.bytes, REPEATED_KEPT_BYTES)
-        });
-        kept
-    }
-
-    /// The blob compressed now (kept raw when that is not smaller).
-    fn compressed(blob: NewBlob) -> KeptBlob {
         let NewBlob {
             sha256,
             bytes,
@@ -3753,55 +3691,6 @@ mod tests {
                 detail: format!("probe at {at_ms}"),
             }),
         )
-    }
-
-    #[test]
-    fn a_repeated_blob_is_kept_alike_made_or_remembered() {
-        use sha2::{Digest, Sha256};
-        let compressible = br#"{"x402Version":2,"accepts":[{"scheme":"exact"}]}"#.repeat(20);
-        let mut seed = 1u64;
-        let noise: Vec<u8> = (0..600)
-            .map(|_| {
-                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-                (seed >> 56) as u8
-            })
-            .collect();
-        for (bytes, codec) in [(compressible, CODEC_ZSTD), (noise, CODEC_RAW)] {
-            let blob = || NewBlob {
-                sha256: Sha256::digest(&bytes).into(),
-                bytes: bytes.clone(),
-                kind: BlobKind::Repeated,
-            };
-            let made = KeptBlob::new(blob());
-            let remembered = KeptBlob::new(blob());
-            assert_eq!(made.codec, codec);
-            assert_eq!(
-                (remembered.codec, &remembered.bytes),
-                (made.codec, &made.bytes)
-            );
-            let read = decode_blob(remembered.codec, remembered.bytes.clone(), &|_| None);
-            assert_eq!(read.as_deref(), Some(bytes.as_slice()));
-        }
-    }
-
-    #[test]
-    fn remembered_forms_start_over_past_their_limit_and_a_raw_one_is_its_own_bytes() {
-        let mut kept = RepeatedKept::default();
-        kept.put([1; 32], CODEC_ZSTD, &[7u8; 60], 100);
-        assert_eq!(
-            kept.get(&[1; 32], b"ignored"),
-            Some((CODEC_ZSTD, vec![7u8; 60]))
-        );
-        kept.put([2; 32], CODEC_ZSTD, &[8u8; 60], 100);
-        assert_eq!(kept.get(&[1; 32], b""), None);
-        assert_eq!(kept.get(&[2; 32], b""), Some((CODEC_ZSTD, vec![8u8; 60])));
-        assert!(kept.bytes <= 100);
-        kept.put([3; 32], CODEC_RAW, b"raw bytes", 100);
-        assert_eq!(
-            kept.get(&[3; 32], b"raw bytes"),
-            Some((CODEC_RAW, b"raw bytes".to_vec()))
-        );
-        assert_eq!(kept.get(&[4; 32], b""), None);
     }
 
     /// A thread's reads keep to one connection of the pool (its page cache holds what the
