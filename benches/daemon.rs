@@ -864,14 +864,9 @@ enabled = false
         (per_run - as_daemon.client_cpu * REQUESTS_PER_RUN) * 1e3
     );
     println!(
-        "    against a run's fetches as the daemon spaces them: {REQUESTS_PER_RUN} fetches {:.2} ms + the rest {:.2} ms (goal: at most 1 ms: {})",
+        "    against a run's fetches as the daemon spaces them: {REQUESTS_PER_RUN} fetches {:.2} ms + the rest {:.2} ms (an upper bound: the later runs' CPU and their fetches are counted as first runs' rest; the line below is the goal's figure)",
         as_runs.client_cpu * REQUESTS_PER_RUN * 1e3,
         (per_run - as_runs.client_cpu * REQUESTS_PER_RUN) * 1e3,
-        if per_run - as_runs.client_cpu * REQUESTS_PER_RUN <= 1e-3 {
-            "met"
-        } else {
-            "NOT met"
-        }
     );
     // Every run the daemon made, against every request the servers saw: the runs that landed
     // (first and later) share the daemon's CPU, and the fetches are those the servers answered
