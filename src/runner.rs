@@ -4,14 +4,14 @@
 
 use serde_json::Value;
 
-use crate::checks::free::evaluate_free;
+use crate::checks::free::{evaluate_free, evaluate_free_parsed};
 use crate::evidence::CheckResult;
 use crate::evidence::paid::PaymentCarrier;
 use crate::evidence::paid::{RefundPlan, RefundSeen};
 use crate::history::{SubjectFacts, inputs_document, quoted_price_usd, run_entries};
 use crate::observation::FreeObservation;
 use crate::paid::steps::requote_parsed;
-use crate::probe::free::{FreeProbeConfig, probe_free};
+use crate::probe::free::{FreeProbeConfig, PeerFetches, probe_free_parsed};
 use crate::probe::mcp::{McpRun, probe_mcp};
 use crate::probe::paid::{PaidContext, PaidObservation, paid_call};
 use crate::probe::refund::watch_refund;
@@ -104,8 +104,8 @@ pub fn merge_refund(rubric: &Rubric, out: &mut RunOutput, refund: RefundSeen) {
 
 /// The free part of a run (no wallet involved: runs for many subjects can go concurrently).
 pub async fn free_run(cfg: &FreeProbeConfig, rubric: &Rubric, url: &str, now: i64) -> RunOutput {
-    let free = probe_free(cfg, url, now).await;
-    let results = evaluate_free(&free, rubric);
+    let (free, first_parse) = probe_free_parsed(cfg, url, now, PeerFetches::Make).await;
+    let results = evaluate_free_parsed(&free, rubric, first_parse);
     RunOutput {
         free,
         paid: None,

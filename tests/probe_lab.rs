@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use x402_lab::scenarios::READINESS_FREE;
 use x402_lab::{Lab, LabOptions};
-use x402_probe::checks::free::evaluate_free;
-use x402_probe::probe::free::{FreeProbeConfig, probe_free};
+use x402_probe::checks::free::{evaluate_free, evaluate_free_parsed};
+use x402_probe::probe::free::{FreeProbeConfig, PeerFetches, probe_free_parsed};
 use x402_probe::probe::http::FetchConfig;
 use x402_probe::probe::rpc::Rpc;
 use x402_probe::probe::solana_rpc::SolanaRpc;
@@ -55,8 +55,9 @@ async fn every_free_check_agrees_with_the_lab_on_every_scenario() {
         let (cfg, url, name) = (cfg.clone(), e.url.clone(), e.scenario.name);
         runs.spawn(async move {
             let started = std::time::Instant::now();
-            let observation = probe_free(&cfg, &url, now).await;
-            (name, observation, started.elapsed())
+            let (observation, first_parse) =
+                probe_free_parsed(&cfg, &url, now, PeerFetches::Make).await;
+            (name, observation, first_parse, started.elapsed())
         });
     }
     let mut disagreements = Vec::new();
@@ -64,15 +65,54 @@ async fn every_free_check_agrees_with_the_lab_on_every_scenario() {
     let readiness_rubric = ReadinessRubric::embedded();
     let mut readiness_compared = 0;
     let mut findings_compared = 0;
+    // The prober's parse of each first answer, handed to the checks: taken for that answer, it
+    // gives the results a parse of the observation alone gives; a parse of another scenario's
+    // answer is never taken for this one's.
+    let mut parse_taken = 0;
+    let mut other_answer: Option<x402_probe::probe::http::HttpResponse> = None;
     while let Some(joined) = runs.join_next().await {
-        let (name, observation, elapsed) = joined.unwrap();
+        let (name, observation, first_parse, elapsed) = joined.unwrap();
+        let alone = evaluate_free(&observation, &rubric);
+        let first = observation
+            .samples
+            .first()
+            .and_then(|s| s.exchange.response.clone());
+        if let (Some(parse), Some(answer)) = (&first_parse, &first) {
+            let again = x402_probe::x402::parse::parse_payment_required(
+                answer.status,
+                &answer.headers,
+                &answer.body,
+            );
+            assert_eq!(
+                format!("{:?}", parse.parsed()),
+                format!("{again:?}"),
+                "{name}"
+            );
+            parse_taken += 1;
+        }
+        assert_eq!(
+            evaluate_free_parsed(&observation, &rubric, first_parse),
+            alone,
+            "{name}: the checks with the prober's parse"
+        );
+        if let Some(other) = &other_answer {
+            let wrong = x402_probe::x402::parse::ResponseParse::of(other);
+            assert_eq!(
+                evaluate_free_parsed(&observation, &rubric, Some(wrong)),
+                alone,
+                "{name}: the checks given another scenario's parse"
+            );
+        }
+        if first.is_some() {
+            other_answer = first;
+        }
         // Hostile endpoints end as findings within the prober's bounds: per request at most the
         // first-byte (10 s) plus the whole-body (15 s) deadlines, for 2 samples and the operator file.
         assert!(
             elapsed < Duration::from_secs(3 * 25),
             "{name} took {elapsed:?}"
         );
-        let results: BTreeMap<String, _> = evaluate_free(&observation, &rubric)
+        let results: BTreeMap<String, _> = alone
             .into_iter()
             .map(|r| (r.id.as_str().to_string(), r))
             .collect();
@@ -167,6 +207,10 @@ async fn every_free_check_agrees_with_the_lab_on_every_scenario() {
             }
         }
     }
+    assert!(
+        parse_taken > 40,
+        "the prober parsed only {parse_taken} first answers"
+    );
     assert!(compared > 300, "compared only {compared} expectations");
     assert!(
         findings_compared >= 12,

@@ -21,7 +21,7 @@ use crate::rubric::{Kind, Rubric};
 use crate::score::curve::interpolate;
 use crate::x402::mcp;
 use crate::x402::network::{AddressKind, address_kind};
-use crate::x402::parse::parse_payment_required;
+use crate::x402::parse::{ResponseParse, parse_payment_required};
 use crate::x402::types::{Parsed402, PaymentRequired, Requirement, Source, printable_prefix};
 
 /// R1's bound: a response head within 10 s.
@@ -37,7 +37,18 @@ pub const CURVE_PASS_POINTS: f64 = 50.0;
 
 /// Evaluate every rubric check against a free run, in rubric order.
 pub fn evaluate_free(obs: &FreeObservation, rubric: &Rubric) -> Vec<CheckResult> {
-    results_of(&Run::new(obs), rubric)
+    results_of(&Run::new(obs, None), rubric)
+}
+
+/// [`evaluate_free`], taking the prober's parse of a sample's answer (`probe::free`) where it is
+/// the parse of the run's primary response, rather than parsing that response again. The results
+/// are [`evaluate_free`]'s: a parse made from other bytes is not used.
+pub fn evaluate_free_parsed(
+    obs: &FreeObservation,
+    rubric: &Rubric,
+    first_parse: Option<ResponseParse>,
+) -> Vec<CheckResult> {
+    results_of(&Run::new(obs, first_parse), rubric)
 }
 
 /// [`evaluate_free`], and what the run saw the subject declare
@@ -46,8 +57,9 @@ pub fn evaluate_free_declared(
     obs: &FreeObservation,
     rubric: &Rubric,
     at_ms: i64,
+    first_parse: Option<ResponseParse>,
 ) -> (Vec<CheckResult>, Option<crate::checks::history::Declared>) {
-    let run = Run::new(obs);
+    let run = Run::new(obs, first_parse);
     let declared = match obs.mcp {
         // The checks read an MCP tool's answer as MCP; the declaration reads the 402 parser's.
         Some(_) => crate::checks::history::declared(obs, at_ms),
@@ -167,11 +179,19 @@ struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
-    fn new(obs: &'a FreeObservation) -> Run<'a> {
+    /// `first_parse`: the prober's parse of one answer, used when it was made from the primary
+    /// response's very bytes (and never for an MCP tool, whose answers the checks read as MCP).
+    fn new(obs: &'a FreeObservation, first_parse: Option<ResponseParse>) -> Run<'a> {
         let seen: Vec<Seen> = obs.samples.iter().map(Seen::new).collect();
         let primary_seen = seen.iter().find(|s| s.usable.is_some());
         let primary = primary_seen.and_then(|s| s.usable);
-        let parsed = primary_seen.and_then(|s| Some(parse_answer(obs, s.request_body, s.usable?)));
+        let parsed = primary_seen.and_then(|s| {
+            let response = s.usable?;
+            let given = first_parse
+                .filter(|_| obs.mcp.is_none())
+                .and_then(|p| p.into_parse_of(response));
+            Some(given.unwrap_or_else(|| parse_answer(obs, s.request_body, response)))
+        });
         Run {
             obs,
             seen,

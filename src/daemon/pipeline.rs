@@ -300,7 +300,7 @@ pub(crate) async fn run_subject(
 ) -> RunDone {
     let started_ms = shared.clock.now_ms();
     let peer_fetches = peer_fetches_due(&shared, &url, started_ms);
-    let mut free = probe_subject(
+    let (mut free, first_parse) = probe_subject(
         &shared.free,
         &url,
         started_ms.div_euclid(1000),
@@ -329,8 +329,10 @@ pub(crate) async fn run_subject(
     let reached = free.samples.iter().any(|s| s.exchange.response.is_some());
     let rpc = RpcRead::of(&free);
     let retry_after = retry_after_ms(&free);
-    // The free checks, and what the run saw the subject declare, from one parse of its 402.
-    let (results, declared_now) = evaluate_free_declared(&free, &shared.rubric, started_ms);
+    // The free checks, and what the run saw the subject declare, from one parse of its 402 (the
+    // prober's, which the checks take only for the bytes it was made from).
+    let (results, declared_now) =
+        evaluate_free_declared(&free, &shared.rubric, started_ms, first_parse);
     // What the results derive to, kept for the run's stored form (which would derive them again).
     let derived = results.clone();
     let mut out = RunOutput {

@@ -27,7 +27,7 @@ use crate::probe::http::{Exchange, FetchConfig, FetchRequest, canonical_subject_
 use crate::probe::rpc::Rpc;
 use crate::probe::solana_rpc::SolanaRpc;
 use crate::x402::catalogue::{item_resource, read_page};
-use crate::x402::parse::parse_payment_required;
+use crate::x402::parse::ResponseParse;
 use crate::x402::solana::{SolanaAddress, SolanaNetwork};
 use crate::x402::types::PaymentRequired;
 
@@ -108,6 +108,8 @@ struct SubjectSeen {
     chain: ChainSeen,
     solana: SolanaSeen,
     peers: PeersSeen,
+    /// The first sample's parse, handed on to the checks.
+    first_parse: Option<ResponseParse>,
 }
 
 /// Whether a free run makes the findings' fetches (`probes/findings/`) after a clean 402. The
@@ -135,6 +137,17 @@ pub async fn probe_free_with(
     now: i64,
     peer_fetches: PeerFetches,
 ) -> FreeObservation {
+    probe_free_parsed(cfg, url, now, peer_fetches).await.0
+}
+
+/// [`probe_free_with`], and the prober's parse of the first sample's answer, for the checks
+/// (`checks::free::evaluate_free_parsed`) so that they do not parse it again.
+pub async fn probe_free_parsed(
+    cfg: &FreeProbeConfig,
+    url: &str,
+    now: i64,
+    peer_fetches: PeerFetches,
+) -> (FreeObservation, Option<ResponseParse>) {
     let deadline = Instant::now() + cfg.deadline;
     let listing = async {
         match &cfg.listing {
@@ -160,7 +173,7 @@ pub async fn probe_free_with(
             samples_planned: planned,
             operator_file_not_read: seen.operator_file_not_read,
         });
-    FreeObservation {
+    let observation = FreeObservation {
         subject: url.to_string(),
         vantage: cfg.vantage.clone(),
         at: now,
@@ -178,7 +191,8 @@ pub async fn probe_free_with(
             PeerFetches::Make => Some(seen.peers),
             PeerFetches::Skip => None,
         },
-    }
+    };
+    (observation, seen.first_parse)
 }
 
 /// The samples, then the operator file, all by `deadline`; the chain reads beside the later
@@ -199,18 +213,18 @@ async fn probe_subject(
             chain: chain_not_read(cfg),
             solana: solana_not_read(cfg),
             peers: PeersSeen::skipped(DEADLINE_FIRST),
+            first_parse: None,
         };
     };
-    let quote = exchange
-        .response
+    let first_parse = exchange.response.as_ref().map(ResponseParse::of);
+    let quote = first_parse
         .as_ref()
-        .and_then(|r| parse_payment_required(r.status, &r.headers, &r.body).required);
-    let documented = quote.as_ref().and_then(|q| documented_request(url, q));
+        .and_then(|p| p.parsed().required.as_ref());
+    let documented = quote.and_then(|q| documented_request(url, q));
     // The findings' fetches follow a clean 402 only: an endpoint that does not answer one (or
     // answers slowly, hugely, endlessly) costs no more requests than the checks make.
     let peers_plan = match (&exchange.response, &exchange.error) {
         (Some(r), None) if r.status == 402 => Ok(quote
-            .as_ref()
             .and_then(crate::checks::findings::self_description)
             .is_some()),
         _ => Err("the first unpaid request got no complete 402"),
@@ -223,7 +237,7 @@ async fn probe_subject(
     let chain = async {
         match &cfg.rpc {
             None => ChainSeen::NoRpc,
-            Some(rpc) => match timeout_at(deadline, read_chain(rpc, quote.as_ref())).await {
+            Some(rpc) => match timeout_at(deadline, read_chain(rpc, quote)).await {
                 Ok(chain) => chain,
                 Err(_) => chain_not_read(cfg),
             },
@@ -232,7 +246,7 @@ async fn probe_subject(
     let solana = async {
         match &cfg.solana_rpc {
             None => SolanaSeen::NoRpc,
-            Some(rpc) => match timeout_at(deadline, read_solana(rpc, quote.as_ref())).await {
+            Some(rpc) => match timeout_at(deadline, read_solana(rpc, quote)).await {
                 Ok(solana) => solana,
                 Err(_) => solana_not_read(cfg),
             },
@@ -288,6 +302,7 @@ async fn probe_subject(
         chain,
         solana,
         peers,
+        first_parse,
     }
 }
 

@@ -28,6 +28,7 @@ use crate::x402::mcp::{
     STATELESS_PROTOCOL_VERSION, Tool,
 };
 use crate::x402::operator::OPERATOR_FILE_PATH;
+use crate::x402::parse::ResponseParse;
 use crate::x402::types::Deviation;
 
 /// Everything one probe of an MCP server saw.
@@ -382,17 +383,24 @@ pub async fn probe_mcp(cfg: &FreeProbeConfig, subject: &McpSubject, now: i64) ->
 /// One free run of a subject, whichever it is: an MCP tool's key (`mcp+...#tool`) through
 /// [`probe_mcp`], every other URL through `probe::free`. An MCP tool the run could not call (no
 /// tool list, the tool not listed or destructive-looking) is observed with the conversation's
-/// requests as its samples, so its free checks say what the server answered.
+/// requests as its samples, so its free checks say what the server answered. With the prober's
+/// parse of an HTTP subject's first answer, for its checks (none for an MCP tool: its checks read
+/// its answers as MCP).
 pub async fn probe_subject(
     cfg: &FreeProbeConfig,
     url: &str,
     now: i64,
     peer_fetches: super::free::PeerFetches,
-) -> FreeObservation {
+) -> (FreeObservation, Option<ResponseParse>) {
     let subject = match McpSubject::parse(url) {
         Some(Ok(subject)) if subject.tool.is_some() => subject,
-        _ => return super::free::probe_free_with(cfg, url, now, peer_fetches).await,
+        _ => return super::free::probe_free_parsed(cfg, url, now, peer_fetches).await,
     };
+    (probe_tool(cfg, subject, now).await, None)
+}
+
+/// An MCP tool's free run: its paid tool's unpaid answer, or the conversation's requests.
+async fn probe_tool(cfg: &FreeProbeConfig, subject: McpSubject, now: i64) -> FreeObservation {
     let mut run = probe_mcp(cfg, &subject, now).await;
     if !run.paid.is_empty() {
         return run.paid.swap_remove(0);

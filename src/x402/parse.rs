@@ -21,6 +21,7 @@ use super::types::{
 };
 pub use crate::budget::{MAX_ACCEPTS_ENTRIES, MAX_BODY_BYTES, MAX_HEADER_DECODED_BYTES};
 use crate::budget::{MAX_JSON_DEPTH, MAX_JSON_VALUES, MAX_QUOTED_VALUE_CHARS};
+use crate::evidence::http::HttpResponse;
 
 /// Schemes this build knows. Other schemes are recorded (`scheme.unknown`) and not paid.
 pub const KNOWN_SCHEMES: &[&str] = &["exact", "upto"];
@@ -33,6 +34,44 @@ pub const MAX_TIMEOUT_RANGE: std::ops::RangeInclusive<u64> = 30..=3600;
 pub const PAYMENT_REQUIRED_HEADER: &str = "payment-required";
 pub const PAYMENT_RESPONSE_HEADER: &str = "payment-response";
 pub const X_PAYMENT_RESPONSE_HEADER: &str = "x-payment-response";
+
+/// The parse of one response, kept with what it was made from. The prober parses its first
+/// sample's 402 (for the documented request and the chain reads) and hands that parse on; the
+/// checks take it instead of parsing the same bytes again, and only for a response with the very
+/// status, headers and body it was made from ([`ResponseParse::into_parse_of`]): what they
+/// conclude stays a function of the observation alone.
+#[derive(Debug)]
+pub struct ResponseParse {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body_sha256: String,
+    parsed: Parsed402,
+}
+
+impl ResponseParse {
+    pub fn of(response: &HttpResponse) -> ResponseParse {
+        ResponseParse {
+            status: response.status,
+            headers: response.headers.clone(),
+            body_sha256: response.body_sha256.clone(),
+            parsed: parse_payment_required(response.status, &response.headers, &response.body),
+        }
+    }
+
+    pub fn parsed(&self) -> &Parsed402 {
+        &self.parsed
+    }
+
+    /// The parse, when `response` has the status, headers and body (held here, not stored apart)
+    /// it was made from: what [`parse_payment_required`] would make of it. `None` otherwise.
+    pub fn into_parse_of(self, response: &HttpResponse) -> Option<Parsed402> {
+        let same = !response.body_stored_apart
+            && response.status == self.status
+            && response.body_sha256 == self.body_sha256
+            && response.headers == self.headers;
+        same.then_some(self.parsed)
+    }
+}
 
 /// Read an unpaid response. `headers` are `(name, value)` pairs; names are compared without regard
 /// to case. Never panics and never fails: what could not be read is in `deviations`. The work is
@@ -1354,5 +1393,49 @@ mod tests {
         assert!(!parsed.success);
         assert_eq!(parsed.error_reason.as_deref(), Some("insufficient_funds"));
         assert_eq!(parsed.header_name, "x-payment-response");
+    }
+}
+
+#[cfg(test)]
+mod response_parse_tests {
+    use super::*;
+
+    fn answer(status: u16, headers: &[(&str, &str)], body: &str) -> HttpResponse {
+        let headers = headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        HttpResponse::new(status, headers, body.as_bytes().to_vec(), false, 0)
+    }
+
+    /// A parse is handed on only for the answer it was made from: any other status, header set
+    /// or body, or a body stored apart (empty here), gets `None`, so the caller parses.
+    #[test]
+    fn a_parse_is_taken_only_for_the_bytes_it_was_made_from() {
+        let body = r#"{"x402Version":1,"accepts":[{"scheme":"exact","network":"base","maxAmountRequired":"1000","resource":"https://a.example/x","payTo":"0x1111111111111111111111111111111111111111","asset":"0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913","maxTimeoutSeconds":60}]}"#;
+        let headers = [("content-type", "application/json")];
+        let made_from = answer(402, &headers, body);
+        let same = answer(402, &headers, body);
+        let taken = ResponseParse::of(&made_from).into_parse_of(&same);
+        let again = parse_payment_required(same.status, &same.headers, &same.body);
+        assert_eq!(format!("{taken:?}"), format!("{:?}", Some(again)));
+
+        let others = [
+            answer(200, &headers, body),
+            answer(402, &[("content-type", "text/plain")], body),
+            answer(402, &headers, &body.replace("1000", "2000")),
+            answer(402, &[], body),
+            HttpResponse {
+                body: Vec::new(),
+                body_stored_apart: true,
+                ..answer(402, &headers, body)
+            },
+        ];
+        for other in &others {
+            assert!(
+                ResponseParse::of(&made_from).into_parse_of(other).is_none(),
+                "{other:?}"
+            );
+        }
     }
 }
