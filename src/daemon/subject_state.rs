@@ -175,13 +175,18 @@ pub struct StateRow {
     pub days_from: i64,
 }
 
-/// One day of a stored state: its summary's JSON and the SHA-256 of it.
+/// One day of a stored state: its summary's JSON as kept (packed: zstd-compressed when that is
+/// smaller, `store::packed`; the largest row a score writes, about 5 KB of JSON a day) and the
+/// SHA-256 of the JSON.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DayRow {
     pub day: i64,
     pub sha256: [u8; 32],
     pub body: Vec<u8>,
 }
+
+/// The most a day's summary may unpack to (a day of runs every second is a few megabytes).
+const MAX_DAY_BYTES: usize = 256 << 20;
 
 impl SubjectState {
     pub fn new() -> SubjectState {
@@ -439,13 +444,13 @@ impl SubjectState {
             let Some(summary) = self.days.get(&day) else {
                 continue;
             };
-            let body = serde_json::to_vec(summary).unwrap_or_default();
-            let sha = sha256(&body);
+            let json = serde_json::to_vec(summary).unwrap_or_default();
+            let sha = sha256(&json);
             self.day_sha256.insert(day, hex::encode(sha));
             days.push(DayRow {
                 day,
                 sha256: sha,
-                body,
+                body: crate::store::packed::pack(&json),
             });
         }
         let body = serde_json::to_vec(&*self).unwrap_or_default();
@@ -486,8 +491,10 @@ impl SubjectState {
             )));
         }
         for day in &row.days {
-            if state.day_sha256.get(&day.day) != Some(&hex::encode(sha256(&day.body)))
-                || day.sha256 != sha256(&day.body)
+            // A body that does not unpack is a body that does not match its digest.
+            let json = crate::store::packed::unpack(&day.body, MAX_DAY_BYTES).unwrap_or_default();
+            if state.day_sha256.get(&day.day) != Some(&hex::encode(sha256(&json)))
+                || day.sha256 != sha256(&json)
             {
                 if day.day < state.window_from || !state.day_sha256.contains_key(&day.day) {
                     continue; // a day the state no longer holds
@@ -497,7 +504,7 @@ impl SubjectState {
                 });
             }
             let summary: DaySummary =
-                serde_json::from_slice(&day.body).map_err(|e| decode(e.to_string()))?;
+                serde_json::from_slice(&json).map_err(|e| decode(e.to_string()))?;
             state.days.insert(day.day, summary);
         }
         if state.days.len() != state.day_sha256.len() {
@@ -955,5 +962,43 @@ mod tests {
         let mut moved = row;
         moved.through_seq = 8;
         assert!(SubjectState::from_row(&moved).is_err());
+    }
+
+    /// A day's JSON is kept packed when that is smaller, and its digest names the JSON: a packed
+    /// day reads back, a day kept as plain JSON (as written before packing) reads back alike, and
+    /// a packed day damaged anywhere is refused.
+    #[test]
+    fn a_day_is_kept_packed_and_its_digest_names_its_json() {
+        let mut state = with_cells(7, 200);
+        state.dirty.insert(0);
+        let row = state.to_row("https://s.example/x");
+        let day = &row.days[0];
+        assert!(day.body.starts_with(&crate::store::packed::ZSTD_MAGIC));
+        let json = serde_json::to_vec(&state.days[&0]).unwrap();
+        assert!(
+            day.body.len() * 3 < json.len(),
+            "{} of {}",
+            day.body.len(),
+            json.len()
+        );
+        assert_eq!(day.sha256, sha256(&json));
+        assert_eq!(SubjectState::from_row(&row).unwrap().days, state.days);
+
+        let mut plain = row.clone();
+        plain.days[0].body = json;
+        assert_eq!(SubjectState::from_row(&plain).unwrap().days, state.days);
+
+        // A damaged day never reads as other evidence: refused, or (a bit zstd ignores) the
+        // very JSON its digest names. Damage inside the compressed data is refused.
+        let mut refused = 0;
+        for at in 0..row.days[0].body.len() {
+            let mut damaged = row.clone();
+            damaged.days[0].body[at] ^= 0x10;
+            match SubjectState::from_row(&damaged) {
+                Ok(read) => assert_eq!(read.days, state.days, "byte {at}"),
+                Err(_) => refused += 1,
+            }
+        }
+        assert!(refused + 8 >= row.days[0].body.len(), "{refused} refused");
     }
 }

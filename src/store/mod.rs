@@ -19,6 +19,7 @@ use crate::score::headline::ScoreHeadline;
 
 pub mod copy;
 pub mod lease;
+pub(crate) mod packed;
 pub mod postgres;
 pub mod sqlite;
 #[cfg(test)]

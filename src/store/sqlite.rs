@@ -11,6 +11,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::packed::{self, KeptCompressor, with_compressor};
 use super::{
     Index, Named, NewEntry, NewOutboxEvent, NewRecord, OutboxRow, OutboxState, OutboxUpdate,
     Prepared, ReadEntry, ScoreRow, Store, StoreError, SubjectRow, SubjectShown, SubjectState,
@@ -568,32 +569,13 @@ fn format_error(path: &Path, found: String) -> StoreError {
 
 const INSERT_BLOB: &str = "INSERT OR IGNORE INTO blob (sha256, codec, bytes) VALUES (?1, ?2, ?3)";
 
-/// What [`KeptBlob::new`] compresses with: a zstd context kept per thread (making one for every
-/// blob was most of a small blob's compression), for the observation dictionary or for none.
-type KeptCompressor = std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>>;
-
 thread_local! {
     /// The read connection this thread took last (an index into a pool of [`READERS`]; a hint
     /// only, so one shared by the stores a process opens is harmless).
     static READER_USED: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+    /// What [`KeptBlob::new`] compresses an observation with (the plain blobs use
+    /// `packed::PLAIN_COMPRESSOR`).
     static OBSERVATION_COMPRESSOR: KeptCompressor = const { std::cell::RefCell::new(None) };
-    static PLAIN_COMPRESSOR: KeptCompressor = const { std::cell::RefCell::new(None) };
-}
-
-/// `bytes` compressed by this thread's context in `kept` (made by `make` on first use).
-fn with_compressor(
-    kept: &'static std::thread::LocalKey<KeptCompressor>,
-    make: impl FnOnce() -> std::io::Result<zstd::bulk::Compressor<'static>>,
-    bytes: &[u8],
-) -> std::io::Result<Vec<u8>> {
-    kept.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        let compressor = match cell.as_mut() {
-            Some(c) => c,
-            None => cell.insert(make()?),
-        };
-        compressor.compress(bytes)
-    })
 }
 
 /// A blob as the store keeps it: its address, its codec and the kept bytes (compressed when
@@ -642,7 +624,7 @@ impl KeptBlob {
             .map(|c| (CODEC_ZSTD_DICTIONARY, c)),
             // What `zstd::bulk::compress` does, with the context kept.
             _ => with_compressor(
-                &PLAIN_COMPRESSOR,
+                &packed::PLAIN_COMPRESSOR,
                 || zstd::bulk::Compressor::new(BLOB_ZSTD_LEVEL),
                 &bytes,
             )
@@ -3138,33 +3120,30 @@ fn put_state_in(
     Ok(())
 }
 
-/// A score document as its row keeps it: compressed with zstd (a document of the day is
-/// rewritten with every score; its JSON repeats its keys and names).
+/// A score document as its row keeps it: packed (a document of the day is rewritten with every
+/// score; its JSON repeats its keys and names).
 fn score_document_kept(document: &[u8]) -> Vec<u8> {
-    let compressed = with_compressor(
-        &PLAIN_COMPRESSOR,
-        || zstd::bulk::Compressor::new(BLOB_ZSTD_LEVEL),
-        document,
-    );
-    match compressed {
-        Ok(c) if c.len() < document.len() => c,
-        _ => document.to_vec(),
-    }
+    packed::pack(document)
 }
 
-/// A score row's document as the readers see it: JSON as kept, or decompressed from a zstd
-/// frame (told apart by its magic number; a JSON document starts with `{`).
+/// A score row's document as the readers see it: JSON as kept, or unpacked.
 fn score_document_read(kept: Vec<u8>) -> rusqlite::Result<Vec<u8>> {
-    if !kept.starts_with(&ZSTD_MAGIC) {
+    if !kept.starts_with(&packed::ZSTD_MAGIC) {
         return Ok(kept);
     }
-    zstd::stream::decode_all(kept.as_slice()).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(4, rusqlite::types::Type::Blob, Box::new(e))
-    })
+    match packed::unpack(&kept, MAX_SCORE_DOCUMENT_BYTES) {
+        Ok(document) => Ok(document.into_owned()),
+        Err(e) => Err(rusqlite::Error::FromSqlConversionFailure(
+            4,
+            rusqlite::types::Type::Blob,
+            Box::new(e),
+        )),
+    }
 }
 
-/// The first bytes of a zstd frame.
-const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+/// The most a score row's document may unpack to (a score document without its inputs is a few
+/// kilobytes).
+const MAX_SCORE_DOCUMENT_BYTES: usize = 64 << 20;
 
 /// Keeps `row` with its headline (`headline`, or derived from the document when not given;
 /// none for a document that does not read back, whose readers name it).
