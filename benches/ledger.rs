@@ -44,12 +44,13 @@ use x402_lab::{Lab, LabOptions};
 use x402_probe::clock::{Clock, ManualClock};
 use x402_probe::config::{DaemonConfig, HistoryDaysRange, Range};
 use x402_probe::daemon::Daemon;
-use x402_probe::daemon::subject_state::{StateRow, SubjectState};
+use x402_probe::daemon::subject_state::SubjectState;
 use x402_probe::evidence::run::RunRecord;
 use x402_probe::ledger::key::ReporterKey;
 use x402_probe::ledger::record::{Record, RecordKind, ScoreRecord};
 use x402_probe::rubric::Rubric;
 use x402_probe::score::headline::ScoreHeadline;
+use x402_probe::store::StateRow;
 use x402_probe::store::sqlite::{SCHEMA_SQL, STORE_FILE};
 use x402_probe::store::{Index, NewEntry, ScoreRow, SqliteStore, Store};
 
@@ -509,7 +510,7 @@ fn score_entry(captured: &Captured, i: usize) -> NewEntry {
     score.as_of_ms += i as i64;
     let row = ScoreRow {
         subject: score.subject.clone(),
-        day: x402_probe::daemon::scoring::day_of(score.as_of_ms),
+        day: x402_probe::clock::day_of(score.as_of_ms),
         as_of_ms: score.as_of_ms,
         seq: 0,
         document: captured.score_document.clone(),
@@ -657,7 +658,7 @@ fn other_record(kind: RecordKind, captured: &Captured, i: usize) -> Record {
         }),
         // One a day; the signed file it names is kept by the verification pass (`SNAPSHOT_FILE`).
         RecordKind::Snapshot => Record::Snapshot(x402_probe::ledger::record::SnapshotRecord {
-            day: x402_probe::daemon::scoring::day_of(at_ms),
+            day: x402_probe::clock::day_of(at_ms),
             at_ms,
             sha256: hex::encode(Sha256::digest(SNAPSHOT_FILE)),
             subjects: 4000,

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use x402_probe::canonical::canonical_bytes_of;
-use x402_probe::daemon::scoring::day_of;
+use x402_probe::clock::day_of;
 use x402_probe::ledger::key::ReporterKey;
 use x402_probe::ledger::record::{Record, RecordKind, ScoreRecord};
 use x402_probe::rubric::Verdict;

@@ -7,9 +7,12 @@
 //! document shows that they were looked for. Entries are the scorer's own typed `HistoryEntry`, so
 //! what is written here is what `score` reads.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::canonical::{canonical_sha256, canonical_sha256_of};
+use crate::evidence::run::RunRecord;
 use crate::evidence::usd::Usd;
 use crate::evidence::{CheckId, CheckResult, Outcome};
 use crate::rubric::{Kind, Rubric};
@@ -167,6 +170,70 @@ pub fn inputs_document(
 /// quote.
 pub fn quoted_price_usd(obs: &crate::observation::FreeObservation) -> Option<Usd> {
     crate::checks::history::declared(obs, 0)?.price_usd()
+}
+
+// ---------------------------------------------------------------- a ledger entry's rows
+
+/// History entries of one ledger entry are numbered `seq * SEQ_STRIDE + i`: the ledger's order,
+/// and room for every entry of a run.
+pub const SEQ_STRIDE: u64 = 1024;
+
+/// A run's history entries numbered from 0 (made once: a row's seq is its ledger entry's seq
+/// times [`SEQ_STRIDE`] plus its own, [`rows_at`]), for its index and its subject's state.
+pub fn run_rows(rubric: &Rubric, record: &RunRecord) -> Arc<[HistoryEntry]> {
+    run_rows_digested(rubric, record, &receipt_digests(&record.results))
+}
+
+/// [`run_rows`] with the receipts' digests given (`ledger::stored::results_digests`).
+pub fn run_rows_digested(
+    rubric: &Rubric,
+    record: &RunRecord,
+    receipts: &[String],
+) -> Arc<[HistoryEntry]> {
+    run_entries_digested(
+        &record.results,
+        receipts,
+        rubric,
+        record.payment_sent(),
+        &record.revision,
+        0,
+    )
+    .into()
+}
+
+/// Rows numbered from 0 ([`run_rows`]) as the rows of ledger entry `seq`: what
+/// [`history_rows`] gives for it.
+pub fn rows_at(rows: &[HistoryEntry], seq: u64) -> impl Iterator<Item = HistoryEntry> + '_ {
+    rows.iter().map(move |row| HistoryEntry {
+        seq: row.seq + seq * SEQ_STRIDE,
+        ..row.clone()
+    })
+}
+
+/// A run's history entries, once its ledger seq is known. The same function serves the daemon's
+/// index and `recompute --ledger`.
+pub fn history_rows(
+    rubric: &Rubric,
+    record: &RunRecord,
+) -> impl FnOnce(u64) -> Vec<HistoryEntry> + Send + 'static {
+    // Made now, in the run's task (each receipt's digest is most of the work), not in the
+    // writer's transaction: only their numbers wait for the entry's seq.
+    let entries = run_entries(
+        &record.results,
+        rubric,
+        record.payment_sent(),
+        &record.revision,
+        0,
+    );
+    move |seq| {
+        entries
+            .into_iter()
+            .map(|e| HistoryEntry {
+                seq: e.seq + seq * SEQ_STRIDE,
+                ..e
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -195,6 +195,26 @@ pub fn canonical_subject_url(url: &str) -> Result<String, String> {
     ))
 }
 
+/// The subject id of a URL: the first 16 bytes of the SHA-256 of the URL exactly as configured
+/// or listed, in lowercase hex (32 characters). Stable for as long as the URL is.
+pub fn subject_id(url: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(&Sha256::digest(url.as_bytes())[..16])
+}
+
+/// How a listing's item is matched to the subject (and the documented request's base): the
+/// subject's canonical URL ([`canonical_subject_url`]) without its query and trailing slash, so a
+/// catalogue that spells the endpoint another way (`127.1`, an upper-case host, `:443`) or adds a
+/// query still lists it. A URL the fetcher cannot read is compared as it is.
+pub fn canonical_resource(url: &str) -> String {
+    // Query and fragment off first, then the canonical form of what is left: a URL that fails to
+    // canonicalise only for its query is still compared by its canonical base, and the result is
+    // its own canonical resource (the url fuzz target holds it to that).
+    let base = url.split(['?', '#']).next().unwrap_or(url);
+    let canonical = canonical_subject_url(base).unwrap_or_else(|_| base.to_string());
+    canonical.trim_end_matches('/').to_string()
+}
+
 /// The prefix that makes a subject an MCP server's tool rather than an HTTP endpoint.
 pub const MCP_SUBJECT_PREFIX: &str = "mcp+";
 
@@ -517,6 +537,32 @@ fn has_scheme(reference: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn canonical_resources() {
+        assert_eq!(
+            canonical_resource("https://a.example/x/?q=1#f"),
+            "https://a.example/x"
+        );
+        assert_eq!(
+            canonical_resource("HTTPS://A.example.:443/v1/../x?q=1"),
+            "https://a.example/x"
+        );
+        // Canonical twice is canonical once, a query the parser refuses included.
+        for url in [
+            "HTTP://A.example/x? y",
+            "http://a.example/%%341/",
+            "http://a.example/",
+            "not a url",
+        ] {
+            let once = canonical_resource(url);
+            assert_eq!(canonical_resource(&once), once, "{url}");
+        }
+        assert_eq!(
+            canonical_resource("HTTP://A.example/x? y"),
+            "http://a.example/x"
+        );
+    }
 
     fn t(url: &str) -> Target {
         Target::parse(url).expect("test URL parses")

@@ -9,7 +9,7 @@
 use std::net::IpAddr;
 
 use libfuzzer_sys::fuzz_target;
-use x402_probe::probe::free::canonical_resource;
+use x402_probe::http_url::canonical_resource;
 use x402_probe::probe::http::{Target, parse_given_url, parse_host};
 
 fuzz_target!(|data: &[u8]| {

@@ -36,7 +36,7 @@ use super::v1::JsonBytes;
 use super::view::{Made, SubjectEntry, SubjectKey, off_runtime};
 use super::{ApiError, ApiState, ClientAddr, ErrorCode};
 use crate::checks::history::Declared;
-use crate::daemon::scoring::rfc3339_ms;
+use crate::clock::rfc3339_ms;
 use crate::store::SubjectState;
 use crate::x402::types::{is_decimal_integer, parse_address_any_case, printable_prefix};
 use crate::x402::{PaymentRequired, Requirement, chain_id_of, parse_payment_required};

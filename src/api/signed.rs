@@ -17,11 +17,8 @@ use sha2::{Digest, Sha256};
 /// The envelope's format name, and the first line of what is signed.
 pub const SIGNED_SCORE_FORMAT: &str = "x402-probe.signed-score/1";
 
-/// The subject id of a URL: the first 16 bytes of the SHA-256 of the URL exactly as configured
-/// or listed, in lowercase hex (32 characters). Stable for as long as the URL is.
-pub fn subject_id(url: &str) -> String {
-    hex::encode(&Sha256::digest(url.as_bytes())[..16])
-}
+// The subject id is the URL's (`http_url`), shared with the daily snapshot.
+pub use crate::http_url::subject_id;
 
 /// A score document signed by the reporter key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -15,8 +15,8 @@ use serde::Serialize;
 use super::types::*;
 use super::view::{SubjectEntry, SubjectKey, off_runtime};
 use super::{ApiError, ApiState, ErrorCode};
+use crate::clock::rfc3339_ms;
 use crate::control::{Command, LoopStatus};
-use crate::daemon::scoring::rfc3339_ms;
 use crate::store::SubjectState;
 
 // ---------------------------------------------------------------------------------------------

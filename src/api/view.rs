@@ -21,7 +21,7 @@ use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
 use super::pages::facts::{DayPoint, Latest, SubjectFacts};
-use super::pages::view::{IndexOrder, IndexQuery};
+use super::pages::order::{IndexOrder, IndexQuery};
 use super::signed::{SignedScore, envelope_parts};
 use super::types::{
     BandView, DailyScore, OutlookView, ScoreHistory, ScoreSummaryView, SubjectReadiness,

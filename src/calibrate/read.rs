@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use super::labels::LabelsDocument;
 use super::table::{Label, Table, day_number};
-use crate::daemon::pipeline::SEQ_STRIDE;
-use crate::daemon::scoring::ms_of;
+use crate::clock::ms_of;
 use crate::evidence::Outcome;
+use crate::history::SEQ_STRIDE;
 use crate::rubric::{CheckId, Kind, Rubric};
 use crate::score::input::HistoryEntry;
 use crate::store::{Store, StoreError};

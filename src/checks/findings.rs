@@ -12,12 +12,13 @@ use alloy::primitives::Address;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::evidence::free::{FreeObservation, Sample};
+use crate::evidence::free::FreeObservation;
 use crate::evidence::http::HttpResponse;
+use crate::evidence::http::Sample;
 use crate::evidence::paid::{Decision, PaidObservation, PaymentCarrier};
 use crate::evidence::{Conclusion, Outcome, Receipt, rfc3339};
+use crate::http_url::canonical_resource;
 use crate::paid::chain::chain_facts;
-use crate::probe::free::canonical_resource;
 use crate::x402::parse::parse_payment_required;
 use crate::x402::types::PaymentRequired;
 

@@ -530,7 +530,7 @@ fn r4(obs: &PaidObservation) -> Conclusion {
                     .with_detail(json!({"status": r.status}))
             }
         }
-        (None, Some(e)) if e.phase == crate::probe::http::Phase::Guard => {
+        (None, Some(e)) if e.phase == crate::evidence::http::Phase::Guard => {
             Conclusion::unmeasured(format!("our address guard refused the request: {e}"))
         }
         (None, error) => Conclusion::fail(format!(
@@ -1561,7 +1561,7 @@ mod tests {
             carrier: Default::default(),
             pending: Vec::new(),
             subject: "https://api.example/weather".into(),
-            request: crate::probe::http::FetchRequest::get("https://api.example/weather"),
+            request: crate::evidence::http::FetchRequest::get("https://api.example/weather"),
             wallet: WALLET,
             started_at: 1_800_000_000,
             quote: Some(quote.clone()),

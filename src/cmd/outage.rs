@@ -54,7 +54,7 @@ pub fn run(args: Args) -> Result<i32> {
 /// Checks a declaration against the rules (pure: `now_ms` given).
 pub fn declared_window(from: &str, to: &str, reason: &str, now_ms: i64) -> Result<OutageRecord> {
     let ms = |what: &str, text: &str| {
-        crate::daemon::scoring::ms_of(text)
+        crate::clock::ms_of(text)
             .with_context(|| format!("--{what} {text:?} is not an RFC 3339 time"))
     };
     let (from_ms, to_ms) = (ms("from", from)?, ms("to", to)?);

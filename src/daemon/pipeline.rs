@@ -8,12 +8,12 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use crate::checks::free::evaluate_free_declared;
 use crate::checks::history::{self, Declared, OutageWindow};
-use crate::clock::Clock;
+use crate::clock::{Clock, day_of};
 use crate::evidence::free::ListingSeen;
 use crate::evidence::paid::{RefundPlan, RefundSeen};
 use crate::evidence::run::{Provenance, RefundRecord, RunRecord, run_id};
 use crate::evidence::{CheckId, CheckResult, Conclusion, Receipt, rfc3339};
-use crate::history::run_entries;
+use crate::history::run_rows_digested;
 use crate::ledger::record::{ControlRecord, Record, RecordKind, RevisionRecord, ScoreRecord};
 use crate::probe::free::FreeProbeConfig;
 use crate::probe::free::PeerFetches;
@@ -23,19 +23,15 @@ use crate::probe::paid::{PaidContext, PaidOptions, PolicySource};
 use crate::probe::rpc::Rpc;
 use crate::rubric::Rubric;
 use crate::runner::RunOutput;
-use crate::score::input::{HistoryEntry, PeerDocument};
+use crate::score::input::PeerDocument;
 use crate::spend::{PayPolicy, SpendStore};
 use crate::store::{Index, NewEntry, ReadEntry, ScoreRow, Store, StoreError};
 use crate::wallet::Wallet;
 
 use super::schedule::{ScoreSummary, retry_after_ms};
-use super::scoring::{self, day_of};
+use super::scoring;
 use super::subject_state::{self, Known, RunFold};
 use super::writer::{Write, Writer};
-
-/// History entries of one ledger entry are numbered `seq * SEQ_STRIDE + i`: the ledger's order,
-/// and room for every entry of a run.
-pub const SEQ_STRIDE: u64 = 1024;
 
 /// What paying needs (absent: the daemon never pays).
 pub struct PayParts {
@@ -150,6 +146,22 @@ pub struct ReadSide {
 pub struct SpendView {
     pub spend: Arc<SpendStore>,
     pub policy: Arc<RwLock<PayPolicy>>,
+}
+
+/// The webhook delivery task works through these parts of the shared state alone.
+impl crate::webhook::deliver::Courier for Shared {
+    fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+    fn wall(&self) -> &dyn Clock {
+        self.wall.as_ref()
+    }
+    fn webhooks(&self) -> &crate::webhook::Webhooks {
+        &self.webhooks
+    }
+    fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.metrics
+    }
 }
 
 impl Shared {
@@ -843,68 +855,6 @@ fn run_index_of(run_id: String, declared: Option<Declared>) -> crate::store::Ind
             .and_then(|d| serde_json::to_vec(d).ok().map(|b| (d.at_ms, b))),
         ..Index::default()
     })
-}
-
-/// A run's history entries numbered from 0 (made once: a row's seq is its ledger entry's seq
-/// times [`SEQ_STRIDE`] plus its own, [`rows_at`]), for its index and its subject's state.
-pub fn run_rows(rubric: &Rubric, record: &RunRecord) -> Arc<[HistoryEntry]> {
-    run_rows_digested(
-        rubric,
-        record,
-        &crate::history::receipt_digests(&record.results),
-    )
-}
-
-/// [`run_rows`] with the receipts' digests given (`ledger::stored::results_digests`).
-fn run_rows_digested(
-    rubric: &Rubric,
-    record: &RunRecord,
-    receipts: &[String],
-) -> Arc<[HistoryEntry]> {
-    crate::history::run_entries_digested(
-        &record.results,
-        receipts,
-        rubric,
-        record.payment_sent(),
-        &record.revision,
-        0,
-    )
-    .into()
-}
-
-/// Rows numbered from 0 ([`run_rows`]) as the rows of ledger entry `seq`: what
-/// [`history_rows`] gives for it.
-pub fn rows_at(rows: &[HistoryEntry], seq: u64) -> impl Iterator<Item = HistoryEntry> + '_ {
-    rows.iter().map(move |row| HistoryEntry {
-        seq: row.seq + seq * SEQ_STRIDE,
-        ..row.clone()
-    })
-}
-
-/// A run's history entries, once its ledger seq is known. The same function serves the daemon's
-/// index and `recompute --ledger`.
-pub fn history_rows(
-    rubric: &Rubric,
-    record: &RunRecord,
-) -> impl FnOnce(u64) -> Vec<HistoryEntry> + Send + 'static {
-    // Made now, in the run's task (each receipt's digest is most of the work), not in the
-    // writer's transaction: only their numbers wait for the entry's seq.
-    let entries = run_entries(
-        &record.results,
-        rubric,
-        record.payment_sent(),
-        &record.revision,
-        0,
-    );
-    move |seq| {
-        entries
-            .into_iter()
-            .map(|e| HistoryEntry {
-                seq: e.seq + seq * SEQ_STRIDE,
-                ..e
-            })
-            .collect()
-    }
 }
 
 /// Rescores `url` as of now from its history: the score's ledger entry (which also keeps the

@@ -11,14 +11,13 @@ use crate::ledger::record::{Record, RecordKind, ScoreRecord};
 use crate::rubric::Rubric;
 use crate::score::Method;
 use crate::score::input::{HistoryEntry, PeerDocument};
-use crate::store::{Store, StoreError};
+use crate::store::{StateRow, Store, StoreError};
 
-use super::pipeline::{SEQ_STRIDE, rows_at, run_rows};
 use super::scoring::{self, SubjectInputs};
 use super::subject_state::{
-    self, FOLDED_KINDS, OutageFold, ScoreAt, StateRow, SubjectState, VantageOutages,
-    rows_of_entries,
+    self, FOLDED_KINDS, OutageFold, ScoreAt, SubjectState, VantageOutages, rows_of_entries,
 };
+use crate::history::{SEQ_STRIDE, rows_at, run_rows};
 
 /// Entries read per page of the pass.
 const PAGE: usize = 512;
@@ -193,7 +192,7 @@ impl RowWindow {
         let keep = self
             .rows
             .iter()
-            .position(|e| scoring::ms_of(&e.at).is_none_or(|at| at >= from_ms))
+            .position(|e| crate::clock::ms_of(&e.at).is_none_or(|at| at >= from_ms))
             .unwrap_or(self.rows.len());
         self.rows.drain(..keep);
     }
@@ -208,7 +207,7 @@ impl RowWindow {
         outages: &[OutageWindow],
     ) -> SubjectInputs {
         let rows = self.rows.iter().map(|row| {
-            let at = scoring::ms_of(&row.at);
+            let at = crate::clock::ms_of(&row.at);
             let mut row = row.clone();
             if let Some(id) = &row.revision {
                 let at = at.unwrap_or(i64::MAX);

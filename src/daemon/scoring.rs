@@ -5,6 +5,7 @@
 
 use super::schedule::ScoreSummary;
 use crate::checks::history::{OutageOf, OutageWindow, excused};
+use crate::clock::{ms_of, rfc3339_ms};
 use crate::evidence::Outcome;
 use crate::evidence::run::Provenance;
 use crate::evidence::usd::Usd;
@@ -16,32 +17,6 @@ use crate::score::input::{
     HistoryEntry, Inputs, InputsDocument, PeerDocument, PriceUsd, RevisionDocument, SubjectDocument,
 };
 use crate::score::montecarlo::Sampler;
-
-/// RFC 3339 (UTC, ms when not whole seconds) of a time in ms.
-pub fn rfc3339_ms(ms: i64) -> String {
-    let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    let f = if ms.rem_euclid(1000) == 0 {
-        time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z")
-    } else {
-        time::macros::format_description!(
-            "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-        )
-    };
-    t.format(&f).unwrap_or_default()
-}
-
-/// ms of an RFC 3339 time (None when it does not parse).
-pub fn ms_of(text: &str) -> Option<i64> {
-    let t =
-        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
-    i64::try_from(t.unix_timestamp_nanos().div_euclid(1_000_000)).ok()
-}
-
-/// `YYYY-MM-DD` (UTC) of a time in ms.
-pub fn day_of(ms: i64) -> String {
-    rfc3339_ms(ms.div_euclid(86_400_000) * 86_400_000)[..10].to_string()
-}
 
 /// Our outage windows from the ledger's outage records, in order: a window opened by the control
 /// (or by our RPC) stays open until the same part closes it; declared windows stand as declared.
@@ -433,13 +408,5 @@ mod tests {
             entry(2, 86_400_000 * 200, Outcome::Pass, Kind::Free),
         ];
         assert_eq!(history_for(rows, &[], 86_400_000 * 200, 180).len(), 1);
-    }
-
-    #[test]
-    fn times_round_trip_and_days_are_utc() {
-        assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339_ms(1_500), "1970-01-01T00:00:01.500Z");
-        assert_eq!(ms_of(&rfc3339_ms(1_234_567)), Some(1_234_567));
-        assert_eq!(day_of(86_400_000 * 2 + 5), "1970-01-03");
     }
 }

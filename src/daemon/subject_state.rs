@@ -21,10 +21,10 @@ use crate::ledger::record::{OutageRecord, Record, RecordKind, RevisionRecord, Su
 use crate::rubric::{Kind, Rubric};
 use crate::score::input::{HistoryEntry, Inputs};
 use crate::score::summary::{self, Cell, DAY_MS};
-use crate::store::{Store, StoreError};
+use crate::store::{DayRow, StateRow, Store, StoreError};
 
-use super::pipeline::{SEQ_STRIDE, rows_at, run_rows};
 use super::scoring::{self, SubjectInputs};
+use crate::history::{SEQ_STRIDE, rows_at, run_rows};
 
 mod vantages;
 pub use vantages::{VantageEntry, VantageOutages, Vantages, entries_of, fold_others};
@@ -162,29 +162,6 @@ pub enum StateError {
     Format { subject: String, found: u32 },
 }
 
-/// A stored state: its subject, the entry it reflects, its bytes and their SHA-256, and its days
-/// (when written: those changed since it was last stored; when read: all of them).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StateRow {
-    pub subject: String,
-    pub through_seq: u64,
-    pub sha256: [u8; 32],
-    pub body: Vec<u8>,
-    pub days: Vec<DayRow>,
-    /// Days before this one are out of every window: their rows go.
-    pub days_from: i64,
-}
-
-/// One day of a stored state: its summary's JSON as kept (packed: zstd-compressed when that is
-/// smaller, `store::packed`; the largest row a score writes, about 5 KB of JSON a day) and the
-/// SHA-256 of the JSON.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DayRow {
-    pub day: i64,
-    pub sha256: [u8; 32],
-    pub body: Vec<u8>,
-}
-
 /// The most a day's summary may unpack to (a day of runs every second is a few megabytes).
 const MAX_DAY_BYTES: usize = 256 << 20;
 
@@ -246,7 +223,7 @@ impl SubjectState {
     /// not read is left out, as a score leaves it out).
     fn fold_rows(&mut self, rubric: &Rubric, entry: EntryRef, rows: &[HistoryEntry]) {
         for row in rows {
-            let Some(at_ms) = scoring::ms_of(&row.at) else {
+            let Some(at_ms) = crate::clock::ms_of(&row.at) else {
                 continue;
             };
             let day = summary::day_of(at_ms);
@@ -328,7 +305,7 @@ impl SubjectState {
                 let rows = rows_of(&seqs)?;
                 let mut cells = Vec::new();
                 for row in &rows {
-                    let Some(at_ms) = scoring::ms_of(&row.at) else {
+                    let Some(at_ms) = crate::clock::ms_of(&row.at) else {
                         continue;
                     };
                     if summary::day_of(at_ms) != *day {
@@ -661,7 +638,7 @@ impl Windows {
 /// What a run entry adds to its subject's state, taken from the run itself: the writer folds the
 /// runs it has just written from these, never reading them back.
 pub struct RunFold {
-    /// Numbered from 0 (`pipeline::run_rows`).
+    /// Numbered from 0 (`history::run_rows`).
     rows: Arc<[HistoryEntry]>,
     price_usd: Option<crate::evidence::usd::Usd>,
     provenance: Provenance,

@@ -758,9 +758,9 @@ async fn the_cli_and_the_daemon_give_the_same_evidence_the_same_inputs_digest() 
             category: "weather".into(),
             price_usd: declared.price_usd().unwrap_or_default(),
             revisions: scoring::revisions_for(&[revision]),
-            history: pipeline::history_rows(&rubric, &record)(0),
+            history: crate::history::history_rows(&rubric, &record)(0),
             population: Vec::new(),
-            as_of_ms: scoring::ms_of(&cli.as_of).unwrap(),
+            as_of_ms: crate::clock::ms_of(&cli.as_of).unwrap(),
             provenance: Provenance::Live,
         },
     );

@@ -9,7 +9,9 @@ use serde_json::Value;
 use alloy::primitives::B256;
 
 use super::chain::ChainRead;
-use super::http::{Exchange, FetchRequest};
+use super::http::Exchange;
+// One unpaid request and its answer: a free run's samples, and an MCP setup's and the findings'.
+pub use super::http::Sample;
 
 /// Everything one free probe run saw.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -92,13 +94,6 @@ impl FreeObservation {
             .map(|s| &mut s.exchange)
             .chain(self.operator_file.iter_mut())
     }
-}
-
-/// One unpaid request and what came back.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Sample {
-    pub request: FetchRequest,
-    pub exchange: Exchange,
 }
 
 /// A page of a discovery catalogue as fetched.

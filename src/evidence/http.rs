@@ -56,6 +56,13 @@ pub struct Exchange {
     pub remote_addr: Option<String>,
 }
 
+/// One unpaid request and what came back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    pub request: FetchRequest,
+    pub exchange: Exchange,
+}
+
 impl Exchange {
     /// The URL of the last hop (the requested one when there were no redirects).
     pub fn final_url(&self) -> &str {

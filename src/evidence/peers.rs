@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::free::Sample;
+use super::http::Sample;
 
 /// The paths asked for a machine-readable description, in order, at the subject's origin; the
 /// first that answers 200 ends the search.

@@ -18,12 +18,12 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 use crate::budget::MAX_SOLANA_ACCOUNTS;
 use crate::evidence::chain::ChainRead;
 use crate::evidence::peers::{BROWSER_ACCEPT, DESCRIPTION_PATHS, PeersSeen};
-use crate::http_url::percent_encode;
+use crate::http_url::{canonical_resource, percent_encode};
 use crate::observation::{
     ChainSeen, CutShort, FreeObservation, ListingSeen, PageSeen, Sample, SolanaAccountSeen,
     SolanaSeen, TokenSeen,
 };
-use crate::probe::http::{Exchange, FetchConfig, FetchRequest, canonical_subject_url, fetch};
+use crate::probe::http::{Exchange, FetchConfig, FetchRequest, fetch};
 use crate::probe::rpc::Rpc;
 use crate::probe::solana_rpc::SolanaRpc;
 use crate::x402::catalogue::{item_resource, read_page};
@@ -401,19 +401,6 @@ pub fn origin_of(url: &str) -> Option<String> {
     (!authority.is_empty()).then(|| format!("{scheme}://{authority}"))
 }
 
-/// How a listing's item is matched to the subject (and the documented request's base): the
-/// subject's canonical URL ([`canonical_subject_url`]) without its query and trailing slash, so a
-/// catalogue that spells the endpoint another way (`127.1`, an upper-case host, `:443`) or adds a
-/// query still lists it. A URL the fetcher cannot read is compared as it is.
-pub fn canonical_resource(url: &str) -> String {
-    // Query and fragment off first, then the canonical form of what is left: a URL that fails to
-    // canonicalise only for its query is still compared by its canonical base, and the result is
-    // its own canonical resource (the url fuzz target holds it to that).
-    let base = url.split(['?', '#']).next().unwrap_or(url);
-    let canonical = canonical_subject_url(base).unwrap_or_else(|_| base.to_string());
-    canonical.trim_end_matches('/').to_string()
-}
-
 /// The request the endpoint documents (v2 bazaar `info.input`): its method and example query or body.
 pub fn documented_request(url: &str, quote: &PaymentRequired) -> Option<FetchRequest> {
     let input = quote
@@ -707,34 +694,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn origins_and_canonical_resources() {
+    fn origins() {
         assert_eq!(
             origin_of("https://a.example:8443/x?y=1").as_deref(),
             Some("https://a.example:8443")
         );
         assert_eq!(origin_of("not a url"), None);
-        assert_eq!(
-            canonical_resource("https://a.example/x/?q=1#f"),
-            "https://a.example/x"
-        );
-        assert_eq!(
-            canonical_resource("HTTPS://A.example.:443/v1/../x?q=1"),
-            "https://a.example/x"
-        );
-        // Canonical twice is canonical once, a query the parser refuses included.
-        for url in [
-            "HTTP://A.example/x? y",
-            "http://a.example/%%341/",
-            "http://a.example/",
-            "not a url",
-        ] {
-            let once = canonical_resource(url);
-            assert_eq!(canonical_resource(&once), once, "{url}");
-        }
-        assert_eq!(
-            canonical_resource("HTTP://A.example/x? y"),
-            "http://a.example/x"
-        );
     }
 
     #[test]

@@ -20,7 +20,8 @@ use super::free::{
 };
 use super::http::{Exchange, FetchRequest, fetch};
 use crate::budget::{MAX_MCP_LIST_PAGES, MAX_MCP_TOOLS, MAX_MCP_TOOLS_CALLED};
-use crate::evidence::free::{ChainSeen, CutShort, FreeObservation, ListingSeen, Sample};
+use crate::evidence::free::{ChainSeen, CutShort, FreeObservation, ListingSeen};
+use crate::evidence::http::Sample;
 use crate::evidence::mcp::{McpToolSeen, TransportForm};
 use crate::http_url::McpSubject;
 use crate::x402::mcp::{

@@ -5,7 +5,7 @@
 //! checkpoint, for every day that is over and has none yet.
 
 use crate::canonical::canonical_bytes_of;
-use crate::daemon::scoring::{day_of, rfc3339_ms};
+use crate::clock::{day_of, rfc3339_ms};
 use crate::ledger::key::ReporterKey;
 use crate::ledger::record::{Record, RecordKind, SnapshotRecord};
 use crate::ledger::tlog;

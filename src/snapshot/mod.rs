@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::types::Verdict;
 use crate::canonical::{canonical_bytes_of, to_canonical_bytes};
-use crate::daemon::scoring::rfc3339_ms;
+use crate::clock::rfc3339_ms;
 use crate::ledger::chain::Envelope;
 use crate::ledger::note::Checkpoint;
 use crate::ledger::proof::{self, BundleError, InclusionBundle, ProvenEntry};
@@ -125,7 +125,7 @@ pub fn day_start_ms(day: &str) -> Option<i64> {
     let date = time::Date::parse(day, &format).ok()?;
     let ms = i64::try_from(date.midnight().assume_utc().unix_timestamp_nanos() / 1_000_000).ok()?;
     // Only the one spelling `day_of` writes (no sign, four digits).
-    (day.len() == 10 && crate::daemon::scoring::day_of(ms) == day).then_some(ms)
+    (day.len() == 10 && crate::clock::day_of(ms) == day).then_some(ms)
 }
 
 /// The ms at which `day` is over (the next day's first).
@@ -254,7 +254,7 @@ fn check_snapshot(s: &Snapshot, trusted: &[u8; 32]) -> Result<Checkpoint, Snapsh
             return Err(bad("subjects are not in URL order, or listed twice".into()));
         }
         previous = Some(&subject.url);
-        if subject.subject_id != crate::api::signed::subject_id(&subject.url) {
+        if subject.subject_id != crate::http_url::subject_id(&subject.url) {
             return Err(bad("its subject_id is not its URL's".into()));
         }
         let envelope: Envelope = serde_json::from_slice(body)
@@ -322,7 +322,7 @@ pub(crate) fn subject_row(
     entry: ProvenEntry,
 ) -> SnapshotSubject {
     SnapshotSubject {
-        subject_id: crate::api::signed::subject_id(&score.subject),
+        subject_id: crate::http_url::subject_id(&score.subject),
         url: score.subject.clone(),
         as_of: rfc3339_ms(score.as_of_ms),
         verdict: score.verdict.into(),

@@ -19,7 +19,7 @@ fn score(url: &str, as_of_ms: i64, verdict: RubricVerdict, points: f64) -> NewEn
     let document = format!("{{\"subject\":\"{url}\",\"as_of_ms\":{as_of_ms}}}").into_bytes();
     let row = ScoreRow {
         subject: url.into(),
-        day: crate::daemon::scoring::day_of(as_of_ms),
+        day: crate::clock::day_of(as_of_ms),
         as_of_ms,
         seq: 0,
         document: document.clone(),
@@ -102,7 +102,7 @@ fn a_snapshot_made_from_the_store_verifies_offline_and_any_change_fails() {
         ])
         .unwrap();
     let now = DAY0 + DAY_MS + 2 * HOUR;
-    let day = crate::daemon::scoring::day_of(DAY0);
+    let day = crate::clock::day_of(DAY0);
     assert_eq!(days_due(&store, now).unwrap(), vec![day.clone()]);
     // The only checkpoint was made before the day ended: nothing yet.
     assert_eq!(make(&store, &key, &day, now).unwrap(), None);
@@ -188,7 +188,7 @@ fn a_snapshot_made_from_the_store_verifies_offline_and_any_change_fails() {
     verify(&resign(lie), &public).expect("rated is signed, not in the entry");
     // A day the checkpoint does not follow, a subject listed twice.
     let mut earlier = verified.snapshot.clone();
-    earlier.day = crate::daemon::scoring::day_of(DAY0 + DAY_MS);
+    earlier.day = crate::clock::day_of(DAY0 + DAY_MS);
     assert!(matches!(
         verify(&resign(earlier), &public),
         Err(SnapshotError::Checkpoint(_) | SnapshotError::Subject { .. })

@@ -122,9 +122,32 @@ pub struct Index {
     pub outbox: Vec<NewOutboxEvent>,
     /// The subject's folded scoring state (a score's entry carries the state it read), replacing
     /// the one kept.
-    pub state: Option<crate::daemon::subject_state::StateRow>,
+    pub state: Option<StateRow>,
     /// A run entry's id (the refund watch reads its run by it).
     pub run_id: Option<String>,
+}
+
+/// A stored state: its subject, the entry it reflects, its bytes and their SHA-256, and its days
+/// (when written: those changed since it was last stored; when read: all of them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateRow {
+    pub subject: String,
+    pub through_seq: u64,
+    pub sha256: [u8; 32],
+    pub body: Vec<u8>,
+    pub days: Vec<DayRow>,
+    /// Days before this one are out of every window: their rows go.
+    pub days_from: i64,
+}
+
+/// One day of a stored state: its summary's JSON as kept (packed: zstd-compressed when that is
+/// smaller, `store::packed`; the largest row a score writes, about 5 KB of JSON a day) and the
+/// SHA-256 of the JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DayRow {
+    pub day: i64,
+    pub sha256: [u8; 32],
+    pub body: Vec<u8>,
 }
 
 /// A webhook event for one destination, as written to the outbox.
@@ -1061,10 +1084,7 @@ pub trait Store: Send + Sync {
     fn verify(&self, trusted: Option<&Trusted>, deep: bool) -> Result<VerifySummary, StoreError>;
 
     /// The folded scoring state kept for `subject`, as stored (checked by its reader).
-    fn subject_state(
-        &self,
-        subject: &str,
-    ) -> Result<Option<crate::daemon::subject_state::StateRow>, StoreError>;
+    fn subject_state(&self, subject: &str) -> Result<Option<StateRow>, StoreError>;
 
     /// The run entry with this run id, bodies put back (`None`: no such run indexed).
     fn run_by_id(&self, run_id: &str) -> Result<Option<ReadEntry>, StoreError>;

@@ -1366,10 +1366,7 @@ impl Store for SqliteStore {
         self.verify_reporting(trusted, deep, &mut |_, _| {})
     }
 
-    fn subject_state(
-        &self,
-        subject: &str,
-    ) -> Result<Option<crate::daemon::subject_state::StateRow>, StoreError> {
+    fn subject_state(&self, subject: &str) -> Result<Option<super::StateRow>, StoreError> {
         let row: Option<(i64, Vec<u8>, Vec<u8>)> = self
             .conn()
             .prepare_cached(SUBJECT_STATE_SQL)
@@ -1388,7 +1385,7 @@ impl Store for SqliteStore {
             .map_err(self.sql("reading a subject's days"))?
             .query_map([subject], |r| {
                 let sha256: Vec<u8> = r.get(1)?;
-                Ok(crate::daemon::subject_state::DayRow {
+                Ok(super::DayRow {
                     day: r.get(0)?,
                     // A digest of the wrong length matches no body: the state is rebuilt.
                     sha256: sha256.try_into().unwrap_or([0; 32]),
@@ -1398,7 +1395,7 @@ impl Store for SqliteStore {
             .map_err(self.sql("reading a subject's days"))?
             .collect::<Result<Vec<_>, _>>()
             .map_err(self.sql("reading a subject's days"))?;
-        Ok(Some(crate::daemon::subject_state::StateRow {
+        Ok(Some(super::StateRow {
             subject: subject.to_string(),
             through_seq: through_seq.max(0) as u64,
             // A digest of the wrong length matches no body: the state is rebuilt.
@@ -2906,7 +2903,7 @@ type CheckpointRow = (i64, Vec<u8>, i64, Vec<u8>, Vec<u8>);
 pub(crate) struct WorkingState {
     pub(crate) subjects: Vec<SubjectRow>,
     pub(crate) scores: Vec<(ScoreRow, Option<Vec<u8>>)>,
-    pub(crate) states: Vec<crate::daemon::subject_state::StateRow>,
+    pub(crate) states: Vec<super::StateRow>,
     /// (subject, seq, at_ms, body)
     pub(crate) declared: Vec<(String, u64, i64, Vec<u8>)>,
     /// (run id, seq)
@@ -3087,10 +3084,7 @@ fn put_subject_in(conn: &Connection, row: &SubjectRow) -> rusqlite::Result<()> {
     Ok(())
 }
 
-fn put_state_in(
-    conn: &rusqlite::Connection,
-    row: &crate::daemon::subject_state::StateRow,
-) -> rusqlite::Result<()> {
+fn put_state_in(conn: &rusqlite::Connection, row: &super::StateRow) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO subject_state (subject, through_seq, sha256, body) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (subject) DO UPDATE SET through_seq = excluded.through_seq,

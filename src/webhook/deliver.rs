@@ -11,11 +11,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::daemon::pipeline::Shared;
-use crate::metrics::DeliveryResult;
-use crate::store::{OutboxRow, OutboxUpdate};
+use crate::clock::Clock;
+use crate::metrics::{DeliveryResult, Metrics};
+use crate::store::{OutboxRow, OutboxUpdate, Store};
 
-use super::{Destination, EVENT_ID_HEADER, EVENT_TYPE_HEADER, SIGNATURE_HEADER, signature};
+use super::{
+    Destination, EVENT_ID_HEADER, EVENT_TYPE_HEADER, SIGNATURE_HEADER, Webhooks, signature,
+};
+
+/// What the delivery task works through, and all it knows of the daemon that runs it: the store
+/// holding the outbox, the wall clock retries run on, the destinations and the metrics.
+pub trait Courier: Send + Sync + 'static {
+    fn store(&self) -> &Arc<dyn Store>;
+    fn wall(&self) -> &dyn Clock;
+    fn webhooks(&self) -> &Webhooks;
+    fn metrics(&self) -> &Metrics;
+}
 
 /// Events read from the outbox at a time.
 const BATCH: usize = 64;
@@ -40,7 +51,7 @@ pub fn client() -> Result<reqwest::Client, super::WebhookError> {
 
 /// Runs until aborted: delivers what is due, then sleeps until the next retry is due or new
 /// events are committed.
-pub async fn run(shared: Arc<Shared>) {
+pub async fn run(courier: Arc<impl Courier>) {
     let client = match client() {
         Ok(c) => c,
         Err(e) => {
@@ -49,13 +60,13 @@ pub async fn run(shared: Arc<Shared>) {
         }
     };
     loop {
-        match deliver_due(&shared, &client).await {
+        match deliver_due(courier.as_ref(), &client).await {
             Ok(0) => {}
             Ok(_) => continue,
             Err(e) => tracing::error!(error = %e, "reading the webhook outbox failed"),
         }
-        let now = shared.wall.now_ms();
-        let store = shared.store.clone();
+        let now = courier.wall().now_ms();
+        let store = courier.store().clone();
         let next = tokio::task::spawn_blocking(move || store.outbox_next_due())
             .await
             .ok()
@@ -68,7 +79,7 @@ pub async fn run(shared: Arc<Shared>) {
             continue;
         }
         tokio::select! {
-            _ = shared.webhooks.wake.notified() => {}
+            _ = courier.webhooks().wake.notified() => {}
             _ = tokio::time::sleep(wait) => {}
         }
     }
@@ -76,11 +87,11 @@ pub async fn run(shared: Arc<Shared>) {
 
 /// One pass: every event due now, posted once. Returns how many were attempted.
 pub async fn deliver_due(
-    shared: &Arc<Shared>,
+    courier: &impl Courier,
     client: &reqwest::Client,
 ) -> Result<usize, crate::store::StoreError> {
-    let now = shared.wall.now_ms();
-    let store = shared.store.clone();
+    let now = courier.wall().now_ms();
+    let store = courier.store().clone();
     let due = tokio::task::spawn_blocking(move || store.outbox_due(now, BATCH))
         .await
         .unwrap_or_else(|e| {
@@ -91,24 +102,24 @@ pub async fn deliver_due(
         })?;
     let attempted = due.len();
     for row in due {
-        let update = match shared
-            .webhooks
+        let update = match courier
+            .webhooks()
             .destinations()
             .iter()
             .find(|d| d.url == row.event.webhook)
         {
             None => {
                 tracing::warn!(event = %row.event.event_id, webhook = %row.event.webhook, "webhook no longer configured: event dropped");
-                shared.metrics.delivery(DeliveryResult::Dead);
+                courier.metrics().delivery(DeliveryResult::Dead);
                 OutboxUpdate::Dead {
                     attempts: row.attempts,
-                    at_ms: shared.wall.now_ms(),
+                    at_ms: courier.wall().now_ms(),
                     error: "the webhook is no longer configured".into(),
                 }
             }
-            Some(dest) => attempt(shared, client, dest, &row).await,
+            Some(dest) => attempt(courier, client, dest, &row).await,
         };
-        let store = shared.store.clone();
+        let store = courier.store().clone();
         let id = row.id;
         tokio::task::spawn_blocking(move || store.outbox_update(id, &update))
             .await
@@ -124,13 +135,13 @@ pub async fn deliver_due(
 
 /// Posts one event once and says what to record.
 async fn attempt(
-    shared: &Shared,
+    courier: &impl Courier,
     client: &reqwest::Client,
     dest: &Destination,
     row: &OutboxRow,
 ) -> OutboxUpdate {
     let attempts = row.attempts.saturating_add(1);
-    let sent_s = shared.wall.now_ms().div_euclid(1000);
+    let sent_s = courier.wall().now_ms().div_euclid(1000);
     let result = client
         .post(&dest.url)
         .timeout(Duration::from_millis(dest.options.timeout_ms))
@@ -146,19 +157,19 @@ async fn attempt(
         .await;
     let error = match result {
         Ok(response) if response.status().is_success() => {
-            shared.metrics.delivery(DeliveryResult::Delivered);
+            courier.metrics().delivery(DeliveryResult::Delivered);
             tracing::info!(event = %row.event.event_id, webhook = %dest.url, attempts, "webhook delivered");
             return OutboxUpdate::Delivered {
                 attempts,
-                at_ms: shared.wall.now_ms(),
+                at_ms: courier.wall().now_ms(),
             };
         }
         Ok(response) => format!("HTTP {}", response.status().as_u16()),
         Err(e) => without_url(&e),
     };
-    let now = shared.wall.now_ms();
+    let now = courier.wall().now_ms();
     if attempts >= dest.options.max_attempts {
-        shared.metrics.delivery(DeliveryResult::Dead);
+        courier.metrics().delivery(DeliveryResult::Dead);
         tracing::error!(event = %row.event.event_id, webhook = %dest.url, attempts, error = %error, "webhook event dead: every attempt failed");
         OutboxUpdate::Dead {
             attempts,
@@ -166,7 +177,7 @@ async fn attempt(
             error,
         }
     } else {
-        shared.metrics.delivery(DeliveryResult::Retried);
+        courier.metrics().delivery(DeliveryResult::Retried);
         let delay = backoff_ms(&dest.options, attempts, rand::random::<f64>());
         tracing::warn!(event = %row.event.event_id, webhook = %dest.url, attempts, retry_in_ms = delay, error = %error, "webhook attempt failed");
         OutboxUpdate::Retry {

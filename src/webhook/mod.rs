@@ -21,8 +21,8 @@ use serde_json::json;
 use zeroize::Zeroizing;
 
 use crate::checks::history::Declared;
+use crate::clock::rfc3339_ms;
 use crate::config::WebhookConfig;
-use crate::daemon::scoring::rfc3339_ms;
 use crate::ledger::chain::Broken;
 use crate::rubric::Verdict;
 use crate::score::document::ScoreDocument;

@@ -153,7 +153,7 @@ pub fn history(store: &SqliteStore, subject: &str) -> Vec<Value> {
 }
 
 pub fn ms_of(text: &str) -> i64 {
-    x402_probe::daemon::scoring::ms_of(text).unwrap()
+    x402_probe::clock::ms_of(text).unwrap()
 }
 
 /// A note in the operator file's format.

@@ -3,7 +3,8 @@
 //! daily score rows from the real scorer appended through the `Store` trait.
 
 use x402_probe::calibrate::labels::{DayLabel, FailureKind, SubjectLabels};
-use x402_probe::daemon::scoring::{self, SubjectInputs, rfc3339_ms};
+use x402_probe::clock::rfc3339_ms;
+use x402_probe::daemon::scoring::{self, SubjectInputs};
 use x402_probe::evidence::Outcome;
 use x402_probe::evidence::run::Provenance;
 use x402_probe::ledger::record::Record;

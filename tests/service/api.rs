@@ -352,7 +352,7 @@ async fn every_public_route_of_a_daemon_with_history_answers_as_documented() {
     // Outages: the window declared before serving.
     let (status, outages) = c.get("/v1/outages", d.url("/v1/outages")).await;
     assert_eq!(status, 200);
-    let declared_from = x402_probe::daemon::scoring::rfc3339_ms(d.history_end_ms - DAY);
+    let declared_from = x402_probe::clock::rfc3339_ms(d.history_end_ms - DAY);
     assert!(
         outages["outages"]
             .as_array()
@@ -515,7 +515,7 @@ async fn every_public_route_of_a_daemon_with_history_answers_as_documented() {
         .await;
     assert_eq!((status, &same), (200, &latest));
     let now = x402_probe::clock::Clock::now_ms(&x402_probe::clock::SystemClock);
-    let today = x402_probe::daemon::scoring::day_of(now);
+    let today = x402_probe::clock::day_of(now);
     let (status, _) = c
         .get(
             "/v1/snapshots/{day}",

@@ -96,7 +96,7 @@ async fn simulated_days_give_true_metrics_and_signed_webhooks() {
     let client = x402_probe::webhook::deliver::client().unwrap();
     let until = Instant::now() + Duration::from_secs(60);
     loop {
-        x402_probe::webhook::deliver::deliver_due(&shared, &client)
+        x402_probe::webhook::deliver::deliver_due(shared.as_ref(), &client)
             .await
             .unwrap();
         let (pending, dead) = shared.store.outbox_counts().unwrap();

@@ -291,7 +291,7 @@ async fn admin_actions_and_the_operators_own_evidence_against_a_running_daemon()
     );
     let (_, outages) = get(&client, &d.url("/v1/outages")).await;
     let outages: Value = serde_json::from_str(&outages).unwrap();
-    let ms = x402_probe::daemon::scoring::ms_of;
+    let ms = x402_probe::clock::ms_of;
     assert!(
         outages["outages"].as_array().unwrap().iter().any(|o| {
             o["from"].as_str().and_then(ms) == ms(&from) && o["to"].as_str().and_then(ms) == ms(&to)

@@ -13,7 +13,7 @@ use std::process::Command;
 use api_support::daemon_support::DAY;
 use api_support::*;
 use serde_json::Value;
-use x402_probe::daemon::scoring::{day_of, ms_of};
+use x402_probe::clock::{day_of, ms_of};
 use x402_probe::ledger::record::{Record, RecordKind};
 use x402_probe::store::{SqliteStore, Store};
 

@@ -9,7 +9,6 @@ use std::fmt::Write as _;
 
 use x402_lab::postgres::Postgres;
 use x402_probe::checks::history::Declared;
-use x402_probe::daemon::subject_state::{DayRow, StateRow};
 use x402_probe::ledger::key::ReporterKey;
 use x402_probe::ledger::record::{
     ControlRecord, CorrectionRecord, Record, RecordKind, ScoreRecord,
@@ -17,6 +16,7 @@ use x402_probe::ledger::record::{
 use x402_probe::ledger::{proof, tlog};
 use x402_probe::rubric::Verdict;
 use x402_probe::store::postgres::PgLedger;
+use x402_probe::store::{DayRow, StateRow};
 use x402_probe::store::{
     Index, NewEntry, NewOutboxEvent, OutboxState, OutboxUpdate, ScoreRow, SqliteStore, Store,
     SubjectRow, SubjectState,

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use super::facts::{DayPoint, RevisionMark};
 use super::html::{coord, escape, number, text};
 use crate::checks::history::OutageWindow;
-use crate::daemon::scoring::rfc3339_ms;
+use crate::clock::rfc3339_ms;
 
 const DAY_MS: i64 = 86_400_000;
 

@@ -14,6 +14,7 @@
 pub(crate) mod chart;
 pub(crate) mod facts;
 pub(crate) mod html;
+pub(crate) mod order;
 pub(crate) mod render;
 pub(crate) mod view;
 

@@ -8,7 +8,7 @@ use super::chart::{band_bar, history_chart};
 use super::facts::{LastReceipt, Latest, PaidCall, PaidOutcome};
 use super::html::{escape, number, text};
 use super::view::{Direction, IndexQuery, IndexRow, IndexView, SortKey, SubjectView};
-use crate::daemon::scoring::rfc3339_ms;
+use crate::clock::rfc3339_ms;
 use crate::evidence::Outcome;
 use crate::score::document::{CheckDoc, ScoreDocument};
 use crate::score::outlook::Trend;
@@ -38,7 +38,7 @@ fn when(ms: i64) -> String {
 
 /// An RFC 3339 time as written in a document or receipt, to the minute when it reads as one.
 fn short_time(text_value: &str) -> String {
-    match crate::daemon::scoring::ms_of(text_value) {
+    match crate::clock::ms_of(text_value) {
         Some(ms) => when(ms),
         None => text(text_value, FIELD_CHARS),
     }
@@ -782,7 +782,7 @@ mod tests {
 
     use super::*;
     use crate::api::pages::facts::{DayPoint, RevisionMark, SubjectFacts};
-    use crate::api::pages::view::sort_rows;
+    use crate::api::pages::order::sort_rows;
     use crate::checks::history::{Declared, OutageWindow};
     use crate::rubric::Verdict;
     use crate::store::SubjectState;

@@ -21,8 +21,7 @@ use crate::score::quorum::{CloakingMark, VantagesRead, excuse_outcomes};
 use crate::score::summary::{self, Cell, DAY_MS};
 use crate::store::{Store, StoreError};
 
-use super::super::pipeline::{SEQ_STRIDE, rows_at, run_rows};
-use super::super::scoring;
+use crate::history::{SEQ_STRIDE, rows_at, run_rows};
 
 /// One entry of any vantage's log, read for a score: its log's vantage, its history rows and,
 /// for a run, its free observation (what cloaking compares).
@@ -150,7 +149,7 @@ impl SubjectState {
                 vantages.outages.get(&e.vantage).unwrap_or(&none)
             };
             for row in &e.rows {
-                let Some(at_ms) = scoring::ms_of(&row.at) else {
+                let Some(at_ms) = crate::clock::ms_of(&row.at) else {
                     continue;
                 };
                 if summary::day_of(at_ms) * DAY_MS < from_ms || at_ms > as_of_ms {
@@ -373,7 +372,7 @@ mod tests {
             seq: seq * SEQ_STRIDE,
             check: "R1".into(),
             outcome,
-            at: scoring::rfc3339_ms(at_ms),
+            at: crate::clock::rfc3339_ms(at_ms),
             kind: Kind::Free,
             revision: None,
             value: None,

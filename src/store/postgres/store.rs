@@ -12,7 +12,6 @@ use tokio_postgres::types::ToSql;
 
 use super::{PgLedger, head_in, insert_blobs};
 use crate::checks::history::Declared;
-use crate::daemon::subject_state::{DayRow, StateRow};
 use crate::ledger::chain::{Broken, Checkpoint, StoredEntry, Trusted, VerifySummary};
 use crate::ledger::key::ReporterKey;
 use crate::ledger::merkle::{self, FetchedNodes, Hash};
@@ -23,6 +22,7 @@ use crate::ledger::tlog::{self, TreeNote};
 use crate::score::headline::ScoreHeadline;
 use crate::store::lease::Fence;
 use crate::store::sqlite::KeptBlob;
+use crate::store::{DayRow, StateRow};
 use crate::store::{
     Index, LedgerLog, Named, NewEntry, NewOutboxEvent, OutboxRow, OutboxState, OutboxUpdate,
     ReadEntry, RowWithHeadline, ScoreRow, StartRow, Store, StoreError, SubjectRow, SubjectShown,
