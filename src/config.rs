@@ -1382,8 +1382,8 @@ impl WebhookSecret {
     }
 }
 
-fn all_webhook_events() -> Vec<crate::webhook::event::EventKind> {
-    crate::webhook::event::EventKind::ALL.to_vec()
+fn all_webhook_events() -> Vec<crate::store::event_kind::EventKind> {
+    crate::store::event_kind::EventKind::ALL.to_vec()
 }
 
 /// `[[webhook]]`: a receiver of events about subjects (README, "Webhooks").
@@ -1394,7 +1394,7 @@ pub struct WebhookConfig {
     pub secret: WebhookSecret,
     /// Which events it gets; default all.
     #[serde(default = "all_webhook_events")]
-    pub events: Vec<crate::webhook::event::EventKind>,
+    pub events: Vec<crate::store::event_kind::EventKind>,
     #[serde(default)]
     pub max_attempts: WebhookAttempts,
     #[serde(default)]

@@ -166,7 +166,7 @@ pub fn inputs_document(
 }
 
 /// The price the run's first usable 402 quotes for its first entry, read as the daemon reads a
-/// declaration's ([`crate::checks::history::Declared::price_usd`]). `None` when there was no
+/// declaration's ([`crate::evidence::declared::Declared::price_usd`]). `None` when there was no
 /// quote.
 pub fn quoted_price_usd(obs: &crate::observation::FreeObservation) -> Option<Usd> {
     crate::checks::history::declared(obs, 0)?.price_usd()

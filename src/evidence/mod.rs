@@ -7,6 +7,7 @@ pub use check_id::{CheckId, UnknownCheck};
 
 pub mod chain;
 pub mod check_id;
+pub mod declared;
 pub mod decode;
 pub mod free;
 pub mod http;

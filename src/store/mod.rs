@@ -11,13 +11,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::checks::history::Declared;
+use crate::evidence::declared::Declared;
 use crate::ledger::chain::{Broken, Checkpoint, StoredEntry, Trusted, VerifySummary};
 use crate::ledger::key::ReporterKey;
 use crate::ledger::record::{Record, RecordKind, ScoreRecord};
 use crate::score::headline::ScoreHeadline;
 
 pub mod copy;
+pub mod event_kind;
 pub mod lease;
 pub(crate) mod packed;
 pub mod postgres;
@@ -157,8 +158,8 @@ pub struct NewOutboxEvent {
     pub event_id: String,
     /// The destination's URL (which `[[webhook]]` it goes to).
     pub webhook: String,
-    /// The event type (stored as `webhook::EventKind`'s spelling).
-    pub kind: crate::webhook::EventKind,
+    /// The event type (stored as [`EventKind`]'s spelling).
+    pub kind: event_kind::EventKind,
     pub created_ms: i64,
     /// The JSON payload, exactly as it will be posted.
     pub body: Vec<u8>,

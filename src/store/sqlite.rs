@@ -29,7 +29,7 @@ use crate::ledger::tlog::{self, TreeNote, TreeWalk};
 use crate::rubric::Rubric;
 use crate::score::headline::ScoreHeadline;
 use crate::state_dir::{open_state_dir, private_store_file};
-use crate::webhook::EventKind;
+use crate::store::event_kind::EventKind;
 
 /// The schema this build reads and writes: format 2, runs stored with their results derived and
 /// repeated bytes kept once, compressed (`ledger::stored`).
@@ -465,7 +465,7 @@ impl SqliteStore {
         &self,
         subject: &str,
         row: &[u8],
-    ) -> Result<crate::checks::history::Declared, StoreError> {
+    ) -> Result<crate::evidence::declared::Declared, StoreError> {
         serde_json::from_slice(row)
             .map_err(|e| self.corrupt(format!("a declaration of {subject} does not read: {e}")))
     }
@@ -1426,7 +1426,7 @@ impl Store for SqliteStore {
         &self,
         subject: &str,
         since_ms: i64,
-    ) -> Result<Vec<crate::checks::history::Declared>, StoreError> {
+    ) -> Result<Vec<crate::evidence::declared::Declared>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(DECLARED_SINCE_SQL)
@@ -1444,7 +1444,7 @@ impl Store for SqliteStore {
     fn latest_declared(
         &self,
         subject: &str,
-    ) -> Result<Option<crate::checks::history::Declared>, StoreError> {
+    ) -> Result<Option<crate::evidence::declared::Declared>, StoreError> {
         let row: Option<Vec<u8>> = self
             .conn()
             .prepare_cached(LATEST_DECLARED_SQL)
@@ -1459,7 +1459,7 @@ impl Store for SqliteStore {
         &self,
         subject: &str,
         seq: u64,
-    ) -> Result<Option<crate::checks::history::Declared>, StoreError> {
+    ) -> Result<Option<crate::evidence::declared::Declared>, StoreError> {
         let row: Option<Vec<u8>> = self
             .conn()
             .prepare_cached(
@@ -1772,7 +1772,7 @@ impl Store for SqliteStore {
         &self,
         subject: &str,
         seq: u64,
-    ) -> Result<Option<crate::checks::history::Declared>, StoreError> {
+    ) -> Result<Option<crate::evidence::declared::Declared>, StoreError> {
         let row: Option<Vec<u8>> = self
             .conn()
             .prepare_cached(

@@ -5,7 +5,7 @@
 use super::*;
 use crate::ledger::record::{ControlRecord, ScoreRecord};
 use crate::rubric::Verdict;
-use crate::webhook::EventKind;
+use crate::store::event_kind::EventKind;
 
 fn control(at_ms: i64) -> NewEntry {
     NewEntry::plain(

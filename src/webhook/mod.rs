@@ -10,9 +10,9 @@
 //! ("Webhooks").
 
 pub mod deliver;
-pub mod event;
 
-pub use event::EventKind;
+// The kinds of event are the outbox's (`store::event_kind`), which keeps them.
+pub use crate::store::event_kind::EventKind;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -20,9 +20,9 @@ use std::sync::Mutex;
 use serde_json::json;
 use zeroize::Zeroizing;
 
-use crate::checks::history::Declared;
 use crate::clock::rfc3339_ms;
 use crate::config::WebhookConfig;
+use crate::evidence::declared::Declared;
 use crate::ledger::chain::Broken;
 use crate::rubric::Verdict;
 use crate::score::document::ScoreDocument;

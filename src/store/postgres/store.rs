@@ -11,7 +11,7 @@ use tokio_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 
 use super::{PgLedger, head_in, insert_blobs};
-use crate::checks::history::Declared;
+use crate::evidence::declared::Declared;
 use crate::ledger::chain::{Broken, Checkpoint, StoredEntry, Trusted, VerifySummary};
 use crate::ledger::key::ReporterKey;
 use crate::ledger::merkle::{self, FetchedNodes, Hash};
@@ -20,6 +20,7 @@ use crate::ledger::record::RecordKind;
 use crate::ledger::stored::{BlobKind, NewBlob};
 use crate::ledger::tlog::{self, TreeNote};
 use crate::score::headline::ScoreHeadline;
+use crate::store::event_kind::EventKind;
 use crate::store::lease::Fence;
 use crate::store::sqlite::KeptBlob;
 use crate::store::{DayRow, StateRow};
@@ -28,7 +29,6 @@ use crate::store::{
     ReadEntry, RowWithHeadline, ScoreRow, StartRow, Store, StoreError, SubjectRow, SubjectShown,
     SubjectState,
 };
-use crate::webhook::EventKind;
 
 /// Statement parameters, as tokio-postgres takes them.
 type Params<'a> = &'a [&'a (dyn ToSql + Sync)];

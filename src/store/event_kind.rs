@@ -1,5 +1,5 @@
-//! The kinds of webhook event: a leaf, so that the configuration can name them without
-//! depending on the webhook machinery.
+//! The kinds of webhook event, as the outbox keeps them: a leaf, so that the configuration and the
+//! store name them without depending on the webhook machinery (`webhook` hands them on).
 
 use serde::{Deserialize, Serialize};
 
