@@ -7,7 +7,7 @@ use tokio::sync::oneshot;
 
 use crate::config::SubjectUrl;
 use crate::control::{ActionRefused, AdminAction, AdminDone};
-use crate::ledger::record::{NoteRecord, Record, SubjectChange, SubjectRecord};
+use crate::ledger::record::{NoteRecord, OutageRecord, Record, SubjectChange, SubjectRecord};
 use crate::store::{SubjectRow, SubjectState};
 
 use super::schedule::due_after_restart;
@@ -112,8 +112,8 @@ impl Daemon {
                 ))
             }
             AdminAction::DeclareOutage { from, to, reason } => {
-                let record = crate::cmd::outage::declared_window(&from, &to, &reason, now)
-                    .map_err(|e| ActionRefused::Invalid(format!("{e:#}")))?;
+                let record = OutageRecord::declared(&from, &to, &reason, now)
+                    .map_err(|e| ActionRefused::Invalid(e.to_string()))?;
                 // The writer reads the windows again after it.
                 let write = LoopWrite {
                     entries: vec![(now, Record::Outage(record))],

@@ -239,6 +239,63 @@ pub enum OutageRecord {
     },
 }
 
+/// How far back, and ahead, a window may be declared: outcomes older than that are final.
+pub const MAX_DECLARE_BACK_MS: i64 = 48 * 3_600_000;
+
+/// Why a declared outage window was refused (the words name the command line's flags, which the
+/// admin API's fields mirror).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeclareError {
+    #[error("--{what} {text:?} is not an RFC 3339 time")]
+    Time { what: &'static str, text: String },
+    #[error("--to must be after --from")]
+    Order,
+    #[error("--from is more than 48 hours back: outcomes older than that are final")]
+    TooOld,
+    #[error("--to is more than 48 hours ahead")]
+    TooFar,
+    #[error("--reason must say why, in at most 500 characters")]
+    Reason,
+}
+
+impl OutageRecord {
+    /// A window declared by hand, checked against the rules (pure: `now_ms` given); the same for
+    /// `outage declare` and the admin API.
+    pub fn declared(
+        from: &str,
+        to: &str,
+        reason: &str,
+        now_ms: i64,
+    ) -> Result<OutageRecord, DeclareError> {
+        let ms = |what: &'static str, text: &str| {
+            crate::clock::ms_of(text).ok_or_else(|| DeclareError::Time {
+                what,
+                text: text.to_string(),
+            })
+        };
+        let (from_ms, to_ms) = (ms("from", from)?, ms("to", to)?);
+        if to_ms <= from_ms {
+            return Err(DeclareError::Order);
+        }
+        if from_ms < now_ms - MAX_DECLARE_BACK_MS {
+            return Err(DeclareError::TooOld);
+        }
+        if to_ms > now_ms + MAX_DECLARE_BACK_MS {
+            return Err(DeclareError::TooFar);
+        }
+        let reason = reason.trim();
+        if reason.is_empty() || reason.chars().count() > 500 {
+            return Err(DeclareError::Reason);
+        }
+        Ok(OutageRecord::Declared {
+            from_ms,
+            to_ms,
+            reason: reason.to_string(),
+            declared_at_ms: now_ms,
+        })
+    }
+}
+
 /// What of ours an opened window is about: each opens and closes on its own evidence, so the
 /// control answering again never closes a window our RPC keeps open, nor the reverse.
 #[derive(
@@ -371,4 +428,66 @@ pub struct SnapshotRecord {
     pub subjects: u64,
     /// The tree checkpoint's size its inclusion proofs are against.
     pub tree_size: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_800_000_000_000;
+    const HOUR: i64 = 3_600_000;
+
+    fn at(ms: i64) -> String {
+        crate::clock::rfc3339_ms(ms)
+    }
+
+    #[test]
+    fn a_declared_window_keeps_to_the_rules() {
+        let ok = OutageRecord::declared(&at(NOW - 2 * HOUR), &at(NOW - HOUR), " dns down ", NOW);
+        assert_eq!(
+            ok,
+            Ok(OutageRecord::Declared {
+                from_ms: NOW - 2 * HOUR,
+                to_ms: NOW - HOUR,
+                reason: "dns down".into(),
+                declared_at_ms: NOW,
+            })
+        );
+        // The limits themselves are inside.
+        assert!(
+            OutageRecord::declared(&at(NOW - 48 * HOUR), &at(NOW + 48 * HOUR), "x", NOW).is_ok()
+        );
+        let refused = |from: &str, to: &str, reason: &str| {
+            OutageRecord::declared(from, to, reason, NOW).unwrap_err()
+        };
+        assert_eq!(
+            refused("yesterday", &at(NOW), "x"),
+            DeclareError::Time {
+                what: "from",
+                text: "yesterday".into()
+            }
+        );
+        assert_eq!(
+            refused(&at(NOW), "", "x").to_string(),
+            "--to \"\" is not an RFC 3339 time"
+        );
+        assert_eq!(refused(&at(NOW), &at(NOW), "x"), DeclareError::Order);
+        assert_eq!(
+            refused(&at(NOW - 48 * HOUR - 1), &at(NOW), "x"),
+            DeclareError::TooOld
+        );
+        assert_eq!(
+            refused(&at(NOW - HOUR), &at(NOW + 48 * HOUR + 1), "x"),
+            DeclareError::TooFar
+        );
+        assert_eq!(
+            refused(&at(NOW - HOUR), &at(NOW), "  "),
+            DeclareError::Reason
+        );
+        assert_eq!(
+            refused(&at(NOW - HOUR), &at(NOW), &"y".repeat(501)),
+            DeclareError::Reason
+        );
+        assert!(OutageRecord::declared(&at(NOW - HOUR), &at(NOW), &"é".repeat(500), NOW).is_ok());
+    }
 }
