@@ -201,39 +201,12 @@ pub fn run_rows_digested(
     .into()
 }
 
-/// Rows numbered from 0 ([`run_rows`]) as the rows of ledger entry `seq`: what
-/// [`history_rows`] gives for it.
+/// Rows numbered from 0 ([`run_rows`]) as the rows of ledger entry `seq`.
 pub fn rows_at(rows: &[HistoryEntry], seq: u64) -> impl Iterator<Item = HistoryEntry> + '_ {
     rows.iter().map(move |row| HistoryEntry {
         seq: row.seq + seq * SEQ_STRIDE,
         ..row.clone()
     })
-}
-
-/// A run's history entries, once its ledger seq is known. The same function serves the daemon's
-/// index and `recompute --ledger`.
-pub fn history_rows(
-    rubric: &Rubric,
-    record: &RunRecord,
-) -> impl FnOnce(u64) -> Vec<HistoryEntry> + Send + 'static {
-    // Made now, in the run's task (each receipt's digest is most of the work), not in the
-    // writer's transaction: only their numbers wait for the entry's seq.
-    let entries = run_entries(
-        &record.results,
-        rubric,
-        record.payment_sent(),
-        &record.revision,
-        0,
-    );
-    move |seq| {
-        entries
-            .into_iter()
-            .map(|e| HistoryEntry {
-                seq: e.seq + seq * SEQ_STRIDE,
-                ..e
-            })
-            .collect()
-    }
 }
 
 #[cfg(test)]

@@ -758,7 +758,7 @@ async fn the_cli_and_the_daemon_give_the_same_evidence_the_same_inputs_digest() 
             category: "weather".into(),
             price_usd: declared.price_usd().unwrap_or_default(),
             revisions: scoring::revisions_for(&[revision]),
-            history: crate::history::history_rows(&rubric, &record)(0),
+            history: crate::history::run_rows(&rubric, &record).to_vec(),
             population: Vec::new(),
             as_of_ms: crate::clock::ms_of(&cli.as_of).unwrap(),
             provenance: Provenance::Live,

@@ -11,7 +11,8 @@ use super::usd::Usd;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Declared {
     pub at_ms: i64,
-    /// SHA-256 of the stable parts of the requirements and their description (`checks::history::fingerprint`).
+    /// SHA-256 of the stable parts of the requirements and their description
+    /// (`checks::history::fingerprint`).
     pub fingerprint: String,
     /// The first `accepts` entry's network, asset, amount and payTo, as written.
     pub network: Option<String>,
