@@ -11,9 +11,9 @@
 //! keeps the time of threads that have exited) less the lab's: its loop on this thread, its
 //! runtime's workers and blocking pool (`daemon-rt`), and its writer thread (`ledger-writer`,
 //! where every rescore runs), which each leg starts and ends. The chain (anvil) is a child
-//! process and counts for neither. The year runs in three
-//! legs on one state directory (days 0-30, 30-335, 335-365): the CPU and the run entries are read
-//! between them, so each figure is a whole leg's CPU over its runs.
+//! process and counts for neither. The year runs in legs of 30 days on one state directory
+//! (days 0-30, 30-60, ..., 300-330, 330-335, 335-365): the CPU and the run
+//! entries are read between them, so each figure is a whole leg's CPU over its runs.
 //!
 //! Baselines (same run): the first 30 days; and the lab's own CPU per run in each leg, whose work
 //! is constant, so that a machine slower in one leg than in the other is told apart from growth.
@@ -131,7 +131,15 @@ fn main() {
     let clock = Arc::new(ManualClock::at_ms(start));
     let mut legs = Vec::new();
     let wall = Instant::now();
-    for until_day in [leg, days - leg, days] {
+    // Every leg of `leg` days is read on its own (the first and the last are the figure; the ones
+    // between show where in the year the cost per run grows).
+    let mut ends: Vec<i64> = (1..)
+        .map(|i| i * leg)
+        .take_while(|&end| end < days - leg)
+        .collect();
+    ends.extend([days - leg, days]);
+    ends.dedup();
+    for &until_day in &ends {
         let (all0, lab0, runs0) = (cpu_of_process(), cpu_of_lab(), runs_in(dir.path()));
         let leg_wall = Instant::now();
         daemon_rt
@@ -147,14 +155,16 @@ fn main() {
         let lab_cpu = cpu_of_lab() - lab0;
         let cpu = cpu_of_process() - all0 - lab_cpu;
         eprintln!(
-            "to day {until_day}: {runs} runs, daemon {cpu:.1} s CPU, lab {lab_cpu:.1} s, wall {:.0} s",
+            "to day {until_day}: {runs} runs, daemon {cpu:.2} s CPU ({:.1} ms a run), lab {lab_cpu:.2} s ({:.1} ms a run), wall {:.0} s",
+            cpu * 1000.0 / runs.max(1) as f64,
+            lab_cpu * 1000.0 / runs.max(1) as f64,
             leg_wall.elapsed().as_secs_f64()
         );
         legs.push((runs, cpu, lab_cpu));
     }
     let per_run = |(runs, cpu, _): (u64, f64, f64)| cpu * 1000.0 / runs.max(1) as f64;
     let lab_per_run = |(runs, _, lab): (u64, f64, f64)| lab * 1000.0 / runs.max(1) as f64;
-    let (first, last) = (legs[0], legs[2]);
+    let (first, last) = (legs[0], legs[legs.len() - 1]);
     let ratio = per_run(last) / per_run(first);
     let total_runs = runs_in(dir.path());
     let bytes = std::fs::metadata(dir.path().join("ledger.sqlite"))

@@ -17,7 +17,10 @@ use time::{Duration, OffsetDateTime};
 /// How long a leaf certificate is valid, relative to now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lifetime {
-    /// Valid from yesterday for a year.
+    /// Valid from yesterday for five years. A real site renews its certificate; the lab's servers
+    /// do not follow a simulated clock, so a certificate of one year would come within S1's 14
+    /// days near the end of a simulated year (the year bench, `simulate --days 365`) and an honest
+    /// endpoint would turn into one that fails S1.
     Good,
     /// Valid from yesterday until 5 days from now (S1 wants more than 14).
     ExpiresInDays(i64),
@@ -85,7 +88,7 @@ impl TestCa {
     pub fn leaf_also_for(&self, lifetime: Lifetime, also: &[std::net::IpAddr]) -> Result<Leaf> {
         let now = OffsetDateTime::now_utc();
         let (not_before, not_after) = match lifetime {
-            Lifetime::Good => (now - Duration::days(1), now + Duration::days(365)),
+            Lifetime::Good => (now - Duration::days(1), now + Duration::days(5 * 365)),
             Lifetime::ExpiresInDays(d) => (now - Duration::days(1), now + Duration::days(d)),
             Lifetime::Expired => (now - Duration::days(30), now - Duration::days(1)),
         };
