@@ -1,6 +1,6 @@
 //! Curve checks: the weighted p95 of measurements, mapped through the rubric's points.
 
-use super::exact::{Level, Natural, scaled};
+use super::exact::{Level, Natural, decompose, scaled};
 use crate::rubric::Curve;
 
 /// The curve's y (points, 0..=100) at `x`, interpolated linearly in `ln x` between points and
@@ -37,10 +37,119 @@ pub struct WeightedSample {
     /// Ascending; a failed request is `+inf` (slower than any curve point).
     pub values: Vec<f64>,
     /// `cumulative[i]`: the exact sum of the weights of `values[..=i]` (on a common scale).
-    cumulative: Vec<Natural>,
+    cumulative: Cumulative,
     /// Kish effective sample size: (sum w)^2 / sum w^2.
     pub effective_n: f64,
     total: f64,
+}
+
+/// The exact cumulative weights, as 128-bit integers when every sum fits in them (a sample's
+/// weights span a few dozen binary orders: always, in practice), else as [`Natural`]s. Both hold
+/// the same integers, and every reading goes through a `Natural` of the same value, so which one
+/// a sample uses changes no figure.
+#[derive(Debug, Clone, PartialEq)]
+enum Cumulative {
+    Narrow(Vec<u128>),
+    Wide(Vec<Natural>),
+}
+
+impl Cumulative {
+    /// The weights' running sums, exactly, on the common scale `weight x 2^-e_min`.
+    fn of(weights: &[f64]) -> Cumulative {
+        let parts: Vec<(u64, i32)> = weights.iter().map(|w| decompose(*w)).collect();
+        let e_min = parts.iter().map(|(_, e)| *e).min().unwrap_or(0);
+        let e_max = parts.iter().map(|(_, e)| *e).max().unwrap_or(0);
+        // A part is below 2^(53 + span); n of them sum below 2^(53 + span + bits(n)).
+        let sum_bits =
+            53 + i64::from(e_max - e_min) + i64::from(usize::BITS - parts.len().leading_zeros());
+        if sum_bits > 127 {
+            let mut running = Natural::zero();
+            return Cumulative::Wide(
+                scaled(weights)
+                    .iter()
+                    .map(|part| {
+                        running.add_assign(part);
+                        running.clone()
+                    })
+                    .collect(),
+            );
+        }
+        let mut running = 0u128;
+        Cumulative::Narrow(
+            parts
+                .iter()
+                .map(|(m, e)| {
+                    running += u128::from(*m) << (e - e_min);
+                    running
+                })
+                .collect(),
+        )
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Cumulative::Narrow(c) => c.len(),
+            Cumulative::Wide(c) => c.len(),
+        }
+    }
+
+    fn at(&self, i: usize) -> Natural {
+        match self {
+            Cumulative::Narrow(c) => Natural::of_u128(c[i]),
+            Cumulative::Wide(c) => c[i].clone(),
+        }
+    }
+}
+
+/// `x`'s place in `f64::total_cmp`'s order, as an unsigned integer of the same order: negative
+/// numbers (sign bit set) are flipped whole, the others get the sign bit set.
+fn total_order_key(x: f64) -> u64 {
+    let bits = x.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    }
+}
+
+/// Below this many measurements the standard library's stable sort is as quick.
+const RADIX_FROM: usize = 64;
+
+/// The positions of `keys` in ascending order, equal keys in their input order: the one
+/// permutation a stable sort by key gives. A least-significant-digit radix sort, one byte a
+/// pass (a pass in which every key has the same byte is skipped): a year's window of latencies
+/// is thousands of measurements, which it orders in a few passes without comparing.
+fn stable_order(keys: &[u64]) -> Vec<u32> {
+    let mut order: Vec<(u64, u32)> = keys.iter().zip(0u32..).map(|(k, i)| (*k, i)).collect();
+    if keys.len() < RADIX_FROM {
+        order.sort_by_key(|(k, _)| *k);
+        return order.into_iter().map(|(_, i)| i).collect();
+    }
+    let mut counts = [[0usize; 256]; 8];
+    for k in keys {
+        for (byte, count) in counts.iter_mut().enumerate() {
+            count[((k >> (8 * byte)) & 0xff) as usize] += 1;
+        }
+    }
+    let mut spare = vec![(0u64, 0u32); order.len()];
+    for (byte, count) in counts.iter().enumerate() {
+        if count.iter().any(|c| *c == keys.len()) {
+            continue; // one value of this byte for every key: the pass would keep the order
+        }
+        let mut next = [0usize; 256];
+        let mut at = 0;
+        for (slot, c) in next.iter_mut().zip(count) {
+            *slot = at;
+            at += c;
+        }
+        for item in &order {
+            let slot = &mut next[((item.0 >> (8 * byte)) & 0xff) as usize];
+            spare[*slot] = *item;
+            *slot += 1;
+        }
+        std::mem::swap(&mut order, &mut spare);
+    }
+    order.into_iter().map(|(_, i)| i).collect()
 }
 
 impl WeightedSample {
@@ -51,20 +160,17 @@ impl WeightedSample {
         if pairs.is_empty() {
             return None;
         }
-        pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let weights: Vec<f64> = pairs.iter().map(|(_, w)| *w).collect();
-        let mut cumulative = Vec::with_capacity(pairs.len());
-        let mut running = Natural::zero();
-        for part in scaled(&weights) {
-            running.add_assign(&part);
-            cumulative.push(running.clone());
-        }
+        // Ascending by value under `total_cmp`, equal values in the order given.
+        let keys: Vec<u64> = pairs.iter().map(|(v, _)| total_order_key(*v)).collect();
+        let order = stable_order(&keys);
+        let values: Vec<f64> = order.iter().map(|i| pairs[*i as usize].0).collect();
+        let weights: Vec<f64> = order.iter().map(|i| pairs[*i as usize].1).collect();
         let (sum, sum_sq) = weights
             .iter()
             .fold((0.0, 0.0), |(s, q), w| (s + w, q + w * w));
         Some(WeightedSample {
-            values: pairs.into_iter().map(|(v, _)| v).collect(),
-            cumulative,
+            values,
+            cumulative: Cumulative::of(&weights),
             effective_n: sum * sum / sum_sq,
             total: sum,
         })
@@ -80,7 +186,7 @@ impl WeightedSample {
         if i >= last {
             return 1.0;
         }
-        self.cumulative[i].ratio(&self.cumulative[last])
+        self.cumulative.at(i).ratio(&self.cumulative.at(last))
     }
 
     /// The total weight (a double sum; for display and the effective sample size only).
@@ -92,11 +198,19 @@ impl WeightedSample {
     /// reaches `level` of the total, decided exactly. The point p95 and the band's reference
     /// sampler both read quantiles through this one function.
     pub fn quantile_index(&self, level: &Level) -> usize {
-        let total = &self.cumulative[self.cumulative.len() - 1];
-        let index = self
-            .cumulative
-            .partition_point(|c| !level.reached_by(c, total));
-        index.min(self.values.len() - 1)
+        let n = self.cumulative.len();
+        let total = self.cumulative.at(n - 1);
+        // The first index that reaches the level (reaching is monotone in the index).
+        let (mut low, mut high) = (0, n);
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if level.reached_by(&self.cumulative.at(mid), &total) {
+                high = mid;
+            } else {
+                low = mid + 1;
+            }
+        }
+        low.min(self.values.len() - 1)
     }
 
     /// The weighted quantile at `level` (the inverse of the weighted empirical distribution
@@ -110,6 +224,7 @@ impl WeightedSample {
 mod tests {
     use super::*;
     use crate::rubric::Rubric;
+    use proptest::strategy::Strategy;
 
     fn r3() -> Curve {
         Rubric::embedded_default()
@@ -148,6 +263,104 @@ mod tests {
         assert_eq!(interpolate(&c, 0.0), 100.0);
         assert_eq!(interpolate(&c, 50_000.0), 0.0);
         assert_eq!(interpolate(&c, f64::INFINITY), 0.0);
+    }
+
+    /// The construction as it was first written (a comparison sort, every sum a `Natural`): the
+    /// radix order and the 128-bit sums must give the very same sample, bit for bit.
+    fn reference(mut pairs: Vec<(f64, f64)>) -> Option<(Vec<u64>, Vec<Natural>, u64, u64)> {
+        pairs.retain(|(_, w)| *w > 0.0 && w.is_finite());
+        if pairs.is_empty() {
+            return None;
+        }
+        pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let weights: Vec<f64> = pairs.iter().map(|(_, w)| *w).collect();
+        let mut running = Natural::zero();
+        let cumulative = scaled(&weights)
+            .iter()
+            .map(|p| {
+                running.add_assign(p);
+                running.clone()
+            })
+            .collect();
+        let (sum, sum_sq) = weights
+            .iter()
+            .fold((0.0, 0.0), |(s, q), w| (s + w, q + w * w));
+        Some((
+            pairs.iter().map(|(v, _)| v.to_bits()).collect(),
+            cumulative,
+            (sum * sum / sum_sq).to_bits(),
+            sum.to_bits(),
+        ))
+    }
+
+    fn as_reference(s: &WeightedSample) -> (Vec<u64>, Vec<Natural>, u64, u64) {
+        (
+            s.values.iter().map(|v| v.to_bits()).collect(),
+            (0..s.cumulative.len())
+                .map(|i| s.cumulative.at(i))
+                .collect(),
+            s.effective_n.to_bits(),
+            s.total.to_bits(),
+        )
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_sample_is_the_reference_bit_for_bit(
+            pairs in proptest::collection::vec(
+                (
+                    proptest::prop_oneof![
+                        // Few distinct values (ties, kept in their order), any double, the ends.
+                        (0u8..8).prop_map(|v| f64::from(v) * 250.0),
+                        proptest::num::f64::ANY,
+                        proptest::prop_oneof![
+                            proptest::strategy::Just(f64::INFINITY),
+                            proptest::strategy::Just(-0.0),
+                            proptest::strategy::Just(0.0),
+                            proptest::strategy::Just(f64::NAN),
+                        ],
+                    ],
+                    proptest::prop_oneof![
+                        // Decayed weights over a year, any double (most left out), a wide span.
+                        (0.0f64..365.0).prop_map(|age| libm::exp2(-age / 14.0)),
+                        proptest::num::f64::ANY,
+                        (0i32..1000).prop_map(|e| libm::ldexp(1.5, -e)),
+                    ],
+                ),
+                0..400,
+            )
+        ) {
+            let sample = WeightedSample::new(pairs.clone());
+            proptest::prop_assert_eq!(sample.as_ref().map(as_reference), reference(pairs));
+            if let Some(s) = sample {
+                for level in [Level::P95, Level::percent(50), Level::from_f64(0.123_456_789)] {
+                    let total = s.cumulative.at(s.cumulative.len() - 1);
+                    let cumulative: Vec<Natural> =
+                        (0..s.cumulative.len()).map(|i| s.cumulative.at(i)).collect();
+                    let first = cumulative.partition_point(|c| !level.reached_by(c, &total));
+                    proptest::prop_assert_eq!(
+                        s.quantile_index(&level),
+                        first.min(s.values.len() - 1)
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn both_kinds_of_sums_are_taken() {
+        // A year of decayed weights: 128-bit sums. Weights 2^700 apart: sums of any size.
+        let year: Vec<(f64, f64)> = (0..2920)
+            .map(|i| (f64::from(i % 97), libm::exp2(-f64::from(i) / 8.0 / 14.0)))
+            .collect();
+        let s = WeightedSample::new(year.clone()).unwrap();
+        assert!(matches!(s.cumulative, Cumulative::Narrow(_)));
+        assert_eq!(Some(as_reference(&s)), reference(year));
+        let wide = vec![(3.0, 1.0), (1.0, libm::ldexp(1.0, -700)), (2.0, 1.0)];
+        let s = WeightedSample::new(wide.clone()).unwrap();
+        assert!(matches!(s.cumulative, Cumulative::Wide(_)));
+        assert_eq!(Some(as_reference(&s)), reference(wide));
+        assert_eq!(s.values, vec![1.0, 2.0, 3.0]);
     }
 
     #[test]

@@ -29,6 +29,11 @@ impl Natural {
         Natural(smallvec![m]).shl(shift)
     }
 
+    /// The integer `x`.
+    pub fn of_u128(x: u128) -> Natural {
+        Natural(smallvec![x as u64, (x >> 64) as u64]).trim()
+    }
+
     fn trim(mut self) -> Natural {
         while self.0.last() == Some(&0) {
             self.0.pop();
