@@ -857,7 +857,7 @@ mod tests {
             first_ms: 0,
             last_ms: 0,
             scale: 1.0,
-            measurements: Vec::new(),
+            measurements: Default::default(),
             value_sum: 0.0,
         };
         let mut state = SubjectState {

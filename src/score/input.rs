@@ -191,8 +191,9 @@ pub struct CellFacts {
     pub day_ns: i128,
     /// `sum of 2^((at_i - day_ns) / half-life)` over its outcomes, in ledger order.
     pub scale: f64,
-    /// Curve checks: each outcome's value (`+inf` for a fail) with its own scale.
-    pub measurements: Vec<(f64, f64)>,
+    /// Curve checks: each outcome's value (`+inf` for a fail) with its own scale (the cell's own,
+    /// shared).
+    pub measurements: std::sync::Arc<Vec<(f64, f64)>>,
     /// `sum of scale_i x value_i` over its outcomes with a value (R5 passes' sizes).
     pub value_sum: f64,
 }

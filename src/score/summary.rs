@@ -12,6 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
 
 use super::input::{CellFacts, Entry, InputError, Inputs, InputsDocument, Instant};
 use crate::evidence::Outcome;
@@ -42,9 +43,15 @@ pub struct Cell {
     pub last_ms: i64,
     /// Sum over its outcomes, in order, of `2^((at - day start) / half-life)`.
     pub scale: f64,
-    /// Curve checks: each outcome's value in ms (`null` for a fail) and its own scale.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub measurements: Vec<(Option<f64>, f64)>,
+    /// Curve checks: each outcome's value in ms (`+inf` for a fail, written `null`) and its own
+    /// scale. Shared with the entries of the scores that read the cell, which take them as they
+    /// are (a year's window is thousands of cells: no copy of each per score).
+    #[serde(
+        default,
+        skip_serializing_if = "no_measurements",
+        with = "measurements_as_written"
+    )]
+    pub measurements: Arc<Vec<(f64, f64)>>,
     /// Sum over its outcomes with a value (R5 passes' sizes) of scale times value.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub value_sum: f64,
@@ -52,6 +59,34 @@ pub struct Cell {
 
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
+}
+
+fn no_measurements(m: &Arc<Vec<(f64, f64)>>) -> bool {
+    m.is_empty()
+}
+
+/// A cell's measurements as its JSON has always written them: `[value, scale]` pairs with `null`
+/// for the value of a fail (held as `+inf`, which is how every rule reads a fail).
+mod measurements_as_written {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::sync::Arc;
+
+    pub fn serialize<S: Serializer>(m: &Arc<Vec<(f64, f64)>>, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(
+            m.iter()
+                .map(|(v, scale)| ((*v != f64::INFINITY).then_some(*v), *scale)),
+        )
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Vec<(f64, f64)>>, D::Error> {
+        let written: Vec<(Option<f64>, f64)> = Vec::deserialize(d)?;
+        Ok(Arc::new(
+            written
+                .into_iter()
+                .map(|(v, scale)| (v.unwrap_or(f64::INFINITY), scale))
+                .collect(),
+        ))
+    }
 }
 
 /// One outcome as a day summary takes it.
@@ -112,7 +147,7 @@ pub fn add_outcome(rubric: &Rubric, cells: &mut Vec<Cell>, o: Outcome1<'_>) {
                 first_ms: o.at_ms,
                 last_ms: o.at_ms,
                 scale: s,
-                measurements: Vec::new(),
+                measurements: Arc::default(),
                 value_sum: 0.0,
             });
             cells.last_mut().expect("just pushed")
@@ -120,8 +155,9 @@ pub fn add_outcome(rubric: &Rubric, cells: &mut Vec<Cell>, o: Outcome1<'_>) {
     };
     if is_curve {
         match o.outcome {
-            Outcome::Pass => cell.measurements.push((o.value, s)),
-            Outcome::Fail => cell.measurements.push((None, s)),
+            Outcome::Pass => Arc::make_mut(&mut cell.measurements)
+                .push((o.value.unwrap_or(f64::INFINITY), s)),
+            Outcome::Fail => Arc::make_mut(&mut cell.measurements).push((f64::INFINITY, s)),
             Outcome::Na | Outcome::Unmeasured => {}
         }
     } else if let (Outcome::Pass, Some(v)) = (o.outcome, o.value) {
@@ -227,11 +263,7 @@ pub fn inputs(meta: InputsDocument, days: &[Day<'_>]) -> Result<Inputs, InputErr
                     first_ns,
                     day_ns,
                     scale: c.scale,
-                    measurements: c
-                        .measurements
-                        .iter()
-                        .map(|(v, s)| (v.unwrap_or(f64::INFINITY), *s))
-                        .collect(),
+                    measurements: c.measurements.clone(),
                     value_sum: c.value_sum,
                 }),
             });
