@@ -2,14 +2,24 @@
 //! plain gamma-ratio reference sampler, measured in the same run on the same varied subjects
 //! (4000 draws, every check with evidence), with the largest band difference between them.
 //!
+//! `--window`: one subject's evidence as day summaries (method `/3`, what the daemon scores),
+//! scored over a window of 15 days and of 180 (the average window of the year bench's first 30
+//! days, and the full window of its last 30): the time a score takes at each (its cells out of
+//! the core's caches, as the daemon finds them after a run's other work), the two measured in
+//! alternation in the same run, and their ratio.
+//!
 //! Run with `cargo bench --bench score` (add `-- --quick` for a short run).
 
 use serde_json::{Value, json};
 use std::time::Instant;
-use x402_probe::rubric::{Kind, Rubric};
-use x402_probe::score::input::Inputs;
+use x402_probe::evidence::Outcome;
+use x402_probe::rubric::{CheckId, Kind, Rubric};
+use x402_probe::score::input::{Inputs, InputsDocument};
 use x402_probe::score::montecarlo::Sampler;
 use x402_probe::score::score;
+use x402_probe::score::summary::{
+    Cell, DAY_MS, Day, Outcome1, add_outcome, day_digest, day_of, inputs,
+};
 
 const AS_OF_MS: i64 = 1_793_491_200_000; // 2026-11-01T00:00:00Z
 const HOUR_MS: i64 = 3_600_000;
@@ -105,8 +115,155 @@ fn measure(
     (rates[rates.len() - 1], rates[rates.len() / 2], bands)
 }
 
+/// A subject's day summaries at the default cadence over `days` days before `AS_OF_MS`: a free
+/// run every 3 hours (every free check, R3 once per sample of 5, one run in 50 failing one
+/// check), a paid call every 7 days (every paid check, R7 with its latency).
+fn window_days(rubric: &Rubric, days: i64) -> Vec<(i64, Vec<Cell>)> {
+    let mut rng = Lcg(days as u64);
+    let first = day_of(AS_OF_MS) - days + 1;
+    let mut out = Vec::new();
+    let mut seq = 0u64;
+    for day in first..=day_of(AS_OF_MS) {
+        let mut cells = Vec::new();
+        for run in 0..8 {
+            let at_ms = day * DAY_MS + run * 3 * HOUR_MS + (rng.next() * 6.0e5) as i64;
+            if at_ms > AS_OF_MS {
+                break;
+            }
+            let paid = run == 0 && day % 7 == 0;
+            let failing = (rng.next() * 50.0) as usize;
+            for (i, check) in rubric.checks.iter().enumerate() {
+                if check.kind == Kind::Paid && !paid {
+                    continue;
+                }
+                let outcomes = if check.id == CheckId::R3 { 5 } else { 1 };
+                for _ in 0..outcomes {
+                    let pass = i != failing;
+                    let value = match check.id {
+                        CheckId::R3 | CheckId::R7 if pass => {
+                            Some((200.0 + rng.next() * 900.0).round())
+                        }
+                        CheckId::R5 if pass => Some(2048.0),
+                        _ => None,
+                    };
+                    add_outcome(
+                        rubric,
+                        &mut cells,
+                        Outcome1 {
+                            seq,
+                            check: check.id.as_str(),
+                            outcome: if pass { Outcome::Pass } else { Outcome::Fail },
+                            kind: check.kind,
+                            revision: None,
+                            value,
+                            at_ms,
+                            excused: None,
+                        },
+                    );
+                    seq += 1;
+                }
+            }
+        }
+        out.push((day, cells));
+    }
+    out
+}
+
+/// Writes over more memory than the core's caches hold (this machine's L2 is 2 MiB a core).
+fn evict_caches() {
+    thread_local! {
+        static SPILL: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; 16 << 20]);
+    }
+    SPILL.with(|spill| {
+        let mut spill = spill.borrow_mut();
+        for i in (0..spill.len()).step_by(64) {
+            spill[i] = spill[i].wrapping_add(1);
+        }
+        std::hint::black_box(&spill[..]);
+    });
+}
+
+/// `--window`: the time of one score over 15 days and over 180 (see the file's comment).
+fn window(rubric: &Rubric, quick: bool) {
+    let meta: InputsDocument = serde_json::from_value(json!({
+        "rubric_sha256": rubric.sha256(),
+        "rubric_version": rubric.version,
+        "as_of": rfc3339(AS_OF_MS),
+        "subject": {"id": "bench-window", "url": "https://window.example/api",
+                    "category": "search", "price_usd": "0.01", "revisions": []},
+        "history": [],
+        "population": [],
+        "provenance": "synthetic_fixture"
+    }))
+    .expect("a valid document");
+    let windows: Vec<(i64, Vec<(i64, Vec<Cell>)>)> = [15, 180]
+        .iter()
+        .map(|d| (*d, window_days(rubric, *d)))
+        .collect();
+    let digests: Vec<Vec<[u8; 32]>> = windows
+        .iter()
+        .map(|(_, days)| days.iter().map(|(_, c)| day_digest(c)).collect())
+        .collect();
+    let one = |w: usize| {
+        let days: Vec<Day<'_>> = windows[w]
+            .1
+            .iter()
+            .zip(&digests[w])
+            .map(|((day, cells), sha)| Day {
+                day: *day,
+                cells,
+                sha256: *sha,
+            })
+            .collect();
+        // The daemon scores a subject after probing it and writing its run, work that has
+        // pushed the subject's cells out of the core's caches: so are they here.
+        evict_caches();
+        let start = Instant::now();
+        let inputs = inputs(meta.clone(), &days).expect("inputs");
+        let doc = score(rubric, &inputs, Sampler::InverseCdfTable).expect("scores");
+        drop(std::hint::black_box(inputs));
+        std::hint::black_box(doc);
+        start.elapsed().as_secs_f64() * 1000.0
+    };
+    let rounds = if quick { 40 } else { 400 };
+    let mut times = [Vec::new(), Vec::new()];
+    for round in 0..rounds + 5 {
+        for (w, t) in times.iter_mut().enumerate() {
+            let ms = one(w);
+            if round >= 5 {
+                t.push(ms); // the first rounds warm the caches
+            }
+        }
+    }
+    let median = |t: &mut Vec<f64>| {
+        t.sort_by(f64::total_cmp);
+        t[t.len() / 2]
+    };
+    let (short, long) = (median(&mut times[0]), median(&mut times[1]));
+    for ((days, cells), ms) in windows.iter().zip([short, long]) {
+        let n: usize = cells.iter().map(|(_, c)| c.len()).sum();
+        let m: usize = cells
+            .iter()
+            .flat_map(|(_, c)| c.iter())
+            .map(|c| c.measurements.len())
+            .sum();
+        println!(
+            "window of {days:>3} days: {n:>5} cells, {m:>5} measurements: {ms:.3} ms a score (median of {rounds})"
+        );
+    }
+    println!(
+        "180 days / 15 days: {:.2}x ({:.3} ms more a score)",
+        long / short,
+        long - short
+    );
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    if std::env::args().any(|a| a == "--window") {
+        window(&Rubric::embedded_default(), quick);
+        return;
+    }
     // For profiling the published path alone.
     let fast_only = std::env::args().any(|a| a == "--fast-only");
     let rubric = Rubric::embedded_default();

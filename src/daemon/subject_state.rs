@@ -846,7 +846,7 @@ mod tests {
 
     fn with_cells(through_seq: u64, cells: usize) -> SubjectState {
         let cell = Cell {
-            check: "R1".into(),
+            check: crate::evidence::CheckId::R1,
             outcome: crate::evidence::Outcome::Pass,
             kind: Kind::Free,
             revision: None,

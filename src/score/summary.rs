@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
 use super::input::{CellFacts, Entry, InputError, Inputs, InputsDocument, Instant};
-use crate::evidence::Outcome;
+use crate::evidence::{CheckId, Outcome};
 use crate::rubric::{Kind, Rubric};
 
 /// A day in ms.
@@ -25,7 +25,9 @@ pub const DAY_MS: i64 = 86_400_000;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Cell {
-    pub check: String,
+    /// Typed: a cell is read once per score for every day of the window, and an id held inline
+    /// costs neither a string of its own nor a hash to look it up.
+    pub check: CheckId,
     pub outcome: Outcome,
     pub kind: Kind,
     /// The revision its outcomes were recorded under, as recorded.
@@ -115,12 +117,18 @@ pub fn outcome_scale(at_ms: i64, half_life_days: f64) -> f64 {
 
 /// Adds one outcome to a day's cells (outcomes of the day in ledger order): to its check's latest
 /// cell when that one has the same outcome, kind, revision and excuse, else as a new cell.
+///
+/// An outcome of an id this build does not know is left out: every outcome a day summary takes
+/// is a row derived from a run's typed results, so there is none.
 pub fn add_outcome(rubric: &Rubric, cells: &mut Vec<Cell>, o: Outcome1<'_>) {
-    let check = o.check.parse().ok().and_then(|id| rubric.check(id));
+    let Ok(id) = o.check.parse::<CheckId>() else {
+        return;
+    };
+    let check = rubric.check(id);
     let half_life = check.map_or(rubric.decay.free, |c| rubric.half_life_days(c));
     let is_curve = check.is_some_and(|c| c.metric == crate::rubric::Metric::Curve);
     let s = outcome_scale(o.at_ms, half_life);
-    let latest = cells.iter_mut().rev().find(|c| c.check == o.check);
+    let latest = cells.iter_mut().rev().find(|c| c.check == id);
     let cell = match latest {
         Some(c)
             if c.outcome == o.outcome
@@ -136,7 +144,7 @@ pub fn add_outcome(rubric: &Rubric, cells: &mut Vec<Cell>, o: Outcome1<'_>) {
         }
         _ => {
             cells.push(Cell {
-                check: o.check.to_string(),
+                check: id,
                 outcome: o.outcome,
                 kind: o.kind,
                 revision: o.revision.map(str::to_string),
@@ -155,8 +163,9 @@ pub fn add_outcome(rubric: &Rubric, cells: &mut Vec<Cell>, o: Outcome1<'_>) {
     };
     if is_curve {
         match o.outcome {
-            Outcome::Pass => Arc::make_mut(&mut cell.measurements)
-                .push((o.value.unwrap_or(f64::INFINITY), s)),
+            Outcome::Pass => {
+                Arc::make_mut(&mut cell.measurements).push((o.value.unwrap_or(f64::INFINITY), s))
+            }
             Outcome::Fail => Arc::make_mut(&mut cell.measurements).push((f64::INFINITY, s)),
             Outcome::Na | Outcome::Unmeasured => {}
         }
@@ -221,10 +230,8 @@ pub fn inputs(meta: InputsDocument, days: &[Day<'_>]) -> Result<Inputs, InputErr
     inputs.method = super::Method::V3;
     let revisions = &inputs.subject.revisions;
     let mut history = Vec::with_capacity(days.iter().map(|d| d.cells.len()).sum());
-    // Each check's name once: every cell of it shares it (found by hash: a year's window is
-    // thousands of cells, and a scan of the names compared strings dozens of times per cell).
-    let mut names: std::collections::HashMap<&str, std::sync::Arc<str>> =
-        std::collections::HashMap::new();
+    // Each check's name once, by id: every cell of it shares it.
+    let mut names: [Option<Arc<str>>; CheckId::ALL.len()] = Default::default();
     for d in days {
         let day_ns = i128::from(d.day * DAY_MS) * 1_000_000;
         for c in d.cells {
@@ -242,9 +249,8 @@ pub fn inputs(meta: InputsDocument, days: &[Day<'_>]) -> Result<Inputs, InputErr
                     .iter()
                     .position(|r| &r.id == id && r.at.ns <= first_ns)
             });
-            let check = names
-                .entry(c.check.as_str())
-                .or_insert_with(|| c.check.as_str().into())
+            let check = names[c.check as usize]
+                .get_or_insert_with(|| c.check.as_str().into())
                 .clone();
             history.push(Entry {
                 seq: c.first_seq,

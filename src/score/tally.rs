@@ -103,7 +103,8 @@ pub struct EntryWeights {
 
 impl EntryWeights {
     pub fn new(rubric: &Rubric, inputs: &Inputs) -> EntryWeights {
-        let index: std::collections::HashMap<&str, usize> = rubric
+        // Looked up once per entry (thousands in a year's window): a quick hash of a short id.
+        let index: rustc_hash::FxHashMap<&str, usize> = rubric
             .checks
             .iter()
             .enumerate()
