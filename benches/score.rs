@@ -115,10 +115,13 @@ fn measure(
     (rates[rates.len() - 1], rates[rates.len() / 2], bands)
 }
 
+/// Days since the epoch, each with its cells.
+type Days = Vec<(i64, Vec<Cell>)>;
+
 /// A subject's day summaries at the default cadence over `days` days before `AS_OF_MS`: a free
 /// run every 3 hours (every free check, R3 once per sample of 5, one run in 50 failing one
 /// check), a paid call every 7 days (every paid check, R7 with its latency).
-fn window_days(rubric: &Rubric, days: i64) -> Vec<(i64, Vec<Cell>)> {
+fn window_days(rubric: &Rubric, days: i64) -> Days {
     let mut rng = Lcg(days as u64);
     let first = day_of(AS_OF_MS) - days + 1;
     let mut out = Vec::new();
@@ -196,7 +199,7 @@ fn window(rubric: &Rubric, quick: bool) {
         "provenance": "synthetic_fixture"
     }))
     .expect("a valid document");
-    let windows: Vec<(i64, Vec<(i64, Vec<Cell>)>)> = [15, 180]
+    let windows: Vec<(i64, Days)> = [15, 180]
         .iter()
         .map(|d| (*d, window_days(rubric, *d)))
         .collect();

@@ -133,7 +133,7 @@ fn stable_order(keys: &[u64]) -> Vec<u32> {
     }
     let mut spare = vec![(0u64, 0u32); order.len()];
     for (byte, count) in counts.iter().enumerate() {
-        if count.iter().any(|c| *c == keys.len()) {
+        if count.contains(&keys.len()) {
             continue; // one value of this byte for every key: the pass would keep the order
         }
         let mut next = [0usize; 256];
