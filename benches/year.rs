@@ -17,8 +17,8 @@
 //!
 //! Baselines (same run): the first 30 days; and the lab's own CPU per run in each leg, whose work
 //! is constant, so that a machine slower in one leg than in the other is told apart from growth.
-//! Run with `cargo bench --bench year` (`--days N` for a shorter year, with legs of `N / 12` days
-//! at either end).
+//! Run with `cargo bench --bench year` (`--days N` for a shorter year, in legs of `N / 12` days,
+//! the figure read from the first and the last).
 
 use std::path::Path;
 use std::sync::Arc;

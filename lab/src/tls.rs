@@ -133,3 +133,19 @@ impl Leaf {
         Ok(Arc::new(config))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A good certificate outlives any simulated year (the year bench, `simulate --days 365`):
+    /// S1 wants more than 14 days left, so it must hold well past a year from now.
+    #[test]
+    fn a_good_certificate_outlives_a_simulated_year() {
+        let ca = TestCa::new().unwrap();
+        let good = ca.leaf(Lifetime::Good).unwrap();
+        assert!(good.not_after > OffsetDateTime::now_utc() + Duration::days(2 * 365));
+        let soon = ca.leaf(Lifetime::ExpiresInDays(5)).unwrap();
+        assert!(soon.not_after < OffsetDateTime::now_utc() + Duration::days(6));
+    }
+}

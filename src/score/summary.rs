@@ -398,6 +398,43 @@ mod tests {
         }
     }
 
+    /// A cell's JSON is what it was while measurements were `(value or null, scale)` pairs and
+    /// the check a string: a fail's value written `null` (held as `+inf`), the id as its text;
+    /// an unknown id is left out of the cells, and a stored cell naming one is refused.
+    #[test]
+    fn a_cell_is_written_as_before_and_unknown_ids_are_left_out() {
+        let rubric = Rubric::embedded_default();
+        let mut cells = Vec::new();
+        let one = |seq, check, outcome, value| Outcome1 {
+            seq,
+            check,
+            outcome,
+            kind: Kind::Free,
+            revision: None,
+            value,
+            at_ms: 0,
+            excused: None,
+        };
+        add_outcome(
+            &rubric,
+            &mut cells,
+            one(0, "R3", Outcome::Pass, Some(250.0)),
+        );
+        add_outcome(&rubric, &mut cells, one(1, "R3", Outcome::Fail, None));
+        add_outcome(&rubric, &mut cells, one(2, "Z9", Outcome::Pass, None));
+        assert_eq!(cells.len(), 2, "the unknown id made no cell");
+        assert_eq!(cells[1].measurements.as_slice(), &[(f64::INFINITY, 1.0)]);
+        let json = serde_json::to_value(&cells).unwrap();
+        assert_eq!(json[0]["check"], "R3");
+        assert_eq!(json[0]["measurements"], serde_json::json!([[250.0, 1.0]]));
+        assert_eq!(json[1]["measurements"], serde_json::json!([[null, 1.0]]));
+        let back: Vec<Cell> = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back, cells);
+        let mut unknown = json;
+        unknown[0]["check"] = "Z9".into();
+        assert!(serde_json::from_value::<Vec<Cell>>(unknown).is_err());
+    }
+
     #[test]
     fn a_day_digest_names_its_cells_and_the_inputs_digest_its_days() {
         let rubric = Rubric::embedded_default();
