@@ -46,3 +46,31 @@ pub mod x402;
 pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
+
+// mimalloc's own option setter (`mimalloc.h`); the symbol is in the library the allocator links
+// (named here so that it is linked into every program that calls `tune_allocator`).
+use mimalloc as _;
+unsafe extern "C" {
+    fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
+}
+
+/// `mi_option_purge_delay`'s place in mimalloc's `mi_option_e` (v3, the crate's default build).
+const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
+
+/// How long freed memory stays with the process before mimalloc returns it to the system. Its
+/// default (1 s) suits short bursts; a sweep keeps ~1,000 runs in flight whose buffers are freed
+/// and wanted again a few seconds later, so memory returned after 1 s came straight back as page
+/// faults, each zeroing a (huge) page: 22,000 faults on a 4,000-endpoint sweep, 5,100 with 10 s
+/// (README, "Daemon benchmarks"). Memory idle for longer still goes back to the system.
+const PURGE_DELAY_MS: std::ffi::c_long = 10_000;
+
+/// The service's allocator settings, for a program whose global allocator is mimalloc (the
+/// service binary, and the benches that measure the daemon as it ships). Called first thing in
+/// `main`; `MIMALLOC_PURGE_DELAY` in the environment, when set, is the operator's choice and wins.
+pub fn tune_allocator() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        // SAFETY: sets one integer option; mimalloc reads options atomically and allows setting
+        // them at any time.
+        unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
+    }
+}

@@ -42,6 +42,8 @@ pub struct Settings<'a> {
     pub control_every_secs: u64,
     pub free_every_secs: u64,
     pub pay: bool,
+    /// The spend caps when `pay` (default: the lab's usual ones).
+    pub pay_caps: PayCaps,
     pub pay_from_first_run: bool,
     pub paid_min_interval_secs: u64,
     pub samples: u64,
@@ -59,6 +61,7 @@ impl<'a> Settings<'a> {
             control_every_secs: 600,
             free_every_secs: 3 * 3600,
             pay: true,
+            pay_caps: PayCaps::default(),
             pay_from_first_run: false,
             paid_min_interval_secs: 86_400,
             samples: 2,
@@ -82,7 +85,7 @@ pub fn config_text(lab: &Lab, s: &Settings) -> String {
     config.pay_from_first_run = Some(s.pay_from_first_run);
     config.backoff_max_secs = Some(21_600);
     config.schedule_extra = format!("{}\n", s.extra);
-    config.pay = s.pay.then(PayCaps::default);
+    config.pay = s.pay.then(|| s.pay_caps.clone());
     config.control = s.control.clone().map(|url| (url, s.control_every_secs));
     config.subjects = s
         .subjects
