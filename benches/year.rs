@@ -192,20 +192,16 @@ fn runs_in(dir: &Path) -> u64 {
     .map_or(0, |n| n.max(0) as u64)
 }
 
+/// The value after `name` on the command line, when there is one that parses.
+fn option<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
+    let at = args.iter().position(|a| a == name)?;
+    args.get(at + 1)?.parse().ok()
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let days: i64 = args
-        .iter()
-        .position(|a| a == "--days")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|d| d.parse().ok())
-        .unwrap_or(365);
-    let replays: usize = args
-        .iter()
-        .position(|a| a == "--replays")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|d| d.parse().ok())
-        .unwrap_or(2);
+    let days: i64 = option(&args, "--days").unwrap_or(365);
+    let replays: usize = option(&args, "--replays").unwrap_or(2);
     let leg = (days / 12).max(1);
     x402_probe::tune_allocator();
     x402_probe::install_crypto_provider();
@@ -222,11 +218,7 @@ fn main() {
     let subject = lab.endpoint("honest-v2").unwrap().url.clone();
 
     // `--keep DIR`: the state directory is made there and kept, for reading the year's ledger.
-    let kept = args
-        .iter()
-        .position(|a| a == "--keep")
-        .and_then(|i| args.get(i + 1))
-        .map(std::path::PathBuf::from);
+    let kept: Option<std::path::PathBuf> = option(&args, "--keep");
     let temp = tempfile::tempdir().unwrap();
     let dir = kept.as_deref().unwrap_or(temp.path());
     let mut settings = Settings::new(dir);
@@ -349,20 +341,15 @@ fn main() {
         let (a, b) = (&replayed[0], &replayed[1]);
         let ratio = mean(b, Leg::per_run) / mean(a, Leg::per_run);
         let lab_ratio = mean(b, Leg::lab_per_run) / mean(a, Leg::lab_per_run);
-        println!(
-            "  daemon CPU per run, first {leg} days: {:.1} ms ({} replays of {} runs; the lab {:.1} ms per run)",
-            mean(a, Leg::per_run),
-            a.len(),
-            first.runs,
-            mean(a, Leg::lab_per_run)
-        );
-        println!(
-            "  daemon CPU per run, last {leg} days:  {:.1} ms ({} replays of {} runs; the lab {:.1} ms per run)",
-            mean(b, Leg::per_run),
-            b.len(),
-            last.runs,
-            mean(b, Leg::lab_per_run)
-        );
+        for (name, legs, year_leg) in [("first", a, first), ("last", b, last)] {
+            println!(
+                "  daemon CPU per run, {name} {leg} days: {:.1} ms ({} replays of {} runs; the lab {:.1} ms per run)",
+                mean(legs, Leg::per_run),
+                legs.len(),
+                year_leg.runs,
+                mean(legs, Leg::lab_per_run)
+            );
+        }
         println!(
             "  ratio last / first, replays alternated: {ratio:.2} (goal at most 1.2: {}); the lab's own CPU per run between them {lab_ratio:.2}x",
             verdict(ratio)
