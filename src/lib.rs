@@ -74,3 +74,23 @@ pub fn tune_allocator() {
         unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    unsafe extern "C" {
+        fn mi_option_get(option: std::ffi::c_int) -> std::ffi::c_long;
+    }
+
+    /// The service's purge delay is what `tune_allocator` leaves in mimalloc's options (unless the
+    /// operator's environment names one, which then wins untouched).
+    #[test]
+    fn the_allocator_keeps_freed_memory_for_the_services_delay() {
+        super::tune_allocator();
+        // SAFETY: reads one integer option.
+        let delay = unsafe { mi_option_get(super::MI_OPTION_PURGE_DELAY) };
+        match std::env::var("MIMALLOC_PURGE_DELAY") {
+            Ok(set) => assert_eq!(delay.to_string(), set.trim()),
+            Err(_) => assert_eq!(delay, super::PURGE_DELAY_MS),
+        }
+    }
+}
