@@ -28,7 +28,8 @@
 //! process does once (its first connections, its allocator's first pages), which the year's first
 //! leg carries: the replays' ratio is the stricter.
 //! Run with `cargo bench --bench year` (`--days N` for a shorter year, in legs of `N / 12` days;
-//! `--replays N` for N of each, 0 for none; `--keep DIR` to keep the state directory there).
+//! `--replays N` for N of each, 0 for none; `--keep DIR` to keep the year's state directory
+//! there, as it was after the year).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -301,6 +302,11 @@ fn main() {
         .map(|m| m.len())
         .unwrap_or(0);
     let (first, last) = (legs[0], legs[legs.len() - 1]);
+    // The replays below reuse the state directory: with `--keep`, the year's is put back after.
+    let year_copy = snapshots.path().join("year");
+    if kept.is_some() {
+        copy_dir(dir, &year_copy);
+    }
 
     // The replays: the first and the last leg run again from their copies, alternated (first,
     // last, last, first, ...), so that both are measured minutes apart on the same machine,
@@ -320,6 +326,9 @@ fn main() {
         let leg_run = run_leg(until_ms);
         eprintln!("replay of the {name} {leg} days: {}", leg_run.line());
         replayed[which].push(leg_run);
+    }
+    if kept.is_some() {
+        copy_dir(&year_copy, dir);
     }
     let mean = |legs: &[Leg], f: fn(&Leg) -> f64| -> f64 {
         legs.iter().map(f).sum::<f64>() / legs.len().max(1) as f64
