@@ -19,7 +19,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
@@ -62,6 +62,9 @@ pub struct RunningEndpoint {
     pub url: String,
     pub addr: SocketAddr,
     _tasks: JoinSet<()>,
+    /// A down endpoint's port, bound but never listening: connections to it are refused, and no
+    /// other endpoint of the lab can be given the same port while the lab runs.
+    _closed_port: Option<TcpSocket>,
 }
 
 impl Endpoint {
@@ -171,26 +174,37 @@ pub async fn start_placed(
     dynamic: Option<Arc<Dynamic>>,
     placement: &Placement,
 ) -> Result<RunningEndpoint> {
-    let listener = TcpListener::bind(SocketAddr::new(placement.bind, 0))
-        .await
-        .with_context(|| format!("binding a scenario listener at {}", placement.bind))?;
-    let addr = listener.local_addr()?;
     let scheme = match scenario.transport {
         Transport::Https(_) => "https",
         Transport::Http => "http",
     };
-    let url = format!("{scheme}://{addr}{RESOURCE_PATH}");
-    quote.resource = url.clone();
     let mut tasks = JoinSet::new();
     if scenario.reliability == Reliability::Down {
-        // Nothing listens: the port is closed again at once, so connections are refused.
-        drop(listener);
+        // Nothing listens, so connections are refused. The port stays bound (a socket that never
+        // listens) for the lab's life: a port closed again at once could be handed to the next
+        // endpoint bound, and the down endpoint would answer as that one.
+        let socket = match placement.bind {
+            std::net::IpAddr::V4(_) => TcpSocket::new_v4(),
+            std::net::IpAddr::V6(_) => TcpSocket::new_v6(),
+        }
+        .context("creating a socket for a down scenario")?;
+        socket
+            .bind(SocketAddr::new(placement.bind, 0))
+            .with_context(|| format!("binding a down scenario's port at {}", placement.bind))?;
+        let addr = socket.local_addr()?;
         return Ok(RunningEndpoint {
-            url,
+            url: format!("{scheme}://{addr}{RESOURCE_PATH}"),
             addr,
             _tasks: tasks,
+            _closed_port: Some(socket),
         });
     }
+    let listener = TcpListener::bind(SocketAddr::new(placement.bind, 0))
+        .await
+        .with_context(|| format!("binding a scenario listener at {}", placement.bind))?;
+    let addr = listener.local_addr()?;
+    let url = format!("{scheme}://{addr}{RESOURCE_PATH}");
+    quote.resource = url.clone();
     let endpoint_for = |quote: QuoteContext| {
         Arc::new(Endpoint {
             scenario: scenario.clone(),
@@ -228,6 +242,7 @@ pub async fn start_placed(
         url,
         addr,
         _tasks: tasks,
+        _closed_port: None,
     })
 }
 

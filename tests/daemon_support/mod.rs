@@ -96,6 +96,19 @@ pub fn config_text(lab: &Lab, s: &Settings) -> String {
     config.text(lab)
 }
 
+/// A loopback address that refuses connections for the rest of the test process: bound, never
+/// listening, and held (a port bound and released at once could be handed to another test's server,
+/// which would then answer in its place).
+pub fn refusing_addr() -> std::net::SocketAddr {
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket
+        .bind("127.0.0.1:0".parse().unwrap())
+        .expect("binding a loopback port");
+    let addr = socket.local_addr().expect("its address");
+    std::mem::forget(socket);
+    addr
+}
+
 pub fn write_config(dir: &Path, text: &str) -> PathBuf {
     let path = dir.join("daemon.toml");
     std::fs::write(&path, text).unwrap();

@@ -108,12 +108,8 @@ fn an_unreachable_database_fails_the_daemons_start_with_a_clear_error() {
     let state = dir.path().join("state");
     std::fs::create_dir_all(&state).unwrap();
     ReporterKey::generate(&state.join("reporter.key")).unwrap();
-    // A port nothing listens on (bound, then released).
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // A port nothing listens on, held for the test.
+    let port = refusing_addr().port();
     let config = format!(
         "[daemon]\nstate_dir = \"{}\"\nreporter_key = {{ key_file = \"{}\" }}\n\
          [api]\nenabled = false\n\

@@ -41,8 +41,7 @@ fn config(lab: &x402_lab::Lab, dir: &Path, name: &str, url: &str, s: &[String]) 
     settings.free_every_secs = (EVERY_MS / 1000) as u64;
     // The second vantage's control: nothing listens there, so its own outage opens.
     if name == "v1" {
-        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        settings.control = Some(format!("http://{}/control", closed.local_addr().unwrap()));
+        settings.control = Some(format!("http://{}/control", refusing_addr()));
         settings.control_every_secs = 10;
     }
     let extra = format!(

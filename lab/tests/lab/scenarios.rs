@@ -450,6 +450,36 @@ async fn status_500_and_free_200() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn down_refuses_connections_and_keeps_its_port_while_the_lab_runs() {
+    let lab = lab(&["down", "honest-v2", "status-500"]).await;
+    let addr_of = |url: &str| {
+        let url = reqwest::Url::parse(url).unwrap();
+        std::net::SocketAddr::new(
+            url.host_str().unwrap().parse().unwrap(),
+            url.port().unwrap(),
+        )
+    };
+    let down = addr_of(&url(&lab, "down"));
+    for e in lab.endpoints.iter().filter(|e| e.scenario.name != "down") {
+        assert_ne!(
+            addr_of(&e.url),
+            down,
+            "{} got the down port",
+            e.scenario.name
+        );
+    }
+    let refused = tokio::net::TcpStream::connect(down).await.unwrap_err();
+    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+    // The port is held, not merely closed: a server bound later (as the next endpoint, or another
+    // test's) cannot take it and answer in the down endpoint's place.
+    let taken = tokio::net::TcpListener::bind(down).await;
+    assert!(
+        taken.is_err(),
+        "the down endpoint's port {down} was free to bind"
+    );
+}
+
 // ---------- paid behaviour ----------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
