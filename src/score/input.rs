@@ -161,12 +161,63 @@ pub struct Subject {
     pub revisions: Vec<Revision>,
 }
 
+/// An entry's check: an id of the vocabulary, or the text of one the vocabulary lacks (a
+/// document may carry entries of checks this rubric does not have; they are counted, never
+/// scored). Reads as its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckName {
+    Id(crate::rubric::CheckId),
+    Other(std::sync::Arc<str>),
+}
+
+impl CheckName {
+    /// The typed id, when the text is one.
+    pub fn id(&self) -> Option<crate::rubric::CheckId> {
+        match self {
+            CheckName::Id(id) => Some(*id),
+            CheckName::Other(_) => None,
+        }
+    }
+}
+
+impl From<String> for CheckName {
+    fn from(text: String) -> CheckName {
+        match text.parse() {
+            Ok(id) => CheckName::Id(id),
+            Err(_) => CheckName::Other(text.into()),
+        }
+    }
+}
+
+impl std::ops::Deref for CheckName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            CheckName::Id(id) => id.as_str(),
+            CheckName::Other(text) => text,
+        }
+    }
+}
+
+impl std::fmt::Display for CheckName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self)
+    }
+}
+
+impl PartialEq<&str> for CheckName {
+    fn eq(&self, other: &&str) -> bool {
+        &**self == *other
+    }
+}
+
 /// One check outcome from one probe run, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
     pub seq: u64,
-    /// Shared: a `/3` score reads thousands of cells of a few dozen checks.
-    pub check: std::sync::Arc<str>,
+    /// The check, typed when it is one of the vocabulary (a `/3` score reads thousands of
+    /// cells: no text, lookup or shared count per cell).
+    pub check: CheckName,
     pub outcome: Outcome,
     pub at: Instant,
     /// The kind of probe run that produced it (a paid run's entry proves a paid call happened).
@@ -192,8 +243,9 @@ pub struct CellFacts {
     /// `sum of 2^((at_i - day_ns) / half-life)` over its outcomes, in ledger order.
     pub scale: f64,
     /// Curve checks: each outcome's value (`+inf` for a fail) with its own scale (the cell's own,
-    /// shared).
-    pub measurements: std::sync::Arc<Vec<(f64, f64)>>,
+    /// shared). `None` when the cell has none (every cell of a check that is not a curve): no
+    /// shared count to move for most cells.
+    pub measurements: Option<std::sync::Arc<Vec<(f64, f64)>>>,
     /// `sum of scale_i x value_i` over its outcomes with a value (R5 passes' sizes).
     pub value_sum: f64,
 }
@@ -537,7 +589,7 @@ fn build(mut doc: InputsDocument, embed: Embed) -> Result<Inputs, InputError> {
         .zip(sorted_read)
         .map(|(e, (ns, revision))| Entry {
             seq: e.seq,
-            check: e.check.into(),
+            check: CheckName::from(e.check),
             outcome: e.outcome,
             at: Instant { text: e.at, ns },
             kind: e.kind,

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
-use super::input::{CellFacts, Entry, InputError, Inputs, InputsDocument, Instant};
+use super::input::{CellFacts, CheckName, Entry, InputError, Inputs, InputsDocument, Instant};
 use crate::evidence::{CheckId, Outcome};
 use crate::rubric::{Kind, Rubric};
 
@@ -230,8 +230,6 @@ pub fn inputs(meta: InputsDocument, days: &[Day<'_>]) -> Result<Inputs, InputErr
     inputs.method = super::Method::V3;
     let revisions = &inputs.subject.revisions;
     let mut history = Vec::with_capacity(days.iter().map(|d| d.cells.len()).sum());
-    // Each check's name once, by id: every cell of it shares it.
-    let mut names: [Option<Arc<str>>; CheckId::ALL.len()] = Default::default();
     for d in days {
         let day_ns = i128::from(d.day * DAY_MS) * 1_000_000;
         for c in d.cells {
@@ -249,12 +247,9 @@ pub fn inputs(meta: InputsDocument, days: &[Day<'_>]) -> Result<Inputs, InputErr
                     .iter()
                     .position(|r| &r.id == id && r.at.ns <= first_ns)
             });
-            let check = names[c.check as usize]
-                .get_or_insert_with(|| c.check.as_str().into())
-                .clone();
             history.push(Entry {
                 seq: c.first_seq,
-                check,
+                check: CheckName::Id(c.check),
                 outcome: c.outcome,
                 at: Instant {
                     text: String::new(),
@@ -269,7 +264,7 @@ pub fn inputs(meta: InputsDocument, days: &[Day<'_>]) -> Result<Inputs, InputErr
                     first_ns,
                     day_ns,
                     scale: c.scale,
-                    measurements: c.measurements.clone(),
+                    measurements: (!c.measurements.is_empty()).then(|| c.measurements.clone()),
                     value_sum: c.value_sum,
                 }),
             });

@@ -103,39 +103,46 @@ pub struct EntryWeights {
 
 impl EntryWeights {
     pub fn new(rubric: &Rubric, inputs: &Inputs) -> EntryWeights {
-        // Looked up once per entry (thousands in a year's window): a quick hash of a short id.
-        let index: rustc_hash::FxHashMap<&str, usize> = rubric
-            .checks
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.id.as_str(), i))
-            .collect();
+        // Each entry's check found by its typed id (thousands of entries in a year's window).
+        let mut index = [None; CheckId::ALL.len()];
+        for (i, c) in rubric.checks.iter().enumerate() {
+            index[c.id as usize] = Some(i);
+        }
+        let n = inputs.history.len();
         let mut by_check = vec![Vec::new(); rubric.checks.len()];
-        let mut weight = vec![0.0; inputs.history.len()];
-        let mut base = vec![0.0; inputs.history.len()];
+        let mut weight = vec![0.0; n];
+        let mut base = vec![0.0; n];
         let mut unknown = Vec::new();
-        let age_days = inputs
-            .history
-            .iter()
-            .map(|e| days_between(e.decay_ns(), inputs.as_of.ns))
-            .collect();
+        let mut age_days = Vec::with_capacity(n);
         // The decay of the entries of one time, by half-life: a day's cells (`/3`) all decay
         // from the day's start, so a year's window needs one `exp2` per day and half-life, not
-        // one per cell (the same function of the same arguments: the same weights).
+        // one per cell (the same function of the same arguments: the same weights). Their age
+        // likewise: one conversion of the 128-bit span per time.
         let mut decays: Vec<(i128, u64, f64)> = Vec::new();
+        let mut age: Option<(i128, f64)> = None;
         for (i, e) in inputs.history.iter().enumerate() {
-            match index.get(&*e.check) {
-                Some(&c) => {
+            let at = e.decay_ns();
+            let days = match age {
+                Some((t, d)) if t == at => d,
+                _ => {
+                    let d = days_between(at, inputs.as_of.ns);
+                    age = Some((at, d));
+                    d
+                }
+            };
+            age_days.push(days);
+            match e.check.id().and_then(|id| index[id as usize]) {
+                Some(c) => {
                     by_check[c].push(i);
                     let check = &rubric.checks[c];
-                    let (at, half_life) = (e.decay_ns(), rubric.half_life_days(check));
+                    let half_life = rubric.half_life_days(check);
                     if decays.first().is_some_and(|(t, _, _)| *t != at) {
                         decays.clear();
                     }
                     let decay = match decays.iter().find(|(_, h, _)| *h == half_life.to_bits()) {
                         Some((_, _, d)) => *d,
                         None => {
-                            let d = decay_factor(days_between(at, inputs.as_of.ns), half_life);
+                            let d = decay_factor(days, half_life);
                             decays.push((at, half_life.to_bits(), d));
                             d
                         }
@@ -238,7 +245,10 @@ fn tally_check<'a>(
         }
         latest = Some(e.outcome);
         // A cell's measurements, each with its own weight; one outcome's is its value.
-        let cell_measurements = e.cell.as_ref().map(|c| &c.measurements);
+        let cell_measurements = e
+            .cell
+            .as_ref()
+            .map(|c| c.measurements.as_deref().map_or(&[][..], Vec::as_slice));
         match e.outcome {
             Outcome::Pass => {
                 t.passes += count;
