@@ -56,12 +56,16 @@ enum Cumulative {
 impl Cumulative {
     /// The weights' running sums, exactly, on the common scale `weight x 2^-e_min`.
     fn of(weights: &[f64]) -> Cumulative {
-        let parts: Vec<(u64, i32)> = weights.iter().map(|w| decompose(*w)).collect();
-        let e_min = parts.iter().map(|(_, e)| *e).min().unwrap_or(0);
-        let e_max = parts.iter().map(|(_, e)| *e).max().unwrap_or(0);
+        if weights.is_empty() {
+            return Cumulative::Narrow(Vec::new());
+        }
+        let (e_min, e_max) = weights.iter().fold((i32::MAX, i32::MIN), |(low, high), w| {
+            let e = decompose(*w).1;
+            (low.min(e), high.max(e))
+        });
         // A part is below 2^(53 + span); n of them sum below 2^(53 + span + bits(n)).
         let sum_bits =
-            53 + i64::from(e_max - e_min) + i64::from(usize::BITS - parts.len().leading_zeros());
+            53 + i64::from(e_max - e_min) + i64::from(usize::BITS - weights.len().leading_zeros());
         if sum_bits > 127 {
             let mut running = Natural::zero();
             return Cumulative::Wide(
@@ -76,10 +80,11 @@ impl Cumulative {
         }
         let mut running = 0u128;
         Cumulative::Narrow(
-            parts
+            weights
                 .iter()
-                .map(|(m, e)| {
-                    running += u128::from(*m) << (e - e_min);
+                .map(|w| {
+                    let (m, e) = decompose(*w);
+                    running += u128::from(m) << (e - e_min);
                     running
                 })
                 .collect(),
@@ -115,41 +120,57 @@ fn total_order_key(x: f64) -> u64 {
 /// Below this many measurements the standard library's stable sort is as quick.
 const RADIX_FROM: usize = 64;
 
-/// The positions of `keys` in ascending order, equal keys in their input order: the one
-/// permutation a stable sort by key gives. A least-significant-digit radix sort, one byte a
-/// pass (a pass in which every key has the same byte is skipped): a year's window of latencies
-/// is thousands of measurements, which it orders in a few passes without comparing.
-fn stable_order(keys: &[u64]) -> Vec<u32> {
-    let mut order: Vec<(u64, u32)> = keys.iter().zip(0u32..).map(|(k, i)| (*k, i)).collect();
-    if keys.len() < RADIX_FROM {
-        order.sort_by_key(|(k, _)| *k);
-        return order.into_iter().map(|(_, i)| i).collect();
+/// [`total_order_key`]'s inverse: the value back, bit for bit.
+fn from_total_order_key(key: u64) -> f64 {
+    if key >> 63 == 1 {
+        f64::from_bits(key & !(1 << 63))
+    } else {
+        f64::from_bits(!key)
     }
-    let mut counts = [[0usize; 256]; 8];
-    for k in keys {
-        for (byte, count) in counts.iter_mut().enumerate() {
+}
+
+/// The pairs as `(total_order_key(value), weight)`, ascending by key, equal keys in their input
+/// order: what a stable sort by value gives. A least-significant-digit radix sort, one byte a
+/// pass, over the bytes in which the keys differ only (latencies in whole milliseconds differ in
+/// two or three): a year's window of latencies is thousands of measurements, which it orders in
+/// a few passes without comparing. Each item carries its weight, so no gather follows.
+fn sorted_by_value(pairs: &[(f64, f64)]) -> Vec<(u64, f64)> {
+    let mut items: Vec<(u64, f64)> = pairs
+        .iter()
+        .map(|(v, w)| (total_order_key(*v), *w))
+        .collect();
+    if items.len() < RADIX_FROM {
+        items.sort_by_key(|(k, _)| *k);
+        return items;
+    }
+    let first = items[0].0;
+    let differing = items.iter().fold(0u64, |acc, (k, _)| acc | (k ^ first));
+    // A byte every key shares would be a pass that keeps the order: skipped.
+    let bytes: Vec<u32> = (0..8)
+        .filter(|b| (differing >> (8 * b)) & 0xff != 0)
+        .collect();
+    let mut counts = vec![[0usize; 256]; bytes.len()];
+    for (k, _) in &items {
+        for (count, byte) in counts.iter_mut().zip(&bytes) {
             count[((k >> (8 * byte)) & 0xff) as usize] += 1;
         }
     }
-    let mut spare = vec![(0u64, 0u32); order.len()];
-    for (byte, count) in counts.iter().enumerate() {
-        if count.contains(&keys.len()) {
-            continue; // one value of this byte for every key: the pass would keep the order
-        }
+    let mut spare = vec![(0u64, 0.0); items.len()];
+    for (count, byte) in counts.iter().zip(&bytes) {
         let mut next = [0usize; 256];
         let mut at = 0;
         for (slot, c) in next.iter_mut().zip(count) {
             *slot = at;
             at += c;
         }
-        for item in &order {
+        for item in &items {
             let slot = &mut next[((item.0 >> (8 * byte)) & 0xff) as usize];
             spare[*slot] = *item;
             *slot += 1;
         }
-        std::mem::swap(&mut order, &mut spare);
+        std::mem::swap(&mut items, &mut spare);
     }
-    order.into_iter().map(|(_, i)| i).collect()
+    items
 }
 
 impl WeightedSample {
@@ -161,10 +182,12 @@ impl WeightedSample {
             return None;
         }
         // Ascending by value under `total_cmp`, equal values in the order given.
-        let keys: Vec<u64> = pairs.iter().map(|(v, _)| total_order_key(*v)).collect();
-        let order = stable_order(&keys);
-        let values: Vec<f64> = order.iter().map(|i| pairs[*i as usize].0).collect();
-        let weights: Vec<f64> = order.iter().map(|i| pairs[*i as usize].1).collect();
+        let sorted = sorted_by_value(&pairs);
+        let values: Vec<f64> = sorted
+            .iter()
+            .map(|(k, _)| from_total_order_key(*k))
+            .collect();
+        let weights: Vec<f64> = sorted.iter().map(|(_, w)| *w).collect();
         let (sum, sum_sq) = weights
             .iter()
             .fold((0.0, 0.0), |(s, q), w| (s + w, q + w * w));
