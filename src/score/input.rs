@@ -226,7 +226,6 @@ pub struct Entry {
     pub revision: Option<usize>,
     /// ms for curve checks; output bytes for R5 passes.
     pub value: Option<f64>,
-    pub receipt: String,
     /// Under method `/3`, what the entry stands for: a run of consecutive outcomes of one day
     /// (`super::summary`). `None` for one outcome (method `/2`).
     pub cell: Option<CellFacts>,
@@ -595,7 +594,6 @@ fn build(mut doc: InputsDocument, embed: Embed) -> Result<Inputs, InputError> {
             kind: e.kind,
             revision,
             value: e.value,
-            receipt: e.receipt,
             cell: None,
         })
         .collect();

@@ -183,10 +183,48 @@ pub fn day_digest(cells: &[Cell]) -> [u8; 32] {
 
 /// `YYYY-MM-DD` of a day since the epoch.
 pub fn date_of(day: i64) -> String {
+    // Years 0 to 9999 by the civil calendar's arithmetic (every score writes 180 of these);
+    // the rest as the time crate writes them.
+    if (FIRST_DAY_OF_YEAR_0..=LAST_DAY_OF_YEAR_9999).contains(&day) {
+        let (year, month, date) = civil_of(day);
+        let mut text = [b'-'; 10];
+        for (i, digit) in [year / 1000, year / 100 % 10, year / 10 % 10, year % 10]
+            .into_iter()
+            .enumerate()
+        {
+            text[i] = b'0' + digit as u8;
+        }
+        text[5..7].copy_from_slice(&[b'0' + (month / 10) as u8, b'0' + (month % 10) as u8]);
+        text[8..].copy_from_slice(&[b'0' + (date / 10) as u8, b'0' + (date % 10) as u8]);
+        return text.iter().map(|b| char::from(*b)).collect();
+    }
     let t = time::OffsetDateTime::from_unix_timestamp(day.saturating_mul(86_400))
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
     t.format(time::macros::format_description!("[year]-[month]-[day]"))
         .unwrap_or_default()
+}
+
+/// 0000-01-01 and 9999-12-31 in days since the epoch.
+const FIRST_DAY_OF_YEAR_0: i64 = -719_528;
+const LAST_DAY_OF_YEAR_9999: i64 = 2_932_896;
+
+/// The proleptic Gregorian (year, month, day) of a day since the epoch: the calendar's 400-year
+/// cycle of 146,097 days, each year counted from March so that the leap day ends it.
+fn civil_of(day: i64) -> (i64, i64, i64) {
+    let z = day + 719_468; // days since 0000-03-01
+    let era = z.div_euclid(146_097);
+    let of_era = z.rem_euclid(146_097);
+    let year_of_era = (of_era - of_era / 1_460 + of_era / 36_524 - of_era / 146_096) / 365;
+    let of_year = of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_from_march = (5 * of_year + 2) / 153;
+    let date = of_year - (153 * month_from_march + 2) / 5 + 1;
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, date)
 }
 
 /// One day of a `/3` score's inputs.
@@ -203,6 +241,33 @@ struct DayRef {
     sha256: String,
 }
 
+/// What a `/3` score's digest is taken over: `meta` (its `history` left out), the method and
+/// the days.
+#[derive(Serialize)]
+struct Digested<'a> {
+    #[serde(flatten)]
+    meta: &'a InputsDocument,
+    method: &'static str,
+    days: DayRefs<'a>,
+}
+
+/// Each day as its date and digest ([`DayRef`]), made as it is written.
+struct DayRefs<'a>(&'a [Day<'a>]);
+
+impl Serialize for DayRefs<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        for d in self.0 {
+            seq.serialize_element(&DayRef {
+                day: date_of(d.day),
+                sha256: hex::encode(d.sha256),
+            })?;
+        }
+        seq.end()
+    }
+}
+
 /// The inputs of a `/3` score: the subject, population and revisions of `meta` (its history
 /// must be empty), the cells of `days` (oldest first). The digest is SHA-256 of the RFC 8785
 /// bytes of `meta` without `history`, with `method` and `days` (each day's date and digest).
@@ -212,21 +277,19 @@ pub fn inputs(meta: InputsDocument, days: &[Day<'_>]) -> Result<Inputs, InputErr
             "a /3 score reads its history from day summaries".into(),
         ));
     }
-    let mut value = serde_json::to_value(&meta)?;
+    // Written straight to its canonical bytes: no JSON value of the meta and of each day is
+    // built (a year's window is 180 days, every score).
+    let digested = crate::canonical::canonical_bytes_without(
+        &Digested {
+            meta: &meta,
+            method: super::Method::V3.as_str(),
+            days: DayRefs(days),
+        },
+        &["history"],
+    )
+    .map_err(|crate::canonical::CanonicalError::Serialize(e)| InputError::Parse(e))?;
     let mut inputs = Inputs::from_document_unembedded(meta)?;
-    if let serde_json::Value::Object(map) = &mut value {
-        map.remove("history");
-        map.insert("method".into(), super::Method::V3.as_str().into());
-        let refs: Vec<DayRef> = days
-            .iter()
-            .map(|d| DayRef {
-                day: date_of(d.day),
-                sha256: hex::encode(d.sha256),
-            })
-            .collect();
-        map.insert("days".into(), serde_json::to_value(refs)?);
-    }
-    inputs.digest = Sha256::digest(crate::canonical::to_canonical_bytes(&value)).into();
+    inputs.digest = Sha256::digest(digested).into();
     inputs.method = super::Method::V3;
     let revisions = &inputs.subject.revisions;
     let mut history = Vec::with_capacity(days.iter().map(|d| d.cells.len()).sum());
@@ -258,7 +321,6 @@ pub fn inputs(meta: InputsDocument, days: &[Day<'_>]) -> Result<Inputs, InputErr
                 kind: c.kind,
                 revision,
                 value: None,
-                receipt: String::new(),
                 cell: Some(CellFacts {
                     count: c.count,
                     first_ns,
@@ -449,5 +511,58 @@ mod tests {
         // A /3 input never takes history rows beside its days.
         let err = inputs(doc.clone(), &[]).err().unwrap();
         assert!(err.to_string().contains("day summaries"), "{err}");
+    }
+
+    /// Every day of years 0 to 9999 is written as the time crate writes it, and so are days
+    /// beyond them (by the time crate itself).
+    #[test]
+    fn dates_are_written_as_the_time_crate_writes_them() {
+        let by_time = |day: i64| {
+            time::OffsetDateTime::from_unix_timestamp(day.saturating_mul(86_400))
+                .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
+                .format(time::macros::format_description!("[year]-[month]-[day]"))
+                .unwrap_or_default()
+        };
+        for day in FIRST_DAY_OF_YEAR_0 - 3..=LAST_DAY_OF_YEAR_9999 + 3 {
+            assert_eq!(date_of(day), by_time(day), "day {day}");
+        }
+        assert_eq!(date_of(FIRST_DAY_OF_YEAR_0), "0000-01-01");
+        assert_eq!(date_of(LAST_DAY_OF_YEAR_9999), "9999-12-31");
+        assert_eq!(date_of(0), "1970-01-01");
+        assert_eq!(date_of(20_788), "2026-12-01");
+        for day in [i64::MIN, i64::MAX, -10_000_000, 10_000_000] {
+            assert_eq!(date_of(day), by_time(day));
+        }
+    }
+
+    /// The digest as it was first taken: the meta as a JSON value, `history` removed, `method`
+    /// and `days` (each a `{day, sha256}` value) put in, made canonical. Written straight to its
+    /// bytes now, it must be the same digest, or no stored `/3` score would recompute.
+    #[test]
+    fn the_inputs_digest_is_the_one_taken_over_the_json_value() {
+        let rubric = Rubric::embedded_default();
+        for golden in [
+            include_str!("../../tests/data/golden/01-healthy-established.json"),
+            include_str!("../../tests/data/golden/02-overcharge-avoid.json"),
+            include_str!("../../tests/data/golden/05-revisions-na-watch.json"),
+            include_str!("../../tests/data/golden/06-slow-payto-changed.json"),
+        ] {
+            let doc = at_day_starts(golden);
+            let days = as_cells(&rubric, &doc);
+            let mut value = serde_json::to_value(&doc).unwrap();
+            let map = value.as_object_mut().unwrap();
+            map.remove("history");
+            map.insert("method".into(), "x402-probe.scorer/3".into());
+            let refs: Vec<serde_json::Value> = days
+                .iter()
+                .map(|(day, cells)| {
+                    serde_json::json!({"day": date_of(*day), "sha256": hex::encode(day_digest(cells))})
+                })
+                .collect();
+            map.insert("days".into(), refs.into());
+            let want: [u8; 32] =
+                Sha256::digest(crate::canonical::to_canonical_bytes(&value)).into();
+            assert_eq!(inputs_of_days(&doc, &days).digest, want);
+        }
     }
 }
