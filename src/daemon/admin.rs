@@ -253,13 +253,8 @@ impl Daemon {
         match self.subjects.get_mut(&row.url) {
             Some(s) => s.row = row.clone(),
             None => {
-                self.subjects.insert(
-                    row.url.clone(),
-                    Subject {
-                        row: row.clone(),
-                        runs: 0,
-                    },
-                );
+                self.subjects
+                    .insert(row.url.clone(), Subject::new(row.clone()));
             }
         }
         LoopWrite {

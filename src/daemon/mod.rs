@@ -123,6 +123,19 @@ enum Job {
 struct Subject {
     row: SubjectRow,
     runs: u64,
+    /// No paid call before this time: the last one was declined by a spend limit of ours
+    /// ([`schedule::SPEND_LIMIT_WAIT_MS`]). Not stored: a restart tries once more.
+    paid_held_until_ms: Option<i64>,
+}
+
+impl Subject {
+    fn new(row: SubjectRow) -> Subject {
+        Subject {
+            row,
+            runs: 0,
+            paid_held_until_ms: None,
+        }
+    }
 }
 
 /// The running daemon.
@@ -627,8 +640,7 @@ impl Daemon {
         }
         self.refresh_outages()?;
         for row in store.subjects()? {
-            self.subjects
-                .insert(row.url.clone(), Subject { row, runs: 0 });
+            self.subjects.insert(row.url.clone(), Subject::new(row));
         }
         self.retire_other_spellings(now)?;
         self.sync_configured_subjects(now)?;
@@ -838,7 +850,7 @@ impl Daemon {
                     },
                 }),
             ));
-            self.subjects.insert(url.clone(), Subject { row, runs: 0 });
+            self.subjects.insert(url.clone(), Subject::new(row));
             added.push(url.clone());
         }
         let removed: Vec<String> = self
@@ -965,6 +977,10 @@ impl Daemon {
                 .map_err(|e| anyhow::anyhow!("[pay]: {e}"))?;
             if before != (per_call, per_subject, per_day) {
                 *parts.policy.write().unwrap_or_else(|p| p.into_inner()) = policy;
+                // New caps: a paid call a cap declined may go through now.
+                for subject in self.subjects.values_mut() {
+                    subject.paid_held_until_ms = None;
+                }
                 caps_changed = Some(format!(
                     "per call {} -> {per_call}, per subject per day {} -> {per_subject}, per day {} -> {per_day} (USD)",
                     before.0, before.1, before.2
@@ -1315,6 +1331,7 @@ impl Daemon {
                 && paid_wanted(
                     summary.as_ref(),
                     subject.row.last_paid_ms,
+                    subject.paid_held_until_ms,
                     now,
                     self.cadence.paid_min_interval_ms,
                     self.config.schedule.pay_from_first_run,
@@ -1508,6 +1525,16 @@ impl Daemon {
                     subject.row.last_run_ms = Some(now);
                     if done.paid {
                         subject.row.last_paid_ms = Some(now);
+                        subject.paid_held_until_ms = None;
+                    }
+                    if done.paid_held {
+                        let until = now + schedule::SPEND_LIMIT_WAIT_MS;
+                        subject.paid_held_until_ms = Some(until);
+                        tracing::info!(
+                            subject = %done.url,
+                            until_ms = until,
+                            "a spend limit declined the paid call: the subject's next one waits a day"
+                        );
                     }
                     subject.row.next_free_ms = next_free_ms(
                         &self.cadence,
@@ -1756,7 +1783,7 @@ impl Daemon {
                 let due = due_after_restart(&self.cadence, url, 0, now);
                 self.push(due, Job::Free(url.clone()));
             }
-            self.subjects.insert(url.clone(), Subject { row, runs: 0 });
+            self.subjects.insert(url.clone(), Subject::new(row));
             added.push(url.clone());
         }
         let mut delisted = Vec::new();

@@ -226,6 +226,8 @@ pub struct RunDone {
     pub asked_to_pay: bool,
     /// A payment was sent.
     pub paid: bool,
+    /// The paid call was declined by a spend limit of ours (a cap, the wallet's balance).
+    pub paid_held: bool,
     pub refund: Option<(String, RefundPlan)>,
     pub summary: Option<ScoreSummary>,
     /// The checks this run failed (for the run's log line).
@@ -483,6 +485,10 @@ pub(crate) async fn run_subject(
 
     let ended_ms = shared.clock.now_ms().max(started_ms);
     let paid_sent = out.paid.as_ref().is_some_and(|p| p.payment_sent());
+    let paid_held = out
+        .paid
+        .as_ref()
+        .is_some_and(|p| p.refused_by_spend_limit());
     let record = RunRecord {
         id: run_id(&shared.vantage, &url, started_ms),
         subject: url.clone(),
@@ -562,6 +568,7 @@ pub(crate) async fn run_subject(
         retry_after_ms: retry_after,
         asked_to_pay: pay,
         paid: paid_sent,
+        paid_held,
         refund: refund.map(|p| (run_id, p)),
         summary,
         failing,
@@ -815,6 +822,7 @@ fn failed(url: String, reached: bool, asked_to_pay: bool, error: String) -> RunD
         retry_after_ms: None,
         asked_to_pay,
         paid: false,
+        paid_held: false,
         refund: None,
         summary: None,
         failing: Vec::new(),

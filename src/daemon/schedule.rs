@@ -378,17 +378,28 @@ pub enum PaidReason {
     FirstRun,
 }
 
-/// Whether this run should make a paid call: never more often than the minimum interval, first
-/// for subjects whose free evidence is verdict-ready without a recent paid call, then where the
-/// band straddles a grade boundary.
+/// How long a subject's paid calls wait after one was declined by a spend limit of ours (a cap,
+/// the wallet's balance). The caps are daily: tried on every run, each attempt would fetch the 402
+/// again, read the chain and write a refusal, and meet the same cap. A cap raised by a reload
+/// ends the wait at once.
+pub const SPEND_LIMIT_WAIT_MS: i64 = 86_400_000;
+
+/// Whether this run should make a paid call: never more often than the minimum interval, nor
+/// before `held_until_ms` (a spend limit's wait, [`SPEND_LIMIT_WAIT_MS`]); first for subjects
+/// whose free evidence is verdict-ready without a recent paid call, then where the band
+/// straddles a grade boundary.
 pub fn paid_wanted(
     summary: Option<&ScoreSummary>,
     last_paid_ms: Option<i64>,
+    held_until_ms: Option<i64>,
     now_ms: i64,
     min_interval_ms: i64,
     from_first_run: bool,
 ) -> Option<PaidReason> {
     if last_paid_ms.is_some_and(|t| now_ms - t < min_interval_ms) {
+        return None;
+    }
+    if held_until_ms.is_some_and(|t| now_ms < t) {
         return None;
     }
     if from_first_run && last_paid_ms.is_none() {
@@ -706,6 +717,7 @@ mod tests {
             paid_wanted(
                 Some(&summary(8, 3.0, None, (91.0, 95.0))),
                 None,
+                None,
                 0,
                 week,
                 false
@@ -715,6 +727,7 @@ mod tests {
         assert_eq!(
             paid_wanted(
                 Some(&summary(7, 3.0, None, (91.0, 95.0))),
+                None,
                 None,
                 0,
                 week,
@@ -727,6 +740,7 @@ mod tests {
             paid_wanted(
                 Some(&summary(8, 3.0, Some(2.0), (91.0, 95.0))),
                 None,
+                None,
                 0,
                 week,
                 false
@@ -738,6 +752,7 @@ mod tests {
             paid_wanted(
                 Some(&summary(8, 3.0, Some(2.0), (78.0, 84.0))),
                 None,
+                None,
                 0,
                 week,
                 false
@@ -748,6 +763,7 @@ mod tests {
             paid_wanted(
                 Some(&summary(8, 3.0, None, (1.0, 99.0))),
                 Some(0),
+                None,
                 week - 1,
                 week,
                 false
@@ -755,7 +771,36 @@ mod tests {
             None,
             "never more often than the minimum interval"
         );
-        assert_eq!(paid_wanted(None, None, 0, week, false), None);
+        assert_eq!(paid_wanted(None, None, None, 0, week, false), None);
+    }
+
+    #[test]
+    fn a_spend_limit_holds_paid_calls_until_its_wait_ends() {
+        let week = 7 * 86_400_000;
+        let ready = summary(8, 3.0, None, (91.0, 95.0));
+        let held = Some(SPEND_LIMIT_WAIT_MS);
+        assert_eq!(
+            paid_wanted(
+                Some(&ready),
+                None,
+                held,
+                SPEND_LIMIT_WAIT_MS - 1,
+                week,
+                false
+            ),
+            None,
+            "held"
+        );
+        assert_eq!(
+            paid_wanted(Some(&ready), None, held, SPEND_LIMIT_WAIT_MS, week, false),
+            Some(PaidReason::VerdictReady),
+            "the wait is over"
+        );
+        assert_eq!(
+            paid_wanted(None, None, held, 0, week, true),
+            None,
+            "a first run's paid call waits too"
+        );
     }
 
     /// One run in flight since 0, the clock at 100, the next run due at 500, a lookahead of 600.

@@ -86,6 +86,17 @@ pub enum RefusalCode {
 }
 
 impl RefusalCode {
+    /// A limit of ours on spending (a cap, the wallet's balance), not a fault of the quote: a
+    /// paid call tried again within hours meets it again.
+    pub fn is_spend_limit(self) -> bool {
+        matches!(
+            self,
+            RefusalCode::OverPerSubjectCap
+                | RefusalCode::OverDailyCap
+                | RefusalCode::InsufficientFunds
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             RefusalCode::NoRequirements => "no_requirements",
@@ -635,6 +646,12 @@ impl PaidObservation {
             carrier: PaymentCarrier::of_subject(subject),
             reference: None,
         }
+    }
+
+    /// Whether we declined to pay because of a spend limit of ours ([`RefusalCode::is_spend_limit`]).
+    pub fn refused_by_spend_limit(&self) -> bool {
+        matches!(&self.decision, Decision::Refused { refusals }
+            if refusals.iter().any(|r| r.code.is_spend_limit()))
     }
 
     /// Whether a payment was sent (signed and handed to the endpoint), on either network.

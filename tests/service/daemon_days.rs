@@ -429,3 +429,60 @@ async fn our_rpc_failing_run_after_run_opens_our_outage_window_and_a_good_read_c
     .unwrap();
     assert_eq!(recomputed.mismatches, vec![], "the windows re-derive too");
 }
+
+/// A paid call a spend cap of ours declines is not tried again on every run: each attempt would
+/// fetch the 402 again, read the chain and write a refusal, and meet the same daily cap. The
+/// subject's paid calls wait a day; its free runs go on at their cadence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paid_call_a_spend_cap_declines_waits_a_day_before_it_is_tried_again() {
+    use x402_probe::evidence::paid::{Decision, RefusalCode};
+    let lab = lab(&["honest-v2"]).await;
+    let url = lab.endpoint("honest-v2").unwrap().url.clone();
+    let start = start_ms();
+    let clock = Arc::new(ManualClock::at_ms(start));
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = Settings::new(dir.path());
+    settings.subjects = vec![url.clone()];
+    settings.pay_from_first_run = true;
+    settings.paid_min_interval_secs = 3600;
+    // Under the endpoint's price ($0.01): every paid call is declined by the cap.
+    settings.pay_caps.per_subject_per_day = "0.005".into();
+    let text = config_text(&lab, &settings);
+    run_simulated(&text, clock.clone(), start + 3 * DAY + HOUR).await;
+
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let runs: Vec<_> = store
+        .subject_entries(&url, &[RecordKind::Run], 0)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.record {
+            Record::Run(run) => Some(run),
+            _ => None,
+        })
+        .collect();
+    let attempts: Vec<i64> = runs
+        .iter()
+        .filter_map(|r| r.paid.as_ref().map(|p| (r.started_at_ms, p)))
+        .map(|(at, p)| {
+            assert!(
+                matches!(&p.decision, Decision::Refused { refusals }
+                    if refusals.iter().any(|r| r.code == RefusalCode::OverPerSubjectCap)),
+                "declined by the cap: {:?}",
+                p.decision
+            );
+            at
+        })
+        .collect();
+    assert!(runs.len() >= 20, "free runs go on: {} runs", runs.len());
+    assert!(
+        (3..=4).contains(&attempts.len()),
+        "one paid attempt a day over 3 days, not one a run: {} attempts in {} runs",
+        attempts.len(),
+        runs.len()
+    );
+    assert_eq!(attempts[0], runs[0].started_at_ms, "the first run tries");
+    assert!(
+        attempts.windows(2).all(|w| w[1] - w[0] >= DAY),
+        "a day apart at least: {attempts:?}"
+    );
+}
