@@ -125,6 +125,19 @@ pub async fn run_simulated(config_text: &str, clock: Arc<ManualClock>, until_ms:
         .expect("the daemon runs to the end");
 }
 
+/// Every run the daemon recorded for `subject`, in order.
+pub fn runs(store: &dyn Store, subject: &str) -> Vec<x402_probe::evidence::run::RunRecord> {
+    store
+        .subject_entries(subject, &[RecordKind::Run], 0)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.record {
+            Record::Run(run) => Some(*run),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Every score the daemon published for `subject`, in order, with the as-of time.
 pub fn scores(store: &dyn Store, subject: &str) -> Vec<x402_probe::ledger::record::ScoreRecord> {
     store

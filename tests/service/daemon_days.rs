@@ -451,15 +451,7 @@ async fn a_paid_call_a_spend_cap_declines_waits_a_day_before_it_is_tried_again()
     run_simulated(&text, clock.clone(), start + 3 * DAY + HOUR).await;
 
     let store = SqliteStore::open(dir.path()).unwrap();
-    let runs: Vec<_> = store
-        .subject_entries(&url, &[RecordKind::Run], 0)
-        .unwrap()
-        .into_iter()
-        .filter_map(|e| match e.record {
-            Record::Run(run) => Some(run),
-            _ => None,
-        })
-        .collect();
+    let runs = runs(&store, &url);
     let attempts: Vec<i64> = runs
         .iter()
         .filter_map(|r| r.paid.as_ref().map(|p| (r.started_at_ms, p)))

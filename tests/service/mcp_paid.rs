@@ -217,7 +217,6 @@ async fn the_daemon_rates_a_paid_mcp_tool_over_days() {
     use crate::daemon_support::{DAY, Settings, config_text, latest_document, run_simulated};
     use std::sync::Arc;
     use x402_probe::clock::{Clock, ManualClock, SystemClock};
-    use x402_probe::ledger::record::{Record, RecordKind};
     use x402_probe::store::{SqliteStore, Store};
 
     let lab = lab().await;
@@ -234,15 +233,7 @@ async fn the_daemon_rates_a_paid_mcp_tool_over_days() {
     run_simulated(&text, clock.clone(), start + 2 * DAY).await;
 
     let store = SqliteStore::open(dir.path()).unwrap();
-    let runs: Vec<_> = store
-        .subject_entries(&tool, &[RecordKind::Run], 0)
-        .unwrap()
-        .into_iter()
-        .filter_map(|e| match e.record {
-            Record::Run(run) => Some(run),
-            _ => None,
-        })
-        .collect();
+    let runs = crate::daemon_support::runs(&store, &tool);
     assert!(runs.len() >= 8, "{} runs of the tool", runs.len());
     assert!(
         runs.iter().all(|r| r.free.mcp.is_some()),
