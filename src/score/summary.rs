@@ -185,18 +185,8 @@ pub fn day_digest(cells: &[Cell]) -> [u8; 32] {
 pub fn date_of(day: i64) -> String {
     // Years 0 to 9999 by the civil calendar's arithmetic (every score writes 180 of these);
     // the rest as the time crate writes them.
-    if (FIRST_DAY_OF_YEAR_0..=LAST_DAY_OF_YEAR_9999).contains(&day) {
-        let (year, month, date) = civil_of(day);
-        let mut text = [b'-'; 10];
-        for (i, digit) in [year / 1000, year / 100 % 10, year / 10 % 10, year % 10]
-            .into_iter()
-            .enumerate()
-        {
-            text[i] = b'0' + digit as u8;
-        }
-        text[5..7].copy_from_slice(&[b'0' + (month / 10) as u8, b'0' + (month % 10) as u8]);
-        text[8..].copy_from_slice(&[b'0' + (date / 10) as u8, b'0' + (date % 10) as u8]);
-        return text.iter().map(|b| char::from(*b)).collect();
+    if let Some(text) = date_text(day) {
+        return String::from_utf8_lossy(&text).into_owned();
     }
     let t = time::OffsetDateTime::from_unix_timestamp(day.saturating_mul(86_400))
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
@@ -207,6 +197,27 @@ pub fn date_of(day: i64) -> String {
 /// 0000-01-01 and 9999-12-31 in days since the epoch.
 const FIRST_DAY_OF_YEAR_0: i64 = -719_528;
 const LAST_DAY_OF_YEAR_9999: i64 = 2_932_896;
+
+/// `YYYY-MM-DD` of a day of years 0 to 9999, with no allocation; `None` outside them.
+fn date_text(day: i64) -> Option<[u8; 10]> {
+    if !(FIRST_DAY_OF_YEAR_0..=LAST_DAY_OF_YEAR_9999).contains(&day) {
+        return None;
+    }
+    let (year, month, date) = civil_of(day);
+    let digit = |n: i64| b'0' + (n % 10) as u8;
+    Some([
+        digit(year / 1000),
+        digit(year / 100),
+        digit(year / 10),
+        digit(year),
+        b'-',
+        digit(month / 10),
+        digit(month),
+        b'-',
+        digit(date / 10),
+        digit(date),
+    ])
+}
 
 /// The proleptic Gregorian (year, month, day) of a day since the epoch: the calendar's 400-year
 /// cycle of 146,097 days, each year counted from March so that the leap day ends it.
@@ -235,10 +246,11 @@ pub struct Day<'a> {
     pub sha256: [u8; 32],
 }
 
+/// A day in the digest: its date and its digest in hex.
 #[derive(Serialize)]
-struct DayRef {
-    day: String,
-    sha256: String,
+struct DayRef<'a> {
+    day: &'a str,
+    sha256: &'a str,
 }
 
 /// What a `/3` score's digest is taken over: `meta` (its `history` left out), the method and
@@ -258,11 +270,17 @@ impl Serialize for DayRefs<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeSeq;
         let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        let mut hex_text = [0u8; 64];
         for d in self.0 {
-            seq.serialize_element(&DayRef {
-                day: date_of(d.day),
-                sha256: hex::encode(d.sha256),
-            })?;
+            let date = date_text(d.day);
+            let day = match &date {
+                // ASCII digits and dashes: always UTF-8.
+                Some(text) => std::str::from_utf8(text).map_err(serde::ser::Error::custom)?,
+                None => &date_of(d.day),
+            };
+            hex::encode_to_slice(d.sha256, &mut hex_text).map_err(serde::ser::Error::custom)?;
+            let sha256 = std::str::from_utf8(&hex_text).map_err(serde::ser::Error::custom)?;
+            seq.serialize_element(&DayRef { day, sha256 })?;
         }
         seq.end()
     }

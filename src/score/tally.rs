@@ -109,7 +109,14 @@ impl EntryWeights {
             index[c.id as usize] = Some(i);
         }
         let n = inputs.history.len();
-        let mut by_check = vec![Vec::new(); rubric.checks.len()];
+        // Each check's list sized once (a year's window holds hundreds of entries of each).
+        let mut counts = vec![0usize; rubric.checks.len()];
+        for e in &inputs.history {
+            if let Some(c) = e.check.id().and_then(|id| index[id as usize]) {
+                counts[c] += 1;
+            }
+        }
+        let mut by_check: Vec<Vec<usize>> = counts.into_iter().map(Vec::with_capacity).collect();
         let mut weight = vec![0.0; n];
         let mut base = vec![0.0; n];
         let mut unknown = Vec::new();
