@@ -327,6 +327,16 @@ fn main() {
         eprintln!("replay of the {name} {leg} days: {}", leg_run.line());
         replayed[which].push(leg_run);
     }
+    // What a start and a stop cost on each copy, with nothing run (the clock does not move): a
+    // part of every leg's CPU, which a daemon running all year pays once.
+    let starts: Vec<Leg> = [(&first_copy, start), (&last_copy, last_from_ms)]
+        .into_iter()
+        .map(|(copy, from_ms)| {
+            copy_dir(copy, dir);
+            clock.set_ms(from_ms);
+            run_leg(from_ms)
+        })
+        .collect();
     if kept.is_some() {
         copy_dir(&year_copy, dir);
     }
@@ -364,6 +374,15 @@ fn main() {
             verdict(ratio)
         );
     }
+    println!(
+        "  a start and a stop with nothing run: {:.0} ms CPU on the first leg's state, {:.0} ms on the last's ({} and {} runs made); over a leg's runs, {:.2} and {:.2} ms a run",
+        starts[0].cpu * 1000.0,
+        starts[1].cpu * 1000.0,
+        starts[0].runs,
+        starts[1].runs,
+        starts[0].cpu * 1000.0 / first.runs.max(1) as f64,
+        starts[1].cpu * 1000.0 / last.runs.max(1) as f64,
+    );
     drop(lab);
     drop(lab_rt);
 }
