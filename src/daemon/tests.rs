@@ -810,3 +810,51 @@ fn the_rpc_window_opens_once_and_closes_once() {
     );
     assert_eq!(rpc.step(&RpcRead::Worked, 70), None, "closed already");
 }
+
+/// A subject's paid calls held by a spend limit go again once a reload changes the caps (the
+/// cap that declined them may allow them now); a reload that leaves the caps as they were keeps
+/// the wait. Against the lab's chain, wallet and endpoint: a daemon that pays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_changes_the_caps_ends_a_spend_limits_wait() {
+    crate::install_crypto_provider();
+    let lab = x402_lab::Lab::start_with(x402_lab::LabOptions {
+        scenarios: Some(vec!["honest-v2".into()]),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let url = lab.endpoint("honest-v2").unwrap().url.clone();
+    let dir = tempfile::tempdir().unwrap();
+    ReporterKey::generate(&dir.path().join("reporter.key")).unwrap();
+    let mut config = x402_lab::daemon_config::LabDaemonConfig::new(dir.path());
+    config.subjects = vec![(url.clone(), "weather".into())];
+    config.tail = "[api]\nenabled = false\n".into();
+    let path = dir.path().join("daemon.toml");
+    let write = |per_subject: &str| {
+        let mut c = config.clone();
+        c.pay = Some(x402_lab::daemon_config::PayCaps {
+            per_subject_per_day: per_subject.into(),
+            ..Default::default()
+        });
+        std::fs::write(&path, c.text(&lab)).unwrap();
+    };
+    write("0.005");
+    let mut daemon = Daemon::open(
+        DaemonConfig::read(&path).unwrap(),
+        Some(path.clone()),
+        TimeSource::System,
+    )
+    .await
+    .unwrap();
+    let key = daemon.subjects.keys().next().cloned().expect("the subject");
+    let held = Some(i64::MAX);
+    daemon.subjects.get_mut(&key).unwrap().paid_held_until_ms = held;
+
+    // The same caps: the wait stays.
+    daemon.reload();
+    assert_eq!(daemon.subjects[&key].paid_held_until_ms, held);
+    // A cap changed: the wait ends.
+    write("0.50");
+    daemon.reload();
+    assert_eq!(daemon.subjects[&key].paid_held_until_ms, None);
+}

@@ -563,7 +563,10 @@ mod tests {
             include_str!("../../tests/data/golden/01-healthy-established.json"),
             include_str!("../../tests/data/golden/02-overcharge-avoid.json"),
             include_str!("../../tests/data/golden/05-revisions-na-watch.json"),
+            include_str!("../../tests/data/golden/03-down-stale.json"),
+            include_str!("../../tests/data/golden/04-unverified-new.json"),
             include_str!("../../tests/data/golden/06-slow-payto-changed.json"),
+            include_str!("../../tests/data/golden/07-injection-flaky.json"),
         ] {
             let doc = at_day_starts(golden);
             let days = as_cells(&rubric, &doc);
